@@ -1,0 +1,129 @@
+"""The entry point of the core: `AgentCore` owns the store and the settings and opens sessions.
+
+Adapters use only this module's public surface plus `devagent.agent.events`:
+
+    core = await AgentCore.open(CoreConfig(db_url=..., default_model=...))
+    session = await core.create_session(workspace_roots=[path], approval_mode="ask")
+    async for event in session.advance(UserPrompt("hello")):
+        ...  # TextDelta, ThoughtDelta, StepBegin, ToolCallUpdate, Notice, StatusUpdate,
+             # NeedsInput (the session stored everything and stopped) or TurnEnd (always last)
+    # later, maybe in another process:
+    session = await core.get_session(session_id)
+    async for event in session.advance(Resume(decisions=[Decision(call_id, "proceed_once")])):
+        ...
+    await core.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
+
+if TYPE_CHECKING:
+    from devagent.agent.session import Session
+    from devagent.store.db import Store
+
+
+@dataclass
+class CoreConfig:
+    """Server-side settings of the core. Adapters never widen these on a client's say-so (G3)."""
+
+    db_url: str = ""  # "" -> sqlite file under data_dir
+    data_dir: Path = field(default_factory=lambda: Path.home() / ".devagent")
+    default_model: str = ""  # "" -> environment, then the offline demo model
+    model_base_url: str | None = None
+    model_api_key: str | None = None
+    approval_mode: str = "ask"  # the default mode of new sessions
+    # Modes a client may choose for its session. A client asking for another gets the default.
+    allowed_approval_modes: tuple[str, ...] = ("ask", "auto-edit", "plan")
+    allow_client_model: bool = True  # may a client pick the model of its session
+    max_steps: int = 50  # model requests per turn (C5)
+    shell_timeout: float = 120.0
+    memory_file: str = "AGENTS.md"
+    client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed (C7)
+    client_tool_deny: tuple[str, ...] = ()
+
+    def resolved_db_url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite+aiosqlite:///{self.data_dir / 'devagent.db'}"
+
+
+class AgentCore:
+    def __init__(self, config: CoreConfig, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self._sessions: dict[str, Session] = {}
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, config: CoreConfig) -> AgentCore:
+        from devagent.store.db import Store
+
+        store = await Store.open(config.resolved_db_url())
+        return cls(config, store)
+
+    async def close(self) -> None:
+        for s in list(self._sessions.values()):
+            await s.cancel()
+        await self.store.close()
+
+    def effective_approval_mode(self, requested: str | None) -> str:
+        """The mode a session gets: what was asked if policy allows it, else the default."""
+        if requested and requested in APPROVAL_MODES and (
+            requested == self.config.approval_mode or requested in self.config.allowed_approval_modes
+        ):
+            return requested
+        return self.config.approval_mode
+
+    async def create_session(
+        self,
+        workspace_roots: list[str | Path],
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        approval_mode: str | None = None,
+        client_tools: list[ClientTool] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Session:
+        from devagent.agent.session import Session
+
+        roots = [str(Path(r).resolve()) for r in workspace_roots]
+        for r in roots:
+            if not Path(r).is_dir():
+                raise ValueError(f"workspace root {r} is not a directory")
+        state = SessionState(
+            workspace_roots=roots,
+            model=(model if (model and self.config.allow_client_model) else "") or "",
+            approval_mode=self.effective_approval_mode(approval_mode),
+            client_tools=list(client_tools or []),
+            extra=dict(extra or {}),
+        )
+        sid = session_id or str(uuid.uuid4())
+        await self.store.create_session(sid, state.to_json())
+        session = Session(self, sid, state)
+        self._sessions[sid] = session
+        return session
+
+    async def get_session(self, session_id: str) -> Session | None:
+        """The session with this id, from memory or from the store (after a restart)."""
+        if session_id in self._sessions:
+            return self._sessions[session_id]
+        async with self._lock:
+            if session_id in self._sessions:
+                return self._sessions[session_id]
+            from devagent.agent.session import Session
+
+            row = await self.store.load_session(session_id)
+            if row is None:
+                return None
+            session = Session(self, session_id, SessionState.from_json(row))
+            await session.recover()
+            self._sessions[session_id] = session
+            return session

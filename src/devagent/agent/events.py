@@ -1,0 +1,281 @@
+"""Core events and inputs: what a session yields and what advances it.
+
+These types know no protocol. Adapters (A2A, wire, CLI) translate them into their own wire shapes
+and translate their protocol's answers back into `Input`s. They are plain slotted dataclasses so
+the event path costs no validation or serialisation until an adapter actually writes bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+class ToolCallStatus(str, enum.Enum):
+    """The RFC's ToolCall lifecycle (B7)."""
+
+    PENDING = "PENDING"
+    EXECUTING = "EXECUTING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.CANCELLED)
+
+
+class ToolKind(str, enum.Enum):
+    """What a tool does, which is what the approval policy decides on (G3)."""
+
+    READ = "read"  # reads the workspace; never needs permission
+    EDIT = "edit"  # changes files in the workspace
+    EXECUTE = "execute"  # runs commands
+    INTERNAL = "internal"  # touches only the session's own state (todo list)
+    CLIENT = "client"  # executed by the client that supplied it; the core only waits
+    MCP = "mcp"  # a tool of an MCP server
+
+
+# --- the pieces of a tool call -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FileDiff:
+    """An edit as the RFC's FileDiff (B8): old and new content and a unified diff."""
+
+    file_name: str
+    file_path: str
+    old_content: str | None
+    new_content: str
+    formatted_diff: str
+
+
+@dataclass(slots=True)
+class ExecuteDetails:
+    command: str
+    working_directory: str
+    root_command: str = ""
+
+
+@dataclass(slots=True)
+class McpDetails:
+    server_name: str
+    tool_name: str
+
+
+@dataclass(slots=True)
+class GenericDetails:
+    description: str
+
+
+ConfirmationDetails = ExecuteDetails | FileDiff | McpDetails | GenericDetails
+
+
+@dataclass(slots=True)
+class PermissionOption:
+    id: Literal["proceed_once", "proceed_always", "proceed_always_server", "cancel"] | str
+    name: str
+    description: str
+
+
+@dataclass(slots=True)
+class ConfirmationRequest:
+    """What the user is asked before a call runs (B8)."""
+
+    options: list[PermissionOption]
+    details: ConfirmationDetails
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """A call's result as shown to a client. `text` is always set (it is what the model saw);
+    `diff` is set for edits and `data` for structured results."""
+
+    text: str
+    diff: FileDiff | None = None
+    data: Any = None
+
+
+@dataclass(slots=True)
+class ToolError:
+    message: str
+    type: str = "tool_error"  # e.g. "path_outside_workspace", "invalid_arguments", "timeout", "cancelled"
+    status_code: int | None = None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A tool call's whole state, sent whole on every update (B6)."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    kind: ToolKind
+    description: str = ""
+    status: ToolCallStatus = ToolCallStatus.PENDING
+    live_output: str | None = None
+    output: ToolOutput | None = None
+    error: ToolError | None = None
+    confirmation: ConfirmationRequest | None = None
+    # Set when the call waits for the client that supplied the tool to run it (C4, W6).
+    awaiting_client: bool = False
+
+
+# --- events --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class ThoughtDelta:
+    """A piece of the model's thinking (G1 -> B11 AgentThought / wire think parts).
+
+    `subject` is set when the thought starts with a bold title the way Gemini-style models write
+    them; otherwise it is empty."""
+
+    text: str
+    subject: str = ""
+
+
+@dataclass(slots=True)
+class StepBegin:
+    """A model request starts (wire StepBegin). `n` counts steps within the turn from 1."""
+
+    n: int
+
+
+@dataclass(slots=True)
+class ToolCallUpdate:
+    """A tool call changed: a snapshot of the call. Adapters must not keep the object, since the
+    session keeps mutating it; read what you need when you receive it."""
+
+    call: ToolCall
+
+
+@dataclass(slots=True)
+class Notice:
+    """Something the user should read that is not model text: a model error, a note from a slash
+    command, a warning that a setting was refused."""
+
+    text: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    requests: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.reasoning_tokens += other.reasoning_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.requests += other.requests
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "requests": self.requests,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Usage:
+        data = data or {}
+        return cls(**{k: int(data.get(k, 0)) for k in cls.__dataclass_fields__})
+
+
+@dataclass(slots=True)
+class StatusUpdate:
+    """Token usage after a model step (wire StatusUpdate)."""
+
+    usage: Usage  # usage of this step
+    context_tokens: int = 0  # input tokens of the step: how full the context is
+
+
+@dataclass(slots=True)
+class NeedsInput:
+    """The session stopped and stored everything: it waits for permission decisions and/or
+    client tool results. `calls` are the calls waiting, in call order."""
+
+    calls: list[ToolCall]
+
+    @property
+    def permissions(self) -> list[ToolCall]:
+        return [c for c in self.calls if not c.awaiting_client]
+
+    @property
+    def client_calls(self) -> list[ToolCall]:
+        return [c for c in self.calls if c.awaiting_client]
+
+
+TurnEndReason = Literal["finished", "cancelled", "max_steps_reached", "error"]
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    reason: TurnEndReason
+    usage: Usage = field(default_factory=Usage)  # usage of the whole turn so far
+    error: str | None = None
+
+
+Event = TextDelta | ThoughtDelta | StepBegin | ToolCallUpdate | Notice | StatusUpdate | NeedsInput | TurnEnd
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class UserPrompt:
+    text: str
+
+
+@dataclass(slots=True)
+class Decision:
+    """An answer to a permission request. `option` is one of the request's option ids;
+    `new_content` replaces what an edit writes (B10)."""
+
+    call_id: str
+    option: str
+    new_content: str | None = None
+
+
+@dataclass(slots=True)
+class ClientResult:
+    """A client's result for a call it ran (C4, W5). Exactly one of `output` / `error`."""
+
+    call_id: str
+    output: Any = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Resume:
+    """Decisions and/or client results for the calls a session waits on. Answers may come in
+    several messages: calls still unanswered keep waiting."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    results: list[ClientResult] = field(default_factory=list)
+
+
+Input = UserPrompt | Resume
+
+
+class InputError(ValueError):
+    """An input the session cannot take (unknown call id, a result for a call not waiting, a
+    prompt to a session that is busy). Nothing was changed. Adapters turn it into their
+    protocol's error."""
+
+    def __init__(self, message: str, code: str = "invalid_input") -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,125 @@
+"""The durable state of a session, apart from its transcript.
+
+Everything the session needs to continue after a restart is here or in the transcript (G6):
+settings, approvals granted for the session, the todo list, statistics, the tools a client
+supplied, and the step that is waiting for input (its calls and the results already computed).
+It is a plain dataclass stored as one JSON document per session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from devagent.agent.events import Usage
+
+APPROVAL_MODES = ("ask", "auto-edit", "yolo", "plan")
+
+
+@dataclass(slots=True)
+class ClientTool:
+    """A tool a client supplied (A2A DataPart C1, wire `initialize` W2): executed by the client."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A call of the waiting step. `result` is set once the call is done (ran, failed, was
+    cancelled or answered by the client); the step continues when every call has one."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    kind: str
+    description: str = ""
+    needs: str = ""  # "" (runs), "permission", "client"
+    confirmation: dict[str, Any] | None = None  # the ConfirmationRequest, as stored
+    status: str = "PENDING"
+    result: dict[str, Any] | None = None  # {"text", "is_error", "error_type", "diff", "data"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "args": self.args,
+            "kind": self.kind,
+            "description": self.description,
+            "needs": self.needs,
+            "confirmation": self.confirmation,
+            "status": self.status,
+            "result": self.result,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PendingCall:
+        return cls(**d)
+
+
+@dataclass(slots=True)
+class SessionState:
+    workspace_roots: list[str]
+    model: str = ""
+    approval_mode: str = "ask"
+    title: str = ""
+    status: str = "idle"  # idle | running | awaiting_input
+    grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
+    grants_shell: list[str] = field(default_factory=list)  # "allow always" per shell root command
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)  # the whole session
+    turn_usage: Usage = field(default_factory=Usage)  # the current (or last) turn
+    turn_steps: int = 0
+    tool_stats: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> {calls, failures}
+    client_tools: list[ClientTool] = field(default_factory=list)
+    pending: list[PendingCall] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # adapter-owned settings, opaque to the core
+
+    def record_call(self, name: str, failed: bool) -> None:
+        s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
+        s["calls"] += 1
+        if failed:
+            s["failures"] += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace_roots": self.workspace_roots,
+            "model": self.model,
+            "approval_mode": self.approval_mode,
+            "title": self.title,
+            "status": self.status,
+            "grants_tools": self.grants_tools,
+            "grants_shell": self.grants_shell,
+            "todos": self.todos,
+            "usage": self.usage.to_json(),
+            "turn_usage": self.turn_usage.to_json(),
+            "turn_steps": self.turn_steps,
+            "tool_stats": self.tool_stats,
+            "client_tools": [t.to_json() for t in self.client_tools],
+            "pending": [p.to_json() for p in self.pending],
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SessionState:
+        return cls(
+            workspace_roots=list(d["workspace_roots"]),
+            model=d.get("model", ""),
+            approval_mode=d.get("approval_mode", "ask"),
+            title=d.get("title", ""),
+            status=d.get("status", "idle"),
+            grants_tools=list(d.get("grants_tools", [])),
+            grants_shell=list(d.get("grants_shell", [])),
+            todos=list(d.get("todos", [])),
+            usage=Usage.from_json(d.get("usage")),
+            turn_usage=Usage.from_json(d.get("turn_usage")),
+            turn_steps=int(d.get("turn_steps", 0)),
+            tool_stats=dict(d.get("tool_stats", {})),
+            client_tools=[ClientTool(**t) for t in d.get("client_tools", [])],
+            pending=[PendingCall.from_json(p) for p in d.get("pending", [])],
+            extra=dict(d.get("extra", {})),
+        )

@@ -1,0 +1,135 @@
+"""What a tool is to the core.
+
+A tool has a name, a description and a JSON Schema for its arguments (what the model sees), a
+`kind` the approval policy decides on, and three coroutines:
+
+- `describe(args)`: a one-line human description of a call ("Write src/app.py").
+- `confirmation(args, ctx)`: the details a permission request shows (a FileDiff for edits, the
+  command and working directory for shell, a description otherwise). Called only when policy asks.
+- `run(args, ctx)`: does the work and returns a `ToolResult`, or raises `ToolFailure` with a message
+  the model and the user read. Long-running tools report live output through `ctx.live(text)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devagent.agent.events import (
+    ConfirmationDetails,
+    FileDiff,
+    GenericDetails,
+    ToolKind,
+)
+
+if TYPE_CHECKING:
+    from devagent.agent.state import SessionState
+
+
+class ToolFailure(Exception):
+    """A tool call failed in a way the model should read and may recover from."""
+
+    def __init__(self, message: str, type: str = "tool_error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.type = type
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """`text` goes to the model; `diff` and `data` go to clients as the ToolCall output."""
+
+    text: str
+    diff: FileDiff | None = None
+    data: Any = None
+
+
+class Workspace:
+    """The workspace roots of a session. Every file tool resolves paths through `resolve` (G4):
+    relative paths are taken from the first root; a path that leaves every root, directly, by
+    `..` or through a symlink, is refused."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        if not roots:
+            raise ValueError("a workspace needs at least one root")
+        self.roots = [Path(os.path.realpath(r)) for r in roots]
+
+    @property
+    def primary(self) -> Path:
+        return self.roots[0]
+
+    def resolve(self, path: str, *, must_exist: bool = False) -> Path:
+        if not isinstance(path, str) or not path.strip():
+            raise ToolFailure("a path is required", "invalid_arguments")
+        if "\x00" in path:
+            raise ToolFailure("the path contains a NUL byte", "invalid_arguments")
+        p = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
+        candidate = p if p.is_absolute() else self.primary / p
+        real = Path(os.path.realpath(candidate))
+        if not any(real == root or real.is_relative_to(root) for root in self.roots):
+            raise ToolFailure(
+                f"path {path!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
+                "path_outside_workspace",
+            )
+        if must_exist and not real.exists():
+            raise ToolFailure(f"{path!r} does not exist", "not_found")
+        return real
+
+    def display(self, path: Path) -> str:
+        """A path as the user should read it: relative to its root where possible."""
+        for root in self.roots:
+            if path == root:
+                return "."
+            if path.is_relative_to(root):
+                return str(path.relative_to(root))
+        return str(path)
+
+    def contains(self, path: Path) -> bool:
+        real = Path(os.path.realpath(path))
+        return any(real == root or real.is_relative_to(root) for root in self.roots)
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use."""
+
+    workspace: Workspace
+    state: SessionState
+    call_id: str = ""
+    # Emits live output: the text passed replaces what was shown before (B7's live_content).
+    live: Callable[[str], Awaitable[None]] = field(default=lambda _text: _noop())
+    # For edits: the content the user chose instead of the proposed one (B10).
+    new_content: str | None = None
+    # Set when the turn is cancelled; tools that wait (shell) watch it.
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    shell_timeout: float = 120.0
+    memory_file: str = "AGENTS.md"
+
+
+async def _noop() -> None:
+    return None
+
+
+class Tool:
+    """Base class of built-in tools. Subclasses set the class attributes and implement `run`."""
+
+    name: str = ""
+    description: str = ""
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    kind: ToolKind = ToolKind.READ
+
+    def describe(self, args: dict[str, Any]) -> str:
+        return self.name
+
+    async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
+        return GenericDetails(description=self.describe(args))
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise NotImplementedError
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
