@@ -1,0 +1,330 @@
+"""Choosing and building the model a session talks to (G1).
+
+A model is named by a spec string, `provider:model`, as users type it in `DEVAGENT_MODEL` or
+`--model`. `create_model(spec)` turns it into a pydantic-ai `Model`; the agent loop then streams
+from it with `model.request_stream(...)` (see docs/core-api.md and docs/scripted-model.md).
+
+Importing this module is cheap on purpose: pydantic-ai and the provider SDKs (openai, anthropic,
+google-genai) take a second or more to import, so they are imported inside `create_model`, and
+only the one the spec names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+__all__ = [
+    "DEMO_SPEC",
+    "PROVIDERS",
+    "ModelConfigError",
+    "ProviderInfo",
+    "create_model",
+    "default_model_spec",
+    "parse_model_spec",
+]
+
+DEMO_SPEC = "demo"
+
+# Placeholder key for servers that accept any key (the OpenAI SDK refuses an empty one).
+_NO_KEY = "none"
+
+
+class ModelConfigError(ValueError):
+    """The model spec cannot be turned into a model: unknown provider, missing key or base URL,
+    unreadable or invalid script. The message says what to set."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """What a provider prefix means: its environment variables and defaults."""
+
+    name: str
+    description: str
+    key_env: tuple[str, ...] = ()  # checked in order; the first one set wins
+    key_required: bool = True
+    base_url_env: tuple[str, ...] = ()
+    default_base_url: str | None = None
+    local: bool = False  # an OpenAI-compatible server run by the user: no strict tool schemas
+
+
+PROVIDERS: dict[str, ProviderInfo] = {
+    "openai": ProviderInfo(
+        "openai", "OpenAI (Chat Completions)", key_env=("OPENAI_API_KEY",), base_url_env=("OPENAI_BASE_URL",)
+    ),
+    "anthropic": ProviderInfo("anthropic", "Anthropic", key_env=("ANTHROPIC_API_KEY",)),
+    "google": ProviderInfo("google", "Google Gemini", key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    "openai-compatible": ProviderInfo(
+        "openai-compatible",
+        "any OpenAI-compatible server",
+        key_env=("DEVAGENT_API_KEY",),
+        key_required=False,
+        base_url_env=("DEVAGENT_BASE_URL",),
+        local=True,
+    ),
+    "ollama": ProviderInfo(
+        "ollama",
+        "Ollama",
+        key_env=("OLLAMA_API_KEY", "DEVAGENT_API_KEY"),
+        key_required=False,
+        base_url_env=("OLLAMA_BASE_URL", "DEVAGENT_BASE_URL"),
+        default_base_url="http://127.0.0.1:11434/v1",
+        local=True,
+    ),
+    "vllm": ProviderInfo(
+        "vllm",
+        "vLLM",
+        key_env=("VLLM_API_KEY", "DEVAGENT_API_KEY"),
+        key_required=False,
+        base_url_env=("VLLM_BASE_URL", "DEVAGENT_BASE_URL"),
+        default_base_url="http://127.0.0.1:8000/v1",
+        local=True,
+    ),
+    "llamacpp": ProviderInfo(
+        "llamacpp",
+        "llama.cpp server",
+        key_env=("LLAMACPP_API_KEY", "DEVAGENT_API_KEY"),
+        key_required=False,
+        base_url_env=("LLAMACPP_BASE_URL", "DEVAGENT_BASE_URL"),
+        default_base_url="http://127.0.0.1:8080/v1",
+        local=True,
+    ),
+    "deepseek": ProviderInfo("deepseek", "DeepSeek", key_env=("DEEPSEEK_API_KEY",)),
+    "moonshot": ProviderInfo(
+        "moonshot",
+        "Moonshot AI (Kimi)",
+        key_env=("MOONSHOTAI_API_KEY", "MOONSHOT_API_KEY"),
+        base_url_env=("MOONSHOTAI_BASE_URL",),
+    ),
+    "openrouter": ProviderInfo("openrouter", "OpenRouter", key_env=("OPENROUTER_API_KEY",)),
+    "scripted": ProviderInfo(
+        "scripted", "a scripted model played from a JSON file (offline)", key_required=False
+    ),
+}
+
+_ALIASES = {"gemini": "google", "kimi": "moonshot", "llama.cpp": "llamacpp", "llama-cpp": "llamacpp"}
+
+_SPEC_HELP = (
+    "Use provider:model, e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5, google:gemini-2.5-flash, "
+    "ollama:qwen3, openai-compatible:NAME (with --base-url or DEVAGENT_BASE_URL), scripted:FILE.json, "
+    "or demo."
+)
+
+
+def parse_model_spec(spec: str) -> tuple[str, str]:
+    """Split `provider:name` into the canonical provider and the model name (or file for
+    `scripted`). `demo` gives `("demo", "")`. Raises `ModelConfigError` for anything else."""
+    spec = spec.strip()
+    if spec == DEMO_SPEC:
+        return DEMO_SPEC, ""
+    prefix, sep, name = spec.partition(":")
+    prefix = prefix.strip().lower()
+    name = name.strip()
+    if not sep:
+        raise ModelConfigError(f"Model {spec!r} has no provider. {_SPEC_HELP}")
+    provider = _ALIASES.get(prefix, prefix)
+    if provider not in PROVIDERS:
+        known = ", ".join(sorted([*PROVIDERS, *_ALIASES, DEMO_SPEC]))
+        raise ModelConfigError(f"Unknown model provider {prefix!r} in {spec!r}. Known providers: {known}.")
+    if not name:
+        what = "a script file" if provider == "scripted" else "a model name"
+        raise ModelConfigError(f"Model {spec!r} is incomplete: give {what} after '{prefix}:'. {_SPEC_HELP}")
+    return provider, name
+
+
+def default_model_spec(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The model to use when none is given: `(spec, explanation)` for the user.
+
+    `DEVAGENT_MODEL` wins; else the first provider whose API key is set; else the offline demo."""
+    if model := environ.get("DEVAGENT_MODEL", "").strip():
+        return model, f"Using {model} from DEVAGENT_MODEL."
+    for env, spec in (
+        ("OPENAI_API_KEY", "openai:gpt-4.1"),
+        ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5"),
+        ("GEMINI_API_KEY", "google:gemini-2.5-flash"),
+        ("GOOGLE_API_KEY", "google:gemini-2.5-flash"),
+    ):
+        if environ.get(env, "").strip():
+            return spec, f"Using {spec} because {env} is set (set DEVAGENT_MODEL or pass --model to choose)."
+    return DEMO_SPEC, (
+        "No model configured: using the built-in offline demo model, which only shows how devagent works. "
+        "To use a real model, set DEVAGENT_MODEL=provider:model (for example openai:gpt-4.1, "
+        "anthropic:claude-sonnet-4-5 or ollama:qwen3) and that provider's API key (OPENAI_API_KEY, "
+        "ANTHROPIC_API_KEY, GEMINI_API_KEY, ...), or pass --model."
+    )
+
+
+def create_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Model:
+    """Build the pydantic-ai model a spec names.
+
+    `base_url` and `api_key` (the `--base-url` / `--api-key` flags) override the environment.
+    `environ` defaults to `os.environ` (tests pass their own). Raises `ModelConfigError` with what
+    to set when the provider is unknown or its key or base URL is missing."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    provider, name = parse_model_spec(spec)
+    if provider == DEMO_SPEC:
+        from devagent.agent.scripted import DemoModel
+
+        return DemoModel()
+    if provider == "scripted":
+        from devagent.agent.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(name)
+    info = PROVIDERS[provider]
+    key = api_key if api_key is not None else _first_env(env, info.key_env)
+    url = base_url or _first_env(env, info.base_url_env) or info.default_base_url
+    if info.key_required and not key:
+        raise ModelConfigError(
+            f"Model {spec!r} needs an API key for {info.description}: set {_either(info.key_env)} "
+            "or pass --api-key."
+        )
+    if provider == "openai-compatible" and not url:
+        raise ModelConfigError(
+            f"Model {spec!r} needs the server's base URL: set DEVAGENT_BASE_URL "
+            "(e.g. http://127.0.0.1:8000/v1) or pass --base-url."
+        )
+    try:
+        return _BUILDERS[provider](name, key, url, info)
+    except ImportError as e:
+        raise ModelConfigError(
+            f"Model {spec!r} needs a package that is not installed ({e}). "
+            'Install devagent with its model extras: pip install "pydantic-ai-slim[openai,anthropic,google]".'
+        ) from e
+    except Exception as e:
+        from pydantic_ai.exceptions import UserError
+
+        if isinstance(e, UserError | ValueError):  # pydantic-ai's and the SDKs' own checks
+            raise ModelConfigError(f"Model {spec!r} cannot be configured: {e}") from e
+        raise
+
+
+def _first_env(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    for n in names:
+        if value := env.get(n, "").strip():
+            return value
+    return None
+
+
+def _either(names: tuple[str, ...]) -> str:
+    return " or ".join(names)
+
+
+# --- builders: each imports only its own provider ------------------------------------------------
+
+
+def _openai(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    return OpenAIChatModel(name, provider=OpenAIProvider(api_key=key, base_url=url))
+
+
+def _openai_compatible(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+    from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+    assert url is not None
+    provider = OpenAICompatibleProvider(info.name, base_url=url, api_key=key or _NO_KEY)
+    # Local servers (llama.cpp, older vLLM, many gateways) reject or mishandle `strict` tools.
+    return OpenAIChatModel(
+        name, provider=provider, profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False)
+    )
+
+
+def _ollama(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+    from pydantic_ai.providers.ollama import OllamaProvider
+
+    return OpenAIChatModel(
+        name,
+        provider=OllamaProvider(base_url=url, api_key=key or _NO_KEY),
+        profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
+    )
+
+
+def _vllm(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+    from pydantic_ai.providers.vllm import VLLMProvider
+
+    return OpenAIChatModel(
+        name,
+        provider=VLLMProvider(base_url=url, api_key=key or _NO_KEY),
+        profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
+    )
+
+
+def _deepseek(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.deepseek import DeepSeekProvider
+
+    if url:  # DeepSeekProvider has no base URL of its own: a proxy goes through a generic client
+        return _compatible_named("deepseek", name, key, url)
+    return OpenAIChatModel(name, provider=DeepSeekProvider(api_key=key))
+
+
+def _moonshot(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.moonshotai import MoonshotAIProvider
+
+    assert key is not None
+    return OpenAIChatModel(name, provider=MoonshotAIProvider(api_key=key, base_url=url))
+
+
+def _openrouter(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.openrouter import OpenRouterModel
+    from pydantic_ai.providers.openrouter import OpenRouterProvider
+
+    if url:
+        return _compatible_named("openrouter", name, key, url)
+    return OpenRouterModel(name, provider=OpenRouterProvider(api_key=key))
+
+
+def _anthropic(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    return AnthropicModel(name, provider=AnthropicProvider(api_key=key, base_url=url))
+
+
+def _google(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.providers.google import GoogleProvider
+
+    return GoogleModel(name, provider=GoogleProvider(api_key=key, base_url=url))
+
+
+def _compatible_named(provider_name: str, name: str, key: str | None, url: str) -> Model:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+    return OpenAIChatModel(name, provider=OpenAICompatibleProvider(provider_name, base_url=url, api_key=key))
+
+
+_Builder = Callable[[str, str | None, str | None, ProviderInfo], "Model"]
+
+_BUILDERS: dict[str, _Builder] = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "google": _google,
+    "openai-compatible": _openai_compatible,
+    "llamacpp": _openai_compatible,
+    "ollama": _ollama,
+    "vllm": _vllm,
+    "deepseek": _deepseek,
+    "moonshot": _moonshot,
+    "openrouter": _openrouter,
+}
