@@ -61,6 +61,28 @@ class AgentCore:
         self.store = store
         self._sessions: dict[str, Session] = {}
         self._lock = asyncio.Lock()
+        self._models: dict[str, Any] = {}
+        self.default_model, self.model_explanation = self._default_model()
+
+    def _default_model(self) -> tuple[str, str]:
+        if self.config.default_model:
+            return self.config.default_model, f"Model: {self.config.default_model}"
+        import os
+
+        from devagent.agent.models import default_model_spec
+
+        return default_model_spec(os.environ)
+
+    def model_for(self, spec: str) -> Any:
+        """The pydantic-ai model for a spec ("" = the server default), created once per spec."""
+        spec = spec or self.default_model
+        model = self._models.get(spec)
+        if model is None:
+            from devagent.agent.models import create_model
+
+            model = create_model(spec, base_url=self.config.model_base_url, api_key=self.config.model_api_key)
+            self._models[spec] = model
+        return model
 
     @classmethod
     async def open(cls, config: CoreConfig) -> AgentCore:
@@ -76,8 +98,10 @@ class AgentCore:
 
     def effective_approval_mode(self, requested: str | None) -> str:
         """The mode a session gets: what was asked if policy allows it, else the default."""
-        if requested and requested in APPROVAL_MODES and (
-            requested == self.config.approval_mode or requested in self.config.allowed_approval_modes
+        if (
+            requested
+            and requested in APPROVAL_MODES
+            and (requested == self.config.approval_mode or requested in self.config.allowed_approval_modes)
         ):
             return requested
         return self.config.approval_mode

@@ -268,7 +268,16 @@ class Resume:
     results: list[ClientResult] = field(default_factory=list)
 
 
-Input = UserPrompt | Resume
+@dataclass(slots=True)
+class RunCommand:
+    """Run a slash command: `path` is the command and sub-command names (["memory", "add"]),
+    `args` the rest of the line."""
+
+    path: list[str]
+    args: str = ""
+
+
+Input = UserPrompt | Resume | RunCommand
 
 
 class InputError(ValueError):

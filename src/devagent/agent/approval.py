@@ -1,0 +1,75 @@
+"""Approval policy (G3): whether a tool call runs, asks, or is refused.
+
+The decision depends on the session's approval mode (chosen within server policy when the session
+was created), the tool's kind, and the "allow always" grants the user gave in this session. A
+client never decides: it can only answer a permission request with one of the offered options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from devagent.agent.events import PermissionOption, ToolKind
+from devagent.agent.state import SessionState
+
+Verdict = Literal["run", "ask", "deny", "client"]
+
+
+@dataclass(slots=True)
+class Decision:
+    verdict: Verdict
+    reason: str = ""
+
+
+def shell_root(command: str) -> str:
+    """The command's first word, which "allow always" for shell is remembered by."""
+    for token in command.strip().split():
+        if "=" in token and not token.startswith(("'", '"')):
+            continue  # leading VAR=value assignments
+        return token
+    return ""
+
+
+def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
+    if kind is ToolKind.CLIENT:
+        return Decision("client")
+    if kind in (ToolKind.READ, ToolKind.INTERNAL):
+        return Decision("run")
+    mode = state.approval_mode
+    if mode == "plan":
+        return Decision("deny", f"{name} is not available in plan mode: only read-only tools may run")
+    if mode == "yolo":
+        return Decision("run")
+    if mode == "auto-edit" and kind is ToolKind.EDIT:
+        return Decision("run")
+    if name in state.grants_tools:
+        return Decision("run")
+    if kind is ToolKind.EXECUTE:
+        root = shell_root(str(args.get("command", "")))
+        if root and root in state.grants_shell:
+            return Decision("run")
+    return Decision("ask")
+
+
+def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
+    if kind is ToolKind.EXECUTE:
+        root = shell_root(str(args.get("command", "")))
+        always = f"Allow `{root}` commands for the rest of this session"
+    else:
+        always = f"Allow {name} for the rest of this session"
+    return [
+        PermissionOption("proceed_once", "Allow once", "Run this call"),
+        PermissionOption("proceed_always", "Allow always", always),
+        PermissionOption("cancel", "Cancel", "Do not run this call"),
+    ]
+
+
+def grant(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> None:
+    """Remember "allow always" for the session: per command root for shell, per tool otherwise."""
+    if kind is ToolKind.EXECUTE:
+        root = shell_root(str(args.get("command", "")))
+        if root and root not in state.grants_shell:
+            state.grants_shell.append(root)
+    elif name not in state.grants_tools:
+        state.grants_tools.append(name)

@@ -1,0 +1,52 @@
+"""Stored forms of the core's tool-call pieces (confirmation requests, outputs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from devagent.agent.events import (
+    ConfirmationDetails,
+    ConfirmationRequest,
+    ExecuteDetails,
+    FileDiff,
+    GenericDetails,
+    McpDetails,
+    PermissionOption,
+    ToolOutput,
+)
+
+_DETAIL_KINDS: dict[str, type[Any]] = {
+    "execute": ExecuteDetails,
+    "file_edit": FileDiff,
+    "mcp": McpDetails,
+    "generic": GenericDetails,
+}
+
+
+def details_kind(details: ConfirmationDetails) -> str:
+    for kind, cls in _DETAIL_KINDS.items():
+        if isinstance(details, cls):
+            return kind
+    raise TypeError(f"unknown confirmation details {type(details).__name__}")
+
+
+def confirmation_to_json(c: ConfirmationRequest) -> dict[str, Any]:
+    return {
+        "options": [dataclasses.asdict(o) for o in c.options],
+        "details": {"kind": details_kind(c.details), **dataclasses.asdict(c.details)},
+    }
+
+
+def confirmation_from_json(d: dict[str, Any]) -> ConfirmationRequest:
+    details = dict(d["details"])
+    cls = _DETAIL_KINDS[details.pop("kind")]
+    return ConfirmationRequest(
+        options=[PermissionOption(**o) for o in d["options"]],
+        details=cls(**details),
+    )
+
+
+def output_from_json(r: dict[str, Any]) -> ToolOutput:
+    diff = r.get("diff")
+    return ToolOutput(text=r["text"], diff=FileDiff(**diff) if diff else None, data=r.get("data"))

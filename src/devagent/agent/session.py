@@ -1,0 +1,702 @@
+"""A session: the model/tool loop over a durable transcript (G1, G3, G6).
+
+The loop is our own, over pydantic-ai's model layer (`pydantic_ai.direct.model_request_stream`):
+pydantic-ai gives us every provider, streaming, thinking and usage; we keep the parts that make
+this agent what it is: permission per call with user-modified content, live tool output, client
+tools, and a pause that is plain data in the store rather than a suspended coroutine. See
+docs/architecture.md for the reasoning.
+
+How a turn runs: `advance(input)` takes the session's lock (so a second `advance` waits its turn)
+and starts the turn as a task that pushes events into a queue the caller reads. The task, not the
+caller, owns the turn: a caller that stops reading (a client that disconnected) does not stop it,
+and everything it does is stored as it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import messages as pm
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from devagent.agent import approval
+from devagent.agent.events import (
+    ClientResult,
+    ConfirmationRequest,
+    Decision,
+    Event,
+    Input,
+    InputError,
+    NeedsInput,
+    Notice,
+    Resume,
+    RunCommand,
+    StatusUpdate,
+    StepBegin,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolError,
+    ToolKind,
+    TurnEnd,
+    Usage,
+    UserPrompt,
+)
+from devagent.agent.serial import confirmation_from_json, confirmation_to_json, output_from_json
+from devagent.agent.state import ClientTool, PendingCall, SessionState
+from devagent.agent.tools import builtin_tools
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.client import validate_arguments, validate_client_tools
+
+if TYPE_CHECKING:
+    from devagent.agent.core import AgentCore
+
+log = logging.getLogger("devagent.session")
+
+Emit = Callable[[Event], None]
+
+SYSTEM_PROMPT = """You are devagent, a coding agent working in the user's workspace.
+Workspace roots: {roots}
+Approval mode: {mode}. Today is {date}.
+
+Work carefully and concretely: read files before you change them, prefer small exact edits
+(`edit`) over rewriting whole files, run commands to check your work, and say plainly what you did.
+Paths are relative to the first workspace root; you cannot leave the workspace roots.
+When a tool fails, read its message and adapt. Keep answers short unless asked for detail."""
+
+
+class _Cancelled(Exception):
+    """Raised inside a turn to unwind it after a cancel."""
+
+
+class Session:
+    def __init__(self, core: AgentCore, session_id: str, state: SessionState) -> None:
+        self.core = core
+        self.id = session_id
+        self.state = state
+        self.workspace = Workspace([Path(r) for r in state.workspace_roots])
+        self._tools: dict[str, Tool] = builtin_tools()
+        self._messages: list[pm.ModelMessage] | None = None
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._cancel = asyncio.Event()
+        self._memory: str | None = None
+        self._saved_count = 0  # how many transcript messages are in the store
+
+    # --- public surface ---------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def advance(self, inp: Input) -> AsyncIterator[Event]:
+        return self._advance(inp)
+
+    def run_command(self, path: list[str], args: str = "") -> AsyncIterator[Event]:
+        return self._advance(RunCommand(path, args))
+
+    async def cancel(self) -> None:
+        """Stop the running turn, or end the turn that waits for input."""
+        task = self._task
+        if task is not None and not task.done():
+            self._cancel.set()
+            task.cancel()
+            try:
+                await asyncio.shield(task)
+            except (asyncio.CancelledError, Exception):
+                pass
+            return
+        if self.state.status == "awaiting_input":
+            async for _ in self._advance(_CancelWaiting()):
+                pass
+
+    def waiting_calls(self) -> list[ToolCall]:
+        return [self._tool_call(p) for p in self.state.pending if p.needs and p.result is None]
+
+    async def set_client_tools(self, tools: list[ClientTool]) -> list[tuple[str, str]]:
+        accepted, rejected = validate_client_tools(
+            [t.to_json() for t in tools],
+            builtin_names=self._tools.keys(),
+            allow=self.core.config.client_tool_allow,
+            deny=self.core.config.client_tool_deny,
+        )
+        async with self._lock:
+            self.state.client_tools = accepted
+            await self._save()
+        return rejected
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        defs = [{**t.definition(), "kind": t.kind.value} for t in self._tools.values()]
+        defs += [{**t.to_json(), "kind": ToolKind.CLIENT.value} for t in self.state.client_tools]
+        return defs
+
+    async def messages(self) -> list[pm.ModelMessage]:
+        if self._messages is None:
+            rows = await self.core.store.load_messages(self.id)
+            self._messages = (
+                list(ModelMessagesTypeAdapter.validate_json("[" + ",".join(rows) + "]")) if rows else []
+            )
+            self._saved_count = len(self._messages)
+        return self._messages
+
+    async def recover(self) -> None:
+        """Called when the session is loaded from the store: a turn that was running when the
+        process died cannot go on. Calls that were running get a failed result; calls that wait
+        for input keep waiting; if nothing waits, the step is closed so the next prompt finds a
+        consistent transcript."""
+        if self.state.status != "running":
+            return
+        for p in self.state.pending:
+            if p.result is None and not p.needs:
+                p.status = ToolCallStatus.FAILED.value
+                p.result = _error_result("the server restarted while this call ran", "interrupted")
+        if any(p.needs and p.result is None for p in self.state.pending):
+            self.state.status = "awaiting_input"
+        else:
+            await self.messages()
+            self._flush_pending()
+            self.state.status = "idle"
+        await self._save()
+
+    # --- the turn machinery -----------------------------------------------------------------
+
+    async def _advance(self, inp: Input | _CancelWaiting) -> AsyncIterator[Event]:
+        await self._lock.acquire()
+        try:
+            await self.messages()
+            self._validate(inp)
+        except BaseException:
+            self._lock.release()
+            raise
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._cancel = asyncio.Event()
+        self._task = asyncio.create_task(self._turn(inp, queue.put_nowait))
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if isinstance(event, NeedsInput | TurnEnd):
+                    return
+        finally:
+            # A caller that stops reading does not stop the turn (A6): the task goes on.
+            pass
+
+    def _validate(self, inp: Input | _CancelWaiting) -> None:
+        if isinstance(inp, Resume):
+            if self.state.status != "awaiting_input":
+                raise InputError("nothing is waiting for an answer in this session", "not_waiting")
+            waiting = {p.id: p for p in self.state.pending if p.needs and p.result is None}
+            for d in inp.decisions:
+                p = waiting.get(d.call_id)
+                if p is None:
+                    raise InputError(f"no tool call {d.call_id!r} is waiting for permission", "unknown_call")
+                if p.needs != "permission":
+                    raise InputError(f"tool call {d.call_id!r} waits for a client result, not a decision")
+                options = [o["id"] for o in (p.confirmation or {}).get("options", [])]
+                if d.option not in options:
+                    raise InputError(
+                        f"option {d.option!r} is not one of {options} for call {d.call_id!r}", "bad_option"
+                    )
+            for r in inp.results:
+                p = waiting.get(r.call_id)
+                if p is None:
+                    raise InputError(f"no tool call {r.call_id!r} is waiting for a result", "unknown_call")
+                if p.needs != "client":
+                    raise InputError(f"tool call {r.call_id!r} waits for permission, not a client result")
+            if not inp.decisions and not inp.results:
+                raise InputError("the answer carries no decision and no result", "empty")
+        elif isinstance(inp, UserPrompt):
+            if not inp.text.strip():
+                raise InputError("the prompt is empty", "empty")
+        elif isinstance(inp, RunCommand):
+            from devagent.agent.commands import registry
+
+            if registry().find(inp.path) is None:
+                raise InputError(f"unknown command /{' '.join(inp.path)}; try /help", "unknown_command")
+
+    async def _turn(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
+        try:
+            try:
+                await self._turn_body(inp, emit)
+            except (asyncio.CancelledError, _Cancelled):
+                await self._after_cancel(emit)
+            except Exception as e:  # a bug must not kill the conversation
+                log.exception("turn failed")
+                self._close_pending("the turn failed", "internal")
+                self.state.status = "idle"
+                await self._save_quietly()
+                emit(Notice(f"Internal error: {e}", "error"))
+                emit(TurnEnd("error", self._turn_usage(), str(e)))
+        finally:
+            self._task = None
+            self._lock.release()
+
+    async def _turn_body(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
+        if isinstance(inp, _CancelWaiting):
+            raise _Cancelled()
+        if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
+            from devagent.agent.commands import parse_command_line
+
+            parsed = parse_command_line(inp.text)
+            if parsed is not None:
+                inp = parsed
+        if isinstance(inp, RunCommand):
+            from devagent.agent.commands import run_command
+
+            prompt = await run_command(self, inp, emit)
+            if prompt is None:
+                self.state.status = "idle" if not self._waiting() else self.state.status
+                await self._save()
+                emit(TurnEnd("finished", self._turn_usage()))
+                return
+            inp = UserPrompt(prompt)
+        if isinstance(inp, UserPrompt):
+            if self._waiting():
+                self._close_pending("the user sent a new message instead of answering", "cancelled")
+                for p in self.state.pending:
+                    emit(ToolCallUpdate(self._tool_call(p)))
+                self._flush_pending()
+            self.state.turn_usage = Usage()
+            self.state.turn_steps = 0
+            if not self.state.title:
+                self.state.title = inp.text.strip().splitlines()[0][:80]
+            self._append_user(inp.text)
+            self.state.status = "running"
+            await self._save()
+        else:
+            self.state.status = "running"
+            await self._apply_answers(inp, emit)
+            if self._waiting():
+                self.state.status = "awaiting_input"
+                await self._save()
+                emit(NeedsInput(self.waiting_calls()))
+                return
+            self._flush_pending()
+            await self._save()
+        await self._loop(emit)
+
+    async def _loop(self, emit: Emit) -> None:
+        max_steps = self.core.config.max_steps
+        while True:
+            if self.state.turn_steps >= max_steps:
+                self.state.status = "idle"
+                await self._save()
+                msg = f"Stopped after {max_steps} model steps in one turn (the server's limit)."
+                emit(Notice(msg, "warning"))
+                emit(TurnEnd("max_steps_reached", self._turn_usage(), msg))
+                return
+            self.state.turn_steps += 1
+            emit(StepBegin(self.state.turn_steps))
+            try:
+                response = await self._model_step(emit)
+            except (asyncio.CancelledError, _Cancelled):
+                raise
+            except Exception as e:
+                text = _model_error_text(e)
+                log.warning("model error: %s", text)
+                self._close_request(f"[the model request failed: {text}]")
+                self.state.status = "idle"
+                await self._save()
+                emit(Notice(text, "error"))
+                emit(TurnEnd("error", self._turn_usage(), text))
+                return
+            (await self.messages()).append(response)
+            calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
+            if not calls:
+                self.state.status = "idle"
+                await self._save()
+                emit(TurnEnd("finished", self._turn_usage()))
+                return
+            self.state.pending = [await self._classify(c) for c in calls]
+            await self._save()
+            for p in self.state.pending:
+                emit(ToolCallUpdate(self._tool_call(p)))
+            await self._run_calls([p for p in self.state.pending if not p.needs and p.result is None], emit)
+            if self._waiting():
+                self.state.status = "awaiting_input"
+                await self._save()
+                emit(NeedsInput(self.waiting_calls()))
+                return
+            self._flush_pending()
+            await self._save()
+
+    # --- the model --------------------------------------------------------------------------
+
+    async def _model_step(self, emit: Emit) -> pm.ModelResponse:
+        from pydantic_ai.direct import model_request_stream
+        from pydantic_ai.models import ModelRequestParameters
+        from pydantic_ai.tools import ToolDefinition
+
+        model = self.core.model_for(self.state.model)
+        tool_defs = [
+            ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+            for t in self._tools.values()
+        ] + [
+            ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+            for t in self.state.client_tools
+        ]
+        params = ModelRequestParameters(
+            function_tools=tool_defs,
+            allow_text_output=True,
+            instruction_parts=[pm.InstructionPart(content=await self._system_prompt())],
+        )
+        messages = await self.messages()
+        async with model_request_stream(model, messages, model_request_parameters=params) as stream:
+            async for ev in stream:
+                if isinstance(ev, pm.PartStartEvent):
+                    part = ev.part
+                    if isinstance(part, pm.TextPart) and part.content:
+                        emit(TextDelta(part.content))
+                    elif isinstance(part, pm.ThinkingPart) and part.content:
+                        emit(ThoughtDelta(part.content))
+                elif isinstance(ev, pm.PartDeltaEvent):
+                    delta = ev.delta
+                    if isinstance(delta, pm.TextPartDelta) and delta.content_delta:
+                        emit(TextDelta(delta.content_delta))
+                    elif isinstance(delta, pm.ThinkingPartDelta) and delta.content_delta:
+                        emit(ThoughtDelta(delta.content_delta))
+            response = stream.get()
+        step_usage = _usage_of(response.usage)
+        self.state.usage.add(step_usage)
+        self.state.turn_usage.add(step_usage)
+        emit(StatusUpdate(step_usage, step_usage.input_tokens))
+        return response
+
+    async def _system_prompt(self) -> str:
+        if self._memory is None:
+            self._memory = self.read_memory()
+        text = SYSTEM_PROMPT.format(
+            roots=", ".join(self.state.workspace_roots),
+            mode=self.state.approval_mode,
+            date=time.strftime("%Y-%m-%d"),
+        )
+        if self._memory.strip():
+            text += f"\n\nProject memory ({self.core.config.memory_file}):\n{self._memory.strip()}"
+        return text
+
+    def read_memory(self) -> str:
+        from devagent.agent.tools.memory import read_memory
+
+        return read_memory(self.workspace, self.core.config.memory_file)
+
+    def refresh_memory(self) -> str:
+        self._memory = self.read_memory()
+        return self._memory
+
+    # --- tool calls -------------------------------------------------------------------------
+
+    async def _classify(self, part: pm.ToolCallPart) -> PendingCall:
+        name = part.tool_name
+        call_id = part.tool_call_id or f"call_{int(time.time() * 1000)}"
+        try:
+            args = part.args_as_dict()
+        except Exception:
+            return self._failed(
+                call_id, name, {}, "the tool arguments are not valid JSON", "invalid_arguments"
+            )
+        if not isinstance(args, dict):
+            return self._failed(
+                call_id, name, {}, "the tool arguments must be a JSON object", "invalid_arguments"
+            )
+        tool = self._tools.get(name)
+        client = next((t for t in self.state.client_tools if t.name == name), None)
+        if tool is None and client is None:
+            known = ", ".join(sorted([*self._tools, *(t.name for t in self.state.client_tools)]))
+            msg = f"unknown tool {name!r}; available tools: {known}"
+            return self._failed(call_id, name, args, msg, "unknown_tool")
+        schema = tool.parameters if tool is not None else client.parameters  # type: ignore[union-attr]
+        problem = validate_arguments(schema, args)
+        if problem:
+            return self._failed(call_id, name, args, f"invalid arguments: {problem}", "invalid_arguments")
+        if tool is None:
+            return PendingCall(
+                call_id,
+                name,
+                args,
+                ToolKind.CLIENT.value,
+                description=f"{name} (run by the client)",
+                needs="client",
+            )
+        pc = PendingCall(call_id, name, args, tool.kind.value, description=tool.describe(args))
+        verdict = approval.decide(tool.kind, name, args, self.state)
+        if verdict.verdict == "deny":
+            pc.status = ToolCallStatus.FAILED.value
+            pc.result = _error_result(verdict.reason, "denied_by_policy")
+            self.state.record_call(name, True)
+        elif verdict.verdict == "ask":
+            try:
+                details = await tool.confirmation(args, self._ctx(pc))
+            except ToolFailure as f:
+                pc.status = ToolCallStatus.FAILED.value
+                pc.result = _error_result(f.message, f.type)
+                self.state.record_call(name, True)
+                return pc
+            pc.needs = "permission"
+            pc.confirmation = confirmation_to_json(
+                ConfirmationRequest(approval.options_for(tool.kind, name, args), details)
+            )
+        return pc
+
+    async def _apply_answers(self, inp: Resume, emit: Emit) -> None:
+        pending = {p.id: p for p in self.state.pending}
+        to_run: list[tuple[PendingCall, str | None]] = []
+        for d in inp.decisions:
+            p = pending[d.call_id]
+            if d.option == "cancel":
+                p.status = ToolCallStatus.CANCELLED.value
+                p.result = _error_result("the user declined to run this call", "cancelled")
+                self.state.record_call(p.name, True)
+                emit(ToolCallUpdate(self._tool_call(p)))
+                continue
+            if d.option in ("proceed_always", "proceed_always_server", "proceed_always_tool"):
+                approval.grant(ToolKind(p.kind), p.name, p.args, self.state)
+            p.needs = ""
+            to_run.append((p, d.new_content))
+        for r in inp.results:
+            p = pending[r.call_id]
+            self._set_client_result(p, r)
+            emit(ToolCallUpdate(self._tool_call(p)))
+        await self._save()
+        await self._run_calls([p for p, _ in to_run], emit, {p.id: c for p, c in to_run})
+
+    def _set_client_result(self, p: PendingCall, r: ClientResult) -> None:
+        if r.error is not None:
+            p.status = ToolCallStatus.FAILED.value
+            p.result = _error_result(str(r.error), "client_error")
+        else:
+            out = r.output
+            text = out if isinstance(out, str) else _json_text(out)
+            p.status = ToolCallStatus.SUCCEEDED.value
+            p.result = {"text": text, "is_error": False, "data": None if isinstance(out, str) else out}
+        self.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
+
+    async def _run_calls(
+        self, calls: list[PendingCall], emit: Emit, new_content: dict[str, str | None] | None = None
+    ) -> None:
+        if not calls:
+            return
+        new_content = new_content or {}
+        await asyncio.gather(*(self._run_one(p, emit, new_content.get(p.id)) for p in calls))
+        await self._save()
+
+    async def _run_one(self, p: PendingCall, emit: Emit, new_content: str | None) -> None:
+        tool = self._tools[p.name]
+        p.status = ToolCallStatus.EXECUTING.value
+        call = self._tool_call(p)
+        emit(ToolCallUpdate(_snapshot(call)))
+
+        async def live(text: str) -> None:
+            call.live_output = text
+            emit(ToolCallUpdate(_snapshot(call)))
+
+        ctx = self._ctx(p, live=live, new_content=new_content)
+        try:
+            result = await tool.run(p.args, ctx)
+        except ToolFailure as f:
+            p.status = ToolCallStatus.FAILED.value
+            p.result = _error_result(f.message, f.type)
+        except asyncio.CancelledError:
+            p.status = ToolCallStatus.CANCELLED.value
+            p.result = _error_result("the user cancelled the turn while this call ran", "cancelled")
+            self.state.record_call(p.name, True)
+            raise
+        except Exception as e:
+            log.exception("tool %s failed", p.name)
+            p.status = ToolCallStatus.FAILED.value
+            p.result = _error_result(f"{type(e).__name__}: {e}", "internal")
+        else:
+            p.status = ToolCallStatus.SUCCEEDED.value
+            p.result = {
+                "text": result.text,
+                "is_error": False,
+                "diff": dataclasses.asdict(result.diff) if result.diff is not None else None,
+                "data": result.data,
+            }
+        self.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
+        emit(ToolCallUpdate(self._tool_call(p, live_output=call.live_output)))
+
+    def _ctx(self, p: PendingCall, **kw: Any) -> ToolContext:
+        return ToolContext(
+            workspace=self.workspace,
+            state=self.state,
+            call_id=p.id,
+            cancelled=self._cancel,
+            shell_timeout=self.core.config.shell_timeout,
+            memory_file=self.core.config.memory_file,
+            **kw,
+        )
+
+    def _failed(
+        self, call_id: str, name: str, args: dict[str, Any], message: str, error_type: str
+    ) -> PendingCall:
+        """A call refused before it could run (bad arguments, unknown tool)."""
+        tool = self._tools.get(name)
+        kind = (
+            tool.kind
+            if tool is not None
+            else ToolKind.CLIENT
+            if name in self._client_names()
+            else ToolKind.INTERNAL
+        )
+        self.state.record_call(name, True)
+        return PendingCall(
+            call_id,
+            name,
+            args,
+            kind.value,
+            description=name,
+            status=ToolCallStatus.FAILED.value,
+            result=_error_result(message, error_type),
+        )
+
+    def _client_names(self) -> set[str]:
+        return {t.name for t in self.state.client_tools}
+
+    def _waiting(self) -> bool:
+        return any(p.needs and p.result is None for p in self.state.pending)
+
+    def _close_pending(self, reason: str, kind: str) -> None:
+        for p in self.state.pending:
+            if p.result is None:
+                p.status = ToolCallStatus.CANCELLED.value
+                p.result = _error_result(reason, kind)
+
+    def _flush_pending(self) -> None:
+        """Turn the finished step's results into the tool-return request the model reads next."""
+        if not self.state.pending:
+            return
+        parts: list[pm.ModelRequestPart] = []
+        for p in self.state.pending:
+            r = p.result or _error_result("no result", "internal")
+            content = r["text"]
+            if r.get("is_error"):
+                content = f"Error ({r.get('error_type', 'tool_error')}): {content}"
+            parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id))
+        assert self._messages is not None
+        self._messages.append(pm.ModelRequest(parts=parts))
+        self.state.pending = []
+
+    async def _after_cancel(self, emit: Emit) -> None:
+        self._close_pending("the user cancelled the turn", "cancelled")
+        for p in self.state.pending:
+            emit(ToolCallUpdate(self._tool_call(p)))
+        msgs = await self.messages()
+        if msgs and isinstance(msgs[-1], pm.ModelResponse) and self.state.pending:
+            self._flush_pending()
+        self.state.pending = []
+        self._close_request("[cancelled by the user]")
+        self.state.status = "idle"
+        await self._save_quietly()
+        emit(TurnEnd("cancelled", self._turn_usage()))
+
+    # --- transcript and persistence ---------------------------------------------------------
+
+    def _append_user(self, text: str) -> None:
+        assert self._messages is not None
+        self._messages.append(pm.ModelRequest(parts=[pm.UserPromptPart(content=text)]))
+
+    def _close_request(self, note: str) -> None:
+        """After a model error or a cancel mid-request the transcript ends with our request; a
+        short response saying what happened keeps requests and responses alternating (some
+        providers require it) and tells the model next time."""
+        if self._messages and isinstance(self._messages[-1], pm.ModelRequest):
+            self._messages.append(pm.ModelResponse(parts=[pm.TextPart(content=note)]))
+
+    async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
+        """Used by /clear and /compact."""
+        self._messages = list(messages)
+        rows = [_dump(m) for m in self._messages]
+        self._saved_count = len(self._messages)
+        await self.core.store.save(self.id, self.state.to_json(), replace=rows)
+
+    async def _save(self) -> None:
+        msgs = self._messages or []
+        start = self._saved_count
+        append = [(i, _dump(m)) for i, m in enumerate(msgs[start:], start)] if len(msgs) > start else None
+        await self.core.store.save(self.id, self.state.to_json(), append=append)
+        self._saved_count = len(msgs)
+
+    async def _save_quietly(self) -> None:
+        try:
+            await asyncio.shield(self._save())
+        except Exception:
+            log.exception("could not save session %s", self.id)
+
+    def _turn_usage(self) -> Usage:
+        return dataclasses.replace(self.state.turn_usage)
+
+    def _tool_call(self, p: PendingCall, live_output: str | None = None) -> ToolCall:
+        r = p.result
+        output = error = None
+        if r is not None:
+            if r.get("is_error"):
+                error = ToolError(r["text"], r.get("error_type", "tool_error"))
+            else:
+                output = output_from_json(r)
+        return ToolCall(
+            id=p.id,
+            name=p.name,
+            args=p.args,
+            kind=ToolKind(p.kind),
+            description=p.description,
+            status=ToolCallStatus(p.status),
+            live_output=live_output,
+            output=output,
+            error=error,
+            confirmation=confirmation_from_json(p.confirmation) if p.confirmation else None,
+            awaiting_client=p.needs == "client" and r is None,
+        )
+
+
+class _CancelWaiting:
+    """Internal input: end a turn that waits for input."""
+
+
+def _snapshot(call: ToolCall) -> ToolCall:
+    return dataclasses.replace(call)
+
+
+def _dump(m: pm.ModelMessage) -> str:
+    return ModelMessagesTypeAdapter.dump_json([m])[1:-1].decode()
+
+
+def _error_result(message: str, error_type: str) -> dict[str, Any]:
+    return {"text": message, "is_error": True, "error_type": error_type}
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _usage_of(u: Any) -> Usage:
+    details = getattr(u, "details", None) or {}
+    return Usage(
+        input_tokens=int(getattr(u, "input_tokens", 0) or 0),
+        output_tokens=int(getattr(u, "output_tokens", 0) or 0),
+        reasoning_tokens=int(details.get("reasoning_tokens", 0) or 0),
+        cache_read_tokens=int(getattr(u, "cache_read_tokens", 0) or 0),
+        requests=1,
+    )
+
+
+def _model_error_text(e: Exception) -> str:
+    name = type(e).__name__
+    msg = str(e) or name
+    return f"Model error ({name}): {msg}"
+
+
+# Keep Decision importable from here for adapters that only import the session module.
+__all__ = ["Decision", "Session"]
