@@ -1,0 +1,3 @@
+from devagent.cli import main
+
+main()

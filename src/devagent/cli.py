@@ -1,0 +1,295 @@
+"""The `devagent` command line (Typer + Rich).
+
+Heavy modules (the core's store, models, the servers) are imported inside the commands, so
+`devagent --help` and `devagent version` stay instant and each front door pays only for itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from devagent import __version__
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from devagent.agent.core import AgentCore
+    from devagent.agent.events import ToolCall
+
+app = typer.Typer(
+    name="devagent",
+    help="devagent: an open, self-hostable coding agent (A2A server, wire mode, terminal).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:model (openai:gpt-4.1, anthropic:…, google:…, ollama:…, scripted:FILE, demo)",
+    ),
+]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Base URL of an OpenAI-compatible server")]
+ApiKeyOpt = Annotated[str | None, typer.Option("--api-key", help="API key for the model provider")]
+DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: SQLite under ~/.devagent)")]
+
+
+@app.command()
+def version() -> None:
+    """Print devagent's version."""
+    typer.echo(f"devagent {__version__}")
+
+
+@app.command()
+def commands() -> None:
+    """List the slash commands."""
+    from devagent.agent.commands import CommandInfo, registry
+
+    def walk(cmds: list[CommandInfo], prefix: str) -> None:
+        for c in cmds:
+            if c.handler is not None:
+                typer.echo(f"{prefix}{c.name:<16} {c.description}")
+            walk(c.sub_commands, f"{prefix}{c.name} ")
+
+    walk(registry().list(), "/")
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="What to do")],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root")] = Path("."),
+    model: ModelOpt = None,
+    approval: Annotated[
+        str | None, typer.Option("--approval", "-a", help="ask | auto-edit | yolo | plan (default: ask)")
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Continue this stored session")] = None,
+    db: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
+) -> None:
+    """Run one task in the terminal: streams text, thoughts and tool calls, asks permission."""
+    from devagent.config import ConfigError, load_config
+
+    try:
+        config = load_config(
+            {
+                "db_url": db,
+                "default_model": model,
+                "model_base_url": base_url,
+                "model_api_key": api_key,
+                "approval_mode": approval,
+                "max_steps": max_steps,
+            }
+        )
+    except ConfigError as e:
+        typer.echo(f"devagent: {e}", err=True)
+        raise typer.Exit(2) from e
+    if approval:  # the terminal user is the operator: the chosen mode is allowed
+        config.allowed_approval_modes = (*config.allowed_approval_modes, approval)
+    if not workspace.is_dir():
+        typer.echo(f"devagent: workspace {workspace} is not a directory", err=True)
+        raise typer.Exit(2)
+    code = asyncio.run(_run(config, prompt, workspace, session))
+    raise typer.Exit(code)
+
+
+async def _run(config: Any, prompt: str, workspace: Path, session_id: str | None) -> int:
+    from rich.console import Console
+
+    from devagent.agent.core import AgentCore
+    from devagent.agent.events import UserPrompt
+
+    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    core = await AgentCore.open(config)
+    try:
+        _announce_model(core, err)
+        if session_id:
+            s = await core.get_session(session_id)
+            if s is None:
+                err.print(f"[red]No stored session {session_id}[/red]")
+                return 2
+        else:
+            s = await core.create_session([workspace], approval_mode=config.approval_mode)
+        err.print(
+            f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
+        )
+        renderer = _Renderer(out)
+        inp: Any = UserPrompt(prompt)
+        while True:
+            result = await _drive(s, inp, renderer)
+            if result is None:
+                return 0
+            if isinstance(result, int):
+                return result
+            inp = result
+    finally:
+        await core.close()
+
+
+def _announce_model(core: AgentCore, err: Console) -> None:
+    if core.default_model == "demo":
+        err.print(f"[yellow]{core.model_explanation}[/yellow]")
+    else:
+        err.print(f"[dim]{core.model_explanation}[/dim]")
+
+
+async def _drive(s: Any, inp: Any, r: _Renderer) -> Any:
+    """Advance once; returns None (done), an exit code, or the next input (permission answers)."""
+    from devagent.agent.events import NeedsInput, Resume, TurnEnd
+
+    gen = s.advance(inp)
+    try:
+        async for ev in gen:
+            r.render(ev)
+            if isinstance(ev, TurnEnd):
+                r.end_text()
+                if ev.reason == "finished":
+                    return None
+                return {"error": 1, "max_steps_reached": 3, "cancelled": 130}[ev.reason]
+            if isinstance(ev, NeedsInput):
+                r.end_text()
+                decisions = _ask(r.console, ev.calls)
+                if decisions is None:
+                    await s.cancel()
+                    return 2
+                return Resume(decisions=decisions)
+    except KeyboardInterrupt:
+        await s.cancel()
+        return 130
+    except asyncio.CancelledError:
+        await s.cancel()
+        return 130
+    return 1
+
+
+def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
+    from devagent.agent.events import Decision
+
+    if not sys.stdin.isatty():
+        names = ", ".join(c.description or c.name for c in calls)
+        console.print(
+            f"[red]Permission needed for: {names}, but standard input is not a terminal.[/red]\n"
+            "Run in a terminal, or choose a mode that does not ask: --approval auto-edit | yolo | plan."
+        )
+        return None
+    decisions = []
+    for c in calls:
+        if c.awaiting_client:
+            console.print(f"[red]{c.name} is a client tool; the terminal cannot run it.[/red]")
+            return None
+        console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
+        while True:
+            answer = console.input("  [y] once  [a] always (this session)  [n] no > ").strip().lower()
+            option = {"y": "proceed_once", "a": "proceed_always", "n": "cancel"}.get(answer[:1])
+            if option:
+                decisions.append(Decision(c.id, option))
+                break
+    return decisions
+
+
+class _Renderer:
+    """Renders core events to the terminal."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._in_text = False
+        self._in_thought = False
+        self._live_seen: dict[str, int] = {}
+
+    def end_text(self) -> None:
+        if self._in_text or self._in_thought:
+            self.console.file.write("\n")
+            self.console.file.flush()
+        self._in_text = self._in_thought = False
+
+    def render(self, ev: Any) -> None:
+        from rich.syntax import Syntax
+
+        from devagent.agent.events import (
+            ExecuteDetails,
+            FileDiff,
+            Notice,
+            TextDelta,
+            ThoughtDelta,
+            ToolCallStatus,
+            ToolCallUpdate,
+        )
+
+        c = self.console
+        if isinstance(ev, TextDelta):
+            if self._in_thought:
+                self.end_text()
+            self._in_text = True
+            c.file.write(ev.text)
+            c.file.flush()
+        elif isinstance(ev, ThoughtDelta):
+            if self._in_text:
+                self.end_text()
+            self._in_thought = True
+            c.print(ev.text, style="dim italic", end="")
+        elif isinstance(ev, Notice):
+            self.end_text()
+            style = {"info": "cyan", "warning": "yellow", "error": "red"}[ev.level]
+            c.print(ev.text, style=style)
+        elif isinstance(ev, ToolCallUpdate):
+            call = ev.call
+            self.end_text()
+            if call.status is ToolCallStatus.PENDING:
+                c.print(f"[bold blue]●[/bold blue] {call.description or call.name}")
+                if call.confirmation is not None:
+                    d = call.confirmation.details
+                    if isinstance(d, FileDiff):
+                        c.print(Syntax(d.formatted_diff or "(no change)", "diff", theme="ansi_dark"))
+                    elif isinstance(d, ExecuteDetails):
+                        c.print(f"  [dim]$ {d.command}   (in {d.working_directory})[/dim]")
+            elif call.status is ToolCallStatus.EXECUTING and call.live_output:
+                seen = self._live_seen.get(call.id, 0)
+                c.file.write(call.live_output[seen:])
+                c.file.flush()
+                self._live_seen[call.id] = len(call.live_output)
+            elif call.status.terminal:
+                if call.id in self._live_seen:
+                    c.file.write("\n")
+                mark = {
+                    "SUCCEEDED": "[green]✓[/green]",
+                    "FAILED": "[red]✗[/red]",
+                    "CANCELLED": "[yellow]⊘[/yellow]",
+                }
+                detail = ""
+                if call.error is not None:
+                    detail = f": {call.error.message}"
+                elif call.output is not None and call.output.diff is None and call.id not in self._live_seen:
+                    first = call.output.text.strip().splitlines()
+                    detail = f": {first[0][:100]}" + (" …" if len(first) > 1 else "") if first else ""
+                c.print(f"{mark[call.status.value]} {call.name}{detail}", highlight=False, markup=True)
+                if call.output is not None and call.output.diff is not None:
+                    c.print(Syntax(call.output.diff.formatted_diff or "", "diff", theme="ansi_dark"))
+
+
+def main() -> None:
+    """Entry point. `devagent --wire …` (the flag form existing wire clients launch) goes to wire mode."""
+    argv = sys.argv[1:]
+    if "--wire" in argv:
+        try:
+            from devagent.wire.cli import wire_from_argv
+        except ImportError:  # pragma: no cover - until wire mode lands
+            typer.echo("devagent: wire mode is not available in this build", err=True)
+            raise SystemExit(2) from None
+        raise SystemExit(wire_from_argv(argv))
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

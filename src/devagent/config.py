@@ -1,0 +1,98 @@
+"""Settings: command-line flags over `DEVAGENT_*` environment variables over `devagent.toml` over
+the defaults. The README's settings table lists every key."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from devagent.agent.core import CoreConfig
+from devagent.agent.state import APPROVAL_MODES
+
+# setting name -> (environment variable, toml key in [devagent])
+SETTINGS: dict[str, tuple[str, str]] = {
+    "db_url": ("DEVAGENT_DB", "db"),
+    "data_dir": ("DEVAGENT_DATA_DIR", "data_dir"),
+    "default_model": ("DEVAGENT_MODEL", "model"),
+    "model_base_url": ("DEVAGENT_BASE_URL", "base_url"),
+    "model_api_key": ("DEVAGENT_API_KEY", "api_key"),
+    "approval_mode": ("DEVAGENT_APPROVAL", "approval_mode"),
+    "allowed_approval_modes": ("DEVAGENT_ALLOWED_APPROVAL_MODES", "allowed_approval_modes"),
+    "allow_client_model": ("DEVAGENT_ALLOW_CLIENT_MODEL", "allow_client_model"),
+    "max_steps": ("DEVAGENT_MAX_STEPS", "max_steps"),
+    "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
+    "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
+    "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
+    "client_tool_deny": ("DEVAGENT_CLIENT_TOOLS_DENY", "client_tools_deny"),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def config_file(environ: Mapping[str, str]) -> Path | None:
+    explicit = environ.get("DEVAGENT_CONFIG")
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise ConfigError(f"DEVAGENT_CONFIG names {p}, which is not a file")
+        return p
+    p = Path("devagent.toml")
+    return p if p.is_file() else None
+
+
+def _convert(name: str, value: Any) -> Any:
+    kinds = {f.name: f.type for f in fields(CoreConfig)}
+    kind = str(kinds[name])
+    try:
+        if name == "data_dir":
+            return Path(str(value)).expanduser()
+        if "tuple" in kind:
+            items = value if isinstance(value, list | tuple) else str(value).split(",")
+            return tuple(str(i).strip() for i in items if str(i).strip())
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind == "bool":
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+        return None if value is None else str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"setting {name}: cannot use {value!r} ({e})") from e
+
+
+def load_config(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> CoreConfig:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file(env)
+    if path is not None:
+        try:
+            doc = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: {e}") from e
+        section = doc.get("devagent", doc)
+        for name, (_env, key) in SETTINGS.items():
+            if key in section:
+                values[name] = _convert(name, section[key])
+    for name, (var, _key) in SETTINGS.items():
+        if env.get(var):
+            values[name] = _convert(name, env[var])
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _convert(name, value)
+    config = CoreConfig(**values)
+    if config.approval_mode not in APPROVAL_MODES:
+        raise ConfigError(f"approval mode {config.approval_mode!r} is not one of {', '.join(APPROVAL_MODES)}")
+    bad = [m for m in config.allowed_approval_modes if m not in APPROVAL_MODES]
+    if bad:
+        raise ConfigError(f"allowed approval modes: {bad} not among {', '.join(APPROVAL_MODES)}")
+    if config.max_steps < 1:
+        raise ConfigError("max_steps must be at least 1")
+    return config
