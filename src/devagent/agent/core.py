@@ -93,7 +93,7 @@ class AgentCore:
 
     async def close(self) -> None:
         for s in list(self._sessions.values()):
-            await s.cancel()
+            await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
         await self.store.close()
 
     def effective_approval_mode(self, requested: str | None) -> str:

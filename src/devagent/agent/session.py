@@ -103,8 +103,8 @@ class Session:
     def run_command(self, path: list[str], args: str = "") -> AsyncIterator[Event]:
         return self._advance(RunCommand(path, args))
 
-    async def cancel(self) -> None:
-        """Stop the running turn, or end the turn that waits for input."""
+    async def cancel(self, *, end_waiting: bool = True) -> None:
+        """Stop the running turn, or (with `end_waiting`) end the turn that waits for input."""
         task = self._task
         if task is not None and not task.done():
             self._cancel.set()
@@ -114,7 +114,7 @@ class Session:
             except (asyncio.CancelledError, Exception):
                 pass
             return
-        if self.state.status == "awaiting_input":
+        if end_waiting and self.state.status == "awaiting_input":
             async for _ in self._advance(_CancelWaiting()):
                 pass
 
@@ -683,10 +683,11 @@ def _json_text(value: Any) -> str:
 
 def _usage_of(u: Any) -> Usage:
     details = getattr(u, "details", None) or {}
+    reasoning = getattr(u, "output_reasoning_tokens", 0) or details.get("reasoning_tokens", 0) or 0
     return Usage(
         input_tokens=int(getattr(u, "input_tokens", 0) or 0),
         output_tokens=int(getattr(u, "output_tokens", 0) or 0),
-        reasoning_tokens=int(details.get("reasoning_tokens", 0) or 0),
+        reasoning_tokens=int(reasoning),
         cache_read_tokens=int(getattr(u, "cache_read_tokens", 0) or 0),
         requests=1,
     )

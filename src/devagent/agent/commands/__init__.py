@@ -163,12 +163,15 @@ async def _memory_show(session: Session, args: str, emit: Callable[[Event], None
 
 
 async def _memory_add(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
-    from devagent.agent.tools.memory import append_memory
+    from devagent.agent.tools.memory import add_memory, memory_path
 
     if not args.strip():
         emit(Notice("Usage: /memory add <text to remember>", "error"))
         return None
-    path = append_memory(session.workspace, session.core.config.memory_file, args.strip())
+    # The user typed this command: it is their own edit, so it needs no permission request.
+    path = memory_path(session.workspace, session.core.config.memory_file)
+    old = path.read_text() if path.is_file() else None
+    path.write_text(add_memory(old, args.strip()))
     session.refresh_memory()
     _say(emit, f"Remembered in {path}: {args.strip()}")
     return None

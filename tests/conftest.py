@@ -1,0 +1,82 @@
+"""Shared fixtures: scripts for the scripted model, a core on SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Tests never reach a network model, and never pick up the developer's own keys.
+for _var in ("DEVAGENT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+    os.environ.pop(_var, None)
+
+PG_URL = os.environ.get("DEVAGENT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+
+def pg_available() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "README.md").write_text("# Demo project\nHello.\n")
+    return ws
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Callable[[list[Any]], str]:
+    """Writes a scripted-model file and returns the `scripted:FILE` spec."""
+    counter = iter(range(1000))
+
+    def make(steps: list[Any]) -> str:
+        path = tmp_path / f"script{next(counter)}.json"
+        path.write_text(json.dumps({"steps": steps}))
+        return f"scripted:{path}"
+
+    return make
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
+    if not pg_available():
+        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
+    return PG_URL
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
+
+
+@pytest.fixture
+async def core_factory(sqlite_url: str) -> AsyncIterator[Callable[..., Any]]:
+    from devagent.agent.core import AgentCore, CoreConfig
+
+    opened: list[AgentCore] = []
+
+    async def make(model: str = "demo", db: str | None = None, **kw: Any) -> AgentCore:
+        core = await AgentCore.open(CoreConfig(db_url=db or sqlite_url, default_model=model, **kw))
+        opened.append(core)
+        return core
+
+    yield make
+    for c in opened:
+        await c.close()
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
