@@ -360,7 +360,8 @@ async def test_g6_decision_given_to_a_fresh_process(script: Any, workspace: Path
             [{"text": "edited: {last_tool_results}"}],
         ]
     )
-    out = subprocess.run(
+    out = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-c", FIRST_HALF, sqlite_url, spec, str(workspace)],
         capture_output=True,
         text=True,

@@ -10,6 +10,8 @@ This module imports nothing heavy: listing commands must be cheap (wire `initial
 
 from __future__ import annotations
 
+import builtins
+
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -43,13 +45,13 @@ class CommandInfo:
 
 
 class Registry:
-    def __init__(self, commands: list[CommandInfo]) -> None:
+    def __init__(self, commands: builtins.list[CommandInfo]) -> None:
         self._commands = commands
 
-    def list(self) -> list[CommandInfo]:
+    def list(self) -> builtins.list[CommandInfo]:
         return list(self._commands)
 
-    def find(self, path: list[str]) -> CommandInfo | None:
+    def find(self, path: builtins.list[str]) -> CommandInfo | None:
         """The command at `path`, or None. A parent without a handler needs a sub-command."""
         found = self._walk(path)
         if found is None:
@@ -59,7 +61,7 @@ class Registry:
             return None
         return cmd
 
-    def _walk(self, path: list[str]) -> tuple[CommandInfo, list[str]] | None:
+    def _walk(self, path: builtins.list[str]) -> tuple[CommandInfo, builtins.list[str]] | None:
         if not path:
             return None
         cmd = _match(self._commands, path[0])
@@ -74,7 +76,7 @@ class Registry:
             i += 1
         return cmd, path[i:]
 
-    def resolve(self, words: list[str]) -> tuple[list[str], int] | None:
+    def resolve(self, words: builtins.list[str]) -> tuple[builtins.list[str], int] | None:
         """The canonical command path for a command line's leading words (aliases resolved)
         and how many words it used; None when the first word names no command."""
         found = self._walk(words)
@@ -82,7 +84,7 @@ class Registry:
             return None
         _cmd, rest = found
         used = len(words) - len(rest)
-        names: list[str] = []
+        names: builtins.list[str] = []
         cmds = self._commands
         for w in words[:used]:
             c = _match(cmds, w)
