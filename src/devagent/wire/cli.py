@@ -1,0 +1,124 @@
+"""Command-line parsing for wire mode, with argparse so that start-up stays fast.
+
+Two spellings start the same server:
+
+    devagent wire --work-dir DIR [--session ID] [--model M] [--yolo] [--no-thinking] ...
+    devagent --wire --session ID --work-dir DIR [--no-thinking] [--model M] [--yolo]
+
+The second is how existing wire clients (kimi-cli's SDKs) launch their agent; flags those clients
+pass that devagent has no use for (`--thinking`, `--agent-file`, `--skills-dir`) are accepted and
+ignored, so those clients run unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+from devagent import __version__
+from devagent.wire.messages import WIRE_PROTOCOL_VERSION
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="devagent wire",
+        description="Serve wire mode: JSON-RPC 2.0 over stdin/stdout, one JSON object per line "
+        f"(kimi-cli wire protocol {WIRE_PROTOCOL_VERSION} with KLIP-12 initialize and external tools).",
+    )
+    p.add_argument("--wire", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--work-dir", "-w", default=".", help="workspace root (default: the current directory)")
+    p.add_argument(
+        "--session",
+        "--resume",
+        "-S",
+        "-r",
+        dest="session",
+        help="session id: resumed if stored (pending requests are sent again), created if not",
+    )
+    p.add_argument("--model", "-m", help="provider:model, scripted:FILE or demo (default: DEVAGENT_MODEL)")
+    p.add_argument(
+        "--yolo",
+        "--yes",
+        "-y",
+        "--auto-approve",
+        dest="yolo",
+        action="store_true",
+        help="run every tool call without asking (approval mode yolo)",
+    )
+    p.add_argument("--thinking", dest="thinking", action="store_true", default=None, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--no-thinking", dest="thinking", action="store_false", help="accepted for compatibility; no effect"
+    )
+    p.add_argument("--db", help="database URL (default: DEVAGENT_DB, else SQLite under ~/.devagent)")
+    p.add_argument(
+        "--approval-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="reject an approval request the client has not answered in time (default: wait)",
+    )
+    p.add_argument(
+        "--tool-call-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="fail an external tool call the client has not answered in time (default: wait)",
+    )
+    p.add_argument("--max-steps-per-turn", dest="max_steps", type=int, help="model steps per turn")
+    p.add_argument("--log-file", help="write logs to this file instead of stderr")
+    p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more")
+    # Flags of kimi-cli's launchers that have no meaning here.
+    p.add_argument("--agent-file", help=argparse.SUPPRESS)
+    p.add_argument("--skills-dir", action="append", help=argparse.SUPPRESS)
+    return p
+
+
+def wire_from_argv(argv: list[str]) -> int:
+    """Run wire mode from a command line (`devagent wire …` or `devagent --wire …`)."""
+    args_in = list(argv)
+    if args_in[:1] == ["wire"]:
+        args_in = args_in[1:]
+    args = build_parser().parse_args(args_in)
+    from devagent.wire.server import run_wire
+
+    timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
+    tool_env = os.environ.get("DEVAGENT_WIRE_TOOL_CALL_TIMEOUT")
+    return run_wire(
+        args.work_dir,
+        session_id=args.session,
+        model=args.model,
+        yolo=args.yolo,
+        thinking=args.thinking,
+        db_url=args.db or "",
+        approval_timeout=args.approval_timeout or (float(timeout_env) if timeout_env else None),
+        tool_call_timeout=args.tool_call_timeout or (float(tool_env) if tool_env else None),
+        max_steps=args.max_steps,
+        log_file=args.log_file,
+        verbose=args.verbose,
+    )
+
+
+def info() -> dict[str, object]:
+    """What `devagent info --json` prints; wire clients read `wire_protocol_version`."""
+    return {
+        "devagent_version": __version__,
+        "wire_protocol_version": WIRE_PROTOCOL_VERSION,
+        "python_version": platform.python_version(),
+    }
+
+
+def print_info(as_json: bool) -> None:
+    data = info()
+    if as_json:
+        sys.stdout.write(json.dumps(data) + "\n")
+    else:
+        for k, v in data.items():
+            sys.stdout.write(f"{k}: {v}\n")

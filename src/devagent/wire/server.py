@@ -1,0 +1,844 @@
+"""Wire mode: the agent as a JSON-RPC 2.0 server on stdin/stdout (KLIP-12, W1–W9).
+
+One JSON object per line in each direction. The client calls `initialize` (optional), `prompt`
+and `cancel`; the server sends `event` notifications and `request`s (`ApprovalRequest`,
+`ToolCallRequest`) in the `{type, payload}` vocabulary of kimi-cli's wire protocol 1.x, so that
+its existing clients drive devagent unchanged.
+
+The server translates and never decides: core events become wire events, a permission request of
+the core becomes an `ApprovalRequest`, a call the client must run becomes a `ToolCallRequest`,
+and the client's answers go back to the core as `Resume(decisions=..., results=...)`.
+
+Start-up is split so that `initialize` is answered at once: it needs only the slash command
+registry and tool validation, which are light. The core (store, models, pydantic-ai) is loaded in
+the background, after the first message or a short idle delay, with the heavy imports in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devagent import __version__
+from devagent.agent.events import (
+    ClientResult,
+    Decision,
+    InputError,
+    NeedsInput,
+    Notice,
+    Resume,
+    StatusUpdate,
+    StepBegin,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    ToolCallUpdate,
+    TurnEnd,
+    UserPrompt,
+)
+from devagent.wire import messages as m
+
+if TYPE_CHECKING:
+    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.session import Session
+
+log = logging.getLogger("devagent.wire")
+
+# How long the server waits for a first message before loading the core anyway.
+IDLE_PRELOAD_DELAY = 0.3
+
+
+@dataclass(slots=True)
+class WireOptions:
+    work_dir: Path
+    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over devagent.toml)
+    session_id: str | None = None
+    model: str | None = None
+    thinking: bool | None = None
+    approval_timeout: float | None = None  # seconds; None = wait as long as it takes
+    tool_call_timeout: float | None = None
+
+
+# --- stdio ---------------------------------------------------------------------------------------
+
+
+class Output:
+    """Protocol lines to a file descriptor. Every write comes from the event loop's thread, one
+    whole line at a time, so lines never interleave."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.closed = False
+
+    def send(self, msg: m.JSON) -> None:
+        if self.closed:
+            return
+        data = m.dumps(msg)
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.fd, view)
+            except InterruptedError:
+                continue
+            except BlockingIOError:
+                import select
+
+                select.select([], [self.fd], [])
+                continue
+            except OSError as e:
+                if e.errno in (errno.EPIPE, errno.EBADF):
+                    log.warning("the client closed stdout; no more output")
+                    self.closed = True
+                    return
+                raise
+            view = view[n:]
+
+
+def _start_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:
+    """Read lines from `fd` in a daemon thread (works for pipes, ttys and files alike) and hand
+    them to the loop; None marks the end of input."""
+
+    def put(item: bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def run() -> None:
+        try:
+            with open(fd, "rb", closefd=False) as f:
+                for line in f:
+                    put(line)
+        except Exception:
+            log.exception("reading stdin failed")
+        put(None)
+
+    threading.Thread(target=run, name="wire-stdin", daemon=True).start()
+
+
+# --- per-turn and per-request state ---------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Turn:
+    id: str
+    prompt_id: m.RpcId | None  # None for a turn resumed from the store (no prompt to answer)
+    answers: asyncio.Queue[Decision | ClientResult] = field(default_factory=asyncio.Queue)
+    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    advancing: bool = False
+    waiting: bool = False  # stopped for input; answers are being collected
+    seen: set[str] = field(default_factory=set)  # call ids whose ToolCall event was sent
+    finished: set[str] = field(default_factory=set)  # call ids whose ToolResult event was sent
+    requested: dict[str, str] = field(default_factory=dict)  # call id -> request id
+
+
+@dataclass(eq=False)
+class PendingRequest:
+    rpc_id: str
+    kind: str  # "approval" | "tool"
+    call_id: str
+    turn: Turn
+    message: m.JSON  # the request as sent, to send again after a re-initialize
+    options: list[str] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
+
+
+class WireServer:
+    def __init__(self, options: WireOptions, out: Output) -> None:
+        self.opts = options
+        self.out = out
+        self.initialized = False
+        self.version = m.WIRE_PROTOCOL_VERSION
+        self.client_tools: dict[str, m.ExternalToolDef] = {}
+        self.tools_dirty = False
+        self.core: AgentCore | None = None
+        self.session: Session | None = None
+        self._load_task: asyncio.Task[Session] | None = None
+        self._turn_lock = asyncio.Lock()
+        self.turn: Turn | None = None
+        self.pending: dict[str, PendingRequest] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._resume_checked = False
+        self._stopping = False
+        self._notice_n = 0
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def send(self, msg: m.JSON) -> None:
+        self.out.send(msg)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def serve(self, lines: asyncio.Queue[bytes | None]) -> int:
+        loop = asyncio.get_running_loop()
+        preload = loop.call_later(IDLE_PRELOAD_DELAY, self._start_loading)
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        stop_wait = asyncio.ensure_future(stop.wait())
+        try:
+            while True:
+                get = asyncio.ensure_future(lines.get())
+                done, _ = await asyncio.wait({get, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if get not in done:
+                    get.cancel()
+                    log.info("signal received, wire server exiting")
+                    break
+                line = get.result()
+                if line is None:
+                    log.info("stdin closed, wire server exiting")
+                    break
+                self.handle_line(line)
+                # After the first message the client is there: load the core now.
+                self._start_loading()
+        finally:
+            preload.cancel()
+            stop_wait.cancel()
+            await self.shutdown()
+        return 0
+
+    async def shutdown(self) -> None:
+        self._stopping = True
+        turn = self.turn
+        if turn is not None and turn.advancing and self.session is not None:
+            # A running turn is stopped (its state is stored); a turn that waits for the client
+            # stays waiting in the store, and a later `--session` resumes it.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.session.cancel(), 10)
+        for p in self.pending.values():
+            if p.timer:
+                p.timer.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._load_task
+        if self.core is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.core.close(), 10)
+
+    # --- framing (W1, W8) ------------------------------------------------------------------
+
+    def handle_line(self, raw: bytes) -> None:
+        try:
+            msg = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            # Also an empty line: the reference answers it the same way.
+            self.send(m.error_response(None, m.PARSE_ERROR, "Invalid JSON format"))
+            return
+        if not _valid_envelope(msg):
+            self.send(m.error_response(None, m.INVALID_REQUEST, "Invalid request"))
+            return
+        method = msg.get("method")
+        rpc_id = msg.get("id")
+        if method is None:
+            self._handle_response(msg)
+            return
+        if method not in m.IN_METHODS:
+            if rpc_id is not None:
+                self.send(
+                    m.error_response(rpc_id, m.METHOD_NOT_FOUND, f"Unexpected method received: {method}")
+                )
+            else:
+                log.info("ignoring notification of unknown method %r", method)
+            return
+        params = msg.get("params")
+        if rpc_id is None:
+            # Notifications get no answer; only `cancel` makes sense without one.
+            if method == "cancel":
+                self._spawn(self._handle_cancel(None))
+            else:
+                log.info("ignoring %s sent as a notification (it needs an id)", method)
+            return
+        try:
+            if method == "initialize":
+                self._handle_initialize(rpc_id, params)
+            elif method == "prompt":
+                user_input = m.parse_user_input(params)
+                self._spawn(self._handle_prompt(rpc_id, user_input))
+            elif method == "cancel":
+                self._spawn(self._handle_cancel(rpc_id))
+        except m.ParamsError as e:
+            self.send(
+                m.error_response(
+                    rpc_id, m.INVALID_PARAMS, f"Invalid parameters for method `{method}`", str(e)
+                )
+            )
+
+    # --- initialize (W2, W7) ---------------------------------------------------------------
+
+    def _handle_initialize(self, rpc_id: m.RpcId, params: Any) -> None:
+        p = m.parse_initialize(params)
+        if self.turn is not None and not self.turn.waiting:
+            self.send(m.error_response(rpc_id, m.INVALID_STATE, "An agent turn is already in progress"))
+            return
+        accepted, rejected = self._validate_tools(p.external_tools)
+        for t in accepted:
+            self.client_tools[t.name] = t  # a name registered again is replaced
+        if p.external_tools:
+            self.tools_dirty = True
+        self.initialized = True
+        self.version = m.negotiate_version(p.protocol_version)
+        log.info(
+            "initialize from %s %s (protocol %s -> %s); tools accepted %s, rejected %s",
+            p.client_name or "?",
+            p.client_version or "",
+            p.protocol_version,
+            self.version,
+            [t.name for t in accepted],
+            rejected,
+        )
+        self.send(
+            m.result_response(
+                rpc_id,
+                {
+                    "protocol_version": self.version,
+                    "server": {"name": m.SERVER_NAME, "version": __version__},
+                    "slash_commands": _slash_commands(),
+                    "external_tools": {
+                        "accepted": [t.name for t in accepted],
+                        "rejected": [{"name": n, "reason": r} for n, r in rejected],
+                    },
+                    "capabilities": {"supports_question": False},
+                },
+            )
+        )
+        # A client that reconnects gets the requests still waiting for an answer.
+        for pr in list(self.pending.values()):
+            self.send(pr.message)
+        self._spawn(self._resume_waiting())
+
+    def _validate_tools(
+        self, defs: list[m.ExternalToolDef]
+    ) -> tuple[list[m.ExternalToolDef], list[tuple[str, str]]]:
+        if not defs:
+            return [], []
+        from devagent.agent.tools import builtin_tools
+        from devagent.agent.tools.client import validate_client_tools
+
+        core_cfg = self.opts.config
+        ok, rejected = validate_client_tools(
+            [{"name": d.name, "description": d.description, "parameters": d.parameters} for d in defs],
+            builtin_names=builtin_tools().keys(),
+            allow=core_cfg.client_tool_allow,
+            deny=core_cfg.client_tool_deny,
+        )
+        accepted = [m.ExternalToolDef(t.name, t.description, t.parameters) for t in ok]
+        return accepted, rejected
+
+    # --- loading the core ------------------------------------------------------------------
+
+    def _start_loading(self) -> None:
+        if self._load_task is None and not self._stopping:
+            self._load_task = asyncio.create_task(self._load())
+
+    async def _load(self) -> Session:
+        # pydantic-ai and SQLAlchemy take most of a second to import: do it off the loop so that
+        # the protocol stays responsive meanwhile.
+        await asyncio.to_thread(_import_heavy)
+        from devagent.agent.core import AgentCore
+
+        cfg = self.opts.config
+        core = await AgentCore.open(cfg)
+        self.core = core
+        session = None
+        if self.opts.session_id:
+            session = await core.get_session(self.opts.session_id)
+            if session is not None:
+                log.info("resumed session %s (%s)", session.id, session.state.status)
+                if cfg.approval_mode == "yolo" and session.state.approval_mode != "yolo":
+                    # --yolo when resuming: the operator's choice for this server.
+                    session.state.approval_mode = "yolo"
+        if session is None:
+            session = await core.create_session(
+                [self.opts.work_dir],
+                session_id=self.opts.session_id,
+                model=self.opts.model,
+                approval_mode=cfg.approval_mode,
+                extra={"wire": {"thinking": self.opts.thinking}},
+            )
+            log.info("new session %s", session.id)
+        self.session = session
+        return session
+
+    async def _ready(self) -> Session:
+        self._start_loading()
+        assert self._load_task is not None
+        return await asyncio.shield(self._load_task)
+
+    async def _sync_tools(self, session: Session) -> None:
+        if self.tools_dirty:
+            tools = self._client_tool_objects()
+            refused = await session.set_client_tools(tools)
+            if refused:
+                log.warning("the core refused client tools: %s", refused)
+            self.tools_dirty = False
+        elif not self.initialized and session.state.client_tools:
+            # A client that did not initialize has no external tools (W3).
+            await session.set_client_tools([])
+
+    def _client_tool_objects(self) -> list[Any]:
+        from devagent.agent.state import ClientTool
+
+        return [ClientTool(t.name, t.description, t.parameters) for t in self.client_tools.values()]
+
+    # --- prompt and cancel (W4) ------------------------------------------------------------
+
+    async def _handle_prompt(self, rpc_id: m.RpcId, user_input: str | m.ContentParts) -> None:
+        text, unsupported = m.input_text(user_input)
+        if unsupported:
+            self.send(
+                m.error_response(
+                    rpc_id,
+                    m.LLM_NOT_SUPPORTED,
+                    f"devagent does not support {', '.join(sorted(set(unsupported)))} input; send text parts",
+                )
+            )
+            return
+        if not text.strip():
+            self.send(
+                m.error_response(rpc_id, m.INVALID_PARAMS, "Invalid parameters for method `prompt`", "empty")
+            )
+            return
+        # Prompts are served one at a time, in the order they came (a second one waits, W4).
+        async with self._turn_lock:
+            try:
+                session = await self._ready()
+            except Exception as e:
+                log.exception("could not open the session")
+                self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
+                return
+            await self._resume_locked(session)
+            await self._sync_tools(session)
+            turn = Turn(id=uuid.uuid4().hex, prompt_id=rpc_id)
+            self.send(m.turn_begin(user_input))
+            await self._run_turn(session, turn, UserPrompt(text))
+
+    async def _resume_waiting(self) -> None:
+        """After a restart: a session that waits for answers sends its requests again."""
+        async with self._turn_lock:
+            try:
+                session = await self._ready()
+            except Exception:
+                log.exception("could not open the session")
+                return
+            await self._resume_locked(session)
+
+    async def _resume_locked(self, session: Session) -> None:
+        if self._resume_checked:
+            return
+        self._resume_checked = True
+        waiting = session.waiting_calls() if session.state.status == "awaiting_input" else []
+        if not waiting:
+            return
+        log.info("session waits for %d answer(s): sending the requests again", len(waiting))
+        turn = Turn(id=uuid.uuid4().hex, prompt_id=None)
+        await self._run_turn(session, turn, None, waiting)
+
+    async def _handle_cancel(self, rpc_id: m.RpcId | None) -> None:
+        turn = self.turn
+        if turn is None:
+            if rpc_id is not None:
+                self.send(m.error_response(rpc_id, m.INVALID_STATE, "No agent turn is in progress"))
+            return
+        turn.cancel_event.set()
+        if rpc_id is not None:
+            self.send(m.result_response(rpc_id, {}))
+        if turn.advancing and self.session is not None:
+            await self.session.cancel()
+
+    async def _run_turn(
+        self,
+        session: Session,
+        turn: Turn,
+        first: UserPrompt | None,
+        waiting: list[ToolCall] | None = None,
+    ) -> None:
+        self.turn = turn
+        end: TurnEnd | None = None
+        try:
+            end = await self._drive(session, turn, first, waiting)
+        except InputError as e:
+            log.warning("the core refused the input: %s", e)
+            if turn.prompt_id is not None:
+                self.send(m.error_response(turn.prompt_id, m.INVALID_STATE, str(e)))
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("turn failed")
+            if turn.prompt_id is not None:
+                self.send(m.error_response(turn.prompt_id, m.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
+            return
+        finally:
+            self._drop_requests(turn)
+            self.turn = None
+        self._finish(turn, end)
+
+    def _finish(self, turn: Turn, end: TurnEnd) -> None:
+        # TurnEnd came with protocol 1.2: a client that negotiated 1.1 does not know it.
+        if not self.initialized or (m.version_tuple(self.version) or (0,)) >= (1, 2):
+            self.send(m.turn_end())
+        if turn.prompt_id is None:
+            return
+        if end.reason == "error":
+            self.send(m.error_response(turn.prompt_id, m.CHAT_PROVIDER_ERROR, end.error or "model error"))
+        elif end.reason == "max_steps_reached":
+            steps = self.core.config.max_steps if self.core is not None else 0
+            self.send(m.result_response(turn.prompt_id, {"status": "max_steps_reached", "steps": steps}))
+        else:
+            self.send(m.result_response(turn.prompt_id, {"status": end.reason}))
+
+    async def _drive(
+        self,
+        session: Session,
+        turn: Turn,
+        first: UserPrompt | None,
+        waiting: list[ToolCall] | None,
+    ) -> TurnEnd:
+        inp: UserPrompt | Resume | None = first
+        while True:
+            if inp is not None:
+                if turn.cancel_event.is_set():
+                    if isinstance(inp, UserPrompt):
+                        return TurnEnd("cancelled")
+                    await session.cancel()
+                    return TurnEnd("cancelled")
+                waiting = None
+                turn.advancing = True
+                cancel_sent = False
+                try:
+                    async for ev in session.advance(inp):
+                        if isinstance(ev, TurnEnd):
+                            return ev
+                        if isinstance(ev, NeedsInput):
+                            waiting = ev.calls
+                        else:
+                            self._emit(session, turn, ev)
+                        if turn.cancel_event.is_set() and not cancel_sent:
+                            # A cancel that came before the turn's task was running.
+                            cancel_sent = True
+                            self._spawn(session.cancel())
+                finally:
+                    turn.advancing = False
+                if waiting is None:  # the stream ended without NeedsInput or TurnEnd
+                    return TurnEnd("error", error="the turn ended unexpectedly")
+            assert waiting is not None
+            if turn.cancel_event.is_set():
+                await session.cancel()
+                return TurnEnd("cancelled")
+            for call in waiting:
+                if call.id not in turn.requested:
+                    self._send_request(session, turn, call)
+            turn.waiting = True
+            try:
+                inp = await self._collect_answers(turn)
+            finally:
+                turn.waiting = False
+            if inp is None:
+                await session.cancel()
+                return TurnEnd("cancelled")
+
+    async def _collect_answers(self, turn: Turn) -> Resume | None:
+        """The answers that came, as one Resume (several if the client answered quickly), or None
+        when the turn is cancelled first."""
+        get = asyncio.ensure_future(turn.answers.get())
+        cancelled = asyncio.ensure_future(turn.cancel_event.wait())
+        try:
+            await asyncio.wait({get, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+            if not get.done():
+                get.cancel()
+        if turn.cancel_event.is_set() or not get.done() or get.cancelled():
+            return None
+        answers = [get.result()]
+        while not turn.answers.empty():
+            answers.append(turn.answers.get_nowait())
+        resume = Resume()
+        for a in answers:
+            if isinstance(a, Decision):
+                resume.decisions.append(a)
+            else:
+                resume.results.append(a)
+        return resume
+
+    # --- core events -> wire events --------------------------------------------------------
+
+    def _emit(self, session: Session, turn: Turn, ev: Any) -> None:
+        if isinstance(ev, StepBegin):
+            self.send(m.step_begin(ev.n))
+        elif isinstance(ev, TextDelta):
+            if ev.text:
+                self.send(m.text_part(ev.text))
+        elif isinstance(ev, ThoughtDelta):
+            if ev.text:
+                self.send(m.think_part(ev.text))
+        elif isinstance(ev, ToolCallUpdate):
+            call = ev.call
+            if call.id not in turn.seen:
+                turn.seen.add(call.id)
+                self.send(m.tool_call_event(call))
+            if call.status.terminal and call.id not in turn.finished:
+                turn.finished.add(call.id)
+                self.send(m.tool_result_event(call))
+        elif isinstance(ev, StatusUpdate):
+            self.send(m.status_update(ev, plan_mode=session.state.approval_mode == "plan"))
+        elif isinstance(ev, Notice):
+            self._notice_n += 1
+            self.send(m.notification_event(f"notice-{self._notice_n}", session.id, ev.text, ev.level))
+
+    # --- requests to the client (W5, W6) ---------------------------------------------------
+
+    def _send_request(self, session: Session, turn: Turn, call: ToolCall) -> None:
+        if call.awaiting_client:
+            rid = call.id
+            msg = m.request(rid, "ToolCallRequest", m.tool_call_request_payload(call))
+            pr = PendingRequest(rid, "tool", call.id, turn, msg)
+            timeout = self.opts.tool_call_timeout
+            if call.id not in turn.seen:  # resumed after a restart: show the call first
+                turn.seen.add(call.id)
+                self.send(m.tool_call_event(call))
+        else:
+            # Stable across restarts, so a resumed session asks with the same id.
+            rid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"devagent:{session.id}:{call.id}"))
+            msg = m.request(rid, "ApprovalRequest", m.approval_request_payload(rid, call, turn.id))
+            options = [o.id for o in call.confirmation.options] if call.confirmation else []
+            pr = PendingRequest(rid, "approval", call.id, turn, msg, options)
+            timeout = self.opts.approval_timeout
+        if rid in self.pending:
+            log.warning("request id %s is already pending; replacing it", rid)
+        self.pending[rid] = pr
+        turn.requested[call.id] = rid
+        if timeout is not None and timeout > 0:
+            pr.timer = asyncio.get_running_loop().call_later(timeout, self._on_timeout, rid, timeout)
+        self.send(msg)
+
+    def _drop_requests(self, turn: Turn) -> None:
+        for rid, pr in list(self.pending.items()):
+            if pr.turn is turn:
+                if pr.timer:
+                    pr.timer.cancel()
+                del self.pending[rid]
+
+    def _on_timeout(self, rid: str, timeout: float) -> None:
+        pr = self.pending.pop(rid, None)
+        if pr is None:
+            return
+        log.warning("no answer to %s %s within %s s", pr.kind, rid, timeout)
+        if pr.kind == "approval":
+            self._answer_approval(pr, "reject", f"no answer within {timeout:g} s")
+        else:
+            pr.turn.answers.put_nowait(
+                ClientResult(
+                    pr.call_id, error=f"The client did not return a result within {timeout:g} s (timed out)."
+                )
+            )
+
+    def _answer_approval(self, pr: PendingRequest, response: str, feedback: str = "") -> None:
+        option = _option_for(response, pr.options)
+        pr.turn.answers.put_nowait(Decision(pr.call_id, option))
+        self.send(m.approval_response_event(pr.rpc_id, response, feedback))
+
+    def _handle_response(self, msg: m.JSON) -> None:
+        rpc_id = msg.get("id")
+        pr = self.pending.get(rpc_id) if isinstance(rpc_id, str) else None
+        if pr is None:
+            log.warning("no pending request for response id=%r; ignored", rpc_id)
+            return
+        del self.pending[pr.rpc_id]
+        if pr.timer:
+            pr.timer.cancel()
+        if "error" in msg:
+            err = msg["error"]
+            text = err.get("message") or "the client reported an error"
+            log.info("client answered %s with an error: %s", pr.rpc_id, text)
+            if pr.kind == "approval":
+                self._answer_approval(pr, "reject", text)
+            else:
+                pr.turn.answers.put_nowait(ClientResult(pr.call_id, error=text))
+            return
+        type_, payload = m.unwrap_result(msg.get("result"))
+        expected = (
+            ("ApprovalResponse", m.LEGACY_APPROVAL_RESPONSE) if pr.kind == "approval" else ("ToolResult",)
+        )
+        problem: str | None = None
+        if type_ is not None and type_ not in expected:
+            problem = f"Unknown wire message type: {type_}"
+        elif pr.kind == "approval":
+            answer = m.parse_approval_answer(payload)
+            if answer is None:
+                problem = (
+                    "an approval answer needs {request_id, response: approve | approve_for_session | reject}"
+                )
+            else:
+                self._answer_approval(pr, answer.response, answer.feedback)
+                return
+        else:
+            result = m.parse_tool_result(payload)
+            if result is None:
+                problem = (
+                    "a tool result needs {tool_call_id, return_value: {is_error, output, message, display}}"
+                )
+            else:
+                if result.is_error:
+                    text = result.message or result.output or "the external tool failed"
+                    if result.message and result.output and result.output != result.message:
+                        text = f"{result.message}\n{result.output}"
+                    pr.turn.answers.put_nowait(ClientResult(pr.call_id, error=text))
+                else:
+                    out = result.output or result.message
+                    pr.turn.answers.put_nowait(ClientResult(pr.call_id, output=out))
+                return
+        # An answer the server cannot read: say so, and do not leave the turn hanging.
+        log.warning("invalid answer to %s %s: %s", pr.kind, pr.rpc_id, problem)
+        self.send(
+            m.error_response(
+                None, m.INVALID_REQUEST, "Invalid response", {"id": pr.rpc_id, "reason": problem}
+            )
+        )
+        if pr.kind == "approval":
+            self._answer_approval(pr, "reject", "invalid answer")
+        else:
+            pr.turn.answers.put_nowait(
+                ClientResult(pr.call_id, error="Invalid tool result payload from client.")
+            )
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _valid_envelope(msg: Any) -> bool:
+    if not isinstance(msg, dict):
+        return False
+    if "jsonrpc" in msg and msg["jsonrpc"] != "2.0":
+        return False
+    rpc_id = msg.get("id")
+    if rpc_id is not None and (not isinstance(rpc_id, str | int) or isinstance(rpc_id, bool)):
+        return False
+    method = msg.get("method")
+    if method is not None:
+        return isinstance(method, str)
+    # a response
+    if rpc_id is None or ("result" in msg) == ("error" in msg):
+        return False
+    if "error" in msg:
+        err = msg["error"]
+        return (
+            isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str)
+        )
+    return True
+
+
+def _option_for(response: str, options: list[str]) -> str:
+    prefs = {
+        "approve": ("proceed_once",),
+        "approve_for_session": (
+            "proceed_always",
+            "proceed_always_tool",
+            "proceed_always_server",
+            "proceed_once",
+        ),
+        "reject": ("cancel",),
+    }[response]
+    for p in prefs:
+        if not options or p in options:
+            return p
+    return prefs[0]
+
+
+def _slash_commands() -> list[m.JSON]:
+    from devagent.agent.commands import registry
+
+    return [
+        {"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in registry().list()
+    ]
+
+
+def _import_heavy() -> None:
+    import devagent.agent.core
+    import devagent.agent.session
+    import devagent.store.db  # noqa: F401
+
+
+def run_wire(
+    work_dir: str | Path,
+    session_id: str | None = None,
+    model: str | None = None,
+    yolo: bool = False,
+    thinking: bool | None = None,
+    db_url: str = "",
+    *,
+    approval_timeout: float | None = None,
+    tool_call_timeout: float | None = None,
+    max_steps: int | None = None,
+    log_file: str | None = None,
+    verbose: bool = False,
+) -> int:
+    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    from devagent.config import ConfigError, load_config
+
+    wd = Path(work_dir).expanduser().resolve()
+    if not wd.is_dir():
+        print(f"devagent wire: --work-dir {work_dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        config = load_config({"db_url": db_url or None, "default_model": model, "max_steps": max_steps})
+    except ConfigError as e:
+        print(f"devagent wire: {e}", file=sys.stderr)
+        return 2
+    if yolo:
+        # --yolo is the operator's choice when starting the server, not a client's request.
+        config.approval_mode = "yolo"
+    # stdout carries only protocol: keep a private handle on it and point file descriptor 1 at
+    # stderr, so nothing else (a stray print, a library) can write into the protocol stream.
+    sys.stdout.flush()
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    handler: logging.Handler = (
+        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+
+    opts = WireOptions(
+        work_dir=wd,
+        config=config,
+        session_id=session_id,
+        model=model,
+        thinking=thinking,
+        approval_timeout=approval_timeout,
+        tool_call_timeout=tool_call_timeout,
+    )
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        _start_reader(0, loop, queue)
+        server = WireServer(opts, Output(proto_fd))
+        return await server.serve(queue)
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130
