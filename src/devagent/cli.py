@@ -277,10 +277,31 @@ class _Renderer:
                     c.print(Syntax(call.output.diff.formatted_diff or "", "diff", theme="ansi_dark"))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def wire(ctx: typer.Context) -> None:
+    """Serve wire mode (JSON-RPC over stdio); `devagent wire --help` lists the flags.
+
+    devagent wire --work-dir DIR [--session ID] [--model M] [--yolo]; `devagent --wire …` is the same."""
+    from devagent.wire.cli import wire_from_argv
+
+    raise typer.Exit(wire_from_argv(list(ctx.args)))
+
+
+@app.command()
+def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
+    """Print versions (devagent, wire protocol, Python)."""
+    from devagent.wire.cli import print_info
+
+    print_info(as_json)
+
+
 def main() -> None:
     """Entry point. `devagent --wire …` (the flag form existing wire clients launch) goes to wire mode."""
     argv = sys.argv[1:]
-    if "--wire" in argv:
+    if "--wire" in argv or argv[:1] == ["wire"]:  # fast path: no Typer parsing for wire mode
         try:
             from devagent.wire.cli import wire_from_argv
         except ImportError:  # pragma: no cover - until wire mode lands
