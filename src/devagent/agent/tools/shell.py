@@ -1,0 +1,279 @@
+"""The shell tool (G2): runs `bash -c` in the workspace, streams its output live, and never leaves
+processes behind when it times out or is cancelled (the whole process group is killed)."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import shlex
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
+from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+
+OUTPUT_MAX_CHARS = 30_000  # what the model gets: the tail of the output
+LIVE_INTERVAL = 0.05  # seconds between live updates at most
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+EOF_GRACE = 0.5  # seconds to wait for output after bash exited (background jobs may hold the pipe)
+READ_CHUNK = 65536
+
+
+def root_command(command: str) -> str:
+    """The program a command line starts with ("git" for `GIT_PAGER=cat git log`)."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        name, eq, _value = word.partition("=")
+        if eq and name.isidentifier():
+            continue  # a leading VAR=value assignment
+        return word
+    return ""
+
+
+class _Output:
+    """Combined output, keeping only the tail beyond a cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.text = ""
+        self.dropped = 0
+        self.changed = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        chunk = self._decoder.decode(data, final)
+        if not chunk:
+            return
+        self.text += chunk
+        self.changed = True
+        if len(self.text) > 2 * self.cap:
+            self._trim()
+
+    def _trim(self) -> None:
+        if len(self.text) > self.cap:
+            cut = len(self.text) - self.cap
+            self.dropped += cut
+            self.text = self.text[cut:]
+
+    def render(self) -> str:
+        self._trim()
+        if self.dropped:
+            return f"[… {self.dropped} earlier characters of output omitted …]\n{self.text}"
+        return self.text
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - a pid reused by another user
+        return False
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _wait_exit(proc: asyncio.subprocess.Process, seconds: float) -> None:
+    """Waits until the process has exited (not for its pipes, which others may hold open)."""
+    deadline = time.monotonic() + seconds
+    while proc.returncode is None and time.monotonic() < deadline:  # noqa: ASYNC110 - no exit event
+        await asyncio.sleep(0.02)
+
+
+async def kill_group(proc: asyncio.subprocess.Process, grace: float | None = None) -> None:
+    """SIGTERM to the whole process group, SIGKILL after `grace` for whatever is left."""
+    grace = KILL_GRACE if grace is None else grace
+    pgid = proc.pid  # start_new_session: the shell leads its own group
+    _signal_group(pgid, signal.SIGTERM)
+    try:
+        deadline = time.monotonic() + grace
+        await _wait_exit(proc, grace)
+        while _group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling a pgid
+            await asyncio.sleep(0.02)
+    finally:
+        # Reaped zombies of other parents may still answer signal 0 for a moment; SIGKILL is
+        # harmless to them and final for anything that ignored SIGTERM.
+        _signal_group(pgid, signal.SIGKILL)
+        await _wait_exit(proc, 1.0)
+
+
+class RunShellCommand(Tool):
+    name = "run_shell_command"
+    description = (
+        "Run a command with `bash -c` in the workspace (or in `directory`, relative to the workspace "
+        "root) and return its combined stdout and stderr followed by `exit code N`. A non-zero exit "
+        "code is reported, not treated as a failure. Standard input is closed, so interactive "
+        "programs cannot prompt: pass flags such as `--yes`, and avoid pagers and editors. The "
+        "command is killed after `timeout` seconds (capped by the server). Long output keeps only its "
+        f"last {OUTPUT_MAX_CHARS} characters. To start a server or other long-running process, run it "
+        "in the background with its output redirected, e.g. `npm start > server.log 2>&1 &`."
+    )
+    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The bash command line to run."},
+            "description": {
+                "type": "string",
+                "description": "A short description of what the command does and why, shown to the user.",
+            },
+            "directory": {
+                "type": "string",
+                "description": "The directory to run in, relative to the workspace root. Default: the root.",
+            },
+            "timeout": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "Seconds before the command is killed. The server's limit applies if lower.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    kind = ToolKind.EXECUTE
+
+    def describe(self, args: dict[str, Any]) -> str:
+        command = args.get("command")
+        return command if isinstance(command, str) else "Run a shell command"
+
+    def _cwd(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        directory = opt_str_arg(args, "directory", ".") or "."
+        real = ctx.workspace.resolve(directory, must_exist=True)
+        if not real.is_dir():
+            raise ToolFailure(f"{directory!r} is not a directory", "not_a_directory")
+        return str(real)
+
+    async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
+        command = str_arg(args, "command")
+        return ExecuteDetails(
+            command=command, working_directory=self._cwd(args, ctx), root_command=root_command(command)
+        )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command = str_arg(args, "command")
+        cwd = self._cwd(args, ctx)
+        requested = num_arg(args, "timeout")
+        timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
+        if ctx.cancelled.is_set():
+            raise ToolFailure("the command was cancelled before it started", "cancelled")
+
+        env = dict(os.environ)
+        env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"})
+        # Our own pipe rather than asyncio's: we can close our end when background jobs keep the
+        # write end open after the shell exited, and the process transport holds no pipes.
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        loop = asyncio.get_running_loop()
+        stdout = asyncio.StreamReader(loop=loop)
+        try:
+            pipe, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stdout, loop=loop), os.fdopen(read_fd, "rb", buffering=0)
+            )
+        except BaseException:
+            await asyncio.shield(kill_group(proc))
+            raise
+        out = _Output(OUTPUT_MAX_CHARS)
+
+        async def read() -> None:
+            while data := await stdout.read(READ_CHUNK):
+                out.feed(data)
+            out.feed(b"", final=True)
+
+        reader = asyncio.create_task(read())
+        cancel = asyncio.create_task(ctx.cancelled.wait())
+        deadline = loop.time() + timeout
+        eof_deadline: float | None = None
+        outcome = "done"
+        try:
+            while not (reader.done() and proc.returncode is not None):
+                now = loop.time()
+                if now >= deadline:
+                    outcome = "timeout"
+                    break
+                if eof_deadline is not None and now >= eof_deadline:
+                    outcome = "detached"  # background processes still hold the pipe
+                    break
+                pending = {t for t in (reader, cancel) if not t.done()}
+                await asyncio.wait(pending, timeout=min(LIVE_INTERVAL, deadline - now))
+                if out.changed:
+                    out.changed = False
+                    await ctx.live(out.render())
+                if cancel.done():
+                    outcome = "cancelled"
+                    break
+                if proc.returncode is not None and not reader.done() and eof_deadline is None:
+                    eof_deadline = loop.time() + EOF_GRACE
+            if outcome in ("timeout", "cancelled"):
+                await kill_group(proc)
+            if outcome != "detached" and not reader.done():
+                # The pipe closes once every process of the group is gone: collect the last output.
+                await asyncio.wait({reader}, timeout=1.0)
+        except BaseException:
+            # The turn was cancelled (asyncio.CancelledError) or the live callback failed: leave
+            # nothing running behind us.
+            await asyncio.shield(kill_group(proc))
+            raise
+        finally:
+            for task in (reader, cancel):
+                if not task.done():
+                    task.cancel()
+            pipe.close()
+        if proc.returncode is None:  # pragma: no cover - the loop ends only after exit or a kill
+            await _wait_exit(proc, KILL_GRACE)
+        code = proc.returncode if proc.returncode is not None else -9
+        await ctx.live(out.render())
+        text = out.render()
+
+        if outcome == "timeout":
+            raise ToolFailure(
+                f"the command timed out after {timeout:g} s and was killed. Output so far:\n{text}",
+                "timeout",
+            )
+        if outcome == "cancelled":
+            raise ToolFailure(f"the command was cancelled. Output so far:\n{text}", "cancelled")
+
+        body = text if text.strip() else "(no output)"
+        if not body.endswith("\n"):
+            body += "\n"
+        status = f"exit code {code}" if code >= 0 else f"exit code {128 - code} (killed by signal {-code})"
+        if outcome == "detached":
+            status += (
+                "\n(background processes still hold the output; their further output is not captured "
+                "— redirect it to a file)"
+            )
+        return ToolResult(
+            text=body + status,
+            data={
+                "exit_code": code,
+                "command": command,
+                "directory": ctx.workspace.display(Path(cwd)),
+                "truncated": out.dropped > 0,
+            },
+        )
