@@ -1,0 +1,29 @@
+"""The built-in tools (G2). `builtin_tools()` returns a fresh instance of each, by name."""
+
+from __future__ import annotations
+
+from devagent.agent.tools.base import Tool
+
+
+def builtin_tools() -> dict[str, Tool]:
+    from devagent.agent.tools.files import Edit, Glob, Grep, ListDirectory, ReadFile, ReadManyFiles, WriteFile
+    from devagent.agent.tools.memory import SaveMemory
+    from devagent.agent.tools.shell import RunShellCommand
+    from devagent.agent.tools.todo import WriteTodos
+
+    tools: list[Tool] = [
+        ReadFile(),
+        ReadManyFiles(),
+        WriteFile(),
+        Edit(),
+        ListDirectory(),
+        Glob(),
+        Grep(),
+        RunShellCommand(),
+        SaveMemory(),
+        WriteTodos(),
+    ]
+    return {t.name: t for t in tools}
+
+
+__all__ = ["builtin_tools"]

@@ -1,0 +1,123 @@
+"""The memory tool (G2, G5): facts the user wants remembered, kept as a list under a heading of the
+project's agent guide (AGENTS.md by default) so that every later session reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from devagent.agent.events import ConfirmationDetails, ToolKind
+from devagent.agent.tools._util import file_diff, read_text, str_arg
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+
+MEMORY_HEADING = "## devagent memories"
+MEMORY_MAX_CHARS = 64 * 1024
+
+
+def memory_path(workspace: Workspace, memory_file: str) -> Path:
+    """The memory file at the workspace's primary root (refused if it resolves outside, G4)."""
+    return workspace.resolve(str(workspace.primary / memory_file))
+
+
+def read_memory(workspace: Workspace, memory_file: str = "AGENTS.md") -> str:
+    """The memory file's content for the session to put into its instructions at start, or "" when
+    there is none (or it cannot be read). Capped at 64 KiB."""
+    try:
+        path = memory_path(workspace, memory_file)
+        if not path.is_file():
+            return ""
+        text = read_text(path)
+    except (ToolFailure, OSError):
+        return ""
+    if len(text) > MEMORY_MAX_CHARS:
+        text = text[:MEMORY_MAX_CHARS] + "\n[… the memory file was cut here …]\n"
+    return text
+
+
+def add_memory(content: str | None, fact: str) -> str:
+    """`content` with `- fact` appended to the memories section (created when missing). The fact
+    is kept on one line."""
+    item = f"- {' '.join(fact.split())}\n"
+    if not content:
+        return f"{MEMORY_HEADING}\n\n{item}"
+    lines = content.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.strip() == MEMORY_HEADING), None)
+    if start is None:
+        sep = "" if content.endswith("\n\n") else ("\n" if content.endswith("\n") else "\n\n")
+        return f"{content}{sep}{MEMORY_HEADING}\n\n{item}"
+    end = len(lines)
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith("#"):
+            end = i
+            break
+    # After the section's last non-blank line.
+    insert = end
+    while insert > start + 1 and not lines[insert - 1].strip():
+        insert -= 1
+    if insert > 0 and not lines[insert - 1].endswith("\n"):
+        lines[insert - 1] += "\n"
+    if insert == start + 1:
+        lines.insert(insert, "\n")
+        insert += 1
+    lines.insert(insert, item)
+    if insert + 1 < len(lines) and lines[insert + 1].startswith("#"):
+        lines.insert(insert + 1, "\n")
+    return "".join(lines)
+
+
+def _fact(args: dict[str, Any]) -> str:
+    fact = " ".join(str_arg(args, "fact").split())
+    if fact.startswith("- "):
+        fact = fact[2:].strip()
+    if not fact:
+        raise ToolFailure("the argument 'fact' must not be empty", "invalid_arguments")
+    return fact
+
+
+class SaveMemory(Tool):
+    name = "save_memory"
+    description = (
+        "Remember a fact for future sessions in this workspace: a user preference, a project "
+        "convention, a command that works. The fact is added as one line to the project's agent guide "
+        "and read at the start of every later session. Use it only when the user asks to remember "
+        "something or states a lasting preference; not for facts about the current task."
+    )
+    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
+        "type": "object",
+        "properties": {
+            "fact": {
+                "type": "string",
+                "description": "One short self-contained sentence, e.g. 'Run tests with make test'.",
+            }
+        },
+        "required": ["fact"],
+        "additionalProperties": False,
+    }
+    kind = ToolKind.EDIT
+
+    def describe(self, args: dict[str, Any]) -> str:
+        return f"Remember: {args.get('fact', '')}"
+
+    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str | None, str]:
+        fact = _fact(args)
+        path = memory_path(ctx.workspace, ctx.memory_file)
+        old = read_text(path) if path.is_file() else None
+        return path, old, add_memory(old, fact)
+
+    async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
+        path, old, new = self._plan(args, ctx)
+        return file_diff(ctx.workspace, path, old, new)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path, old, new = self._plan(args, ctx)
+        content = ctx.new_content if ctx.new_content is not None else new
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+        display = ctx.workspace.display(path)
+        text = f"Saved to {display}: {_fact(args)}"
+        if ctx.new_content is not None and ctx.new_content != new:
+            text += " (the user modified the change before it was written)"
+        return ToolResult(
+            text=text, diff=file_diff(ctx.workspace, path, old, content), data={"path": display}
+        )
