@@ -1,0 +1,165 @@
+"""A fake OpenAI Chat Completions server, so tests run the real provider code offline.
+
+    fake = FakeOpenAI(script)
+    async with fake as base_url:          # e.g. "http://127.0.0.1:43117/v1"
+        model = create_model("openai-compatible:fake-model", base_url=base_url)
+        ...
+    fake.requests                          # the decoded request bodies, in order
+
+`script(body)` decides each answer from the request body and returns a `Reply` (or a list of raw
+`delta` dicts for full control). The server streams it the way OpenAI-compatible servers do:
+a role chunk, `reasoning_content` deltas, content deltas, tool calls split across chunks by
+`index`, a chunk with `finish_reason`, a usage chunk when `stream_options.include_usage` is set,
+then `data: [DONE]`. A `Reply` with `status` set answers with an HTTP error instead.
+
+It runs uvicorn on 127.0.0.1, port 0 (the kernel picks a free one), inside the test's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = ["FakeOpenAI", "FakeToolCall", "Reply", "Script"]
+
+
+@dataclass
+class FakeToolCall:
+    """A tool call to stream. `args` is sent in `chunks` pieces (at least 2 when it is long enough)."""
+
+    id: str
+    name: str
+    args: dict[str, Any] | str
+    chunks: int = 2
+
+
+@dataclass
+class Reply:
+    reasoning: list[str] = field(default_factory=list)  # reasoning_content deltas
+    text: list[str] = field(default_factory=list)  # content deltas
+    tool_calls: list[FakeToolCall] = field(default_factory=list)
+    usage: dict[str, Any] | None = None  # OpenAI usage object, sent when the client asks for it
+    finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
+    status: int | None = None  # answer with this HTTP error instead of a stream
+    error_message: str = "fake error"
+
+
+Script = Callable[[dict[str, Any]], "Reply | list[dict[str, Any]]"]
+
+
+def _split(text: str, n: int) -> list[str]:
+    if n <= 1 or len(text) < n:
+        return [text]
+    size = -(-len(text) // n)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class FakeOpenAI:
+    def __init__(self, script: Script, *, model: str = "fake-model") -> None:
+        self.script = script
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.base_url = ""
+
+    # --- the wire format ---
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> str:
+        body: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": choices,
+        }
+        if usage is not None:
+            body["usage"] = usage
+        return f"data: {json.dumps(body)}\n\n"
+
+    def _delta(self, delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        return self._chunk([{"index": 0, "delta": delta, "finish_reason": finish_reason}])
+
+    def _deltas(self, reply: Reply) -> list[dict[str, Any]]:
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        deltas += [{"reasoning_content": r} for r in reply.reasoning]
+        deltas += [{"content": t} for t in reply.text]
+        for index, call in enumerate(reply.tool_calls):
+            args = call.args if isinstance(call.args, str) else json.dumps(call.args)
+            pieces = _split(args, call.chunks)
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": pieces[0]},
+                        }
+                    ]
+                }
+            )
+            deltas += [{"tool_calls": [{"index": index, "function": {"arguments": p}}]} for p in pieces[1:]]
+        return deltas
+
+    async def _chat_completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        answer = self.script(body)
+        if isinstance(answer, Reply) and answer.status is not None:
+            error = {"error": {"message": answer.error_message, "type": "fake_error", "code": None}}
+            return JSONResponse(error, status_code=answer.status)
+        if not body.get("stream"):
+            return JSONResponse({"error": {"message": "this fake server only streams"}}, status_code=400)
+        if isinstance(answer, Reply):
+            deltas = self._deltas(answer)
+            finish = answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop")
+            usage = answer.usage
+        else:
+            deltas, finish, usage = answer, "stop", None
+        chunks = [self._delta(d) for d in deltas]
+        chunks.append(self._delta({}, finish))
+        if usage is not None and (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(self._chunk([], usage))
+        chunks.append("data: [DONE]\n\n")
+
+        async def stream() -> AsyncIterator[str]:
+            for c in chunks:
+                yield c
+                await asyncio.sleep(0)
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    # --- running ---
+
+    async def __aenter__(self) -> str:
+        app = Starlette(routes=[Route("/v1/chat/completions", self._chat_completions, methods=["POST"])])
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # raises what went wrong
+                raise RuntimeError("fake OpenAI server stopped before starting")
+            await asyncio.sleep(0.005)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self.base_url
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._server is not None and self._task is not None
+        self._server.should_exit = True
+        await self._task
