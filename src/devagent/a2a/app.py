@@ -1,0 +1,324 @@
+"""The A2A server: the SDK's JSON-RPC endpoint (v0.3 and 1.0 on one URL) behind devagent's own
+endpoint, which authenticates, answers the extension's methods (`commands/get`,
+`command/execute`, B12-B13) and mends the SDK's v0.3 quirks; the agent card on both well-known
+paths; the task and push stores in the core's database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from devagent.a2a import extension as ext
+from devagent.a2a.settings import A2ASettings
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from devagent.agent.core import AgentCore
+
+log = logging.getLogger(__name__)
+
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+PUBLIC_PATHS = frozenset((*CARD_PATHS, "/healthz"))
+CUSTOM_METHODS = ("commands/get", "command/execute")
+
+_V03_METHODS = frozenset(
+    (
+        "message/send",
+        "message/stream",
+        "tasks/get",
+        "tasks/cancel",
+        "tasks/resubscribe",
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+        "agent/getAuthenticatedExtendedCard",
+    )
+)
+
+
+class BearerAuth:
+    """Every route but the public card needs `Authorization: Bearer <token>` (A5). The token's
+    name becomes the A2A user, which owns the tasks it creates."""
+
+    def __init__(self, app: ASGIApp, tokens: dict[str, str]) -> None:
+        self.app = app
+        self._tokens = [(t.encode(), name) for t, name in tokens.items()]
+
+    def _user(self, header: bytes | None) -> str | None:
+        if not header or header[:7].lower() != b"bearer ":
+            return None
+        given = header[7:].strip()
+        found = None
+        for tok, name in self._tokens:  # compare with every token: constant time
+            if hmac.compare_digest(given, tok):
+                found = name
+        return found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        header = None
+        for k, v in scope["headers"]:
+            if k == b"authorization":
+                header = v
+                break
+        name = self._user(header)
+        if name is None:
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": -32600,
+                        "message": "authentication required: Authorization: Bearer <token>",
+                    },
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="devagent"'),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        from starlette.authentication import AuthCredentials, SimpleUser
+
+        scope["user"] = SimpleUser(name)
+        scope["auth"] = AuthCredentials(["authenticated"])
+        await self.app(scope, receive, send)
+
+
+_PATCHED = False
+
+
+def _patch_v03_final() -> None:
+    """v0.3 clients get `final: true` on input-required (B9); the SDK sets it for terminal
+    states only. The conversion is a module-level function the compat layer looks up per call."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    from a2a.compat.v0_3 import conversions
+    from a2a.compat.v0_3 import types as t03
+
+    original = conversions.to_compat_task_status_update_event
+
+    def to_compat(core_event: Any) -> Any:
+        ev = original(core_event)
+        if ev.status.state in (t03.TaskState.input_required, t03.TaskState.auth_required):
+            ev.final = True
+        return ev
+
+    conversions.to_compat_task_status_update_event = to_compat
+    _PATCHED = True
+
+
+def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def create_app(core: AgentCore, settings: A2ASettings) -> Any:
+    """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
+    import httpx
+    from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
+    from a2a.server.routes import (
+        DefaultServerCallContextBuilder,
+        create_agent_card_routes,
+        create_jsonrpc_routes,
+    )
+    from a2a.server.tasks import DatabaseTaskStore
+    from a2a.types import Message, Part, Role, SendMessageRequest
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    import devagent
+    from devagent.a2a.card import build_card
+    from devagent.a2a.executor import DevagentExecutor
+    from devagent.a2a.handler import DevagentRequestHandler
+    from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
+
+    _patch_v03_final()
+    card = build_card(settings, getattr(devagent, "__version__", "0.1.0"))
+    engine = core.store.engine
+    task_store = DatabaseTaskStore(engine)
+    push_store = VersionedPushConfigStore(engine)
+    http = httpx.AsyncClient(timeout=settings.push_timeout, follow_redirects=False)
+    sender = QueuedPushSender(
+        http,
+        push_store,
+        task_store,
+        allow_private=settings.allow_private_webhooks,
+        max_attempts=settings.push_max_attempts,
+        backoff=settings.push_backoff,
+    )
+    executor = DevagentExecutor(core, settings)
+    handler = DevagentRequestHandler(
+        executor,
+        task_store=task_store,
+        agent_card=card,
+        push_config_store=push_store,
+        push_sender=sender,
+        push_url_validator=sender.validate_url,
+        extended_agent_card=card,
+        interrupted_task_timeout=settings.interrupted_task_timeout,
+    )
+    ctx_builder = V03ServerCallContextBuilder(DefaultServerCallContextBuilder())
+    sdk_endpoint = create_jsonrpc_routes(
+        handler,
+        rpc_url="/",
+        context_builder=ctx_builder,  # type: ignore[arg-type]
+        enable_v0_3_compat=True,
+    )[0].endpoint
+
+    async def commands_get(rid: Any, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            from devagent.agent.commands import registry
+        except ImportError:
+            return {"jsonrpc": "2.0", "id": rid, "result": {"commands": []}}
+        cmds = [ext.slash_command_json(c) for c in registry().list()]
+        return {"jsonrpc": "2.0", "id": rid, "result": {"commands": cmds}}
+
+    def _known_command(path: list[str]) -> bool:
+        try:
+            from devagent.agent.commands import registry
+        except ImportError:
+            return False
+        level = registry().list()
+        for i, name in enumerate(path):
+            match = next((c for c in level if c.name == name or name in getattr(c, "aliases", ())), None)
+            if match is None:
+                return i > 0  # an unknown sub-command is the parent's argument
+            level = list(getattr(match, "sub_commands", []))
+        return True
+
+    async def command_execute(request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
+        path = params.get("command_path")
+        args = params.get("args", "")
+        if (
+            not isinstance(path, list)
+            or not path
+            or not all(isinstance(p, str) and p for p in path)
+            or not isinstance(args, str)
+        ):
+            return _rpc_error(rid, -32602, "command_path must be a non-empty list of names and args a string")
+        if not _known_command(path):
+            return {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {
+                    "execution_id": "",
+                    "status": "FAILED_TO_START",
+                    "message": f"unknown command /{' '.join(path)}",
+                },
+            }
+        text = "/" + " ".join(path) + (f" {args}" if args else "")
+        msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+        cid = params.get("context_id") or params.get("contextId")
+        if isinstance(cid, str) and cid:
+            msg.context_id = cid
+        md = params.get("metadata")
+        if isinstance(md, dict) and md:
+            msg.metadata.update(md)
+        req = SendMessageRequest(message=msg)
+        req.configuration.return_immediately = True
+        call_context = ctx_builder.build(request)
+        call_context.state["method"] = "command/execute"
+        from a2a.utils.errors import A2AError
+
+        try:
+            task = await handler.on_message_send(req, call_context)
+        except A2AError as e:
+            return _rpc_error(rid, -32602, e.message or type(e).__name__)
+        task_id = getattr(task, "id", "")
+        return {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "result": {
+                "execution_id": task_id,
+                "status": "STARTED",
+                "message": "",
+                "context_id": getattr(task, "context_id", ""),
+            },
+        }
+
+    async def rpc(request: Request) -> Response:
+        try:
+            body = await request.json()  # cached on the request: the SDK reads the same object
+        except Exception:
+            body = None
+        if not isinstance(body, dict):
+            resp: Response = await sdk_endpoint(request)
+            return resp
+        method = body.get("method")
+        rid = body.get("id")
+        params = body.get("params")
+        if method in CUSTOM_METHODS:
+            p = params if isinstance(params, dict) else {}
+            if method == "commands/get":
+                return JSONResponse(await commands_get(rid, p))
+            return JSONResponse(await command_execute(request, rid, p))
+        if method == "tasks/pushNotificationConfig/get" and isinstance(params, dict):
+            # v0.3 allows omitting the config id: the default config's id is the task id
+            if "id" in params and not params.get("pushNotificationConfigId"):
+                params["pushNotificationConfigId"] = params["id"]
+        response: Response = await sdk_endpoint(request)
+        if method in _V03_METHODS and isinstance(response, JSONResponse):
+            response = _mend_v03(response, method)
+        return response
+
+    def _mend_v03(response: JSONResponse, method: str) -> JSONResponse:
+        """-32600 for invalid v0.3 params becomes -32602; a successful delete gets its result."""
+        data = json.loads(bytes(response.body))
+        changed = False
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("code") == -32600 and data.get("jsonrpc") == "2.0":
+            err["code"] = -32602
+            err["message"] = "Invalid params"
+            changed = True
+        elif "error" not in data and "result" not in data:
+            data["result"] = None
+            changed = True
+        return JSONResponse(data, status_code=response.status_code) if changed else response
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        await task_store.initialize()
+        await push_store.initialize()
+        try:
+            yield
+        finally:
+            await handler.aclose()
+            await sender.aclose()
+            await http.aclose()
+
+    routes = [
+        *create_agent_card_routes(card, card_url=CARD_PATHS[0]),
+        *create_agent_card_routes(card, card_url=CARD_PATHS[1]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/", rpc, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.handler = handler
+    app.state.executor = executor
+    app.state.card = card
+    return BearerAuth(app, settings.tokens) if settings.tokens else app

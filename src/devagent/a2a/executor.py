@@ -1,0 +1,284 @@
+"""The AgentExecutor: runs one `session.advance` per A2A request and translates core events into
+A2A events (B4-B11). It holds protocol state only; every decision is the core's.
+
+One core session serves one (owner, contextId) conversation; its id is derived from both, so
+no mapping table is needed and a restarted server finds the same session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from google.protobuf import struct_pb2  # type: ignore[import-untyped]
+
+from devagent.a2a import extension as ext
+from devagent.agent.events import (
+    Decision,
+    Input,
+    InputError,
+    NeedsInput,
+    Notice,
+    Resume,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallUpdate,
+    TurnEnd,
+    UserPrompt,
+)
+
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+
+    from devagent.a2a.settings import A2ASettings
+    from devagent.agent.core import AgentCore
+    from devagent.agent.session import Session
+
+log = logging.getLogger(__name__)
+
+PREPARED_KEY = "devagent.prepared"
+CONTEXT_KEY = "devagent.context_id"
+_SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
+
+WORKING = TaskState.TASK_STATE_WORKING
+INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+FAILED = TaskState.TASK_STATE_FAILED
+CANCELED = TaskState.TASK_STATE_CANCELED
+
+
+def session_id_for(owner: str, context_id: str) -> str:
+    """The core session of one owner's A2A context (owners never share a session)."""
+    return str(uuid.uuid5(_SESSION_NS, f"{owner}\n{context_id}"))
+
+
+def owner_of(call_context: ServerCallContext | None) -> str:
+    if call_context is None:
+        return ""
+    try:
+        return call_context.user.user_name or ""
+    except Exception:
+        return ""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """What the request handler worked out from a message before the SDK runs it."""
+
+    text: str = ""
+    confirmations: list[ext.Confirmation] = field(default_factory=list)
+    settings: ext.AgentSettings | None = None
+    workspace: str | None = None  # validated AgentSettings.workspace_path
+
+    def to_input(self) -> Input:
+        if self.confirmations:
+            return Resume(
+                decisions=[
+                    Decision(c.tool_call_id, c.selected_option_id, c.new_content) for c in self.confirmations
+                ]
+            )
+        return UserPrompt(self.text)
+
+
+def _data_value(d: dict[str, Any]) -> struct_pb2.Value:
+    v = struct_pb2.Value()
+    v.struct_value.update(d)
+    return v
+
+
+class _Emitter:
+    """Builds and enqueues the TaskStatusUpdateEvents of one execution."""
+
+    __slots__ = ("context_id", "model", "queue", "task_id")
+
+    def __init__(self, queue: EventQueue, task_id: str, context_id: str, model: str) -> None:
+        self.queue = queue
+        self.task_id = task_id
+        self.context_id = context_id
+        self.model = model
+
+    def _message(self, part: Part) -> Message:
+        return Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_AGENT,
+            parts=[part],
+            task_id=self.task_id,
+            context_id=self.context_id,
+        )
+
+    async def emit(
+        self, state: TaskState, kind: str, part: Part | None = None, error: str | None = None
+    ) -> None:
+        status = (
+            TaskStatus(state=state, message=self._message(part))
+            if part is not None
+            else TaskStatus(state=state)
+        )
+        status.timestamp.GetCurrentTime()
+        ev = TaskStatusUpdateEvent(
+            task_id=self.task_id,
+            context_id=self.context_id,
+            status=status,
+            metadata=ext.event_metadata(kind, self.model, error),
+        )
+        await self.queue.enqueue_event(ev)
+
+    async def text(self, text: str) -> None:
+        await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text))
+
+    async def data(self, kind: str, data: dict[str, Any]) -> None:
+        await self.emit(WORKING, kind, Part(data=_data_value(data)))
+
+
+@dataclass(slots=True)
+class _Running:
+    session: Session
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class DevagentExecutor(AgentExecutor):
+    def __init__(self, core: AgentCore, settings: A2ASettings) -> None:
+        self.core = core
+        self.settings = settings
+        self._running: dict[str, _Running] = {}
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    async def session_for(
+        self, owner: str, context_id: str, prepared: Prepared | None, create: bool = True
+    ) -> Session | None:
+        sid = session_id_for(owner, context_id)
+        session = await self.core.get_session(sid)
+        if session is not None or not create:
+            return session
+        st = prepared.settings if prepared else None
+        workspace = (prepared.workspace if prepared else None) or str(self.settings.workspace_roots[0])
+        return await self.core.create_session(
+            [workspace],
+            session_id=sid,
+            model=st.model if st else None,
+            approval_mode=st.approval_mode if st else None,
+            extra={"a2a": {"context_id": context_id, "owner": owner}},
+        )
+
+    def model_name(self, session: Session | None) -> str:
+        if session is not None and session.state.model:
+            return session.state.model
+        return self.core.config.default_model or "default"
+
+    # --- AgentExecutor ------------------------------------------------------------------------
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        call_context = context.call_context
+        prepared: Prepared | None = call_context.state.get(PREPARED_KEY) if call_context else None
+        if prepared is None:
+            prepared = Prepared(text=context.get_user_input())
+        task = context.current_task
+        task_id = context.task_id or ""
+        context_id = task.context_id if task is not None else (context.context_id or "")
+        if task is None:
+            first = Task(
+                id=task_id, context_id=context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
+            )
+            if context.message is not None:
+                first.history.append(context.message)
+            await event_queue.enqueue_event(first)
+        previous_state = task.status.state if task is not None else None
+
+        owner = owner_of(call_context)
+        em = _Emitter(event_queue, task_id, context_id, self.core.config.default_model or "default")
+        try:
+            session = await self.session_for(owner, context_id, prepared)
+        except Exception as e:  # an unusable workspace, a model that cannot be built
+            log.warning("cannot open session for context %s: %s", context_id, e)
+            await em.emit(FAILED, ext.STATE_CHANGE, Part(text=str(e)), error=str(e))
+            return
+        assert session is not None
+        em.model = self.model_name(session)
+        await em.emit(WORKING, ext.STATE_CHANGE)
+
+        running = _Running(session)
+        self._running[task_id] = running
+        try:
+            await self._translate(session, prepared.to_input(), em, previous_state)
+        finally:
+            running.done.set()
+            if self._running.get(task_id) is running:
+                del self._running[task_id]
+
+    async def _translate(
+        self, session: Session, inp: Input, em: _Emitter, previous_state: TaskState | None
+    ) -> None:
+        ended = False
+        try:
+            async for ev in session.advance(inp):
+                if isinstance(ev, TextDelta):
+                    if ev.text:
+                        await em.text(ev.text)
+                elif isinstance(ev, ToolCallUpdate):
+                    await em.data(ext.TOOL_CALL_UPDATE, ext.tool_call_json(ev.call))
+                elif isinstance(ev, ThoughtDelta):
+                    await em.data(ext.THOUGHT, ext.thought_json(ev.subject, ev.text))
+                elif isinstance(ev, Notice):
+                    await em.emit(
+                        WORKING,
+                        ext.TEXT_CONTENT,
+                        Part(text=ev.text),
+                        error=ev.text if ev.level == "error" else None,
+                    )
+                elif isinstance(ev, NeedsInput):
+                    ended = True
+                    await em.emit(INPUT_REQUIRED, ext.STATE_CHANGE)
+                elif isinstance(ev, TurnEnd):
+                    ended = True
+                    if ev.reason == "cancelled":
+                        await em.emit(CANCELED, ext.STATE_CHANGE)
+                    elif ev.reason == "error":
+                        await em.emit(FAILED, ext.STATE_CHANGE, error=ev.error or "error")
+                    elif ev.reason == "max_steps_reached":
+                        await em.emit(COMPLETED, ext.STATE_CHANGE, error="maximum number of steps reached")
+                    else:
+                        await em.emit(COMPLETED, ext.STATE_CHANGE)
+                # StepBegin / StatusUpdate carry nothing the extension sends
+        except InputError as e:
+            # Refused before anything changed: the task stays as it was.
+            state = previous_state if previous_state == INPUT_REQUIRED else FAILED
+            await em.emit(state, ext.STATE_CHANGE, Part(text=str(e)), error=str(e))  # type: ignore[arg-type]
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("session %s failed", session.id)
+            if not ended:
+                await em.emit(FAILED, ext.STATE_CHANGE, error=f"{type(e).__name__}: {e}")
+            return
+        if not ended:
+            await em.emit(FAILED, ext.STATE_CHANGE, error="the turn ended without a result")
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id or ""
+        running = self._running.get(task_id)
+        if running is not None:
+            # The turn ends with TurnEnd("cancelled"), which execute() turns into CANCELED.
+            await running.session.cancel()
+            try:
+                await asyncio.wait_for(running.done.wait(), timeout=10)
+            except TimeoutError:
+                log.warning("task %s did not stop within 10 s of cancel", task_id)
+            return
+        # Parked (input-required): no execute() runs. Cancel the waiting calls and record it.
+        task = context.current_task
+        if task is not None:
+            session = await self.session_for(
+                owner_of(context.call_context), task.context_id, None, create=False
+            )
+            if session is not None and session.state.status == "awaiting_input":
+                await session.cancel()
+            em = _Emitter(event_queue, task_id, task.context_id, self.model_name(session))
+            await em.emit(CANCELED, ext.STATE_CHANGE)

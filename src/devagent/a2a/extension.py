@@ -1,0 +1,233 @@
+"""The development-tool extension's schemas (RFC §3.2), as plain JSON in the RFC's snake_case.
+
+Agent-to-client objects are built straight from the core's dataclasses into dicts (no models, no
+validation on the hot path); client-to-agent objects (AgentSettings, ToolCallConfirmation,
+ExecuteSlashCommandRequest) are parsed leniently from dicts and refused with a reason when they
+cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devagent.agent.events import (
+    ConfirmationRequest,
+    ExecuteDetails,
+    FileDiff,
+    GenericDetails,
+    McpDetails,
+    ToolCall,
+    ToolOutput,
+)
+
+EXTENSION_VERSION = "0.1.0"
+# The RFC's URI, so RFC clients find it; the version is the extension's semantic version (B1).
+EXTENSION_URI = "https://github.com/google-gemini/gemini-cli/blob/main/docs/a2a/developer-profile/v0/spec.md"
+EXTENSION_DESCRIPTION = (
+    "An extension for interactive development tasks, enabling features like code generation, "
+    "tool usage, and real-time status updates."
+)
+LEGACY_KEY = "coderAgent"  # the older Gemini CLI dialect's metadata key (B16)
+
+# DevelopmentToolEvent kinds (B5)
+TOOL_CALL_CONFIRMATION = "TOOL_CALL_CONFIRMATION"
+TOOL_CALL_UPDATE = "TOOL_CALL_UPDATE"
+TEXT_CONTENT = "TEXT_CONTENT"
+STATE_CHANGE = "STATE_CHANGE"
+THOUGHT = "THOUGHT"
+
+
+class SettingsError(ValueError):
+    """AgentSettings or a confirmation the server cannot accept; the message says why."""
+
+
+# --- agent -> client -----------------------------------------------------------------------------
+
+
+def event_metadata(kind: str, model: str, error: str | None = None) -> dict[str, Any]:
+    """`{URI: DevelopmentToolEvent}` for a TaskStatusUpdateEvent (B2, B5)."""
+    ev: dict[str, Any] = {"kind": kind, "model": model}
+    if error:
+        ev["error"] = error
+    return {EXTENSION_URI: ev}
+
+
+def file_diff_json(d: FileDiff) -> dict[str, Any]:
+    out: dict[str, Any] = {"file_name": d.file_name, "file_path": d.file_path, "new_content": d.new_content}
+    if d.old_content is not None:
+        out["old_content"] = d.old_content
+    if d.formatted_diff:
+        out["formatted_diff"] = d.formatted_diff
+    return out
+
+
+def confirmation_request_json(req: ConfirmationRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "options": [
+            {"id": o.id, "name": o.name, "description": o.description}
+            if o.description
+            else {"id": o.id, "name": o.name}
+            for o in req.options
+        ]
+    }
+    det = req.details
+    if isinstance(det, FileDiff):
+        out["file_edit_details"] = file_diff_json(det)
+    elif isinstance(det, ExecuteDetails):
+        ex: dict[str, Any] = {"command": det.command}
+        if det.working_directory:
+            ex["working_directory"] = det.working_directory
+        out["execute_details"] = ex
+    elif isinstance(det, McpDetails):
+        out["mcp_details"] = {"server_name": det.server_name, "tool_name": det.tool_name}
+    elif isinstance(det, GenericDetails):
+        out["generic_details"] = {"description": det.description}
+    return out
+
+
+def tool_output_json(o: ToolOutput) -> dict[str, Any]:
+    """The ToolOutput oneof: a diff for edits, structured data when there is some, else text."""
+    if o.diff is not None:
+        return {"diff": file_diff_json(o.diff)}
+    if o.data is not None:
+        return {"structured_data": o.data if isinstance(o.data, dict) else {"value": o.data}}
+    return {"text": o.text}
+
+
+def tool_call_json(c: ToolCall) -> dict[str, Any]:
+    """The whole ToolCall (B6), read from the core's snapshot at once (the core keeps mutating it)."""
+    out: dict[str, Any] = {
+        "tool_call_id": c.id,
+        "status": c.status.value,
+        "tool_name": c.name,
+        "input_parameters": c.args,
+    }
+    if c.description:
+        out["description"] = c.description
+    if c.live_output is not None:
+        out["live_content"] = c.live_output
+    if c.output is not None:
+        out["output"] = tool_output_json(c.output)
+    elif c.error is not None:
+        err: dict[str, Any] = {"message": c.error.message}
+        if c.error.type:
+            err["type"] = c.error.type
+        if c.error.status_code is not None:
+            err["status_code"] = c.error.status_code
+        out["error"] = err
+    if c.confirmation is not None and c.status.value == "PENDING":
+        out["confirmation_request"] = confirmation_request_json(c.confirmation)
+    return out
+
+
+def thought_json(subject: str, description: str) -> dict[str, Any]:
+    """AgentThought (B11)."""
+    return {"subject": subject, "description": description}
+
+
+# --- client -> agent -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AgentSettings:
+    """AgentSettings (B3) plus the further settings the RFC invites."""
+
+    workspace_path: str | None = None
+    approval_mode: str | None = None
+    model: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_metadata(cls, *sources: dict[str, Any] | None) -> AgentSettings | None:
+        """The settings from the first source (message metadata, then request metadata) that has
+        them, under the extension URI or in the legacy `coderAgent` dialect."""
+        for md in sources:
+            if not md:
+                continue
+            raw = md.get(EXTENSION_URI)
+            if isinstance(raw, dict):
+                inner = raw.get("agent_settings")
+                if isinstance(inner, dict):  # {URI: {"agent_settings": {...}}} is accepted too
+                    raw = inner
+                if "workspace_path" in raw or "approval_mode" in raw or "model" in raw:
+                    return cls(
+                        workspace_path=_opt_str(raw.get("workspace_path")),
+                        approval_mode=_opt_str(raw.get("approval_mode")),
+                        model=_opt_str(raw.get("model")),
+                        extra={
+                            k: v
+                            for k, v in raw.items()
+                            if k not in ("workspace_path", "approval_mode", "model")
+                        },
+                    )
+            legacy = md.get(LEGACY_KEY)
+            if isinstance(legacy, dict) and legacy.get("kind") == "agent-settings":
+                return cls(workspace_path=_opt_str(legacy.get("workspacePath")))
+        return None
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def validate_workspace(path: str, allowed_roots: list[Path]) -> str:
+    """The resolved workspace path if it is absolute, an existing directory, and inside one of the
+    server's allowed roots (symlinks resolved first, so a link cannot lead out)."""
+    if not os.path.isabs(path):
+        raise SettingsError(f"workspace_path must be absolute: {path!r}")
+    resolved = Path(path).resolve()
+    if not resolved.is_dir():
+        raise SettingsError(f"workspace_path is not a directory: {path}")
+    for root in allowed_roots:
+        if resolved == root or resolved.is_relative_to(root):
+            return str(resolved)
+    raise SettingsError(f"workspace_path {path} is outside the server's allowed workspace roots")
+
+
+@dataclass(slots=True)
+class Confirmation:
+    """ToolCallConfirmation (B10)."""
+
+    tool_call_id: str
+    selected_option_id: str
+    new_content: str | None = None
+
+
+def parse_confirmation(data: dict[str, Any]) -> Confirmation | None:
+    """A ToolCallConfirmation from a DataPart's data, in the RFC's form (possibly keyed by the
+    extension URI) or the legacy `{callId, outcome, newContent}`; None if it is not one."""
+    inner = data.get(EXTENSION_URI)
+    if isinstance(inner, dict):
+        data = inner
+    if "tool_call_id" in data or "selected_option_id" in data:
+        tcid, opt = data.get("tool_call_id"), data.get("selected_option_id")
+        if not isinstance(tcid, str) or not tcid or not isinstance(opt, str) or not opt:
+            raise SettingsError("ToolCallConfirmation needs tool_call_id and selected_option_id")
+        new_content = None
+        fd = data.get("file_details")
+        if isinstance(fd, dict) and isinstance(fd.get("new_content"), str):
+            new_content = fd["new_content"]
+        return Confirmation(tcid, opt, new_content)
+    if "callId" in data and "outcome" in data:
+        call_id, outcome = data.get("callId"), data.get("outcome")
+        if not isinstance(call_id, str) or not isinstance(outcome, str):
+            raise SettingsError("confirmation needs callId and outcome")
+        nc = data.get("newContent")
+        return Confirmation(call_id, outcome, nc if isinstance(nc, str) else None)
+    return None
+
+
+def slash_command_json(info: Any) -> dict[str, Any]:
+    """SlashCommand (B12) from the core registry's CommandInfo."""
+    return {
+        "name": info.name,
+        "description": info.description,
+        "arguments": [
+            {"name": a.name, "description": a.description, "is_required": bool(a.required)}
+            for a in getattr(info, "arguments", [])
+        ],
+        "sub_commands": [slash_command_json(s) for s in getattr(info, "sub_commands", [])],
+    }

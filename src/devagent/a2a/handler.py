@@ -1,0 +1,179 @@
+"""The SDK's request handler with devagent's edges: AgentSettings and confirmations are checked
+before a task is touched (so a bad request is a JSON-RPC error, not a failed task), extension
+clients may continue a finished task (B14), resubscribe closes at input-required (A6), and the
+contextId of a taskId-only follow-up is inherited (a2a-python #1206).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
+from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERMINAL_TASK_STATES
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.types import (
+    CancelTaskRequest,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+from devagent.a2a import extension as ext
+from devagent.a2a.executor import CONTEXT_KEY, PREPARED_KEY, DevagentExecutor, Prepared, owner_of
+
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+    from a2a.server.events import Event
+    from a2a.server.tasks import TaskStore
+
+log = logging.getLogger(__name__)
+
+MAX_ID_LEN = 36  # the SDK's task table stores ids in VARCHAR(36) (PostgreSQL enforces it)
+
+
+class InheritContextBuilder(SimpleRequestContextBuilder):
+    """A taskId-only follow-up keeps its task's contextId (the handler looked the task up)."""
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        if task_id and not context_id:
+            context_id = context.state.get(CONTEXT_KEY) or None
+        return await super().build(context, params, task_id, context_id, task)
+
+
+def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> Prepared:
+    texts: list[str] = []
+    confirmations: list[ext.Confirmation] = []
+    for part in message.parts:
+        which = part.WhichOneof("content")
+        if which == "text":
+            texts.append(part.text)
+        elif which == "data":
+            data = MessageToDict(part.data)
+            if isinstance(data, dict):
+                try:
+                    c = ext.parse_confirmation(data)
+                except ext.SettingsError as e:
+                    raise InvalidParamsError(message=str(e)) from None
+                if c is not None:
+                    confirmations.append(c)
+    msg_md = MessageToDict(message.metadata) if message.HasField("metadata") else None
+    settings = ext.AgentSettings.from_metadata(msg_md, request_metadata)
+    return Prepared(text="\n".join(texts), confirmations=confirmations, settings=settings)
+
+
+class DevagentRequestHandler(DefaultRequestHandler):
+    def __init__(self, executor: DevagentExecutor, task_store: TaskStore, **kwargs: Any) -> None:
+        super().__init__(
+            agent_executor=executor,
+            task_store=task_store,
+            request_context_builder=InheritContextBuilder(),
+            **kwargs,
+        )
+        self.devagent = executor
+        self.store = task_store
+
+    async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        msg = params.message
+        for name, value in (("taskId", msg.task_id), ("contextId", msg.context_id)):
+            if len(value) > MAX_ID_LEN:
+                raise InvalidParamsError(message=f"{name} longer than {MAX_ID_LEN} characters")
+        req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
+        prepared = parse_message(msg, req_md)
+        if prepared.settings is not None and prepared.settings.workspace_path:
+            try:
+                prepared.workspace = ext.validate_workspace(
+                    prepared.settings.workspace_path, self.devagent.settings.workspace_roots
+                )
+            except ext.SettingsError as e:
+                raise InvalidParamsError(message=str(e)) from None
+        if not prepared.text and not prepared.confirmations:
+            raise InvalidParamsError(message="the message has no text and no ToolCallConfirmation")
+
+        context_id = msg.context_id or None
+        if msg.task_id:
+            task = await self.store.get(msg.task_id, context)
+            if task is None:
+                raise TaskNotFoundError(f"Task {msg.task_id} not found")
+            context_id = task.context_id
+            context.state[CONTEXT_KEY] = context_id
+            if (
+                task.status.state in TERMINAL_TASK_STATES
+                and ext.EXTENSION_URI in context.requested_extensions
+            ):
+                await self._reopen(task, context)
+        if prepared.confirmations:
+            session = (
+                await self.devagent.session_for(owner_of(context), context_id, None, create=False)
+                if context_id
+                else None
+            )
+            if session is None:
+                raise InvalidParamsError(message="no tool call waits for confirmation in this context")
+            waiting = {c.id for c in session.waiting_calls()}
+            unknown = [c.tool_call_id for c in prepared.confirmations if c.tool_call_id not in waiting]
+            if unknown:
+                raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
+        context.state[PREPARED_KEY] = prepared
+
+    async def _reopen(self, task: Task, context: ServerCallContext) -> None:
+        """B14: an extension client continues a finished task with the same taskId (RFC step 10).
+        The task goes back to input-required, the state a task waiting for its client's next
+        message is in, and the SDK runs the new message on it as on any parked task."""
+        status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED)
+        status.timestamp.GetCurrentTime()
+        if task.status.HasField("message"):
+            task.history.append(task.status.message)
+        task.status.CopyFrom(status)
+        await self.store.save(task, context)
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        await self._prepare(params, context)
+        result: Message | Task = await super().on_message_send(params, context)
+        return result
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        await self._prepare(params, context)
+        async for ev in super().on_message_send_stream(params, context):
+            yield ev
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        """The SDK keeps a resubscription to a parked task open forever; close it at an
+        interrupted or terminal state as the spec says."""
+        stop = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
+        agen = super().on_subscribe_to_task(params, context)
+        try:
+            async for ev in agen:
+                yield ev
+                if isinstance(ev, Task | TaskStatusUpdateEvent) and ev.status.state in stop:
+                    return
+        finally:
+            await agen.aclose()
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        task: Task | None = await super().on_cancel_task(params, context)
+        if task is not None:
+            # A parked task held by no ActiveTask (after a restart) is cancelled in the store only:
+            # cancel the calls its session waits on too.
+            session = await self.devagent.session_for(owner_of(context), task.context_id, None, create=False)
+            if session is not None and session.state.status == "awaiting_input":
+                await session.cancel()
+        return task

@@ -1,0 +1,211 @@
+"""Push notifications (A4) that never slow the stream.
+
+The SDK's sender POSTs inline, one webhook after another, before the event reaches the SSE
+subscribers, and never retries. This sender only appends the event to a per-task queue; a worker
+per task delivers in order, with a timeout, retries and exponential backoff, and each config gets
+the payload of the protocol version it was registered with (1.0 `StreamResponse`, or the v0.3
+`Task` object the 0.3 SDKs posted). Webhook addresses are checked against an allowlist when
+registered and again when sent: loopback, private, link-local and reserved addresses are refused
+unless the operator allows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+from collections import deque
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from a2a.server.tasks import PushNotificationSender
+from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    import httpx
+    from a2a.server.context import ServerCallContext
+    from a2a.server.tasks import PushNotificationEvent, TaskStore
+    from a2a.types import TaskPushNotificationConfig
+
+log = logging.getLogger(__name__)
+
+
+def _address_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not (
+        ip.is_loopback
+        or ip.is_private
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+    )
+
+
+async def check_webhook_url(url: str, allow_private: bool) -> str | None:
+    """None if the URL may be called, else the reason it may not."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "webhook URL must be http(s)://host/..."
+    if allow_private:
+        return None
+    host = parts.hostname
+    try:
+        addrs = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, parts.port or 443, type=socket.SOCK_STREAM
+            )
+        except OSError:
+            return f"cannot resolve {host}"
+        addrs = [ipaddress.ip_address(str(i[4][0]).split("%")[0]) for i in infos]
+    for a in addrs:
+        if not _address_allowed(a):
+            return (
+                f"{host} resolves to {a}, a loopback/private address "
+                "(start the server with --allow-private-webhooks)"
+            )
+    return None
+
+
+def _is_v03(context: ServerCallContext) -> bool:
+    method = context.state.get("method")
+    return isinstance(method, str) and "/" in method
+
+
+class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
+    """Remembers, per config, the protocol version and owner it was registered with."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.registered: dict[tuple[str, str], tuple[str, Any]] = {}
+
+    async def set_info(
+        self, task_id: str, notification_config: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> Any:
+        stored = await super().set_info(task_id, notification_config, context)
+        cid = (stored.id if stored is not None else notification_config.id) or task_id
+        self.registered[(task_id, cid)] = ("0.3" if _is_v03(context) else "1.0", context.user)
+        return stored
+
+
+class QueuedPushSender(PushNotificationSender):
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        store: VersionedPushConfigStore,
+        task_store: TaskStore,
+        *,
+        allow_private: bool = False,
+        max_attempts: int = 5,
+        backoff: float = 0.5,
+    ) -> None:
+        self._client = client
+        self._store = store
+        self._task_store = task_store
+        self._allow_private = allow_private
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+        self._queues: dict[str, deque[PushNotificationEvent]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+
+    async def validate_url(self, url: str) -> bool:
+        reason = await check_webhook_url(url, self._allow_private)
+        if reason:
+            log.warning("refused webhook %s: %s", url, reason)
+        return reason is None
+
+    async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
+        q = self._queues.get(task_id)
+        if q is None:
+            q = self._queues[task_id] = deque()
+        q.append(event)
+        if task_id not in self._workers:
+            self._workers[task_id] = asyncio.create_task(self._drain(task_id), name=f"push:{task_id}")
+
+    async def _drain(self, task_id: str) -> None:
+        q = self._queues[task_id]
+        try:
+            while q:
+                event = q.popleft()
+                try:
+                    configs = await self._store.get_info_for_dispatch(task_id)
+                except Exception:
+                    log.exception("cannot read push configs of task %s", task_id)
+                    continue
+                for cfg in configs:
+                    await self._deliver(task_id, cfg, event)
+        finally:
+            # No await between the loop's last check and here, so no event can slip in between.
+            self._workers.pop(task_id, None)
+            if not q:
+                self._queues.pop(task_id, None)
+
+    async def _payload(
+        self, task_id: str, cfg: TaskPushNotificationConfig, event: PushNotificationEvent
+    ) -> Any:
+        version, user = self._store.registered.get((task_id, cfg.id or task_id), ("1.0", None))
+        if version == "0.3":
+            from a2a.compat.v0_3 import conversions
+            from a2a.server.context import ServerCallContext
+
+            ctx = ServerCallContext(user=user) if user is not None else ServerCallContext()
+            task = await self._task_store.get(task_id, ctx)
+            if task is not None:
+                return conversions.to_compat_task(task).model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                )
+        from a2a.utils.proto_utils import to_stream_response
+
+        return MessageToDict(to_stream_response(event))
+
+    async def _deliver(
+        self, task_id: str, cfg: TaskPushNotificationConfig, event: PushNotificationEvent
+    ) -> None:
+        reason = await check_webhook_url(cfg.url, self._allow_private)
+        if reason:
+            log.warning("push for task %s not sent to %s: %s", task_id, cfg.url, reason)
+            return
+        headers: dict[str, str] = {}
+        if cfg.token:
+            headers["X-A2A-Notification-Token"] = cfg.token
+        if cfg.HasField("authentication") and cfg.authentication.scheme and cfg.authentication.credentials:
+            headers["Authorization"] = f"{cfg.authentication.scheme} {cfg.authentication.credentials}"
+        try:
+            body = await self._payload(task_id, cfg, event)
+        except Exception:
+            log.exception("cannot build push payload for task %s", task_id)
+            return
+        delay = self._backoff
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                resp = await self._client.post(cfg.url, json=body, headers=headers)
+                if resp.status_code < 300:
+                    return
+                if 400 <= resp.status_code < 500 and resp.status_code not in (408, 425, 429):
+                    log.warning(
+                        "webhook %s refused a push for task %s: HTTP %s", cfg.url, task_id, resp.status_code
+                    )
+                    return
+                log.info("webhook %s answered HTTP %s (attempt %d)", cfg.url, resp.status_code, attempt)
+            except Exception as e:
+                log.info("webhook %s failed (attempt %d): %s", cfg.url, attempt, e)
+            if attempt < self._max_attempts:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        log.warning(
+            "giving up on a push for task %s to %s after %d attempts", task_id, cfg.url, self._max_attempts
+        )
+
+    async def aclose(self) -> None:
+        workers = list(self._workers.values())
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)

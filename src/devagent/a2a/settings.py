@@ -1,0 +1,82 @@
+"""Server-side settings of the A2A adapter (flags of `devagent serve`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 41242
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class A2ASettings:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    # Directories a client's AgentSettings.workspace_path must lie in (B3). Empty: the current
+    # directory. The first one is the workspace of clients that send no AgentSettings.
+    workspace_roots: list[Path] = field(default_factory=list)
+    # token -> user name (the owner of the tasks created with it, A5). Empty: one is generated.
+    tokens: dict[str, str] = field(default_factory=dict)
+    public_url: str = ""  # the URL the card advertises; default http://host:port
+    allow_private_webhooks: bool = False  # push to loopback/private addresses (A4)
+    push_timeout: float = 10.0
+    push_max_attempts: int = 5
+    push_backoff: float = 0.5  # first retry delay, doubled on each attempt
+    agent_name: str = "devagent"
+    interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
+
+    def __post_init__(self) -> None:
+        self.workspace_roots = [Path(p).resolve() for p in (self.workspace_roots or [Path.cwd()])]
+
+    def ensure_token(self) -> str | None:
+        """Generates a token when none is configured; returns it (to print) or None."""
+        if self.tokens:
+            return None
+        tok = secrets.token_urlsafe(24)
+        self.tokens = {tok: "user"}
+        return tok
+
+    def check_bind(self) -> None:
+        """A server bound beyond loopback refuses to start without credentials (A5)."""
+        if not self.tokens and not is_loopback_host(self.host):
+            raise ValueError(
+                f"refusing to listen on {self.host} without a token: pass --token or DEVAGENT_TOKEN"
+            )
+
+    @property
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        if host in ("0.0.0.0", "[::]"):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+
+def parse_token_args(values: list[str]) -> dict[str, str]:
+    """`--token T` (owner "user") or `--token NAME=T`, repeatable; also the DEVAGENT_TOKEN value
+    (comma-separated)."""
+    out: dict[str, str] = {}
+    for v in values:
+        for item in v.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, sep, tok = item.partition("=")
+            if sep and name and tok:
+                out[tok] = name
+            else:
+                out[item] = "user"
+    return out

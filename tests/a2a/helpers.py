@@ -1,0 +1,142 @@
+"""Helpers for the A2A tests: a real server on a loopback port, and an SSE JSON-RPC client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from devagent.a2a.extension import EXTENSION_URI
+
+TOKEN = "test-token"
+
+
+@dataclass
+class Server:
+    url: str
+    token: str
+    app: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def running_server(
+    model: str,
+    db_url: str,
+    workspace: Path,
+    *,
+    tokens: dict[str, str] | None = None,
+    allow_private_webhooks: bool = True,
+    core_kw: dict[str, Any] | None = None,
+) -> AsyncIterator[Server]:
+    """devagent's A2A app under uvicorn on 127.0.0.1:<free port>, with a core of its own."""
+    import uvicorn
+
+    from devagent.a2a import A2ASettings, create_app
+    from devagent.agent.core import AgentCore, CoreConfig
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    core = await AgentCore.open(CoreConfig(db_url=db_url, default_model=model, **(core_kw or {})))
+    settings = A2ASettings(
+        host="127.0.0.1",
+        port=port,
+        workspace_roots=[workspace.parent],
+        tokens={TOKEN: "alice"} if tokens is None else tokens,
+        allow_private_webhooks=allow_private_webhooks,
+        push_backoff=0.05,
+    )
+    app = create_app(core, settings)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield Server(url=f"http://127.0.0.1:{port}/", token=TOKEN, app=app)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        await core.close()
+
+
+def auth(token: str = TOKEN, *, ext: bool = True, v1: bool = False) -> dict[str, str]:
+    h = {"Authorization": f"Bearer {token}"}
+    if ext:
+        h["X-A2A-Extensions" if not v1 else "A2A-Extensions"] = EXTENSION_URI
+    if v1:
+        h["A2A-Version"] = "1.0"
+    return h
+
+
+def v03_message(
+    text: str | None = None,
+    *,
+    data: list[dict[str, Any]] | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    if text is not None:
+        parts.append({"kind": "text", "text": text})
+    for d in data or []:
+        parts.append({"kind": "data", "data": d})
+    msg: dict[str, Any] = {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": parts}
+    if task_id:
+        msg["taskId"] = task_id
+    if context_id:
+        msg["contextId"] = context_id
+    if settings is not None:
+        msg["metadata"] = {EXTENSION_URI: settings}
+    return msg
+
+
+def rpc(method: str, params: dict[str, Any], rid: Any = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+async def call(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    r = await client.post(url, json=body, headers=headers)
+    return r.json()
+
+
+async def stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> list[dict[str, Any]]:
+    """All `data:` frames of an SSE JSON-RPC response, parsed."""
+    out: list[dict[str, Any]] = []
+    async with client.stream("POST", url, json=body, headers=headers) as r:
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                out.append(json.loads(line[5:]))
+    return out
+
+
+def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for f in frames:
+        assert "error" not in f, f
+    return [f["result"] for f in frames]
+
+
+def dev_meta(ev: dict[str, Any]) -> dict[str, Any]:
+    md: dict[str, Any] = (ev.get("metadata") or {}).get(EXTENSION_URI) or {}
+    return md
+
+
+def parts_of(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    msg = (ev.get("status") or {}).get("message") or {}
+    p: list[dict[str, Any]] = msg.get("parts") or []
+    return p
