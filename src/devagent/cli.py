@@ -277,6 +277,48 @@ class _Renderer:
                     c.print(Syntax(call.output.diff.formatted_diff or "", "diff", theme="ansi_dark"))
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0: any free port)")] = 41242,
+    workspace_root: Annotated[
+        list[Path] | None,
+        typer.Option("--workspace-root", help="Directory clients' workspaces must lie in (repeatable)"),
+    ] = None,
+    db: DbOpt = None,
+    token: Annotated[
+        list[str] | None,
+        typer.Option("--token", help="Bearer token, or NAME=TOKEN (repeatable; default $DEVAGENT_TOKEN)"),
+    ] = None,
+    model: ModelOpt = None,
+    approval: Annotated[
+        str | None, typer.Option("--approval", help="Default approval mode: ask | auto-edit | yolo | plan")
+    ] = None,
+    allow_private_webhooks: Annotated[
+        bool, typer.Option("--allow-private-webhooks", help="Allow push notifications to private addresses")
+    ] = False,
+    public_url: Annotated[
+        str | None, typer.Option("--public-url", help="URL the agent card advertises")
+    ] = None,
+) -> None:
+    """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md."""
+    from devagent.a2a.cli import serve_command
+
+    raise typer.Exit(
+        serve_command(
+            host=host,
+            port=port,
+            workspace_roots=workspace_root,
+            db=db,
+            tokens=token,
+            model=model,
+            approval=approval,
+            allow_private_webhooks=allow_private_webhooks,
+            public_url=public_url,
+        )
+    )
+
+
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
     add_help_option=False,

@@ -1,8 +1,14 @@
-"""The agent card (A1): one card that v0.3 and 1.0 clients both read."""
+"""The agent card (A1): one card that v0.3 and 1.0 clients both read.
+
+`card_json` builds it as plain JSON with no SDK import, so a starting server can answer the card
+at once; `build_card` gives the SDK its protobuf form. The served JSON is the 1.0 card merged
+with the v0.3 fields (`url`, `preferredTransport`, `protocolVersion`, `security`, ...), exactly
+what the SDK's card route serves (a test checks they are equal).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.extension import EXTENSION_DESCRIPTION, EXTENSION_URI, EXTENSION_VERSION
 from devagent.a2a.settings import A2ASettings
@@ -10,69 +16,87 @@ from devagent.a2a.settings import A2ASettings
 if TYPE_CHECKING:
     from a2a.types import AgentCard
 
+_AUTH_DESCRIPTION = "Authorization: Bearer <token> (devagent serve --token)"
 
-def build_card(settings: A2ASettings, version: str) -> AgentCard:
-    from a2a.types import (
-        AgentCapabilities,
-        AgentCard,
-        AgentExtension,
-        AgentInterface,
-        AgentSkill,
-        HTTPAuthSecurityScheme,
-        SecurityRequirement,
-        SecurityScheme,
-        StringList,
-    )
 
+def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
+    """The 1.0 AgentCard in its JSON form."""
     url = settings.base_url + "/"
-    ext = AgentExtension(
-        uri=EXTENSION_URI,
-        description=EXTENSION_DESCRIPTION,
-        required=False,  # plain A2A clients are served too (B14 keeps A2A's rules for them)
-        params={
-            "version": EXTENSION_VERSION,
-            "methods": ["commands/get", "command/execute"],
-            "dialects": ["rfc", "coderAgent"],
-        },
-    )
-    return AgentCard(
-        name=settings.agent_name,
-        description=(
+    return {
+        "name": settings.agent_name,
+        "description": (
             "A self-hostable coding agent: reads, edits and searches code, runs shell commands "
             "with permission, and streams its work through the development-tool extension."
         ),
-        version=version,
-        supported_interfaces=[
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url),
-            AgentInterface(protocol_binding="JSONRPC", protocol_version="0.3", url=url),
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
-        capabilities=AgentCapabilities(
-            streaming=True, push_notifications=True, extended_agent_card=True, extensions=[ext]
-        ),
-        security_schemes={
-            "bearer": SecurityScheme(
-                http_auth_security_scheme=HTTPAuthSecurityScheme(
-                    scheme="bearer", description="Authorization: Bearer <token> (devagent serve --token)"
-                )
-            )
+        "version": version,
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": True,
+            "extensions": [
+                {
+                    "uri": EXTENSION_URI,
+                    "description": EXTENSION_DESCRIPTION,
+                    "params": {
+                        "version": EXTENSION_VERSION,
+                        "methods": ["commands/get", "command/execute"],
+                        "dialects": ["rfc", "coderAgent"],
+                    },
+                    # plain A2A clients are served too (B14 keeps A2A's rules for them)
+                    "required": False,
+                }
+            ],
+            "extendedAgentCard": True,
         },
-        security_requirements=[SecurityRequirement(schemes={"bearer": StringList(list=[])})],
-        default_input_modes=["text/plain", "application/json"],
-        default_output_modes=["text/plain", "application/json"],
-        skills=[
-            AgentSkill(
-                id="code",
-                name="Software development",
-                description="Answers questions about a codebase, edits files, runs commands and tests.",
-                tags=["coding", "development", "shell", "files"],
-                examples=["Add a unit test for the parser", "Why does `make test` fail?"],
-            ),
-            AgentSkill(
-                id="slash-commands",
-                name="Slash commands",
-                description="help, init, memory, compact, clear, tools, mcp, restore, stats "
+        "securitySchemes": {
+            "bearer": {"httpAuthSecurityScheme": {"description": _AUTH_DESCRIPTION, "scheme": "bearer"}}
+        },
+        "securityRequirements": [{"schemes": {"bearer": {}}}],
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [
+            {
+                "id": "code",
+                "name": "Software development",
+                "description": "Answers questions about a codebase, edits files, runs commands and tests.",
+                "tags": ["coding", "development", "shell", "files"],
+                "examples": ["Add a unit test for the parser", "Why does `make test` fail?"],
+            },
+            {
+                "id": "slash-commands",
+                "name": "Slash commands",
+                "description": "help, init, memory, compact, clear, tools, mcp, restore, stats "
                 "(commands/get, command/execute, or a message starting with '/').",
-                tags=["commands"],
-            ),
+                "tags": ["commands"],
+            },
         ],
+    }
+
+
+def card_json(settings: A2ASettings, version: str) -> dict[str, Any]:
+    """The card as served: 1.0 plus the v0.3 fields."""
+    card = card_v1_json(settings, version)
+    card["securitySchemes"]["bearer"].update(
+        {"description": _AUTH_DESCRIPTION, "scheme": "bearer", "type": "http"}
     )
+    card.update(
+        {
+            "preferredTransport": "JSONRPC",
+            "protocolVersion": "0.3",
+            "security": [{"bearer": []}],
+            "supportsAuthenticatedExtendedCard": True,
+            "url": settings.base_url + "/",
+        }
+    )
+    return card
+
+
+def build_card(settings: A2ASettings, version: str) -> AgentCard:
+    from a2a.types import AgentCard
+    from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
+
+    card: AgentCard = ParseDict(card_v1_json(settings, version), AgentCard())
+    return card

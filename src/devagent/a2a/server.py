@@ -1,16 +1,31 @@
-"""Running the A2A server: `devagent serve`."""
+"""Running the A2A server: `devagent serve`.
+
+The process answers the agent card within a few hundred milliseconds of starting: uvicorn
+serves a small boot app at once, which answers the card from plain JSON while the core (the
+database) and the SDK app load in the background; every other request waits for them, then
+everything is handed to the real app.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import socket
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.settings import A2ASettings
 
 if TYPE_CHECKING:
-    from devagent.agent.core import CoreConfig
+    from starlette.types import Message, Receive, Scope, Send
+
+    from devagent.agent.core import AgentCore, CoreConfig
+
+log = logging.getLogger(__name__)
+
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -23,8 +38,124 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _preload() -> None:
+    import devagent.a2a.app
+    import devagent.a2a.handler
+    import devagent.a2a.push
+    import devagent.store.db  # noqa: F401
+
+
+class _InnerLifespan:
+    """Drives an ASGI app's lifespan protocol by hand."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._to_app: asyncio.Queue[Message] = asyncio.Queue()
+        self._from_app: asyncio.Queue[Message] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _step(self, kind: str) -> None:
+        await self._to_app.put({"type": f"lifespan.{kind}"})
+        reply = await self._from_app.get()
+        if reply["type"] != f"lifespan.{kind}.complete":
+            raise RuntimeError(f"{kind} failed: {reply.get('message', reply['type'])}")
+
+    async def startup(self) -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
+        self._task = asyncio.create_task(self._app(scope, self._to_app.get, self._from_app.put))
+        await self._step("startup")
+
+    async def shutdown(self) -> None:
+        if self._task is None:
+            return
+        await self._step("shutdown")
+        await self._task
+
+
+class BootApp:
+    def __init__(
+        self,
+        core_config: CoreConfig,
+        settings: A2ASettings,
+        version: str,
+        on_fail: Callable[[], None] = lambda: None,
+    ) -> None:
+        from devagent.a2a.card import card_json
+
+        self._card = json.dumps(card_json(settings, version), separators=(",", ":")).encode()
+        self._core_config = core_config
+        self._settings = settings
+        self._on_fail = on_fail
+        self._inner: Any = None
+        self._core: AgentCore | None = None
+        self._lifespan: _InnerLifespan | None = None
+        self._ready: asyncio.Event | None = None
+        self._loader: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._run_lifespan(receive, send)
+            return
+        if self._inner is None:
+            if scope["type"] == "http" and scope["path"] in CARD_PATHS and scope["method"] in ("GET", "HEAD"):
+                await self._send_card(send)
+                return
+            if self._ready is not None:
+                await self._ready.wait()
+            if self._inner is None:
+                if scope["type"] == "http":
+                    await send({"type": "http.response.start", "status": 503, "headers": []})
+                    await send({"type": "http.response.body", "body": b"server failed to start"})
+                return
+        await self._inner(scope, receive, send)
+
+    async def _send_card(self, send: Send) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self._card)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self._card})
+
+    async def _run_lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        self._ready = asyncio.Event()
+        self._loader = asyncio.create_task(self._load())
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        await self._unload()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _load(self) -> None:
+        assert self._ready is not None
+        try:
+            # Imports take most of the start-up; in a thread the loop keeps answering the card.
+            await asyncio.to_thread(_preload)
+            from devagent.a2a.app import create_app
+            from devagent.agent.core import AgentCore
+
+            self._core = await AgentCore.open(self._core_config)
+            app = create_app(self._core, self._settings)
+            self._lifespan = _InnerLifespan(app)
+            await self._lifespan.startup()
+            self._inner = app
+        except Exception as e:
+            log.exception("the A2A server could not start")
+            print(f"devagent: the server could not start: {e}", file=sys.stderr, flush=True)
+            self._on_fail()
+        finally:
+            self._ready.set()
+
+    async def _unload(self) -> None:
+        if self._loader is not None:
+            await asyncio.gather(self._loader, return_exceptions=True)
+        try:
+            if self._lifespan is not None:
+                await self._lifespan.shutdown()
+        finally:
+            if self._core is not None:
+                await self._core.close()
+
+
 async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: str = "warning") -> None:
-    """Opens the core, binds, prints the URL (and a generated token), and serves until stopped."""
+    """Binds, prints the URL (and a generated token), and serves until stopped."""
     settings.check_bind()
     generated = settings.ensure_token()
     sock = _bind(settings.host, settings.port)
@@ -32,29 +163,30 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
 
     import uvicorn
 
-    from devagent.a2a.app import create_app
-    from devagent.agent.core import AgentCore
+    import devagent
 
-    core = await AgentCore.open(core_config)
+    server: uvicorn.Server | None = None
+
+    def fail() -> None:
+        if server is not None:
+            server.should_exit = True
+
+    boot = BootApp(core_config, settings, getattr(devagent, "__version__", "0.1.0"), on_fail=fail)
+    config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+            await asyncio.sleep(0.005)
+        print(f"devagent A2A server listening on {settings.base_url}/", file=sys.stderr, flush=True)
+        if generated:
+            print(f"token: {generated}", file=sys.stderr, flush=True)
+
+    announcer = asyncio.create_task(announce())
     try:
-        app = create_app(core, settings)
-        config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
-        server = uvicorn.Server(config)
-
-        async def announce() -> None:
-            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
-                await asyncio.sleep(0.005)
-            print(f"devagent A2A server listening on {settings.base_url}/", file=sys.stderr, flush=True)
-            if generated:
-                print(f"token: {generated}", file=sys.stderr, flush=True)
-
-        announcer = asyncio.create_task(announce())
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            announcer.cancel()
+        await server.serve(sockets=[sock])
     finally:
-        await core.close()
+        announcer.cancel()
 
 
 def run_server(core_config: CoreConfig, settings: A2ASettings, *, log_level: str = "warning") -> None:

@@ -1,0 +1,63 @@
+"""`devagent serve`: flags to settings, then the server. Kept apart from `devagent.cli` so the
+command line's own module stays small."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from devagent.a2a.settings import DEFAULT_HOST, DEFAULT_PORT, A2ASettings, parse_token_args
+
+
+def serve_command(
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    workspace_roots: list[Path] | None = None,
+    db: str | None = None,
+    tokens: list[str] | None = None,
+    model: str | None = None,
+    approval: str | None = None,
+    allow_private_webhooks: bool = False,
+    public_url: str | None = None,
+    log_level: str = "warning",
+) -> int:
+    from devagent.config import ConfigError, load_config
+
+    try:
+        config = load_config({"db_url": db, "default_model": model, "approval_mode": approval})
+    except ConfigError as e:
+        print(f"devagent: {e}", file=sys.stderr)
+        return 2
+    roots = list(workspace_roots or [])
+    for r in roots:
+        if not r.is_dir():
+            print(f"devagent: workspace root {r} is not a directory", file=sys.stderr)
+            return 2
+    token_values = list(tokens or [])
+    if not token_values and os.environ.get("DEVAGENT_TOKEN"):
+        token_values = [os.environ["DEVAGENT_TOKEN"]]
+    settings = A2ASettings(
+        host=host,
+        port=port,
+        workspace_roots=roots,
+        tokens=parse_token_args(token_values),
+        allow_private_webhooks=allow_private_webhooks,
+        public_url=public_url or "",
+    )
+    try:
+        settings.check_bind()
+    except ValueError as e:
+        print(f"devagent: {e}", file=sys.stderr)
+        return 2
+    from devagent.a2a.server import run_server
+
+    try:
+        run_server(config, settings, log_level=log_level)
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        print(f"devagent: cannot listen on {host}:{port}: {e}", file=sys.stderr)
+        return 1
+    return 0
