@@ -89,12 +89,13 @@ def confirmation_request_json(req: ConfirmationRequest) -> dict[str, Any]:
 
 
 def tool_output_json(o: ToolOutput) -> dict[str, Any]:
-    """The ToolOutput oneof: a diff for edits, structured data when there is some, else text."""
+    """The ToolOutput oneof: a diff for edits, else the text the model saw (a shell command's
+    output, say), else the structured data."""
     if o.diff is not None:
         return {"diff": file_diff_json(o.diff)}
-    if o.data is not None:
-        return {"structured_data": o.data if isinstance(o.data, dict) else {"value": o.data}}
-    return {"text": o.text}
+    if o.text or o.data is None:
+        return {"text": o.text}
+    return {"structured_data": o.data if isinstance(o.data, dict) else {"value": o.data}}
 
 
 def tool_call_json(c: ToolCall) -> dict[str, Any]:
