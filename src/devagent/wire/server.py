@@ -135,6 +135,8 @@ class Turn:
     answers: asyncio.Queue[Decision | ClientResult] = field(default_factory=asyncio.Queue)
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     advancing: bool = False
+    started: bool = False  # the running advance has produced an event (its task exists)
+    cancel_sent: bool = False  # session.cancel() was called for the running advance
     waiting: bool = False  # stopped for input; answers are being collected
     seen: set[str] = field(default_factory=set)  # call ids whose ToolCall event was sent
     finished: set[str] = field(default_factory=set)  # call ids whose ToolResult event was sent
@@ -214,14 +216,19 @@ class WireServer:
     async def shutdown(self) -> None:
         self._stopping = True
         turn = self.turn
-        if turn is not None and turn.advancing and self.session is not None:
+        if turn is not None and turn.advancing and not turn.cancel_sent and self.session is not None:
             # A running turn is stopped (its state is stored); a turn that waits for the client
             # stays waiting in the store, and a later `--session` resumes it.
+            turn.cancel_sent = True
+            turn.cancel_event.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.session.cancel(), 10)
         for p in self.pending.values():
             if p.timer:
                 p.timer.cancel()
+        if self._tasks:
+            # Let the stopped turn write its TurnEnd and prompt answer (stdout may still be read).
+            await asyncio.wait(list(self._tasks), timeout=2)
         for t in list(self._tasks):
             t.cancel()
         if self._tasks:
@@ -461,7 +468,11 @@ class WireServer:
         turn.cancel_event.set()
         if rpc_id is not None:
             self.send(m.result_response(rpc_id, {}))
-        if turn.advancing and self.session is not None:
+        # Before the running advance has produced its first event its task may not exist yet, and
+        # the core's cancel would have nothing to stop: the driver cancels on that first event.
+        # The core's cancel must run once per advance: a second one would interrupt its cleanup.
+        if turn.advancing and turn.started and not turn.cancel_sent and self.session is not None:
+            turn.cancel_sent = True
             await self.session.cancel()
 
     async def _run_turn(
@@ -523,18 +534,19 @@ class WireServer:
                     return TurnEnd("cancelled")
                 waiting = None
                 turn.advancing = True
-                cancel_sent = False
+                turn.started = turn.cancel_sent = False
                 try:
                     async for ev in session.advance(inp):
+                        turn.started = True
                         if isinstance(ev, TurnEnd):
                             return ev
                         if isinstance(ev, NeedsInput):
                             waiting = ev.calls
                         else:
                             self._emit(session, turn, ev)
-                        if turn.cancel_event.is_set() and not cancel_sent:
+                        if turn.cancel_event.is_set() and not turn.cancel_sent:
                             # A cancel that came before the turn's task was running.
-                            cancel_sent = True
+                            turn.cancel_sent = True
                             self._spawn(session.cancel())
                 finally:
                     turn.advancing = False
