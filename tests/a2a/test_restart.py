@@ -1,0 +1,104 @@
+"""`devagent serve` as a real process: a confirmation answered after a server restart."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.a2a.helpers import auth, call, results, rpc, stream, v03_message
+
+DEVAGENT = [sys.executable, "-m", "devagent"]
+
+
+@contextmanager
+def serve_process(args: list[str]) -> Iterator[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen(
+        [*DEVAGENT, "serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert p.stderr is not None
+        deadline = time.monotonic() + 20
+        url = None
+        while time.monotonic() < deadline:
+            line = p.stderr.readline()
+            if not line:
+                break
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, f"server did not start (exit {p.poll()})"
+        yield url
+    finally:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+WRITE = [
+    {
+        "items": [
+            {"tool_call": {"name": "write_file", "args": {"path": "r.txt", "content": "R\n"}, "id": "r1"}}
+        ]
+    },
+    {"items": [{"text": "written after restart"}]},
+]
+
+
+async def test_confirmation_after_restart(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """A6 G6 B10: tasks and pending confirmations survive a restart of `devagent serve`."""
+    model = script(WRITE)
+    args = ["--db", sqlite_url, "--workspace-root", str(workspace.parent), "--token", "tok", "--model", model]
+    async with httpx.AsyncClient(timeout=30) as c:
+        with serve_process(args) as url:
+            card = (await c.get(url + ".well-known/agent-card.json")).json()
+            assert card["url"] == url
+            m = v03_message("write r", settings={"workspace_path": str(workspace)})
+            evs = results(await stream(c, url, rpc("message/stream", {"message": m}), auth("tok")))
+            assert evs[-1]["status"]["state"] == "input-required"
+            task = evs[0]
+        with serve_process(args) as url:
+            got = await call(c, url, rpc("tasks/get", {"id": task["id"]}), auth("tok"))
+            assert got["result"]["status"]["state"] == "input-required"
+            conf = {"tool_call_id": "r1", "selected_option_id": "proceed_once"}
+            m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
+            evs = results(await stream(c, url, rpc("message/stream", {"message": m}), auth("tok")))
+            assert evs[-1]["status"]["state"] == "completed", evs[-1]
+            assert (workspace / "r.txt").read_text() == "R\n"
+
+
+def test_serve_refuses_public_bind_without_token(tmp_path: Path) -> None:
+    """A5: `devagent serve --host 0.0.0.0` without a token does not start."""
+    env = {k: v for k, v in os.environ.items() if k != "DEVAGENT_TOKEN"}
+    r = subprocess.run(
+        [
+            *DEVAGENT,
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--db",
+            f"sqlite+aiosqlite:///{tmp_path}/x.db",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
+    assert r.returncode == 2 and "token" in r.stderr
