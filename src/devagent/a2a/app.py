@@ -150,7 +150,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
 
     import devagent
     from devagent.a2a.card import build_card
-    from devagent.a2a.executor import DevagentExecutor
+    from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
 
@@ -200,13 +200,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             from devagent.agent.commands import registry
         except ImportError:
             return False
-        level = registry().list()
-        for i, name in enumerate(path):
-            match = next((c for c in level if c.name == name or name in getattr(c, "aliases", ())), None)
-            if match is None:
-                return i > 0  # an unknown sub-command is the parent's argument
-            level = list(getattr(match, "sub_commands", []))
-        return True
+        return registry().find(path) is not None
 
     async def command_execute(request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         path = params.get("command_path")
@@ -240,6 +234,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         req.configuration.return_immediately = True
         call_context = ctx_builder.build(request)
         call_context.state["method"] = "command/execute"
+        call_context.state[COMMAND_KEY] = (list(path), args)
         from a2a.utils.errors import A2AError
 
         try:

@@ -26,6 +26,7 @@ from devagent.agent.events import (
     NeedsInput,
     Notice,
     Resume,
+    RunCommand,
     TextDelta,
     ThoughtDelta,
     ToolCallUpdate,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PREPARED_KEY = "devagent.prepared"
+COMMAND_KEY = "devagent.command"
 CONTEXT_KEY = "devagent.context_id"
 _SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
 
@@ -75,8 +77,11 @@ class Prepared:
     confirmations: list[ext.Confirmation] = field(default_factory=list)
     settings: ext.AgentSettings | None = None
     workspace: str | None = None  # validated AgentSettings.workspace_path
+    command: tuple[list[str], str] | None = None  # command/execute: (path, args)
 
     def to_input(self) -> Input:
+        if self.command is not None:
+            return RunCommand(self.command[0], self.command[1])
         if self.confirmations:
             return Resume(
                 decisions=[

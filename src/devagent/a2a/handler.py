@@ -27,7 +27,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
 from devagent.a2a import extension as ext
-from devagent.a2a.executor import CONTEXT_KEY, PREPARED_KEY, DevagentExecutor, Prepared, owner_of
+from devagent.a2a.executor import COMMAND_KEY, CONTEXT_KEY, PREPARED_KEY, DevagentExecutor, Prepared, owner_of
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -94,6 +94,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 raise InvalidParamsError(message=f"{name} longer than {MAX_ID_LEN} characters")
         req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
         prepared = parse_message(msg, req_md)
+        prepared.command = context.state.get(COMMAND_KEY)
         if prepared.settings is not None and prepared.settings.workspace_path:
             try:
                 prepared.workspace = ext.validate_workspace(
