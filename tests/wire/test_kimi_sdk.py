@@ -43,7 +43,7 @@ def test_kimi_agent_sdk_drives_devagent(tmp_path: Path, wire_env: dict[str, str]
                                     "name": "open_in_ide",
                                     "args": {"path": "README.md"},
                                 }
-                            },  # noqa: E501
+                            },
                         ]
                     },
                     {

@@ -218,3 +218,24 @@ def test_info_json() -> None:
     data = json.loads(out)
     assert data["wire_protocol_version"] == "1.2"
     assert data["devagent_version"]
+
+
+def test_notices_are_shown_as_text(start_wire: Callable[..., WireProc]) -> None:
+    w = start_wire(TEXT_ONLY)
+    w.prompt("/memory add")
+    msgs, resp = w.until(lambda m: m.get("id") == "p1")
+    assert resp["result"] == {"status": "finished"}
+    assert "Usage: /memory add" in text_of(msgs)
+    w.close()
+
+
+def test_cancel_right_after_the_first_prompt(start_wire: Callable[..., WireProc]) -> None:
+    # The core is still loading when the cancel comes: the prompt is cancelled all the same.
+    w = start_wire([{"items": [{"sleep": 5}, {"text": "too late"}]}, {"items": [{"text": "second"}]}])
+    w.prompt("hi")
+    w.call("c1", "cancel")
+    msgs, resp = w.until(lambda m: m.get("id") == "p1", timeout=10)
+    assert resp["result"] == {"status": "cancelled"}
+    assert any(m.get("id") == "c1" and m.get("result") == {} for m in msgs)
+    assert "too late" not in text_of(msgs)
+    w.close()

@@ -12,7 +12,6 @@ present, `null` where unknown), because its clients validate payloads with stric
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -199,25 +198,6 @@ def status_update(ev: StatusUpdate, plan_mode: bool) -> JSON:
 
 def approval_response_event(request_id: str, response: str, feedback: str = "") -> JSON:
     return event("ApprovalResponse", {"request_id": request_id, "response": response, "feedback": feedback})
-
-
-def notification_event(notice_id: str, session_id: str, text: str, level: str) -> JSON:
-    """A `Notice` of the core (model errors, warnings): the reference's `Notification` event."""
-    return event(
-        "Notification",
-        {
-            "id": notice_id,
-            "category": "notice",
-            "type": level,
-            "source_kind": "session",
-            "source_id": session_id,
-            "title": level,
-            "body": text,
-            "severity": level,
-            "created_at": time.time(),
-            "payload": {},
-        },
-    )
 
 
 # --- requests --------------------------------------------------------------------------------------

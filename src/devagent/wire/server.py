@@ -134,6 +134,7 @@ class Turn:
     prompt_id: m.RpcId | None  # None for a turn resumed from the store (no prompt to answer)
     answers: asyncio.Queue[Decision | ClientResult] = field(default_factory=asyncio.Queue)
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    begun: bool = False  # the core works on it (until then `initialize` may still change tools)
     advancing: bool = False
     started: bool = False  # the running advance has produced an event (its task exists)
     cancel_sent: bool = False  # session.cancel() was called for the running advance
@@ -141,6 +142,7 @@ class Turn:
     seen: set[str] = field(default_factory=set)  # call ids whose ToolCall event was sent
     finished: set[str] = field(default_factory=set)  # call ids whose ToolResult event was sent
     requested: dict[str, str] = field(default_factory=dict)  # call id -> request id
+    notices: list[Notice] = field(default_factory=list)  # held until the next event
 
 
 @dataclass(eq=False)
@@ -171,7 +173,6 @@ class WireServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resume_checked = False
         self._stopping = False
-        self._notice_n = 0
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -293,7 +294,7 @@ class WireServer:
 
     def _handle_initialize(self, rpc_id: m.RpcId, params: Any) -> None:
         p = m.parse_initialize(params)
-        if self.turn is not None and not self.turn.waiting:
+        if self.turn is not None and self.turn.begun and not self.turn.waiting:
             self.send(m.error_response(rpc_id, m.INVALID_STATE, "An agent turn is already in progress"))
             return
         accepted, rejected = self._validate_tools(p.external_tools)
@@ -426,15 +427,18 @@ class WireServer:
             return
         # Prompts are served one at a time, in the order they came (a second one waits, W4).
         async with self._turn_lock:
+            turn = Turn(id=uuid.uuid4().hex, prompt_id=rpc_id)
+            self.turn = turn  # a cancel applies from now on, also while the core is loading
             try:
                 session = await self._ready()
             except Exception as e:
+                self.turn = None
                 log.exception("could not open the session")
                 self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
                 return
-            await self._resume_locked(session)
+            await self._resume_locked(session)  # a stored turn that waits comes first
+            self.turn = turn
             await self._sync_tools(session)
-            turn = Turn(id=uuid.uuid4().hex, prompt_id=rpc_id)
             self.send(m.turn_begin(user_input))
             await self._run_turn(session, turn, UserPrompt(text))
 
@@ -483,6 +487,7 @@ class WireServer:
         waiting: list[ToolCall] | None = None,
     ) -> None:
         self.turn = turn
+        turn.begun = True
         end: TurnEnd | None = None
         try:
             end = await self._drive(session, turn, first, waiting)
@@ -538,6 +543,10 @@ class WireServer:
                 try:
                     async for ev in session.advance(inp):
                         turn.started = True
+                        if isinstance(ev, Notice):
+                            turn.notices.append(ev)
+                            continue
+                        self._flush_notices(turn, ev)
                         if isinstance(ev, TurnEnd):
                             return ev
                         if isinstance(ev, NeedsInput):
@@ -613,9 +622,16 @@ class WireServer:
                 self.send(m.tool_result_event(call))
         elif isinstance(ev, StatusUpdate):
             self.send(m.status_update(ev, plan_mode=session.state.approval_mode == "plan"))
-        elif isinstance(ev, Notice):
-            self._notice_n += 1
-            self.send(m.notification_event(f"notice-{self._notice_n}", session.id, ev.text, ev.level))
+
+    def _flush_notices(self, turn: Turn, ev: Any) -> None:
+        """Notices (a slash command's usage error, a warning) are shown as text, which is how the
+        reference reports such messages. The notice that a turn ended with a model error or at the
+        step limit is left out: the prompt's answer carries it (an error, `max_steps_reached`)."""
+        notices, turn.notices = turn.notices, []
+        for n in notices:
+            if isinstance(ev, TurnEnd) and ev.reason in ("error", "max_steps_reached") and n.text == ev.error:
+                continue
+            self.send(m.text_part(n.text if n.text.endswith("\n") else n.text + "\n"))
 
     # --- requests to the client (W5, W6) ---------------------------------------------------
 
