@@ -281,13 +281,18 @@ def test_resume_after_restart_sends_the_pending_request_again(start_wire: Callab
     _, again = w2.until_request("ApprovalRequest")
     assert again["id"] == first["id"]
     assert again["params"]["payload"]["tool_call_id"] == "tc-1"
-    w2.approve(again)
+    # A prompt now waits behind the stored turn, and the request is sent once more for it.
+    w2.prompt("more", "p2")
+    _, third = w2.until_request("ApprovalRequest")
+    assert third["id"] == first["id"]
+    w2.approve(third)
     msgs, _ = w2.until(lambda m: m.get("method") == "event" and m["params"]["type"] == "TurnEnd")
     assert "resumed" in events(msgs, "ToolResult")[0]["return_value"]["output"]
     assert "finished after restart" in text_of(msgs)
-    w2.prompt("more", "p2")
+    assert not [m for m in msgs if "method" not in m]  # the stored turn has no prompt to answer
     msgs, resp = w2.until(lambda m: is_response(m, "p2"))
     assert resp["result"] == {"status": "finished"} and "next prompt" in text_of(msgs)
+    assert events(msgs, "TurnBegin")[0]["user_input"] == "more"
     w2.close()
 
 

@@ -425,6 +425,14 @@ class WireServer:
                 m.error_response(rpc_id, m.INVALID_PARAMS, "Invalid parameters for method `prompt`", "empty")
             )
             return
+        current = self.turn
+        if current is not None and current.prompt_id is None and current.waiting:
+            # A stored turn resumed after a restart waits for answers, and this prompt will wait
+            # behind it: ask again now that the client listens (kimi's SDK shows requests only
+            # while one of its prompts runs).
+            for pr in list(self.pending.values()):
+                if pr.turn is current:
+                    self.send(pr.message)
         # Prompts are served one at a time, in the order they came (a second one waits, W4).
         async with self._turn_lock:
             turn = Turn(id=uuid.uuid4().hex, prompt_id=rpc_id)
