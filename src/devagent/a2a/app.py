@@ -153,11 +153,12 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
+    from devagent.a2a.store import BufferedTaskStore
 
     _patch_v03_final()
     card = build_card(settings, getattr(devagent, "__version__", "0.1.0"))
     engine = core.store.engine
-    task_store = DatabaseTaskStore(engine)
+    task_store = BufferedTaskStore(DatabaseTaskStore(engine))
     push_store = VersionedPushConfigStore(engine)
     http = httpx.AsyncClient(timeout=settings.push_timeout, follow_redirects=False)
     sender = QueuedPushSender(
@@ -303,6 +304,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             yield
         finally:
             await handler.aclose()
+            await task_store.flush_all()
             await sender.aclose()
             await http.aclose()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from devagent.agent.events import (
     RunCommand,
     TextDelta,
     ThoughtDelta,
+    ToolCallStatus,
     ToolCallUpdate,
     TurnEnd,
     UserPrompt,
@@ -220,49 +222,98 @@ class DevagentExecutor(AgentExecutor):
     async def _translate(
         self, session: Session, inp: Input, em: _Emitter, previous_state: TaskState | None
     ) -> None:
+        """Runs the core's turn in a pump task that turns events into items at once (the core
+        keeps mutating its ToolCall objects) and emits them from here. When the SDK's consumer
+        is slower than the model, the items waiting are merged before they are sent: text pieces
+        into one text, thought pieces of one subject into one thought, and successive EXECUTING
+        snapshots of one call into the latest (its `live_content` replaces the earlier one
+        anyway). An idle stream sends every piece as it comes."""
+        buf: deque[tuple[Any, ...]] = deque()
+        wake = asyncio.Event()
+
+        async def pump() -> None:
+            try:
+                async for ev in session.advance(inp):
+                    if isinstance(ev, TextDelta):
+                        if ev.text:
+                            buf.append(("text", ev.text))
+                    elif isinstance(ev, ToolCallUpdate):
+                        c = ev.call
+                        buf.append(("tool", c.id, c.status, ext.tool_call_json(c)))
+                    elif isinstance(ev, ThoughtDelta):
+                        buf.append(("thought", ev.subject, ev.text))
+                    elif isinstance(ev, Notice):
+                        buf.append(("notice", ev.text, ev.level))
+                    elif isinstance(ev, NeedsInput):
+                        buf.append(("end", INPUT_REQUIRED, None))
+                    elif isinstance(ev, TurnEnd):
+                        if ev.reason == "cancelled":
+                            buf.append(("end", CANCELED, None))
+                        elif ev.reason == "error":
+                            buf.append(("end", FAILED, ev.error or "error"))
+                        elif ev.reason == "max_steps_reached":
+                            buf.append(("end", COMPLETED, "maximum number of steps reached"))
+                        else:
+                            buf.append(("end", COMPLETED, None))
+                    else:  # StepBegin / StatusUpdate carry nothing the extension sends
+                        continue
+                    wake.set()
+            except InputError as e:
+                # Refused before anything changed: the task stays as it was.
+                state = previous_state if previous_state == INPUT_REQUIRED else FAILED
+                buf.append(("refused", state, str(e)))
+            except Exception as e:
+                log.exception("session %s failed", session.id)
+                buf.append(("end", FAILED, f"{type(e).__name__}: {e}"))
+            buf.append(("done",))
+            wake.set()
+
+        pumping = asyncio.create_task(pump(), name=f"advance:{session.id}")
         ended = False
         try:
-            async for ev in session.advance(inp):
-                if isinstance(ev, TextDelta):
-                    if ev.text:
-                        await em.text(ev.text)
-                elif isinstance(ev, ToolCallUpdate):
-                    await em.data(ext.TOOL_CALL_UPDATE, ext.tool_call_json(ev.call))
-                elif isinstance(ev, ThoughtDelta):
-                    await em.data(ext.THOUGHT, ext.thought_json(ev.subject, ev.text))
-                elif isinstance(ev, Notice):
+            while True:
+                if not buf:
+                    wake.clear()
+                    await wake.wait()
+                    continue
+                item = buf.popleft()
+                kind = item[0]
+                if kind == "text":
+                    if buf and buf[0][0] == "text":
+                        pieces = [item[1]]
+                        while buf and buf[0][0] == "text":
+                            pieces.append(buf.popleft()[1])
+                        item = ("text", "".join(pieces))
+                    await em.text(item[1])
+                elif kind == "tool":
+                    if item[2] == ToolCallStatus.EXECUTING:
+                        while buf and buf[0][0] == "tool" and buf[0][1] == item[1] and buf[0][2] == item[2]:
+                            item = buf.popleft()
+                    await em.data(ext.TOOL_CALL_UPDATE, item[3])
+                elif kind == "thought":
+                    if buf and buf[0][0] == "thought" and buf[0][1] == item[1]:
+                        pieces = [item[2]]
+                        while buf and buf[0][0] == "thought" and buf[0][1] == item[1]:
+                            pieces.append(buf.popleft()[2])
+                        item = ("thought", item[1], "".join(pieces))
+                    await em.data(ext.THOUGHT, ext.thought_json(item[1], item[2]))
+                elif kind == "notice":
                     await em.emit(
-                        WORKING,
-                        ext.TEXT_CONTENT,
-                        Part(text=ev.text),
-                        error=ev.text if ev.level == "error" else None,
+                        WORKING, ext.TEXT_CONTENT, Part(text=item[1]), item[1] if item[2] == "error" else None
                     )
-                elif isinstance(ev, NeedsInput):
+                elif kind == "end":
+                    if not ended:
+                        ended = True
+                        await em.emit(item[1], ext.STATE_CHANGE, error=item[2])
+                elif kind == "refused":
                     ended = True
-                    await em.emit(INPUT_REQUIRED, ext.STATE_CHANGE)
-                elif isinstance(ev, TurnEnd):
-                    ended = True
-                    if ev.reason == "cancelled":
-                        await em.emit(CANCELED, ext.STATE_CHANGE)
-                    elif ev.reason == "error":
-                        await em.emit(FAILED, ext.STATE_CHANGE, error=ev.error or "error")
-                    elif ev.reason == "max_steps_reached":
-                        await em.emit(COMPLETED, ext.STATE_CHANGE, error="maximum number of steps reached")
-                    else:
-                        await em.emit(COMPLETED, ext.STATE_CHANGE)
-                # StepBegin / StatusUpdate carry nothing the extension sends
-        except InputError as e:
-            # Refused before anything changed: the task stays as it was.
-            state = previous_state if previous_state == INPUT_REQUIRED else FAILED
-            await em.emit(state, ext.STATE_CHANGE, Part(text=str(e)), error=str(e))  # type: ignore[arg-type]
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            log.exception("session %s failed", session.id)
-            if not ended:
-                await em.emit(FAILED, ext.STATE_CHANGE, error=f"{type(e).__name__}: {e}")
-            return
+                    await em.emit(item[1], ext.STATE_CHANGE, Part(text=item[2]), error=item[2])
+                else:  # done
+                    break
+        finally:
+            if not pumping.done():
+                pumping.cancel()
+                await asyncio.gather(pumping, return_exceptions=True)
         if not ended:
             await em.emit(FAILED, ext.STATE_CHANGE, error="the turn ended without a result")
 

@@ -1,0 +1,255 @@
+"""A2A overhead: the same scripted turn through devagent and through a bare a2a-sdk agent that
+emits the same number of events, both on SQLite task stores, each server in its own process.
+
+Prints, for each: mean time per streamed turn, time to first event, events per second, and the
+overhead ratio (devagent / bare); then 200 concurrent streaming tasks against each: p50/p99
+latency per task and the server's peak memory (VmHWM).
+
+    .venv/bin/python bench/a2a_overhead.py [--turns 30] [--concurrent 200] [--chunks 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+TOKEN = "bench-token"
+
+
+# --- servers (run as subprocesses) ---------------------------------------------------------------
+
+
+def _script(path: Path, chunks: int) -> None:
+    items = [{"text": f"chunk {i} of the answer. "} for i in range(chunks)]
+    path.write_text(json.dumps({"steps": [{"items": items}]}))  # every turn opens a new context
+
+
+def serve_devagent(port: int, tmp: Path, chunks: int) -> None:
+    from devagent.a2a import A2ASettings, run_server
+    from devagent.agent.core import CoreConfig
+
+    script = tmp / "script.json"
+    _script(script, chunks)
+    ws = tmp / "ws"
+    ws.mkdir(exist_ok=True)
+    cfg = CoreConfig(db_url=f"sqlite+aiosqlite:///{tmp / 'devagent.db'}", default_model=f"scripted:{script}")
+    settings = A2ASettings(host="127.0.0.1", port=port, workspace_roots=[ws], tokens={TOKEN: "bench"})
+    run_server(cfg, settings)
+
+
+def serve_bare(port: int, tmp: Path, events: int) -> None:
+    """A minimal a2a-sdk agent: Task, `events` working updates with a TextPart, completed."""
+    import contextlib
+
+    import uvicorn
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.tasks import DatabaseTaskStore, TaskUpdater
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, TaskState
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from starlette.applications import Starlette
+
+    from a2a.helpers import new_task_from_user_message
+
+    class Bare(AgentExecutor):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            if context.current_task is None:
+                await event_queue.enqueue_event(new_task_from_user_message(context.message))
+            up = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+            await up.start_work()
+            for i in range(events):
+                await up.update_status(
+                    TaskState.TASK_STATE_WORKING,
+                    up.new_agent_message([Part(text=f"chunk {i} of the answer. ")]),
+                    metadata={"ext": {"kind": "TEXT_CONTENT", "model": "bare"}},
+                )
+            await up.complete()
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            pass
+
+    url = f"http://127.0.0.1:{port}/"
+    card = AgentCard(
+        name="bare",
+        description="bare",
+        version="1",
+        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url)],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+    )
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp / 'bare.db'}")
+    store = DatabaseTaskStore(engine)
+    handler = DefaultRequestHandler(agent_executor=Bare(), task_store=store, agent_card=card)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        await store.initialize()
+        yield
+        await handler.aclose()
+
+    app = Starlette(
+        routes=[
+            *create_agent_card_routes(card),
+            *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True),
+        ],
+        lifespan=lifespan,
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+# --- client --------------------------------------------------------------------------------------
+
+
+def _body(text: str) -> dict[str, Any]:
+    msg = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": msg}}
+
+
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+
+
+async def one_turn(client: Any, url: str) -> tuple[float, float, int]:
+    """(total seconds, seconds to first event, events)"""
+    t0 = time.perf_counter()
+    first = 0.0
+    n = 0
+    async with client.stream("POST", url, json=_body("bench"), headers=HEADERS) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                if n == 0:
+                    first = time.perf_counter() - t0
+                n += 1
+                if '"error"' in line[:40]:
+                    raise RuntimeError(line)
+    return time.perf_counter() - t0, first, n
+
+
+def start(role: str, port: int, tmp: Path, n: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    return subprocess.Popen(
+        [sys.executable, __file__, "--serve", role, "--port", str(port), "--tmp", str(tmp), "--n", str(n)],
+        env=env,
+    )
+
+
+async def wait_ready(url: str) -> None:
+    import httpx
+
+    async with httpx.AsyncClient() as c:
+        for _ in range(600):
+            try:
+                r = await c.get(url + ".well-known/agent-card.json")
+                if r.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url} did not start")
+
+
+def peak_rss_mb(pid: int) -> float:
+    text = Path(f"/proc/{pid}/status").read_text()
+    m = re.search(r"VmHWM:\s+(\d+) kB", text)
+    return int(m.group(1)) / 1024 if m else float("nan")
+
+
+async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=concurrent + 10, max_keepalive_connections=concurrent + 10)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as c:
+        for _ in range(3):  # warm up (imports, model creation, first session)
+            await one_turn(c, url)
+        seq = [await one_turn(c, url) for _ in range(turns)]
+        t0 = time.perf_counter()
+        conc = await asyncio.gather(*(one_turn(c, url) for _ in range(concurrent)))
+        wall = time.perf_counter() - t0
+    totals = [s[0] for s in seq]
+    events = seq[0][2]
+    lat = sorted(x[0] for x in conc)
+    return {
+        "turn_mean_ms": statistics.mean(totals) * 1000,
+        "first_event_ms": statistics.mean(s[1] for s in seq) * 1000,
+        "events": events,
+        "events_per_s": events / statistics.mean(totals),
+        "conc_p50_ms": lat[len(lat) // 2] * 1000,
+        "conc_p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+        "conc_wall_s": wall,
+        "conc_events_per_s": sum(x[2] for x in conc) / wall,
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        # devagent first, to learn how many events its turn emits
+        p = start("devagent", args.port, tmp, args.chunks)
+        try:
+            url = f"http://127.0.0.1:{args.port}/"
+            await wait_ready(url)
+            dev = await measure(url, args.turns, args.concurrent)
+            dev["peak_rss_mb"] = peak_rss_mb(p.pid)
+        finally:
+            p.terminate()
+            p.wait()
+        # Task + working + n updates + completed: the bare agent emits the same count
+        bare_updates = dev["events"] - 3
+        p = start("bare", args.port + 1, tmp, bare_updates)
+        try:
+            url = f"http://127.0.0.1:{args.port + 1}/"
+            await wait_ready(url)
+            bare = await measure(url, args.turns, args.concurrent)
+            bare["peak_rss_mb"] = peak_rss_mb(p.pid)
+        finally:
+            p.terminate()
+            p.wait()
+    print(f"events per turn: devagent {dev['events']}, bare a2a-sdk {bare['events']}")
+    print(f"{'':24}{'devagent':>12}{'bare sdk':>12}")
+    rows = [
+        ("turn mean (ms)", "turn_mean_ms"),
+        ("first event (ms)", "first_event_ms"),
+        ("events/s (one stream)", "events_per_s"),
+        (f"{args.concurrent} conc p50 (ms)", "conc_p50_ms"),
+        (f"{args.concurrent} conc p99 (ms)", "conc_p99_ms"),
+        (f"{args.concurrent} conc wall (s)", "conc_wall_s"),
+        (f"{args.concurrent} conc events/s", "conc_events_per_s"),
+        ("peak RSS (MB)", "peak_rss_mb"),
+    ]
+    for label, key in rows:
+        print(f"{label:24}{dev[key]:12.1f}{bare[key]:12.1f}")
+    print(f"overhead ratio (turn time devagent / bare): {dev['turn_mean_ms'] / bare['turn_mean_ms']:.2f}x")
+    print(
+        f"overhead ratio ({args.concurrent} concurrent, p50): {dev['conc_p50_ms'] / bare['conc_p50_ms']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--serve", choices=["devagent", "bare"])
+    ap.add_argument("--port", type=int, default=42310)
+    ap.add_argument("--tmp", type=Path)
+    ap.add_argument("--n", type=int, default=0)
+    ap.add_argument("--turns", type=int, default=30)
+    ap.add_argument("--concurrent", type=int, default=200)
+    ap.add_argument("--chunks", type=int, default=40)
+    a = ap.parse_args()
+    if a.serve == "devagent":
+        serve_devagent(a.port, a.tmp, a.n)
+    elif a.serve == "bare":
+        serve_bare(a.port, a.tmp, a.n)
+    else:
+        asyncio.run(main(a))
