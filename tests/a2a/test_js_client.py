@@ -1,0 +1,79 @@
+"""The `@a2a-js/sdk` client from npm (pinned in tests/a2a/js/package.json) drives the appendix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.a2a.helpers import TOKEN, running_server
+
+JS = Path(__file__).parent / "js"
+
+pytestmark = pytest.mark.npm
+
+WRITE = [
+    {
+        "items": [
+            {"tool_call": {"name": "write_file", "args": {"path": "js.txt", "content": "JS\n"}, "id": "j1"}}
+        ]
+    },
+    {"items": [{"text": "written for node"}]},
+]
+
+
+def _ensure_installed() -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    if not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed")
+        r = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, text=True, timeout=300
+        )
+        if r.returncode != 0:
+            pytest.skip(f"cannot install @a2a-js/sdk: {r.stderr[-300:]}")
+
+
+async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+    """A2 B4-B10: the a2a-js client streams the appendix flow (v0.3) and confirms the write."""
+    _ensure_installed()
+    async with running_server(script(WRITE), sqlite_url, workspace) as srv:
+        proc = await asyncio.create_subprocess_exec(
+            "node",
+            "appendix.mjs",
+            srv.url,
+            TOKEN,
+            str(workspace),
+            cwd=JS,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        res = json.loads(out)
+    assert res["card"]["extension"].endswith("developer-profile/v0/spec.md")
+    first, second = res["first"], res["second"]
+    assert first[0]["kind"] == "task" and first[0]["state"] == "submitted"
+    assert first[1].get("devKind") == "STATE_CHANGE" and first[1]["state"] == "working"
+    pend = [e for e in first if e.get("devKind") == "TOOL_CALL_UPDATE"][-1]["data"]
+    assert (
+        pend["status"] == "PENDING"
+        and pend["confirmation_request"]["file_edit_details"]["new_content"] == "JS\n"
+    )
+    assert first[-1]["state"] == "input-required" and first[-1]["final"] is True
+    statuses = [e["data"]["status"] for e in second if e.get("devKind") == "TOOL_CALL_UPDATE"]
+    assert statuses[0] == "EXECUTING" and statuses[-1] == "SUCCEEDED"
+    assert (
+        "".join(e.get("text") or "" for e in second if e.get("devKind") == "TEXT_CONTENT")
+        == "written for node"
+    )
+    assert second[-1]["state"] == "completed" and second[-1]["final"] is True
+    assert res["final"] == "completed"
+    assert (workspace / "js.txt").read_text() == "JS\n"
