@@ -142,6 +142,8 @@ async def test_thoughts(script: Callable[[list[Any]], str], sqlite_url: str, wor
             thoughts = [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") == "THOUGHT"]
             assert thoughts and all(set(t) == {"subject", "description"} for t in thoughts)
             assert "greet" in "".join(t["description"] for t in thoughts)
+            assert all(t["subject"] == "Planning" for t in thoughts), thoughts
+            assert "**" not in "".join(t["description"] for t in thoughts)
             assert text_of(evs) == "Hi!"
             assert all(dev_meta(e).get("model") for e in evs[1:])
 

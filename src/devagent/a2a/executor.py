@@ -93,6 +93,15 @@ class Prepared:
         return UserPrompt(self.text)
 
 
+def split_subject(text: str) -> tuple[str, str]:
+    """`**Subject** rest` -> ("Subject", "rest"): the bold title Gemini-style thoughts open with,
+    when the core did not already give it."""
+    end = text.find("**", 2)
+    if end == -1:
+        return "", text
+    return text[2:end].strip(), text[end + 2 :].lstrip()
+
+
 def _data_value(d: dict[str, Any]) -> struct_pb2.Value:
     v = struct_pb2.Value()
     v.struct_value.update(d)
@@ -232,8 +241,15 @@ class DevagentExecutor(AgentExecutor):
         wake = asyncio.Event()
 
         async def pump() -> None:
+            thought_subject = held = ""
+            in_thought = False
             try:
                 async for ev in session.advance(inp):
+                    if in_thought and not isinstance(ev, ThoughtDelta):
+                        if held:
+                            buf.append(("thought", thought_subject, held))
+                        thought_subject = held = ""
+                        in_thought = False
                     if isinstance(ev, TextDelta):
                         if ev.text:
                             buf.append(("text", ev.text))
@@ -241,7 +257,23 @@ class DevagentExecutor(AgentExecutor):
                         c = ev.call
                         buf.append(("tool", c.id, c.status, ext.tool_call_json(c)))
                     elif isinstance(ev, ThoughtDelta):
-                        buf.append(("thought", ev.subject, ev.text))
+                        if ev.subject:
+                            thought_subject = ev.subject
+                            buf.append(("thought", ev.subject, ev.text))
+                        elif held or (not in_thought and ev.text.startswith("*")):
+                            # A thought opening with a bold title: hold it until the title is whole.
+                            held += ev.text
+                            if held.startswith("**") and "**" in held[2:]:
+                                thought_subject, rest = split_subject(held)
+                                held = ""
+                                if rest:
+                                    buf.append(("thought", thought_subject, rest))
+                            elif len(held) > 200 or not held.startswith("**"[: len(held)]):
+                                buf.append(("thought", thought_subject, held))
+                                held = ""
+                        else:
+                            buf.append(("thought", thought_subject, ev.text))
+                        in_thought = True
                     elif isinstance(ev, Notice):
                         buf.append(("notice", ev.text, ev.level))
                     elif isinstance(ev, NeedsInput):
