@@ -190,7 +190,7 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
             return None
         console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
         while True:
-            answer = console.input("  [y] once  [a] always (this session)  [n] no > ").strip().lower()
+            answer = console.input(r"  \[y] once  \[a] always (this session)  \[n] no > ").strip().lower()
             option = {"y": "proceed_once", "a": "proceed_always", "n": "cancel"}.get(answer[:1])
             if option:
                 decisions.append(Decision(c.id, option))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
-class ToolCallStatus(str, enum.Enum):
+class ToolCallStatus(enum.StrEnum):
     """The RFC's ToolCall lifecycle (B7)."""
 
     PENDING = "PENDING"
@@ -26,7 +26,7 @@ class ToolCallStatus(str, enum.Enum):
         return self in (ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.CANCELLED)
 
 
-class ToolKind(str, enum.Enum):
+class ToolKind(enum.StrEnum):
     """What a tool does, which is what the approval policy decides on (G3)."""
 
     READ = "read"  # reads the workspace; never needs permission

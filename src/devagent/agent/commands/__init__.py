@@ -11,7 +11,6 @@ This module imports nothing heavy: listing commands must be cheap (wire `initial
 from __future__ import annotations
 
 import builtins
-
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cache

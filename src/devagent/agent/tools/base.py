@@ -17,7 +17,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from devagent.agent.events import (
     ConfirmationDetails,
@@ -117,10 +117,10 @@ async def _noop() -> None:
 class Tool:
     """Base class of built-in tools. Subclasses set the class attributes and implement `run`."""
 
-    name: str = ""
-    description: str = ""
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
-    kind: ToolKind = ToolKind.READ
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    kind: ClassVar[ToolKind] = ToolKind.READ
 
     def describe(self, args: dict[str, Any]) -> str:
         return self.name

@@ -1,0 +1,108 @@
+"""`devagent run` and `devagent version` as a user runs them (a real subprocess, a real TTY)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEVAGENT = [sys.executable, "-m", "devagent"]
+
+
+def run(args: list[str], tmp_path: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1"}
+    return subprocess.run(
+        DEVAGENT + args, capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL, **kw
+    )
+
+
+def write_script(tmp_path: Path, steps: list[Any]) -> str:
+    p = tmp_path / "script.json"
+    p.write_text(json.dumps({"steps": steps}))
+    return f"scripted:{p}"
+
+
+def test_version(tmp_path: Path) -> None:
+    out = run(["version"], tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("devagent ")
+
+
+def test_run_demo_model_says_so_plainly(tmp_path: Path, workspace: Path) -> None:
+    out = run(["run", "hello", "--workspace", str(workspace)], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "offline demo model" in out.stderr and "DEVAGENT_MODEL" in out.stderr
+    assert "README.md" in out.stdout
+
+
+def test_g3_run_without_tty_fails_clearly_when_permission_is_needed(tmp_path: Path, workspace: Path) -> None:
+    spec = write_script(
+        tmp_path, [[{"tool_call": {"name": "write_file", "args": {"path": "x", "content": "x"}}}]]
+    )
+    out = run(["run", "write", "--workspace", str(workspace), "--model", spec], tmp_path)
+    assert out.returncode == 2
+    assert "not a terminal" in out.stdout + out.stderr and "--approval" in out.stdout + out.stderr
+    assert not (workspace / "x").exists()
+
+
+def test_run_yolo_writes_and_shows_the_diff(tmp_path: Path, workspace: Path) -> None:
+    spec = write_script(
+        tmp_path,
+        [
+            [{"tool_call": {"name": "write_file", "args": {"path": "x.txt", "content": "new line\n"}}}],
+            [{"text": "Done."}],
+        ],
+    )
+    out = run(["run", "write", "-w", str(workspace), "-m", spec, "--approval", "yolo"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (workspace / "x.txt").read_text() == "new line\n"
+    assert "+new line" in out.stdout and "Done." in out.stdout
+
+
+def test_run_model_error_exits_non_zero(tmp_path: Path, workspace: Path) -> None:
+    spec = write_script(tmp_path, [[{"error": {"message": "quota exceeded", "status": 429}}]])
+    out = run(["run", "hi", "-w", str(workspace), "-m", spec], tmp_path)
+    assert out.returncode == 1
+    assert "quota exceeded" in out.stdout + out.stderr
+
+
+def test_g3_run_asks_at_the_terminal(tmp_path: Path, workspace: Path) -> None:
+    spec = write_script(
+        tmp_path,
+        [
+            [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo from-shell > out.txt"}}}],
+            [{"text": "ok"}],
+        ],
+    )
+    env = {**os.environ, "DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1", "COLUMNS": "120"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: devagent on a real terminal
+        os.execve(sys.executable, [*DEVAGENT, "run", "go", "-w", str(workspace), "-m", spec], env)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"[n] no" in seen:
+            os.write(fd, b"y\n")
+            answered = True
+    if time.monotonic() >= deadline:
+        os.kill(pid, 9)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert answered, seen.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, seen.decode(errors="replace")
+    assert (workspace / "out.txt").read_text() == "from-shell\n"
