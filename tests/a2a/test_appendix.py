@@ -27,11 +27,10 @@ WRITE_THEN_ANSWER = [
 ]
 
 
-async def test_appendix_flow_v03(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
-    """A3 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B14: the appendix, event by event."""
-    async with running_server(script(WRITE_THEN_ANSWER), sqlite_url, workspace) as srv:
+async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str, workspace: Path) -> None:
+    """A3 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B14 A6: the appendix, event by event, on SQLite and
+    PostgreSQL (the task store shares the core's database)."""
+    async with running_server(script(WRITE_THEN_ANSWER), db_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             # 1-2: message/stream with AgentSettings
             frames = await stream(

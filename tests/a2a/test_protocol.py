@@ -240,3 +240,19 @@ async def test_v03_error_shapes(script: Callable[[list[Any]], str], sqlite_url: 
             d = {"id": t["id"], "pushNotificationConfigId": cid}
             r = await c.post(srv.url, json=rpc("tasks/pushNotificationConfig/delete", d), headers=auth())
             assert json.loads(r.content) == {"jsonrpc": "2.0", "id": 1, "result": None}
+
+
+async def test_extended_card_and_long_ids(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """A2: the authenticated extended card (v0.3 and 1.0); ids the task table cannot hold are
+    refused with -32602 rather than a database error."""
+    async with running_server(script(TEXT), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            res = await call(c, srv.url, rpc("agent/getAuthenticatedExtendedCard", {}), auth())
+            assert res["result"]["capabilities"]["extensions"][0]["uri"] == EXTENSION_URI
+            res = await call(c, srv.url, rpc("GetExtendedAgentCard", {}), auth(v1=True))
+            assert res["result"]["name"] == "devagent"
+            m = v03_message("hi", context_id="c" * 68)
+            res = await call(c, srv.url, rpc("message/send", {"message": m}), auth())
+            assert res["error"]["code"] == -32602 and "36" in res["error"]["message"]
