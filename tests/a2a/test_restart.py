@@ -102,3 +102,43 @@ def test_serve_refuses_public_bind_without_token(tmp_path: Path) -> None:
         env=env,
     )
     assert r.returncode == 2 and "token" in r.stderr
+
+
+async def test_push_registered_before_restart_keeps_its_version(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """A4 A6: a webhook registered over v0.3 before a restart still gets v0.3 Task payloads."""
+    from tests.a2a.test_push import webhook
+
+    model = script(WRITE)
+    args = [
+        "--db",
+        sqlite_url,
+        "--workspace-root",
+        str(workspace.parent),
+        "--token",
+        "tok",
+        "--model",
+        model,
+        "--allow-private-webhooks",
+    ]
+    async with webhook() as hook, httpx.AsyncClient(timeout=30) as c:
+        with serve_process(args) as url:
+            m = v03_message("write r", settings={"workspace_path": str(workspace)})
+            params = {
+                "message": m,
+                "configuration": {"pushNotificationConfig": {"url": hook.url, "token": "pt"}},
+            }
+            evs = results(await stream(c, url, rpc("message/stream", params), auth("tok")))
+            task = evs[0]
+        with serve_process(args) as url:
+            conf = {"tool_call_id": "r1", "selected_option_id": "proceed_once"}
+            m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
+            evs = results(await stream(c, url, rpc("message/stream", {"message": m}), auth("tok")))
+            assert evs[-1]["status"]["state"] == "completed"
+
+            def done(bodies: list[Any]) -> bool:
+                return any(b.get("kind") == "task" and b["status"]["state"] == "completed" for b in bodies)
+
+            await hook.wait_for(done, within=20)
+            assert all(b.get("kind") == "task" for _, b in hook.received)

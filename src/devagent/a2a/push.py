@@ -19,6 +19,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import sqlalchemy as sa
+from a2a.auth.user import User
 from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
@@ -80,20 +82,72 @@ def _is_v03(context: ServerCallContext) -> bool:
     return isinstance(method, str) and "/" in method
 
 
+class _Owner(User):
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return bool(self._name)
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
 class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
-    """Remembers, per config, the protocol version and owner it was registered with."""
+    """Remembers, per config, the protocol version and owner it was registered with (in a small
+    table of its own, so a restarted server still sends each webhook the shape it expects)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.registered: dict[tuple[str, str], tuple[str, Any]] = {}
+        self.registered: dict[tuple[str, str], tuple[str, str]] = {}
+        meta = sa.MetaData()
+        self._versions = sa.Table(
+            "devagent_push_versions",
+            meta,
+            sa.Column("task_id", sa.String(64), primary_key=True),
+            sa.Column("config_id", sa.String(255), primary_key=True),
+            sa.Column("version", sa.String(8), nullable=False),
+            sa.Column("owner", sa.String(255), nullable=False),
+        )
+        self._meta = meta
+
+    async def initialize(self) -> None:
+        await super().initialize()
+        async with self.engine.begin() as conn:
+            await conn.run_sync(self._meta.create_all)
 
     async def set_info(
         self, task_id: str, notification_config: TaskPushNotificationConfig, context: ServerCallContext
     ) -> Any:
         stored = await super().set_info(task_id, notification_config, context)
         cid = (stored.id if stored is not None else notification_config.id) or task_id
-        self.registered[(task_id, cid)] = ("0.3" if _is_v03(context) else "1.0", context.user)
+        entry = ("0.3" if _is_v03(context) else "1.0", context.user.user_name)
+        self.registered[(task_id, cid)] = entry
+        t = self._versions
+        async with self.engine.begin() as conn:
+            await conn.execute(t.delete().where(t.c.task_id == task_id, t.c.config_id == cid))
+            await conn.execute(
+                t.insert().values(task_id=task_id, config_id=cid, version=entry[0], owner=entry[1])
+            )
         return stored
+
+    async def registration(self, task_id: str, config_id: str) -> tuple[str, str]:
+        """(protocol version, owner) of a config; 1.0 for configs registered elsewhere."""
+        key = (task_id, config_id)
+        if key not in self.registered:
+            t = self._versions
+            async with self.engine.connect() as conn:
+                row = (
+                    await conn.execute(
+                        sa.select(t.c.version, t.c.owner).where(
+                            t.c.task_id == task_id, t.c.config_id == config_id
+                        )
+                    )
+                ).first()
+            self.registered[key] = (row[0], row[1]) if row is not None else ("1.0", "")
+        return self.registered[key]
 
 
 class QueuedPushSender(PushNotificationSender):
@@ -151,13 +205,12 @@ class QueuedPushSender(PushNotificationSender):
     async def _payload(
         self, task_id: str, cfg: TaskPushNotificationConfig, event: PushNotificationEvent
     ) -> Any:
-        version, user = self._store.registered.get((task_id, cfg.id or task_id), ("1.0", None))
+        version, owner = await self._store.registration(task_id, cfg.id or task_id)
         if version == "0.3":
             from a2a.compat.v0_3 import conversions
             from a2a.server.context import ServerCallContext
 
-            ctx = ServerCallContext(user=user) if user is not None else ServerCallContext()
-            task = await self._task_store.get(task_id, ctx)
+            task = await self._task_store.get(task_id, ServerCallContext(user=_Owner(owner)))
             if task is not None:
                 return conversions.to_compat_task(task).model_dump(
                     mode="json", by_alias=True, exclude_none=True
