@@ -28,6 +28,13 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
     "client_tool_deny": ("DEVAGENT_CLIENT_TOOLS_DENY", "client_tools_deny"),
+    # MCP (B15): [mcp_servers.NAME] tables (top level or under [devagent]); the variable holds JSON.
+    "mcp_servers": ("DEVAGENT_MCP_SERVERS", "mcp_servers"),
+    "mcp_client_commands": ("DEVAGENT_MCP_CLIENT_COMMANDS", "mcp_client_commands"),
+    "mcp_client_http": ("DEVAGENT_MCP_CLIENT_HTTP", "mcp_client_http"),
+    "mcp_client_url_prefixes": ("DEVAGENT_MCP_CLIENT_URL_PREFIXES", "mcp_client_url_prefixes"),
+    "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
+    "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
 }
 
 
@@ -52,6 +59,13 @@ def _convert(name: str, value: Any) -> Any:
     try:
         if name == "data_dir":
             return Path(str(value)).expanduser()
+        if name == "mcp_servers":
+            from devagent.agent.mcp import parse_servers
+
+            try:
+                return {n: spec.to_json() for n, spec in parse_servers(value).items()}
+            except ValueError as e:  # the message names the server; the value may hold secrets
+                raise ConfigError(str(e)) from None
         if "tuple" in kind:
             items = value if isinstance(value, list | tuple) else str(value).split(",")
             return tuple(str(i).strip() for i in items if str(i).strip())
@@ -81,6 +95,8 @@ def load_config(
         for name, (_env, key) in SETTINGS.items():
             if key in section:
                 values[name] = _convert(name, section[key])
+        if "mcp_servers" not in values and "mcp_servers" in doc:  # top level beside [devagent]
+            values["mcp_servers"] = _convert("mcp_servers", doc["mcp_servers"])
     for name, (var, _key) in SETTINGS.items():
         if env.get(var):
             values[name] = _convert(name, env[var])

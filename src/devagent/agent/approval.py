@@ -45,6 +45,8 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if name in state.grants_tools:
         return Decision("run")
+    if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
+        return Decision("run")
     if kind is ToolKind.EXECUTE:
         root = shell_root(str(args.get("command", "")))
         if root and root in state.grants_shell:
@@ -52,7 +54,27 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     return Decision("ask")
 
 
+def _mcp_server(name: str) -> str:
+    from devagent.agent.mcp import server_of
+
+    return server_of(name)
+
+
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
+    if kind is ToolKind.MCP:  # B8/B15: the RFC's options for an MCP call
+        server = _mcp_server(name)
+        return [
+            PermissionOption("proceed_once", "Allow once", "Run this call"),
+            PermissionOption(
+                "proceed_always_tool", "Always allow this tool", f"Allow {name} for the rest of this session"
+            ),
+            PermissionOption(
+                "proceed_always_server",
+                "Always allow this server",
+                f"Allow every tool of the MCP server {server} for the rest of this session",
+            ),
+            PermissionOption("cancel", "Cancel", "Do not run this call"),
+        ]
     if kind is ToolKind.EXECUTE:
         root = shell_root(str(args.get("command", "")))
         always = f"Allow `{root}` commands for the rest of this session"
@@ -65,9 +87,16 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
     ]
 
 
-def grant(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> None:
-    """Remember "allow always" for the session: per command root for shell, per tool otherwise."""
-    if kind is ToolKind.EXECUTE:
+def grant(
+    kind: ToolKind, name: str, args: dict[str, Any], state: SessionState, option: str = "proceed_always"
+) -> None:
+    """Remember "allow always" for the session: per command root for shell, per server for an MCP
+    call answered "always allow this server", per tool otherwise."""
+    if kind is ToolKind.MCP and option == "proceed_always_server":
+        server = _mcp_server(name)
+        if server not in state.grants_mcp_servers:
+            state.grants_mcp_servers.append(server)
+    elif kind is ToolKind.EXECUTE:
         root = shell_root(str(args.get("command", "")))
         if root and root not in state.grants_shell:
             state.grants_shell.append(root)

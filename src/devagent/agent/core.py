@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 
 if TYPE_CHECKING:
+    from devagent.agent.mcp import McpManager
     from devagent.agent.session import Session
     from devagent.store.db import Store
 
@@ -47,6 +48,14 @@ class CoreConfig:
     memory_file: str = "AGENTS.md"
     client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed (C7)
     client_tool_deny: tuple[str, ...] = ()
+    # MCP (B15; devagent/agent/mcp.py): the operator's servers, given to every session
+    # ({name: {command, args, env, cwd} | {url, headers}}), and what a client may name for its session.
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mcp_client_commands: tuple[str, ...] = ()  # stdio commands a client may start; empty: none
+    mcp_client_http: bool = True  # may a client name streamable-HTTP servers
+    mcp_client_url_prefixes: tuple[str, ...] = ()  # non-empty: a client's server URL must start with one
+    mcp_start_timeout: float = 30.0
+    mcp_call_timeout: float = 300.0
 
     def resolved_db_url(self) -> str:
         if self.db_url:
@@ -62,6 +71,7 @@ class AgentCore:
         self._sessions: dict[str, Session] = {}
         self._lock = asyncio.Lock()
         self._models: dict[str, Any] = {}
+        self._mcp: McpManager | None = None
         self.default_model, self.model_explanation = self._default_model()
 
     def _default_model(self) -> tuple[str, str]:
@@ -84,6 +94,15 @@ class AgentCore:
             self._models[spec] = model
         return model
 
+    @property
+    def mcp(self) -> McpManager:
+        """The MCP connections of this process (started lazily by sessions, closed by `close`)."""
+        if self._mcp is None:
+            from devagent.agent.mcp import McpManager
+
+            self._mcp = McpManager(self.config)
+        return self._mcp
+
     @classmethod
     async def open(cls, config: CoreConfig) -> AgentCore:
         from devagent.store.db import Store
@@ -94,6 +113,8 @@ class AgentCore:
     async def close(self) -> None:
         for s in list(self._sessions.values()):
             await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
+        if self._mcp is not None:
+            await self._mcp.close()
         await self.store.close()
 
     def effective_approval_mode(self, requested: str | None) -> str:
@@ -115,6 +136,7 @@ class AgentCore:
         approval_mode: str | None = None,
         client_tools: list[ClientTool] | None = None,
         extra: dict[str, Any] | None = None,
+        mcp_servers: dict[str, dict[str, Any]] | None = None,
     ) -> Session:
         from devagent.agent.session import Session
 
@@ -128,6 +150,7 @@ class AgentCore:
             approval_mode=self.effective_approval_mode(approval_mode),
             client_tools=list(client_tools or []),
             extra=dict(extra or {}),
+            mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
         )
         sid = session_id or str(uuid.uuid4())
         await self.store.create_session(sid, state.to_json())

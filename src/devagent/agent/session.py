@@ -124,7 +124,7 @@ class Session:
     async def set_client_tools(self, tools: list[ClientTool]) -> list[tuple[str, str]]:
         accepted, rejected = validate_client_tools(
             [t.to_json() for t in tools],
-            builtin_names=self._tools.keys(),
+            builtin_names=self.tools().keys(),
             allow=self.core.config.client_tool_allow,
             deny=self.core.config.client_tool_deny,
         )
@@ -133,8 +133,12 @@ class Session:
             await self._save()
         return rejected
 
+    def tools(self) -> dict[str, Tool]:
+        """The tools the core runs: the built-ins and the tools of the session's ready MCP servers."""
+        return {**self.core.mcp.tools_for(self), **self._tools}
+
     def tool_definitions(self) -> list[dict[str, Any]]:
-        defs = [{**t.definition(), "kind": t.kind.value} for t in self._tools.values()]
+        defs = [{**t.definition(), "kind": t.kind.value} for t in self.tools().values()]
         defs += [{**t.to_json(), "kind": ToolKind.CLIENT.value} for t in self.state.client_tools]
         return defs
 
@@ -258,6 +262,7 @@ class Session:
                 emit(TurnEnd("finished", self._turn_usage()))
                 return
             inp = UserPrompt(prompt)
+        await self.core.mcp.prepare(self, emit)  # start MCP servers on first use; report failures
         if isinstance(inp, UserPrompt):
             if self._waiting():
                 self._close_pending("the user sent a new message instead of answering", "cancelled")
@@ -338,7 +343,7 @@ class Session:
         model = self.core.model_for(self.state.model)
         tool_defs = [
             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
-            for t in self._tools.values()
+            for t in self.tools().values()
         ] + [
             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
             for t in self.state.client_tools
@@ -406,10 +411,11 @@ class Session:
             return self._failed(
                 call_id, name, {}, "the tool arguments must be a JSON object", "invalid_arguments"
             )
-        tool = self._tools.get(name)
+        tools = self.tools()
+        tool = tools.get(name)
         client = next((t for t in self.state.client_tools if t.name == name), None)
         if tool is None and client is None:
-            known = ", ".join(sorted([*self._tools, *(t.name for t in self.state.client_tools)]))
+            known = ", ".join(sorted([*tools, *(t.name for t in self.state.client_tools)]))
             msg = f"unknown tool {name!r}; available tools: {known}"
             return self._failed(call_id, name, args, msg, "unknown_tool")
         schema = tool.parameters if tool is not None else client.parameters  # type: ignore[union-attr]
@@ -457,7 +463,7 @@ class Session:
                 emit(ToolCallUpdate(self._tool_call(p)))
                 continue
             if d.option in ("proceed_always", "proceed_always_server", "proceed_always_tool"):
-                approval.grant(ToolKind(p.kind), p.name, p.args, self.state)
+                approval.grant(ToolKind(p.kind), p.name, p.args, self.state, d.option)
             p.needs = ""
             to_run.append((p, d.new_content))
         for r in inp.results:
@@ -488,7 +494,9 @@ class Session:
         await self._save()
 
     async def _run_one(self, p: PendingCall, emit: Emit, new_content: str | None) -> None:
-        tool = self._tools[p.name]
+        tool = self.tools().get(p.name)
+        if tool is None:  # an MCP server that went away while the call waited
+            tool = self.core.mcp.missing_tool(p.name)
         p.status = ToolCallStatus.EXECUTING.value
         call = self._tool_call(p)
         emit(ToolCallUpdate(_snapshot(call)))
@@ -498,6 +506,9 @@ class Session:
             emit(ToolCallUpdate(_snapshot(call)))
 
         ctx = self._ctx(p, live=live, new_content=new_content)
+        from devagent.agent import checkpoints
+
+        checkpoint = await checkpoints.before_edit(self, p, tool, ctx)  # G5: /restore can undo it
         try:
             result = await tool.run(p.args, ctx)
         except ToolFailure as f:
@@ -520,6 +531,7 @@ class Session:
                 "diff": dataclasses.asdict(result.diff) if result.diff is not None else None,
                 "data": result.data,
             }
+        await checkpoints.after_edit(self, checkpoint)
         self.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(self._tool_call(p, live_output=call.live_output)))
 
@@ -538,7 +550,7 @@ class Session:
         self, call_id: str, name: str, args: dict[str, Any], message: str, error_type: str
     ) -> PendingCall:
         """A call refused before it could run (bad arguments, unknown tool)."""
-        tool = self._tools.get(name)
+        tool = self.tools().get(name)
         kind = (
             tool.kind
             if tool is not None

@@ -70,6 +70,10 @@ class SessionState:
     status: str = "idle"  # idle | running | awaiting_input
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always" per shell root command
+    grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server" (B15)
+    # MCP servers the client named for this session ({name: {command,args,env,cwd} | {url,headers}}),
+    # checked against server policy when used; stored so that a restarted process reconnects.
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     todos: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)  # the whole session
     turn_usage: Usage = field(default_factory=Usage)  # the current (or last) turn
@@ -94,6 +98,8 @@ class SessionState:
             "status": self.status,
             "grants_tools": self.grants_tools,
             "grants_shell": self.grants_shell,
+            "grants_mcp_servers": self.grants_mcp_servers,
+            "mcp_servers": self.mcp_servers,
             "todos": self.todos,
             "usage": self.usage.to_json(),
             "turn_usage": self.turn_usage.to_json(),
@@ -114,6 +120,8 @@ class SessionState:
             status=d.get("status", "idle"),
             grants_tools=list(d.get("grants_tools", [])),
             grants_shell=list(d.get("grants_shell", [])),
+            grants_mcp_servers=list(d.get("grants_mcp_servers", [])),
+            mcp_servers=dict(d.get("mcp_servers", {})),
             todos=list(d.get("todos", [])),
             usage=Usage.from_json(d.get("usage")),
             turn_usage=Usage.from_json(d.get("turn_usage")),

@@ -225,6 +225,18 @@ async def _stats(session: Session, args: str, emit: Callable[[Event], None]) -> 
     return None
 
 
+async def _mcp(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
+    from devagent.agent.mcp import mcp_command
+
+    return await mcp_command(session, args, emit)
+
+
+async def _restore(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
+    from devagent.agent.checkpoints import restore_command
+
+    return await restore_command(session, args, emit)
+
+
 @cache
 def registry() -> Registry:
     return Registry(
@@ -260,6 +272,13 @@ def registry() -> Registry:
             ),
             CommandInfo("clear", "Start the conversation afresh", handler=_clear, aliases=["reset"]),
             CommandInfo("tools", "List the tools the model can call", handler=_tools),
+            CommandInfo("mcp", "List the MCP servers, their state and their tools", handler=_mcp),
+            CommandInfo(
+                "restore",
+                "List the checkpoints taken before edits, or restore one (files and conversation)",
+                [ArgumentInfo("id", "The checkpoint to restore; without it, the list")],
+                handler=_restore,
+            ),
             CommandInfo("stats", "Token usage and tool call statistics", handler=_stats, aliases=["usage"]),
         ]
     )

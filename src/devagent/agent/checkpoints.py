@@ -1,0 +1,421 @@
+"""Checkpoints before edits, and `/restore` (G5).
+
+Before a tool of kind EDIT runs (write_file, edit, save_memory) the session takes a checkpoint:
+the files the call will touch (their bytes, or "absent") and the conversation position (the
+transcript's length, a hash of the model response that made the call, and the calls of that
+step). When the call is done the checkpoint also records what the files became (a hash, or
+"absent").
+
+Where: a table of the session database (`devagent_checkpoints`), next to the transcript the
+checkpoint points into. So a checkpoint lives exactly as long and as far as its session does (a
+fresh process on the same database, a server on PostgreSQL with several workers), nothing is
+written into the workspace, and nothing touches the user's git history. Files larger than
+`MAX_FILE_BYTES` are noted but not saved (they cannot be restored).
+
+`/restore ID` undoes every checkpointed edit from checkpoint ID on, newest first, and truncates the
+conversation to just before the model step that made the first of them (a short note takes its
+place, so the model knows). The rule that keeps a restore from destroying work: for each file,
+its current content must be either what the agent's last checkpointed edit left there, or already
+the content being restored. Anything else means the file changed in another way since (the user,
+a shell command, another program), and the restore is refused with the list of those files;
+nothing is changed. A checkpoint whose edit never recorded its outcome (the process died during
+the write) restores only files that are already back to their old content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devagent.agent.events import Event, Notice, TextDelta, ToolKind
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure
+
+if TYPE_CHECKING:
+    from devagent.agent.session import Session
+    from devagent.agent.state import PendingCall
+
+log = logging.getLogger("devagent.checkpoints")
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+ABSENT = "absent"
+
+_ready: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+_created: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _table() -> Any:
+    from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = Table(
+            "devagent_checkpoints",
+            MetaData(),
+            Column("session_id", String(64), primary_key=True),
+            Column("seq", Integer, primary_key=True),
+            Column("created_at", Float, nullable=False),
+            Column("data", Text, nullable=False),
+        )
+    return _TABLE
+
+
+_TABLE: Any = None
+
+
+async def _engine(session: Session) -> Any:
+    engine = session.core.store.engine
+    if engine in _created:
+        return engine
+    lock = _ready.setdefault(engine, asyncio.Lock())
+    async with lock:
+        if engine not in _created:
+            table = _table()
+            async with engine.begin() as conn:
+                await conn.run_sync(table.metadata.create_all)
+            _created.add(engine)
+    return engine
+
+
+@dataclass(slots=True)
+class FileState:
+    path: str  # absolute
+    display: str  # as the user reads it
+    before: str | None  # base64 of the bytes, or None when the file did not exist
+    too_large: bool = False
+    after: str | None = None  # sha256 or ABSENT once the edit finished; None: unknown
+
+    @property
+    def before_state(self) -> str:
+        return ABSENT if self.before is None else _sha(base64.b64decode(self.before))
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    seq: int
+    created_at: float
+    call_id: str
+    tool_name: str
+    description: str
+    position: int  # transcript length when the edit ran (the response with the call included)
+    anchor: str  # sha256 of that response's JSON, to notice a transcript replaced since
+    files: list[FileState] = field(default_factory=list)
+    step_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool_name": self.tool_name,
+            "description": self.description,
+            "position": self.position,
+            "anchor": self.anchor,
+            "files": [
+                {
+                    "path": f.path,
+                    "display": f.display,
+                    "before": f.before,
+                    "too_large": f.too_large,
+                    "after": f.after,
+                }
+                for f in self.files
+            ],
+            "step_calls": self.step_calls,
+        }
+
+    @classmethod
+    def from_row(cls, seq: int, created_at: float, data: str) -> Checkpoint:
+        d = json.loads(data)
+        return cls(
+            seq=seq,
+            created_at=created_at,
+            call_id=d.get("call_id", ""),
+            tool_name=d.get("tool_name", ""),
+            description=d.get("description", ""),
+            position=int(d.get("position", 0)),
+            anchor=d.get("anchor", ""),
+            files=[FileState(**f) for f in d.get("files", [])],
+            step_calls=list(d.get("step_calls", [])),
+        )
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _current_state(path: Path) -> str:
+    if not path.exists():
+        return ABSENT
+    if not path.is_file():
+        return "not a file"
+    return _sha(path.read_bytes())
+
+
+def _message_hash(m: Any) -> str:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return _sha(ModelMessagesTypeAdapter.dump_json([m]))
+
+
+def touched_paths(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+    """The files an edit call will write. A tool may say so itself (`touched_paths(args, ctx)`);
+    the built-in edits are known; a call whose path is refused touches nothing."""
+    hook = getattr(tool, "touched_paths", None)
+    try:
+        if callable(hook):
+            return list(hook(args, ctx))
+        if tool.name == "save_memory":
+            from devagent.agent.tools.memory import memory_path
+
+            return [memory_path(ctx.workspace, ctx.memory_file)]
+        path = args.get("path")
+        if isinstance(path, str) and path.strip():
+            return [ctx.workspace.resolve(path)]
+    except ToolFailure:
+        return []
+    return []
+
+
+# --- taking checkpoints --------------------------------------------------------------------------
+
+
+async def before_edit(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
+    """Called by the session just before an EDIT tool runs; None for other tools. A checkpoint
+    that cannot be taken (a database error) is logged and does not stop the approved edit."""
+    if tool.kind is not ToolKind.EDIT:
+        return None
+    try:
+        return await _take(session, p, tool, ctx)
+    except Exception:
+        log.exception("could not take a checkpoint before %s", p.name)
+        return None
+
+
+async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
+    paths = touched_paths(tool, p.args, ctx)
+    if not paths:
+        return None
+    files: list[FileState] = []
+    for path in paths:
+        display = ctx.workspace.display(path)
+        if path.is_file():
+            if path.stat().st_size > MAX_FILE_BYTES:
+                files.append(FileState(str(path), display, None, too_large=True))
+            else:
+                files.append(FileState(str(path), display, base64.b64encode(path.read_bytes()).decode()))
+        elif not path.exists():
+            files.append(FileState(str(path), display, None))
+    if not files:
+        return None
+    msgs = await session.messages()
+    position = len(msgs)
+    anchor = _message_hash(msgs[-1]) if msgs else ""
+    engine = await _engine(session)
+    table = _table()
+    from sqlalchemy import func, insert, select
+
+    ckpt = Checkpoint(
+        seq=0,
+        created_at=time.time(),
+        call_id=p.id,
+        tool_name=p.name,
+        description=p.description or p.name,
+        position=position,
+        anchor=anchor,
+        files=files,
+        step_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in session.state.pending],
+    )
+    async with engine.begin() as conn:
+        last = (
+            await conn.execute(select(func.max(table.c.seq)).where(table.c.session_id == session.id))
+        ).scalar()
+        ckpt.seq = int(last or 0) + 1
+        await conn.execute(
+            insert(table).values(
+                session_id=session.id,
+                seq=ckpt.seq,
+                created_at=ckpt.created_at,
+                data=json.dumps(ckpt.to_json()),
+            )
+        )
+    return ckpt
+
+
+async def after_edit(session: Session, ckpt: Checkpoint | None) -> None:
+    """Records what the edit left in each file (also when it failed: then nothing changed)."""
+    if ckpt is None:
+        return
+    try:
+        await _record_after(session, ckpt)
+    except Exception:
+        log.exception("could not record the outcome of checkpoint %d", ckpt.seq)
+
+
+async def _record_after(session: Session, ckpt: Checkpoint) -> None:
+    for f in ckpt.files:
+        f.after = _current_state(Path(f.path))
+    engine = await _engine(session)
+    table = _table()
+    from sqlalchemy import update
+
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(table)
+            .where(table.c.session_id == session.id, table.c.seq == ckpt.seq)
+            .values(data=json.dumps(ckpt.to_json()))
+        )
+
+
+async def list_checkpoints(session: Session) -> list[Checkpoint]:
+    engine = await _engine(session)
+    table = _table()
+    from sqlalchemy import select
+
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(table.c.seq, table.c.created_at, table.c.data)
+            .where(table.c.session_id == session.id)
+            .order_by(table.c.seq)
+        )
+        return [Checkpoint.from_row(r[0], r[1], r[2]) for r in rows]
+
+
+async def _delete_from(session: Session, seq: int) -> None:
+    engine = await _engine(session)
+    table = _table()
+    from sqlalchemy import delete
+
+    async with engine.begin() as conn:
+        await conn.execute(delete(table).where(table.c.session_id == session.id, table.c.seq >= seq))
+
+
+# --- /restore ------------------------------------------------------------------------------------
+
+
+def _fmt_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def format_list(cps: list[Checkpoint]) -> str:
+    if not cps:
+        return "No checkpoints in this session yet (one is taken before every file edit)."
+    lines = ["Checkpoints (restore one with /restore ID):"]
+    for c in cps:
+        files = ", ".join(f.display for f in c.files)
+        when = _fmt_time(c.created_at)
+        lines.append(f"  {c.seq}  {when}  {c.description} [{c.tool_name} {c.call_id}]  files: {files}")
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class _FilePlan:
+    path: Path
+    display: str
+    first: FileState  # the earliest edit from the restored point on: its `before` is restored
+    last_after: str | None  # what the latest edit left
+
+
+async def restore_command(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
+    """`/restore` lists the checkpoints; `/restore ID` restores one."""
+    cps = await list_checkpoints(session)
+    arg = args.strip()
+    if not arg:
+        _say(emit, format_list(cps))
+        return None
+    try:
+        seq = int(arg.split()[0])
+    except ValueError:
+        emit(Notice(f"Usage: /restore [ID]; {arg!r} is not a checkpoint id. /restore lists them.", "error"))
+        return None
+    target = next((c for c in cps if c.seq == seq), None)
+    if target is None:
+        emit(Notice(f"There is no checkpoint {seq} in this session; /restore lists them.", "error"))
+        return None
+    undone = [c for c in cps if c.seq >= seq]
+    plans: dict[str, _FilePlan] = {}
+    for c in undone:
+        for f in c.files:
+            plan = plans.get(f.path)
+            if plan is None:
+                plans[f.path] = _FilePlan(Path(f.path), f.display, f, f.after)
+            else:
+                plan.last_after = f.after
+    problems: list[str] = []
+    writes: list[_FilePlan] = []
+    for plan in plans.values():
+        if plan.first.too_large:
+            limit = MAX_FILE_BYTES // (1024 * 1024)
+            problems.append(f"{plan.display}: it was larger than {limit} MiB, so it was not saved")
+            continue
+        current = _current_state(plan.path)
+        if current == plan.first.before_state:
+            continue  # already as it was
+        if plan.last_after is not None and current == plan.last_after:
+            writes.append(plan)
+        elif plan.last_after is None:
+            problems.append(
+                f"{plan.display}: the edit's outcome was not recorded (interrupted), so it cannot be verified"
+            )
+        else:
+            problems.append(
+                f"{plan.display}: changed since the agent's last edit (by you, a command or another program)"
+            )
+    if problems:
+        emit(
+            Notice(
+                f"Cannot restore checkpoint {seq}; nothing was changed:\n  "
+                + "\n  ".join(problems)
+                + "\nRestoring would overwrite those changes. Undo or save them elsewhere, then try again.",
+                "error",
+            )
+        )
+        return None
+    for plan in writes:
+        if plan.first.before is None:
+            plan.path.unlink(missing_ok=True)
+        else:
+            plan.path.parent.mkdir(parents=True, exist_ok=True)
+            plan.path.write_bytes(base64.b64decode(plan.first.before))
+
+    msgs = await session.messages()
+    pos = target.position
+    conversation = ""
+    if 0 < pos <= len(msgs) and _message_hash(msgs[pos - 1]) == target.anchor:
+        from pydantic_ai import messages as pm
+
+        keep = list(msgs[: pos - 1] if isinstance(msgs[pos - 1], pm.ModelResponse) else msgs[:pos])
+        files = ", ".join(p.display for p in plans.values())
+        keep.append(
+            pm.ModelResponse(
+                parts=[
+                    pm.TextPart(
+                        content=f"[The user restored checkpoint {seq}: the files ({files}) are back as they "
+                        f"were before `{target.description}`, and the conversation continues from before "
+                        "that step.]"
+                    )
+                ]
+            )
+        )
+        session.state.pending = []
+        await session.replace_messages(keep)
+        removed = len(msgs) - len(keep) + 1
+        conversation = f" The conversation is back to before that step ({removed} messages removed)."
+    else:
+        conversation = (
+            " The conversation was cleared or compacted since the checkpoint, so it was left as it is."
+        )
+    await _delete_from(session, seq)
+    restored = ", ".join(p.display for p in writes) or "no file needed changing"
+    _say(emit, f"Restored checkpoint {seq} ({target.description}): {restored}.{conversation}")
+    return None
+
+
+def _say(emit: Callable[[Event], None], text: str) -> None:
+    emit(TextDelta(text if text.endswith("\n") else text + "\n"))
