@@ -27,69 +27,7 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
-
-SERVER = textwrap.dedent(
-    '''
-    import os, sys
-    from mcp.server.mcpserver import MCPServer, Context, Image
-
-    mcp = MCPServer("testsrv")
-
-    @mcp.tool()
-    def add(a: int, b: int) -> int:
-        """Add two integers."""
-        return a + b
-
-    @mcp.tool()
-    def echo(text: str) -> str:
-        """Echo the text."""
-        return "echo: " + text
-
-    @mcp.tool()
-    def picture() -> list:
-        """A tiny picture with a caption."""
-        return ["a red dot", Image(data=b"\\x89PNG\\r\\n\\x1a\\nfake", format="png")]
-
-    @mcp.tool()
-    def fail() -> str:
-        """Always fails."""
-        raise ValueError("the tool broke")
-
-    @mcp.tool()
-    async def grow(ctx: Context) -> str:
-        """Adds the tool `extra`."""
-        def extra(x: str) -> str:
-            """Doubles x."""
-            return x * 2
-        mcp.add_tool(extra)
-        try:
-            await ctx.notify_tools_changed()
-        except Exception:
-            pass
-        try:
-            await ctx.session.send_tool_list_changed()
-        except Exception:
-            pass
-        return "grown"
-
-    @mcp.tool()
-    def crash() -> str:
-        """Kills the server."""
-        print("boom: the server is going down", file=sys.stderr, flush=True)
-        os._exit(3)
-
-    if __name__ == "__main__":
-        if len(sys.argv) > 1 and sys.argv[1] == "http":
-            import socket, uvicorn
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            print(sock.getsockname()[1], flush=True)
-            app = mcp.streamable_http_app()
-            uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
-        else:
-            mcp.run()
-    '''
-)
+from tests.mcp_servers import SERVER, start_http_server
 
 
 @pytest.fixture
@@ -101,14 +39,7 @@ def server_script(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    p = tmp_path_factory.mktemp("mcp_http") / "mcp_server.py"
-    p.write_text(SERVER)
-    proc = subprocess.Popen([sys.executable, str(p), "http"], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = int(proc.stdout.readline())
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(10)
+    yield from start_http_server(tmp_path_factory.mktemp("mcp_http"))
 
 
 def stdio(script: Path, **kw: Any) -> dict[str, Any]:

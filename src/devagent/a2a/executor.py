@@ -102,6 +102,13 @@ def split_subject(text: str) -> tuple[str, str]:
     return text[2:end].strip(), text[end + 2 :].lstrip()
 
 
+def _mcp_servers(raw: Any) -> dict[str, dict[str, Any]] | None:
+    """AgentSettings `mcp_servers`: {name: {command, args, env, cwd} | {url, headers}} (B3, B15)."""
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): v if isinstance(v, dict) else {} for k, v in raw.items()}
+
+
 def _data_value(d: dict[str, Any]) -> struct_pb2.Value:
     v = struct_pb2.Value()
     v.struct_value.update(d)
@@ -181,6 +188,8 @@ class DevagentExecutor(AgentExecutor):
             model=st.model if st else None,
             approval_mode=st.approval_mode if st else None,
             extra={"a2a": {"context_id": context_id, "owner": owner}},
+            # B15: the client's MCP servers; the core applies server policy to them.
+            mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,
         )
 
     def model_name(self, session: Session | None) -> str:

@@ -153,7 +153,12 @@ class AgentSettings:
                 inner = raw.get("agent_settings")
                 if isinstance(inner, dict):  # {URI: {"agent_settings": {...}}} is accepted too
                     raw = inner
-                if "workspace_path" in raw or "approval_mode" in raw or "model" in raw:
+                if (
+                    "workspace_path" in raw
+                    or "approval_mode" in raw
+                    or "model" in raw
+                    or "mcp_servers" in raw
+                ):
                     return cls(
                         workspace_path=_opt_str(raw.get("workspace_path")),
                         approval_mode=_opt_str(raw.get("approval_mode")),

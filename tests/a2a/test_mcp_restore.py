@@ -1,0 +1,85 @@
+"""B15 and G5 over A2A: MCP servers named in AgentSettings, their calls confirmed with
+`mcp_details`, and /restore of a checkpoint, through the real server and SSE."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.a2a.helpers import auth, dev_meta, parts_of, results, rpc, running_server, stream, v03_message
+from tests.mcp_servers import start_http_server
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from start_http_server(tmp_path_factory.mktemp("mcp_http_a2a"))
+
+
+def tool_updates(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kinds = ("TOOL_CALL_UPDATE", "TOOL_CALL_CONFIRMATION")
+    return [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") in kinds]
+
+
+def text_of(evs: list[dict[str, Any]]) -> str:
+    return "".join(parts_of(e)[0]["text"] for e in evs if dev_meta(e).get("kind") == "TEXT_CONTENT")
+
+
+async def test_b15_g5_mcp_tool_and_restore_over_a2a(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, http_server: str
+) -> None:
+    steps = [
+        {"items": [{"tool_call": {"name": "web__add", "args": {"a": 40, "b": 2}, "id": "m1"}}]},
+        {
+            "items": [
+                {"tool_call": {"name": "write_file", "args": {"path": "f.txt", "content": "x\n"}, "id": "w1"}}
+            ]
+        },
+        {"items": [{"text": "sum and file done"}]},
+    ]
+    async with running_server(script(steps), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            settings = {
+                "workspace_path": str(workspace),
+                "approval_mode": "auto-edit",
+                "mcp_servers": {"web": {"url": http_server}},
+            }
+            m = v03_message("add and write", settings=settings)
+            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+            task = evs[0]
+            assert evs[-1]["status"]["state"] == "input-required" and evs[-1]["final"] is True
+            pending = tool_updates(evs)[-1]
+            assert pending["tool_name"] == "web__add" and pending["status"] == "PENDING"
+            req = pending["confirmation_request"]
+            assert req["mcp_details"] == {"server_name": "web", "tool_name": "add"}  # B8
+            assert [o["id"] for o in req["options"]] == [
+                "proceed_once",
+                "proceed_always_tool",
+                "proceed_always_server",
+                "cancel",
+            ]
+
+            conf = {"tool_call_id": "m1", "selected_option_id": "proceed_always_server"}
+            m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
+            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+            ups = tool_updates(evs)
+            done = [u for u in ups if u["tool_call_id"] == "m1"][-1]
+            assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "42"}
+            assert [u for u in ups if u["tool_call_id"] == "w1"][-1]["status"] == "SUCCEEDED"
+            assert (workspace / "f.txt").read_text() == "x\n"
+            assert evs[-1]["status"]["state"] == "completed"
+
+            # /mcp and /restore as prompts of the same task (B14 with the extension)
+            async def say(text: str) -> str:
+                m = v03_message(text, task_id=task["id"], context_id=task["contextId"])
+                evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+                return text_of(evs)
+
+            assert "web (http, from session settings): ready" in await say("/mcp")
+            assert "1  " in await say("/restore")
+            out = await say("/restore 1")
+            assert "Restored checkpoint 1 (Write f.txt): f.txt." in out
+            assert not (workspace / "f.txt").exists()
