@@ -106,7 +106,7 @@ async def test_b15_stdio_tools_listed_and_call_asks_with_mcp_details(
 
     # G5 /mcp: servers, state, tools
     out = text_of(await collect(s.advance(UserPrompt("/mcp"))))
-    assert "calc (stdio, from devagent.toml): ready" in out
+    assert "calc (stdio, from server config): ready" in out
     assert "calc__add: Add two integers." in out
 
 
@@ -197,8 +197,8 @@ async def test_b15_tool_error_crash_and_failed_start_are_reported(
     assert not any(d["name"].startswith("calc__") for d in s.tool_definitions())
 
     out = text_of(await collect(s.advance(UserPrompt("/mcp"))))
-    assert "calc (stdio, from devagent.toml): failed" in out
-    assert "broken (stdio, from devagent.toml): failed" in out
+    assert "calc (stdio, from server config): failed" in out
+    assert "broken (stdio, from server config): failed" in out
 
 
 async def test_b15_tool_list_refreshes_on_list_changed(

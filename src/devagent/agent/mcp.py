@@ -708,7 +708,7 @@ async def mcp_command(session: Session, args: str, emit: Callable[[Event], None]
         return None
     lines = ["MCP servers:"]
     for e in entries:
-        origin = "devagent.toml" if e.origin == "config" else "session settings"
+        origin = "server config" if e.origin == "config" else "session settings"
         head = f"  {e.spec.name} ({e.spec.transport}, from {origin})"
         if e.refused:
             lines.append(f"{head}: refused: {e.refused}")
