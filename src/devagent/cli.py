@@ -191,7 +191,10 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
         console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
         while True:
             answer = console.input(r"  \[y] once  \[a] always (this session)  \[n] no > ").strip().lower()
-            option = {"y": "proceed_once", "a": "proceed_always", "n": "cancel"}.get(answer[:1])
+            offered = [o.id for o in c.confirmation.options] if c.confirmation else []
+            # MCP calls offer proceed_always_tool / _server instead of proceed_always (B15)
+            always = next((o for o in offered if o.startswith("proceed_always")), "proceed_always")
+            option = {"y": "proceed_once", "a": always, "n": "cancel"}.get(answer[:1])
             if option:
                 decisions.append(Decision(c.id, option))
                 break
