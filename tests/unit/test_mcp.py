@@ -200,6 +200,12 @@ async def test_b15_tool_error_crash_and_failed_start_are_reported(
     assert "calc (stdio, from server config): failed" in out
     assert "broken (stdio, from server config): failed" in out
 
+    # /mcp restart starts the failed servers afresh
+    out = text_of(await collect(s.advance(UserPrompt("/mcp restart calc"))))
+    assert "calc (stdio, from server config): ready" in out
+    assert "calc__add" in {d["name"] for d in s.tool_definitions()}
+    assert "No MCP server named nope" in str(await collect(s.advance(UserPrompt("/mcp restart nope"))))
+
 
 async def test_b15_tool_list_refreshes_on_list_changed(
     core_factory: Any, script: Any, workspace: Path, server_script: Path

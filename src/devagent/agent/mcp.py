@@ -572,12 +572,13 @@ class ServerEntry:
     origin: str  # "config" | "session"
     refused: str = ""
     conn: McpConnection | None = None
+    cwd: str = ""
 
 
 @dataclass(slots=True)
 class _SessionView:
     entries: list[ServerEntry]
-    reported: set[tuple[str, int]] = field(default_factory=set)
+    reported: set[tuple[str, int, int]] = field(default_factory=set)
 
 
 class McpManager:
@@ -596,6 +597,9 @@ class McpManager:
         key = json.dumps(session.state.mcp_servers, sort_keys=True)
         if view is None or self._keys.get(session.id) != key:
             return self._build(session)
+        for e in view.entries:  # a connection restarted (by /mcp restart in any session)
+            if e.conn is not None and e.conn.state == "failed":
+                e.conn = self._connection(e.spec, e.cwd)
         return view.entries
 
     def _build(self, session: Session) -> list[ServerEntry]:
@@ -617,13 +621,18 @@ class McpManager:
         cwd = session.state.workspace_roots[0]
         for entry in entries:
             if not entry.refused:
+                entry.cwd = cwd
                 entry.conn = self._connection(entry.spec, cwd)
         self._views[session.id] = _SessionView(entries, old.reported if old is not None else set())
         self._keys[session.id] = json.dumps(session.state.mcp_servers, sort_keys=True)
         return entries
 
+    @staticmethod
+    def _key(spec: McpServerSpec, cwd: str) -> str:
+        return json.dumps([spec.name, spec.to_json(), "" if spec.url else cwd], sort_keys=True)
+
     def _connection(self, spec: McpServerSpec, cwd: str) -> McpConnection:
-        key = json.dumps([spec.name, spec.to_json(), "" if spec.url else cwd], sort_keys=True)
+        key = self._key(spec, cwd)
         conn = self._conns.get(key)
         if conn is None:
             conn = McpConnection(spec, cwd, self.config.mcp_start_timeout, self.config.mcp_call_timeout)
@@ -642,12 +651,12 @@ class McpManager:
         view = self._views[session.id]
         for e in entries:
             if e.refused:
-                mark = (f"refused:{e.spec.name}", 0)
+                mark = (f"refused:{e.spec.name}", 0, 0)
                 if mark not in view.reported:
                     view.reported.add(mark)
                     emit(Notice(f"MCP server {e.spec.name} was not connected: {e.refused}.", "warning"))
             elif e.conn is not None and e.conn.state == "failed":
-                mark = (e.spec.name, e.conn.failures)
+                mark = (e.spec.name, id(e.conn), e.conn.failures)
                 if mark not in view.reported:
                     view.reported.add(mark)
                     emit(
@@ -667,6 +676,21 @@ class McpManager:
             if e.conn is not None and e.conn.state == "ready":
                 tools.update(e.conn.tool_objects)
         return tools
+
+    async def restart(self, session: Session, names: list[str]) -> list[str]:
+        """Starts the named servers of the session afresh (none named: those that failed)."""
+        done: list[str] = []
+        for e in self.session_servers(session):
+            if e.refused or e.conn is None:
+                continue
+            if (names and e.spec.name in names) or (not names and e.conn.state in ("failed", "closed")):
+                old = self._conns.pop(self._key(e.spec, e.cwd), None)
+                if old is not None:
+                    await old.close()
+                e.conn = self._connection(e.spec, e.cwd)
+                done.append(e.spec.name)
+        await self.prepare(session)
+        return done
 
     def missing_tool(self, name: str) -> Tool:
         """Stands in for the tool of a server that went away while a call waited: the call fails."""
@@ -730,3 +754,18 @@ async def mcp_command(session: Session, args: str, emit: Callable[[Event], None]
             lines.append(f"{head}: {conn.state}{detail}: {e.spec.target()}")
     emit(TextDelta("\n".join(lines) + "\n"))
     return None
+
+
+async def mcp_restart_command(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
+    """`/mcp restart [NAME ...]`: start servers afresh (by default, those that failed)."""
+    names = args.split()
+    known = {e.spec.name for e in session.core.mcp.session_servers(session)}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        emit(Notice(f"No MCP server named {', '.join(unknown)} in this session; /mcp lists them.", "error"))
+        return None
+    done = await session.core.mcp.restart(session, names)
+    if not done:
+        emit(TextDelta("No MCP server needed restarting.\n"))
+        return None
+    return await mcp_command(session, "", emit)

@@ -231,6 +231,12 @@ async def _mcp(session: Session, args: str, emit: Callable[[Event], None]) -> st
     return await mcp_command(session, args, emit)
 
 
+async def _mcp_restart(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
+    from devagent.agent.mcp import mcp_restart_command
+
+    return await mcp_restart_command(session, args, emit)
+
+
 async def _restore(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
     from devagent.agent.checkpoints import restore_command
 
@@ -272,7 +278,19 @@ def registry() -> Registry:
             ),
             CommandInfo("clear", "Start the conversation afresh", handler=_clear, aliases=["reset"]),
             CommandInfo("tools", "List the tools the model can call", handler=_tools),
-            CommandInfo("mcp", "List the MCP servers, their state and their tools", handler=_mcp),
+            CommandInfo(
+                "mcp",
+                "List the MCP servers, their state and their tools",
+                handler=_mcp,
+                sub_commands=[
+                    CommandInfo(
+                        "restart",
+                        "Start MCP servers afresh (by default, those that failed)",
+                        [ArgumentInfo("names", "The servers to restart")],
+                        handler=_mcp_restart,
+                    )
+                ],
+            ),
             CommandInfo(
                 "restore",
                 "List the checkpoints taken before edits, or restore one (files and conversation)",
