@@ -1,9 +1,10 @@
 """A2A overhead: the same scripted turn through devagent and through a bare a2a-sdk agent that
 emits the same number of events, both on SQLite task stores, each server in its own process.
 
-Prints, for each: mean time per streamed turn, time to first event, events per second, and the
-overhead ratio (devagent / bare); then 200 concurrent streaming tasks against each: p50/p99
-latency per task and the server's peak memory (VmHWM).
+Prints, for each: mean time per streamed turn (turns back to back), time to first event (back
+to back, and on an idle server), events per second, and the overhead ratio (devagent / bare);
+then 200 concurrent streaming tasks against each: p50/p99 latency per task and the server's peak
+memory (VmHWM).
 
     .venv/bin/python bench/a2a_overhead.py [--turns 30] [--concurrent 200] [--chunks 40]
 """
@@ -175,6 +176,10 @@ async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
         for _ in range(3):  # warm up (imports, model creation, first session)
             await one_turn(c, url)
         seq = [await one_turn(c, url) for _ in range(turns)]
+        idle_first = []
+        for _ in range(10):  # a server with nothing else to do: pause between turns
+            await asyncio.sleep(0.3)
+            idle_first.append((await one_turn(c, url))[1])
         t0 = time.perf_counter()
         conc = await asyncio.gather(*(one_turn(c, url) for _ in range(concurrent)))
         wall = time.perf_counter() - t0
@@ -184,6 +189,7 @@ async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
     return {
         "turn_mean_ms": statistics.mean(totals) * 1000,
         "first_event_ms": statistics.mean(s[1] for s in seq) * 1000,
+        "idle_first_event_ms": statistics.median(idle_first) * 1000,
         "events": events,
         "events_per_s": events / statistics.mean(totals),
         "conc_p50_ms": lat[len(lat) // 2] * 1000,
@@ -222,6 +228,7 @@ async def main(args: argparse.Namespace) -> None:
     rows = [
         ("turn mean (ms)", "turn_mean_ms"),
         ("first event (ms)", "first_event_ms"),
+        ("first event, idle (ms)", "idle_first_event_ms"),
         ("events/s (one stream)", "events_per_s"),
         (f"{args.concurrent} conc p50 (ms)", "conc_p50_ms"),
         (f"{args.concurrent} conc p99 (ms)", "conc_p99_ms"),

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 PREPARED_KEY = "devagent.prepared"
 COMMAND_KEY = "devagent.command"
 CONTEXT_KEY = "devagent.context_id"
+_HANDOFF_YIELDS = 12
 _SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
 
 WORKING = TaskState.TASK_STATE_WORKING
@@ -309,6 +310,10 @@ class DevagentExecutor(AgentExecutor):
             buf.append(("done",))
             wake.set()
 
+        # Let the SDK deliver what is already queued (the Task, `working`) before the turn's
+        # first synchronous stretch (building the model request) holds the loop.
+        for _ in range(_HANDOFF_YIELDS):
+            await asyncio.sleep(0)
         pumping = asyncio.create_task(pump(), name=f"advance:{session.id}")
         ended = False
         try:

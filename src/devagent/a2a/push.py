@@ -112,6 +112,27 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
             sa.Column("owner", sa.String(255), nullable=False),
         )
         self._meta = meta
+        # task id -> whether it has configs; spares a database query per event for the many
+        # tasks that have none
+        self._has_configs: dict[str, bool] = {}
+
+    def known_without_configs(self, task_id: str) -> bool:
+        return self._has_configs.get(task_id) is False
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        if self._has_configs.get(task_id) is False:
+            return []
+        configs: list[TaskPushNotificationConfig] = await super().get_info_for_dispatch(task_id)
+        if len(self._has_configs) > 10_000:
+            self._has_configs.clear()
+        self._has_configs[task_id] = bool(configs)
+        return configs
+
+    async def delete_info(
+        self, task_id: str, context: ServerCallContext, config_id: str | None = None
+    ) -> None:
+        await super().delete_info(task_id, context, config_id)
+        self._has_configs.pop(task_id, None)
 
     async def initialize(self) -> None:
         await super().initialize()
@@ -122,6 +143,7 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
         self, task_id: str, notification_config: TaskPushNotificationConfig, context: ServerCallContext
     ) -> Any:
         stored = await super().set_info(task_id, notification_config, context)
+        self._has_configs[task_id] = True
         cid = (stored.id if stored is not None else notification_config.id) or task_id
         entry = ("0.3" if _is_v03(context) else "1.0", context.user.user_name)
         self.registered[(task_id, cid)] = entry
@@ -177,6 +199,8 @@ class QueuedPushSender(PushNotificationSender):
         return reason is None
 
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
+        if self._store.known_without_configs(task_id):
+            return
         q = self._queues.get(task_id)
         if q is None:
             q = self._queues[task_id] = deque()
