@@ -54,6 +54,13 @@ SERVER = textwrap.dedent(
         return "grown"
 
     @mcp.tool()
+    async def slow(seconds: float) -> str:
+        """Sleeps, then answers."""
+        import anyio
+        await anyio.sleep(seconds)
+        return "slept"
+
+    @mcp.tool()
     def crash() -> str:
         """Kills the server."""
         print("boom: the server is going down", file=sys.stderr, flush=True)

@@ -207,6 +207,29 @@ async def test_b15_tool_error_crash_and_failed_start_are_reported(
     assert "No MCP server named nope" in str(await collect(s.advance(UserPrompt("/mcp restart nope"))))
 
 
+async def test_b15_timeouts_start_and_call(
+    core_factory: Any, script: Any, workspace: Path, server_script: Path
+) -> None:
+    spec = script(
+        [
+            [call("calc__slow", {"seconds": 30}, "s1")],
+            [call("calc__slow", {"seconds": 0}, "s2")],
+            [{"text": "{last_tool_results}"}],
+        ]
+    )
+    mute = ["-c", "import sys; sys.stdin.read()"]  # reads requests, never answers
+    servers = {"calc": stdio(server_script, timeout=1), "mute": {"command": sys.executable, "args": mute}}
+    core = await core_factory(spec, mcp_servers=servers, approval_mode="yolo", mcp_start_timeout=1.5)
+    s = await core.create_session([workspace])
+    ev = await collect(s.advance(UserPrompt("slow")))
+    notices = [e.text for e in ev if isinstance(e, Notice)]
+    assert any("MCP server mute is unavailable: did not start within 1.5 s" in n for n in notices), notices
+    slow = final(ev, "s1")
+    assert slow.status is ToolCallStatus.FAILED and slow.error.type == "timeout"
+    assert "did not answer within 1 s" in slow.error.message
+    assert text_of(ev) == "slept"  # the server itself is fine: the next call answers
+
+
 async def test_b15_tool_list_refreshes_on_list_changed(
     core_factory: Any, script: Any, workspace: Path, server_script: Path
 ) -> None:
