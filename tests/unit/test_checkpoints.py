@@ -128,12 +128,12 @@ async def test_g5_restore_refuses_when_a_file_changed_since(
 
 
 async def test_g5_restore_after_restart_and_outside_the_workspace(
-    core_factory: Any, script: Any, workspace: Path, sqlite_url: str
+    core_factory: Any, script: Any, workspace: Path, db_url: str
 ) -> None:
     git = shutil.which("git")
     if git:
         git_out(git, workspace, "init", "-q")
-    core = await core_factory(script(STEPS))
+    core = await core_factory(script(STEPS), db=db_url)
     s = await core.create_session([workspace], approval_mode="auto-edit")
     await three_edits(s)
     await core.close()
@@ -145,7 +145,7 @@ async def test_g5_restore_after_restart_and_outside_the_workspace(
             git_out(git, workspace, "for-each-ref") == ""
         )  # no commits, branches or refs made behind the user's back
 
-    core2 = await core_factory(script(STEPS), db=sqlite_url)
+    core2 = await core_factory(script(STEPS), db=db_url)
     s2 = await core2.get_session(s.id)
     assert s2 is not None
     assert "3" in text_of(await collect(s2.advance(UserPrompt("/restore"))))
