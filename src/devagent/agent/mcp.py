@@ -247,6 +247,7 @@ class McpConnection:
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._refreshing: asyncio.Task[None] | None = None
+        self._stale = False
         self._stderr: Any = None
 
     # lifecycle
@@ -372,18 +373,21 @@ class McpConnection:
         inner = getattr(message, "root", message)
         if isinstance(inner, mcp_types.ToolListChangedNotification):
             # Not from inside the SDK's receive loop: listing waits for an answer that loop delivers.
+            self._stale = True
             if self._refreshing is None or self._refreshing.done():
                 self._refreshing = asyncio.create_task(self._refresh())
 
     async def _refresh(self) -> None:
-        await asyncio.sleep(0)
-        if self.state != "ready" or self._client is None:
-            return
-        try:
-            await self._list_tools()
-            log.info("MCP server %s: tool list changed (%d tools)", self.spec.name, len(self.tools))
-        except Exception as e:
-            log.warning("MCP server %s: could not refresh its tools: %s", self.spec.name, e)
+        while self._stale:  # a change announced during a refresh is listed again
+            self._stale = False
+            await asyncio.sleep(0)
+            if self.state != "ready" or self._client is None:
+                return
+            try:
+                await self._list_tools()
+                log.info("MCP server %s: tool list changed (%d tools)", self.spec.name, len(self.tools))
+            except Exception as e:
+                log.warning("MCP server %s: could not refresh its tools: %s", self.spec.name, e)
 
     async def _listen(self) -> None:
         """On 2026-07-28 connections change notifications need a `subscriptions/listen` stream;
