@@ -1,5 +1,6 @@
 """A2A overhead: the same scripted turn through devagent and through a bare a2a-sdk agent that
-emits the same number of events, both on SQLite task stores, each server in its own process.
+emits the same number of events, both on SQLite task stores (or the bare one in memory:
+--bare-store memory), each server in its own process.
 
 Prints, for each: mean time per streamed turn (turns back to back), time to first event (back
 to back, and on an idle server), events per second, and the overhead ratio (devagent / bare);
@@ -92,13 +93,19 @@ def serve_bare(port: int, tmp: Path, events: int) -> None:
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
     )
-    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp / 'bare.db'}")
-    store = DatabaseTaskStore(engine)
+    store: Any
+    if os.environ.get("BENCH_BARE_STORE") == "memory":
+        from a2a.server.tasks import InMemoryTaskStore
+
+        store = InMemoryTaskStore()
+    else:
+        store = DatabaseTaskStore(create_async_engine(f"sqlite+aiosqlite:///{tmp / 'bare.db'}"))
     handler = DefaultRequestHandler(agent_executor=Bare(), task_store=store, agent_card=card)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
-        await store.initialize()
+        if hasattr(store, "initialize"):
+            await store.initialize()
         yield
         await handler.aclose()
 
@@ -139,8 +146,12 @@ async def one_turn(client: Any, url: str) -> tuple[float, float, int]:
     return time.perf_counter() - t0, first, n
 
 
-def start(role: str, port: int, tmp: Path, n: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+def start(role: str, port: int, tmp: Path, n: int, bare_store: str = "sqlite") -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src"),
+        "BENCH_BARE_STORE": bare_store,
+    }
     return subprocess.Popen(
         [sys.executable, __file__, "--serve", role, "--port", str(port), "--tmp", str(tmp), "--n", str(n)],
         env=env,
@@ -214,7 +225,7 @@ async def main(args: argparse.Namespace) -> None:
             p.wait()
         # Task + working + n updates + completed: the bare agent emits the same count
         bare_updates = dev["events"] - 3
-        p = start("bare", args.port + 1, tmp, bare_updates)
+        p = start("bare", args.port + 1, tmp, bare_updates, args.bare_store)
         try:
             url = f"http://127.0.0.1:{args.port + 1}/"
             await wait_ready(url)
@@ -223,7 +234,8 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             p.terminate()
             p.wait()
-    print(f"events per turn: devagent {dev['events']}, bare a2a-sdk {bare['events']}")
+    store = args.bare_store
+    print(f"events per turn: devagent {dev['events']}, bare a2a-sdk {bare['events']} ({store} task store)")
     print(f"{'':24}{'devagent':>12}{'bare sdk':>12}")
     rows = [
         ("turn mean (ms)", "turn_mean_ms"),
@@ -253,6 +265,12 @@ if __name__ == "__main__":
     ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--concurrent", type=int, default=200)
     ap.add_argument("--chunks", type=int, default=40)
+    ap.add_argument(
+        "--bare-store",
+        choices=["sqlite", "memory"],
+        default="sqlite",
+        help="the bare agent's task store: SQLite like devagent's (default) or in memory",
+    )
     a = ap.parse_args()
     if a.serve == "devagent":
         serve_devagent(a.port, a.tmp, a.n)
