@@ -357,7 +357,8 @@ def test_b15_tool_names_are_unambiguous() -> None:
 
 async def test_b15_mcp_not_imported_until_used() -> None:
     code = (
-        "import sys, devagent.agent.core, devagent.agent.session, devagent.config, devagent.agent.mcp; "
+        "import sys, devagent.agent.core, devagent.agent.session, devagent.config, devagent.agent.mcp, "
+        "devagent.agent.checkpoints, devagent.agent.commands, devagent.wire.server, devagent.a2a.app; "
         "print('mcp' in sys.modules)"
     )
     out = await asyncio.to_thread(
