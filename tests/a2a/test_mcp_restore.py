@@ -35,7 +35,14 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
         {"items": [{"tool_call": {"name": "web__add", "args": {"a": 40, "b": 2}, "id": "m1"}}]},
         {
             "items": [
-                {"tool_call": {"name": "write_file", "args": {"path": "f.txt", "content": "x\n"}, "id": "w1"}}
+                {"tool_call": {"name": "web__picture", "args": {}, "id": "p1"}},  # the server is allowed now
+                {
+                    "tool_call": {
+                        "name": "write_file",
+                        "args": {"path": "f.txt", "content": "x\n"},
+                        "id": "w1",
+                    }
+                },
             ]
         },
         {"items": [{"text": "sum and file done"}]},
@@ -68,6 +75,10 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
             ups = tool_updates(evs)
             done = [u for u in ups if u["tool_call_id"] == "m1"][-1]
             assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "42"}
+            pic = [u for u in ups if u["tool_call_id"] == "p1"][-1]["output"]["structured_data"]
+            assert "a red dot" in pic["text"] and "[image image/png" in pic["text"]
+            image = next(b for b in pic["content"] if b["type"] == "image")
+            assert image["mime_type"] == "image/png" and image["data"]  # the picture reaches the client
             assert [u for u in ups if u["tool_call_id"] == "w1"][-1]["status"] == "SUCCEEDED"
             assert (workspace / "f.txt").read_text() == "x\n"
             assert evs[-1]["status"]["state"] == "completed"

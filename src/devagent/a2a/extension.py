@@ -93,9 +93,19 @@ def tool_output_json(o: ToolOutput) -> dict[str, Any]:
     output, say), else the structured data."""
     if o.diff is not None:
         return {"diff": file_diff_json(o.diff)}
+    if _mcp_rich(o.data):  # B15: an MCP result's images reach the client, with the text
+        return {"structured_data": {"text": o.text, **o.data}}
     if o.text or o.data is None:
         return {"text": o.text}
     return {"structured_data": o.data if isinstance(o.data, dict) else {"value": o.data}}
+
+
+def _mcp_rich(data: Any) -> bool:
+    """An MCP tool result (core `mcp.convert_result`) with images or other non-text content,
+    which the text output would only describe."""
+    if not isinstance(data, dict) or "mcp" not in data:
+        return False
+    return any(isinstance(c, dict) and c.get("type") != "text" for c in data.get("content") or [])
 
 
 def tool_call_json(c: ToolCall) -> dict[str, Any]:
