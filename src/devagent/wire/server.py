@@ -143,6 +143,7 @@ class Turn:
     finished: set[str] = field(default_factory=set)  # call ids whose ToolResult event was sent
     requested: dict[str, str] = field(default_factory=dict)  # call id -> request id
     notices: list[Notice] = field(default_factory=list)  # held until the next event
+    task: asyncio.Task[Any] | None = None  # the task driving it
 
 
 @dataclass(eq=False)
@@ -217,19 +218,21 @@ class WireServer:
     async def shutdown(self) -> None:
         self._stopping = True
         turn = self.turn
-        if turn is not None and turn.advancing and not turn.cancel_sent and self.session is not None:
+        if turn is not None and turn.advancing and self.session is not None:
             # A running turn is stopped (its state is stored); a turn that waits for the client
-            # stays waiting in the store, and a later `--session` resumes it.
-            turn.cancel_sent = True
+            # stays waiting in the store, and a later `--session` resumes it. Queued prompts do
+            # not start (`_stopping`).
             turn.cancel_event.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.session.cancel(), 10)
+            if not turn.cancel_sent:
+                turn.cancel_sent = True
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.session.cancel(), 10)
+            if turn.task is not None:
+                # Let it write its TurnEnd and the prompt's answer: stdout may still be read.
+                await asyncio.wait({turn.task}, timeout=3)
         for p in self.pending.values():
             if p.timer:
                 p.timer.cancel()
-        if self._tasks:
-            # Let the stopped turn write its TurnEnd and prompt answer (stdout may still be read).
-            await asyncio.wait(list(self._tasks), timeout=2)
         for t in list(self._tasks):
             t.cancel()
         if self._tasks:
@@ -435,6 +438,8 @@ class WireServer:
                     self.send(pr.message)
         # Prompts are served one at a time, in the order they came (a second one waits, W4).
         async with self._turn_lock:
+            if self._stopping:
+                return
             turn = Turn(id=uuid.uuid4().hex, prompt_id=rpc_id)
             self.turn = turn  # a cancel applies from now on, also while the core is loading
             try:
@@ -445,6 +450,9 @@ class WireServer:
                 self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
                 return
             await self._resume_locked(session)  # a stored turn that waits comes first
+            if self._stopping:
+                self.turn = None
+                return
             self.turn = turn
             await self._sync_tools(session)
             self.send(m.turn_begin(user_input))
@@ -496,6 +504,7 @@ class WireServer:
     ) -> None:
         self.turn = turn
         turn.begun = True
+        turn.task = asyncio.current_task()
         end: TurnEnd | None = None
         try:
             end = await self._drive(session, turn, first, waiting)
