@@ -339,3 +339,38 @@ def test_stdin_closing_stops_the_running_turn_and_drops_queued_prompts(
         rest.append(json.loads(line))
     assert any(is_response(m, "p1") and m["result"] == {"status": "cancelled"} for m in rest)
     assert not [m for m in rest if m.get("method") == "event" and m["params"]["type"] == "TurnBegin"]
+
+
+def test_parallel_requests_answered_one_by_one(start_wire: Callable[..., WireProc], work_dir: Path) -> None:
+    steps = [
+        {
+            "items": [
+                shell("tc-a", "echo a > a.txt"),
+                {"tool_call": {"id": "tc-b", "name": "open_in_ide", "args": {"path": "b"}}},
+                shell("tc-c", "echo c > c.txt"),
+            ]
+        },
+        {"items": [{"text": "results: {last_tool_results}"}]},
+    ]
+    w = start_wire(steps)
+    w.initialize(tools=[EXT_TOOL])
+    w.prompt("go")
+    requests = []
+    while len(requests) < 3:
+        _, req = w.until(lambda m: m.get("method") == "request")
+        requests.append(req)
+    by_call = {
+        (r["params"]["payload"].get("tool_call_id") or r["params"]["payload"]["id"]): r for r in requests
+    }
+    assert set(by_call) == {"tc-a", "tc-b", "tc-c"}
+    w.approve(by_call["tc-a"], "approve")
+    msgs, _ = w.until(lambda m: m.get("method") == "event" and m["params"]["type"] == "ToolResult")
+    assert not [m for m in msgs if m.get("method") == "request"]  # nothing is asked twice
+    w.respond("tc-b", ok_result("tc-b", "opened b"))
+    w.approve(by_call["tc-c"], "reject")
+    msgs, resp = w.until(lambda m: is_response(m, "p1"))
+    assert resp["result"] == {"status": "finished"}
+    assert not [m for m in msgs if m.get("method") == "request"]
+    assert (work_dir / "a.txt").exists() and not (work_dir / "c.txt").exists()
+    assert "opened b" in text_of(msgs)
+    w.close()
