@@ -182,6 +182,22 @@ async def test_g5_checkpoint_of_a_waiting_step_and_save_memory(
     assert len(await s.messages()) == 2
 
 
+async def test_g5_an_edit_that_changes_nothing_leaves_no_checkpoint(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    spec = script(
+        [
+            [call("edit", {"path": "README.md", "old_string": "nope", "new_string": "x"}, "e1")],
+            [{"text": "failed"}],
+        ]
+    )
+    core = await core_factory(spec)
+    s = await core.create_session([workspace], approval_mode="auto-edit")
+    ev = await collect(s.advance(UserPrompt("edit")))
+    assert [e.call.status for e in ev if isinstance(e, ToolCallUpdate)][-1] is ToolCallStatus.FAILED
+    assert "No checkpoints" in text_of(await collect(s.advance(UserPrompt("/restore"))))
+
+
 async def test_g5_restore_usage_errors(core_factory: Any, script: Any, workspace: Path) -> None:
     core = await core_factory(script([[{"text": "hi"}]]))
     s = await core.create_session([workspace])

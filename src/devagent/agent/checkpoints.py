@@ -263,14 +263,15 @@ async def _record_after(session: Session, ckpt: Checkpoint) -> None:
         f.after = _current_state(Path(f.path))
     engine = await _engine(session)
     table = _table()
-    from sqlalchemy import update
+    from sqlalchemy import delete, update
 
+    where = (table.c.session_id == session.id, table.c.seq == ckpt.seq)
     async with engine.begin() as conn:
-        await conn.execute(
-            update(table)
-            .where(table.c.session_id == session.id, table.c.seq == ckpt.seq)
-            .values(data=json.dumps(ckpt.to_json()))
-        )
+        if all(not f.too_large and f.after == f.before_state for f in ckpt.files):
+            # The edit changed nothing (it failed, or wrote the same bytes): nothing to restore.
+            await conn.execute(delete(table).where(*where))
+        else:
+            await conn.execute(update(table).where(*where).values(data=json.dumps(ckpt.to_json())))
 
 
 async def list_checkpoints(session: Session) -> list[Checkpoint]:
