@@ -19,6 +19,9 @@ from tests.a2a.helpers import auth, call, results, rpc, stream, v03_message
 DEVAGENT = [sys.executable, "-m", "devagent"]
 
 
+PROCS: dict[str, subprocess.Popen[str]] = {}
+
+
 @contextmanager
 def serve_process(args: list[str]) -> Iterator[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -38,6 +41,7 @@ def serve_process(args: list[str]) -> Iterator[str]:
                 url = m.group(1)
                 break
         assert url, f"server did not start (exit {p.poll()})"
+        PROCS[url] = p
         yield url
     finally:
         p.terminate()
@@ -142,3 +146,42 @@ async def test_push_registered_before_restart_keeps_its_version(
 
             await hook.wait_for(done, within=20)
             assert all(b.get("kind") == "task" for _, b in hook.received)
+
+
+async def test_turn_cut_off_by_a_crash_is_reported(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """A6 A3: a task whose turn was running when the server died reads back `failed` with the
+    reason (not `working` forever); the conversation continues in its context."""
+    import json as _json
+    import signal
+
+    steps = [
+        {"items": [{"text": "starting "}, {"sleep": 30}, {"text": "never"}]},
+        {"items": [{"text": "back again"}]},
+    ]
+    model = script(steps)
+    args = ["--db", sqlite_url, "--workspace-root", str(workspace.parent), "--token", "tok", "--model", model]
+    async with httpx.AsyncClient(timeout=30) as c:
+        with serve_process(args) as url:
+            m = v03_message("go", settings={"workspace_path": str(workspace)})
+            seen: list[dict[str, Any]] = []
+            async with c.stream(
+                "POST", url, json=rpc("message/stream", {"message": m}), headers=auth("tok")
+            ) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data:"):
+                        seen.append(_json.loads(line[5:])["result"])
+                        if any(e.get("kind") == "status-update" and e["status"].get("message") for e in seen):
+                            break
+            task = seen[0]
+            # die without a clean shutdown
+            pid = PROCS[url].pid
+            os.kill(pid, signal.SIGKILL)
+        with serve_process(args) as url:
+            got = (await call(c, url, rpc("tasks/get", {"id": task["id"]}), auth("tok")))["result"]
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "server stopped" in got["status"]["message"]["parts"][0]["text"]
+            m = v03_message("/help", context_id=task["contextId"])
+            res = (await call(c, url, rpc("message/send", {"message": m}), auth("tok")))["result"]
+            assert res["status"]["state"] == "completed"

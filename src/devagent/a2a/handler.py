@@ -7,6 +7,7 @@ contextId of a taskId-only follow-up is inherited (a2a-python #1206).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,10 @@ from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERM
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
     CancelTaskRequest,
+    GetTaskRequest,
     Message,
+    Part,
+    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_RUNNING_STATES = frozenset((TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING))
 MAX_ID_LEN = 36  # the SDK's task table stores ids in VARCHAR(36) (PostgreSQL enforces it)
 
 
@@ -110,6 +115,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             task = await self.store.get(msg.task_id, context)
             if task is None:
                 raise TaskNotFoundError(f"Task {msg.task_id} not found")
+            task = await self._settle_orphan(task, context)
             context_id = task.context_id
             context.state[CONTEXT_KEY] = context_id
             if (
@@ -130,6 +136,46 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if unknown:
                 raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
         context.state[PREPARED_KEY] = prepared
+
+    async def _settle_orphan(self, task: Task, context: ServerCallContext) -> Task:
+        """A task stored as running that no turn in this process runs was cut off by a server
+        stop or crash: record that it failed, so clients see what happened and may go on (the
+        conversation itself is the core's and continues)."""
+        if (
+            task.status.state not in _RUNNING_STATES
+            or await self._active_task_registry.get(task.id) is not None
+        ):
+            return task
+        reason = "the server stopped while this turn was running; send the message again to continue"
+        if task.status.HasField("message"):
+            task.history.append(task.status.message)
+        status = TaskStatus(
+            state=TaskState.TASK_STATE_FAILED,
+            message=Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_AGENT,
+                parts=[Part(text=reason)],
+                task_id=task.id,
+                context_id=task.context_id,
+            ),
+        )
+        status.timestamp.GetCurrentTime()
+        task.status.CopyFrom(status)
+        task.metadata.update(ext.event_metadata(ext.STATE_CHANGE, "", reason))
+        await self.store.save(task, context)
+        return task
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        task: Task | None = await super().on_get_task(params, context)
+        if task is not None and task.status.state in _RUNNING_STATES:
+            stored = await self.store.get(params.id, context)  # whole, not cut to historyLength
+            if (
+                stored is not None
+                and (await self._settle_orphan(stored, context)).status.state != task.status.state
+            ):
+                again: Task | None = await super().on_get_task(params, context)
+                return again
+        return task
 
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
         """B14: an extension client continues a finished task with the same taskId (RFC step 10).
@@ -160,6 +206,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
         """The SDK keeps a resubscription to a parked task open forever; close it at an
         interrupted or terminal state as the spec says."""
         stop = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
+        stored = await self.store.get(params.id, context)
+        if stored is not None:
+            await self._settle_orphan(stored, context)
         agen = super().on_subscribe_to_task(params, context)
         try:
             async for ev in agen:

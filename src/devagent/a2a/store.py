@@ -2,9 +2,9 @@
 
 The SDK saves the whole task (history included) on every event: for a streamed answer of a few
 hundred text pieces that is a few hundred growing writes per turn, the dominant cost of the event
-path. While a task is `submitted` or `working`, this store keeps the latest snapshot in memory and
-writes it at most every `delay` seconds; any other state (input-required, completed, failed,
-canceled) is written at once, after any pending snapshot, so everything a client or a restart
+path. While a task is `working`, this store keeps the latest snapshot in memory and writes it at most
+every `delay` seconds; any other state (submitted, input-required, completed, failed, canceled)
+is written at once, after any pending snapshot, so everything a client or a restart
 needs (a pause waiting for a confirmation, the end of a turn) is on disk when the stream says so.
 Reads see the pending snapshot. The conversation itself is the core's transcript, which the
 core stores on its own.
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# States a task passes through while a turn runs: written behind. Every state a turn stops in
-# (input-required, auth-required, completed, failed, canceled, rejected) is written at once.
-_BUFFERED = frozenset((TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING))
+# The state a task is in while a turn runs: written behind. The task's creation (submitted) and
+# every state a turn stops in (input-required, completed, failed, canceled, ...) are written at once.
+_BUFFERED = frozenset((TaskState.TASK_STATE_WORKING,))
 
 
 class BufferedTaskStore(TaskStore):
