@@ -374,3 +374,27 @@ def test_parallel_requests_answered_one_by_one(start_wire: Callable[..., WirePro
     assert (work_dir / "a.txt").exists() and not (work_dir / "c.txt").exists()
     assert "opened b" in text_of(msgs)
     w.close()
+
+
+def test_unreadable_approval_answers_count_as_reject(
+    start_wire: Callable[..., WireProc], work_dir: Path
+) -> None:
+    steps = [
+        {"items": [shell("tc-1", "echo 1 > one.txt")]},
+        {"items": [shell("tc-2", "echo 2 > two.txt")]},
+        {"items": [{"text": "done"}]},
+    ]
+    w = start_wire(steps)
+    w.prompt("go")
+    _, req = w.until_request("ApprovalRequest")
+    w.send({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -1, "message": "user closed the dialog"}})
+    msgs, req = w.until_request("ApprovalRequest")
+    assert events(msgs, "ApprovalResponse")[0]["response"] == "reject"
+    w.respond(req["id"], {"request_id": req["id"], "response": "maybe"})
+    msgs, resp = w.until(lambda m: is_response(m, "p1"))
+    bad = [m for m in msgs if "error" in m and m.get("id") is None]
+    assert bad and bad[0]["error"]["message"] == "Invalid response"
+    assert [e["response"] for e in events(msgs, "ApprovalResponse")] == ["reject"]
+    assert resp["result"] == {"status": "finished"}
+    assert not (work_dir / "one.txt").exists() and not (work_dir / "two.txt").exists()
+    w.close()
