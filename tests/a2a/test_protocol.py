@@ -249,6 +249,12 @@ async def test_extended_card_and_long_ids(
     refused with -32602 rather than a database error."""
     async with running_server(script(TEXT), sqlite_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
+            r = await c.post(srv.url, json=rpc("agent/getAuthenticatedExtendedCard", {}), headers=auth())
+            assert r.headers["x-a2a-extensions"] == EXTENSION_URI  # activation echo (B1)
+            r = await c.post(
+                srv.url, json=rpc("agent/getAuthenticatedExtendedCard", {}), headers=auth(ext=False)
+            )
+            assert "x-a2a-extensions" not in r.headers
             res = await call(c, srv.url, rpc("agent/getAuthenticatedExtendedCard", {}), auth())
             assert res["result"]["capabilities"]["extensions"][0]["uri"] == EXTENSION_URI
             res = await call(c, srv.url, rpc("GetExtendedAgentCard", {}), auth(v1=True))

@@ -277,6 +277,13 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         response: Response = await sdk_endpoint(request)
         if method in _V03_METHODS and isinstance(response, JSONResponse):
             response = _mend_v03(response, method)
+        # Activation echo (B1): v0.3 SDKs read the activated extensions from this header.
+        asked = ",".join(
+            request.headers.getlist("x-a2a-extensions") + request.headers.getlist("a2a-extensions")
+        )
+        if ext.EXTENSION_URI in asked:
+            response.headers["X-A2A-Extensions"] = ext.EXTENSION_URI
+            response.headers["A2A-Extensions"] = ext.EXTENSION_URI
         return response
 
     def _mend_v03(response: JSONResponse, method: str) -> JSONResponse:
