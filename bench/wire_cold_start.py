@@ -33,7 +33,11 @@ INIT = {
             {
                 "name": "open_in_ide",
                 "description": "Open file in IDE",
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                },
             }
         ],
     },
@@ -48,7 +52,9 @@ def one_run(cmd: list[str], tmp: Path) -> float:
     env["DEVAGENT_DATA_DIR"] = str(tmp / "data")
     argv = [*cmd, "--session", str(uuid.uuid4()), "--work-dir", str(work)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write((json.dumps(INIT) + "\n").encode())
     proc.stdin.flush()
@@ -65,7 +71,9 @@ def one_run(cmd: list[str], tmp: Path) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--cmd", default=f"{shlex.quote(sys.executable)} -m devagent --wire", help="server command")
+    ap.add_argument(
+        "--cmd", default=f"{shlex.quote(sys.executable)} -m devagent --wire", help="server command"
+    )
     args = ap.parse_args()
     cmd = shlex.split(args.cmd)
     times: list[float] = []
