@@ -175,6 +175,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         task_store=task_store,
         agent_card=card,
         push_config_store=push_store,
+        on_new_task=push_store.new_task,
         push_sender=sender,
         push_url_validator=sender.validate_url,
         extended_agent_card=card,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
@@ -45,7 +45,12 @@ MAX_ID_LEN = 36  # the SDK's task table stores ids in VARCHAR(36) (PostgreSQL en
 
 
 class InheritContextBuilder(SimpleRequestContextBuilder):
-    """A taskId-only follow-up keeps its task's contextId (the handler looked the task up)."""
+    """A taskId-only follow-up keeps its task's contextId (the handler looked the task up).
+    `on_new_task` learns the id of every task a message creates."""
+
+    def __init__(self, on_new_task: Callable[[str], None] | None = None) -> None:
+        super().__init__()
+        self._on_new_task = on_new_task
 
     async def build(
         self,
@@ -57,7 +62,10 @@ class InheritContextBuilder(SimpleRequestContextBuilder):
     ) -> RequestContext:
         if task_id and not context_id:
             context_id = context.state.get(CONTEXT_KEY) or None
-        return await super().build(context, params, task_id, context_id, task)
+        built = await super().build(context, params, task_id, context_id, task)
+        if not task_id and built.task_id and self._on_new_task is not None:
+            self._on_new_task(built.task_id)
+        return built
 
 
 def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> Prepared:
@@ -82,11 +90,17 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
 
 
 class DevagentRequestHandler(DefaultRequestHandler):
-    def __init__(self, executor: DevagentExecutor, task_store: TaskStore, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        executor: DevagentExecutor,
+        task_store: TaskStore,
+        on_new_task: Callable[[str], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             agent_executor=executor,
             task_store=task_store,
-            request_context_builder=InheritContextBuilder(),
+            request_context_builder=InheritContextBuilder(on_new_task),
             **kwargs,
         )
         self.devagent = executor

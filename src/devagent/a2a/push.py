@@ -116,6 +116,13 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
         # tasks that have none
         self._has_configs: dict[str, bool] = {}
 
+    def new_task(self, task_id: str) -> None:
+        """A task created in this process has no configs until one is set (the SDK sets the
+        configs given with the message right after creating the task)."""
+        if len(self._has_configs) > 10_000:
+            self._has_configs.clear()
+        self._has_configs.setdefault(task_id, False)
+
     def known_without_configs(self, task_id: str) -> bool:
         return self._has_configs.get(task_id) is False
 
