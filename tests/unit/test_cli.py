@@ -85,24 +85,28 @@ def test_g3_run_asks_at_the_terminal(tmp_path: Path, workspace: Path) -> None:
         os.execve(sys.executable, [*DEVAGENT, "run", "go", "-w", str(workspace), "-m", spec], env)
     seen = b""
     answered = False
+    status = None
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
+    try:
+        while time.monotonic() < deadline:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
                 break
-            if not chunk:
-                break
-            seen += chunk
-        if not answered and b"[n] no" in seen:
-            os.write(fd, b"y\n")
-            answered = True
-    if time.monotonic() >= deadline:
-        os.kill(pid, 9)
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:  # the child closed the terminal: it is exiting
+                    pass
+            if not answered and b"[n] no" in seen:
+                os.write(fd, b"y\n")
+                answered = True
+    finally:
+        if status is None:  # never leave the child behind, never block on it
+            os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+        os.close(fd)
     assert answered, seen.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, seen.decode(errors="replace")
     assert (workspace / "out.txt").read_text() == "from-shell\n"

@@ -423,3 +423,39 @@ async def test_g5_init_writes_agents_md_through_permission(
     assert isinstance(events[-1], NeedsInput)  # the edit asks, as any edit does
     events = await collect(s.advance(Resume(decisions=[Decision("g", "proceed_once")])))
     assert (workspace / "AGENTS.md").read_text() == "# Guide\n"
+
+
+async def test_cancel_twice_and_cancel_before_the_turn_starts(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    spec = script([[{"sleep": 5}, {"text": "late"}], [{"text": "next"}]])
+    core = await core_factory(spec)
+    s = await core.create_session([workspace])
+    gen = s.advance(UserPrompt("slow"))
+    first = await gen.__anext__()  # StepBegin: the model is sleeping
+    assert isinstance(first, StepBegin)
+    await asyncio.gather(s.cancel(), s.cancel())  # a second cancel waits; it does not cut the cleanup
+    rest = [e async for e in gen]
+    assert isinstance(rest[-1], TurnEnd) and rest[-1].reason == "cancelled"
+    # a cancel that arrives while the next advance is still starting cancels that turn
+    gen = s.advance(UserPrompt("again"))
+    task = asyncio.ensure_future(gen.__anext__())
+    await asyncio.sleep(0)
+    await s.cancel()
+    events = [await task] + [e async for e in gen]
+    assert events[-1].reason == "cancelled"
+    events = await collect(s.advance(UserPrompt("third")))
+    assert events[-1].reason == "finished"
+
+
+async def test_refusal_feedback_reaches_the_model(core_factory: Any, script: Any, workspace: Path) -> None:
+    spec = script(
+        [[call("write_file", {"path": "a.txt", "content": "A"}, "w")], [{"text": "{last_tool_results}"}]]
+    )
+    core = await core_factory(spec)
+    s = await core.create_session([workspace])
+    await collect(s.advance(UserPrompt("write")))
+    events = await collect(
+        s.advance(Resume(decisions=[Decision("w", "cancel", feedback="use b.txt instead")]))
+    )
+    assert "use b.txt instead" in text_of(events)

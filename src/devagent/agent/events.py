@@ -243,11 +243,13 @@ class UserPrompt:
 @dataclass(slots=True)
 class Decision:
     """An answer to a permission request. `option` is one of the request's option ids;
-    `new_content` replaces what an edit writes (B10)."""
+    `new_content` replaces what an edit writes (B10); `feedback` is what the user said with a
+    refusal, passed on to the model."""
 
     call_id: str
     option: str
     new_content: str | None = None
+    feedback: str | None = None
 
 
 @dataclass(slots=True)

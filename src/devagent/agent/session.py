@@ -87,6 +87,7 @@ class Session:
         self._messages: list[pm.ModelMessage] | None = None
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._turn_started = False
         self._cancel = asyncio.Event()
         self._memory: str | None = None
         self._saved_count = 0  # how many transcript messages are in the store
@@ -107,16 +108,36 @@ class Session:
         """Stop the running turn, or (with `end_waiting`) end the turn that waits for input."""
         task = self._task
         if task is not None and not task.done():
-            self._cancel.set()
-            task.cancel()
+            if not self._cancel.is_set():  # a second cancel only waits: it must not cut the cleanup
+                self._cancel.set()
+                if self._turn_started:
+                    task.cancel()
+                # else: a task cancelled before its first step would never run its cleanup; the
+                # turn sees the event when it starts and ends cancelled.
             try:
                 await asyncio.shield(task)
             except (asyncio.CancelledError, Exception):
                 pass
             return
+        if self._lock.locked() and task is None:
+            # An advance holds the lock but its turn has not started yet (it is loading the
+            # transcript): the turn starts cancelled.
+            self._cancel.set()
+            return
         if end_waiting and self.state.status == "awaiting_input":
             async for _ in self._advance(_CancelWaiting()):
                 pass
+
+    async def set_approval_mode(self, mode: str) -> None:
+        """Change the session's approval mode. The caller is the operator's side (a flag of a local
+        front door): clients' requests go through `AgentCore.effective_approval_mode` instead."""
+        from devagent.agent.state import APPROVAL_MODES
+
+        if mode not in APPROVAL_MODES:
+            raise InputError(f"approval mode {mode!r} is not one of {', '.join(APPROVAL_MODES)}")
+        async with self._lock:
+            self.state.approval_mode = mode
+            await self._save()
 
     def waiting_calls(self) -> list[ToolCall]:
         return [self._tool_call(p) for p in self.state.pending if p.needs and p.result is None]
@@ -174,6 +195,7 @@ class Session:
 
     async def _advance(self, inp: Input | _CancelWaiting) -> AsyncIterator[Event]:
         await self._lock.acquire()
+        self._cancel = asyncio.Event()
         try:
             await self.messages()
             self._validate(inp)
@@ -181,7 +203,6 @@ class Session:
             self._lock.release()
             raise
         queue: asyncio.Queue[Event] = asyncio.Queue()
-        self._cancel = asyncio.Event()
         self._task = asyncio.create_task(self._turn(inp, queue.put_nowait))
         try:
             while True:
@@ -227,6 +248,7 @@ class Session:
                 raise InputError(f"unknown command /{' '.join(inp.path)}; try /help", "unknown_command")
 
     async def _turn(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
+        self._turn_started = True
         try:
             try:
                 await self._turn_body(inp, emit)
@@ -241,10 +263,11 @@ class Session:
                 emit(TurnEnd("error", self._turn_usage(), str(e)))
         finally:
             self._task = None
+            self._turn_started = False
             self._lock.release()
 
     async def _turn_body(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
-        if isinstance(inp, _CancelWaiting):
+        if isinstance(inp, _CancelWaiting) or self._cancel.is_set():
             raise _Cancelled()
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
             from devagent.agent.commands import parse_command_line
@@ -458,7 +481,10 @@ class Session:
             p = pending[d.call_id]
             if d.option == "cancel":
                 p.status = ToolCallStatus.CANCELLED.value
-                p.result = _error_result("the user declined to run this call", "cancelled")
+                reason = "the user declined to run this call"
+                if d.feedback and d.feedback.strip():
+                    reason += f"; the user said: {d.feedback.strip()}"
+                p.result = _error_result(reason, "cancelled")
                 self.state.record_call(p.name, True)
                 emit(ToolCallUpdate(self._tool_call(p)))
                 continue
