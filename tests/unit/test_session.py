@@ -459,3 +459,55 @@ async def test_refusal_feedback_reaches_the_model(core_factory: Any, script: Any
         s.advance(Resume(decisions=[Decision("w", "cancel", feedback="use b.txt instead")]))
     )
     assert "use b.txt instead" in text_of(events)
+
+
+CRASH_MID_TOOL = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.events import ToolCallUpdate, UserPrompt
+
+    async def main():
+        core = await AgentCore.open(CoreConfig(db_url=sys.argv[1], default_model=sys.argv[2],
+                                               approval_mode="yolo"))
+        s = await core.create_session([sys.argv[3]])
+        async for ev in s.advance(UserPrompt("run it")):
+            if isinstance(ev, ToolCallUpdate) and ev.call.live_output:
+                print(s.id, flush=True)
+                os._exit(0)  # the process dies while the shell command runs
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_g6_turn_cut_off_by_a_crash_recovers(script: Any, workspace: Path, sqlite_url: str) -> None:
+    from devagent.agent.core import AgentCore, CoreConfig
+
+    spec = script(
+        [
+            [call("run_shell_command", {"command": "echo begun; sleep 2"}, "s")],
+            [{"text": "after restart: {last_tool_results}"}],
+        ]
+    )
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", CRASH_MID_TOOL, sqlite_url, spec, str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    core = await AgentCore.open(CoreConfig(db_url=sqlite_url, default_model=spec))
+    try:
+        s = await core.get_session(out.stdout.strip())
+        assert s is not None and s.state.status == "idle" and s.waiting_calls() == []
+        # the interrupted call has a result in the transcript, so the model reads what happened
+        returns = [
+            p for m in await s.messages() for p in getattr(m, "parts", []) if p.part_kind == "tool-return"
+        ]
+        assert len(returns) == 1 and "the server restarted while this call ran" in str(returns[0].content)
+        events = await collect(s.advance(UserPrompt("what happened?")))
+        assert events[-1].reason == "finished"
+    finally:
+        await core.close()
