@@ -19,8 +19,10 @@ from a2a.server.events import EventQueue
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from google.protobuf import struct_pb2  # type: ignore[import-untyped]
 
+from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.agent.events import (
+    ClientResult,
     Decision,
     Input,
     InputError,
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
     from devagent.agent.session import Session
+    from devagent.agent.state import ClientTool
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +84,23 @@ class Prepared:
     settings: ext.AgentSettings | None = None
     workspace: str | None = None  # validated AgentSettings.workspace_path
     command: tuple[list[str], str] | None = None  # command/execute: (path, args)
+    # C1-C4: the client's tool set (None: the message carries none, the task's set stays), the
+    # definitions refused before the core saw them, the results as sent and as matched to calls.
+    tools: list[ClientTool] | None = None
+    tools_rejected: list[tuple[str, str]] = field(default_factory=list)
+    raw_results: list[ct.ResultIn] = field(default_factory=list)
+    text_results: ct.TextResults | None = None
+    results: list[ClientResult] = field(default_factory=list)
 
     def to_input(self) -> Input:
         if self.command is not None:
             return RunCommand(self.command[0], self.command[1])
-        if self.confirmations:
+        if self.confirmations or self.results:
             return Resume(
                 decisions=[
                     Decision(c.tool_call_id, c.selected_option_id, c.new_content) for c in self.confirmations
-                ]
+                ],
+                results=list(self.results),
             )
         return UserPrompt(self.text)
 
@@ -116,6 +127,32 @@ def _data_value(d: dict[str, Any]) -> struct_pb2.Value:
     return v
 
 
+def _data_part(d: dict[str, Any], metadata: dict[str, Any]) -> Part:
+    part = Part(data=_data_value(d))
+    part.metadata.update(metadata)
+    return part
+
+
+def tool_calls_part(calls: list[Any]) -> Part:
+    """C4: the calls the client must run, `{"tool_calls": [{id, name, args}]}`."""
+    return _data_part(ct.tool_calls_data(calls), {"type": ct.CALLS_TYPE, "format": ct.FORMAT})
+
+
+def tool_extra(session: Session) -> dict[str, Any]:
+    """What the task's metadata keeps about tools (C2, C7): the client tool set in force, the
+    definitions last refused, and per-tool call and failure counts."""
+    out: dict[str, Any] = {}
+    if session.state.tool_stats:
+        out["tool_stats"] = {k: dict(v) for k, v in session.state.tool_stats.items()}
+    rejected = (session.state.extra.get("a2a") or {}).get("client_tools_rejected") or []
+    if session.state.client_tools or rejected:
+        out["client_tools"] = {
+            "accepted": [t.name for t in session.state.client_tools],
+            "rejected": list(rejected),
+        }
+    return out
+
+
 class _Emitter:
     """Builds and enqueues the TaskStatusUpdateEvents of one execution."""
 
@@ -127,29 +164,31 @@ class _Emitter:
         self.context_id = context_id
         self.model = model
 
-    def _message(self, part: Part) -> Message:
+    def _message(self, parts: list[Part]) -> Message:
         return Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_AGENT,
-            parts=[part],
+            parts=parts,
             task_id=self.task_id,
             context_id=self.context_id,
         )
 
     async def emit(
-        self, state: TaskState, kind: str, part: Part | None = None, error: str | None = None
+        self,
+        state: TaskState,
+        kind: str,
+        part: Part | list[Part] | None = None,
+        error: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
-        status = (
-            TaskStatus(state=state, message=self._message(part))
-            if part is not None
-            else TaskStatus(state=state)
-        )
+        parts = [part] if isinstance(part, Part) else part
+        status = TaskStatus(state=state, message=self._message(parts)) if parts else TaskStatus(state=state)
         status.timestamp.GetCurrentTime()
         ev = TaskStatusUpdateEvent(
             task_id=self.task_id,
             context_id=self.context_id,
             status=status,
-            metadata=ext.event_metadata(kind, self.model, error),
+            metadata=ext.event_metadata(kind, self.model, error, extra),
         )
         await self.queue.enqueue_event(ev)
 
@@ -228,6 +267,8 @@ class DevagentExecutor(AgentExecutor):
         assert session is not None
         em.model = self.model_name(session)
         await em.emit(WORKING, ext.STATE_CHANGE)
+        if prepared.tools is not None or prepared.tools_rejected:
+            await self._apply_client_tools(session, prepared, em)
 
         running = _Running(session)
         self._running[task_id] = running
@@ -237,6 +278,26 @@ class DevagentExecutor(AgentExecutor):
             running.done.set()
             if self._running.get(task_id) is running:
                 del self._running[task_id]
+
+    async def _apply_client_tools(self, session: Session, prepared: Prepared, em: _Emitter) -> None:
+        """C1-C3, C6, C7: the message's tool set replaces the conversation's (the core validates
+        it); every refused definition is reported in a DataPart and in the task's metadata."""
+        rejected = [*prepared.tools_rejected, *await session.set_client_tools(prepared.tools or [])]
+        # Kept with the session (saved with the turn's first write), so the task's metadata
+        # shows the refusals after later turns too.
+        session.state.extra.setdefault("a2a", {})["client_tools_rejected"] = ct.rejected_json(rejected)
+        if rejected:
+            text = "Refused client tools: " + "; ".join(f"{n}: {r}" for n, r in rejected)
+            data = {
+                "rejected_tools": ct.rejected_json(rejected),
+                "accepted_tools": [t.name for t in session.state.client_tools],
+            }
+            await em.emit(
+                WORKING,
+                ext.TEXT_CONTENT,
+                [Part(text=text), _data_part(data, {"type": ct.REJECTED_TYPE, "format": ct.FORMAT})],
+                extra=tool_extra(session),
+            )
 
     async def _translate(
         self, session: Session, inp: Input, em: _Emitter, previous_state: TaskState | None
@@ -287,16 +348,28 @@ class DevagentExecutor(AgentExecutor):
                     elif isinstance(ev, Notice):
                         buf.append(("notice", ev.text, ev.level))
                     elif isinstance(ev, NeedsInput):
-                        buf.append(("end", INPUT_REQUIRED, None))
+                        # C4: the calls the client runs go out with the pause itself.
+                        client_calls = ev.client_calls
+                        buf.append(
+                            (
+                                "end",
+                                INPUT_REQUIRED,
+                                None,
+                                [tool_calls_part(client_calls)] if client_calls else None,
+                            )
+                        )
                     elif isinstance(ev, TurnEnd):
                         if ev.reason == "cancelled":
-                            buf.append(("end", CANCELED, None))
+                            buf.append(("end", CANCELED, None, None))
                         elif ev.reason == "error":
-                            buf.append(("end", FAILED, ev.error or "error"))
+                            buf.append(("end", FAILED, ev.error or "error", None))
                         elif ev.reason == "max_steps_reached":
-                            buf.append(("end", COMPLETED, "maximum number of steps reached"))
+                            msg = ev.error or "maximum number of steps reached"
+                            buf.append(
+                                ("end", COMPLETED, "maximum number of steps reached", [Part(text=msg)])
+                            )
                         else:
-                            buf.append(("end", COMPLETED, None))
+                            buf.append(("end", COMPLETED, None, None))
                     else:  # StepBegin / StatusUpdate carry nothing the extension sends
                         continue
                     wake.set()
@@ -306,7 +379,7 @@ class DevagentExecutor(AgentExecutor):
                 buf.append(("refused", state, str(e)))
             except Exception as e:
                 log.exception("session %s failed", session.id)
-                buf.append(("end", FAILED, f"{type(e).__name__}: {e}"))
+                buf.append(("end", FAILED, f"{type(e).__name__}: {e}", None))
             buf.append(("done",))
             wake.set()
 
@@ -350,10 +423,16 @@ class DevagentExecutor(AgentExecutor):
                 elif kind == "end":
                     if not ended:
                         ended = True
-                        await em.emit(item[1], ext.STATE_CHANGE, error=item[2])
+                        await em.emit(
+                            item[1], ext.STATE_CHANGE, item[3], error=item[2], extra=tool_extra(session)
+                        )
                 elif kind == "refused":
                     ended = True
-                    await em.emit(item[1], ext.STATE_CHANGE, Part(text=item[2]), error=item[2])
+                    parts = [Part(text=item[2])]
+                    waiting = [c for c in session.waiting_calls() if c.awaiting_client]
+                    if item[1] == INPUT_REQUIRED and waiting:  # the calls still wait: say so again
+                        parts.append(tool_calls_part(waiting))
+                    await em.emit(item[1], ext.STATE_CHANGE, parts, error=item[2])
                 else:  # done
                     break
         finally:

@@ -47,11 +47,16 @@ class SettingsError(ValueError):
 # --- agent -> client -----------------------------------------------------------------------------
 
 
-def event_metadata(kind: str, model: str, error: str | None = None) -> dict[str, Any]:
-    """`{URI: DevelopmentToolEvent}` for a TaskStatusUpdateEvent (B2, B5)."""
+def event_metadata(
+    kind: str, model: str, error: str | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`{URI: DevelopmentToolEvent}` for a TaskStatusUpdateEvent (B2, B5). `extra`: further
+    fields (client tools, tool statistics) that the task's metadata keeps from its last event."""
     ev: dict[str, Any] = {"kind": kind, "model": model}
     if error:
         ev["error"] = error
+    if extra:
+        ev.update(extra)
     return {EXTENSION_URI: ev}
 
 

@@ -17,6 +17,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -30,6 +31,7 @@ from a2a.types import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
+from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a.executor import COMMAND_KEY, CONTEXT_KEY, PREPARED_KEY, DevagentExecutor, Prepared, owner_of
 
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from a2a.server.events import Event
     from a2a.server.tasks import TaskStore
+
+    from devagent.agent.events import ClientResult
+    from devagent.agent.session import Session
+    from devagent.agent.state import ClientTool
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +77,30 @@ class InheritContextBuilder(SimpleRequestContextBuilder):
 def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> Prepared:
     texts: list[str] = []
     confirmations: list[ext.Confirmation] = []
+    tools: list[ClientTool] | None = None
+    tools_rejected: list[tuple[str, str]] = []
+    raw_results: list[ct.ResultIn] = []
     for part in message.parts:
         which = part.WhichOneof("content")
         if which == "text":
             texts.append(part.text)
         elif which == "data":
             data = MessageToDict(part.data)
-            if isinstance(data, dict):
+            part_md = MessageToDict(part.metadata) if part.HasField("metadata") else {}
+            part_type = part_md.get("type") if isinstance(part_md, dict) else None
+            if (isinstance(data, dict) and "tools" in data) or part_type == ct.DEFINITIONS_TYPE:
+                # C1: tool definitions (several parts add up)
+                found, refused = ct.parse_definitions(data.get("tools") if isinstance(data, dict) else data)
+                tools = [*(tools or []), *found]
+                tools_rejected += refused
+            elif (isinstance(data, dict) and "tool_results" in data) or part_type == ct.RESULTS_TYPE:
+                try:  # C4: results of client tool calls
+                    raw_results += ct.parse_results(
+                        data.get("tool_results") if isinstance(data, dict) else data
+                    )
+                except ct.ToolResultsError as e:
+                    raise InvalidParamsError(message=str(e)) from None
+            elif isinstance(data, dict):
                 try:
                     c = ext.parse_confirmation(data)
                 except ext.SettingsError as e:
@@ -86,7 +109,35 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
                     confirmations.append(c)
     msg_md = MessageToDict(message.metadata) if message.HasField("metadata") else None
     settings = ext.AgentSettings.from_metadata(msg_md, request_metadata)
-    return Prepared(text="\n".join(texts), confirmations=confirmations, settings=settings)
+    prepared = Prepared(
+        text="\n".join(texts),
+        confirmations=confirmations,
+        settings=settings,
+        tools=tools,
+        tools_rejected=tools_rejected,
+        raw_results=raw_results,
+    )
+    if not raw_results and prepared.text:
+        try:  # the design's plain-text result forms
+            prepared.text_results = ct.parse_text_results(prepared.text)
+        except ct.ToolResultsError as e:
+            raise InvalidParamsError(message=str(e)) from None
+    return prepared
+
+
+def _task_calls(task: Task) -> list[tuple[str, str]]:
+    """The client tool calls a task's current status announces (C4)."""
+    if not task.status.HasField("message"):
+        return []
+    out: list[tuple[str, str]] = []
+    for part in task.status.message.parts:
+        if part.WhichOneof("content") == "data":
+            out += ct.calls_of_data(MessageToDict(part.data))
+    return out
+
+
+def _state_name(state: TaskState) -> str:
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 class DevagentRequestHandler(DefaultRequestHandler):
@@ -121,9 +172,15 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 )
             except ext.SettingsError as e:
                 raise InvalidParamsError(message=str(e)) from None
-        if not prepared.text and not prepared.confirmations:
-            raise InvalidParamsError(message="the message has no text and no ToolCallConfirmation")
+        if not prepared.text and not prepared.confirmations and not prepared.raw_results:
+            raise InvalidParamsError(
+                message="the message has no text, no ToolCallConfirmation and no tool_results"
+            )
 
+        results = prepared.raw_results or (prepared.text_results.entries if prepared.text_results else [])
+        if results and not msg.task_id:
+            # The design's client sends results without taskId: find the task waiting for them.
+            await self._route_results(msg, prepared, context)
         context_id = msg.context_id or None
         if msg.task_id:
             task = await self.store.get(msg.task_id, context)
@@ -132,6 +189,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
             task = await self._settle_orphan(task, context)
             context_id = task.context_id
             context.state[CONTEXT_KEY] = context_id
+            if results:
+                await self._match_results(task, prepared, context)
             if (
                 task.status.state in TERMINAL_TASK_STATES
                 and ext.EXTENSION_URI in context.requested_extensions
@@ -150,6 +209,79 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if unknown:
                 raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
         context.state[PREPARED_KEY] = prepared
+
+    def _match(
+        self, session: Session | None, prepared: Prepared, *, quiet: bool = False
+    ) -> list[ClientResult]:
+        if prepared.raw_results:
+            entries, exact = prepared.raw_results, False
+        else:
+            assert prepared.text_results is not None
+            entries, exact = prepared.text_results.entries, prepared.text_results.exact
+        waiting = session.waiting_calls() if session is not None else []
+        if not any(c.awaiting_client for c in waiting):
+            if quiet:
+                return []
+            raise ct.ToolResultsError("no tool call waits for a result in this task")
+        answered = {p.id for p in session.state.pending if p.result is not None} if session else set()
+        return ct.match_results(entries, waiting, exact=exact, answered=answered)
+
+    async def _match_results(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
+        """C4: the results must answer calls this task waits on; anything else is refused before
+        the task or the conversation changes."""
+        try:
+            if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+                raise ct.ToolResultsError(
+                    f"task {task.id} is not waiting for tool results (it is {_state_name(task.status.state)})"
+                )
+            session = await self.devagent.session_for(owner_of(context), task.context_id, None, create=False)
+            prepared.results = self._match(session, prepared)
+        except ct.ToolResultsError as e:
+            raise InvalidParamsError(message=str(e)) from None
+        prepared.text = ""
+
+    async def _route_results(self, msg: Message, prepared: Prepared, context: ServerCallContext) -> None:
+        """Finds the caller's task that waits for these results (by call ids, or for the text forms
+        by the calls' names) among its own tasks waiting for input, and addresses the message to it.
+        Another owner's tasks are never listed."""
+        ids = {e.tool_call_id for e in prepared.raw_results if e.tool_call_id}
+        found: list[Task] = []
+        page_token = ""
+        for _ in range(50):
+            req = ListTasksRequest(
+                status=TaskState.TASK_STATE_INPUT_REQUIRED, page_size=100, page_token=page_token
+            )
+            if msg.context_id:
+                req.context_id = msg.context_id
+            resp = await self.store.list(req, context)
+            for t in resp.tasks:
+                calls = _task_calls(t)
+                if not calls or (ids and not ids <= {i for i, _ in calls}):
+                    continue
+                if not ids:
+                    session = await self.devagent.session_for(
+                        owner_of(context), t.context_id, None, create=False
+                    )
+                    try:
+                        if not self._match(session, prepared, quiet=True):
+                            continue
+                    except ct.ToolResultsError:
+                        continue
+                found.append(t)
+            page_token = resp.next_page_token
+            if not page_token:
+                break
+        what = f"tool calls {', '.join(sorted(ids))}" if ids else "these tool results"
+        if not found:
+            raise InvalidParamsError(
+                message=f"no task of yours waits for {what}; send the message with its taskId"
+            )
+        if len(found) > 1:
+            raise InvalidParamsError(
+                message=f"several tasks wait for {what} ({', '.join(t.id for t in found)}); send the taskId"
+            )
+        msg.task_id = found[0].id
+        msg.context_id = found[0].context_id
 
     async def _settle_orphan(self, task: Task, context: ServerCallContext) -> Task:
         """A task stored as running that no turn in this process runs was cut off by a server
