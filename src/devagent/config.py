@@ -33,6 +33,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_client_commands": ("DEVAGENT_MCP_CLIENT_COMMANDS", "mcp_client_commands"),
     "mcp_client_http": ("DEVAGENT_MCP_CLIENT_HTTP", "mcp_client_http"),
     "mcp_client_url_prefixes": ("DEVAGENT_MCP_CLIENT_URL_PREFIXES", "mcp_client_url_prefixes"),
+    "mcp_client_private_urls": ("DEVAGENT_MCP_CLIENT_PRIVATE_URLS", "mcp_client_private_urls"),
     "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
 }

@@ -47,7 +47,10 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
         },
         {"items": [{"text": "sum and file done"}]},
     ]
-    async with running_server(script(steps), sqlite_url, workspace) as srv:
+    # the test's MCP server is on loopback: the operator allows that here (default: refused)
+    async with running_server(
+        script(steps), sqlite_url, workspace, core_kw={"mcp_client_private_urls": True}
+    ) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             settings = {
                 "workspace_path": str(workspace),

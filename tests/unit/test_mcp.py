@@ -260,7 +260,7 @@ async def test_b15_http_server_named_by_the_client_and_reconnect_after_restart(
             [{"text": "{last_tool_results}"}],
         ]
     )
-    core = await core_factory(spec)
+    core = await core_factory(spec, mcp_client_private_urls=True)  # the test server is on loopback
     s = await core.create_session([workspace], mcp_servers={"web": {"url": http_server}})
     ev = await collect(s.advance(UserPrompt("http")))
     assert isinstance(ev[-1], NeedsInput), ev
@@ -268,7 +268,7 @@ async def test_b15_http_server_named_by_the_client_and_reconnect_after_restart(
     assert details == McpDetails("web", "add")
     await core.close()  # the process ends while nothing waits... except this permission request
 
-    core2 = await core_factory(spec)
+    core2 = await core_factory(spec, mcp_client_private_urls=True)
     s2 = await core2.get_session(s.id)
     assert s2 is not None and s2.state.mcp_servers == {"web": {"url": http_server}}
     ev = await collect(s2.advance(Resume(decisions=[Decision("h1", "proceed_always_server")])))
@@ -365,3 +365,16 @@ async def test_b15_mcp_not_imported_until_used() -> None:
         subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+async def test_b15_client_named_server_on_a_private_address_is_refused_by_default(
+    core_factory: Any, script: Any, workspace: Path, http_server: str
+) -> None:
+    """A client cannot aim the server at its own network (SSRF): loopback/private addresses are
+    refused unless the operator sets mcp_client_private_urls, as for webhooks (A4)."""
+    core = await core_factory(script([[{"text": "ok"}]]))
+    s = await core.create_session([workspace], mcp_servers={"web": {"url": http_server}})
+    ev = await collect(s.advance(UserPrompt("hi")))
+    notices = [e.text for e in ev if isinstance(e, Notice)]
+    assert any("web was not connected" in n and "loopback/private" in n for n in notices), notices
+    assert not any(d["name"].startswith("web__") for d in s.tool_definitions())

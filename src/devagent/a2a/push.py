@@ -12,18 +12,17 @@ unless the operator allows them.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import socket
 from collections import deque
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 from a2a.auth.user import User
 from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+from devagent.netpolicy import check_outbound_url
 
 if TYPE_CHECKING:
     import httpx
@@ -34,47 +33,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _address_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_loopback
-        or ip.is_private
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-    )
-
-
 async def check_webhook_url(url: str, allow_private: bool) -> str | None:
     """None if the URL may be called, else the reason it may not."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "not a URL"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "webhook URL must be http(s)://host/..."
-    if allow_private:
-        return None
-    host = parts.hostname
-    try:
-        addrs = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, parts.port or 443, type=socket.SOCK_STREAM
-            )
-        except OSError:
-            return f"cannot resolve {host}"
-        addrs = [ipaddress.ip_address(str(i[4][0]).split("%")[0]) for i in infos]
-    for a in addrs:
-        if not _address_allowed(a):
-            return (
-                f"{host} resolves to {a}, a loopback/private address "
-                "(start the server with --allow-private-webhooks)"
-            )
-    return None
+    return await check_outbound_url(
+        url,
+        allow_private=allow_private,
+        what="webhook URL",
+        hint="start the server with --allow-private-webhooks",
+    )
 
 
 def _is_v03(context: ServerCallContext) -> bool:

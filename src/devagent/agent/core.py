@@ -54,6 +54,8 @@ class CoreConfig:
     mcp_client_commands: tuple[str, ...] = ()  # stdio commands a client may start; empty: none
     mcp_client_http: bool = True  # may a client name streamable-HTTP servers
     mcp_client_url_prefixes: tuple[str, ...] = ()  # non-empty: a client's server URL must start with one
+    # May a client name MCP servers at loopback/private addresses (SSRF guard, like webhooks)?
+    mcp_client_private_urls: bool = False
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, TextDelta, ToolKind
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.netpolicy import check_outbound_url
 
 if TYPE_CHECKING:
     from devagent.agent.core import CoreConfig
@@ -577,6 +578,7 @@ class ServerEntry:
     refused: str = ""
     conn: McpConnection | None = None
     cwd: str = ""
+    address_checked: bool = False  # a client-named URL's address was checked (netpolicy)
 
 
 @dataclass(slots=True)
@@ -647,6 +649,17 @@ class McpManager:
         """Starts the session's servers that have not started yet (concurrently, bounded by the
         start timeout) and reports, once per session, servers refused or failed since."""
         entries = self.session_servers(session)
+        for e in entries:
+            if e.origin == "session" and e.spec.url and not e.refused and not e.address_checked:
+                e.address_checked = True
+                reason = await check_outbound_url(
+                    e.spec.url,
+                    allow_private=self.config.mcp_client_private_urls,
+                    what="an MCP server URL",
+                    hint="the operator can allow such addresses with mcp_client_private_urls",
+                )
+                if reason:
+                    e.refused, e.conn = reason, None
         conns = [e.conn for e in entries if e.conn is not None and e.conn.state in ("idle", "starting")]
         if conns:
             await asyncio.gather(*(c.start() for c in conns))
