@@ -3,7 +3,6 @@ as `tool_calls`, results coming back as `tool_results` or in the design's plain-
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -83,7 +82,9 @@ def message(
     return m
 
 
-async def send(c: httpx.AsyncClient, url: str, msg: dict[str, Any], *, v1: bool = False, token: str = TOKEN) -> Any:
+async def send(
+    c: httpx.AsyncClient, url: str, msg: dict[str, Any], *, v1: bool = False, token: str = TOKEN
+) -> Any:
     """Blocking `message/send` (the design's sample client) / 1.0 `SendMessage`; the whole answer."""
     method = "SendMessage" if v1 else "message/send"
     return await call(c, url, rpc(method, {"message": msg}), auth(token, ext=False, v1=v1))
@@ -96,7 +97,9 @@ async def send_ok(c: httpx.AsyncClient, url: str, msg: dict[str, Any], **kw: Any
     return task["task"] if "task" in task else task
 
 
-async def stream_ok(c: httpx.AsyncClient, url: str, msg: dict[str, Any], *, ext: bool = False) -> list[dict[str, Any]]:
+async def stream_ok(
+    c: httpx.AsyncClient, url: str, msg: dict[str, Any], *, ext: bool = False
+) -> list[dict[str, Any]]:
     return results(await stream(c, url, rpc("message/stream", {"message": msg}), auth(ext=ext)))
 
 
@@ -142,10 +145,15 @@ async def test_c1_c4_single_call_message_send(
         {"items": [tc("get_weather", {"location": "San Francisco, CA"}, "w1")]},
         {"items": [{"text": "Weather: {last_tool_results}"}]},
     ]
-    async with running_server(script(steps), sqlite_url, workspace) as srv, httpx.AsyncClient(timeout=30) as c:
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
         task = await send_ok(c, srv.url, message("What's the weather in SF?", tools_part(TOOLS)))
         assert state(task) == "input-required"
-        assert calls_of(task) == [{"id": "w1", "name": "get_weather", "args": {"location": "San Francisco, CA"}}]
+        assert calls_of(task) == [
+            {"id": "w1", "name": "get_weather", "args": {"location": "San Francisco, CA"}}
+        ]
         assert meta(task)["client_tools"] == {"accepted": ["get_weather", "read_config"], "rejected": []}
         reply = results_part({"tool_call_id": "w1", "name": "get_weather", "result": {"temp": "18C"}})
         done = await send_ok(c, srv.url, message(None, reply, task_id=task["id"]))
@@ -169,13 +177,18 @@ async def test_c5_several_calls_in_one_step_answered_in_two_messages(
         },
         {"items": [{"text": "Both: {last_tool_results}"}]},
     ]
-    async with running_server(script(steps), sqlite_url, workspace) as srv, httpx.AsyncClient(timeout=30) as c:
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
         evs = await stream_ok(c, srv.url, message("weather and config", tools_part(TOOLS)))
         task_id = evs[0]["id"]
         assert evs[-1]["final"] is True and state(evs[-1]) == "input-required"
         assert [x["id"] for x in calls_of(evs[-1])] == ["a", "b"]
         evs = await stream_ok(
-            c, srv.url, message(None, results_part({"tool_call_id": "b", "result": "debug=true"}), task_id=task_id)
+            c,
+            srv.url,
+            message(None, results_part({"tool_call_id": "b", "result": "debug=true"}), task_id=task_id),
         )
         assert state(evs[-1]) == "input-required" and evs[-1]["final"] is True
         assert calls_of(evs[-1]) == [{"id": "a", "name": "get_weather", "args": {"location": "SF"}}]
@@ -185,3 +198,200 @@ async def test_c5_several_calls_in_one_step_answered_in_two_messages(
         assert state(evs[-1]) == "completed"
         text = "".join(p["text"] for e in evs for p in parts_of(e) if "text" in p)
         assert text == "Both: sunny\ndebug=true"
+
+
+async def test_c5_chain_across_turns_and_c3_tool_sets(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C3 C5: a chain of client calls, each answered by a new message; a follow-up without tools
+    keeps the task's set, a follow-up with a set replaces it."""
+    steps = [
+        {"items": [tc("get_weather", {"location": "SF"}, "c1")]},
+        {"items": [tc("read_config", {"file_path": "/etc/x"}, "c2")]},
+        {"items": [{"text": "chain done: {last_tool_results}"}]},
+        {"items": [tc("read_config", {"file_path": "/etc/y"}, "c3")]},
+        {"items": [{"text": "kept"}]},
+        {"items": [tc("get_weather", {"location": "NY"}, "c4")]},
+        {"items": [{"text": "replaced: {last_tool_results}"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        t = await send_ok(c, srv.url, message("go", tools_part(TOOLS)))
+        assert calls_of(t)[0]["id"] == "c1"
+        t = await send_ok(
+            c,
+            srv.url,
+            message(None, results_part({"tool_call_id": "c1", "result": "sunny"}), task_id=t["id"]),
+        )
+        assert state(t) == "input-required" and calls_of(t)[0]["name"] == "read_config"
+        t = await send_ok(
+            c, srv.url, message(None, results_part({"tool_call_id": "c2", "result": "x=1"}), task_id=t["id"])
+        )
+        assert state(t) == "completed" and "chain done: x=1" in history_text(t)
+        assert meta(t)["tool_stats"] == {
+            "get_weather": {"calls": 1, "failures": 0},
+            "read_config": {"calls": 1, "failures": 0},
+        }
+        # A new task in the same conversation, no tools: the set stays.
+        t2 = await send_ok(c, srv.url, message("again", context_id=t["contextId"]))
+        assert state(t2) == "input-required" and calls_of(t2)[0]["id"] == "c3"
+        t2 = await send_ok(
+            c, srv.url, message(None, results_part({"tool_call_id": "c3", "result": "y"}), task_id=t2["id"])
+        )
+        assert state(t2) == "completed"
+        # A set without get_weather replaces it: the model's call of get_weather fails as unknown.
+        t3 = await send_ok(
+            c, srv.url, message("only config", tools_part([CONFIG]), context_id=t["contextId"])
+        )
+        assert state(t3) == "completed" and calls_of(t3) == []
+        assert "unknown tool 'get_weather'" in history_text(t3)
+        assert meta(t3)["client_tools"]["accepted"] == ["read_config"]
+
+
+async def test_c5_client_tool_error(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C5 C7: a result with `error` fails the call; the model sees the error; stats count it."""
+    steps = [
+        {"items": [tc("get_weather", {"location": "Atlantis"}, "e1")]},
+        {"items": [{"text": "Sorry: {last_tool_results}"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        evs = await stream_ok(c, srv.url, message("weather in Atlantis", tools_part([WEATHER])), ext=True)
+        task_id = evs[0]["id"]
+        err = results_part({"tool_call_id": "e1", "name": "get_weather", "error": "no such city"})
+        evs = await stream_ok(c, srv.url, message(None, err, task_id=task_id), ext=True)
+        failed = [u for u in tool_updates(evs) if u["tool_call_id"] == "e1"][-1]
+        assert failed["status"] == "FAILED" and failed["error"]["message"] == "no such city"
+        assert state(evs[-1]) == "completed"
+        assert "no such city" in "".join(p.get("text", "") for e in evs for p in parts_of(e))
+        assert dev_meta(evs[-1])["tool_stats"]["get_weather"] == {"calls": 1, "failures": 1}
+
+
+async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C4 and issue 4 item 5: a local call and a client call in one step; the local one runs first;
+    only the client call goes out as tool_calls; an extension client sees the client call as a
+    ToolCall (PENDING, then SUCCEEDED with the client's result)."""
+    steps = [
+        {
+            "items": [
+                tc("read_file", {"path": "ws/README.md"}, "l1"),
+                tc("get_weather", {"location": "SF"}, "r1"),
+            ]
+        },
+        {"items": [{"text": "{last_tool_results}"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        evs = await stream_ok(c, srv.url, message("readme and weather", tools_part(TOOLS)), ext=True)
+        ups = tool_updates(evs)
+        local = [u for u in ups if u["tool_call_id"] == "l1"]
+        assert local[-1]["status"] == "SUCCEEDED"
+        remote = [u for u in ups if u["tool_call_id"] == "r1"]
+        assert remote[0]["status"] == "PENDING" and remote[0]["tool_name"] == "get_weather"
+        assert remote[0]["input_parameters"] == {"location": "SF"} and "confirmation_request" not in remote[0]
+        assert calls_of(evs[-1]) == [{"id": "r1", "name": "get_weather", "args": {"location": "SF"}}]
+        evs = await stream_ok(
+            c,
+            srv.url,
+            message(None, results_part({"tool_call_id": "r1", "result": "sunny"}), task_id=evs[0]["id"]),
+            ext=True,
+        )
+        done = [u for u in tool_updates(evs) if u["tool_call_id"] == "r1"][-1]
+        assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "sunny"}
+        text = "".join(p.get("text", "") for e in evs for p in parts_of(e))
+        assert "# Demo project" in text and "sunny" in text
+
+
+async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C2 C6 C7: every refused definition comes back with its reason (a DataPart in the reply and
+    the task's metadata); the valid ones are used; a built-in name is refused as a collision; the
+    server's denylist refuses a name."""
+    bad = [
+        WEATHER,
+        {
+            "type": "tool",
+            "function": {"name": "wrong_type", "description": "", "parameters": {"type": "object"}},
+        },
+        {"type": "function", "function": {"name": "no_desc", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "bad_params", "description": "d", "parameters": "x"}},
+        {
+            "type": "function",
+            "function": {
+                "name": "bad_schema",
+                "description": "d",
+                "parameters": {"type": "object", "properties": {"a": {"type": 5}}},
+            },
+        },
+        {
+            "type": "function",
+            "function": {"name": "read_file", "description": "mine", "parameters": {"type": "object"}},
+        },
+        {
+            "type": "function",
+            "function": {"name": "forbidden", "description": "d", "parameters": {"type": "object"}},
+        },
+        "not an object",
+    ]
+    steps = [{"items": [tc("get_weather", {"location": "SF"}, "v1")]}, {"items": [{"text": "ok"}]}]
+    async with (
+        running_server(
+            script(steps), sqlite_url, workspace, core_kw={"client_tool_deny": ("forbidden",)}
+        ) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        evs = await stream_ok(c, srv.url, message("hi", tools_part(bad)))
+        report = [
+            p
+            for e in evs
+            for p in parts_of(e)
+            if (p.get("metadata") or {}).get("type") == "tool-definitions-rejected"
+        ]
+        assert len(report) == 1
+        reasons = {r["name"]: r["reason"] for r in report[0]["data"]["rejected_tools"]}
+        assert reasons["wrong_type"] == "'type' must be \"function\""
+        assert reasons["no_desc"] == "'function.description' must be a string"
+        assert "JSON Schema" in reasons["bad_params"]
+        assert reasons["bad_schema"].startswith("invalid JSON Schema")
+        assert reasons["read_file"] == "conflicts with builtin tool"
+        assert reasons["forbidden"] == "not allowed by server policy"
+        assert reasons["#7"] == "a tool definition must be an object"
+        assert report[0]["data"]["accepted_tools"] == ["get_weather"]
+        assert state(evs[-1]) == "input-required" and calls_of(evs[-1])[0]["name"] == "get_weather"
+        got = (await call(c, srv.url, rpc("tasks/get", {"id": evs[0]["id"]}), auth()))["result"]
+        md = meta(got)["client_tools"]
+        assert md["accepted"] == ["get_weather"] and {r["name"] for r in md["rejected"]} == set(reasons)
+
+
+async def test_c5_step_limit(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+    """C5: the server's maximum number of model steps per turn ends a tool loop with a clear message."""
+    steps = [{"items": [tc("get_weather", {"location": "SF"}, f"s{i}")]} for i in range(5)]
+    async with (
+        running_server(script(steps), sqlite_url, workspace, core_kw={"max_steps": 2}) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        t = await send_ok(c, srv.url, message("loop", tools_part([WEATHER])))
+        t = await send_ok(
+            c, srv.url, message(None, results_part({"tool_call_id": "s0", "result": "r"}), task_id=t["id"])
+        )
+        assert state(t) == "input-required" and calls_of(t)[0]["id"] == "s1"
+        t = await send_ok(
+            c, srv.url, message(None, results_part({"tool_call_id": "s1", "result": "r"}), task_id=t["id"])
+        )
+        assert state(t) == "completed"
+        assert (
+            t["status"]["message"]["parts"][0]["text"]
+            == "Stopped after 2 model steps in one turn (the server's limit)."
+        )
+        assert meta(t)["error"] == "maximum number of steps reached"
