@@ -235,7 +235,7 @@ class DevagentExecutor(AgentExecutor):
     def model_name(self, session: Session | None) -> str:
         if session is not None and session.state.model:
             return session.state.model
-        return self.core.config.default_model or "default"
+        return self.core.default_model
 
     # --- AgentExecutor ------------------------------------------------------------------------
 
@@ -257,7 +257,7 @@ class DevagentExecutor(AgentExecutor):
         previous_state = task.status.state if task is not None else None
 
         owner = owner_of(call_context)
-        em = _Emitter(event_queue, task_id, context_id, self.core.config.default_model or "default")
+        em = _Emitter(event_queue, task_id, context_id, self.core.default_model)
         try:
             session = await self.session_for(owner, context_id, prepared)
         except Exception as e:  # an unusable workspace, a model that cannot be built

@@ -132,6 +132,8 @@ class BootApp:
             from devagent.agent.core import AgentCore
 
             self._core = await AgentCore.open(self._core_config)
+            # Which model serves, said plainly: with none configured that is the offline demo.
+            print(f"devagent: {self._core.model_explanation}", file=sys.stderr, flush=True)
             app = create_app(self._core, self._settings)
             self._lifespan = _InnerLifespan(app)
             await self._lifespan.startup()

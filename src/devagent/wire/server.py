@@ -369,6 +369,9 @@ class WireServer:
         cfg = self.opts.config
         core = await AgentCore.open(cfg)
         self.core = core
+        if not self.opts.model:  # said plainly (on stderr; stdout is protocol only)
+            level = logging.WARNING if core.default_model == "demo" else logging.INFO
+            log.log(level, "%s", core.model_explanation)
         session = None
         if self.opts.session_id:
             session = await core.get_session(self.opts.session_id)
@@ -376,7 +379,7 @@ class WireServer:
                 log.info("resumed session %s (%s)", session.id, session.state.status)
                 if cfg.approval_mode == "yolo" and session.state.approval_mode != "yolo":
                     # --yolo when resuming: the operator's choice for this server.
-                    session.state.approval_mode = "yolo"
+                    await session.set_approval_mode("yolo")
         if session is None:
             session = await core.create_session(
                 [self.opts.work_dir],
