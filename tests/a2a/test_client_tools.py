@@ -3,6 +3,7 @@ as `tool_calls`, results coming back as `tool_results` or in the design's plain-
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,7 @@ def tc(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
     return {"tool_call": {"name": name, "args": args, "id": cid}}
 
 
-def tools_part(tools: list[dict[str, Any]], *, count: bool = True, v1: bool = False) -> dict[str, Any]:
+def tools_part(tools: list[Any], *, count: bool = True, v1: bool = False) -> dict[str, Any]:
     md: dict[str, Any] = {"type": "tool-definitions", "format": "langchain"}
     if count:
         md["count"] = len(tools)
@@ -318,7 +319,7 @@ async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
     """C2 C6 C7: every refused definition comes back with its reason (a DataPart in the reply and
     the task's metadata); the valid ones are used; a built-in name is refused as a collision; the
     server's denylist refuses a name."""
-    bad = [
+    bad: list[Any] = [
         WEATHER,
         {
             "type": "tool",
@@ -395,3 +396,193 @@ async def test_c5_step_limit(script: Callable[[list[Any]], str], sqlite_url: str
             == "Stopped after 2 model steps in one turn (the server's limit)."
         )
         assert meta(t)["error"] == "maximum number of steps reached"
+
+
+async def test_c4_plain_text_results_of_the_design_without_ids(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C4: the design's sample client answers in text, without taskId/contextId, re-sending its
+    tools (metadata without count): `Tool "X" returned: ...` one call per message, `Tool results:
+    [...]` for a whole step, `Tool X failed: ...` for an error."""
+    steps = [
+        {
+            "items": [
+                tc("get_weather", {"location": "SF"}, "p1"),
+                tc("read_config", {"file_path": "/a"}, "p2"),
+            ]
+        },
+        {"items": [tc("get_weather", {"location": "NY"}, "p3"), tc("get_weather", {"location": "LA"}, "p4")]},
+        {"items": [tc("read_config", {"file_path": "/b"}, "p5")]},
+        {"items": [{"text": "final: {last_tool_results}"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        t = await send_ok(c, srv.url, message("weather and config", tools_part(TOOLS)))
+        task_id = t["id"]
+        # One call per message, in any order, no ids at all.
+        t = await send_ok(
+            c,
+            srv.url,
+            message('Tool "read_config" returned: {"content": "debug"}', tools_part(TOOLS, count=False)),
+        )
+        assert (
+            t["id"] == task_id and state(t) == "input-required" and [x["id"] for x in calls_of(t)] == ["p1"]
+        )
+        t = await send_ok(
+            c, srv.url, message('Tool "get_weather" returned: "sunny"', tools_part(TOOLS, count=False))
+        )
+        assert t["id"] == task_id and [x["id"] for x in calls_of(t)] == ["p3", "p4"]
+        # A whole step as `Tool results:` (same-named calls in call order); one missing is refused.
+        partial = await send(c, srv.url, message('Tool results: [{"name": "get_weather", "result": "rain"}]'))
+        assert partial["error"]["code"] == -32602 and "missing results" in partial["error"]["message"]
+        entries = [{"name": "get_weather", "result": "rain"}, {"name": "get_weather", "error": "LA is down"}]
+        t = await send_ok(
+            c, srv.url, message(f"Tool results: {json.dumps(entries)}", tools_part(TOOLS, count=False))
+        )
+        assert t["id"] == task_id and calls_of(t) == [
+            {"id": "p5", "name": "read_config", "args": {"file_path": "/b"}}
+        ]
+        # The error form of the design's error handling (no tools, no ids).
+        t = await send_ok(c, srv.url, message("Tool read_config failed: ENOENT: no such file"))
+        assert t["id"] == task_id and state(t) == "completed"
+        assert "final: Error (client_error): ENOENT: no such file" in history_text(t)
+        assert meta(t)["tool_stats"] == {
+            "get_weather": {"calls": 3, "failures": 1},
+            "read_config": {"calls": 2, "failures": 1},
+        }
+
+
+async def test_c4_followup_without_ids_same_owner_only(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C4: a tool_results DataPart without taskId/contextId finds its task by the call ids, among
+    the sender's own tasks only."""
+    steps = [
+        {"items": [tc("get_weather", {"location": "SF"}, "call_x9")]},
+        {"items": [{"text": "got {last_tool_results}"}]},
+    ]
+    async with (
+        running_server(
+            script(steps), sqlite_url, workspace, tokens={TOKEN: "alice", "bob-token": "bob"}
+        ) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        t = await send_ok(c, srv.url, message("weather", tools_part([WEATHER])))
+        reply = message(
+            None, results_part({"tool_call_id": "call_x9", "name": "get_weather", "result": "warm"})
+        )
+        res = await send(c, srv.url, reply, token="bob-token")
+        assert (
+            res["error"]["code"] == -32602
+            and "no task of yours waits for tool calls call_x9" in res["error"]["message"]
+        )
+        res = await send(c, srv.url, message('Tool "get_weather" returned: "warm"'), token="bob-token")
+        assert res["error"]["code"] == -32602
+        done = await send_ok(c, srv.url, reply)
+        assert done["id"] == t["id"] and done["contextId"] == t["contextId"] and state(done) == "completed"
+        assert "got warm" in history_text(done)
+
+
+async def test_c4_bad_results_are_refused_and_change_nothing(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C4: unknown ids, a result without result/error, a call answered twice, results for a call
+    no longer pending, a text result naming no waiting call: each a JSON-RPC error; the task keeps
+    waiting for the same calls."""
+    steps = [
+        {
+            "items": [
+                tc("get_weather", {"location": "SF"}, "k1"),
+                tc("read_config", {"file_path": "/a"}, "k2"),
+            ]
+        },
+        {"items": [{"text": "done"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        t = await send_ok(c, srv.url, message("go", tools_part(TOOLS)))
+        tid = t["id"]
+        cases = [
+            (
+                results_part({"tool_call_id": "nope", "result": 1}),
+                "no tool call nope is waiting for a result",
+            ),
+            (results_part({"tool_call_id": "k1"}), "tool result for k1 has neither 'result' nor 'error'"),
+            (
+                results_part({"tool_call_id": "k1", "result": 1}, {"tool_call_id": "k1", "result": 2}),
+                "appears twice",
+            ),
+            (
+                results_part({"tool_call_id": "k1", "name": "read_config", "result": 1}),
+                "is a call of get_weather",
+            ),
+            ({"kind": "text", "text": 'Tool "other_tool" returned: 1'}, "no call of tool 'other_tool'"),
+        ]
+        for part, why in cases:
+            res = await send(c, srv.url, message(None, part, task_id=tid))
+            assert res["error"]["code"] == -32602 and why in res["error"]["message"], res
+        got = (await call(c, srv.url, rpc("tasks/get", {"id": tid}), auth()))["result"]
+        assert state(got) == "input-required" and [x["id"] for x in calls_of(got)] == ["k1", "k2"]
+        # k1 answered: a second answer for it is refused as no longer pending.
+        await send_ok(
+            c, srv.url, message(None, results_part({"tool_call_id": "k1", "result": "a"}), task_id=tid)
+        )
+        res = await send(
+            c, srv.url, message(None, results_part({"tool_call_id": "k1", "result": "b"}), task_id=tid)
+        )
+        assert "k1 is no longer pending" in res["error"]["message"]
+        t = await send_ok(
+            c, srv.url, message(None, results_part({"tool_call_id": "k2", "result": "b"}), task_id=tid)
+        )
+        assert state(t) == "completed"
+        # The task is finished: results for it are refused.
+        res = await send(
+            c, srv.url, message(None, results_part({"tool_call_id": "k2", "result": "b"}), task_id=tid)
+        )
+        assert "is not waiting for tool results (it is completed)" in res["error"]["message"]
+
+
+async def test_c1_c4_a2a_v1(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+    """C1 C4 over A2A 1.0: SendMessage with `{"data": {"tools": ...}}`, the calls in the task's
+    status, the results as a 1.0 data part without ids; SendStreamingMessage too."""
+    steps = [
+        {"items": [tc("get_weather", {"location": "SF"}, "n1")]},
+        {"items": [{"text": "v1: {last_tool_results}"}]},
+        {"items": [tc("read_config", {"file_path": "/c"}, "n2")]},
+        {"items": [{"text": "streamed"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        t = await send_ok(c, srv.url, message("hi", tools_part(TOOLS, v1=True), v1=True), v1=True)
+        assert t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert calls_of(t) == [{"id": "n1", "name": "get_weather", "args": {"location": "SF"}}]
+        done = await send_ok(
+            c,
+            srv.url,
+            message(None, results_part({"tool_call_id": "n1", "result": "fine"}, v1=True), v1=True),
+            v1=True,
+        )
+        assert done["id"] == t["id"] and done["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert "v1: fine" in history_text(done)
+        body = rpc("SendStreamingMessage", {"message": message("more", context_id=t["contextId"], v1=True)})
+        evs = results(await stream(c, srv.url, body, auth(ext=False, v1=True)))
+        last = evs[-1]["statusUpdate"]
+        assert last["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" and calls_of(last)[0]["id"] == "n2"
+        reply = message(
+            None,
+            results_part({"tool_call_id": "n2", "result": "c"}, v1=True),
+            task_id=last["taskId"],
+            v1=True,
+        )
+        evs = results(
+            await stream(
+                c, srv.url, rpc("SendStreamingMessage", {"message": reply}), auth(ext=False, v1=True)
+            )
+        )
+        assert evs[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -265,7 +265,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
                     try:
                         if not self._match(session, prepared, quiet=True):
                             continue
-                    except ct.ToolResultsError:
+                    except ct.ToolResultsError as e:
+                        near.append(f"{e} (task {t.id})")
                         continue
                 found.append(t)
             page_token = resp.next_page_token
@@ -273,6 +274,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 break
         what = f"tool calls {', '.join(sorted(ids))}" if ids else "these tool results"
         if not found:
+        near: list[str] = []  # why the tasks waiting for calls of these names do not fit
             raise InvalidParamsError(
                 message=f"no task of yours waits for {what}; send the message with its taskId"
             )
@@ -299,6 +301,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
             state=TaskState.TASK_STATE_FAILED,
             message=Message(
                 message_id=str(uuid.uuid4()),
+        if not found and len(near) == 1:
+            raise InvalidParamsError(message=near[0])
                 role=Role.ROLE_AGENT,
                 parts=[Part(text=reason)],
                 task_id=task.id,
