@@ -152,6 +152,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.card import build_card
     from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
+    from devagent.a2a.legacy_rest import rest_routes
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
     from devagent.a2a.store import BufferedTaskStore
 
@@ -321,6 +322,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         *create_agent_card_routes(card, card_url=CARD_PATHS[1]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/", rpc, methods=["POST"]),
+        # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
+        *rest_routes(handler, executor, ctx_builder, push_store.new_task),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.handler = handler

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 PREPARED_KEY = "devagent.prepared"
 COMMAND_KEY = "devagent.command"
+LEGACY_KEY = "devagent.legacy"  # B16: the LegacyRequest of a request in the legacy dialect
 CONTEXT_KEY = "devagent.context_id"
 _HANDOFF_YIELDS = 12
 _SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
@@ -157,6 +158,8 @@ class _Emitter:
     """Builds and enqueues the TaskStatusUpdateEvents of one execution."""
 
     __slots__ = ("context_id", "model", "queue", "task_id")
+    # The ToolCall JSON of this dialect (the legacy emitter has its own): read once per turn.
+    tool_json = staticmethod(ext.tool_call_json)
 
     def __init__(self, queue: EventQueue, task_id: str, context_id: str, model: str) -> None:
         self.queue = queue
@@ -242,6 +245,8 @@ class DevagentExecutor(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         call_context = context.call_context
         prepared: Prepared | None = call_context.state.get(PREPARED_KEY) if call_context else None
+        # B16: a legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
+        lreq = call_context.state.get(LEGACY_KEY) if call_context else None
         if prepared is None:
             prepared = Prepared(text=context.get_user_input())
         task = context.current_task
@@ -253,11 +258,19 @@ class DevagentExecutor(AgentExecutor):
             )
             if context.message is not None:
                 first.history.append(context.message)
+            if lreq is not None:  # the task keeps its dialect in its metadata
+                from devagent.a2a import legacy
+
+                first.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, self.core.default_model))
             await event_queue.enqueue_event(first)
         previous_state = task.status.state if task is not None else None
 
         owner = owner_of(call_context)
         em = _Emitter(event_queue, task_id, context_id, self.core.default_model)
+        if lreq is not None:
+            from devagent.a2a import legacy
+
+            em = legacy.LegacyEmitter(event_queue, task_id, context_id, em.model, lreq.outcomes)
         try:
             session = await self.session_for(owner, context_id, prepared)
         except Exception as e:  # an unusable workspace, a model that cannot be built
@@ -267,6 +280,9 @@ class DevagentExecutor(AgentExecutor):
         assert session is not None
         em.model = self.model_name(session)
         await em.emit(WORKING, ext.STATE_CHANGE)
+        if lreq is not None and lreq.reannounce:  # B16 modify_with_editor: nothing for the core
+            await em.reannounce(session.waiting_calls(), lreq.edits)  # type: ignore[attr-defined]
+            return
         if prepared.tools is not None or prepared.tools_rejected:
             await self._apply_client_tools(session, prepared, em)
 
@@ -310,6 +326,7 @@ class DevagentExecutor(AgentExecutor):
         anyway). An idle stream sends every piece as it comes."""
         buf: deque[tuple[Any, ...]] = deque()
         wake = asyncio.Event()
+        tool_json = em.tool_json
 
         async def pump() -> None:
             thought_subject = held = ""
@@ -326,7 +343,7 @@ class DevagentExecutor(AgentExecutor):
                             buf.append(("text", ev.text))
                     elif isinstance(ev, ToolCallUpdate):
                         c = ev.call
-                        buf.append(("tool", c.id, c.status, ext.tool_call_json(c)))
+                        buf.append(("tool", c.id, c.status, tool_json(c)))
                     elif isinstance(ev, ThoughtDelta):
                         if ev.subject:
                             thought_subject = ev.subject
@@ -462,4 +479,8 @@ class DevagentExecutor(AgentExecutor):
             if session is not None and session.state.status == "awaiting_input":
                 await session.cancel()
             em = _Emitter(event_queue, task_id, task.context_id, self.model_name(session))
+            from devagent.a2a import legacy
+
+            if legacy.is_legacy_task(task):
+                em = legacy.LegacyEmitter(event_queue, task_id, task.context_id, em.model)
             await em.emit(CANCELED, ext.STATE_CHANGE)

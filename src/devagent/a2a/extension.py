@@ -186,7 +186,12 @@ class AgentSettings:
                     )
             legacy = md.get(LEGACY_KEY)
             if isinstance(legacy, dict) and legacy.get("kind") == "agent-settings":
-                return cls(workspace_path=_opt_str(legacy.get("workspacePath")))
+                # B16: autoExecute asks for yolo, which the core grants only if server policy
+                # allows it; isTrusted is never taken from a client.
+                return cls(
+                    workspace_path=_opt_str(legacy.get("workspacePath")),
+                    approval_mode="yolo" if legacy.get("autoExecute") is True else None,
+                )
         return None
 
 

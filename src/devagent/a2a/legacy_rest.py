@@ -1,0 +1,297 @@
+"""The REST routes of Gemini CLI's a2a-server (B16): `GET /listCommands`, `POST /executeCommand`,
+`POST /tasks`, `GET /tasks/metadata`, `GET /tasks/{id}/metadata`, with the same JSON shapes and
+status codes, behind the same bearer authentication as everything else (the auth middleware wraps
+the whole app).
+
+Differences from the original, on purpose: `init` is listed; streaming commands are valid SSE
+(frames separated by a blank line); commands run in a devagent conversation (`contextId` in the
+body names one, else the caller's own command conversation) in the server's first workspace root;
+`POST /tasks` never takes `isTrusted` or `autoExecute` beyond server policy.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from devagent.a2a import extension as ext
+from devagent.a2a import legacy
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from devagent.a2a.executor import DevagentExecutor
+    from devagent.a2a.handler import DevagentRequestHandler
+    from devagent.agent.commands import CommandInfo
+    from devagent.agent.session import Session
+
+# Commands that act through the model: their events stream (SSE), as the original's `init` does.
+STREAMING = frozenset(("init",))
+# The original's names for commands devagent spells differently.
+ALIASES = {"restore list": "restore"}
+REST_CONTEXT = "devagent-rest-commands"  # the caller's conversation for commands without contextId
+
+_MCP_STATUS = {"ready": "connected", "starting": "connecting", "closed": "disconnected"}
+
+
+def command_json(info: CommandInfo, prefix: str = "") -> dict[str, Any]:
+    """The original's listing: sub-commands carry their full name ("memory show")."""
+    name = prefix + info.name
+    return {
+        "name": name,
+        "description": info.description,
+        "arguments": [
+            {"name": a.name, "description": a.description, "isRequired": bool(a.required)}
+            for a in info.arguments
+        ],
+        "subCommands": [command_json(s, name + " ") for s in info.sub_commands],
+    }
+
+
+def state_name(state: int) -> str:
+    from a2a.types import TaskState
+
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")  # type: ignore[arg-type]
+
+
+def _error(status: int, message: str) -> Response:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def rest_routes(
+    handler: DevagentRequestHandler,
+    executor: DevagentExecutor,
+    ctx_builder: Any,
+    on_new_task: Callable[[str], None] | None = None,
+) -> list[Route]:
+    from a2a.types import (
+        ListTasksRequest,
+        Message,
+        Part,
+        Role,
+        SendMessageRequest,
+        Task,
+        TaskState,
+        TaskStatus,
+    )
+    from a2a.utils.errors import A2AError
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    from devagent.a2a.executor import COMMAND_KEY, Prepared, owner_of
+    from devagent.agent.commands import registry
+    from devagent.agent.events import InputError, Notice, TextDelta
+
+    settings = executor.settings
+
+    async def body_of(request: Request) -> Any:
+        try:
+            return await request.json()
+        except Exception:
+            return None
+
+    async def list_commands(request: Request) -> Response:
+        return JSONResponse({"commands": [command_json(c) for c in registry().list()]})
+
+    async def execute_command(request: Request) -> Response:
+        body = await body_of(request)
+        body = body if isinstance(body, dict) else {}
+        command = body.get("command")
+        if not isinstance(command, str):
+            return _error(400, 'Invalid "command" field.')
+        args = body.get("args")
+        if "args" in body and not isinstance(args, list):
+            return _error(400, '"args" field must be an array.')
+        name = ALIASES.get(command.strip(), command.strip())
+        path = name.split()
+        if not path or registry().find(path) is None:
+            return _error(404, f"Command not found: {command}")
+        arg_text = " ".join(str(a) for a in args or [])
+        cid = body.get("contextId")
+        context_id = cid if isinstance(cid, str) and cid else None
+        call_context = ctx_builder.build(request)
+        if path[0] in STREAMING:
+            return await _stream_command(request, call_context, path, arg_text, context_id)
+        owner = owner_of(call_context)
+        try:
+            session = await executor.session_for(owner, context_id or REST_CONTEXT, None)
+            assert session is not None
+            return JSONResponse({"name": command, "data": await _run(session, path, arg_text)})
+        except InputError as e:
+            return _error(400, str(e))
+        except Exception as e:
+            return _error(500, str(e) or type(e).__name__)
+
+    async def _run(session: Session, path: list[str], args: str) -> Any:
+        out: list[str] = []
+        errors: list[str] = []
+        async for ev in session.run_command(path, args):
+            if isinstance(ev, TextDelta):
+                out.append(ev.text)
+            elif isinstance(ev, Notice):
+                (errors if ev.level == "error" else out).append(ev.text)
+        if errors:
+            return {"type": "message", "messageType": "error", "content": "\n".join(errors)}
+        return "".join(out).rstrip("\n")
+
+    async def _stream_command(
+        request: Request, call_context: Any, path: list[str], args: str, context_id: str | None
+    ) -> Response:
+        """A command acting through the model runs as a legacy task; its events stream as SSE,
+        one `data:` frame per event, blank-line separated. The task can be continued (answer a
+        permission request) with message/stream on its taskId."""
+        from a2a.compat.v0_3 import conversions
+        from a2a.utils import proto_utils
+
+        msg = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            parts=[Part(text="/" + " ".join(path) + (f" {args}" if args else ""))],
+        )
+        if context_id:
+            msg.context_id = context_id
+        msg.metadata.update(
+            {legacy.KEY: {"kind": legacy.AGENT_SETTINGS, "workspacePath": str(settings.workspace_roots[0])}}
+        )
+        call_context.state["method"] = "message/stream"
+        call_context.state[COMMAND_KEY] = (path, args)
+        agen = handler.on_message_send_stream(SendMessageRequest(message=msg), call_context)
+        try:
+            first = await agen.__anext__()
+        except StopAsyncIteration:
+            return _error(500, "the command produced no events")
+        except A2AError as e:
+            return _error(400, e.message or type(e).__name__)
+        except Exception as e:
+            return _error(500, str(e) or type(e).__name__)
+
+        def frame(ev: Any) -> str:
+            tid = ev.id if isinstance(ev, Task) else getattr(ev, "task_id", "")
+            resp = conversions.to_compat_stream_response(proto_utils.to_stream_response(ev), tid)
+            return f"data: {resp.model_dump_json(by_alias=True, exclude_none=True)}\n\n"
+
+        async def frames() -> AsyncIterator[str]:
+            try:
+                yield frame(first)
+                async for ev in agen:
+                    yield frame(ev)
+            except A2AError as e:
+                err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": e.message}}
+                yield f"event: error\ndata: {json.dumps(err)}\n\n"
+            finally:
+                await agen.aclose()
+
+        return StreamingResponse(
+            frames(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def create_task(request: Request) -> Response:
+        """Creates a legacy task without running it: 201 and the id as a JSON string."""
+        body = await body_of(request)
+        body = body if isinstance(body, dict) else {}
+        cid = body.get("contextId")
+        context_id = cid if isinstance(cid, str) and cid else str(uuid.uuid4())
+        if len(context_id) > 36:
+            return _error(400, "contextId longer than 36 characters")
+        raw = body.get("agentSettings")
+        st = ext.AgentSettings.from_metadata({legacy.KEY: raw}) if isinstance(raw, dict) else None
+        prepared = Prepared(settings=st)
+        if st is not None and st.workspace_path:
+            try:
+                prepared.workspace = ext.validate_workspace(st.workspace_path, settings.workspace_roots)
+            except ext.SettingsError as e:
+                return _error(400, str(e))
+        call_context = ctx_builder.build(request)
+        try:
+            session = await executor.session_for(owner_of(call_context), context_id, prepared)
+        except Exception as e:
+            return _error(400, str(e) or type(e).__name__)
+        task_id = str(uuid.uuid4())
+        task = Task(
+            id=task_id, context_id=context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
+        )
+        task.status.timestamp.GetCurrentTime()
+        task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, executor.model_name(session)))
+        if on_new_task is not None:
+            on_new_task(task_id)
+        await handler.store.save(task, call_context)
+        return JSONResponse(task_id, status_code=201)
+
+    async def metadata_of(task: Task, owner: str) -> dict[str, Any]:
+        session = await executor.session_for(owner, task.context_id, None, create=False)
+        md: dict[str, Any] = {
+            "id": task.id,
+            "contextId": task.context_id,
+            "taskState": state_name(task.status.state),
+            "model": executor.model_name(session),
+            "mcpServers": [],
+            "availableTools": [],
+        }
+        if session is None:
+            return md
+        md["availableTools"] = [
+            {"name": d["name"], "description": d["description"], "parameterSchema": d["parameters"]}
+            for d in session.tool_definitions()
+        ]
+        try:
+            entries = executor.core.mcp.session_servers(session)
+        except Exception:
+            entries = []
+        for e in entries:
+            conn = e.conn
+            md["mcpServers"].append(
+                {
+                    "name": e.spec.name,
+                    "status": _MCP_STATUS.get(conn.state, "disconnected")
+                    if conn is not None
+                    else "disconnected",
+                    "tools": [
+                        {"name": t.name, "description": t.description, "parameterSchema": t.input_schema}
+                        for t in (conn.tools if conn is not None else [])
+                    ],
+                }
+            )
+        return md
+
+    async def task_metadata(request: Request) -> Response:
+        call_context = ctx_builder.build(request)
+        task = await handler.store.get(request.path_params["task_id"], call_context)
+        if task is None:
+            return _error(404, "Task not found")
+        return JSONResponse({"metadata": await metadata_of(task, owner_of(call_context))})
+
+    async def all_task_metadata(request: Request) -> Response:
+        """The caller's tasks that are not finished (the original lists the tasks it holds in
+        memory, which are those), newest first; 204 when there are none."""
+        call_context = ctx_builder.build(request)
+        owner = owner_of(call_context)
+        out: list[dict[str, Any]] = []
+        for state in (
+            TaskState.TASK_STATE_SUBMITTED,
+            TaskState.TASK_STATE_WORKING,
+            TaskState.TASK_STATE_INPUT_REQUIRED,
+        ):
+            resp = await handler.store.list(ListTasksRequest(status=state, page_size=100), call_context)
+            for t in resp.tasks:
+                out.append(await metadata_of(t, owner))
+        if not out:
+            from starlette.responses import Response as Plain
+
+            return Plain(status_code=204)
+        return JSONResponse(out)
+
+    return [
+        Route("/listCommands", list_commands, methods=["GET"]),
+        Route("/executeCommand", execute_command, methods=["POST"]),
+        Route("/tasks", create_task, methods=["POST"]),
+        Route("/tasks/metadata", all_task_metadata, methods=["GET"]),
+        Route("/tasks/{task_id}/metadata", task_metadata, methods=["GET"]),
+    ]
