@@ -129,6 +129,23 @@ def _patch_v03_final() -> None:
     _PATCHED = True
 
 
+_SEND_METHODS = frozenset(("message/send", "message/stream", "SendMessage", "SendStreamingMessage"))
+
+
+def _mend_send_params(body: dict[str, Any]) -> None:
+    """Clients written after the client-tools design's sample (C4) call `sendMessage(message)`
+    and leave out `messageId`: params that are a message are read as `{"message": params}`, and a
+    message without an id gets one, instead of a validation error."""
+    params = body.get("params")
+    if not isinstance(params, dict):
+        return
+    if "message" not in params and "parts" in params and "role" in params:
+        params = body["params"] = {"message": params}
+    msg = params.get("message")
+    if isinstance(msg, dict) and not msg.get("messageId"):
+        msg["messageId"] = str(uuid.uuid4())
+
+
 def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
@@ -267,6 +284,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         method = body.get("method")
         rid = body.get("id")
         params = body.get("params")
+        if method in _SEND_METHODS:
+            _mend_send_params(body)
         if method in CUSTOM_METHODS:
             p = params if isinstance(params, dict) else {}
             if method == "commands/get":
