@@ -586,3 +586,40 @@ async def test_c1_c4_a2a_v1(script: Callable[[list[Any]], str], sqlite_url: str,
             )
         )
         assert evs[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_c4_g6_restart_between_call_and_result(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C4 G6: `devagent serve` stops while the task waits for the client's result; after a restart
+    the result, sent without taskId as the design's client does, finds the task and completes it."""
+    from tests.a2a.test_restart import serve_process
+
+    steps = [
+        {"items": [tc("get_weather", {"location": "SF"}, "call_restart_1")]},
+        {"items": [{"text": "after restart: {last_tool_results}"}]},
+    ]
+    args = [
+        "--db",
+        sqlite_url,
+        "--workspace-root",
+        str(workspace.parent),
+        "--token",
+        "tok",
+        "--model",
+        script(steps),
+    ]
+    async with httpx.AsyncClient(timeout=30) as c:
+        with serve_process(args) as url:
+            t = await send_ok(c, url, message("weather", tools_part([WEATHER])), token="tok")
+            assert state(t) == "input-required" and calls_of(t)[0]["id"] == "call_restart_1"
+        with serve_process(args) as url:
+            reply = message(
+                None,
+                results_part({"tool_call_id": "call_restart_1", "result": "mild"}),
+                tools_part([WEATHER]),
+            )
+            done = await send_ok(c, url, reply, token="tok")
+            assert done["id"] == t["id"] and state(done) == "completed"
+            assert "after restart: mild" in history_text(done)
+            assert meta(done)["tool_stats"]["get_weather"] == {"calls": 1, "failures": 0}
