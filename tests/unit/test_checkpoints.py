@@ -13,30 +13,13 @@ from pydantic_ai import messages as pm
 from devagent.agent.events import (
     Decision,
     NeedsInput,
-    Notice,
     Resume,
-    TextDelta,
     ToolCallStatus,
     ToolCallUpdate,
     TurnEnd,
     UserPrompt,
 )
-
-
-async def collect(gen: Any) -> list[Any]:
-    return [e async for e in gen]
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
-def notices(events: list[Any]) -> list[str]:
-    return [e.text for e in events if isinstance(e, Notice)]
-
-
-def call(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
-    return {"tool_call": {"name": name, "args": args, "id": cid}}
+from tests.core_helpers import call, collect, notices, text_of
 
 
 def git_out(git: str, cwd: Path, *args: str) -> str:

@@ -20,13 +20,13 @@ from devagent.agent.events import (
     NeedsInput,
     Notice,
     Resume,
-    TextDelta,
     ToolCallStatus,
     ToolCallUpdate,
     ToolKind,
     TurnEnd,
     UserPrompt,
 )
+from tests.core_helpers import call, collect, text_of
 from tests.mcp_servers import SERVER, start_http_server
 
 
@@ -46,20 +46,8 @@ def stdio(script: Path, **kw: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(script)], **kw}
 
 
-async def collect(gen: Any) -> list[Any]:
-    return [e async for e in gen]
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
 def final(events: list[Any], call_id: str) -> Any:
     return [e.call for e in events if isinstance(e, ToolCallUpdate) and e.call.id == call_id][-1]
-
-
-def call(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
-    return {"tool_call": {"name": name, "args": args, "id": cid}}
 
 
 async def test_b15_stdio_tools_listed_and_call_asks_with_mcp_details(

@@ -22,7 +22,6 @@ from devagent.agent.events import (
     Resume,
     StatusUpdate,
     StepBegin,
-    TextDelta,
     ThoughtDelta,
     ToolCallStatus,
     ToolCallUpdate,
@@ -30,27 +29,7 @@ from devagent.agent.events import (
     UserPrompt,
 )
 from devagent.agent.state import ClientTool
-
-
-async def collect(gen: Any) -> list[Any]:
-    return [e async for e in gen]
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
-def updates(events: list[Any], call_id: str) -> list[ToolCallStatus]:
-    """The statuses a call went through (live-output updates within a status collapsed)."""
-    seen: list[ToolCallStatus] = []
-    for e in events:
-        if isinstance(e, ToolCallUpdate) and e.call.id == call_id and (not seen or seen[-1] != e.call.status):
-            seen.append(e.call.status)
-    return seen
-
-
-def call(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
-    return {"tool_call": {"name": name, "args": args, "id": cid}}
+from tests.core_helpers import call, collect, text_of, updates
 
 
 async def test_g1_text_thinking_usage(core_factory: Any, script: Any, workspace: Path) -> None:

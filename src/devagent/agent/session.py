@@ -302,14 +302,21 @@ class Session:
         else:
             self.state.status = "running"
             await self._apply_answers(inp, emit)
-            if self._waiting():
-                self.state.status = "awaiting_input"
-                await self._save()
-                emit(NeedsInput(self.waiting_calls()))
+            if await self._pause_or_close_step(emit):
                 return
-            self._flush_pending()
-            await self._save()
         await self._loop(emit)
+
+    async def _pause_or_close_step(self, emit: Emit) -> bool:
+        """After a step's calls ran: if some still wait for input, store everything and stop
+        (True); else give the model the step's results (False: the loop goes on)."""
+        if self._waiting():
+            self.state.status = "awaiting_input"
+            await self._save()
+            emit(NeedsInput(self.waiting_calls()))
+            return True
+        self._flush_pending()
+        await self._save()
+        return False
 
     async def _loop(self, emit: Emit) -> None:
         max_steps = self.core.config.max_steps
@@ -348,13 +355,8 @@ class Session:
             for p in self.state.pending:
                 emit(ToolCallUpdate(self._tool_call(p)))
             await self._run_calls([p for p in self.state.pending if not p.needs and p.result is None], emit)
-            if self._waiting():
-                self.state.status = "awaiting_input"
-                await self._save()
-                emit(NeedsInput(self.waiting_calls()))
+            if await self._pause_or_close_step(emit):
                 return
-            self._flush_pending()
-            await self._save()
 
     # --- the model --------------------------------------------------------------------------
 
