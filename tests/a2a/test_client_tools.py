@@ -3,6 +3,7 @@ as `tool_calls`, results coming back as `tool_results` or in the design's plain-
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.a2a.helpers import TOKEN, auth, call, dev_meta, parts_of, results, rpc, running_server, stream
 
@@ -623,3 +625,58 @@ async def test_c4_g6_restart_between_call_and_result(
             assert done["id"] == t["id"] and state(done) == "completed"
             assert "after restart: mild" in history_text(done)
             assert meta(done)["tool_stats"]["get_weather"] == {"calls": 1, "failures": 0}
+
+
+JS_STEPS = [
+    {
+        "items": [
+            {"thinking": "Two cities: ask the client's weather tool for both."},
+            tc("get_weather", {"location": "San Francisco, CA", "unit": "celsius"}, "js_1"),
+            tc("get_weather", {"location": "Atlantis"}, "js_2"),
+        ]
+    },
+    {"items": [{"text": "Answer: {last_tool_results}"}]},
+]
+
+
+@pytest.mark.npm
+async def test_c1_c7_js_sdk_design_workflow(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C1-C6 with @a2a-js/sdk's A2AClient: the design's send / execute locally / send results loop,
+    once as the design writes it (message as params, no ids, `Tool results:` text) and once with
+    a `tool_results` DataPart; the design's own `read_file` tool is refused as a collision."""
+    from tests.a2a.test_js_client import JS, _ensure_installed
+
+    _ensure_installed()
+    async with running_server(script(JS_STEPS), sqlite_url, workspace) as srv:
+        proc = await asyncio.create_subprocess_exec(
+            "node",
+            "client_tools.mjs",
+            srv.url,
+            TOKEN,
+            cwd=JS,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        res = json.loads(out)
+    for name in ("design", "structured"):
+        rounds = res[name]["rounds"]
+        assert [r["state"] for r in rounds] == ["input-required", "completed"]
+        assert rounds[0]["taskId"] == rounds[1]["taskId"]
+        assert [c["id"] for c in rounds[0]["calls"]] == ["js_1", "js_2"]
+        answer = res[name]["answer"]
+        assert answer.startswith("Answer: ") and '"temperature": 18' in answer
+        assert "unknown location: Atlantis" in answer
+    assert (
+        res["executed"]
+        == [
+            {"name": "get_weather", "args": {"location": "San Francisco, CA", "unit": "celsius"}},
+            {"name": "get_weather", "args": {"location": "Atlantis"}},
+        ]
+        * 2
+    )
+    assert {"name": "read_file", "reason": "conflicts with builtin tool"} in res["rejections"]
+    assert res["unknown"]["code"] == -32602 and "nobody" in res["unknown"]["message"]

@@ -303,7 +303,7 @@ class DevagentExecutor(AgentExecutor):
         # shows the refusals after later turns too.
         session.state.extra.setdefault("a2a", {})["client_tools_rejected"] = ct.rejected_json(rejected)
         if rejected:
-            text = "Refused client tools: " + "; ".join(f"{n}: {r}" for n, r in rejected)
+            text = "Refused client tools: " + "; ".join(f"{n}: {r}" for n, r in rejected) + "\n"
             data = {
                 "rejected_tools": ct.rejected_json(rejected),
                 "accepted_tools": [t.name for t in session.state.client_tools],
