@@ -313,6 +313,10 @@ async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
         assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "sunny"}
         text = "".join(p.get("text", "") for e in evs for p in parts_of(e))
         assert "# Demo project" in text and "sunny" in text
+        assert dev_meta(evs[-1])["tool_stats"] == {
+            "read_file": {"calls": 1, "failures": 0},
+            "get_weather": {"calls": 1, "failures": 0},
+        }
 
 
 async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
