@@ -38,6 +38,10 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _warm_core() -> None:
+    import devagent.agent.session  # noqa: F401
+
+
 def _preload() -> None:
     import devagent.a2a.app
     import devagent.a2a.handler
@@ -91,6 +95,7 @@ class BootApp:
         self._lifespan: _InnerLifespan | None = None
         self._ready: asyncio.Event | None = None
         self._loader: asyncio.Task[None] | None = None
+        self._warm: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -138,6 +143,9 @@ class BootApp:
             self._lifespan = _InnerLifespan(app)
             await self._lifespan.startup()
             self._inner = app
+            # The first message needs the model layer (pydantic-ai, ~1 s to import): load it now,
+            # off the loop, rather than make the first client wait for it.
+            self._warm = asyncio.create_task(asyncio.to_thread(_warm_core))
         except Exception as e:
             log.exception("the A2A server could not start")
             print(f"devagent: the server could not start: {e}", file=sys.stderr, flush=True)
