@@ -188,6 +188,7 @@ class Session:
         else:
             await self.messages()
             self._flush_pending()
+            self._close_request("[the server restarted during this step; it did not finish]")
             self.state.status = "idle"
         await self._save()
 
@@ -204,15 +205,13 @@ class Session:
             raise
         queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task = asyncio.create_task(self._turn(inp, queue.put_nowait))
-        try:
-            while True:
-                event = await queue.get()
-                yield event
-                if isinstance(event, NeedsInput | TurnEnd):
-                    return
-        finally:
-            # A caller that stops reading does not stop the turn (A6): the task goes on.
-            pass
+        # A caller that stops reading (closes this generator) does not stop the turn (A6): the
+        # task goes on and stores what it does.
+        while True:
+            event = await queue.get()
+            yield event
+            if isinstance(event, NeedsInput | TurnEnd):
+                return
 
     def _validate(self, inp: Input | _CancelWaiting) -> None:
         if isinstance(inp, Resume):
