@@ -283,10 +283,16 @@ class _Renderer:
 @app.command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0: any free port)")] = 41242,
+    port: Annotated[
+        int, typer.Option("--port", envvar="CODER_AGENT_PORT", help="Port (0: any free port)")
+    ] = 41242,
     workspace_root: Annotated[
         list[Path] | None,
-        typer.Option("--workspace-root", help="Directory clients' workspaces must lie in (repeatable)"),
+        typer.Option(
+            "--workspace-root",
+            envvar="CODER_AGENT_WORKSPACE_PATH",
+            help="Directory clients' workspaces must lie in (repeatable)",
+        ),
     ] = None,
     db: DbOpt = None,
     token: Annotated[

@@ -33,7 +33,16 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
-from devagent.a2a.executor import COMMAND_KEY, CONTEXT_KEY, PREPARED_KEY, DevagentExecutor, Prepared, owner_of
+from devagent.a2a import legacy
+from devagent.a2a.executor import (
+    COMMAND_KEY,
+    CONTEXT_KEY,
+    LEGACY_KEY,
+    PREPARED_KEY,
+    DevagentExecutor,
+    Prepared,
+    owner_of,
+)
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -156,6 +165,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         )
         self.devagent = executor
         self.store = task_store
+        # B16: content a legacy client edited with modify_with_editor, until it answers the call
+        self.legacy_edits: dict[tuple[str, str], str] = {}
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         msg = params.message
@@ -181,12 +192,21 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if results and not msg.task_id:
             # The design's client sends results without taskId: find the task waiting for them.
             await self._route_results(msg, prepared, context)
+        lreq: legacy.LegacyRequest | None = None
+        if not msg.task_id and legacy.is_legacy_message(
+            MessageToDict(msg.metadata) if msg.HasField("metadata") else None,
+            req_md,
+            context.requested_extensions,
+        ):
+            lreq = legacy.LegacyRequest()
         context_id = msg.context_id or None
         if msg.task_id:
             task = await self.store.get(msg.task_id, context)
             if task is None:
                 raise TaskNotFoundError(f"Task {msg.task_id} not found")
             task = await self._settle_orphan(task, context)
+            if legacy.is_legacy_task(task):
+                lreq = legacy.LegacyRequest()
             context_id = task.context_id
             context.state[CONTEXT_KEY] = context_id
             if results:
@@ -208,6 +228,13 @@ class DevagentRequestHandler(DefaultRequestHandler):
             unknown = [c.tool_call_id for c in prepared.confirmations if c.tool_call_id not in waiting]
             if unknown:
                 raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
+            if lreq is not None:
+                try:
+                    legacy.apply_confirmations(session, prepared, lreq, self.legacy_edits)
+                except ext.SettingsError as e:
+                    raise InvalidParamsError(message=str(e)) from None
+        if lreq is not None:
+            context.state[LEGACY_KEY] = lreq
         context.state[PREPARED_KEY] = prepared
 
     def _match(
@@ -291,9 +318,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
         conversation itself is the core's and continues)."""
         if (
             task.status.state not in _RUNNING_STATES
+            or (task.status.state == TaskState.TASK_STATE_SUBMITTED and not task.history)
             or await self._active_task_registry.get(task.id) is not None
         ):
-            return task
+            return task  # (a task without a message, from POST /tasks, has no turn to cut off)
         reason = "the server stopped while this turn was running; send the message again to continue"
         if task.status.HasField("message"):
             task.history.append(task.status.message)
