@@ -492,3 +492,20 @@ async def test_g6_turn_cut_off_by_a_crash_recovers(script: Any, workspace: Path,
         assert events[-1].reason == "finished" and text_of(events) == "after restart"
     finally:
         await core.close()
+
+
+async def test_sessions_in_memory_are_bounded_and_never_doubled(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    import gc
+
+    core = await core_factory(script([[{"text": "a"}], [{"text": "b"}]]), sessions_in_memory=2)
+    held = await core.create_session([workspace])
+    ids = [(await core.create_session([workspace])).id for _ in range(5)]
+    gc.collect()
+    assert len(core._sessions) <= 3  # the two most recent, and the one this test holds
+    assert await core.get_session(held.id) is held  # a session in use is never loaded twice
+    again = await core.get_session(ids[0])  # dropped from memory: loaded from the store
+    assert again is not None and again.id == ids[0]
+    events = await collect(again.advance(UserPrompt("hi")))
+    assert events[-1].reason == "finished"

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,7 @@ class CoreConfig:
     max_steps: int = 50  # model requests per turn (C5)
     shell_timeout: float = 120.0
     memory_file: str = "AGENTS.md"
+    sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
     client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed (C7)
     client_tool_deny: tuple[str, ...] = ()
     # MCP (B15; devagent/agent/mcp.py): the operator's servers, given to every session
@@ -70,7 +73,12 @@ class AgentCore:
     def __init__(self, config: CoreConfig, store: Store) -> None:
         self.config = config
         self.store = store
-        self._sessions: dict[str, Session] = {}
+        # Sessions in memory. A session is kept while anything uses it (a running turn, an
+        # adapter holding it) through the weak map, and the most recently used ones are also held
+        # strongly; the others are dropped and loaded again from the store when asked for. So one
+        # session id never has two live objects (two locks), and memory stays bounded.
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._recent: OrderedDict[str, Session] = OrderedDict()
         self._lock = asyncio.Lock()
         self._models: dict[str, Any] = {}
         self._mcp: McpManager | None = None
@@ -157,16 +165,20 @@ class AgentCore:
         sid = session_id or str(uuid.uuid4())
         await self.store.create_session(sid, state.to_json())
         session = Session(self, sid, state)
-        self._sessions[sid] = session
+        self._remember(session)
         return session
 
     async def get_session(self, session_id: str) -> Session | None:
         """The session with this id, from memory or from the store (after a restart)."""
-        if session_id in self._sessions:
-            return self._sessions[session_id]
+        session = self._sessions.get(session_id)
+        if session is not None:
+            self._remember(session)
+            return session
         async with self._lock:
-            if session_id in self._sessions:
-                return self._sessions[session_id]
+            session = self._sessions.get(session_id)
+            if session is not None:
+                self._remember(session)
+                return session
             from devagent.agent.session import Session
 
             row = await self.store.load_session(session_id)
@@ -174,5 +186,12 @@ class AgentCore:
                 return None
             session = Session(self, session_id, SessionState.from_json(row))
             await session.recover()
-            self._sessions[session_id] = session
+            self._remember(session)
             return session
+
+    def _remember(self, session: Session) -> None:
+        self._sessions[session.id] = session
+        self._recent[session.id] = session
+        self._recent.move_to_end(session.id)
+        while len(self._recent) > self.config.sessions_in_memory:
+            self._recent.popitem(last=False)
