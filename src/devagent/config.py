@@ -26,6 +26,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "max_steps": ("DEVAGENT_MAX_STEPS", "max_steps"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
+    "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
     "client_tool_deny": ("DEVAGENT_CLIENT_TOOLS_DENY", "client_tools_deny"),
     # MCP (B15): [mcp_servers.NAME] tables (top level or under [devagent]); the variable holds JSON.
