@@ -491,3 +491,101 @@ async def test_rest_tasks(script: Callable[[list[Any]], str], sqlite_url: str, w
             assert "Approval mode: ask" in r.json()["data"]
             r = await c.get(f"{base}/tasks/{tid}/metadata", headers=H)
             assert r.json()["metadata"]["taskState"] == "input-required"
+
+
+def test_dialect_choice() -> None:
+    """B16: legacy settings always choose the dialect; other `coderAgent` metadata chooses it only
+    for a client that did not activate the extension; RFC settings or activation choose the RFC."""
+    from devagent.a2a.legacy import is_legacy_message
+
+    settings = {"coderAgent": {"kind": "agent-settings", "workspacePath": "/w"}}
+    other = {"coderAgent": {"kind": "something"}}
+    rfc = {EXTENSION_URI: {"workspace_path": "/w"}}
+    on = frozenset((EXTENSION_URI,))
+    assert is_legacy_message(settings, None, frozenset())
+    assert is_legacy_message(settings, None, on)
+    assert is_legacy_message(None, settings, frozenset())  # request metadata is read too
+    assert is_legacy_message(other, None, frozenset())
+    assert not is_legacy_message(other, None, on)
+    assert not is_legacy_message(rfc, None, frozenset())
+    assert not is_legacy_message(None, None, frozenset())
+
+
+def test_outcomes_map_onto_offered_options() -> None:
+    """B16: each legacy outcome becomes the nearest option the core offered, never a wider one."""
+    import pytest
+
+    from devagent.a2a.extension import SettingsError
+    from devagent.a2a.legacy import map_outcome
+
+    plain = ["proceed_once", "proceed_always", "cancel"]
+    mcp = ["proceed_once", "proceed_always_tool", "proceed_always_server", "cancel"]
+    expect = {
+        "proceed_once": ("proceed_once", "proceed_once"),
+        "proceed_always": ("proceed_always", "proceed_always_tool"),
+        "proceed_always_and_save": ("proceed_always", "proceed_always_tool"),
+        "proceed_always_tool": ("proceed_always", "proceed_always_tool"),
+        "proceed_always_server": ("proceed_always", "proceed_always_server"),
+        "cancel": ("cancel", "cancel"),
+    }
+    for outcome, (for_plain, for_mcp) in expect.items():
+        assert map_outcome(outcome, plain) == for_plain
+        assert map_outcome(outcome, mcp) == for_mcp
+    assert map_outcome("proceed_always", ["proceed_once", "cancel"]) == "proceed_once"
+    with pytest.raises(SettingsError, match="unknown outcome"):
+        map_outcome("yes_please", plain)
+
+
+def test_tool_call_shapes_mcp_info_error() -> None:
+    """B16 §3.7: `mcp` and `info` confirmation details; a failed call's response carries its
+    message (`error.message`, `resultDisplay`, the functionResponse) and errorType, never `{}`."""
+    from devagent.a2a.legacy import tool_call_json
+    from devagent.agent.events import (
+        ConfirmationRequest,
+        GenericDetails,
+        McpDetails,
+        PermissionOption,
+        ToolCall,
+        ToolCallStatus,
+        ToolError,
+        ToolKind,
+    )
+
+    opts = [PermissionOption("proceed_once", "Allow once", ""), PermissionOption("cancel", "Cancel", "")]
+    m = ToolCall(
+        "m1",
+        "docs__search",
+        {"q": "x"},
+        ToolKind.MCP,
+        confirmation=ConfirmationRequest(opts, McpDetails("docs", "search")),
+    )
+    tc = tool_call_json(m)
+    assert tc["status"] == "awaiting_approval"
+    assert tc["confirmationDetails"] == {
+        "type": "mcp",
+        "title": "Confirm MCP Tool Execution",
+        "serverName": "docs",
+        "toolName": "search",
+        "toolDisplayName": "search",
+        "toolArgs": {"q": "x"},
+    }
+    g = ToolCall(
+        "g1", "thing", {}, ToolKind.CLIENT, confirmation=ConfirmationRequest(opts, GenericDetails("Do it?"))
+    )
+    det = tool_call_json(g)["confirmationDetails"]
+    assert det["type"] == "info" and det["prompt"] == "Do it?" and det["title"]
+    failed = ToolCall(
+        "e1",
+        "read_file",
+        {"path": "/etc"},
+        ToolKind.READ,
+        status=ToolCallStatus.FAILED,
+        error=ToolError("path is outside the workspace", "path_outside_workspace"),
+    )
+    tc = tool_call_json(failed)
+    assert tc["status"] == "error" and "confirmationDetails" not in tc
+    r = tc["response"]
+    assert r["error"] == {"message": "path is outside the workspace"}
+    assert r["errorType"] == "path_outside_workspace"
+    assert r["resultDisplay"] == "path is outside the workspace"
+    assert r["responseParts"][0]["functionResponse"]["response"] == {"error": "path is outside the workspace"}
