@@ -214,9 +214,7 @@ def match_results(
                     raise ToolResultsError(
                         f"tool call {e.tool_call_id} is no longer pending (it has a result)"
                     )
-                if any(c.id == e.tool_call_id for c in waiting) or any(
-                    r.call_id == e.tool_call_id for r in out
-                ):
+                if any(c.id == e.tool_call_id for c in waiting):  # matched earlier in this list
                     raise ToolResultsError(f"tool call {e.tool_call_id} is answered twice")
                 raise ToolResultsError(f"no tool call {e.tool_call_id} is waiting for a result")
             if e.name and e.name != call.name:
