@@ -273,6 +273,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         Another owner's tasks are never listed."""
         ids = {e.tool_call_id for e in prepared.raw_results if e.tool_call_id}
         found: list[Task] = []
+        near: list[str] = []  # why the tasks waiting for calls of these names do not fit
         page_token = ""
         for _ in range(50):
             req = ListTasksRequest(
@@ -300,8 +301,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if not page_token:
                 break
         what = f"tool calls {', '.join(sorted(ids))}" if ids else "these tool results"
+        if not found and len(near) == 1:
+            raise InvalidParamsError(message=near[0])
         if not found:
-        near: list[str] = []  # why the tasks waiting for calls of these names do not fit
             raise InvalidParamsError(
                 message=f"no task of yours waits for {what}; send the message with its taskId"
             )
@@ -329,8 +331,6 @@ class DevagentRequestHandler(DefaultRequestHandler):
             state=TaskState.TASK_STATE_FAILED,
             message=Message(
                 message_id=str(uuid.uuid4()),
-        if not found and len(near) == 1:
-            raise InvalidParamsError(message=near[0])
                 role=Role.ROLE_AGENT,
                 parts=[Part(text=reason)],
                 task_id=task.id,
