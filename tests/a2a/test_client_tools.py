@@ -684,3 +684,37 @@ async def test_c1_c7_js_sdk_design_workflow(
     )
     assert {"name": "read_file", "reason": "conflicts with builtin tool"} in res["rejections"]
     assert res["unknown"]["code"] == -32602 and "nobody" in res["unknown"]["message"]
+
+
+async def test_c4_permission_and_client_call_in_one_step(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """C4 B10: a step with an edit needing permission and a client call waits for both; one message
+    carrying the ToolCallConfirmation and the tool_results answers both."""
+    steps = [
+        {
+            "items": [
+                tc("write_file", {"path": "ws/w.txt", "content": "W\n"}, "perm1"),
+                tc("get_weather", {"location": "SF"}, "cli1"),
+            ]
+        },
+        {"items": [{"text": "both: {last_tool_results}"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        evs = await stream_ok(c, srv.url, message("write and weather", tools_part([WEATHER])), ext=True)
+        pending = {u["tool_call_id"]: u for u in tool_updates(evs)}
+        assert "confirmation_request" in pending["perm1"] and "confirmation_request" not in pending["cli1"]
+        assert [x["id"] for x in calls_of(evs[-1])] == ["cli1"]
+        answer = message(
+            None,
+            {"kind": "data", "data": {"tool_call_id": "perm1", "selected_option_id": "proceed_once"}},
+            results_part({"tool_call_id": "cli1", "result": "sunny"}),
+            task_id=evs[0]["id"],
+        )
+        evs = await stream_ok(c, srv.url, answer, ext=True)
+        assert state(evs[-1]) == "completed"
+        assert (workspace / "w.txt").read_text() == "W\n"
+        assert "sunny" in "".join(p.get("text", "") for e in evs for p in parts_of(e))
