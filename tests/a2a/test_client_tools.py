@@ -672,7 +672,7 @@ async def test_c1_c7_js_sdk_design_workflow(
         assert rounds[0]["taskId"] == rounds[1]["taskId"]
         assert [c["id"] for c in rounds[0]["calls"]] == ["js_1", "js_2"]
         answer = res[name]["answer"]
-        assert answer.startswith("Answer: ") and '"temperature": 18' in answer
+        assert answer.startswith("Answer: ") and '"temperature": 18,' in answer
         assert "unknown location: Atlantis" in answer
     assert (
         res["executed"]

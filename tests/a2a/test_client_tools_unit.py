@@ -73,3 +73,12 @@ def test_c1_definitions_structure() -> None:
     assert [t.name for t in tools] == ["ok"]
     assert rejected == [("#1", "'type' must be \"function\""), ("#2", "missing 'function.name'")]
     assert ct.parse_definitions({"a": 1}) == ([], [("tools", "'tools' must be a list of tool definitions")])
+
+
+def test_c1_c4_numbers_come_back_whole() -> None:
+    data = {"tools": [{"parameters": {"maxLength": 5.0, "minimum": 0.5}}], "n": [3.0, -2.0, 1e300]}
+    assert ct.plain_numbers(data) == {
+        "tools": [{"parameters": {"maxLength": 5, "minimum": 0.5}}],
+        "n": [3, -2, 1e300],
+    }
+    assert isinstance(ct.plain_numbers(3.0), int) and ct.plain_numbers(True) is True

@@ -34,6 +34,19 @@ class ToolResultsError(ValueError):
     """Tool results that cannot be applied; the message says why (a JSON-RPC -32602)."""
 
 
+def plain_numbers(v: Any) -> Any:
+    """JSON as the client wrote it: DataParts pass through protobuf `Struct`, which turns every
+    number into a float (`3` -> `3.0`); whole floats become ints again, so a schema's
+    `maxLength` or a result's count reach the model as the client sent them."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+        return int(v)
+    if isinstance(v, dict):
+        return {k: plain_numbers(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain_numbers(x) for x in v]
+    return v
+
+
 # --- definitions ---------------------------------------------------------------------------------
 
 

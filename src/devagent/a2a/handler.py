@@ -97,6 +97,11 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
             data = MessageToDict(part.data)
             part_md = MessageToDict(part.metadata) if part.HasField("metadata") else {}
             part_type = part_md.get("type") if isinstance(part_md, dict) else None
+            if (isinstance(data, dict) and ("tools" in data or "tool_results" in data)) or part_type in (
+                ct.DEFINITIONS_TYPE,
+                ct.RESULTS_TYPE,
+            ):
+                data = ct.plain_numbers(data)
             if (isinstance(data, dict) and "tools" in data) or part_type == ct.DEFINITIONS_TYPE:
                 # C1: tool definitions (several parts add up)
                 found, refused = ct.parse_definitions(data.get("tools") if isinstance(data, dict) else data)
