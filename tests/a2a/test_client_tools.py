@@ -145,7 +145,7 @@ async def test_c1_c4_single_call_message_send(
     """C1 C2 C4 C7: blocking message/send with tools; the call comes back as `tool_calls` with
     input-required; the result continues the turn; stats in the task's metadata."""
     steps = [
-        {"items": [tc("get_weather", {"location": "San Francisco, CA"}, "w1")]},
+        {"items": [tc("get_weather", {"location": "San Francisco, CA", "days": 3}, "w1")]},
         {"items": [{"text": "Weather: {last_tool_results}"}]},
     ]
     async with (
@@ -155,8 +155,9 @@ async def test_c1_c4_single_call_message_send(
         task = await send_ok(c, srv.url, message("What's the weather in SF?", tools_part(TOOLS)))
         assert state(task) == "input-required"
         assert calls_of(task) == [
-            {"id": "w1", "name": "get_weather", "args": {"location": "San Francisco, CA"}}
+            {"id": "w1", "name": "get_weather", "args": {"location": "San Francisco, CA", "days": 3}}
         ]
+        assert isinstance(calls_of(task)[0]["args"]["days"], int)  # not 3.0
         assert meta(task)["client_tools"] == {"accepted": ["get_weather", "read_config"], "rejected": []}
         reply = results_part({"tool_call_id": "w1", "name": "get_weather", "result": {"temp": "18C"}})
         done = await send_ok(c, srv.url, message(None, reply, task_id=task["id"]))

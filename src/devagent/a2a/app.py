@@ -126,6 +126,20 @@ def _patch_v03_final() -> None:
         return ev
 
     conversions.to_compat_task_status_update_event = to_compat
+
+    # Protobuf `Struct` holds every number as a float: v0.3 DataParts (a client tool call's args,
+    # a ToolCall's input_parameters) would go out as `3.0`. Whole numbers go out as integers.
+    from devagent.a2a.client_tools import plain_numbers
+
+    original_part = conversions.to_compat_part
+
+    def to_compat_part(core_part: Any) -> Any:
+        part = original_part(core_part)
+        if isinstance(part.root, t03.DataPart):
+            part.root.data = plain_numbers(part.root.data)
+        return part
+
+    conversions.to_compat_part = to_compat_part
     _PATCHED = True
 
 
