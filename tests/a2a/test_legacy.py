@@ -220,6 +220,27 @@ async def test_modify_with_editor_then_proceed(
             assert (workspace / "f.txt").read_text() == "edited\n"
 
 
+async def test_modify_with_editor_content_survives_a_restart(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """B16, G6: the content a client edited with modify_with_editor is stored with the session, so
+    a proceed sent to a restarted server writes it."""
+    model = script(WRITE)
+    async with running_server(model, sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            evs = await send(c, srv.url, legacy_message("write", workspace=workspace))
+            tid = evs[0]["id"]
+            mod = {"callId": "w", "outcome": "modify_with_editor", "newContent": "edited before restart\n"}
+            await send(c, srv.url, legacy_message(data=[mod], task_id=tid))
+    async with running_server(model, sqlite_url, workspace) as srv:  # a fresh core and app
+        async with httpx.AsyncClient(timeout=30) as c:
+            evs3 = await send(
+                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "proceed_once"}], task_id=tid)
+            )
+            assert tool_calls(evs3)[-1]["status"] == "success"
+    assert (workspace / "f.txt").read_text() == "edited before restart\n"
+
+
 async def test_cancel_outcome_unknown_call_and_task_cancel(
     script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
 ) -> None:

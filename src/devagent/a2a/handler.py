@@ -170,8 +170,6 @@ class DevagentRequestHandler(DefaultRequestHandler):
         )
         self.devagent = executor
         self.store = task_store
-        # B16: content a legacy client edited with modify_with_editor, until it answers the call
-        self.legacy_edits: dict[tuple[str, str], str] = {}
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         msg = params.message
@@ -235,7 +233,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
             if lreq is not None:
                 try:
-                    legacy.apply_confirmations(session, prepared, lreq, self.legacy_edits)
+                    if legacy.apply_confirmations(session, prepared, lreq):
+                        await session.save_state()
                 except ext.SettingsError as e:
                     raise InvalidParamsError(message=str(e)) from None
         if lreq is not None:

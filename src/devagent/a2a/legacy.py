@@ -77,6 +77,7 @@ OUTCOMES = frozenset(
     )
 )
 MODIFY = "modify_with_editor"
+EDITS_KEY = "legacy_edits"  # session.state.extra: call id -> content from modify_with_editor
 
 # A legacy outcome -> the core's options, nearest first. The first one the call offers is taken,
 # so a client never gets more than the core offered (the "and save" of proceed_always_and_save is
@@ -156,13 +157,14 @@ def map_outcome(outcome: str, offered: list[str]) -> str:
     raise ext.SettingsError(f"outcome {outcome!r} matches none of the options offered: {offered}")
 
 
-def apply_confirmations(
-    session: Session, prepared: Prepared, lreq: LegacyRequest, edits: dict[tuple[str, str], str]
-) -> None:
+def apply_confirmations(session: Session, prepared: Prepared, lreq: LegacyRequest) -> bool:
     """Legacy outcomes onto the options the core offered for each call (the handler already
     refused unknown call ids). modify_with_editor decides nothing: the call keeps waiting, and
-    content sent with it is what a later proceed writes. `edits` holds that content per
-    (session, call) until the call is answered."""
+    content sent with it is what a later proceed writes. That content is kept in the session's
+    adapter-owned state until the call is answered, so it survives a restart like the pending
+    call itself. Returns whether that state changed (the caller saves it)."""
+    edits: dict[str, str] = session.state.extra.setdefault(EDITS_KEY, {})
+    changed = False
     for c in prepared.confirmations:
         if c.selected_option_id not in OUTCOMES:
             map_outcome(c.selected_option_id, [])  # raises, naming the outcomes accepted
@@ -173,14 +175,16 @@ def apply_confirmations(
         req = call.confirmation
         offered = [o.id for o in req.options] if req is not None else []
         is_edit = req is not None and isinstance(req.details, FileDiff)
-        key = (session.id, c.tool_call_id)
+        key = c.tool_call_id
         lreq.outcomes[c.tool_call_id] = c.selected_option_id
         if c.selected_option_id == MODIFY:
             if c.new_content is not None and is_edit:
                 edits[key] = c.new_content
+                changed = True
             continue
         option = map_outcome(c.selected_option_id, offered)
         edited = edits.pop(key, None)
+        changed = changed or edited is not None
         new_content = c.new_content if c.new_content is not None else edited
         kept.append(
             ext.Confirmation(c.tool_call_id, option, new_content if is_edit and option != "cancel" else None)
@@ -188,7 +192,8 @@ def apply_confirmations(
     prepared.confirmations = kept
     if not kept and not prepared.text:
         lreq.reannounce = True
-        lreq.edits = {cid: content for (sid, cid), content in edits.items() if sid == session.id}
+        lreq.edits = dict(edits)
+    return changed
 
 
 @dataclass(slots=True)

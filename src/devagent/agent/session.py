@@ -139,6 +139,12 @@ class Session:
             self.state.approval_mode = mode
             await self._save()
 
+    async def save_state(self) -> None:
+        """Store the session's state now: for an adapter that changed its own part of it
+        (`state.extra`) outside a turn."""
+        async with self._lock:
+            await self._save()
+
     def waiting_calls(self) -> list[ToolCall]:
         return [self._tool_call(p) for p in self.state.pending if p.needs and p.result is None]
 
