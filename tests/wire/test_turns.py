@@ -126,7 +126,7 @@ def test_approve_approve_for_session_and_reject(start_wire: Callable[..., WirePr
                 }
             ]
         },
-        {"items": [{"text": "done"}]},
+        {"items": [{"text": "done: {last_tool_results}"}]},
     ]
     w = start_wire(steps)
     w.initialize()
@@ -151,12 +151,14 @@ def test_approve_approve_for_session_and_reject(start_wire: Callable[..., WirePr
     assert req["params"]["payload"]["action"] == "edit file"
     assert req["params"]["payload"]["display"][0]["type"] == "diff"
     assert (work_dir / "third.txt").read_text().strip() == "third"
-    # reject: the file is not written; the model sees the refusal
-    w.approve(req, "reject")
+    # reject with feedback: the file is not written; the model sees the refusal and the feedback
+    w.respond(req["id"], {"request_id": req["id"], "response": "reject", "feedback": "use b.txt"})
     msgs, resp = w.until(lambda m: is_response(m, "p1"))
     r = next(e for e in events(msgs, "ToolResult") if e["tool_call_id"] == "tc-4")
     assert r["return_value"]["is_error"] is True
     assert not (work_dir / "a.txt").exists()
+    said = "".join(e.get("text", "") for e in events(msgs, "ContentPart"))
+    assert "declined" in said and "use b.txt" in said
     assert resp["result"] == {"status": "finished"}
     w.close()
 

@@ -702,7 +702,7 @@ class WireServer:
 
     def _answer_approval(self, pr: PendingRequest, response: str, feedback: str = "") -> None:
         option = _option_for(response, pr.options)
-        pr.turn.answers.put_nowait(Decision(pr.call_id, option))
+        pr.turn.answers.put_nowait(Decision(pr.call_id, option, feedback=feedback or None))
         self.send(m.approval_response_event(pr.rpc_id, response, feedback))
 
     def _handle_response(self, msg: m.JSON) -> None:
