@@ -174,7 +174,7 @@ async def _drive(s: Any, inp: Any, r: _Renderer) -> Any:
 
 
 def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
-    from devagent.agent.events import Decision
+    from devagent.agent.events import Decision, FileDiff
 
     if not sys.stdin.isatty():
         names = ", ".join(c.description or c.name for c in calls)
@@ -189,16 +189,48 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
             console.print(f"[red]{c.name} is a client tool; the terminal cannot run it.[/red]")
             return None
         console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
+        details = c.confirmation.details if c.confirmation else None
+        can_edit = isinstance(details, FileDiff)
+        prompt = r"  \[y] once  \[a] always (this session)  \[n] no"
+        prompt += r"  \[e] edit first > " if can_edit else " > "
+        offered = [o.id for o in c.confirmation.options] if c.confirmation else []
+        # MCP calls offer proceed_always_tool / _server instead of proceed_always (B15)
+        always = next((o for o in offered if o.startswith("proceed_always")), "proceed_always")
         while True:
-            answer = console.input(r"  \[y] once  \[a] always (this session)  \[n] no > ").strip().lower()
-            offered = [o.id for o in c.confirmation.options] if c.confirmation else []
-            # MCP calls offer proceed_always_tool / _server instead of proceed_always (B15)
-            always = next((o for o in offered if o.startswith("proceed_always")), "proceed_always")
-            option = {"y": "proceed_once", "a": always, "n": "cancel"}.get(answer[:1])
+            answer = console.input(prompt).strip().lower()[:1]
+            if answer == "e" and isinstance(details, FileDiff):
+                edited = _edit_in_editor(details.new_content, details.file_name, console)
+                if edited is not None:
+                    decisions.append(Decision(c.id, "proceed_once", new_content=edited))
+                    break
+                continue
+            option = {"y": "proceed_once", "a": always, "n": "cancel"}.get(answer)
             if option:
                 decisions.append(Decision(c.id, option))
                 break
     return decisions
+
+
+def _edit_in_editor(content: str, name: str, console: Console) -> str | None:
+    """Opens the proposed content in $VISUAL / $EDITOR (vi by default); returns what the user
+    saved, which is what gets written (G3), or None if the editor failed."""
+    import shlex
+    import subprocess
+    import tempfile
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    suffix = Path(name).suffix or ".txt"
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as f:
+        f.write(content)
+        path = f.name
+    try:
+        result = subprocess.run([*shlex.split(editor), path], check=False)
+        if result.returncode != 0:
+            console.print(f"[red]The editor exited with {result.returncode}; nothing was changed.[/red]")
+            return None
+        return Path(path).read_text()
+    finally:
+        os.unlink(path)
 
 
 class _Renderer:

@@ -71,18 +71,14 @@ def test_run_model_error_exits_non_zero(tmp_path: Path, workspace: Path) -> None
     assert "quota exceeded" in out.stdout + out.stderr
 
 
-def test_g3_run_asks_at_the_terminal(tmp_path: Path, workspace: Path) -> None:
-    spec = write_script(
-        tmp_path,
-        [
-            [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo from-shell > out.txt"}}}],
-            [{"text": "ok"}],
-        ],
-    )
-    env = {**os.environ, "DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1", "COLUMNS": "120"}
+def drive_tty(
+    argv: list[str], env: dict[str, str], answer: bytes, prompt: bytes = b"[n] no"
+) -> tuple[bool, int, str]:
+    """Runs devagent on a real terminal, types `answer` at the permission prompt; returns
+    (answered, exit code, what the terminal showed). Never leaves the child behind."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: devagent on a real terminal
-        os.execve(sys.executable, [*DEVAGENT, "run", "go", "-w", str(workspace), "-m", spec], env)
+        os.execve(sys.executable, [*DEVAGENT, *argv], env)
     seen = b""
     answered = False
     status = None
@@ -99,14 +95,61 @@ def test_g3_run_asks_at_the_terminal(tmp_path: Path, workspace: Path) -> None:
                     seen += os.read(fd, 4096)
                 except OSError:  # the child closed the terminal: it is exiting
                     pass
-            if not answered and b"[n] no" in seen:
-                os.write(fd, b"y\n")
+            if not answered and prompt in seen:
+                os.write(fd, answer)
                 answered = True
     finally:
-        if status is None:  # never leave the child behind, never block on it
+        if status is None:
             os.kill(pid, 9)
             _, status = os.waitpid(pid, 0)
         os.close(fd)
-    assert answered, seen.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, seen.decode(errors="replace")
+    return answered, os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+
+
+def tty_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DEVAGENT_DATA_DIR": str(tmp_path / "data"),
+        "NO_COLOR": "1",
+        "COLUMNS": "120",
+        **extra,
+    }
+
+
+def test_g3_run_asks_at_the_terminal(tmp_path: Path, workspace: Path) -> None:
+    spec = write_script(
+        tmp_path,
+        [
+            [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo from-shell > out.txt"}}}],
+            [{"text": "ok"}],
+        ],
+    )
+    answered, code, seen = drive_tty(
+        ["run", "go", "-w", str(workspace), "-m", spec], tty_env(tmp_path), b"y\n"
+    )
+    assert answered, seen
+    assert code == 0, seen
     assert (workspace / "out.txt").read_text() == "from-shell\n"
+
+
+def test_g3_run_edit_first_writes_what_the_user_saved(tmp_path: Path, workspace: Path) -> None:
+    """For an edit the terminal offers [e]: the proposal opens in $EDITOR, and what the user saves
+    is what gets written."""
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/proposed/changed by the user/' \"$1\"\n")
+    editor.chmod(0o755)
+    spec = write_script(
+        tmp_path,
+        [
+            [{"tool_call": {"name": "write_file", "args": {"path": "n.txt", "content": "proposed\n"}}}],
+            [{"text": "ok"}],
+        ],
+    )
+    env = tty_env(tmp_path, EDITOR=str(editor))
+    env.pop("VISUAL", None)
+    answered, code, seen = drive_tty(
+        ["run", "go", "-w", str(workspace), "-m", spec], env, b"e\n", prompt=b"[e] edit first"
+    )
+    assert answered, seen
+    assert code == 0, seen
+    assert (workspace / "n.txt").read_text() == "changed by the user\n"
