@@ -77,6 +77,21 @@ async def test_auth_refusals(script: Callable[[list[Any]], str], sqlite_url: str
             assert r.status_code == 401
             r = await c.post(srv.url, json=rpc("commands/get", {}))
             assert r.status_code == 401
+            # every other route too: /healthz and the legacy REST routes (B16)
+            for method, path in [
+                ("GET", "/healthz"),
+                ("GET", "/listCommands"),
+                ("POST", "/executeCommand"),
+                ("POST", "/tasks"),
+                ("GET", "/tasks/metadata"),
+                ("GET", "/tasks/x/metadata"),
+            ]:
+                r = await c.request(method, srv.url.rstrip("/") + path, json={})
+                assert r.status_code == 401, (method, path, r.status_code)
+            r = await c.get(srv.url.rstrip("/") + "/healthz", headers=auth())
+            assert r.status_code == 200
+            for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
+                assert (await c.get(srv.url.rstrip("/") + path)).status_code == 200, path
             res = await call(c, srv.url, body, auth())
             task = res["result"]
             assert task["status"]["state"] == "completed"

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
-PUBLIC_PATHS = frozenset((*CARD_PATHS, "/healthz"))
+# A5: only the card is public (a health probe authenticates like any client).
+PUBLIC_PATHS = frozenset(CARD_PATHS)
 CUSTOM_METHODS = ("commands/get", "command/execute")
 
 _V03_METHODS = frozenset(
