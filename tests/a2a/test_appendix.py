@@ -87,6 +87,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
             texts = "".join(parts_of(e)[0]["text"] for e in evs2 if dev_meta(e).get("kind") == "TEXT_CONTENT")
             assert texts == "I wrote hello.txt."
             assert kinds[-1] == ("STATE_CHANGE", "completed") and evs2[-1]["final"] is True
+            assert sum(1 for e in evs2 if e.get("final")) == 1  # A3: exactly one final event
             assert (workspace / "hello.txt").read_text() == "hi\n"
 
             # 10: the same taskId continues (extension client)
@@ -104,3 +105,4 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
             texts = "".join(parts_of(e)[0]["text"] for e in evs3 if dev_meta(e).get("kind") == "TEXT_CONTENT")
             assert texts == "Second turn: and now?"
             assert evs3[-1]["status"]["state"] == "completed" and evs3[-1]["final"] is True
+            assert sum(1 for e in evs3 if e.get("final")) == 1
