@@ -217,6 +217,27 @@ async def test_model_error_keeps_session_usable(core_factory: Any, script: Any, 
     assert events[-1].reason == "finished" and text_of(events) == "fine"
 
 
+async def test_racing_first_messages_share_one_session(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    """G6: two first messages of one conversation (an adapter's get_session found nothing for
+    either, then both create it) get one live session, and both turns are kept, one after the
+    other; before, each got its own object and the second turn failed writing message 0."""
+    core = await core_factory(script([[{"text": "a"}], [{"text": "b"}]]))
+
+    async def first_message(text: str) -> list[Any]:
+        s = await core.get_session("one-conversation")
+        if s is None:
+            s = await core.create_session([workspace], session_id="one-conversation")
+        return [s, await collect(s.advance(UserPrompt(text)))]
+
+    (s1, ev1), (s2, ev2) = await asyncio.gather(first_message("x"), first_message("y"))
+    assert s1 is s2
+    assert ev1[-1].reason == "finished" and ev2[-1].reason == "finished"
+    assert sorted([text_of(ev1), text_of(ev2)]) == ["a", "b"]
+    assert len(await s1.messages()) == 4
+
+
 async def test_c5_max_steps_guard(core_factory: Any, script: Any, workspace: Path) -> None:
     steps = [[call("list_directory", {"path": "."}, f"l{i}")] for i in range(5)]
     core = await core_factory(script(steps), max_steps=3)

@@ -163,10 +163,21 @@ class AgentCore:
             mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
         )
         sid = session_id or str(uuid.uuid4())
-        await self.store.create_session(sid, state.to_json())
-        session = Session(self, sid, state)
-        self._remember(session)
-        return session
+        # Under the lock get_session loads under: otherwise two first messages of one conversation
+        # (get_session found nothing for either) made two live objects for one id, whose turns
+        # then wrote the same message numbers. A session that exists already is returned as it is.
+        async with self._lock:
+            exists = session_id is not None and (
+                sid in self._sessions or await self.store.load_session(sid) is not None
+            )
+            if not exists:
+                await self.store.create_session(sid, state.to_json())
+                session = Session(self, sid, state)
+                self._remember(session)
+                return session
+        found = await self.get_session(sid)
+        assert found is not None
+        return found
 
     async def get_session(self, session_id: str) -> Session | None:
         """The session with this id, from memory or from the store (after a restart)."""
