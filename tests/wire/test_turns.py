@@ -114,7 +114,7 @@ def test_approve_approve_for_session_and_reject(start_wire: Callable[..., WirePr
     steps = [
         {"items": [shell("tc-1", "echo first")]},
         {"items": [shell("tc-2", "echo second")]},
-        {"items": [shell("tc-3", "echo third > third.txt")]},
+        {"items": [shell("tc-3", "echo third && echo again")]},
         {
             "items": [
                 {
@@ -147,10 +147,11 @@ def test_approve_approve_for_session_and_reject(start_wire: Callable[..., WirePr
     assert req["params"]["payload"]["tool_call_id"] == "tc-2"
     w.approve(req, "approve_for_session")
     msgs, req = w.until_request("ApprovalRequest")
-    assert req["params"]["payload"]["tool_call_id"] == "tc-4"  # tc-3 (echo) was not asked
+    assert req["params"]["payload"]["tool_call_id"] == "tc-4"  # tc-3 (only echo commands) was not asked
     assert req["params"]["payload"]["action"] == "edit file"
     assert req["params"]["payload"]["display"][0]["type"] == "diff"
-    assert (work_dir / "third.txt").read_text().strip() == "third"
+    r = next(e for e in events(msgs, "ToolResult") if e["tool_call_id"] == "tc-3")
+    assert r["return_value"]["output"].split()[:2] == ["third", "again"]
     # reject with feedback: the file is not written; the model sees the refusal and the feedback
     w.respond(req["id"], {"request_id": req["id"], "response": "reject", "feedback": "use b.txt"})
     msgs, resp = w.until(lambda m: is_response(m, "p1"))

@@ -7,6 +7,8 @@ client never decides: it can only answer a permission request with one of the of
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +33,45 @@ def shell_root(command: str) -> str:
     return ""
 
 
+# Text that makes the shell run something other than the words it shows.
+_SUBSTITUTIONS = ("$(", "`", "<(", ">(")
+_SEPARATORS = frozenset((";", ";;", "&&", "||", "|"))
+_PUNCTUATION = frozenset("();<>|&")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def command_roots(command: str) -> list[str] | None:
+    """The first word of each simple command of a list or pipeline (`a && b | c; d`), or None
+    when the command is not only that: a substitution (`$(...)`, backticks, `<(...)`), a
+    redirection, a subshell, a background job, or a leading `VAR=value` (`PATH=...`,
+    `LD_PRELOAD=...`). "Allow always" runs a command unasked only when every root is granted,
+    so a grant for `git` never lets `git status && rm -rf ~` or `git log > ~/.bashrc` through."""
+    if not command.strip() or any(s in command for s in _SUBSTITUTIONS):
+        return None
+    lex = shlex.shlex(command.replace("\r", "\n").replace("\n", ";"), posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    lex.commenters = ""  # `a#b; rm x`: the shell sees no comment there
+    try:
+        tokens = list(lex)
+    except ValueError:  # unbalanced quotes
+        return None
+    roots: list[str] = []
+    expect_root = True
+    for tok in tokens:
+        if tok in _SEPARATORS:
+            if expect_root:
+                return None
+            expect_root = True
+        elif tok and set(tok) <= _PUNCTUATION:
+            return None
+        elif expect_root:
+            if _ASSIGNMENT.match(tok):
+                return None
+            roots.append(tok)
+            expect_root = False
+    return roots or None
+
+
 def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
     if kind is ToolKind.CLIENT:
         return Decision("client")
@@ -48,10 +89,20 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
         return Decision("run")
     if kind is ToolKind.EXECUTE:
-        root = shell_root(str(args.get("command", "")))
-        if root and root in state.grants_shell:
+        roots = command_roots(str(args.get("command", "")))
+        if roots and all(r in state.grants_shell for r in roots):
             return Decision("run")
     return Decision("ask")
+
+
+def _grant_roots(command: str) -> list[str]:
+    """What "allow always" on this command remembers: the root of each of its simple commands,
+    or for a command that always asks (substitutions, redirections) its first word."""
+    roots = command_roots(command)
+    if roots is None:
+        root = shell_root(command)
+        roots = [root] if root else []
+    return list(dict.fromkeys(roots))
 
 
 def _mcp_server(name: str) -> str:
@@ -76,8 +127,8 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             PermissionOption("cancel", "Cancel", "Do not run this call"),
         ]
     if kind is ToolKind.EXECUTE:
-        root = shell_root(str(args.get("command", "")))
-        always = f"Allow `{root}` commands for the rest of this session"
+        roots = ", ".join(f"`{r}`" for r in _grant_roots(str(args.get("command", ""))))
+        always = f"Allow {roots} commands for the rest of this session"
     else:
         always = f"Allow {name} for the rest of this session"
     return [
@@ -90,15 +141,16 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
 def grant(
     kind: ToolKind, name: str, args: dict[str, Any], state: SessionState, option: str = "proceed_always"
 ) -> None:
-    """Remember "allow always" for the session: per command root for shell, per server for an MCP
+    """Remember "allow always" for the session: per command root for shell (each root of a list
+    or pipeline), per server for an MCP
     call answered "always allow this server", per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
         server = _mcp_server(name)
         if server not in state.grants_mcp_servers:
             state.grants_mcp_servers.append(server)
     elif kind is ToolKind.EXECUTE:
-        root = shell_root(str(args.get("command", "")))
-        if root and root not in state.grants_shell:
-            state.grants_shell.append(root)
+        for root in _grant_roots(str(args.get("command", ""))):
+            if root not in state.grants_shell:
+                state.grants_shell.append(root)
     elif name not in state.grants_tools:
         state.grants_tools.append(name)
