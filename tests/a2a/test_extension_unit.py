@@ -108,6 +108,10 @@ def test_agent_settings(tmp_path: Path) -> None:
         "m",
         {"mcp": 1},
     )
+    # a client cannot make the server read a file of its choosing as a scripted model
+    for model in ("scripted:/etc/passwd", " Scripted:x.json"):
+        s = ext.AgentSettings.from_metadata({ext.EXTENSION_URI: {"workspace_path": "/x", "model": model}})
+        assert s is not None and s.model is None
     legacy = ext.AgentSettings.from_metadata(
         {"coderAgent": {"kind": "agent-settings", "workspacePath": "/y"}}
     )

@@ -177,7 +177,7 @@ class AgentSettings:
                     return cls(
                         workspace_path=_opt_str(raw.get("workspace_path")),
                         approval_mode=_opt_str(raw.get("approval_mode")),
-                        model=_opt_str(raw.get("model")),
+                        model=_client_model(raw.get("model")),
                         extra={
                             k: v
                             for k, v in raw.items()
@@ -197,6 +197,17 @@ class AgentSettings:
 
 def _opt_str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
+
+
+def _client_model(v: Any) -> str | None:
+    """The model a client asks for, if a client may name it at all: `scripted:FILE` reads a file
+    on the server's machine (an oracle for any path, and the script would be the client's), so a
+    client's scripted model is ignored like a mode policy forbids; the operator can still serve one
+    with --model / DEVAGENT_MODEL."""
+    model = _opt_str(v)
+    if model is not None and model.strip().lower().startswith("scripted:"):
+        return None
+    return model
 
 
 def validate_workspace(path: str, allowed_roots: list[Path]) -> str:
