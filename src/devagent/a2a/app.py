@@ -203,12 +203,17 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         backoff=settings.push_backoff,
     )
     executor = DevagentExecutor(core, settings)
+
+    def new_task(task_id: str) -> None:
+        push_store.new_task(task_id)
+        task_store.new_task(task_id)
+
     handler = DevagentRequestHandler(
         executor,
         task_store=task_store,
         agent_card=card,
         push_config_store=push_store,
-        on_new_task=push_store.new_task,
+        on_new_task=new_task,
         push_sender=sender,
         push_url_validator=sender.validate_url,
         extended_agent_card=card,
@@ -357,7 +362,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/", rpc, methods=["POST"]),
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
-        *rest_routes(handler, executor, ctx_builder, push_store.new_task),
+        *rest_routes(handler, executor, ctx_builder, new_task),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.handler = handler

@@ -52,6 +52,7 @@ PREPARED_KEY = "devagent.prepared"
 COMMAND_KEY = "devagent.command"
 LEGACY_KEY = "devagent.legacy"  # B16: the LegacyRequest of a request in the legacy dialect
 CONTEXT_KEY = "devagent.context_id"
+NEW_CONTEXT_KEY = "devagent.new_context"  # the SDK generated the request's contextId
 _HANDOFF_YIELDS = 12
 _SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
 
@@ -217,12 +218,21 @@ class DevagentExecutor(AgentExecutor):
     # --- sessions ---------------------------------------------------------------------------
 
     async def session_for(
-        self, owner: str, context_id: str, prepared: Prepared | None, create: bool = True
+        self,
+        owner: str,
+        context_id: str,
+        prepared: Prepared | None,
+        create: bool = True,
+        *,
+        new_context: bool = False,
     ) -> Session | None:
+        """The session of (owner, context_id), created if missing and `create`. `new_context`: the
+        contextId was generated for this request, so there is no session to look up."""
         sid = session_id_for(owner, context_id)
-        session = await self.core.get_session(sid)
-        if session is not None or not create:
-            return session
+        if not new_context:
+            session = await self.core.get_session(sid)
+            if session is not None or not create:
+                return session
         st = prepared.settings if prepared else None
         workspace = (prepared.workspace if prepared else None) or str(self.settings.workspace_roots[0])
         return await self.core.create_session(
@@ -271,8 +281,9 @@ class DevagentExecutor(AgentExecutor):
             from devagent.a2a import legacy
 
             em = legacy.LegacyEmitter(event_queue, task_id, context_id, em.model, lreq.outcomes)
+        new_context = task is None and bool(call_context and call_context.state.get(NEW_CONTEXT_KEY))
         try:
-            session = await self.session_for(owner, context_id, prepared)
+            session = await self.session_for(owner, context_id, prepared, new_context=new_context)
         except Exception as e:  # an unusable workspace, a model that cannot be built
             log.warning("cannot open session for context %s: %s", context_id, e)
             await em.emit(FAILED, ext.STATE_CHANGE, Part(text=str(e)), error=str(e))

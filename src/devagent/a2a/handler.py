@@ -38,6 +38,7 @@ from devagent.a2a.executor import (
     COMMAND_KEY,
     CONTEXT_KEY,
     LEGACY_KEY,
+    NEW_CONTEXT_KEY,
     PREPARED_KEY,
     DevagentExecutor,
     Prepared,
@@ -77,6 +78,9 @@ class InheritContextBuilder(SimpleRequestContextBuilder):
     ) -> RequestContext:
         if task_id and not context_id:
             context_id = context.state.get(CONTEXT_KEY) or None
+        if not task_id and not context_id:
+            # The SDK generates a new contextId: no session can exist for it yet.
+            context.state[NEW_CONTEXT_KEY] = True
         built = await super().build(context, params, task_id, context_id, task)
         if not task_id and built.task_id and self._on_new_task is not None:
             self._on_new_task(built.task_id)

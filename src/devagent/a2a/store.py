@@ -38,6 +38,15 @@ class BufferedTaskStore(TaskStore):
         self._pending: dict[str, tuple[Task, ServerCallContext]] = {}
         self._timers: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # Ids of tasks this process just created (the SDK generated the id) and has not saved yet:
+        # the SDK looks each up two or three times before its first save, and none can be stored.
+        self._fresh: set[str] = set()
+
+    def new_task(self, task_id: str) -> None:
+        """`task_id` was generated for a new task in this process: not in the database yet."""
+        if len(self._fresh) > 10_000:  # ids of requests that failed before their first save
+            self._fresh.clear()
+        self._fresh.add(task_id)
 
     async def initialize(self) -> None:
         await self.inner.initialize()
@@ -49,6 +58,7 @@ class BufferedTaskStore(TaskStore):
         return lock
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
+        self._fresh.discard(task.id)
         if task.status.state in _BUFFERED:
             # The SDK passes the task object it keeps mutating; holding the reference means the
             # flush writes whatever is latest then.
@@ -83,6 +93,8 @@ class BufferedTaskStore(TaskStore):
                 log.exception("cannot save task %s", task_id)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if task_id in self._fresh:
+            return None
         entry = self._pending.get(task_id)
         if entry is not None and self.inner.owner_resolver(entry[1]) == self.inner.owner_resolver(context):
             copy = Task()
@@ -97,6 +109,7 @@ class BufferedTaskStore(TaskStore):
         return result
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._fresh.discard(task_id)
         timer = self._timers.pop(task_id, None)
         if timer is not None:
             timer.cancel()
