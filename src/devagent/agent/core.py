@@ -79,7 +79,9 @@ class AgentCore:
         # session id never has two live objects (two locks), and memory stays bounded.
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._recent: OrderedDict[str, Session] = OrderedDict()
-        self._lock = asyncio.Lock()
+        # One lock per session id, held while a session object is made for it (loaded or created):
+        # so one id never gets two live objects, while other sessions load and start in parallel.
+        self._id_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._models: dict[str, Any] = {}
         self._mcp: McpManager | None = None
         self.default_model, self.model_explanation = self._default_model()
@@ -162,22 +164,34 @@ class AgentCore:
             extra=dict(extra or {}),
             mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
         )
+        from sqlalchemy.exc import IntegrityError
+
         sid = session_id or str(uuid.uuid4())
-        # Under the lock get_session loads under: otherwise two first messages of one conversation
-        # (get_session found nothing for either) made two live objects for one id, whose turns
-        # then wrote the same message numbers. A session that exists already is returned as it is.
-        async with self._lock:
-            exists = session_id is not None and (
-                sid in self._sessions or await self.store.load_session(sid) is not None
-            )
-            if not exists:
-                await self.store.create_session(sid, state.to_json())
-                session = Session(self, sid, state)
-                self._remember(session)
-                return session
+        # Under the id's lock, which get_session loads under: otherwise two first messages of one
+        # conversation (get_session found nothing for either) made two live objects for one id,
+        # whose turns then wrote the same message numbers. A session that exists already (here,
+        # or stored: the insert fails) is returned as it is.
+        async with self._id_lock(sid):
+            if sid not in self._sessions:
+                try:
+                    await self.store.create_session(sid, state.to_json())
+                except IntegrityError:
+                    if session_id is None:
+                        raise
+                else:
+                    session = Session(self, sid, state)
+                    self._remember(session)
+                    return session
         found = await self.get_session(sid)
-        assert found is not None
+        if found is None:
+            raise RuntimeError(f"session {sid} could be neither created nor loaded")
         return found
+
+    def _id_lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._id_locks.get(session_id)
+        if lock is None:
+            lock = self._id_locks[session_id] = asyncio.Lock()
+        return lock
 
     async def get_session(self, session_id: str) -> Session | None:
         """The session with this id, from memory or from the store (after a restart)."""
@@ -185,7 +199,7 @@ class AgentCore:
         if session is not None:
             self._remember(session)
             return session
-        async with self._lock:
+        async with self._id_lock(session_id):
             session = self._sessions.get(session_id)
             if session is not None:
                 self._remember(session)
