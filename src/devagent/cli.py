@@ -94,8 +94,6 @@ def run(
     except ConfigError as e:
         typer.echo(f"devagent: {e}", err=True)
         raise typer.Exit(2) from e
-    if approval:  # the terminal user is the operator: the chosen mode is allowed
-        config.allowed_approval_modes = (*config.allowed_approval_modes, approval)
     if not workspace.is_dir():
         typer.echo(f"devagent: workspace {workspace} is not a directory", err=True)
         raise typer.Exit(2)

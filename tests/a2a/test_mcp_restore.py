@@ -49,7 +49,10 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
     ]
     # the test's MCP server is on loopback: the operator allows that here (default: refused)
     async with running_server(
-        script(steps), sqlite_url, workspace, core_kw={"mcp_client_private_urls": True}
+        script(steps),
+        sqlite_url,
+        workspace,
+        core_kw={"mcp_client_private_urls": True, "allowed_approval_modes": ("auto-edit",)},
     ) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             settings = {

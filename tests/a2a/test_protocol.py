@@ -185,10 +185,13 @@ async def test_settings_validation(
     script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
     """B3: workspace_path must be absolute and inside the allowed roots; approval mode only
-    within server policy (yolo refused by default, auto-edit allowed)."""
+    within server policy (G3: nothing more permissive than the server's default unless the operator
+    lists it; this server lists auto-edit)."""
     outside = tmp_path.parent / f"outside-{uuid.uuid4().hex[:6]}"
     outside.mkdir()
-    async with running_server(script(WRITE), sqlite_url, workspace) as srv:
+    async with running_server(
+        script(WRITE), sqlite_url, workspace, core_kw={"allowed_approval_modes": ("auto-edit",)}
+    ) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             for bad in ("relative/path", str(outside), str(workspace / "missing")):
                 m = v03_message("hi", settings={"workspace_path": bad})
@@ -203,7 +206,7 @@ async def test_settings_validation(
             m = v03_message("w", settings={"workspace_path": str(workspace), "approval_mode": "yolo"})
             res = await call(c, srv.url, rpc("message/send", {"message": m}), auth())
             assert res["result"]["status"]["state"] == "input-required"
-            # auto-edit is allowed: the write runs without asking
+            # auto-edit is listed by the operator: the write runs without asking
             m = v03_message("w", settings={"workspace_path": str(workspace), "approval_mode": "auto-edit"})
             res = await call(c, srv.url, rpc("message/send", {"message": m}), auth())
             assert res["result"]["status"]["state"] == "completed", res

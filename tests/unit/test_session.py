@@ -140,9 +140,18 @@ async def test_g3_plan_mode_refuses_edits(core_factory: Any, script: Any, worksp
 
 
 async def test_g3_client_cannot_choose_a_mode_policy_forbids(core_factory: Any, workspace: Path) -> None:
-    core = await core_factory("demo")  # default allowed: ask, auto-edit, plan
-    s = await core.create_session([workspace], approval_mode="yolo")
-    assert s.state.approval_mode == "ask"
+    core = await core_factory("demo")  # server default: ask; nothing listed by the operator
+    assert (await core.create_session([workspace], approval_mode="yolo")).state.approval_mode == "ask"
+    assert (await core.create_session([workspace], approval_mode="auto-edit")).state.approval_mode == "ask"
+    assert (await core.create_session([workspace], approval_mode="plan")).state.approval_mode == "plan"
+    assert (await core.create_session([workspace], approval_mode="nonsense")).state.approval_mode == "ask"
+    listed = await core_factory("demo", allowed_approval_modes=("auto-edit",))
+    assert (
+        await listed.create_session([workspace], approval_mode="auto-edit")
+    ).state.approval_mode == "auto-edit"
+    assert (await listed.create_session([workspace], approval_mode="yolo")).state.approval_mode == "ask"
+    strict = await core_factory("demo", approval_mode="plan")
+    assert (await strict.create_session([workspace], approval_mode="ask")).state.approval_mode == "plan"
 
 
 async def test_g4_escape_is_a_failed_call(core_factory: Any, script: Any, workspace: Path) -> None:

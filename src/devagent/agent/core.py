@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 
+# How much each approval mode lets run without asking (G3).
+PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
+
 if TYPE_CHECKING:
     from devagent.agent.mcp import McpManager
     from devagent.agent.session import Session
@@ -42,8 +45,9 @@ class CoreConfig:
     model_base_url: str | None = None
     model_api_key: str | None = None
     approval_mode: str = "ask"  # the default mode of new sessions
-    # Modes a client may choose for its session. A client asking for another gets the default.
-    allowed_approval_modes: tuple[str, ...] = ("ask", "auto-edit", "plan")
+    # Modes a client may choose beyond those no more permissive than `approval_mode` (which it may
+    # always choose). A client asking for another gets the default.
+    allowed_approval_modes: tuple[str, ...] = ()
     allow_client_model: bool = True  # may a client pick the model of its session
     max_steps: int = 50  # model requests per turn (C5)
     shell_timeout: float = 120.0
@@ -130,14 +134,16 @@ class AgentCore:
         await self.store.close()
 
     def effective_approval_mode(self, requested: str | None) -> str:
-        """The mode a session gets: what was asked if policy allows it, else the default."""
-        if (
-            requested
-            and requested in APPROVAL_MODES
-            and (requested == self.config.approval_mode or requested in self.config.allowed_approval_modes)
+        """The mode a session gets (G3): what a client asked for if it is no more permissive than
+        the server's default mode, or the operator listed it in `allowed_approval_modes`; else the
+        default. A client never grants itself more than the operator allowed."""
+        default = self.config.approval_mode
+        if requested in APPROVAL_MODES and (
+            PERMISSIVENESS[requested] <= PERMISSIVENESS[default]
+            or requested in self.config.allowed_approval_modes
         ):
             return requested
-        return self.config.approval_mode
+        return default
 
     async def create_session(
         self,
