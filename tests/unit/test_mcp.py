@@ -287,6 +287,10 @@ async def test_b15_client_stdio_servers_follow_server_policy(
     other = await allowed.create_session([workspace], mcp_servers={"evil": {"command": "/bin/sh"}})
     out = text_of(await collect(other.advance(UserPrompt("/mcp"))))
     assert "not in the server's allowlist" in out
+    with_env = {**stdio(server_script), "env": {"LD_PRELOAD": "/tmp/evil.so"}}
+    s4 = await allowed.create_session([workspace], mcp_servers={"mine": with_env})
+    out = text_of(await collect(s4.advance(UserPrompt("/mcp"))))
+    assert "may not set the environment" in out
 
     off = await core_factory(spec, mcp_client_http=False)
     s3 = await off.create_session([workspace], mcp_servers={"web": {"url": "http://127.0.0.1:9/mcp"}})

@@ -188,6 +188,9 @@ def check_client_server(spec: McpServerSpec, config: CoreConfig, roots: list[str
             )
         if spec.command not in config.mcp_client_commands:
             return f"the command {spec.command!r} is not in the server's allowlist (mcp_client_commands)"
+        if spec.env:
+            # LD_PRELOAD, PATH and the like would let a client run other code than the allowed command
+            return "a client may not set the environment of a stdio MCP server"
         if spec.cwd and not _inside(Path(roots[0]) / spec.cwd, roots):
             return "its cwd is outside the session's workspace"
         return None
