@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -260,12 +261,16 @@ class Session:
             except (asyncio.CancelledError, _Cancelled):
                 await self._after_cancel(emit)
             except Exception as e:  # a bug must not kill the conversation
-                log.exception("turn failed")
+                # The details (SQL, paths, values) go to the server log only; the client gets a
+                # reference to find them.
+                ref = uuid.uuid4().hex[:12]
+                log.exception("turn of session %s failed (error %s)", self.id, ref)
                 self._close_pending("the turn failed", "internal")
                 self.state.status = "idle"
                 await self._save_quietly()
-                emit(Notice(f"Internal error: {e}", "error"))
-                emit(TurnEnd("error", self._turn_usage(), str(e)))
+                text = f"Internal error {ref} ({type(e).__name__}); the details are in the server log."
+                emit(Notice(text, "error"))
+                emit(TurnEnd("error", self._turn_usage(), text))
         finally:
             self._task = None
             self._turn_started = False
