@@ -52,7 +52,7 @@ async def three_edits(s: Any) -> None:
 async def test_g5_edits_take_checkpoints_and_restore_puts_files_and_conversation_back(
     core_factory: Any, script: Any, workspace: Path
 ) -> None:
-    core = await core_factory(script(STEPS))
+    core = await core_factory(script(STEPS), approval_mode="auto-edit")
     s = await core.create_session([workspace], approval_mode="auto-edit")
     await three_edits(s)
     assert (workspace / "notes.txt").read_text() == "two\n"
@@ -88,7 +88,7 @@ async def test_g5_edits_take_checkpoints_and_restore_puts_files_and_conversation
 async def test_g5_restore_refuses_when_a_file_changed_since(
     core_factory: Any, script: Any, workspace: Path
 ) -> None:
-    core = await core_factory(script(STEPS))
+    core = await core_factory(script(STEPS), approval_mode="auto-edit")
     s = await core.create_session([workspace], approval_mode="auto-edit")
     await three_edits(s)
     (workspace / "README.md").write_text("# Demo project\nMy own words.\n")  # the user's change
@@ -116,7 +116,7 @@ async def test_g5_restore_after_restart_and_outside_the_workspace(
     git = shutil.which("git")
     if git:
         git_out(git, workspace, "init", "-q")
-    core = await core_factory(script(STEPS), db=db_url)
+    core = await core_factory(script(STEPS), db=db_url, approval_mode="auto-edit")
     s = await core.create_session([workspace], approval_mode="auto-edit")
     await three_edits(s)
     await core.close()
@@ -174,7 +174,7 @@ async def test_g5_an_edit_that_changes_nothing_leaves_no_checkpoint(
             [{"text": "failed"}],
         ]
     )
-    core = await core_factory(spec)
+    core = await core_factory(spec, approval_mode="auto-edit")
     s = await core.create_session([workspace], approval_mode="auto-edit")
     ev = await collect(s.advance(UserPrompt("edit")))
     assert [e.call.status for e in ev if isinstance(e, ToolCallUpdate)][-1] is ToolCallStatus.FAILED
@@ -199,9 +199,33 @@ async def test_g5_restore_keeps_bytes_exactly(
     raw = b"\x00\xffnot text\r\n"
     (workspace / "blob.bin").write_bytes(raw)
     spec = script([[call("write_file", {"path": "blob.bin", "content": "text now"}, "w1")], [{"text": "ok"}]])
-    core = await core_factory(spec)
+    core = await core_factory(spec, approval_mode="auto-edit")
     s = await core.create_session([workspace], approval_mode="auto-edit")
     await collect(s.advance(UserPrompt("overwrite")))
     assert (workspace / "blob.bin").read_text() == "text now"
     await collect(s.advance(UserPrompt("/restore 1")))
     assert (workspace / "blob.bin").read_bytes() == raw
+
+
+async def test_g4_g5_restore_never_writes_through_a_symlink_out(
+    core_factory: Any, script: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """A directory swapped for a symlink pointing outside after the edit: restoring would write
+    outside the workspace roots, so it is refused and the outside file is untouched."""
+    import shutil
+
+    steps = [[call("write_file", {"path": "sub/x.txt", "content": "agent\n"}, "w")], [{"text": "ok"}]]
+    core = await core_factory(script(steps), approval_mode="yolo")
+    s = await core.create_session([workspace], approval_mode="yolo")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "x.txt").write_text("mine\n")
+    await collect(s.advance(UserPrompt("write")))
+    assert (workspace / "sub" / "x.txt").read_text() == "agent\n"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.txt").write_text("agent\n")  # what restore would find "as the agent left it"
+    shutil.rmtree(workspace / "sub")
+    (workspace / "sub").symlink_to(outside)
+    ev = await collect(s.advance(UserPrompt("/restore 1")))
+    assert "resolves outside the workspace roots" in "\n".join(notices(ev))
+    assert (outside / "x.txt").read_text() == "agent\n"

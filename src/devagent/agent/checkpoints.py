@@ -355,6 +355,10 @@ async def restore_command(session: Session, args: str, emit: Callable[[Event], N
             limit = MAX_FILE_BYTES // (1024 * 1024)
             problems.append(f"{plan.display}: it was larger than {limit} MiB, so it was not saved")
             continue
+        if not session.workspace.contains(plan.path):
+            # G4 at restore time too: a root or a directory swapped for a symlink since the edit
+            problems.append(f"{plan.display}: it now resolves outside the workspace roots")
+            continue
         current = _current_state(plan.path)
         if current == plan.first.before_state:
             continue  # already as it was
