@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -158,7 +159,7 @@ def tool_extra(session: Session) -> dict[str, Any]:
 class _Emitter:
     """Builds and enqueues the TaskStatusUpdateEvents of one execution."""
 
-    __slots__ = ("context_id", "model", "queue", "task_id")
+    __slots__ = ("_metadata", "context_id", "model", "queue", "task_id")
     # The ToolCall JSON of this dialect (the legacy emitter has its own): read once per turn.
     tool_json = staticmethod(ext.tool_call_json)
 
@@ -167,6 +168,9 @@ class _Emitter:
         self.task_id = task_id
         self.context_id = context_id
         self.model = model
+        # The metadata Struct of plain events, built once per (kind, model): building it from a
+        # dict costs more than the rest of the event, and a turn sends hundreds of the same.
+        self._metadata: dict[tuple[str, str], struct_pb2.Struct] = {}
 
     def _message(self, parts: list[Part]) -> Message:
         return Message(
@@ -187,12 +191,20 @@ class _Emitter:
     ) -> None:
         parts = [part] if isinstance(part, Part) else part
         status = TaskStatus(state=state, message=self._message(parts)) if parts else TaskStatus(state=state)
-        status.timestamp.GetCurrentTime()
+        # GetCurrentTime's value (microseconds), without its detour through datetime
+        status.timestamp.FromMicroseconds(time.time_ns() // 1000)
+        metadata: dict[str, Any] | struct_pb2.Struct
+        if error or extra:
+            metadata = ext.event_metadata(kind, self.model, error, extra)
+        else:
+            key = (kind, self.model)
+            cached = self._metadata.get(key)
+            if cached is None:
+                cached = self._metadata[key] = struct_pb2.Struct()
+                cached.update(ext.event_metadata(kind, self.model))
+            metadata = cached  # copied into the event
         ev = TaskStatusUpdateEvent(
-            task_id=self.task_id,
-            context_id=self.context_id,
-            status=status,
-            metadata=ext.event_metadata(kind, self.model, error, extra),
+            task_id=self.task_id, context_id=self.context_id, status=status, metadata=metadata
         )
         await self.queue.enqueue_event(ev)
 
