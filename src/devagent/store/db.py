@@ -72,6 +72,18 @@ class Store:
         kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"timeout": 30}
+            from sqlalchemy.engine import make_url
+
+            database = make_url(url).database or ""
+            if database and database != ":memory:" and "mode=memory" not in url:
+                # One connection for the whole process: SQLite has one writer at a time anyway,
+                # and with a pool of 5 + 10 connections (one aiosqlite thread each) concurrent
+                # turns spent their time in SQLite's busy-wait and in threads contending for
+                # the GIL. One connection serves the operations in turn, in order; no code path
+                # holds a connection while it asks for another. (In-memory databases keep
+                # SQLAlchemy's own single-connection pool.)
+                kwargs["pool_size"] = 1
+                kwargs["max_overflow"] = 0
         engine = create_async_engine(url, **kwargs)
         if url.startswith("sqlite"):
             from sqlalchemy import event
