@@ -3,7 +3,7 @@
 The SDK saves the whole task (history included) on every event: for a streamed answer of a few
 hundred text pieces that is a few hundred growing writes per turn, the dominant cost of the event
 path. While a task is `working`, this store keeps the latest snapshot in memory and writes it at most
-every `delay` seconds; any other state (submitted, input-required, completed, failed, canceled)
+every `delay` seconds (5); any other state (submitted, input-required, completed, failed, canceled)
 is written at once, after any pending snapshot, so everything a client or a restart
 needs (a pause waiting for a confirmation, the end of a turn) is on disk when the stream says so.
 Reads see the pending snapshot. The conversation itself is the core's transcript, which the
@@ -32,7 +32,10 @@ _BUFFERED = frozenset((TaskState.TASK_STATE_WORKING,))
 
 
 class BufferedTaskStore(TaskStore):
-    def __init__(self, inner: DatabaseTaskStore, delay: float = 0.5) -> None:
+    # 5 s rather than less: under load a turn lasts many seconds and every flush writes the whole
+    # growing history; readers in this process see the live snapshot anyway, and a task left
+    # `working` by a crash is settled as failed whatever its stored history.
+    def __init__(self, inner: DatabaseTaskStore, delay: float = 5.0) -> None:
         self.inner = inner
         self._delay = delay
         self._pending: dict[str, tuple[Task, ServerCallContext]] = {}
