@@ -186,6 +186,7 @@ class AgentCore:
                         raise
                 else:
                     session = Session(self, sid, state)
+                    session.start_empty()  # a new session has no transcript to load
                     self._remember(session)
                     return session
         found = await self.get_session(sid)

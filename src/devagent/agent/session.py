@@ -170,6 +170,12 @@ class Session:
         defs += [{**t.to_json(), "kind": ToolKind.CLIENT.value} for t in self.state.client_tools]
         return defs
 
+    def start_empty(self) -> None:
+        """For a session just created: its transcript is empty, no need to read it."""
+        if self._messages is None:
+            self._messages = []
+            self._saved_count = 0
+
     async def messages(self) -> list[pm.ModelMessage]:
         if self._messages is None:
             rows = await self.core.store.load_messages(self.id)
