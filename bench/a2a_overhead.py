@@ -207,6 +207,8 @@ async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
         "conc_p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
         "conc_wall_s": wall,
         "conc_events_per_s": sum(x[2] for x in conc) / wall,
+        # a turn completed when its stream carried every event of the turn (the final one included)
+        "conc_completed": sum(1 for x in conc if x[2] == events),
     }
 
 
@@ -246,6 +248,7 @@ async def main(args: argparse.Namespace) -> None:
         (f"{args.concurrent} conc p99 (ms)", "conc_p99_ms"),
         (f"{args.concurrent} conc wall (s)", "conc_wall_s"),
         (f"{args.concurrent} conc events/s", "conc_events_per_s"),
+        (f"{args.concurrent} conc completed", "conc_completed"),
         ("peak RSS (MB)", "peak_rss_mb"),
     ]
     for label, key in rows:
