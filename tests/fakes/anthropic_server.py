@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.local_server import LocalServer
 
 Block = tuple[Any, ...]
 Script = Callable[[dict[str, Any]], tuple[list[Block], tuple[int, int]]]
@@ -41,8 +41,8 @@ class FakeAnthropic:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._local = LocalServer()
+        self.base_url = ""
 
     def _frames(self, blocks: list[Block], usage: tuple[int, int]) -> list[str]:
         msg = {
@@ -107,18 +107,11 @@ class FakeAnthropic:
 
     async def __aenter__(self) -> str:
         app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
-            await asyncio.sleep(0.01)
-        return f"http://127.0.0.1:{port}"
+        port = await self._local.start(app)
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.base_url
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._server is not None and self._task is not None
-        self._server.should_exit = True
-        await self._task
+        await self._local.stop()

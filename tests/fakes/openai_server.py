@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.local_server import LocalServer
 
 __all__ = ["FakeOpenAI", "FakeToolCall", "Reply", "Script"]
 
@@ -70,8 +71,7 @@ class FakeOpenAI:
         self.script = script
         self.model = model
         self.requests: list[dict[str, Any]] = []
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._local = LocalServer()
         self.base_url = ""
 
     # --- the wire format ---
@@ -145,21 +145,11 @@ class FakeOpenAI:
 
     async def __aenter__(self) -> str:
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat_completions, methods=["POST"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()  # raises what went wrong
-                raise RuntimeError("fake OpenAI server stopped before starting")
-            await asyncio.sleep(0.005)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
+        port = await self._local.start(app)
         self.base_url = f"http://127.0.0.1:{port}/v1"
         return self.base_url
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._server is not None and self._task is not None
-        self._server.should_exit = True
-        await self._task
+        await self._local.stop()
