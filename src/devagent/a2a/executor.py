@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections import deque
@@ -258,9 +259,12 @@ class DevagentExecutor(AgentExecutor):
         )
 
     def model_name(self, session: Session | None) -> str:
-        if session is not None and session.state.model:
-            return session.state.model
-        return self.core.default_model
+        """The model as clients see it in event metadata: a scripted model by its file's name
+        only, so the server's paths do not leak."""
+        spec = session.state.model if session is not None and session.state.model else self.core.default_model
+        if spec.startswith("scripted:"):
+            return "scripted:" + os.path.basename(spec[len("scripted:") :])
+        return spec
 
     # --- AgentExecutor ------------------------------------------------------------------------
 
