@@ -22,7 +22,7 @@ from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
-from devagent.netpolicy import check_outbound_url
+from devagent.netpolicy import check_outbound_url, pinned_request, resolve_outbound_url
 
 if TYPE_CHECKING:
     import httpx
@@ -33,14 +33,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_PRIVATE_HINT = "start the server with --allow-private-webhooks"
+
+
 async def check_webhook_url(url: str, allow_private: bool) -> str | None:
     """None if the URL may be called, else the reason it may not."""
-    return await check_outbound_url(
-        url,
-        allow_private=allow_private,
-        what="webhook URL",
-        hint="start the server with --allow-private-webhooks",
-    )
+    return await check_outbound_url(url, allow_private=allow_private, what="webhook URL", hint=_PRIVATE_HINT)
 
 
 def _is_v03(context: ServerCallContext) -> bool:
@@ -219,11 +217,13 @@ class QueuedPushSender(PushNotificationSender):
     async def _deliver(
         self, task_id: str, cfg: TaskPushNotificationConfig, event: PushNotificationEvent
     ) -> None:
-        reason = await check_webhook_url(cfg.url, self._allow_private)
+        reason, ip = await resolve_outbound_url(
+            cfg.url, allow_private=self._allow_private, what="webhook URL", hint=_PRIVATE_HINT
+        )
         if reason:
             log.warning("push for task %s not sent to %s: %s", task_id, cfg.url, reason)
             return
-        headers: dict[str, str] = {}
+        target, headers, extensions = pinned_request(cfg.url, ip) if ip is not None else (cfg.url, {}, {})
         if cfg.token:
             headers["X-A2A-Notification-Token"] = cfg.token
         if cfg.HasField("authentication") and cfg.authentication.scheme and cfg.authentication.credentials:
@@ -236,7 +236,7 @@ class QueuedPushSender(PushNotificationSender):
         delay = self._backoff
         for attempt in range(1, self._max_attempts + 1):
             try:
-                resp = await self._client.post(cfg.url, json=body, headers=headers)
+                resp = await self._client.post(target, json=body, headers=headers, extensions=extensions)
                 if resp.status_code < 300:
                     return
                 if 400 <= resp.status_code < 500 and resp.status_code not in (408, 425, 429):
