@@ -11,18 +11,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from types import TracebackType
+from collections.abc import Callable
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import LocalServer
+from tests.fakes.local_server import FakeHTTPServer
 
 Block = tuple[Any, ...]
 Script = Callable[[dict[str, Any]], tuple[list[Block], tuple[int, int]]]
@@ -37,12 +34,11 @@ def _halves(text: str) -> list[str]:
     return [text[:mid], text[mid:]] if len(text) > 1 else [text]
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeHTTPServer):
     def __init__(self, script: Script) -> None:
+        super().__init__()
         self.script = script
         self.requests: list[dict[str, Any]] = []
-        self._local = LocalServer()
-        self.base_url = ""
 
     def _frames(self, blocks: list[Block], usage: tuple[int, int]) -> list[str]:
         msg = {
@@ -98,20 +94,7 @@ class FakeAnthropic:
         blocks, usage = self.script(body)
         frames = self._frames(blocks, usage)
 
-        async def stream() -> AsyncIterator[str]:
-            for f in frames:
-                yield f
-                await asyncio.sleep(0)
+        return self.sse(frames)
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
-
-    async def __aenter__(self) -> str:
-        app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
-        port = await self._local.start(app)
-        self.base_url = f"http://127.0.0.1:{port}"
-        return self.base_url
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._local.stop()
+    def routes(self) -> list[Route]:
+        return [Route("/v1/messages", self._messages, methods=["POST"])]

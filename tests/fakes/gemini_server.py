@@ -12,29 +12,25 @@ usage metadata sent with the last chunk.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from types import TracebackType
+from collections.abc import Callable
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import LocalServer
+from tests.fakes.local_server import FakeHTTPServer
 
 Script = Callable[[dict[str, Any]], tuple[list[list[dict[str, Any]]], dict[str, int]]]
 
 
-class FakeGemini:
+class FakeGemini(FakeHTTPServer):
     def __init__(self, script: Script) -> None:
+        super().__init__()
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
-        self._local = LocalServer()
-        self.base_url = ""
 
     async def _generate(self, request: Request) -> Response:
         self.paths.append(request.url.path)
@@ -52,20 +48,7 @@ class FakeGemini:
                 data["usageMetadata"] = usage
             frames.append(f"data: {json.dumps(data)}\r\n\r\n")
 
-        async def stream() -> AsyncIterator[str]:
-            for f in frames:
-                yield f
-                await asyncio.sleep(0)
+        return self.sse(frames)
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
-
-    async def __aenter__(self) -> str:
-        app = Starlette(routes=[Route("/v1beta/models/{rest:path}", self._generate, methods=["POST"])])
-        port = await self._local.start(app)
-        self.base_url = f"http://127.0.0.1:{port}"
-        return self.base_url
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._local.stop()
+    def routes(self) -> list[Route]:
+        return [Route("/v1beta/models/{rest:path}", self._generate, methods=["POST"])]

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 
 
 class LocalServer:
@@ -32,3 +37,36 @@ class LocalServer:
         assert self._server is not None and self._task is not None
         self._server.should_exit = True
         await self._task
+
+
+class FakeHTTPServer:
+    """Base of the fake provider servers: `async with fake as base_url`, the app's routes from
+    `routes()`, the base URL as the client SDK wants it (`url_suffix`), SSE answers from frames."""
+
+    url_suffix = ""
+
+    def __init__(self) -> None:
+        self._local = LocalServer()
+        self.base_url = ""
+
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
+
+    @staticmethod
+    def sse(frames: list[str]) -> StreamingResponse:
+        async def stream() -> AsyncIterator[str]:
+            for f in frames:
+                yield f
+                await asyncio.sleep(0)
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    async def __aenter__(self) -> str:
+        port = await self._local.start(Starlette(routes=self.routes()))
+        self.base_url = f"http://127.0.0.1:{port}{self.url_suffix}"
+        return self.base_url
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._local.stop()

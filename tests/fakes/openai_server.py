@@ -17,20 +17,17 @@ It runs uvicorn on 127.0.0.1, port 0 (the kernel picks a free one), inside the t
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import LocalServer
+from tests.fakes.local_server import FakeHTTPServer
 
 __all__ = ["FakeOpenAI", "FakeToolCall", "Reply", "Script"]
 
@@ -66,13 +63,14 @@ def _split(text: str, n: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeHTTPServer):
+    url_suffix = "/v1"
+
     def __init__(self, script: Script, *, model: str = "fake-model") -> None:
+        super().__init__()
         self.script = script
         self.model = model
         self.requests: list[dict[str, Any]] = []
-        self._local = LocalServer()
-        self.base_url = ""
 
     # --- the wire format ---
 
@@ -134,22 +132,9 @@ class FakeOpenAI:
             chunks.append(self._chunk([], usage))
         chunks.append("data: [DONE]\n\n")
 
-        async def stream() -> AsyncIterator[str]:
-            for c in chunks:
-                yield c
-                await asyncio.sleep(0)
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return self.sse(chunks)
 
     # --- running ---
 
-    async def __aenter__(self) -> str:
-        app = Starlette(routes=[Route("/v1/chat/completions", self._chat_completions, methods=["POST"])])
-        port = await self._local.start(app)
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-        return self.base_url
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._local.stop()
+    def routes(self) -> list[Route]:
+        return [Route("/v1/chat/completions", self._chat_completions, methods=["POST"])]
