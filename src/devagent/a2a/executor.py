@@ -173,9 +173,9 @@ class _Emitter:
         # dict costs more than the rest of the event, and a turn sends hundreds of the same.
         self._metadata: dict[tuple[str, str], struct_pb2.Struct] = {}
 
-    def _message(self, parts: list[Part]) -> Message:
+    def _message(self, parts: list[Part], message_id: str | None = None) -> Message:
         return Message(
-            message_id=str(uuid.uuid4()),
+            message_id=message_id or str(uuid.uuid4()),
             role=Role.ROLE_AGENT,
             parts=parts,
             task_id=self.task_id,

@@ -27,7 +27,6 @@ from a2a.types import (
     Artifact,
     Message,
     Part,
-    Role,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -375,19 +374,11 @@ class LegacyEmitter(_Emitter):
         return tool_call_json(c, self.outcomes.get(c.id))
 
     def _legacy_message(self, parts: list[Part], shared: bool) -> Message:
-        if shared:
-            if self._msg_id is None:
-                self._msg_id = str(uuid.uuid4())
-            mid = self._msg_id
-        else:
-            mid = str(uuid.uuid4())
-        return Message(
-            message_id=mid,
-            role=Role.ROLE_AGENT,
-            parts=parts,
-            task_id=self.task_id,
-            context_id=self.context_id,
-        )
+        if not shared:
+            return self._message(parts)
+        if self._msg_id is None:
+            self._msg_id = str(uuid.uuid4())
+        return self._message(parts, self._msg_id)
 
     async def _send(
         self,
