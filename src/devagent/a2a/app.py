@@ -201,6 +201,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         allow_private=settings.allow_private_webhooks,
         max_attempts=settings.push_max_attempts,
         backoff=settings.push_backoff,
+        poll_interval=settings.push_poll_interval,
+        lease=settings.push_lease,
+        engine=engine,
     )
     executor = DevagentExecutor(core, settings)
 
@@ -348,6 +351,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     async def lifespan(app: Any) -> AsyncIterator[None]:
         await task_store.initialize()
         await push_store.initialize()
+        sender.start()
         try:
             yield
         finally:
@@ -367,5 +371,6 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.handler = handler
     app.state.executor = executor
+    app.state.push_sender = sender
     app.state.card = card
     return BearerAuth(app, settings.tokens) if settings.tokens else app

@@ -9,6 +9,33 @@ from pathlib import Path
 
 from devagent.a2a.settings import DEFAULT_HOST, DEFAULT_PORT, A2ASettings, parse_token_args
 
+# A2ASettings field -> environment variable (server-only settings without a flag)
+PUSH_ENV = {
+    "push_timeout": "DEVAGENT_PUSH_TIMEOUT",
+    "push_max_attempts": "DEVAGENT_PUSH_MAX_ATTEMPTS",
+    "push_backoff": "DEVAGENT_PUSH_BACKOFF",
+    "push_poll_interval": "DEVAGENT_PUSH_POLL_INTERVAL",
+    "push_lease": "DEVAGENT_PUSH_LEASE",
+}
+
+
+def push_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, float | int]:
+    """The push settings given in the environment; ValueError names a bad one."""
+    env = os.environ if environ is None else environ
+    out: dict[str, float | int] = {}
+    for name, var in PUSH_ENV.items():
+        raw = env.get(var, "").strip()
+        if not raw:
+            continue
+        try:
+            value: float | int = int(raw) if name == "push_max_attempts" else float(raw)
+        except ValueError:
+            raise ValueError(f"{var} must be a number, not {raw!r}") from None
+        if value <= 0:
+            raise ValueError(f"{var} must be positive")
+        out[name] = value
+    return out
+
 
 def serve_command(
     *,
@@ -35,6 +62,11 @@ def serve_command(
         if not r.is_dir():
             print(f"devagent: workspace root {r} is not a directory", file=sys.stderr)
             return 2
+    try:
+        push = push_settings_from_env()
+    except ValueError as e:
+        print(f"devagent: {e}", file=sys.stderr)
+        return 2
     token_values = list(tokens or [])
     if not token_values and os.environ.get("DEVAGENT_TOKEN"):
         token_values = [os.environ["DEVAGENT_TOKEN"]]
@@ -45,6 +77,7 @@ def serve_command(
         tokens=parse_token_args(token_values),
         allow_private_webhooks=allow_private_webhooks,
         public_url=public_url or "",
+        **push,  # type: ignore[arg-type]
     )
     try:
         settings.check_bind()

@@ -34,6 +34,11 @@ class A2ASettings:
     push_timeout: float = 10.0
     push_max_attempts: int = 5
     push_backoff: float = 0.5  # first retry delay, doubled on each attempt
+    # How often a replica looks in the database for notifications other replicas queued or left
+    # behind (its own are sent at once), and how long a claim on one lasts: a replica that died
+    # holding one delays it by up to this long. Kept well above push_timeout.
+    push_poll_interval: float = 2.0
+    push_lease: float = 60.0
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
 
