@@ -27,6 +27,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
+    "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
     "client_tool_deny": ("DEVAGENT_CLIENT_TOOLS_DENY", "client_tools_deny"),
     # MCP (B15): [mcp_servers.NAME] tables (top level or under [devagent]); the variable holds JSON.

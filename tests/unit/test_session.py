@@ -511,13 +511,15 @@ async def test_g6_turn_cut_off_by_a_crash_recovers(script: Any, workspace: Path,
     assert out.returncode == 0, out.stderr
     core = await AgentCore.open(CoreConfig(db_url=sqlite_url, default_model=spec))
     try:
-        s = await core.get_session(out.stdout.strip())
+        # a reader (A2A tasks/get) settles the turn whose process died (issue 10 item 1)
+        s = await core.inspect(out.stdout.strip())
         assert s is not None and s.state.status == "idle" and s.waiting_calls() == []
+        assert s.state.outcome == "interrupted" and "interrupted" in s.state.outcome_message
         # the interrupted call has a result in the transcript, so the model reads what happened
         returns = [
             p for m in await s.messages() for p in getattr(m, "parts", []) if p.part_kind == "tool-return"
         ]
-        assert len(returns) == 1 and "the server restarted while this call ran" in str(returns[0].content)
+        assert len(returns) == 1 and "was not run again" in str(returns[0].content)
         events = await collect(s.advance(UserPrompt("what happened?")))
         assert events[-1].reason == "finished" and text_of(events) == "after restart"
     finally:

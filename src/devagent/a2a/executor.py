@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
+    from devagent.agent.events import ToolCall
     from devagent.agent.session import Session
-    from devagent.agent.state import ClientTool
+    from devagent.agent.state import ClientTool, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +213,34 @@ class _Emitter:
     async def text(self, text: str) -> None:
         await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text))
 
+    def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
+        """The status message of a pause (input-required), live and on every later read: each
+        permission request as its ToolCall with `confirmation_request` (RFC: "its message
+        contains a ConfirmationRequest"), and the calls the client runs (C4)."""
+        parts = [Part(data=_data_value(self.tool_json(c))) for c in calls if not c.awaiting_client]
+        client_calls = [c for c in calls if c.awaiting_client]
+        if client_calls:
+            parts.append(tool_calls_part(client_calls))
+        return parts or None
+
+    def status_of(
+        self, state: SessionState, waiting: list[ToolCall]
+    ) -> tuple[TaskState, list[Part] | None, str]:
+        """The task status the session's stored state means, for the task of its current turn:
+        (state, status message parts, error text)."""
+        if state.status == "awaiting_input":
+            return INPUT_REQUIRED, self.pause_parts(waiting), ""
+        if state.status == "running":
+            return WORKING, None, ""
+        outcome, message = state.outcome, state.outcome_message
+        if outcome == "cancelled":
+            return CANCELED, None, ""
+        if outcome in ("error", "interrupted"):
+            return FAILED, [Part(text=message)] if message else None, message or outcome
+        if outcome == "max_steps_reached":
+            return COMPLETED, [Part(text=message)] if message else None, "maximum number of steps reached"
+        return COMPLETED, None, ""
+
     async def data(self, kind: str, data: dict[str, Any]) -> None:
         await self.emit(WORKING, kind, Part(data=_data_value(data)))
 
@@ -227,6 +256,21 @@ class DevagentExecutor(AgentExecutor):
         self.core = core
         self.settings = settings
         self._running: dict[str, _Running] = {}
+        self._executing: set[str] = set()  # tasks whose execute() runs in this process
+
+    def executing(self, task_id: str) -> bool:
+        """Whether this process is running a request of the task (from its very start)."""
+        return task_id in self._executing
+
+    def emitter(self, queue: EventQueue | None, task: Task, session: Session | None) -> _Emitter:
+        """The emitter of a task's dialect (the RFC's, or the legacy one the task was made in)."""
+        from devagent.a2a import legacy
+
+        model = self.model_name(session)
+        q: Any = queue
+        if legacy.is_legacy_task(task):
+            return legacy.LegacyEmitter(q, task.id, task.context_id, model)
+        return _Emitter(q, task.id, task.context_id, model)
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -269,6 +313,14 @@ class DevagentExecutor(AgentExecutor):
     # --- AgentExecutor ------------------------------------------------------------------------
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id or ""
+        self._executing.add(task_id)
+        try:
+            await self._execute(context, event_queue)
+        finally:
+            self._executing.discard(task_id)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         call_context = context.call_context
         prepared: Prepared | None = call_context.state.get(PREPARED_KEY) if call_context else None
         # B16: a legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
@@ -359,7 +411,7 @@ class DevagentExecutor(AgentExecutor):
             thought_subject = held = ""
             in_thought = False
             try:
-                async for ev in session.advance(inp):
+                async for ev in session.advance(inp, label=em.task_id):
                     if in_thought and not isinstance(ev, ThoughtDelta):
                         if held:
                             buf.append(("thought", thought_subject, held))
@@ -392,21 +444,14 @@ class DevagentExecutor(AgentExecutor):
                     elif isinstance(ev, Notice):
                         buf.append(("notice", ev.text, ev.level))
                     elif isinstance(ev, NeedsInput):
-                        # C4: the calls the client runs go out with the pause itself.
-                        client_calls = ev.client_calls
-                        buf.append(
-                            (
-                                "end",
-                                INPUT_REQUIRED,
-                                None,
-                                [tool_calls_part(client_calls)] if client_calls else None,
-                            )
-                        )
+                        # the requests and the calls the client runs go out with the pause itself
+                        buf.append(("end", INPUT_REQUIRED, None, em.pause_parts(ev.calls)))
                     elif isinstance(ev, TurnEnd):
                         if ev.reason == "cancelled":
                             buf.append(("end", CANCELED, None, None))
-                        elif ev.reason == "error":
-                            buf.append(("end", FAILED, ev.error or "error", None))
+                        elif ev.reason in ("error", "interrupted"):
+                            text = ev.error or ev.reason
+                            buf.append(("end", FAILED, text, [Part(text=text)]))
                         elif ev.reason == "max_steps_reached":
                             msg = ev.error or "maximum number of steps reached"
                             buf.append(
@@ -505,9 +550,4 @@ class DevagentExecutor(AgentExecutor):
             )
             if session is not None and session.state.status == "awaiting_input":
                 await session.cancel()
-            em = _Emitter(event_queue, task_id, task.context_id, self.model_name(session))
-            from devagent.a2a import legacy
-
-            if legacy.is_legacy_task(task):
-                em = legacy.LegacyEmitter(event_queue, task_id, task.context_id, em.model)
-            await em.emit(CANCELED, ext.STATE_CHANGE)
+            await self.emitter(event_queue, task, session).emit(CANCELED, ext.STATE_CHANGE)

@@ -7,6 +7,7 @@ contextId of a taskId-only follow-up is inherited (a2a-python #1206).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
 from devagent.a2a import client_tools as ct
@@ -43,6 +45,7 @@ from devagent.a2a.executor import (
     DevagentExecutor,
     Prepared,
     owner_of,
+    session_id_for,
 )
 
 if TYPE_CHECKING:
@@ -154,6 +157,11 @@ def _task_calls(task: Task) -> list[tuple[str, str]]:
     return out
 
 
+def _same_parts(task: Task, parts: list[Part] | None) -> bool:
+    have = list(task.status.message.parts) if task.status.HasField("message") else []
+    return have == list(parts or [])
+
+
 def _state_name(state: TaskState) -> str:
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
@@ -211,7 +219,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             task = await self.store.get(msg.task_id, context)
             if task is None:
                 raise TaskNotFoundError(f"Task {msg.task_id} not found")
-            task = await self._settle_orphan(task, context)
+            task = await self._reconcile(task, context)
             if legacy.is_legacy_task(task):
                 lreq = legacy.LegacyRequest()
             context_id = task.context_id
@@ -322,46 +330,106 @@ class DevagentRequestHandler(DefaultRequestHandler):
         msg.task_id = found[0].id
         msg.context_id = found[0].context_id
 
-    async def _settle_orphan(self, task: Task, context: ServerCallContext) -> Task:
-        """A task stored as running that no turn in this process runs was cut off by a server
-        stop or crash: record that it failed, so clients see what happened and may go on (the
-        conversation itself is the core's and continues)."""
-        if (
-            task.status.state not in _RUNNING_STATES
-            or (task.status.state == TaskState.TASK_STATE_SUBMITTED and not task.history)
-            or await self._active_task_registry.get(task.id) is not None
+    async def _reconcile(self, task: Task, context: ServerCallContext) -> Task:
+        """One source of truth (issue 10): a task's status is what its conversation's stored state
+        says, at every read, whichever process wrote what and whoever crashed where. The task of
+        the conversation's current turn reads input-required exactly while the conversation
+        waits for answers the server will accept (its status message shows the requests), working
+        while a live process runs the turn, and how the turn ended after it (failed "interrupted"
+        when its process died). A task the conversation left while it waited reads canceled; one
+        whose message no process took up reads failed. A derived status is stored, except
+        `working`, which is only reported (the process running the turn writes the task)."""
+        ex = self.devagent
+        if ex.executing(task.id):
+            return task  # this process runs it and writes the task as it goes
+        sid = session_id_for(owner_of(context), task.context_id)
+        if ex.core.running_here(sid):
+            return task
+        session = await ex.core.inspect(sid)
+        if session is None:
+            return task
+        state = session.state
+        em = ex.emitter(None, task, session)
+        if state.turn_label != task.id:
+            return await self._left_behind(task, context, em, session)
+        new_state, parts, error = em.status_of(state, session.waiting_calls())
+        if new_state == TaskState.TASK_STATE_WORKING:
+            if task.status.state != new_state:
+                # Running in another process: reported, never stored (that process writes it).
+                if task.status.HasField("message"):
+                    task.history.append(task.status.message)
+                task.status.CopyFrom(TaskStatus(state=new_state))
+            return task
+        if new_state == task.status.state and (
+            new_state != TaskState.TASK_STATE_INPUT_REQUIRED or _same_parts(task, parts)
         ):
-            return task  # (a task without a message, from POST /tasks, has no turn to cut off)
-        reason = "the server stopped while this turn was running; send the message again to continue"
+            return task
+        return await self._set_status(task, context, em, new_state, parts, error)
+
+    async def _left_behind(self, task: Task, context: ServerCallContext, em: Any, session: Session) -> Task:
+        """A task that is not its conversation's current turn."""
+        state = task.status.state
+        if not session.state.turn_label or legacy.is_legacy_task(task):
+            return task
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            # Its pause ended when the conversation went on in another task.
+            text = "the conversation went on in another task; the calls this task waited for were cancelled"
+            return await self._set_status(
+                task, context, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], ""
+            )
+        if (
+            state in _RUNNING_STATES
+            and task.history  # (a task without a message, from POST /tasks, has no turn)
+            and session.state.status != "running"
+            and time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
+        ):
+            # Its message was never taken up: the process that had it stopped first.
+            text = "the server process handling this message stopped before it began; send it again"
+            return await self._set_status(
+                task, context, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text
+            )
+        return task
+
+    async def _set_status(
+        self,
+        task: Task,
+        context: ServerCallContext,
+        em: Any,
+        state: TaskState,
+        parts: list[Part] | None,
+        error: str,
+    ) -> Task:
         if task.status.HasField("message"):
             task.history.append(task.status.message)
-        status = TaskStatus(
-            state=TaskState.TASK_STATE_FAILED,
-            message=Message(
+        message = (
+            Message(
                 message_id=str(uuid.uuid4()),
                 role=Role.ROLE_AGENT,
-                parts=[Part(text=reason)],
+                parts=parts,
                 task_id=task.id,
                 context_id=task.context_id,
-            ),
+            )
+            if parts
+            else None
         )
+        status = TaskStatus(state=state, message=message) if message is not None else TaskStatus(state=state)
         status.timestamp.GetCurrentTime()
         task.status.CopyFrom(status)
-        task.metadata.update(ext.event_metadata(ext.STATE_CHANGE, "", reason))
+        if legacy.is_legacy_task(task):
+            task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, em.model, error or None))
+        else:
+            task.metadata.update(ext.event_metadata(ext.STATE_CHANGE, em.model, error or None))
         await self.store.save(task, context)
         return task
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        task: Task | None = await super().on_get_task(params, context)
-        if task is not None and task.status.state in _RUNNING_STATES:
-            stored = await self.store.get(params.id, context)  # whole, not cut to historyLength
-            if (
-                stored is not None
-                and (await self._settle_orphan(stored, context)).status.state != task.status.state
-            ):
-                again: Task | None = await super().on_get_task(params, context)
-                return again
-        return task
+        validate_history_length(params)
+        stored = await self.store.get(params.id, context)
+        if stored is None:
+            raise TaskNotFoundError
+        task = await self._reconcile(stored, context)
+        result: Task = apply_history_length(task, params)
+        return result
 
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
         """B14: an extension client continues a finished task with the same taskId (RFC step 10).
@@ -394,7 +462,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         stop = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
         stored = await self.store.get(params.id, context)
         if stored is not None:
-            await self._settle_orphan(stored, context)
+            await self._reconcile(stored, context)
         agen = super().on_subscribe_to_task(params, context)
         try:
             async for ev in agen:

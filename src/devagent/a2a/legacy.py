@@ -35,7 +35,7 @@ from a2a.types import (
 from google.protobuf import struct_pb2  # type: ignore[import-untyped]
 
 from devagent.a2a import extension as ext
-from devagent.a2a.executor import LEGACY_KEY, Prepared, _Emitter
+from devagent.a2a.executor import LEGACY_KEY, Prepared, _Emitter, tool_calls_part
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from a2a.types import Task
 
     from devagent.agent.session import Session
+    from devagent.agent.state import SessionState
 
 KEY = ext.LEGACY_KEY  # "coderAgent"
 STATE_KEY = LEGACY_KEY  # ServerCallContext.state: the LegacyRequest of a legacy request
@@ -372,6 +373,21 @@ class LegacyEmitter(_Emitter):
 
     def tool_json(self, c: ToolCall) -> dict[str, Any]:  # type: ignore[override]
         return tool_call_json(c, self.outcomes.get(c.id))
+
+    def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
+        """These clients learn of permission requests from their tool-call-confirmation events:
+        a pause's status message carries only the calls the client runs (C4)."""
+        client_calls = [c for c in calls if c.awaiting_client]
+        return [tool_calls_part(client_calls)] if client_calls else None
+
+    def status_of(
+        self, state: SessionState, waiting: list[ToolCall]
+    ) -> tuple[TaskState, list[Part] | None, str]:
+        """A turn that ended leaves a legacy task waiting for the next message (see `emit`)."""
+        task_state, parts, error = super().status_of(state, waiting)
+        if task_state in (COMPLETED, FAILED):
+            task_state = INPUT_REQUIRED
+        return task_state, parts, error
 
     def _legacy_message(self, parts: list[Part], shared: bool) -> Message:
         if not shared:

@@ -53,6 +53,10 @@ class CoreConfig:
     shell_timeout: float = 120.0
     memory_file: str = "AGENTS.md"
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
+    # A process changes a session only while it holds the session's lease in the database; a
+    # running turn renews it every third of this. A process that died is replaced after this long
+    # (at once when it ran on this host).
+    lease_seconds: float = 10.0
     client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed (C7)
     client_tool_deny: tuple[str, ...] = ()
     # MCP (B15; devagent/agent/mcp.py): the operator's servers, given to every session
@@ -216,10 +220,40 @@ class AgentCore:
             row = await self.store.load_session(session_id)
             if row is None:
                 return None
-            session = Session(self, session_id, SessionState.from_json(row))
-            await session.recover()
+            # A turn found running may run in another process right now: it is settled (if its
+            # process died) when this process takes the session's lease, never on a mere load.
+            session = Session(self, session_id, SessionState.from_json(row[1]), row[0])
             self._remember(session)
             return session
+
+    async def inspect(self, session_id: str) -> Session | None:
+        """The session with its stored state as it is now, for a reader that reports it (A2A
+        tasks/get): read again if another process changed it, and a turn whose process died
+        settled as interrupted (its started calls never run again)."""
+        session = await self.get_session(session_id)
+        if session is None:
+            return None
+        await session.refresh()
+        if session.state.status == "running" and not session.busy:
+            row = await self.store.read_session(session_id)
+            if row is not None and not row.lease_live:
+                await session.recover_if_abandoned()
+        return session
+
+    def running_here(self, session_id: str) -> bool:
+        """Whether a turn of this session is starting or running in this process."""
+        session = self._sessions.get(session_id)
+        return session is not None and session.busy
+
+    async def request_cancel(self, session_id: str) -> bool:
+        """Cancel the session's running turn wherever it runs: here, at once; in another process,
+        through the store (its lease heartbeat, or the notification channel, stops it). False when
+        no turn runs anywhere."""
+        session = self._sessions.get(session_id)
+        if session is not None and session.busy:
+            await session.cancel(end_waiting=False)
+            return True
+        return await self.store.request_cancel(session_id) is not None
 
     def _remember(self, session: Session) -> None:
         self._sessions[session.id] = session

@@ -219,7 +219,7 @@ class NeedsInput:
         return [c for c in self.calls if c.awaiting_client]
 
 
-TurnEndReason = Literal["finished", "cancelled", "max_steps_reached", "error"]
+TurnEndReason = Literal["finished", "cancelled", "max_steps_reached", "error", "interrupted"]
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from devagent.agent.events import (
     PermissionOption,
     ToolOutput,
 )
+from devagent.agent.state import CallResult
 
 _DETAIL_KINDS: dict[str, type[Any]] = {
     "execute": ExecuteDetails,
@@ -47,6 +48,5 @@ def confirmation_from_json(d: dict[str, Any]) -> ConfirmationRequest:
     )
 
 
-def output_from_json(r: dict[str, Any]) -> ToolOutput:
-    diff = r.get("diff")
-    return ToolOutput(text=r["text"], diff=FileDiff(**diff) if diff else None, data=r.get("data"))
+def output_from_result(r: CallResult) -> ToolOutput:
+    return ToolOutput(text=r.text, diff=FileDiff(**r.diff) if r.diff else None, data=r.data)

@@ -48,14 +48,17 @@ from devagent.agent.events import (
     ToolError,
     ToolKind,
     TurnEnd,
+    TurnEndReason,
     Usage,
     UserPrompt,
 )
-from devagent.agent.serial import confirmation_from_json, confirmation_to_json, output_from_json
-from devagent.agent.state import ClientTool, PendingCall, SessionState
+from devagent.agent.serial import confirmation_from_json, confirmation_to_json, output_from_result
+from devagent.agent.state import CallResult, ClientTool, PendingCall, SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
+from devagent.faults import crash_point
+from devagent.store.leases import PROCESS_ID, Lease, StaleSession
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
@@ -74,15 +77,28 @@ Paths are relative to the first workspace root; you cannot leave the workspace r
 When a tool fails, read its message and adapt. Keep answers short unless asked for detail."""
 
 
+INTERRUPTED = (
+    "The turn was interrupted: the server process running it stopped before it finished. "
+    "Calls it had started were not run again. Send a message to continue."
+)
+STALE = (
+    "Another server process changed this conversation while this turn ran; the turn stopped "
+    "here (nothing was run or written twice). Send a message to continue."
+)
+
+
 class _Cancelled(Exception):
     """Raised inside a turn to unwind it after a cancel."""
 
 
 class Session:
-    def __init__(self, core: AgentCore, session_id: str, state: SessionState) -> None:
+    def __init__(self, core: AgentCore, session_id: str, state: SessionState, revision: int = 0) -> None:
         self.core = core
         self.id = session_id
         self.state = state
+        self.revision = revision  # the stored revision `state` is at (saves compare and set it)
+        self._leased = False  # this process holds the session's lease in the store
+        self._label: str | None = None  # the running turn's label (see `advance`)
         self.workspace = Workspace([Path(r) for r in state.workspace_roots])
         self._tools: dict[str, Tool] = builtin_tools()
         self._messages: list[pm.ModelMessage] | None = None
@@ -99,22 +115,31 @@ class Session:
     def busy(self) -> bool:
         return self._lock.locked()
 
-    def advance(self, inp: Input) -> AsyncIterator[Event]:
-        return self._advance(inp)
+    def advance(self, inp: Input, *, label: str | None = None) -> AsyncIterator[Event]:
+        """Run a turn (or the rest of one): events until `NeedsInput` or `TurnEnd`. `label` is the
+        adapter's name for the turn (an A2A taskId), stored as `state.turn_label` when the turn
+        starts running, so that a reader can tell which of its tasks the stored state is about."""
+        return self._advance(inp, label)
 
     def run_command(self, path: list[str], args: str = "") -> AsyncIterator[Event]:
         return self._advance(RunCommand(path, args))
+
+    def _stop_turn(self) -> None:
+        """Ask the running turn to stop (it ends `cancelled`, cleaning up as it goes)."""
+        task = self._task
+        if task is not None and not task.done() and not self._cancel.is_set():
+            # a second request only waits: it must not cut the cleanup
+            self._cancel.set()
+            if self._turn_started:
+                task.cancel()
+            # else: a task cancelled before its first step would never run its cleanup; the
+            # turn sees the event when it starts and ends cancelled.
 
     async def cancel(self, *, end_waiting: bool = True) -> None:
         """Stop the running turn, or (with `end_waiting`) end the turn that waits for input."""
         task = self._task
         if task is not None and not task.done():
-            if not self._cancel.is_set():  # a second cancel only waits: it must not cut the cleanup
-                self._cancel.set()
-                if self._turn_started:
-                    task.cancel()
-                # else: a task cancelled before its first step would never run its cleanup; the
-                # turn sees the event when it starts and ends cancelled.
+            self._stop_turn()
             try:
                 await asyncio.shield(task)
             except (asyncio.CancelledError, Exception):
@@ -137,14 +162,22 @@ class Session:
         if mode not in APPROVAL_MODES:
             raise InputError(f"approval mode {mode!r} is not one of {', '.join(APPROVAL_MODES)}")
         async with self._lock:
-            self.state.approval_mode = mode
-            await self._save()
+            await self._claim(None)
+            try:
+                self.state.approval_mode = mode
+            finally:
+                await self._save_and_release()
 
     async def save_state(self) -> None:
         """Store the session's state now: for an adapter that changed its own part of it
-        (`state.extra`) outside a turn."""
+        (`state.extra`) outside a turn. (The change is made on this object before the call; if
+        another process changed the session meanwhile, its version wins and the change is lost:
+        adapters change only their own `extra`, before a turn.)"""
         async with self._lock:
-            await self._save()
+            extra = self.state.extra
+            await self._claim(None)
+            self.state.extra = extra
+            await self._save_and_release()
 
     def waiting_calls(self) -> list[ToolCall]:
         return [self._tool_call(p) for p in self.state.pending if p.needs and p.result is None]
@@ -157,8 +190,9 @@ class Session:
             deny=self.core.config.client_tool_deny,
         )
         async with self._lock:
+            await self._claim(None)
             self.state.client_tools = accepted
-            await self._save()
+            await self._save_and_release()
         return rejected
 
     def tools(self) -> dict[str, Tool]:
@@ -185,38 +219,157 @@ class Session:
             self._saved_count = len(self._messages)
         return self._messages
 
-    async def recover(self) -> None:
-        """Called when the session is loaded from the store: a turn that was running when the
-        process died cannot go on. Calls that were running get a failed result; calls that wait
-        for input keep waiting; if nothing waits, the step is closed so the next prompt finds a
-        consistent transcript."""
-        if self.state.status != "running":
+    # --- one writer across processes (the lease) ---------------------------------------------
+
+    async def _claim(self, inp: Input | _CancelWaiting | None) -> bool:
+        """Take the session's lease in the store before changing it (called under `_lock`). While
+        another live process holds it (its turn runs there), wait as a second `advance` waits for
+        the first; an answer is checked against the stored state meanwhile, so an answer given
+        through the other process already is refused at once. Adopts the stored state when another
+        process changed it, and recovers a turn whose process died. False: cancelled while waiting."""
+        store = self.core.store
+        ttl = self.core.config.lease_seconds
+        delay = 0.02
+        while True:
+            got = await store.claim(self.id, PROCESS_ID, ttl, self.revision)
+            if isinstance(got, Lease):
+                break
+            if isinstance(inp, Resume):
+                await self.refresh()
+                self._validate(inp)
+            try:
+                await asyncio.wait_for(self._cancel.wait(), delay)
+                return False
+            except TimeoutError:
+                delay = min(delay * 2, 0.5)
+        self._leased = True
+        if got.state is not None:
+            self._adopt(got.revision, got.state)
+        if self.state.status == "running":  # its process died mid-turn (or lost the lease)
+            await self._recover()
+        return True
+
+    def _adopt(self, revision: int, state: dict[str, Any]) -> None:
+        """Another process changed the session: take the stored state; the transcript is read
+        again when next needed."""
+        self.state = SessionState.from_json(state)
+        self.revision = revision
+        self._messages = None
+        self._saved_count = 0
+
+    async def refresh(self) -> None:
+        """Read the stored state if another process changed it (without taking the lease). A
+        no-op while a turn of this process runs: this process is the writer then."""
+        if self._leased:
             return
+        row = await self.core.store.load_session(self.id)
+        if row is not None and row[0] != self.revision:
+            self._adopt(*row)
+
+    async def _release_lease(self) -> None:
+        if self._leased:
+            self._leased = False
+            try:
+                await asyncio.shield(self.core.store.release(self.id, PROCESS_ID))
+            except Exception:
+                log.exception("could not release the lease of session %s", self.id)
+
+    async def _save_and_release(self) -> None:
+        try:
+            await self._save(release=True)
+        finally:
+            await self._release_lease()  # a no-op after a successful releasing save
+
+    async def _keep_lease(self) -> None:
+        """While a turn runs: renew the lease every third of its length, and stop the turn when
+        another process asks for a cancel or has taken the lease over."""
+        ttl = self.core.config.lease_seconds
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                cancel = await self.core.store.renew(self.id, PROCESS_ID, ttl)
+            except Exception:
+                log.warning("could not renew the lease of session %s", self.id, exc_info=True)
+                continue
+            if cancel is None:
+                log.warning("session %s: another process took the lease over; stopping the turn", self.id)
+                self._leased = False
+                self._stop_turn()
+                return
+            if cancel:
+                self._stop_turn()
+
+    def cancel_requested(self) -> None:
+        """Another process asked (through the store) to cancel this session's running turn."""
+        self._stop_turn()
+
+    async def recover_if_abandoned(self) -> bool:
+        """For readers: if the stored session says a turn runs but no live process holds its
+        lease, settle it now (running calls interrupted, never re-run). True if it did."""
+        if self._lock.locked():
+            return False  # a turn of this process is starting or running: it settles it
+        async with self._lock:
+            got = await self.core.store.claim(
+                self.id, PROCESS_ID, self.core.config.lease_seconds, self.revision
+            )
+            if not isinstance(got, Lease):
+                return False
+            self._leased = True
+            try:
+                if got.state is not None:
+                    self._adopt(got.revision, got.state)
+                if self.state.status != "running":
+                    return False
+                await self._recover()
+                return True
+            finally:
+                await self._release_lease()
+
+    async def _recover(self) -> None:
+        """A turn whose process died (the stored state says running; we hold the lease now)
+        cannot go on. Calls that had started get an "interrupted" result and are never run again;
+        calls that wait for input keep waiting; if nothing waits, the turn ends `interrupted` and
+        the step is closed so the next prompt finds a consistent transcript."""
         for p in self.state.pending:
             if p.result is None and not p.needs:
                 p.status = ToolCallStatus.FAILED.value
-                p.result = _error_result("the server restarted while this call ran", "interrupted")
-        if any(p.needs and p.result is None for p in self.state.pending):
+                p.result = CallResult.error(
+                    "interrupted: the server process running this call stopped before it finished;"
+                    " it was not run again (check its effects before running it again)",
+                    "interrupted",
+                )
+                self.state.record_call(p.name, True)
+        if self._waiting():
             self.state.status = "awaiting_input"
         else:
             await self.messages()
             self._flush_pending()
-            self._close_request("[the server restarted during this step; it did not finish]")
+            self._close_request("[the turn was interrupted: the server process running it stopped]")
             self.state.status = "idle"
+            self.state.outcome = "interrupted"
+            self.state.outcome_message = INTERRUPTED
         await self._save()
 
     # --- the turn machinery -----------------------------------------------------------------
 
-    async def _advance(self, inp: Input | _CancelWaiting) -> AsyncIterator[Event]:
+    async def _advance(self, inp: Input | _CancelWaiting, label: str | None = None) -> AsyncIterator[Event]:
         await self._lock.acquire()
         self._cancel = asyncio.Event()
         try:
-            await self.messages()
-            self._validate(inp)
+            claimed = await self._claim(inp)
+            if claimed:
+                await self.messages()
+                self._validate(inp)
         except BaseException:
+            await self._release_lease()
             self._lock.release()
             raise
+        if not claimed:  # cancelled while another process ran a turn of this session
+            self._lock.release()
+            yield TurnEnd("cancelled", self._turn_usage())
+            return
         queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._label = label
         self._task = asyncio.create_task(self._turn(inp, queue.put_nowait))
         # A caller that stops reading (closes this generator) does not stop the turn (A6): the
         # task goes on and stores what it does.
@@ -229,10 +382,17 @@ class Session:
     def _validate(self, inp: Input | _CancelWaiting) -> None:
         if isinstance(inp, Resume):
             if self.state.status != "awaiting_input":
-                raise InputError("nothing is waiting for an answer in this session", "not_waiting")
+                raise InputError(
+                    "nothing is waiting for an answer in this session (it was answered already, or "
+                    "the turn ended)",
+                    "not_waiting",
+                )
             waiting = {p.id: p for p in self.state.pending if p.needs and p.result is None}
+            answered = {p.id for p in self.state.pending if p.result is not None}
             for d in inp.decisions:
                 p = waiting.get(d.call_id)
+                if p is None and d.call_id in answered:
+                    raise InputError(f"tool call {d.call_id!r} was answered already", "answered")
                 if p is None:
                     raise InputError(f"no tool call {d.call_id!r} is waiting for permission", "unknown_call")
                 if p.needs != "permission":
@@ -261,25 +421,33 @@ class Session:
 
     async def _turn(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
         self._turn_started = True
+        heartbeat = asyncio.create_task(self._keep_lease())
         try:
             try:
                 await self._turn_body(inp, emit)
             except (asyncio.CancelledError, _Cancelled):
                 await self._after_cancel(emit)
+            except StaleSession:
+                # Another process changed the session (it took the lease of a turn it thought
+                # dead): nothing of ours was written; the stored state is read again next time.
+                log.warning("session %s changed in another process; turn stopped", self.id)
+                self._leased = False
+                self.revision = -1
+                emit(Notice(STALE, "error"))
+                emit(TurnEnd("error", self._turn_usage(), STALE))
             except Exception as e:  # a bug must not kill the conversation
                 # The details (SQL, paths, values) go to the server log only; the client gets a
                 # reference to find them.
                 ref = uuid.uuid4().hex[:12]
                 log.exception("turn of session %s failed (error %s)", self.id, ref)
                 self._close_pending("the turn failed", "internal")
-                self.state.status = "idle"
-                await self._save_quietly()
                 text = f"Internal error {ref} ({type(e).__name__}); the details are in the server log."
-                emit(Notice(text, "error"))
-                emit(TurnEnd("error", self._turn_usage(), text))
+                await self._end("error", text, emit, quietly=True)
         finally:
+            heartbeat.cancel()
             self._task = None
             self._turn_started = False
+            await self._release_lease()
             self._lock.release()
 
     async def _turn_body(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
@@ -296,9 +464,11 @@ class Session:
 
             prompt = await run_command(self, inp, emit)
             if prompt is None:
-                self.state.status = "idle" if not self._waiting() else self.state.status
-                await self._save()
-                emit(TurnEnd("finished", self._turn_usage()))
+                if self._waiting():  # a command does not end a pause
+                    await self._save(release=True)
+                    emit(TurnEnd("finished", self._turn_usage()))
+                else:
+                    await self._end("finished", "", emit)
                 return
             inp = UserPrompt(prompt)
         await self.core.mcp.prepare(self, emit)  # start MCP servers on first use; report failures
@@ -313,10 +483,10 @@ class Session:
             if not self.state.title:
                 self.state.title = inp.text.strip().splitlines()[0][:80]
             self._append_user(inp.text)
-            self.state.status = "running"
+            self._set_running()
             await self._save()
         else:
-            self.state.status = "running"
+            self._set_running()
             await self._apply_answers(inp, emit)
             if await self._pause_or_close_step(emit):
                 return
@@ -327,22 +497,37 @@ class Session:
         (True); else give the model the step's results (False: the loop goes on)."""
         if self._waiting():
             self.state.status = "awaiting_input"
-            await self._save()
+            await self._save(release=True)
             emit(NeedsInput(self.waiting_calls()))
             return True
         self._flush_pending()
         await self._save()
         return False
 
+    def _set_running(self) -> None:
+        self.state.status = "running"
+        self.state.outcome = self.state.outcome_message = ""
+        if self._label is not None:
+            self.state.turn_label = self._label
+
+    async def _end(self, reason: TurnEndReason, message: str, emit: Emit, *, quietly: bool = False) -> None:
+        """End the turn: store how it ended (and give up the lease in the same write), then say so."""
+        self.state.status = "idle"
+        self.state.outcome = reason
+        self.state.outcome_message = message
+        if quietly:
+            await self._save_quietly(release=True)
+        else:
+            await self._save(release=True)
+        emit(TurnEnd(reason, self._turn_usage(), message or None))
+
     async def _loop(self, emit: Emit) -> None:
         max_steps = self.core.config.max_steps
         while True:
             if self.state.turn_steps >= max_steps:
-                self.state.status = "idle"
-                await self._save()
                 msg = f"Stopped after {max_steps} model steps in one turn (the server's limit)."
                 emit(Notice(msg, "warning"))
-                emit(TurnEnd("max_steps_reached", self._turn_usage(), msg))
+                await self._end("max_steps_reached", msg, emit)
                 return
             self.state.turn_steps += 1
             emit(StepBegin(self.state.turn_steps))
@@ -354,20 +539,19 @@ class Session:
                 text = _model_error_text(e)
                 log.warning("model error: %s", text)
                 self._close_request(f"[the model request failed: {text}]")
-                self.state.status = "idle"
-                await self._save()
                 emit(Notice(text, "error"))
-                emit(TurnEnd("error", self._turn_usage(), text))
+                await self._end("error", text, emit)
                 return
             (await self.messages()).append(response)
             calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
             if not calls:
-                self.state.status = "idle"
-                await self._save()
-                emit(TurnEnd("finished", self._turn_usage()))
+                await self._end("finished", "", emit)
                 return
             self.state.pending = [await self._classify(c) for c in calls]
+            # Stored before any of them runs: a call found unfinished after a crash is reported
+            # as interrupted, never run a second time.
             await self._save()
+            crash_point("session.calls_stored")
             for p in self.state.pending:
                 emit(ToolCallUpdate(self._tool_call(p)))
             await self._run_calls([p for p in self.state.pending if not p.needs and p.result is None], emit)
@@ -476,14 +660,14 @@ class Session:
         verdict = approval.decide(tool.kind, name, args, self.state)
         if verdict.verdict == "deny":
             pc.status = ToolCallStatus.FAILED.value
-            pc.result = _error_result(verdict.reason, "denied_by_policy")
+            pc.result = CallResult.error(verdict.reason, "denied_by_policy")
             self.state.record_call(name, True)
         elif verdict.verdict == "ask":
             try:
                 details = await tool.confirmation(args, self._ctx(pc))
             except ToolFailure as f:
                 pc.status = ToolCallStatus.FAILED.value
-                pc.result = _error_result(f.message, f.type)
+                pc.result = CallResult.error(f.message, f.type)
                 self.state.record_call(name, True)
                 return pc
             pc.needs = "permission"
@@ -502,7 +686,7 @@ class Session:
                 reason = "the user declined to run this call"
                 if d.feedback and d.feedback.strip():
                     reason += f"; the user said: {d.feedback.strip()}"
-                p.result = _error_result(reason, "cancelled")
+                p.result = CallResult.error(reason, "cancelled")
                 self.state.record_call(p.name, True)
                 emit(ToolCallUpdate(self._tool_call(p)))
                 continue
@@ -514,18 +698,19 @@ class Session:
             p = pending[r.call_id]
             self._set_client_result(p, r)
             emit(ToolCallUpdate(self._tool_call(p)))
-        await self._save()
+        await self._save()  # the answers are stored before any call runs (at most once)
+        crash_point("session.answers_stored")
         await self._run_calls([p for p, _ in to_run], emit, {p.id: c for p, c in to_run})
 
     def _set_client_result(self, p: PendingCall, r: ClientResult) -> None:
         if r.error is not None:
             p.status = ToolCallStatus.FAILED.value
-            p.result = _error_result(str(r.error), "client_error")
+            p.result = CallResult.error(str(r.error), "client_error")
         else:
             out = r.output
             text = out if isinstance(out, str) else _json_text(out)
             p.status = ToolCallStatus.SUCCEEDED.value
-            p.result = {"text": text, "is_error": False, "data": None if isinstance(out, str) else out}
+            p.result = CallResult(text, data=None if isinstance(out, str) else out)
         self.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
 
     async def _run_calls(
@@ -554,27 +739,28 @@ class Session:
 
         checkpoint = await checkpoints.before_edit(self, p, tool, ctx)  # G5: /restore can undo it
         try:
+            crash_point("session.tool_running")
             result = await tool.run(p.args, ctx)
+            crash_point("session.tool_ran")
         except ToolFailure as f:
             p.status = ToolCallStatus.FAILED.value
-            p.result = _error_result(f.message, f.type)
+            p.result = CallResult.error(f.message, f.type)
         except asyncio.CancelledError:
             p.status = ToolCallStatus.CANCELLED.value
-            p.result = _error_result("the user cancelled the turn while this call ran", "cancelled")
+            p.result = CallResult.error("the user cancelled the turn while this call ran", "cancelled")
             self.state.record_call(p.name, True)
             raise
         except Exception as e:
             log.exception("tool %s failed", p.name)
             p.status = ToolCallStatus.FAILED.value
-            p.result = _error_result(f"{type(e).__name__}: {e}", "internal")
+            p.result = CallResult.error(f"{type(e).__name__}: {e}", "internal")
         else:
             p.status = ToolCallStatus.SUCCEEDED.value
-            p.result = {
-                "text": result.text,
-                "is_error": False,
-                "diff": dataclasses.asdict(result.diff) if result.diff is not None else None,
-                "data": result.data,
-            }
+            p.result = CallResult(
+                result.text,
+                diff=dataclasses.asdict(result.diff) if result.diff is not None else None,
+                data=result.data,
+            )
         await checkpoints.after_edit(self, checkpoint)
         self.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(self._tool_call(p, live_output=call.live_output)))
@@ -610,7 +796,7 @@ class Session:
             kind.value,
             description=name,
             status=ToolCallStatus.FAILED.value,
-            result=_error_result(message, error_type),
+            result=CallResult.error(message, error_type),
         )
 
     def _client_names(self) -> set[str]:
@@ -623,7 +809,7 @@ class Session:
         for p in self.state.pending:
             if p.result is None:
                 p.status = ToolCallStatus.CANCELLED.value
-                p.result = _error_result(reason, kind)
+                p.result = CallResult.error(reason, kind)
 
     def _flush_pending(self) -> None:
         """Turn the finished step's results into the tool-return request the model reads next."""
@@ -631,10 +817,10 @@ class Session:
             return
         parts: list[pm.ModelRequestPart] = []
         for p in self.state.pending:
-            r = p.result or _error_result("no result", "internal")
-            content = r["text"]
-            if r.get("is_error"):
-                content = f"Error ({r.get('error_type', 'tool_error')}): {content}"
+            r = p.result or CallResult.error("no result", "internal")
+            content = r.text
+            if r.is_error:
+                content = f"Error ({r.error_type or 'tool_error'}): {content}"
             parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id))
         assert self._messages is not None
         self._messages.append(pm.ModelRequest(parts=parts))
@@ -649,9 +835,7 @@ class Session:
             self._flush_pending()
         self.state.pending = []
         self._close_request("[cancelled by the user]")
-        self.state.status = "idle"
-        await self._save_quietly()
-        emit(TurnEnd("cancelled", self._turn_usage()))
+        await self._end("cancelled", "", emit, quietly=True)
 
     # --- transcript and persistence ---------------------------------------------------------
 
@@ -670,19 +854,33 @@ class Session:
         """Used by /clear and /compact."""
         self._messages = list(messages)
         rows = [_dump(m) for m in self._messages]
+        self.revision = await self.core.store.save(
+            self.id, self.state.to_json(), expected=self.revision, owner=PROCESS_ID, replace=rows
+        )
         self._saved_count = len(self._messages)
-        await self.core.store.save(self.id, self.state.to_json(), replace=rows)
 
-    async def _save(self) -> None:
+    async def _save(self, *, release: bool = False) -> None:
+        """Store the state and the new transcript messages: a compare-and-set on the revision
+        this object is at, by the lease's holder (`StaleSession` if another process changed the
+        session). `release` gives up the lease in the same write."""
         msgs = self._messages or []
         start = self._saved_count
         append = [(i, _dump(m)) for i, m in enumerate(msgs[start:], start)] if len(msgs) > start else None
-        await self.core.store.save(self.id, self.state.to_json(), append=append)
+        self.revision = await self.core.store.save(
+            self.id,
+            self.state.to_json(),
+            expected=self.revision,
+            owner=PROCESS_ID,
+            release=release,
+            append=append,
+        )
         self._saved_count = len(msgs)
+        if release:
+            self._leased = False
 
-    async def _save_quietly(self) -> None:
+    async def _save_quietly(self, *, release: bool = False) -> None:
         try:
-            await asyncio.shield(self._save())
+            await asyncio.shield(self._save(release=release))
         except Exception:
             log.exception("could not save session %s", self.id)
 
@@ -693,10 +891,10 @@ class Session:
         r = p.result
         output = error = None
         if r is not None:
-            if r.get("is_error"):
-                error = ToolError(r["text"], r.get("error_type", "tool_error"))
+            if r.is_error:
+                error = ToolError(r.text, r.error_type or "tool_error")
             else:
-                output = output_from_json(r)
+                output = output_from_result(r)
         return ToolCall(
             id=p.id,
             name=p.name,
@@ -722,10 +920,6 @@ def _snapshot(call: ToolCall) -> ToolCall:
 
 def _dump(m: pm.ModelMessage) -> str:
     return ModelMessagesTypeAdapter.dump_json([m])[1:-1].decode()
-
-
-def _error_result(message: str, error_type: str) -> dict[str, Any]:
-    return {"text": message, "is_error": True, "error_type": error_type}
 
 
 def _json_text(value: Any) -> str:

@@ -29,6 +29,40 @@ class ClientTool:
 
 
 @dataclass(slots=True)
+class CallResult:
+    """The result of a call of the waiting step, as the model will read it."""
+
+    text: str
+    is_error: bool = False
+    error_type: str = ""  # for errors: "interrupted", "cancelled", "denied_by_policy", ...
+    diff: dict[str, Any] | None = None  # a FileDiff's fields, for edits
+    data: Any = None  # structured output (client tools, MCP)
+
+    @classmethod
+    def error(cls, message: str, error_type: str) -> CallResult:
+        return cls(message, True, error_type)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "is_error": self.is_error,
+            "error_type": self.error_type,
+            "diff": self.diff,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CallResult:
+        return cls(
+            text=str(d.get("text", "")),
+            is_error=bool(d.get("is_error")),
+            error_type=str(d.get("error_type") or ""),
+            diff=d.get("diff"),
+            data=d.get("data"),
+        )
+
+
+@dataclass(slots=True)
 class PendingCall:
     """A call of the waiting step. `result` is set once the call is done (ran, failed, was
     cancelled or answered by the client); the step continues when every call has one."""
@@ -41,7 +75,7 @@ class PendingCall:
     needs: str = ""  # "" (runs), "permission", "client"
     confirmation: dict[str, Any] | None = None  # the ConfirmationRequest, as stored
     status: str = "PENDING"
-    result: dict[str, Any] | None = None  # {"text", "is_error", "error_type", "diff", "data"}
+    result: CallResult | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,12 +87,13 @@ class PendingCall:
             "needs": self.needs,
             "confirmation": self.confirmation,
             "status": self.status,
-            "result": self.result,
+            "result": None if self.result is None else self.result.to_json(),
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PendingCall:
-        return cls(**d)
+        result = d.get("result")
+        return cls(**{**d, "result": None if result is None else CallResult.from_json(result)})
 
 
 @dataclass(slots=True)
@@ -68,6 +103,11 @@ class SessionState:
     approval_mode: str = "ask"
     title: str = ""
     status: str = "idle"  # idle | running | awaiting_input
+    # How the last turn ended, once it has (status idle): finished | cancelled | error |
+    # max_steps_reached | interrupted (its process died), with the message for the user.
+    outcome: str = ""
+    outcome_message: str = ""
+    turn_label: str = ""  # the adapter's name of the turn that last ran (an A2A taskId)
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always" per shell root command
     grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server" (B15)
@@ -96,6 +136,9 @@ class SessionState:
             "approval_mode": self.approval_mode,
             "title": self.title,
             "status": self.status,
+            "outcome": self.outcome,
+            "outcome_message": self.outcome_message,
+            "turn_label": self.turn_label,
             "grants_tools": self.grants_tools,
             "grants_shell": self.grants_shell,
             "grants_mcp_servers": self.grants_mcp_servers,
@@ -118,6 +161,9 @@ class SessionState:
             approval_mode=d.get("approval_mode", "ask"),
             title=d.get("title", ""),
             status=d.get("status", "idle"),
+            outcome=d.get("outcome", ""),
+            outcome_message=d.get("outcome_message", ""),
+            turn_label=d.get("turn_label", ""),
             grants_tools=list(d.get("grants_tools", [])),
             grants_shell=list(d.get("grants_shell", [])),
             grants_mcp_servers=list(d.get("grants_mcp_servers", [])),

@@ -2,12 +2,21 @@
 
 Two tables:
 - `devagent_sessions`: one row per session; `state` is the JSON of `SessionState` (settings,
-  grants, pending calls, usage…), `revision` counts saves.
+  grants, pending calls, usage…); `revision` counts saves; `lease_owner`/`lease_until` say which
+  process may change the session now, and until when; `cancel_requested` asks that process to stop
+  the running turn.
 - `devagent_messages`: the transcript, one row per model message (pydantic-ai's JSON form), in
   `seq` order. A step appends rows; `/clear` and `/compact` replace them.
 
 A step's state and its new messages are written in one transaction, so a crash leaves either the
 step before or the step after, never half of one.
+
+One writer per session, across processes: a process changes a session only while it holds the
+session's lease (`claim`), and every write is a compare-and-set on the revision it read
+(`save(..., expected=...)`): a process whose view is stale, or that lost its lease, gets
+`StaleSession` and writes nothing. A lease expires `ttl` seconds after its last renewal (by the
+database's clock, so replicas' clocks need not agree); the lease of a process found dead on this
+host is free at once, so a restarted single server does not wait for it.
 """
 
 from __future__ import annotations
@@ -24,12 +33,19 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
     delete,
     insert,
+    literal_column,
+    or_,
     select,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from devagent.store.leases import Holder, Lease, SessionRow, StaleSession, owner_is_dead
+
+__all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
 metadata = MetaData()
 
@@ -41,6 +57,9 @@ sessions_table = Table(
     Column("state", Text, nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until", Float, nullable=True),
+    Column("cancel_requested", Integer, nullable=False, default=0, server_default="0"),
 )
 
 messages_table = Table(
@@ -50,6 +69,15 @@ messages_table = Table(
     Column("seq", Integer, primary_key=True),
     Column("data", Text, nullable=False),
 )
+
+# Columns added after the first release: added to an existing table when the store opens.
+_ADDED_COLUMNS = {
+    "devagent_sessions": (
+        ("lease_owner", "VARCHAR(200)"),
+        ("lease_until", "FLOAT"),
+        ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
+    ),
+}
 
 
 def normalise_url(url: str) -> str:
@@ -65,6 +93,13 @@ def normalise_url(url: str) -> str:
 class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        # The database's clock in seconds since the epoch: leases are compared with one clock.
+        self._now: Any = literal_column(
+            "((julianday('now') - 2440587.5) * 86400.0)"
+            if self.is_sqlite
+            else "extract(epoch from clock_timestamp())"
+        )
 
     @classmethod
     async def open(cls, url: str) -> Store:
@@ -96,7 +131,13 @@ class Store:
                 cur.close()
 
         async with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                # Replicas starting together: one creates the schema, the others wait for it.
+                from sqlalchemy import text
+
+                await conn.execute(text("SELECT pg_advisory_xact_lock(7361024)"))
             await conn.run_sync(metadata.create_all)
+            await conn.run_sync(_add_missing_columns)
         return cls(engine)
 
     async def close(self) -> None:
@@ -107,16 +148,36 @@ class Store:
         async with self.engine.begin() as conn:
             await conn.execute(
                 insert(sessions_table).values(
-                    id=session_id, revision=0, state=json.dumps(state), created_at=now, updated_at=now
+                    id=session_id,
+                    revision=0,
+                    state=json.dumps(state),
+                    created_at=now,
+                    updated_at=now,
+                    cancel_requested=0,
                 )
             )
 
-    async def load_session(self, session_id: str) -> dict[str, Any] | None:
+    async def load_session(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
+        """The stored (revision, state) of a session."""
+        row = await self.read_session(session_id)
+        return None if row is None else (row.revision, row.state)
+
+    async def read_session(self, session_id: str) -> SessionRow | None:
+        """The stored session with who holds its lease: what a reader (tasks/get) derives from."""
+        t = sessions_table
         async with self.engine.connect() as conn:
             row = (
-                await conn.execute(select(sessions_table.c.state).where(sessions_table.c.id == session_id))
+                await conn.execute(
+                    select(t.c.revision, t.c.state, t.c.lease_owner, t.c.lease_until >= self._now).where(
+                        t.c.id == session_id
+                    )
+                )
             ).first()
-        return None if row is None else dict(json.loads(row[0]))
+        if row is None:
+            return None
+        owner = row[2]
+        live = bool(owner) and bool(row[3]) and not owner_is_dead(owner)
+        return SessionRow(int(row[0]), dict(json.loads(row[1])), owner, live)
 
     async def load_messages(self, session_id: str) -> list[str]:
         async with self.engine.connect() as conn:
@@ -127,26 +188,119 @@ class Store:
             )
             return [r[0] for r in rows]
 
+    async def claim(self, session_id: str, owner: str, ttl: float, known_revision: int) -> Lease | Holder:
+        """Take (or renew) the session's lease for `owner` unless another live process holds it.
+        Returns the `Lease` (with the stored state when `known_revision` is not the stored one), or
+        the `Holder` that has it. A lease whose owner died on this host is taken at once."""
+        t = sessions_table
+        for _ in range(2):
+            async with self.engine.begin() as conn:
+                res = await conn.execute(
+                    update(t)
+                    .where(
+                        and_(
+                            t.c.id == session_id,
+                            or_(
+                                t.c.lease_owner.is_(None),
+                                t.c.lease_owner == owner,
+                                t.c.lease_until < self._now,
+                            ),
+                        )
+                    )
+                    .values(lease_owner=owner, lease_until=self._now + ttl, cancel_requested=0)
+                    .returning(t.c.revision)
+                )
+                got = res.first()
+                if got is not None:
+                    revision = int(got[0])
+                    state = None
+                    if revision != known_revision:
+                        raw = (await conn.execute(select(t.c.state).where(t.c.id == session_id))).scalar_one()
+                        state = dict(json.loads(raw))
+                    return Lease(revision, state)
+                held = (
+                    await conn.execute(select(t.c.lease_owner, t.c.lease_until).where(t.c.id == session_id))
+                ).first()
+                if held is None:
+                    raise KeyError(session_id)
+                holder = Holder(str(held[0]), float(held[1] or 0.0))
+                if not owner_is_dead(holder.owner):
+                    return holder
+                # Its process is gone: free the lease (only if it is still that one's) and retry.
+                await conn.execute(
+                    update(t)
+                    .where(and_(t.c.id == session_id, t.c.lease_owner == holder.owner))
+                    .values(lease_owner=None, lease_until=None)
+                )
+        return holder
+
+    async def renew(self, session_id: str, owner: str, ttl: float) -> bool | None:
+        """Extend `owner`'s lease. None: the lease is not `owner`'s any more; else whether a
+        cancel was requested for the running turn."""
+        t = sessions_table
+        async with self.engine.begin() as conn:
+            res = await conn.execute(
+                update(t)
+                .where(and_(t.c.id == session_id, t.c.lease_owner == owner))
+                .values(lease_until=self._now + ttl)
+                .returning(t.c.cancel_requested)
+            )
+            row = res.first()
+        return None if row is None else bool(row[0])
+
+    async def release(self, session_id: str, owner: str) -> None:
+        t = sessions_table
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(t)
+                .where(and_(t.c.id == session_id, t.c.lease_owner == owner))
+                .values(lease_owner=None, lease_until=None, cancel_requested=0)
+            )
+
+    async def request_cancel(self, session_id: str) -> str | None:
+        """Ask the process running the session's turn to stop it. Returns the lease holder, or
+        None when no process holds the lease (no turn runs)."""
+        t = sessions_table
+        async with self.engine.begin() as conn:
+            res = await conn.execute(
+                update(t)
+                .where(and_(t.c.id == session_id, t.c.lease_owner.is_not(None)))
+                .values(cancel_requested=1)
+                .returning(t.c.lease_owner)
+            )
+            row = res.first()
+        return None if row is None else str(row[0])
+
     async def save(
         self,
         session_id: str,
         state: dict[str, Any],
         *,
+        expected: int,
+        owner: str | None = None,
+        release: bool = False,
         append: list[tuple[int, str]] | None = None,
         replace: list[str] | None = None,
-    ) -> None:
+    ) -> int:
         """Write the state and, in the same transaction, append messages `(seq, json)` or replace
-        the whole transcript."""
+        the whole transcript; returns the new revision. A compare-and-set: the stored revision
+        must be `expected` and, when `owner` is given, the lease must be `owner`'s (or free), or
+        nothing is written and `StaleSession` is raised. `release` gives up the lease."""
+        t = sessions_table
+        cond = and_(t.c.id == session_id, t.c.revision == expected)
+        if owner is not None:
+            cond = and_(cond, or_(t.c.lease_owner == owner, t.c.lease_owner.is_(None)))
+        values: dict[str, Any] = {
+            "state": json.dumps(state),
+            "revision": expected + 1,
+            "updated_at": time.time(),
+        }
+        if release:
+            values.update(lease_owner=None, lease_until=None, cancel_requested=0)
         async with self.engine.begin() as conn:
-            await conn.execute(
-                update(sessions_table)
-                .where(sessions_table.c.id == session_id)
-                .values(
-                    state=json.dumps(state),
-                    revision=sessions_table.c.revision + 1,
-                    updated_at=time.time(),
-                )
-            )
+            res = await conn.execute(update(t).where(cond).values(**values))
+            if res.rowcount != 1:
+                raise StaleSession(session_id)
             if replace is not None:
                 await conn.execute(delete(messages_table).where(messages_table.c.session_id == session_id))
                 append = list(enumerate(replace))
@@ -155,6 +309,7 @@ class Store:
                     insert(messages_table),
                     [{"session_id": session_id, "seq": seq, "data": data} for seq, data in append],
                 )
+        return expected + 1
 
     async def list_sessions(self, limit: int = 50) -> list[tuple[str, dict[str, Any], float]]:
         async with self.engine.connect() as conn:
@@ -164,3 +319,15 @@ class Store:
                 .limit(limit)
             )
             return [(r[0], json.loads(r[1]), r[2]) for r in rows]
+
+
+def _add_missing_columns(conn: Any) -> None:
+    """A database made by an earlier version lacks the columns added since: add them."""
+    from sqlalchemy import inspect, text
+
+    insp = inspect(conn)
+    for table, columns in _ADDED_COLUMNS.items():
+        have = {c["name"] for c in insp.get_columns(table)}
+        for name, ddl in columns:
+            if name not in have:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}"))
