@@ -47,6 +47,7 @@ from devagent.a2a.executor import (
     owner_of,
     session_id_for,
 )
+from devagent.agent.events import InputError, Resume
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -157,6 +158,12 @@ def _task_calls(task: Task) -> list[tuple[str, str]]:
     return out
 
 
+def _answer_error(e: InputError) -> str:
+    if e.code in ("answered", "not_waiting"):
+        return f"this permission request or tool call was already answered: {e}"
+    return str(e)
+
+
 def _same_parts(task: Task, parts: list[Part] | None) -> bool:
     have = list(task.status.message.parts) if task.status.HasField("message") else []
     return have == list(parts or [])
@@ -233,14 +240,19 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 await self._reopen(task, context)
         if prepared.confirmations:
             session = (
-                await self.devagent.session_for(owner_of(context), context_id, None, create=False)
+                await self.devagent.core.inspect(session_id_for(owner_of(context), context_id))
                 if context_id
                 else None
             )
             if session is None:
                 raise InvalidParamsError(message="no tool call waits for confirmation in this context")
             waiting = {c.id for c in session.waiting_calls()}
+            answered = {p.id for p in session.state.pending if p.result is not None}
             unknown = [c.tool_call_id for c in prepared.confirmations if c.tool_call_id not in waiting]
+            if unknown and set(unknown) <= answered | session.answering():
+                raise InvalidParamsError(
+                    message=f"this permission request was already answered (tool call {', '.join(unknown)})"
+                )
             if unknown:
                 raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
             if lreq is not None:
@@ -249,6 +261,16 @@ class DevagentRequestHandler(DefaultRequestHandler):
                         await session.save_state()
                 except ext.SettingsError as e:
                     raise InvalidParamsError(message=str(e)) from None
+        if (prepared.confirmations or prepared.results) and context_id and prepared.command is None:
+            # Taken here, so that an answer given already (through this process or another) is
+            # a JSON-RPC error, and of two answers raced through two processes one runs.
+            answer = prepared.to_input()
+            session = await self.devagent.session_for(owner_of(context), context_id, None, create=False)
+            if session is not None and isinstance(answer, Resume) and (answer.decisions or answer.results):
+                try:
+                    await session.accept_answers(answer)
+                except InputError as e:
+                    raise InvalidParamsError(message=_answer_error(e)) from None
         if lreq is not None:
             context.state[LEGACY_KEY] = lreq
         context.state[PREPARED_KEY] = prepared
@@ -277,7 +299,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 raise ct.ToolResultsError(
                     f"task {task.id} is not waiting for tool results (it is {_state_name(task.status.state)})"
                 )
-            session = await self.devagent.session_for(owner_of(context), task.context_id, None, create=False)
+            session = await self.devagent.core.inspect(session_id_for(owner_of(context), task.context_id))
             prepared.results = self._match(session, prepared)
         except ct.ToolResultsError as e:
             raise InvalidParamsError(message=str(e)) from None

@@ -99,6 +99,7 @@ class Session:
         self.revision = revision  # the stored revision `state` is at (saves compare and set it)
         self._leased = False  # this process holds the session's lease in the store
         self._label: str | None = None  # the running turn's label (see `advance`)
+        self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
         self.workspace = Workspace([Path(r) for r in state.workspace_roots])
         self._tools: dict[str, Tool] = builtin_tools()
         self._messages: list[pm.ModelMessage] | None = None
@@ -298,6 +299,32 @@ class Session:
                 return
             if cancel:
                 self._stop_turn()
+
+    async def accept_answers(self, inp: Resume) -> None:
+        """For an adapter, before it accepts a message that answers waiting calls (so a refusal is
+        an error in the protocol's terms, not a failed turn): checks the answer against the
+        stored state, taking the session's lease for the turn that will apply it. While another
+        process holds the lease the answer is re-checked against the stored state until it is
+        taken or refused, so of two answers to one call sent through two processes one is
+        accepted and the other refused ("answered already"); in this process, an answer to a call
+        another accepted answer is about to apply is refused too. Raises `InputError`."""
+        ids = {d.call_id for d in inp.decisions} | {r.call_id for r in inp.results}
+        now = time.monotonic()
+        self._answering = {k: t for k, t in self._answering.items() if now - t < 120}
+        taken = ids & self._answering.keys()
+        if taken:
+            raise InputError(f"tool call {', '.join(sorted(taken))} was answered already", "answered")
+        async with self._lock:
+            if not await self._claim(inp):
+                raise InputError("the answer was cancelled", "cancelled")
+            self._validate(inp)
+            for i in ids:
+                self._answering[i] = now
+            # The lease stays with this process for the turn that applies the answer.
+
+    def answering(self) -> set[str]:
+        """Call ids whose accepted answers a turn of this process is about to apply."""
+        return set(self._answering)
 
     def cancel_requested(self) -> None:
         """Another process asked (through the store) to cancel this session's running turn."""
@@ -677,6 +704,8 @@ class Session:
         return pc
 
     async def _apply_answers(self, inp: Resume, emit: Emit) -> None:
+        for call_id in [*(d.call_id for d in inp.decisions), *(r.call_id for r in inp.results)]:
+            self._answering.pop(call_id, None)
         pending = {p.id: p for p in self.state.pending}
         to_run: list[tuple[PendingCall, str | None]] = []
         for d in inp.decisions:
