@@ -39,6 +39,7 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.faults import crash_point
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -359,6 +360,7 @@ class DevagentExecutor(AgentExecutor):
         assert session is not None
         em.model = self.model_name(session)
         await em.emit(WORKING, ext.STATE_CHANGE)
+        crash_point("a2a.working_sent")
         if lreq is not None and lreq.reannounce:  # B16 modify_with_editor: nothing for the core
             await em.reannounce(session.waiting_calls(), lreq.edits)  # type: ignore[attr-defined]
             return
@@ -512,6 +514,8 @@ class DevagentExecutor(AgentExecutor):
                 elif kind == "end":
                     if not ended:
                         ended = True
+                        # (the session has stored the pause or the end; the task store not yet)
+                        crash_point("a2a.turn_stored")
                         await em.emit(
                             item[1], ext.STATE_CHANGE, item[3], error=item[2], extra=tool_extra(session)
                         )
