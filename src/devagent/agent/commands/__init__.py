@@ -164,6 +164,7 @@ async def _memory_show(session: Session, args: str, emit: Callable[[Event], None
 
 
 async def _memory_add(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
+    from devagent.agent.tools._util import read_text, write_text
     from devagent.agent.tools.memory import add_memory, memory_path
 
     if not args.strip():
@@ -171,8 +172,8 @@ async def _memory_add(session: Session, args: str, emit: Callable[[Event], None]
         return None
     # The user typed this command: it is their own edit, so it needs no permission request.
     path = memory_path(session.workspace, session.core.config.memory_file)
-    old = path.read_text() if path.is_file() else None
-    path.write_text(add_memory(old, args.strip()))
+    old = read_text(path) if path.is_file() else None
+    write_text(path, add_memory(old, args.strip()))  # atomic, like the save_memory tool
     session.refresh_memory()
     _say(emit, f"Remembered in {path}: {args.strip()}")
     return None

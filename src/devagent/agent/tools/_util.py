@@ -3,9 +3,12 @@ workspace walker that never follows symlinked directories (G4)."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
+import secrets
+import stat
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -13,6 +16,7 @@ from typing import Any
 
 from devagent.agent.events import FileDiff
 from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.faults import crash_point
 
 # Directories no search descends into unless the pattern names them: VCS metadata and the usual
 # caches and dependency trees, which are large and never what the model is looking for.
@@ -31,6 +35,10 @@ SKIP_DIRS: frozenset[str] = frozenset(
         ".tox",
     }
 )
+
+# The name prefix of `atomic_write`'s temporary files. Hidden (a dot), recognisable, and skipped
+# by the directory walks; a crash before the rename may leave one behind.
+TEMP_PREFIX = ".devagent-tmp-"
 
 BINARY_SNIFF_BYTES = 8192
 GLOB_MAGIC = re.compile(r"[*?\[{]")
@@ -133,9 +141,91 @@ def read_text(path: Path) -> str:
 
 
 def write_text(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(content)
+    """Writes text as UTF-8, newlines untouched, atomically (see `atomic_write`)."""
+    atomic_write(path, content)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of `atomic_write`'s temporary files (left behind by a crash)."""
+    return name.startswith(TEMP_PREFIX)
+
+
+def atomic_write(path: Path, content: str | bytes) -> None:
+    """Replaces (or creates) the file `path` so that a crash at any moment leaves either the old
+    content or the new one, never a truncated file (G4, issue 10 item 1 (atomic writes)).
+
+    `path` must be the resolved real path (`Workspace.resolve`). The content goes to a new
+    temporary file in the same directory (`.devagent-tmp-<random>`, created with O_EXCL, given the
+    permissions of the file it replaces, or the default ones for a new file), is flushed and
+    fsynced, and is renamed over `path`; then the directory is fsynced so the rename itself is
+    durable. The rename replaces the directory entry: another hard link to the old file (possibly
+    outside the workspace) keeps the old content, and a symlink put there since `resolve` is
+    replaced, not followed. On any failure the temporary file is removed and `path` is untouched.
+    A crash (SIGKILL, power cut) between creating the temporary file and the rename can leave the
+    temporary file behind: the walks of list_directory, glob, grep and read_many_files skip such
+    names (`is_temp_name`).
+    """
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        old: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        old = None
+    tmp, fd = _create_temp(directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if old is not None:
+                _copy_permissions(f.fileno(), old)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        crash_point("atomic_write.before_rename")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def _create_temp(directory: Path) -> tuple[Path, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        try:
+            # 0o666 minus the umask: the default permissions of a new file
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file in {directory}")  # pragma: no cover
+
+
+def _copy_permissions(fd: int, old: os.stat_result) -> None:
+    """The replaced file's mode, and its owner and group where this process may set them."""
+    mode = stat.S_IMODE(old.st_mode)
+    os.fchmod(fd, mode)
+    new = os.fstat(fd)
+    if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+        with contextlib.suppress(OSError):  # only root may give a file away; a group may be kept
+            os.fchown(fd, old.st_uid, old.st_gid)
+        if stat.S_IMODE(os.fstat(fd).st_mode) != mode:  # chown clears setuid/setgid bits
+            os.fchmod(fd, mode)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Makes a rename in `directory` durable. The file is already in place when this runs, so a
+    file system that cannot fsync a directory (some network ones) is not an error."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def human_size(n: int) -> str:
@@ -281,7 +371,8 @@ def walk_files(
 ) -> Iterator[Path]:
     """Files under `base` in path order (entries of a directory sorted by name, directories
     visited where they sort). Symlinked directories are never entered; symlinked files are
-    yielded only with `follow_file_links` (callers then check the target is in the workspace)."""
+    yielded only with `follow_file_links` (callers then check the target is in the workspace).
+    Temporary files a crashed `atomic_write` left behind are not workspace files: skipped."""
     try:
         entries = sorted(os.scandir(base), key=lambda e: e.name)
     except OSError:
@@ -297,7 +388,7 @@ def walk_files(
                     yield from walk_files(
                         Path(entry.path), skip_dirs=skip_dirs, follow_file_links=follow_file_links
                     )
-            elif entry.is_file(follow_symlinks=False):
+            elif entry.is_file(follow_symlinks=False) and not is_temp_name(entry.name):
                 yield Path(entry.path)
         except OSError:
             continue

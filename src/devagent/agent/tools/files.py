@@ -1,6 +1,9 @@
 """File tools (G2): read, read many, write, edit, list, glob and grep. Every path goes through
 `Workspace.resolve`, and walks never enter symlinked directories, so nothing outside the
-workspace roots is read or written (G4)."""
+workspace roots is read or written (G4). Writes are atomic (`_util.atomic_write`: a temporary
+file renamed over the target), so a crash never leaves a truncated file and a hard link to a file
+outside the workspace is never written through; the temporary files a crash may leave behind are
+hidden from list_directory, glob, grep and read_many_files."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
 from devagent.agent.tools._util import (
     GLOB_MAGIC,
     SKIP_DIRS,
+    TEMP_PREFIX,
+    atomic_write,
     bool_arg,
     count_lines,
     explicit_skip_dirs,
@@ -26,6 +31,7 @@ from devagent.agent.tools._util import (
     human_size,
     int_arg,
     is_binary,
+    is_temp_name,
     opt_str_arg,
     read_text,
     rel_posix,
@@ -337,9 +343,7 @@ def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, 
     content = ctx.new_content if ctx.new_content is not None else proposed
     if content is None:  # pragma: no cover - callers pass one of the two
         raise ToolFailure("there is no content to write", "invalid_arguments")
-    real.parent.mkdir(parents=True, exist_ok=True)
-    with open(real, "w", encoding="utf-8", newline="") as f:
-        f.write(content)
+    atomic_write(real, content)  # a crash leaves the old file or the new one (issue 10 item 1)
     display = ctx.workspace.display(real)
     text = f"{verb} {display} ({count_lines(content)} lines)."
     if modified:
@@ -511,7 +515,11 @@ class ListDirectory(Tool):
         except OSError as e:
             raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
         for entry in scanned:
-            if entry.name == ".git" or any(glob_match(p, entry.name) for p in ignore):
+            if (
+                entry.name == ".git"
+                or is_temp_name(entry.name)
+                or any(glob_match(p, entry.name) for p in ignore)
+            ):
                 continue
             try:
                 if entry.is_symlink():
@@ -694,6 +702,7 @@ async def _grep_rg(
         cmd += ["--glob", include]
     for d in sorted(SKIP_DIRS):
         cmd += ["--glob", f"!{d}"]
+    cmd += ["--glob", f"!{TEMP_PREFIX}*"]  # what a crashed atomic write left behind
     cmd += ["--", str(base)]
     proc = await asyncio.create_subprocess_exec(
         *cmd,

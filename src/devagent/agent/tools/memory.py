@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, ToolKind
-from devagent.agent.tools._util import file_diff, read_text, str_arg
+from devagent.agent.tools._util import atomic_write, file_diff, read_text, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
 
 MEMORY_HEADING = "## devagent memories"
@@ -111,9 +111,7 @@ class SaveMemory(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, old, new = self._plan(args, ctx)
         content = ctx.new_content if ctx.new_content is not None else new
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        atomic_write(path, content)  # a crash leaves the old guide or the new one (issue 10 item 1)
         display = ctx.workspace.display(path)
         text = f"Saved to {display}: {_fact(args)}"
         if ctx.new_content is not None and ctx.new_content != new:
