@@ -6,10 +6,11 @@ transcript's length, a hash of the model response that made the call, and the ca
 step). When the call is done the checkpoint also records what the files became (a hash, or
 "absent").
 
-Where: a table of the session database (`devagent_checkpoints`), next to the transcript the
-checkpoint points into. So a checkpoint lives exactly as long and as far as its session does (a
-fresh process on the same database, a server on PostgreSQL with several workers), nothing is
-written into the workspace, and nothing touches the user's git history. Files larger than
+Where: a table of the session database (`devagent_checkpoints`; its SQL is in
+`devagent.store.checkpoints`, this module knows only that module's functions), next to the
+transcript the checkpoint points into. So a checkpoint lives exactly as long and as far as its
+session does (a fresh process on the same database, a server on PostgreSQL with several workers),
+nothing is written into the workspace, and nothing touches the user's git history. Files larger than
 `MAX_FILE_BYTES` are noted but not saved (they cannot be restored).
 
 `/restore ID` undoes every checkpointed edit from checkpoint ID on, newest first, and truncates the
@@ -19,24 +20,25 @@ its current content must be either what the agent's last checkpointed edit left 
 the content being restored. Anything else means the file changed in another way since (the user,
 a shell command, another program), and the restore is refused with the list of those files;
 nothing is changed. A checkpoint whose edit never recorded its outcome (the process died during
-the write) restores only files that are already back to their old content.
+the write) restores only files that are already back to their old content. Files are put back
+with `atomic_write`, like the edits wrote them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
 import logging
+import os
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import Event, Notice, TextDelta, ToolKind
+from devagent.agent.tools._util import atomic_write
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure
 
 if TYPE_CHECKING:
@@ -47,42 +49,6 @@ log = logging.getLogger("devagent.checkpoints")
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 ABSENT = "absent"
-
-_ready: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
-_created: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _table() -> Any:
-    from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
-
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = Table(
-            "devagent_checkpoints",
-            MetaData(),
-            Column("session_id", String(64), primary_key=True),
-            Column("seq", Integer, primary_key=True),
-            Column("created_at", Float, nullable=False),
-            Column("data", Text, nullable=False),
-        )
-    return _TABLE
-
-
-_TABLE: Any = None
-
-
-async def _engine(session: Session) -> Any:
-    engine = session.core.store.engine
-    if engine in _created:
-        return engine
-    lock = _ready.setdefault(engine, asyncio.Lock())
-    async with lock:
-        if engine not in _created:
-            table = _table()
-            async with engine.begin() as conn:
-                await conn.run_sync(table.metadata.create_all)
-            _created.add(engine)
-    return engine
 
 
 @dataclass(slots=True)
@@ -217,9 +183,7 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
     msgs = await session.messages()
     position = len(msgs)
     anchor = _message_hash(msgs[-1]) if msgs else ""
-    engine = await _engine(session)
-    table = _table()
-    from sqlalchemy import func, insert, select
+    from devagent.store import checkpoints as rows
 
     ckpt = Checkpoint(
         seq=0,
@@ -232,19 +196,7 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
         files=files,
         step_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in session.state.pending],
     )
-    async with engine.begin() as conn:
-        last = (
-            await conn.execute(select(func.max(table.c.seq)).where(table.c.session_id == session.id))
-        ).scalar()
-        ckpt.seq = int(last or 0) + 1
-        await conn.execute(
-            insert(table).values(
-                session_id=session.id,
-                seq=ckpt.seq,
-                created_at=ckpt.created_at,
-                data=json.dumps(ckpt.to_json()),
-            )
-        )
+    ckpt.seq = await rows.add(session.core.store, session.id, ckpt.created_at, json.dumps(ckpt.to_json()))
     return ckpt
 
 
@@ -261,40 +213,25 @@ async def after_edit(session: Session, ckpt: Checkpoint | None) -> None:
 async def _record_after(session: Session, ckpt: Checkpoint) -> None:
     for f in ckpt.files:
         f.after = _current_state(Path(f.path))
-    engine = await _engine(session)
-    table = _table()
-    from sqlalchemy import delete, update
+    from devagent.store import checkpoints as rows
 
-    where = (table.c.session_id == session.id, table.c.seq == ckpt.seq)
-    async with engine.begin() as conn:
-        if all(not f.too_large and f.after == f.before_state for f in ckpt.files):
-            # The edit changed nothing (it failed, or wrote the same bytes): nothing to restore.
-            await conn.execute(delete(table).where(*where))
-        else:
-            await conn.execute(update(table).where(*where).values(data=json.dumps(ckpt.to_json())))
+    if all(not f.too_large and f.after == f.before_state for f in ckpt.files):
+        # The edit changed nothing (it failed, or wrote the same bytes): nothing to restore.
+        await rows.delete_one(session.core.store, session.id, ckpt.seq)
+    else:
+        await rows.replace_data(session.core.store, session.id, ckpt.seq, json.dumps(ckpt.to_json()))
 
 
 async def list_checkpoints(session: Session) -> list[Checkpoint]:
-    engine = await _engine(session)
-    table = _table()
-    from sqlalchemy import select
+    from devagent.store import checkpoints as rows
 
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            select(table.c.seq, table.c.created_at, table.c.data)
-            .where(table.c.session_id == session.id)
-            .order_by(table.c.seq)
-        )
-        return [Checkpoint.from_row(r[0], r[1], r[2]) for r in rows]
+    return [Checkpoint.from_row(*r) for r in await rows.list_rows(session.core.store, session.id)]
 
 
 async def _delete_from(session: Session, seq: int) -> None:
-    engine = await _engine(session)
-    table = _table()
-    from sqlalchemy import delete
+    from devagent.store import checkpoints as rows
 
-    async with engine.begin() as conn:
-        await conn.execute(delete(table).where(table.c.session_id == session.id, table.c.seq >= seq))
+    await rows.delete_from(session.core.store, session.id, seq)
 
 
 # --- /restore ------------------------------------------------------------------------------------
@@ -385,9 +322,8 @@ async def restore_command(session: Session, args: str, emit: Callable[[Event], N
     for plan in writes:
         if plan.first.before is None:
             plan.path.unlink(missing_ok=True)
-        else:
-            plan.path.parent.mkdir(parents=True, exist_ok=True)
-            plan.path.write_bytes(base64.b64decode(plan.first.before))
+        else:  # atomic, like the edit it undoes, at the real path checked above (issue 10 item 1)
+            atomic_write(Path(os.path.realpath(plan.path)), base64.b64decode(plan.first.before))
 
     msgs = await session.messages()
     pos = target.position

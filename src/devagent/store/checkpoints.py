@@ -1,0 +1,105 @@
+"""The `devagent_checkpoints` table (G5): one row per checkpoint, keyed by (session_id, seq).
+
+`devagent.agent.checkpoints` decides what a checkpoint holds and how `/restore` uses it; this module
+only stores rows: `data` is the checkpoint's JSON, which the store never reads. The table lives in
+the session database, next to the transcript the checkpoints point into, but it is not part of
+`db.metadata`: it is created on first use, once per engine, so a database that never saw an edit
+has no such table.
+
+Importing this module imports SQLAlchemy; the agent imports it only when a checkpoint is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+from sqlalchemy import (
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from devagent.store.db import Store
+
+checkpoints_table = Table(
+    "devagent_checkpoints",
+    MetaData(),
+    Column("session_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("created_at", Float, nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+# The engines whose database has the table (checked or created by this process).
+_created: weakref.WeakSet[AsyncEngine] = weakref.WeakSet()
+_locks: weakref.WeakKeyDictionary[AsyncEngine, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def _engine(store: Store) -> AsyncEngine:
+    """The store's engine, its checkpoints table created if this process has not done so yet."""
+    engine = store.engine
+    if engine in _created:
+        return engine
+    lock = _locks.setdefault(engine, asyncio.Lock())
+    async with lock:
+        if engine not in _created:
+            async with engine.begin() as conn:
+                await conn.run_sync(checkpoints_table.metadata.create_all)
+            _created.add(engine)
+    return engine
+
+
+async def add(store: Store, session_id: str, created_at: float, data: str) -> int:
+    """Stores a new checkpoint of the session and returns its seq (1, 2, … per session)."""
+    t = checkpoints_table
+    engine = await _engine(store)
+    async with engine.begin() as conn:
+        last = (await conn.execute(select(func.max(t.c.seq)).where(t.c.session_id == session_id))).scalar()
+        seq = int(last or 0) + 1
+        await conn.execute(insert(t).values(session_id=session_id, seq=seq, created_at=created_at, data=data))
+    return seq
+
+
+async def replace_data(store: Store, session_id: str, seq: int, data: str) -> None:
+    """Rewrites a checkpoint's JSON (its edit's outcome recorded)."""
+    t = checkpoints_table
+    engine = await _engine(store)
+    async with engine.begin() as conn:
+        await conn.execute(update(t).where(t.c.session_id == session_id, t.c.seq == seq).values(data=data))
+
+
+async def delete_one(store: Store, session_id: str, seq: int) -> None:
+    t = checkpoints_table
+    engine = await _engine(store)
+    async with engine.begin() as conn:
+        await conn.execute(delete(t).where(t.c.session_id == session_id, t.c.seq == seq))
+
+
+async def delete_from(store: Store, session_id: str, seq: int) -> None:
+    """Deletes the session's checkpoints from `seq` on (those a restore undid)."""
+    t = checkpoints_table
+    engine = await _engine(store)
+    async with engine.begin() as conn:
+        await conn.execute(delete(t).where(t.c.session_id == session_id, t.c.seq >= seq))
+
+
+async def list_rows(store: Store, session_id: str) -> list[tuple[int, float, str]]:
+    """The session's checkpoints as (seq, created_at, data), oldest first."""
+    t = checkpoints_table
+    engine = await _engine(store)
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(t.c.seq, t.c.created_at, t.c.data).where(t.c.session_id == session_id).order_by(t.c.seq)
+        )
+        return [(int(r[0]), float(r[1]), str(r[2])) for r in rows]
