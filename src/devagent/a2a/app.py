@@ -357,6 +357,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         finally:
             await handler.aclose()
             await task_store.flush_all()
+            if executor.fanout is not None:
+                await executor.fanout.flush()
             await sender.aclose()
             await http.aclose()
 

@@ -44,6 +44,7 @@ from devagent.faults import crash_point
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
 
+    from devagent.a2a.fanout import Fanout
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
     from devagent.agent.events import ToolCall
@@ -258,6 +259,13 @@ class DevagentExecutor(AgentExecutor):
         self.settings = settings
         self._running: dict[str, _Running] = {}
         self._executing: set[str] = set()  # tasks whose execute() runs in this process
+        # With a database that several replicas share: the live events of executions here,
+        # logged for the replicas that follow them (None with SQLite: one process).
+        self.fanout: Fanout | None = None
+        if not core.store.is_sqlite:
+            from devagent.a2a.fanout import Fanout
+
+            self.fanout = Fanout(core.store)
 
     def executing(self, task_id: str) -> bool:
         """Whether this process is running a request of the task (from its very start)."""
@@ -341,6 +349,10 @@ class DevagentExecutor(AgentExecutor):
                 from devagent.a2a import legacy
 
                 first.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, self.core.default_model))
+        if self.fanout is not None:  # other replicas may follow this execution
+            self.fanout.begin(task if task is not None else first, context.message)
+            event_queue = self.fanout.queue(event_queue, task_id)
+        if task is None:
             await event_queue.enqueue_event(first)
         previous_state = task.status.state if task is not None else None
 

@@ -479,12 +479,31 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        """The SDK keeps a resubscription to a parked task open forever; close it at an
-        interrupted or terminal state as the spec says."""
+        """A turn running on another replica is followed through the fan-out log (issue 10);
+        otherwise the SDK serves the subscription, which it would keep open forever on a parked
+        task: it is closed at an interrupted or terminal state, as the spec says."""
         stop = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
         stored = await self.store.get(params.id, context)
-        if stored is not None:
-            await self._reconcile(stored, context)
+        if stored is None:
+            raise TaskNotFoundError
+        task = await self._reconcile(stored, context)
+        if self._runs_elsewhere(task) and self.devagent.fanout is not None:
+
+            async def settled() -> Event | None:
+                """The turn's state when it stopped with no final event (its replica died)."""
+                again = await self.store.get(params.id, context)
+                if again is None:
+                    return None
+                now = await self._reconcile(again, context)
+                if now.status.state not in stop:
+                    return None
+                return TaskStatusUpdateEvent(
+                    task_id=now.id, context_id=now.context_id, status=now.status, metadata=now.metadata
+                )
+
+            async for ev in self.devagent.fanout.follow(task, settled=settled):
+                yield ev
+            return
         agen = super().on_subscribe_to_task(params, context)
         try:
             async for ev in agen:
@@ -494,7 +513,21 @@ class DevagentRequestHandler(DefaultRequestHandler):
         finally:
             await agen.aclose()
 
+    def _runs_elsewhere(self, task: Task) -> bool:
+        """After `_reconcile`: the task's turn runs in another process."""
+        return task.status.state == TaskState.TASK_STATE_WORKING and not self.devagent.executing(task.id)
+
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        stored = await self.store.get(params.id, context)
+        if stored is None:
+            raise TaskNotFoundError
+        current = await self._reconcile(stored, context)
+        if self._runs_elsewhere(current):
+            # The turn runs on another replica: ask it to stop (through the store), and answer
+            # with the task once that replica has ended it.
+            sid = session_id_for(owner_of(context), current.context_id)
+            if await self.devagent.core.request_cancel(sid):
+                return await self._await_stop(params.id, context)
         task: Task | None = await super().on_cancel_task(params, context)
         if task is not None:
             # A parked task held by no ActiveTask (after a restart) is cancelled in the store only:
@@ -503,3 +536,19 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if session is not None and session.state.status == "awaiting_input":
                 await session.cancel()
         return task
+
+    async def _await_stop(self, task_id: str, context: ServerCallContext) -> Task:
+        """The task once its turn stopped: the replica running it ends it `canceled`, or, if that
+        replica died meanwhile, it reads as its lease's expiry settles it."""
+        import asyncio
+
+        stop = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
+        deadline = time.monotonic() + 3 * self.devagent.core.config.lease_seconds + 30
+        while True:
+            stored = await self.store.get(task_id, context)
+            if stored is None:
+                raise TaskNotFoundError
+            task = await self._reconcile(stored, context)
+            if task.status.state in stop or time.monotonic() > deadline:
+                return task
+            await asyncio.sleep(0.05)

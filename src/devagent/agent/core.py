@@ -128,7 +128,21 @@ class AgentCore:
         from devagent.store.db import Store
 
         store = await Store.open(config.resolved_db_url())
-        return cls(config, store)
+        core = cls(config, store)
+        if not store.is_sqlite:
+            # Another replica's tasks/cancel reaches a turn running here at once (the lease's
+            # heartbeat would find the request too, a third of lease_seconds later).
+            from devagent.store.db import CANCEL_CHANNEL
+
+            listener = store.listener()
+            listener.on(CANCEL_CHANNEL, core._cancel_signalled)
+            await listener.start()
+        return core
+
+    def _cancel_signalled(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None and session.busy:
+            session.cancel_requested()
 
     async def close(self) -> None:
         for s in list(self._sessions.values()):

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Float,
+    Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -44,6 +47,9 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from devagent.store.leases import Holder, Lease, SessionRow, StaleSession, owner_is_dead
+
+if TYPE_CHECKING:
+    from devagent.store.notify import Listener
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
@@ -70,6 +76,23 @@ messages_table = Table(
     Column("data", Text, nullable=False),
 )
 
+# The live events of running A2A tasks, for the replicas that did not run them (fan-out): a task's
+# rows start with a snapshot of the task (kind 1) when an execution begins, then its events (kind 0),
+# each the protocol's own serialized form. Only the latest execution of a task is kept.
+task_events_table = Table(
+    "devagent_task_events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("task_id", String(64), nullable=False),
+    Column("kind", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("devagent_task_events_task", "task_id", "id"),
+)
+
+EVENTS_CHANNEL = "devagent_events"  # NOTIFY payload: a task id with new rows
+CANCEL_CHANNEL = "devagent_cancel"  # NOTIFY payload: a session id whose turn is to stop
+
 # Columns added after the first release: added to an existing table when the store opens.
 _ADDED_COLUMNS = {
     "devagent_sessions": (
@@ -94,6 +117,7 @@ class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
+        self._listener: Listener | None = None
         # The database's clock in seconds since the epoch: leases are compared with one clock.
         self._now: Any = literal_column(
             "((julianday('now') - 2440587.5) * 86400.0)"
@@ -141,6 +165,8 @@ class Store:
         return cls(engine)
 
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
         await self.engine.dispose()
 
     async def create_session(self, session_id: str, state: dict[str, Any]) -> None:
@@ -269,7 +295,56 @@ class Store:
                 .returning(t.c.lease_owner)
             )
             row = res.first()
+            if row is not None and not self.is_sqlite:
+                await self._notify(conn, CANCEL_CHANNEL, session_id)
         return None if row is None else str(row[0])
+
+    @staticmethod
+    async def _notify(conn: Any, channel: str, payload: str) -> None:
+        from sqlalchemy import text
+
+        await conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
+
+    # --- the live events of A2A tasks (fan-out between replicas) ---------------------------------
+
+    async def append_task_events(self, rows: list[tuple[str, int, bytes]]) -> None:
+        """Append `(task_id, kind, data)` rows in order, in one transaction; a snapshot row (kind
+        1) first removes the task's older rows. Listeners are notified once per task."""
+        t = task_events_table
+        now = time.time()
+        async with self.engine.begin() as conn:
+            for task_id in {r[0] for r in rows if r[1] == 1}:
+                await conn.execute(delete(t).where(t.c.task_id == task_id))
+            await conn.execute(
+                insert(t), [{"task_id": r[0], "kind": r[1], "data": r[2], "created_at": now} for r in rows]
+            )
+            if not self.is_sqlite:
+                for task_id in dict.fromkeys(r[0] for r in rows):
+                    await self._notify(conn, EVENTS_CHANNEL, task_id)
+
+    async def read_task_events(self, task_id: str, after: int = 0) -> list[tuple[int, int, bytes]]:
+        """The task's rows `(id, kind, data)` after `after`, in order."""
+        t = task_events_table
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(t.c.id, t.c.kind, t.c.data)
+                .where(and_(t.c.task_id == task_id, t.c.id > after))
+                .order_by(t.c.id)
+            )
+            return [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows]
+
+    async def prune_task_events(self, older_than: float) -> None:
+        t = task_events_table
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(t).where(t.c.created_at < time.time() - older_than))
+
+    def listener(self) -> Listener:
+        """This process's connection listening for notifications (PostgreSQL only)."""
+        if self._listener is None:
+            from devagent.store.notify import Listener
+
+            self._listener = Listener(self.engine.url)
+        return self._listener
 
     async def save(
         self,
