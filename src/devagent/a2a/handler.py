@@ -504,6 +504,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
             async for ev in self.devagent.fanout.follow(task, settled=settled):
                 yield ev
             return
+        if self._runs_elsewhere(task):
+            # Another process on the same SQLite file runs it: only PostgreSQL carries live
+            # events between processes. The task as it stands, and the end of this stream.
+            yield task
+            return
         agen = super().on_subscribe_to_task(params, context)
         try:
             async for ev in agen:
