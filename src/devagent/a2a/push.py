@@ -30,6 +30,7 @@ from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
+from devagent.faults import crash_point
 from devagent.netpolicy import check_outbound_url, pinned_request, resolve_outbound_url
 from devagent.store import push_queue
 
@@ -149,6 +150,15 @@ def _config_headers(cfg: TaskPushNotificationConfig) -> dict[str, str]:
     return headers
 
 
+def _settles(event: PushNotificationEvent) -> bool:
+    """Whether the event leaves the task in a state a turn stops in."""
+    from a2a.types import Task, TaskState, TaskStatusUpdateEvent
+
+    if isinstance(event, Task | TaskStatusUpdateEvent):
+        return event.status.state not in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    return False
+
+
 class QueuedPushSender(PushNotificationSender):
     def __init__(
         self,
@@ -178,6 +188,7 @@ class QueuedPushSender(PushNotificationSender):
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.delivered = 0  # notifications this sender delivered
         self._staged: list[tuple[str, PushNotificationEvent]] = []
+        self._staged_waiters: list[asyncio.Future[None]] = []  # resolved when those rows are in
         self._stage_wake = asyncio.Event()
         self._wake = asyncio.Event()
         self._due: list[float] = []  # heap of the retry times this sender set
@@ -201,13 +212,20 @@ class QueuedPushSender(PushNotificationSender):
         return reason is None
 
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
-        # On the event path: no await, no I/O.
+        """Stage the event and return at once while the task is working; an event that stops the
+        turn (input-required, completed, failed, ...) returns once its rows are committed, so a
+        client that saw it knows its notification survives a crash (the SDK calls this before it
+        hands the event to the stream's subscribers)."""
         if self._closed or self._store.known_without_configs(task_id):
             return
         self._staged.append((task_id, event))
         self._stage_wake.set()
         if self._worker is None:
             self.start()
+        if _settles(event):
+            done = asyncio.get_running_loop().create_future()
+            self._staged_waiters.append(done)
+            await done
 
     # --- staging: events -> queue rows ------------------------------------------------------
 
@@ -222,15 +240,18 @@ class QueuedPushSender(PushNotificationSender):
     async def _stage_all(self) -> None:
         while self._staged:
             batch, self._staged = self._staged, []
-            items = await self._build(batch)
-            if not items:
-                continue
+            waiters, self._staged_waiters = self._staged_waiters, []
             try:
-                await push_queue.enqueue(self._engine, items)
+                items = await self._build(batch)
+                if items:
+                    await push_queue.enqueue(self._engine, items)
+                    self._wake.set()
             except Exception:
-                log.exception("cannot queue %d push notifications", len(items))
-                continue
-            self._wake.set()
+                log.exception("cannot queue push notifications (%d events)", len(batch))
+            finally:
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(None)
 
     async def _build(self, batch: list[tuple[str, PushNotificationEvent]]) -> list[push_queue.NewItem]:
         by_task: dict[str, list[PushNotificationEvent]] = {}
@@ -317,6 +338,7 @@ class QueuedPushSender(PushNotificationSender):
 
     async def _deliver(self, item: push_queue.Item) -> None:
         try:
+            crash_point("push.claimed")  # kill tests: die holding a claim
             outcome = await self._post(item)
             if outcome == "retry" and item.attempts < self._max_attempts:
                 at = time.time() + min(self._backoff * 2 ** (item.attempts - 1), 30.0)
@@ -385,6 +407,10 @@ class QueuedPushSender(PushNotificationSender):
                 pass
             except Exception:
                 log.exception("push stager failed")
+        for w in self._staged_waiters:  # left by a stager that did not finish in time
+            if not w.done():
+                w.set_result(None)
+        self._staged_waiters = []
         if self._worker is not None:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
