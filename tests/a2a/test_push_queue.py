@@ -376,3 +376,57 @@ async def test_claim_of_a_killed_replica_is_taken_over_after_its_lease(
         ids = hook.ids()
         assert ids and len(ids) == len(set(ids)), ids
         assert time.monotonic() - t0 < WITHIN
+
+
+@pytest.mark.postgres
+async def test_two_server_apps_on_postgres_deliver_each_once(
+    script: Callable[[list[Any]], str], pg_db: str, workspace: Path
+) -> None:
+    """A4, issue 10 item 3: two A2A apps, each with its own AgentCore and engine, on one
+    PostgreSQL database; turns run on both with 1.0 webhooks, and the replicas poll each other's
+    rows: every queued notification reaches the webhook exactly once, each task's completion
+    once, and the queue ends empty."""
+    from tests.a2a.helpers import running_server
+
+    model = script([{"items": [{"text": "a"}, {"text": "b"}]}])
+    async with (
+        counting_webhook() as hook,
+        running_server(model, pg_db, workspace) as one,
+        running_server(model, pg_db, workspace) as two,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        hook.delay = 0.02
+        senders = [s.app.app.state.push_sender for s in (one, two)]
+        for s in senders:
+            s._poll = 0.05  # find the other's rows quickly
+
+        async def turn(url: str) -> str:
+            msg = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "go"}]}
+            conf = {"taskPushNotificationConfig": {"url": hook.url, "token": "t"}}
+            body = rpc("SendStreamingMessage", {"message": msg, "configuration": conf})
+            evs = results(await stream(c, url, body, auth(v1=True)))
+            last = evs[-1]["statusUpdate"]
+            assert last["status"]["state"] == "TASK_STATE_COMPLETED", evs[-1]
+            return str(last["taskId"])
+
+        tasks = await asyncio.gather(*(turn(srv.url) for srv in [one, two] * 6))
+        assert len(set(tasks)) == 12
+
+        def completions() -> dict[str, int]:
+            out: dict[str, int] = {}
+            for _, b in hook.received:
+                su = b.get("statusUpdate", {})
+                if su.get("status", {}).get("state") == "TASK_STATE_COMPLETED":
+                    out[su["taskId"]] = out.get(su["taskId"], 0) + 1
+            return out
+
+        await hook.wait_for(lambda: set(completions()) == set(tasks))
+        engine = _engine(pg_db)
+        try:
+            await _wait_until(lambda: _is_zero(push_queue.pending(engine)), what="the queue to empty")
+        finally:
+            await engine.dispose()
+        ids = hook.ids()
+        assert len(ids) == len(set(ids)), "a notification was delivered twice"
+        assert completions() == dict.fromkeys(tasks, 1)
+        assert sum(s.delivered for s in senders) == len(ids)
