@@ -430,3 +430,24 @@ async def test_two_server_apps_on_postgres_deliver_each_once(
         assert len(ids) == len(set(ids)), "a notification was delivered twice"
         assert completions() == dict.fromkeys(tasks, 1)
         assert sum(s.delivered for s in senders) == len(ids)
+
+
+def test_push_settings_from_the_environment() -> None:
+    """The push settings of `devagent serve` come from DEVAGENT_PUSH_*; a bad value is named."""
+    from devagent.a2a.cli import push_settings_from_env
+
+    env = {
+        "DEVAGENT_PUSH_POLL_INTERVAL": "0.5",
+        "DEVAGENT_PUSH_LEASE": "30",
+        "DEVAGENT_PUSH_MAX_ATTEMPTS": "7",
+    }
+    assert push_settings_from_env(env) == {
+        "push_poll_interval": 0.5,
+        "push_lease": 30.0,
+        "push_max_attempts": 7,
+    }
+    assert push_settings_from_env({}) == {}
+    with pytest.raises(ValueError, match="DEVAGENT_PUSH_LEASE"):
+        push_settings_from_env({"DEVAGENT_PUSH_LEASE": "soon"})
+    with pytest.raises(ValueError, match="DEVAGENT_PUSH_BACKOFF"):
+        push_settings_from_env({"DEVAGENT_PUSH_BACKOFF": "0"})
