@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
     from devagent.agent.events import ToolCall
-    from devagent.agent.session import Session
+    from devagent.agent.session import Session, Turn
     from devagent.agent.state import ClientTool, SessionState
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,10 @@ class _Emitter:
 
 @dataclass(slots=True)
 class _Running:
-    session: Session
+    """An execution of this process: its turn once made (the one handle that cancels it)."""
+
+    turn: Turn | None = None
+    cancelled: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -257,8 +260,7 @@ class DevagentExecutor(AgentExecutor):
     def __init__(self, core: AgentCore, settings: A2ASettings) -> None:
         self.core = core
         self.settings = settings
-        self._running: dict[str, _Running] = {}
-        self._executing: set[str] = set()  # tasks whose execute() runs in this process
+        self._running: dict[str, _Running] = {}  # tasks whose execute() runs in this process
         # With a database that several replicas share: the live events of executions here,
         # logged for the replicas that follow them (None with SQLite: one process).
         self.fanout: Fanout | None = None
@@ -269,7 +271,7 @@ class DevagentExecutor(AgentExecutor):
 
     def executing(self, task_id: str) -> bool:
         """Whether this process is running a request of the task (from its very start)."""
-        return task_id in self._executing
+        return task_id in self._running
 
     def emitter(self, queue: EventQueue | None, task: Task, session: Session | None) -> _Emitter:
         """The emitter of a task's dialect (the RFC's, or the legacy one the task was made in)."""
@@ -323,13 +325,16 @@ class DevagentExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
-        self._executing.add(task_id)
+        running = _Running()
+        self._running[task_id] = running
         try:
-            await self._execute(context, event_queue)
+            await self._execute(context, event_queue, running)
         finally:
-            self._executing.discard(task_id)
+            running.done.set()
+            if self._running.get(task_id) is running:
+                del self._running[task_id]
 
-    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+    async def _execute(self, context: RequestContext, event_queue: EventQueue, running: _Running) -> None:
         call_context = context.call_context
         prepared: Prepared | None = call_context.state.get(PREPARED_KEY) if call_context else None
         # B16: a legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
@@ -379,14 +384,7 @@ class DevagentExecutor(AgentExecutor):
         if prepared.tools is not None or prepared.tools_rejected:
             await self._apply_client_tools(session, prepared, em)
 
-        running = _Running(session)
-        self._running[task_id] = running
-        try:
-            await self._translate(session, prepared.to_input(), em, previous_state)
-        finally:
-            running.done.set()
-            if self._running.get(task_id) is running:
-                del self._running[task_id]
+        await self._translate(session, prepared.to_input(), em, previous_state, running)
 
     async def _apply_client_tools(self, session: Session, prepared: Prepared, em: _Emitter) -> None:
         """C1-C3, C6, C7: the message's tool set replaces the conversation's (the core validates
@@ -409,7 +407,12 @@ class DevagentExecutor(AgentExecutor):
             )
 
     async def _translate(
-        self, session: Session, inp: Input, em: _Emitter, previous_state: TaskState | None
+        self,
+        session: Session,
+        inp: Input,
+        em: _Emitter,
+        previous_state: TaskState | None,
+        running: _Running,
     ) -> None:
         """Runs the core's turn in a pump task that turns events into items at once (the core
         keeps mutating its ToolCall objects) and emits them from here. When the SDK's consumer
@@ -421,11 +424,15 @@ class DevagentExecutor(AgentExecutor):
         wake = asyncio.Event()
         tool_json = em.tool_json
 
+        turn = running.turn = session.advance(inp, label=em.task_id)
+        if running.cancelled:  # tasks/cancel came before the turn was made: it ends at once
+            await turn.cancel()
+
         async def pump() -> None:
             thought_subject = held = ""
             in_thought = False
             try:
-                async for ev in session.advance(inp, label=em.task_id):
+                async for ev in turn:
                     if in_thought and not isinstance(ev, ThoughtDelta):
                         if held:
                             buf.append(("thought", thought_subject, held))
@@ -551,8 +558,11 @@ class DevagentExecutor(AgentExecutor):
         task_id = context.task_id or ""
         running = self._running.get(task_id)
         if running is not None:
-            # The turn ends with TurnEnd("cancelled"), which execute() turns into CANCELED.
-            await running.session.cancel()
+            # The turn ends with TurnEnd("cancelled"), which execute() turns into CANCELED; a
+            # turn not made yet begins cancelled.
+            running.cancelled = True
+            if running.turn is not None:
+                await running.turn.cancel()
             try:
                 await asyncio.wait_for(running.done.wait(), timeout=10)
             except TimeoutError:

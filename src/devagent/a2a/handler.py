@@ -247,9 +247,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if session is None:
                 raise InvalidParamsError(message="no tool call waits for confirmation in this context")
             waiting = {c.id for c in session.waiting_calls()}
-            answered = {p.id for p in session.state.pending if p.result is not None}
             unknown = [c.tool_call_id for c in prepared.confirmations if c.tool_call_id not in waiting]
-            if unknown and set(unknown) <= answered | session.answering():
+            if unknown and await session.answered(unknown) == unknown:
                 raise InvalidParamsError(
                     message=f"this permission request was already answered (tool call {', '.join(unknown)})"
                 )

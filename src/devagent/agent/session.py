@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +99,7 @@ class Session:
         self.revision = revision  # the stored revision `state` is at (saves compare and set it)
         self._leased = False  # this process holds the session's lease in the store
         self._label: str | None = None  # the running turn's label (see `advance`)
+        self._current: Turn | None = None  # the turn that holds `_lock`
         self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
         self.workspace = Workspace([Path(r) for r in state.workspace_roots])
         self._tools: dict[str, Tool] = builtin_tools()
@@ -116,14 +117,15 @@ class Session:
     def busy(self) -> bool:
         return self._lock.locked()
 
-    def advance(self, inp: Input, *, label: str | None = None) -> AsyncIterator[Event]:
-        """Run a turn (or the rest of one): events until `NeedsInput` or `TurnEnd`. `label` is the
-        adapter's name for the turn (an A2A taskId), stored as `state.turn_label` when the turn
-        starts running, so that a reader can tell which of its tasks the stored state is about."""
-        return self._advance(inp, label)
+    def advance(self, inp: Input, *, label: str | None = None) -> Turn:
+        """Run a turn (or the rest of one): iterate the returned `Turn` for its events, until
+        `NeedsInput` or `TurnEnd`; its `cancel()` stops it at any point. `label` is the adapter's
+        name for the turn (an A2A taskId), stored as `state.turn_label` when the turn starts
+        running, so that a reader can tell which of its tasks the stored state is about."""
+        return Turn(self, inp, label)
 
-    def run_command(self, path: list[str], args: str = "") -> AsyncIterator[Event]:
-        return self._advance(RunCommand(path, args))
+    def run_command(self, path: list[str], args: str = "") -> Turn:
+        return Turn(self, RunCommand(path, args), None)
 
     def _stop_turn(self) -> None:
         """Ask the running turn to stop (it ends `cancelled`, cleaning up as it goes)."""
@@ -141,10 +143,9 @@ class Session:
         task = self._task
         if task is not None and not task.done():
             self._stop_turn()
-            try:
-                await asyncio.shield(task)
-            except (asyncio.CancelledError, Exception):
-                pass
+            # Waits for the turn's cleanup without taking its outcome; a cancel of the caller
+            # itself still reaches the caller (and does not cut the turn's cleanup short).
+            await asyncio.wait({task})
             return
         if self._lock.locked() and task is None:
             # An advance holds the lock but its turn has not started yet (it is loading the
@@ -152,7 +153,7 @@ class Session:
             self._cancel.set()
             return
         if end_waiting and self.state.status == "awaiting_input":
-            async for _ in self._advance(_CancelWaiting()):
+            async for _ in Turn(self, _CancelWaiting(), None):
                 pass
 
     async def set_approval_mode(self, mode: str) -> None:
@@ -322,6 +323,19 @@ class Session:
                 self._answering[i] = now
             # The lease stays with this process for the turn that applies the answer.
 
+    async def answered(self, call_ids: list[str]) -> list[str]:
+        """Which of these calls have a result already (answered, run, or closed), in the waiting
+        step or anywhere in the transcript: for telling "answered already" from "unknown"."""
+        done = {p.id for p in self.state.pending if p.result is not None} | set(self._answering)
+        wanted = set(call_ids) - done
+        if wanted:
+            for m in await self.messages():
+                if isinstance(m, pm.ModelRequest):
+                    for part in m.parts:
+                        if isinstance(part, pm.ToolReturnPart) and part.tool_call_id in wanted:
+                            done.add(part.tool_call_id)
+        return [c for c in call_ids if c in done]
+
     def answering(self) -> set[str]:
         """Call ids whose accepted answers a turn of this process is about to apply."""
         return set(self._answering)
@@ -379,9 +393,14 @@ class Session:
 
     # --- the turn machinery -----------------------------------------------------------------
 
-    async def _advance(self, inp: Input | _CancelWaiting, label: str | None = None) -> AsyncIterator[Event]:
+    async def _advance(
+        self, inp: Input | _CancelWaiting, label: str | None = None, turn: Turn | None = None
+    ) -> AsyncGenerator[Event, None]:
         await self._lock.acquire()
+        self._current = turn
         self._cancel = asyncio.Event()
+        if turn is not None and turn.cancelled:  # cancelled before it began: it ends at once
+            self._cancel.set()
         try:
             claimed = await self._claim(inp)
             if claimed:
@@ -389,10 +408,10 @@ class Session:
                 self._validate(inp)
         except BaseException:
             await self._release_lease()
-            self._lock.release()
+            self._unlock()
             raise
         if not claimed:  # cancelled while another process ran a turn of this session
-            self._lock.release()
+            self._unlock()
             yield TurnEnd("cancelled", self._turn_usage())
             return
         queue: asyncio.Queue[Event] = asyncio.Queue()
@@ -475,7 +494,11 @@ class Session:
             self._task = None
             self._turn_started = False
             await self._release_lease()
-            self._lock.release()
+            self._unlock()
+
+    def _unlock(self) -> None:
+        self._current = None
+        self._lock.release()
 
     async def _turn_body(self, inp: Input | _CancelWaiting, emit: Emit) -> None:
         if isinstance(inp, _CancelWaiting) or self._cancel.is_set():
@@ -941,6 +964,36 @@ class Session:
 
 class _CancelWaiting:
     """Internal input: end a turn that waits for input."""
+
+
+class Turn:
+    """A turn of a session (`Session.advance`): iterate it for its events. `cancel()` is the one
+    way to stop it, at any point: before its first event is read (it then ends `cancelled` as
+    soon as it begins, without running), while it waits for the session, or while it runs."""
+
+    __slots__ = ("_events", "_session", "cancelled")
+
+    def __init__(self, session: Session, inp: Input | _CancelWaiting, label: str | None) -> None:
+        self._session = session
+        self.cancelled = False
+        self._events = session._advance(inp, label, self)
+
+    def __aiter__(self) -> Turn:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    async def cancel(self) -> None:
+        self.cancelled = True
+        if self._session._current is self:
+            if self._session._task is None:
+                self._session._cancel.set()  # holds the session, not started: begins cancelled
+            else:
+                await self._session.cancel(end_waiting=False)
 
 
 def _snapshot(call: ToolCall) -> ToolCall:

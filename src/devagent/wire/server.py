@@ -135,9 +135,7 @@ class Turn:
     answers: asyncio.Queue[Decision | ClientResult] = field(default_factory=asyncio.Queue)
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     begun: bool = False  # the core works on it (until then `initialize` may still change tools)
-    advancing: bool = False
-    started: bool = False  # the running advance has produced an event (its task exists)
-    cancel_sent: bool = False  # session.cancel() was called for the running advance
+    core_turn: Any = None  # the core's handle of the running advance (cancels it at any point)
     waiting: bool = False  # stopped for input; answers are being collected
     seen: set[str] = field(default_factory=set)  # call ids whose ToolCall event was sent
     finished: set[str] = field(default_factory=set)  # call ids whose ToolResult event was sent
@@ -218,15 +216,13 @@ class WireServer:
     async def shutdown(self) -> None:
         self._stopping = True
         turn = self.turn
-        if turn is not None and turn.advancing and self.session is not None:
+        if turn is not None and turn.core_turn is not None:
             # A running turn is stopped (its state is stored); a turn that waits for the client
             # stays waiting in the store, and a later `--session` resumes it. Queued prompts do
             # not start (`_stopping`).
             turn.cancel_event.set()
-            if not turn.cancel_sent:
-                turn.cancel_sent = True
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.session.cancel(), 10)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(turn.core_turn.cancel(), 10)
             if turn.task is not None:
                 # Let it write its TurnEnd and the prompt's answer: stdout may still be read.
                 await asyncio.wait({turn.task}, timeout=3)
@@ -491,12 +487,8 @@ class WireServer:
         turn.cancel_event.set()
         if rpc_id is not None:
             self.send(m.result_response(rpc_id, {}))
-        # Before the running advance has produced its first event its task may not exist yet, and
-        # the core's cancel would have nothing to stop: the driver cancels on that first event.
-        # The core's cancel must run once per advance: a second one would interrupt its cleanup.
-        if turn.advancing and turn.started and not turn.cancel_sent and self.session is not None:
-            turn.cancel_sent = True
-            await self.session.cancel()
+        if turn.core_turn is not None:  # the core's turn handle stops it at any point
+            await turn.core_turn.cancel()
 
     async def _run_turn(
         self,
@@ -558,11 +550,9 @@ class WireServer:
                     await session.cancel()
                     return TurnEnd("cancelled")
                 waiting = None
-                turn.advancing = True
-                turn.started = turn.cancel_sent = False
+                turn.core_turn = session.advance(inp)
                 try:
-                    async for ev in session.advance(inp):
-                        turn.started = True
+                    async for ev in turn.core_turn:
                         if isinstance(ev, Notice):
                             turn.notices.append(ev)
                             continue
@@ -573,12 +563,8 @@ class WireServer:
                             waiting = ev.calls
                         else:
                             self._emit(session, turn, ev)
-                        if turn.cancel_event.is_set() and not turn.cancel_sent:
-                            # A cancel that came before the turn's task was running.
-                            turn.cancel_sent = True
-                            self._spawn(session.cancel())
                 finally:
-                    turn.advancing = False
+                    turn.core_turn = None
                 if waiting is None:  # the stream ended without NeedsInput or TurnEnd
                     return TurnEnd("error", error="the turn ended unexpectedly")
             assert waiting is not None
