@@ -339,8 +339,16 @@ def serve(
     public_url: Annotated[
         str | None, typer.Option("--public-url", help="URL the agent card advertises")
     ] = None,
+    lease_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--lease-seconds",
+            help="Seconds before another replica takes over the turns of one that died (default 10)",
+        ),
+    ] = None,
 ) -> None:
-    """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md."""
+    """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
+    several replicas on one PostgreSQL database, docs/deploy.md."""
     from devagent.a2a.cli import serve_command
 
     raise typer.Exit(
@@ -354,6 +362,7 @@ def serve(
             approval=approval,
             allow_private_webhooks=allow_private_webhooks,
             public_url=public_url,
+            lease_seconds=lease_seconds,
         )
     )
 

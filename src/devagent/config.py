@@ -114,4 +114,6 @@ def load_config(
         raise ConfigError(f"allowed approval modes: {bad} not among {', '.join(APPROVAL_MODES)}")
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
+    if not config.lease_seconds > 0:
+        raise ConfigError("lease_seconds must be a positive number of seconds (DEVAGENT_LEASE_SECONDS)")
     return config

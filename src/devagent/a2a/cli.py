@@ -48,12 +48,15 @@ def serve_command(
     approval: str | None = None,
     allow_private_webhooks: bool = False,
     public_url: str | None = None,
+    lease_seconds: float | None = None,
     log_level: str = "warning",
 ) -> int:
     from devagent.config import ConfigError, load_config
 
     try:
-        config = load_config({"db_url": db, "default_model": model, "approval_mode": approval})
+        config = load_config(
+            {"db_url": db, "default_model": model, "approval_mode": approval, "lease_seconds": lease_seconds}
+        )
     except ConfigError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
