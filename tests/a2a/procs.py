@@ -1,0 +1,202 @@
+"""Real `devagent serve` processes for the kill tests and the two-process tests (issue 10): each
+process's stderr goes to a log file (read at any time, never a pipe that could fill up), a process
+can be told where to die (`DEVAGENT_CRASH_AT`), and SSE responses are read to their end or to the
+moment the server died under them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.a2a.helpers import auth, call, rpc, v03_message
+from tests.conftest import PG_URL
+
+DEVAGENT = [sys.executable, "-m", "devagent"]
+TOKEN = "tok"
+START_WITHIN = 90.0  # seconds for a process to listen (2 shared cores, a cold import)
+EXIT_WITHIN = 90.0  # seconds for a process told to crash to reach its crash point and die
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@dataclass
+class Serve:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    url: str = ""
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_killed(self) -> int:
+        """Wait for a process told to crash to die; its exit status (-9 when it SIGKILLed itself)."""
+        try:
+            return self.proc.wait(EXIT_WITHIN)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"the server did not reach its crash point; stderr:\n{self.stderr()}"
+            ) from None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_serve(args: list[str], log: Path, *, crash_at: str | None = None) -> Serve:
+    """Start `devagent serve --port 0 ARGS` and wait until it listens."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("DEVAGENT_CRASH_AT", None)
+    if crash_at:
+        env["DEVAGENT_CRASH_AT"] = crash_at
+    with log.open("wb") as f:
+        proc = subprocess.Popen([*DEVAGENT, "serve", "--port", "0", *args], stderr=f, env=env)
+    s = Serve(proc, log)
+    deadline = time.monotonic() + START_WITHIN
+    while time.monotonic() < deadline:
+        m = re.search(r"listening on (http://\S+)", s.stderr())
+        if m:
+            s.url = m.group(1)
+            return s
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    s.stop()
+    raise AssertionError(f"server did not start (exit {proc.poll()}); stderr:\n{s.stderr()}")
+
+
+@contextmanager
+def serving(args: list[str], log: Path, *, crash_at: str | None = None) -> Iterator[Serve]:
+    s = start_serve(args, log, crash_at=crash_at)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def serve_args(db: str, workspace: Path, model: str, approval: str) -> list[str]:
+    return [
+        "--db",
+        db,
+        "--workspace-root",
+        str(workspace.parent),
+        "--token",
+        TOKEN,
+        "--model",
+        model,
+        "--approval",
+        approval,
+    ]
+
+
+@dataclass
+class Reply:
+    """A `message/stream` response: its frames (`result` or `error` objects), and the transport
+    error that cut it (the server died under it)."""
+
+    frames: list[dict[str, Any]]
+    cut: BaseException | None = None
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [f["error"] for f in self.frames if "error" in f]
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return [f["result"] for f in self.frames if "result" in f]
+
+    @property
+    def last_state(self) -> str | None:
+        states = [r["status"]["state"] for r in self.results if "status" in r]
+        return states[-1] if states else None
+
+
+async def send_stream(client: httpx.AsyncClient, url: str, message: dict[str, Any]) -> Reply:
+    """`message/stream` with the extension header, read to its end (or until the server dies)."""
+    frames: list[dict[str, Any]] = []
+    try:
+        async with client.stream(
+            "POST", url, json=rpc("message/stream", {"message": message}), headers=auth(TOKEN)
+        ) as r:
+            if "text/event-stream" not in r.headers.get("content-type", ""):
+                body = (await r.aread()).decode(errors="replace")
+                try:
+                    frames.append(json.loads(body))
+                except ValueError:
+                    frames.append({"http_error": r.status_code, "body": body})
+                return Reply(frames)
+            async for line in r.aiter_lines():
+                if line.startswith("data:"):
+                    frames.append(json.loads(line[5:]))
+    except httpx.TransportError as e:
+        return Reply(frames, e)
+    return Reply(frames)
+
+
+async def get_task(client: httpx.AsyncClient, url: str, task_id: str) -> dict[str, Any]:
+    got = await call(client, url, rpc("tasks/get", {"id": task_id}), auth(TOKEN))
+    assert "result" in got, got
+    task: dict[str, Any] = got["result"]
+    return task
+
+
+def confirmation(task: dict[str, Any], call_id: str, option: str = "proceed_once") -> dict[str, Any]:
+    conf = {"tool_call_id": call_id, "selected_option_id": option}
+    return v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
+
+
+def status_text(task: dict[str, Any]) -> str:
+    msg = task["status"].get("message") or {}
+    return " ".join(p.get("text", "") for p in msg.get("parts") or [])
+
+
+def status_tool_calls(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RFC ToolCall objects in the DataParts of a task's status message."""
+    msg = task["status"].get("message") or {}
+    out: list[dict[str, Any]] = []
+    for p in msg.get("parts") or []:
+        if p.get("kind") == "data":
+            d = p["data"]
+            out += d.get("tool_calls", [d]) if isinstance(d, dict) else list(d)
+    return out
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@asynccontextmanager
+async def fresh_pg_database() -> AsyncIterator[str]:
+    """A PostgreSQL database of its own (CREATE DATABASE on `postgres`), dropped afterwards."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    name = f"devagent_t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(PG_ADMIN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base = PG_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin = await asyncpg.connect(PG_ADMIN)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()

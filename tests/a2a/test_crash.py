@@ -1,0 +1,248 @@
+"""Kill tests of issue 10: a real `devagent serve` SIGKILLs itself at a named crash point
+(`DEVAGENT_CRASH_AT`, src/devagent/faults.py), a new process is started on the same database, and
+everything is checked from outside: JSON-RPC v0.3 with the extension header, and the workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.a2a.helpers import dev_meta, v03_message
+from tests.a2a.procs import (
+    confirmation,
+    get_task,
+    lines,
+    send_stream,
+    serve_args,
+    serving,
+    start_serve,
+    status_text,
+    status_tool_calls,
+)
+
+Script = Callable[[list[Any]], str]
+
+COUNT = "echo x >> count.txt"
+FOLLOW_UPS = [{"items": [{"text": f"reply {i}: {{last_user}}"}]} for i in range(4)]
+
+
+def shell_step(command: str, call_id: str) -> dict[str, Any]:
+    return {
+        "items": [{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": call_id}}]
+    }
+
+
+def tool_updates(results: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
+    """The ToolCall objects of the TOOL_CALL_UPDATE events for one call, in order."""
+    out = []
+    for ev in results:
+        if dev_meta(ev).get("kind") != "TOOL_CALL_UPDATE":
+            continue
+        for p in (ev["status"].get("message") or {}).get("parts") or []:
+            if p.get("kind") == "data" and p["data"].get("tool_call_id") == call_id:
+                out.append(p["data"])
+    return out
+
+
+def first_task(reply: Any) -> dict[str, Any]:
+    assert reply.results, (reply.frames, reply.cut)
+    task: dict[str, Any] = reply.results[0]
+    assert task["kind"] == "task", task
+    return task
+
+
+async def test_pause_stored_before_the_task_survives_a_kill(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 10 item 1, A6 B9 B10: "a task reads input-required exactly when the session holds
+    pending permission requests that the server will accept, and its status message shows them".
+    The server dies at `a2a.turn_stored` (the session stored the pause, the task store not yet);
+    after a restart tasks/get reads input-required with the RFC ToolCall (PENDING, with its
+    confirmation_request) in the status message, and confirming it writes the file once."""
+    steps = [
+        {
+            "items": [
+                {"tool_call": {"name": "write_file", "args": {"path": "w.txt", "content": "W\n"}, "id": "w1"}}
+            ]
+        },
+        {"items": [{"text": "written"}]},
+    ]
+    args = serve_args(sqlite_url, workspace, script(steps), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="a2a.turn_stored")
+        try:
+            reply = await send_stream(
+                c, a.url, v03_message("write w", settings={"workspace_path": str(workspace)})
+            )
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        task = first_task(reply)
+        assert reply.last_state != "input-required"  # it died before announcing the pause
+        assert not (workspace / "w.txt").exists()
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "input-required", got["status"]
+            calls = status_tool_calls(got)
+            assert [tc["tool_call_id"] for tc in calls] == ["w1"], got["status"]
+            tc = calls[0]
+            assert tc["status"] == "PENDING" and tc["tool_name"] == "write_file"
+            cr = tc["confirmation_request"]
+            assert {o["id"] for o in cr["options"]} >= {"proceed_once", "cancel"}
+            assert cr["file_edit_details"]["new_content"] == "W\n"
+            # the same on a second read (the derived status was stored, not made up twice)
+            again = await get_task(c, b.url, task["id"])
+            assert again["status"]["state"] == "input-required"
+            assert [t["tool_call_id"] for t in status_tool_calls(again)] == ["w1"]
+
+            done = await send_stream(c, b.url, confirmation(task, "w1"))
+            assert not done.errors and done.cut is None, done.frames
+            assert done.last_state == "completed", done.results[-1]
+            assert [u["status"] for u in tool_updates(done.results, "w1")].count("SUCCEEDED") == 1
+            assert (workspace / "w.txt").read_text() == "W\n"
+            assert (await get_task(c, b.url, task["id"]))["status"]["state"] == "completed"
+            late = await send_stream(c, b.url, confirmation(task, "w1"))
+            assert late.errors and not late.results, late.frames
+            assert "already answered" in late.errors[0]["message"], late.errors
+            assert (workspace / "w.txt").read_text() == "W\n"
+            assert "IntegrityError" not in b.stderr()
+
+
+async def test_turn_killed_while_a_tool_starts_reads_failed_and_continues(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 10 item 2, A3 A6 B10: "a turn cut off by a crash reads failed with a message saying
+    it was interrupted, and can be continued (extension clients on the same taskId)". The server
+    dies at `session.tool_running` of a shell command (yolo: it runs unasked); after a restart the
+    task reads failed "interrupted", the command never ran, and a new message on the same taskId
+    runs a new turn that completes."""
+    args = serve_args(sqlite_url, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        try:
+            reply = await send_stream(
+                c, a.url, v03_message("run it", settings={"workspace_path": str(workspace)})
+            )
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        task = first_task(reply)
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "interrupted" in status_text(got)
+            assert not (workspace / "ran.txt").exists()
+            follow = await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert not follow.errors and follow.cut is None, follow.frames
+            assert all(r.get("id", r.get("taskId")) == task["id"] for r in follow.results)
+            assert follow.last_state == "completed", follow.results[-1]
+            assert not tool_updates(follow.results, "s1")
+            assert (await get_task(c, b.url, task["id"]))["status"]["state"] == "completed"
+            assert not (workspace / "ran.txt").exists()
+
+
+async def test_continuation_killed_after_its_first_event(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 10 item 2 (the issue's minimal repro), A3 A6 B10: a task failed by a crash is
+    continued on its taskId, and that server is killed right after the continuation's first
+    event (`a2a.working_sent`). After a restart the task must not read input-required with no
+    status message (which no client can answer): it reads what the session says, failed
+    "interrupted"; a confirmation for the old call id is a JSON-RPC error; it can be continued."""
+    args = serve_args(sqlite_url, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        try:
+            reply = await send_stream(
+                c, a.url, v03_message("run it", settings={"workspace_path": str(workspace)})
+            )
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        task = first_task(reply)
+
+        # This process's first execution is the continuation: it dies after its `working` event.
+        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
+        try:
+            cont = await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert b.wait_killed() == -9, b.stderr()
+        finally:
+            b.stop()
+        assert not cont.errors, cont.frames
+
+        with serving(args, logs / "c.log") as srv:
+            got = await get_task(c, srv.url, task["id"])
+            status = got["status"]
+            assert not (status["state"] == "input-required" and not status.get("message")), status
+            assert status["state"] == "failed", status
+            assert "interrupted" in status_text(got)
+            old = await send_stream(c, srv.url, confirmation(task, "s1"))
+            assert old.errors and not old.results, old.frames
+            assert not (workspace / "ran.txt").exists()
+            follow = await send_stream(
+                c, srv.url, v03_message("again", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert not follow.errors and follow.cut is None, follow.frames
+            assert follow.last_state == "completed", follow.results[-1]
+            assert not (workspace / "ran.txt").exists()
+
+
+@pytest.mark.parametrize(("point", "runs"), [("session.tool_ran", 1), ("session.answers_stored", 0)])
+async def test_a_tool_call_runs_at_most_once(
+    script: Script, sqlite_url: str, workspace: Path, point: str, runs: int
+) -> None:
+    """Issue 10 item 1 ("a tool call runs at most once"), A6 B9 B10: a permission is answered and
+    the server dies at `session.tool_ran` (the command ran, its result not stored) or at
+    `session.answers_stored` (the answer stored, the command not run). After a restart the
+    counter file has exactly `runs` lines, the task reads failed "interrupted", the same
+    confirmation again is a JSON-RPC error, and a follow-up turn never runs the command."""
+    args = serve_args(sqlite_url, workspace, script([shell_step(COUNT, "c1"), *FOLLOW_UPS]), "ask")
+    logs = workspace.parent
+    counter = workspace / "count.txt"
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at=point)
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("count", settings={"workspace_path": str(workspace)})
+            )
+            assert paused.last_state == "input-required", paused.frames
+            task = first_task(paused)
+            await send_stream(c, a.url, confirmation(task, "c1"))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        assert lines(counter) == runs
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "interrupted" in status_text(got)
+            again = await send_stream(c, b.url, confirmation(task, "c1"))
+            assert again.errors and not again.results, again.frames
+            assert "already answered" in again.errors[0]["message"], again.errors
+            assert lines(counter) == runs
+            follow = await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert not follow.errors and follow.cut is None, follow.frames
+            assert follow.last_state == "completed", follow.results[-1]
+            assert not tool_updates(follow.results, "c1")
+            assert lines(counter) == runs
+            # still refused after the conversation went on, and still not run
+            late = await send_stream(c, b.url, confirmation(task, "c1"))
+            assert late.errors and not late.results, late.frames
+            assert "already answered" in late.errors[0]["message"], late.errors
+            assert lines(counter) == runs

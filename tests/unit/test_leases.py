@@ -1,0 +1,186 @@
+"""The store's lease and compare-and-set saves (issue 10 item 2, "one writer per session"), seen
+through two `AgentCore` objects on one database, as two processes would see it. Lease owners are
+named explicitly: both cores live in this process, which has one PROCESS_ID, so the second
+owner is another live process of this host (a sleeping child) or a process on another host."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from devagent.agent.core import AgentCore, CoreConfig
+from devagent.store.leases import PROCESS_ID, Holder, Lease, StaleSession
+from tests.a2a.procs import fresh_pg_database
+from tests.conftest import pg_available
+
+TTL = 60.0
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def two_cores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[AgentCore, AgentCore]]:
+    async def pair(url: str) -> AsyncIterator[tuple[AgentCore, AgentCore]]:
+        a = await AgentCore.open(CoreConfig(db_url=url, default_model="demo"))
+        b = await AgentCore.open(CoreConfig(db_url=url, default_model="demo"))
+        try:
+            yield a, b
+        finally:
+            await a.close()
+            await b.close()
+
+    if request.param == "sqlite":
+        async for cores in pair(f"sqlite+aiosqlite:///{tmp_path / 'leases.db'}"):
+            yield cores
+        return
+    if not pg_available():
+        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
+    async with fresh_pg_database() as url:
+        async for cores in pair(url):
+            yield cores
+
+
+async def new_session(core: AgentCore, tmp_path: Path) -> str:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    return (await core.create_session([ws])).id
+
+
+@pytest.fixture
+def other_process() -> Iterator[str]:
+    """A lease owner naming another live process of this host (a child that sleeps)."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    try:
+        yield f"{socket.gethostname()}/{p.pid}/0th3r"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def dead_owner() -> str:
+    """A lease owner naming a process of this host that has exited (and been reaped)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return f"{socket.gethostname()}/{p.pid}/deadbeef"
+
+
+async def test_a_save_on_a_stale_revision_writes_nothing(
+    two_cores: tuple[AgentCore, AgentCore], tmp_path: Path
+) -> None:
+    """Issue 10 item 2: every save is a compare-and-set on the revision it read; a process whose
+    view is stale gets StaleSession and neither its state nor its messages are written."""
+    a, b = two_cores
+    sid = await new_session(a, tmp_path)
+    rev_a, state_a = await a.store.load_session(sid) or (None, None)
+    rev_b, state_b = await b.store.load_session(sid) or (None, None)
+    assert rev_a == rev_b == 0 and state_a is not None and state_b is not None
+
+    new_rev = await a.store.save(sid, {**state_a, "extra": {"by": "a"}}, expected=0, append=[(0, '"a"')])
+    assert new_rev == 1
+    with pytest.raises(StaleSession):
+        await b.store.save(
+            sid, {**state_b, "extra": {"by": "b"}}, expected=0, append=[(0, '"b"'), (1, '"b2"')]
+        )
+    with pytest.raises(StaleSession):  # a replace is refused the same way
+        await b.store.save(sid, {**state_b, "extra": {"by": "b"}}, expected=0, replace=['"b"'])
+
+    for core in (a, b):
+        row = await core.store.load_session(sid)
+        assert row is not None and row[0] == 1 and row[1]["extra"] == {"by": "a"}
+        assert await core.store.load_messages(sid) == ['"a"']
+
+
+async def test_a_save_by_a_process_that_lost_the_lease_writes_nothing(
+    two_cores: tuple[AgentCore, AgentCore], tmp_path: Path, other_process: str
+) -> None:
+    """Issue 10 item 2: a save naming its owner is refused while another owner holds the lease,
+    even on the current revision."""
+    a, b = two_cores
+    sid = await new_session(a, tmp_path)
+    owner_a, owner_b = PROCESS_ID, other_process
+    assert isinstance(await a.store.claim(sid, owner_a, TTL, 0), Lease)
+    row = await b.store.load_session(sid)
+    assert row is not None
+    with pytest.raises(StaleSession):
+        await b.store.save(sid, {**row[1], "extra": {"by": "b"}}, expected=row[0], owner=owner_b)
+    assert await a.store.save(sid, {**row[1], "extra": {"by": "a"}}, expected=row[0], owner=owner_a) == 1
+    stored = await b.store.load_session(sid)
+    assert stored is not None and stored[1]["extra"] == {"by": "a"}
+
+
+async def test_a_live_lease_is_not_taken(
+    two_cores: tuple[AgentCore, AgentCore], tmp_path: Path, other_process: str
+) -> None:
+    """Issue 10 item 2: a claim while another owner holds a live lease returns that Holder; the
+    holder renews it and gets it back; after its release the other claims it with the state it
+    had not seen."""
+    a, b = two_cores
+    sid = await new_session(a, tmp_path)
+    owner_a, owner_b = PROCESS_ID, other_process
+    got_a = await a.store.claim(sid, owner_a, TTL, 0)
+    assert isinstance(got_a, Lease) and got_a.revision == 0 and got_a.state is None
+
+    held = await b.store.claim(sid, owner_b, TTL, 0)
+    assert isinstance(held, Holder) and held.owner == owner_a
+    assert held.until > time.time() + TTL / 2  # (the database's clock is this machine's)
+    read = await b.store.read_session(sid)
+    assert read is not None and read.lease_owner == owner_a and read.lease_live
+
+    again = await a.store.claim(sid, owner_a, TTL, 0)  # the holder's own claim renews it
+    assert isinstance(again, Lease)
+    assert await b.store.renew(sid, owner_b, TTL) is None  # not b's to renew
+
+    row = await a.store.load_session(sid)
+    assert row is not None
+    await a.store.save(sid, {**row[1], "extra": {"by": "a"}}, expected=0, owner=owner_a, release=True)
+    got_b = await b.store.claim(sid, owner_b, TTL, 0)
+    assert isinstance(got_b, Lease) and got_b.revision == 1
+    assert got_b.state is not None and got_b.state["extra"] == {"by": "a"}
+    assert isinstance(await a.store.claim(sid, owner_a, TTL, 1), Holder)
+
+
+async def test_the_lease_of_a_dead_process_is_taken_at_once(
+    two_cores: tuple[AgentCore, AgentCore], tmp_path: Path
+) -> None:
+    """Issue 10 item 2: a lease whose owner is a process of this host that no longer runs is taken
+    at once, however long it had left."""
+    a, b = two_cores
+    sid = await new_session(a, tmp_path)
+    ghost = dead_owner()
+    assert isinstance(await a.store.claim(sid, ghost, 3600.0, 0), Lease)
+    read = await b.store.read_session(sid)
+    assert read is not None and read.lease_owner == ghost and not read.lease_live
+
+    owner_b = PROCESS_ID
+    got = await b.store.claim(sid, owner_b, TTL, 0)
+    assert isinstance(got, Lease), got
+    read = await a.store.read_session(sid)
+    assert read is not None and read.lease_owner == owner_b and read.lease_live
+
+
+async def test_an_expired_lease_is_taken(two_cores: tuple[AgentCore, AgentCore], tmp_path: Path) -> None:
+    """Issue 10 item 2: the lease of an owner that stopped renewing it (on another host, so its
+    pid says nothing) is taken once it has expired, by the database's clock; not before."""
+    a, b = two_cores
+    sid = await new_session(a, tmp_path)
+    elsewhere_live = "another-host.invalid/1/aaaa"
+    assert isinstance(await a.store.claim(sid, elsewhere_live, 3600.0, 0), Lease)
+    owner_b = PROCESS_ID
+    held = await b.store.claim(sid, owner_b, TTL, 0)
+    assert isinstance(held, Holder) and held.owner == elsewhere_live
+
+    elsewhere_gone = "another-host.invalid/2/bbbb"
+    await a.store.release(sid, elsewhere_live)
+    # a lease whose last renewal was a minute ago and lasted a second: long expired
+    assert isinstance(await a.store.claim(sid, elsewhere_gone, -60.0, 0), Lease)
+    read = await b.store.read_session(sid)
+    assert read is not None and read.lease_owner == elsewhere_gone and not read.lease_live
+    got = await b.store.claim(sid, owner_b, TTL, 0)
+    assert isinstance(got, Lease), got
+    assert await a.store.renew(sid, elsewhere_gone, TTL) is None  # the old owner lost it
