@@ -236,6 +236,7 @@ class AgentCore:
                 return None
             # A turn found running may run in another process right now: it is settled (if its
             # process died) when this process takes the session's lease, never on a mere load.
+            assert row[1] is not None
             session = Session(self, session_id, SessionState.from_json(row[1]), row[0])
             self._remember(session)
             return session

@@ -98,6 +98,7 @@ class Session:
         self.state = state
         self.revision = revision  # the stored revision `state` is at (saves compare and set it)
         self._leased = False  # this process holds the session's lease in the store
+        self._leased_at = 0.0  # when it took it (monotonic)
         self._label: str | None = None  # the running turn's label (see `advance`)
         self._current: Turn | None = None  # the turn that holds `_lock`
         self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
@@ -229,6 +230,8 @@ class Session:
         the first; an answer is checked against the stored state meanwhile, so an answer given
         through the other process already is refused at once. Adopts the stored state when another
         process changed it, and recovers a turn whose process died. False: cancelled while waiting."""
+        if self._leased and time.monotonic() - self._leased_at < self.core.config.lease_seconds / 2:
+            return True  # taken for this turn a moment ago (`accept_answers`)
         store = self.core.store
         ttl = self.core.config.lease_seconds
         delay = 0.02
@@ -245,6 +248,7 @@ class Session:
             except TimeoutError:
                 delay = min(delay * 2, 0.5)
         self._leased = True
+        self._leased_at = time.monotonic()
         if got.state is not None:
             self._adopt(got.revision, got.state)
         if self.state.status == "running":  # its process died mid-turn (or lost the lease)
@@ -264,9 +268,9 @@ class Session:
         no-op while a turn of this process runs: this process is the writer then."""
         if self._leased:
             return
-        row = await self.core.store.load_session(self.id)
-        if row is not None and row[0] != self.revision:
-            self._adopt(*row)
+        row = await self.core.store.load_session(self.id, self.revision)
+        if row is not None and row[1] is not None:
+            self._adopt(row[0], row[1])
 
     async def _release_lease(self) -> None:
         if self._leased:

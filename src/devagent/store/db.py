@@ -183,10 +183,20 @@ class Store:
                 )
             )
 
-    async def load_session(self, session_id: str) -> tuple[int, dict[str, Any]] | None:
-        """The stored (revision, state) of a session."""
-        row = await self.read_session(session_id)
-        return None if row is None else (row.revision, row.state)
+    async def load_session(
+        self, session_id: str, known_revision: int | None = None
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """The stored (revision, state) of a session; the state is None when the stored revision
+        is `known_revision` (the caller has it already: no JSON to parse)."""
+        t = sessions_table
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(t.c.revision, t.c.state).where(t.c.id == session_id))).first()
+        if row is None:
+            return None
+        revision = int(row[0])
+        if revision == known_revision:
+            return revision, None
+        return revision, dict(json.loads(row[1]))
 
     async def read_session(self, session_id: str) -> SessionRow | None:
         """The stored session with who holds its lease: what a reader (tasks/get) derives from."""
