@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, pg_available
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
 TOKEN = "tok"
@@ -200,3 +201,16 @@ async def fresh_pg_database() -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+@pytest.fixture(name="shared_db", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def fixture_shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The database the test's processes use: a SQLite file, or a PostgreSQL database of the
+    test's own (import this fixture into a test module to use it)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
+        return
+    if not pg_available():
+        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
+    async with fresh_pg_database() as url:
+        yield url

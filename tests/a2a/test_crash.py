@@ -14,6 +14,7 @@ import pytest
 from tests.a2a.helpers import dev_meta, v03_message
 from tests.a2a.procs import (
     confirmation,
+    fixture_shared_db,  # noqa: F401 - the `shared_db` fixture
     get_task,
     lines,
     send_stream,
@@ -56,7 +57,7 @@ def first_task(reply: Any) -> dict[str, Any]:
 
 
 async def test_pause_stored_before_the_task_survives_a_kill(
-    script: Script, sqlite_url: str, workspace: Path
+    script: Script, shared_db: str, workspace: Path
 ) -> None:
     """Issue 10 item 1, A6 B9 B10: "a task reads input-required exactly when the session holds
     pending permission requests that the server will accept, and its status message shows them".
@@ -71,7 +72,7 @@ async def test_pause_stored_before_the_task_survives_a_kill(
         },
         {"items": [{"text": "written"}]},
     ]
-    args = serve_args(sqlite_url, workspace, script(steps), "ask")
+    args = serve_args(shared_db, workspace, script(steps), "ask")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
         a = start_serve(args, logs / "a.log", crash_at="a2a.turn_stored")
@@ -115,14 +116,14 @@ async def test_pause_stored_before_the_task_survives_a_kill(
 
 
 async def test_turn_killed_while_a_tool_starts_reads_failed_and_continues(
-    script: Script, sqlite_url: str, workspace: Path
+    script: Script, shared_db: str, workspace: Path
 ) -> None:
     """Issue 10 item 2, A3 A6 B10: "a turn cut off by a crash reads failed with a message saying
     it was interrupted, and can be continued (extension clients on the same taskId)". The server
     dies at `session.tool_running` of a shell command (yolo: it runs unasked); after a restart the
     task reads failed "interrupted", the command never ran, and a new message on the same taskId
     runs a new turn that completes."""
-    args = serve_args(sqlite_url, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
+    args = serve_args(shared_db, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
         a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
@@ -152,14 +153,14 @@ async def test_turn_killed_while_a_tool_starts_reads_failed_and_continues(
 
 
 async def test_continuation_killed_after_its_first_event(
-    script: Script, sqlite_url: str, workspace: Path
+    script: Script, shared_db: str, workspace: Path
 ) -> None:
     """Issue 10 item 2 (the issue's minimal repro), A3 A6 B10: a task failed by a crash is
     continued on its taskId, and that server is killed right after the continuation's first
     event (`a2a.working_sent`). After a restart the task must not read input-required with no
     status message (which no client can answer): it reads what the session says, failed
     "interrupted"; a confirmation for the old call id is a JSON-RPC error; it can be continued."""
-    args = serve_args(sqlite_url, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
+    args = serve_args(shared_db, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
         a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
@@ -202,14 +203,14 @@ async def test_continuation_killed_after_its_first_event(
 
 @pytest.mark.parametrize(("point", "runs"), [("session.tool_ran", 1), ("session.answers_stored", 0)])
 async def test_a_tool_call_runs_at_most_once(
-    script: Script, sqlite_url: str, workspace: Path, point: str, runs: int
+    script: Script, shared_db: str, workspace: Path, point: str, runs: int
 ) -> None:
     """Issue 10 item 1 ("a tool call runs at most once"), A6 B9 B10: a permission is answered and
     the server dies at `session.tool_ran` (the command ran, its result not stored) or at
     `session.answers_stored` (the answer stored, the command not run). After a restart the
     counter file has exactly `runs` lines, the task reads failed "interrupted", the same
     confirmation again is a JSON-RPC error, and a follow-up turn never runs the command."""
-    args = serve_args(sqlite_url, workspace, script([shell_step(COUNT, "c1"), *FOLLOW_UPS]), "ask")
+    args = serve_args(shared_db, workspace, script([shell_step(COUNT, "c1"), *FOLLOW_UPS]), "ask")
     logs = workspace.parent
     counter = workspace / "count.txt"
     async with httpx.AsyncClient(timeout=60) as c:

@@ -5,7 +5,7 @@ and one answer sent to both at once. On the SQLite file and on a fresh PostgreSQ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -17,14 +17,13 @@ from tests.a2a.helpers import v03_message
 from tests.a2a.procs import (
     Serve,
     confirmation,
-    fresh_pg_database,
+    fixture_shared_db,  # noqa: F401 - the `shared_db` fixture
     get_task,
     lines,
     send_stream,
     serve_args,
     serving,
 )
-from tests.conftest import pg_available
 
 Script = Callable[[list[Any]], str]
 
@@ -43,18 +42,6 @@ STEPS = [
     {"items": [{"text": "counted"}]},
     {"items": [{"text": "more: {last_user}"}]},
 ]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """The database both processes use: a SQLite file, or a PostgreSQL database of this test's own."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
-        return
-    if not pg_available():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    async with fresh_pg_database() as url:
-        yield url
 
 
 def two_servers(stack: ExitStack, args: list[str], logs: Path) -> tuple[Serve, Serve]:

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,12 @@ def other_process() -> Iterator[str]:
         p.wait()
 
 
+async def stored(core: AgentCore, sid: str) -> tuple[int, dict[str, Any]]:
+    row = await core.store.load_session(sid)
+    assert row is not None and row[1] is not None
+    return row[0], row[1]
+
+
 def dead_owner() -> str:
     """A lease owner naming a process of this host that has exited (and been reaped)."""
     p = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -77,9 +84,9 @@ async def test_a_save_on_a_stale_revision_writes_nothing(
     view is stale gets StaleSession and neither its state nor its messages are written."""
     a, b = two_cores
     sid = await new_session(a, tmp_path)
-    rev_a, state_a = await a.store.load_session(sid) or (None, None)
-    rev_b, state_b = await b.store.load_session(sid) or (None, None)
-    assert rev_a == rev_b == 0 and state_a is not None and state_b is not None
+    rev_a, state_a = await stored(a, sid)
+    rev_b, state_b = await stored(b, sid)
+    assert rev_a == rev_b == 0
 
     new_rev = await a.store.save(sid, {**state_a, "extra": {"by": "a"}}, expected=0, append=[(0, '"a"')])
     assert new_rev == 1
@@ -91,8 +98,8 @@ async def test_a_save_on_a_stale_revision_writes_nothing(
         await b.store.save(sid, {**state_b, "extra": {"by": "b"}}, expected=0, replace=['"b"'])
 
     for core in (a, b):
-        row = await core.store.load_session(sid)
-        assert row is not None and row[0] == 1 and row[1]["extra"] == {"by": "a"}
+        rev, state = await stored(core, sid)
+        assert rev == 1 and state["extra"] == {"by": "a"}
         assert await core.store.load_messages(sid) == ['"a"']
 
 
@@ -105,13 +112,11 @@ async def test_a_save_by_a_process_that_lost_the_lease_writes_nothing(
     sid = await new_session(a, tmp_path)
     owner_a, owner_b = PROCESS_ID, other_process
     assert isinstance(await a.store.claim(sid, owner_a, TTL, 0), Lease)
-    row = await b.store.load_session(sid)
-    assert row is not None
+    rev, state = await stored(b, sid)
     with pytest.raises(StaleSession):
-        await b.store.save(sid, {**row[1], "extra": {"by": "b"}}, expected=row[0], owner=owner_b)
-    assert await a.store.save(sid, {**row[1], "extra": {"by": "a"}}, expected=row[0], owner=owner_a) == 1
-    stored = await b.store.load_session(sid)
-    assert stored is not None and stored[1]["extra"] == {"by": "a"}
+        await b.store.save(sid, {**state, "extra": {"by": "b"}}, expected=rev, owner=owner_b)
+    assert await a.store.save(sid, {**state, "extra": {"by": "a"}}, expected=rev, owner=owner_a) == 1
+    assert (await stored(b, sid))[1]["extra"] == {"by": "a"}
 
 
 async def test_a_live_lease_is_not_taken(
@@ -136,9 +141,8 @@ async def test_a_live_lease_is_not_taken(
     assert isinstance(again, Lease)
     assert await b.store.renew(sid, owner_b, TTL) is None  # not b's to renew
 
-    row = await a.store.load_session(sid)
-    assert row is not None
-    await a.store.save(sid, {**row[1], "extra": {"by": "a"}}, expected=0, owner=owner_a, release=True)
+    _, state = await stored(a, sid)
+    await a.store.save(sid, {**state, "extra": {"by": "a"}}, expected=0, owner=owner_a, release=True)
     got_b = await b.store.claim(sid, owner_b, TTL, 0)
     assert isinstance(got_b, Lease) and got_b.revision == 1
     assert got_b.state is not None and got_b.state["extra"] == {"by": "a"}
