@@ -1,7 +1,7 @@
 """The store's lease and compare-and-set saves (issue 10 item 2, "one writer per session"), seen
 through two `AgentCore` objects on one database, as two processes would see it. Lease owners are
-named explicitly: both cores live in this process, which has one PROCESS_ID, so the second
-owner is another live process of this host (a sleeping child) or a process on another host."""
+named explicitly where a test needs an owner that is neither core's store: another live process
+of this host (a sleeping child) or a process on another host."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from devagent.agent.core import AgentCore, CoreConfig
-from devagent.store.leases import PROCESS_ID, Holder, Lease, StaleSession
+from devagent.store.leases import Holder, Lease, StaleSession
 from tests.a2a.procs import fresh_pg_database
 from tests.conftest import pg_available
 
@@ -110,7 +110,7 @@ async def test_a_save_by_a_process_that_lost_the_lease_writes_nothing(
     even on the current revision."""
     a, b = two_cores
     sid = await new_session(a, tmp_path)
-    owner_a, owner_b = PROCESS_ID, other_process
+    owner_a, owner_b = a.store.owner, other_process
     assert isinstance(await a.store.claim(sid, owner_a, TTL, 0), Lease)
     rev, state = await stored(b, sid)
     with pytest.raises(StaleSession):
@@ -127,7 +127,7 @@ async def test_a_live_lease_is_not_taken(
     had not seen."""
     a, b = two_cores
     sid = await new_session(a, tmp_path)
-    owner_a, owner_b = PROCESS_ID, other_process
+    owner_a, owner_b = a.store.owner, other_process
     got_a = await a.store.claim(sid, owner_a, TTL, 0)
     assert isinstance(got_a, Lease) and got_a.revision == 0 and got_a.state is None
 
@@ -161,7 +161,7 @@ async def test_the_lease_of_a_dead_process_is_taken_at_once(
     read = await b.store.read_session(sid)
     assert read is not None and read.lease_owner == ghost and not read.lease_live
 
-    owner_b = PROCESS_ID
+    owner_b = b.store.owner
     got = await b.store.claim(sid, owner_b, TTL, 0)
     assert isinstance(got, Lease), got
     read = await a.store.read_session(sid)
@@ -175,7 +175,7 @@ async def test_an_expired_lease_is_taken(two_cores: tuple[AgentCore, AgentCore],
     sid = await new_session(a, tmp_path)
     elsewhere_live = "another-host.invalid/1/aaaa"
     assert isinstance(await a.store.claim(sid, elsewhere_live, 3600.0, 0), Lease)
-    owner_b = PROCESS_ID
+    owner_b = b.store.owner
     held = await b.store.claim(sid, owner_b, TTL, 0)
     assert isinstance(held, Holder) and held.owner == elsewhere_live
 

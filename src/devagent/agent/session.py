@@ -58,7 +58,7 @@ from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
 from devagent.faults import crash_point
-from devagent.store.leases import PROCESS_ID, Lease, StaleSession
+from devagent.store.leases import Lease, StaleSession
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
@@ -236,7 +236,7 @@ class Session:
         ttl = self.core.config.lease_seconds
         delay = 0.02
         while True:
-            got = await store.claim(self.id, PROCESS_ID, ttl, self.revision)
+            got = await store.claim(self.id, store.owner, ttl, self.revision)
             if isinstance(got, Lease):
                 break
             if isinstance(inp, Resume):
@@ -276,7 +276,7 @@ class Session:
         if self._leased:
             self._leased = False
             try:
-                await asyncio.shield(self.core.store.release(self.id, PROCESS_ID))
+                await asyncio.shield(self.core.store.release(self.id, self.core.store.owner))
             except Exception:
                 log.exception("could not release the lease of session %s", self.id)
 
@@ -293,7 +293,7 @@ class Session:
         while True:
             await asyncio.sleep(ttl / 3)
             try:
-                cancel = await self.core.store.renew(self.id, PROCESS_ID, ttl)
+                cancel = await self.core.store.renew(self.id, self.core.store.owner, ttl)
             except Exception:
                 log.warning("could not renew the lease of session %s", self.id, exc_info=True)
                 continue
@@ -355,7 +355,7 @@ class Session:
             return False  # a turn of this process is starting or running: it settles it
         async with self._lock:
             got = await self.core.store.claim(
-                self.id, PROCESS_ID, self.core.config.lease_seconds, self.revision
+                self.id, self.core.store.owner, self.core.config.lease_seconds, self.revision
             )
             if not isinstance(got, Lease):
                 return False
@@ -911,7 +911,7 @@ class Session:
         self._messages = list(messages)
         rows = [_dump(m) for m in self._messages]
         self.revision = await self.core.store.save(
-            self.id, self.state.to_json(), expected=self.revision, owner=PROCESS_ID, replace=rows
+            self.id, self.state.to_json(), expected=self.revision, owner=self.core.store.owner, replace=rows
         )
         self._saved_count = len(self._messages)
 
@@ -926,7 +926,7 @@ class Session:
             self.id,
             self.state.to_json(),
             expected=self.revision,
-            owner=PROCESS_ID,
+            owner=self.core.store.owner,
             release=release,
             append=append,
         )

@@ -46,7 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from devagent.store.leases import Holder, Lease, SessionRow, StaleSession, owner_is_dead
+from devagent.store.leases import Holder, Lease, SessionRow, StaleSession, new_owner, owner_is_dead, retire
 
 if TYPE_CHECKING:
     from devagent.store.notify import Listener
@@ -118,6 +118,8 @@ class Store:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._listener: Listener | None = None
+        # This store's name as a lease owner: a session changed through it is leased to it.
+        self.owner = new_owner()
         # The database's clock in seconds since the epoch: leases are compared with one clock.
         self._now: Any = literal_column(
             "((julianday('now') - 2440587.5) * 86400.0)"
@@ -165,6 +167,7 @@ class Store:
         return cls(engine)
 
     async def close(self) -> None:
+        retire(self.owner)
         if self._listener is not None:
             await self._listener.close()
         await self.engine.dispose()

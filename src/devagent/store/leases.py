@@ -40,20 +40,29 @@ class SessionRow:
     lease_live: bool  # held by a process that is alive (by expiry and, on this host, by pid)
 
 
-def new_process_id() -> str:
-    """This process's name as a lease owner: host, pid and a random part (a pid is reused)."""
-    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+def new_owner() -> str:
+    """A lease owner's name: host, pid and a random part (a pid is reused; one process may open
+    several stores, each its own owner). Registered as live until `retire`."""
+    owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+    _LIVE.add(owner)
+    return owner
+
+
+def retire(owner: str) -> None:
+    """The store of `owner` was closed: its leases are void."""
+    _LIVE.discard(owner)
 
 
 def owner_is_dead(owner: str) -> bool:
-    """True if `owner` names a process of this host that no longer runs (its lease is void)."""
+    """True if `owner` names a process of this host that no longer runs, or a store of this
+    process that was closed (its lease is void)."""
     host, _, rest = owner.partition("/")
     pid_text, _, _ = rest.partition("/")
     if host != socket.gethostname() or not pid_text.isdigit():
         return False
     pid = int(pid_text)
     if pid == os.getpid():
-        return owner != PROCESS_ID  # an earlier process with our pid: gone
+        return owner not in _LIVE  # closed, or an earlier process with our pid
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -67,4 +76,4 @@ def owner_is_dead(owner: str) -> bool:
         return False
 
 
-PROCESS_ID = new_process_id()
+_LIVE: set[str] = set()
