@@ -349,8 +349,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        await task_store.initialize()
-        await push_store.initialize()
+        async with core.store.schema_lock():  # replicas starting together create tables once
+            await task_store.initialize()
+            await push_store.initialize()
         sender.start()
         try:
             yield

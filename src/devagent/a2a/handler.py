@@ -19,6 +19,7 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    ListTasksResponse,
     Message,
     Part,
     Role,
@@ -29,7 +30,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
@@ -222,6 +223,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         ):
             lreq = legacy.LegacyRequest()
         context_id = msg.context_id or None
+        task: Task | None = None
         if msg.task_id:
             task = await self.store.get(msg.task_id, context)
             if task is None:
@@ -233,11 +235,6 @@ class DevagentRequestHandler(DefaultRequestHandler):
             context.state[CONTEXT_KEY] = context_id
             if results:
                 await self._match_results(task, prepared, context)
-            if (
-                task.status.state in TERMINAL_TASK_STATES
-                and ext.EXTENSION_URI in context.requested_extensions
-            ):
-                await self._reopen(task, context)
         if prepared.confirmations:
             session = (
                 await self.devagent.core.inspect(session_id_for(owner_of(context), context_id))
@@ -270,6 +267,16 @@ class DevagentRequestHandler(DefaultRequestHandler):
                     await session.accept_answers(answer)
                 except InputError as e:
                     raise InvalidParamsError(message=_answer_error(e)) from None
+        if (
+            task is not None
+            and task.status.state in TERMINAL_TASK_STATES
+            and ext.EXTENSION_URI in context.requested_extensions
+            and not prepared.confirmations
+            and not prepared.results
+        ):
+            # Only once the message is known to be acceptable: an answer refused above (given
+            # already through another replica) must not write this process's copy of the task.
+            await self._reopen(task, context)
         if lreq is not None:
             context.state[LEGACY_KEY] = lreq
         context.state[PREPARED_KEY] = prepared
@@ -358,8 +365,12 @@ class DevagentRequestHandler(DefaultRequestHandler):
         waits for answers the server will accept (its status message shows the requests), working
         while a live process runs the turn, and how the turn ended after it (failed "interrupted"
         when its process died). A task the conversation left while it waited reads canceled; one
-        whose message no process took up reads failed. A derived status is stored, except
-        `working`, which is only reported (the process running the turn writes the task)."""
+        whose message no process took up reads failed.
+
+        A derived status is reported, never written back: the process that runs or ran the turn
+        writes the task, and a reader's write, made from a copy read a moment earlier, could
+        overwrite that process's newer one (a lost update). Reads stay right because every read
+        derives again."""
         ex = self.devagent
         if ex.executing(task.id):
             return task  # this process runs it and writes the task as it goes
@@ -385,7 +396,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             new_state != TaskState.TASK_STATE_INPUT_REQUIRED or _same_parts(task, parts)
         ):
             return task
-        return await self._set_status(task, context, em, new_state, parts, error)
+        return self._derived(task, em, new_state, parts, error)
 
     async def _left_behind(self, task: Task, context: ServerCallContext, em: Any, session: Session) -> Task:
         """A task that is not its conversation's current turn."""
@@ -395,9 +406,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
             # Its pause ended when the conversation went on in another task.
             text = "the conversation went on in another task; the calls this task waited for were cancelled"
-            return await self._set_status(
-                task, context, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], ""
-            )
+            return self._derived(task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "")
         if (
             state in _RUNNING_STATES
             and task.history  # (a task without a message, from POST /tasks, has no turn)
@@ -406,20 +415,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
         ):
             # Its message was never taken up: the process that had it stopped first.
             text = "the server process handling this message stopped before it began; send it again"
-            return await self._set_status(
-                task, context, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text
-            )
+            return self._derived(task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text)
         return task
 
-    async def _set_status(
-        self,
-        task: Task,
-        context: ServerCallContext,
-        em: Any,
-        state: TaskState,
-        parts: list[Part] | None,
-        error: str,
-    ) -> Task:
+    def _derived(self, task: Task, em: Any, state: TaskState, parts: list[Part] | None, error: str) -> Task:
+        """`task` with the status its conversation says (the stored copy is not changed)."""
         if task.status.HasField("message"):
             task.history.append(task.status.message)
         message = (
@@ -440,8 +440,14 @@ class DevagentRequestHandler(DefaultRequestHandler):
             task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, em.model, error or None))
         else:
             task.metadata.update(ext.event_metadata(ext.STATE_CHANGE, em.model, error or None))
-        await self.store.save(task, context)
         return task
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        page: ListTasksResponse = await super().on_list_tasks(params, context)
+        for task in page.tasks:  # the open ones read as their conversations say (`_reconcile`)
+            if task.status.state not in TERMINAL_TASK_STATES:
+                task.CopyFrom(await self._reconcile(task, context))
+        return page
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
@@ -526,6 +532,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if stored is None:
             raise TaskNotFoundError
         current = await self._reconcile(stored, context)
+        if current.status.state in TERMINAL_TASK_STATES:  # (maybe only as its session says)
+            raise TaskNotCancelableError
         if self._runs_elsewhere(current):
             # The turn runs on another replica: ask it to stop (through the store), and answer
             # with the task once that replica has ended it.

@@ -54,7 +54,7 @@ async def _engine(store: Store) -> AsyncEngine:
     lock = _locks.setdefault(engine, asyncio.Lock())
     async with lock:
         if engine not in _created:
-            async with engine.begin() as conn:
+            async with store.schema_lock(), engine.begin() as conn:
                 await conn.run_sync(checkpoints_table.metadata.create_all)
             _created.add(engine)
     return engine

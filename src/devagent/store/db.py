@@ -21,8 +21,10 @@ host is free at once, so a restarted single server does not wait for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -90,6 +92,7 @@ task_events_table = Table(
     Index("devagent_task_events_task", "task_id", "id"),
 )
 
+_SCHEMA_LOCK = 7361024  # the advisory lock taken while tables are created
 EVENTS_CHANNEL = "devagent_events"  # NOTIFY payload: a task id with new rows
 CANCEL_CHANNEL = "devagent_cancel"  # NOTIFY payload: a session id whose turn is to stop
 
@@ -161,10 +164,28 @@ class Store:
                 # Replicas starting together: one creates the schema, the others wait for it.
                 from sqlalchemy import text
 
-                await conn.execute(text("SELECT pg_advisory_xact_lock(7361024)"))
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
             await conn.run_sync(metadata.create_all)
             await conn.run_sync(_add_missing_columns)
         return cls(engine)
+
+    @contextlib.asynccontextmanager
+    async def schema_lock(self) -> AsyncIterator[None]:
+        """Held while tables are created: on PostgreSQL an advisory lock, so replicas starting
+        together on an empty database do not race in CREATE TABLE (SQLite: one process)."""
+        if self.is_sqlite:
+            yield
+            return
+        from sqlalchemy import text
+
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _SCHEMA_LOCK})
+            await conn.commit()
+            try:
+                yield
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _SCHEMA_LOCK})
+                await conn.commit()
 
     async def close(self) -> None:
         retire(self.owner)
