@@ -73,7 +73,24 @@ def start_serve(args: list[str], log: Path, *, crash_at: str | None = None) -> S
         m = re.search(r"listening on (http://\S+)", s.stderr())
         if m:
             s.url = m.group(1)
-            return s
+            # Ready once the core and the task store are loaded (a request waits for that). A
+            # second process is started only then: the first creates the tables of an empty
+            # database (docs/deploy.md: start the first replica alone).
+            try:
+                r = httpx.get(
+                    s.url + "healthz",
+                    headers=auth(TOKEN, ext=False),
+                    timeout=max(1.0, deadline - time.monotonic()),
+                )
+            except httpx.HTTPError as e:
+                s.stop()
+                raise AssertionError(f"server did not get ready ({e!r}); stderr:\n{s.stderr()}") from None
+            if r.status_code == 200:
+                return s
+            s.stop()
+            raise AssertionError(
+                f"server not ready: /healthz {r.status_code} {r.text!r}; stderr:\n{s.stderr()}"
+            )
         if proc.poll() is not None:
             break
         time.sleep(0.05)
