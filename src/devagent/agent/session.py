@@ -328,9 +328,10 @@ class Session:
             # The lease stays with this process for the turn that applies the answer.
 
     async def answered(self, call_ids: list[str]) -> list[str]:
-        """Which of these calls have a result already (answered, run, or closed), in the waiting
+        """Which of these calls no longer wait (answered, running, run, or closed), in the current
         step or anywhere in the transcript: for telling "answered already" from "unknown"."""
-        done = {p.id for p in self.state.pending if p.result is not None} | set(self._answering)
+        done = {p.id for p in self.state.pending if not (p.needs and p.result is None)}
+        done |= set(self._answering)
         wanted = set(call_ids) - done
         if wanted:
             for m in await self.messages():
@@ -438,7 +439,7 @@ class Session:
                     "not_waiting",
                 )
             waiting = {p.id: p for p in self.state.pending if p.needs and p.result is None}
-            answered = {p.id for p in self.state.pending if p.result is not None}
+            answered = {p.id for p in self.state.pending if p.id not in waiting}
             for d in inp.decisions:
                 p = waiting.get(d.call_id)
                 if p is None and d.call_id in answered:
