@@ -70,6 +70,10 @@ def serve_command(
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    replica_events = os.environ.get("DEVAGENT_REPLICA_EVENTS", "on").strip().lower()
+    if replica_events not in ("on", "off", "true", "false", "1", "0"):
+        print(f"devagent: DEVAGENT_REPLICA_EVENTS must be on or off, not {replica_events!r}", file=sys.stderr)
+        return 2
     token_values = list(tokens or [])
     if not token_values and os.environ.get("DEVAGENT_TOKEN"):
         token_values = [os.environ["DEVAGENT_TOKEN"]]
@@ -80,6 +84,7 @@ def serve_command(
         tokens=parse_token_args(token_values),
         allow_private_webhooks=allow_private_webhooks,
         public_url=public_url or "",
+        replica_events=replica_events in ("on", "true", "1"),
         **push,  # type: ignore[arg-type]
     )
     try:

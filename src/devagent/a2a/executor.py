@@ -264,7 +264,7 @@ class DevagentExecutor(AgentExecutor):
         # With a database that several replicas share: the live events of executions here,
         # logged for the replicas that follow them (None with SQLite: one process).
         self.fanout: Fanout | None = None
-        if not core.store.is_sqlite:
+        if not core.store.is_sqlite and settings.replica_events:
             from devagent.a2a.fanout import Fanout
 
             self.fanout = Fanout(core.store)

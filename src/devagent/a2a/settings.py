@@ -39,6 +39,9 @@ class A2ASettings:
     # holding one delays it by up to this long. Kept well above push_timeout.
     push_poll_interval: float = 2.0
     push_lease: float = 60.0
+    # With PostgreSQL: log each turn's live events for the other replicas (tasks/resubscribe through
+    # a replica that does not run the turn). Off only for a deployment of one replica.
+    replica_events: bool = True
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
 
