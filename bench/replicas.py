@@ -8,6 +8,10 @@ the server's approval mode is `yolo` so nothing stops for permission, then the m
 a short text. A turn counts as completed when its stream carried every event up to the final
 `completed` one.
 
+A row "1 replica, no fan-out" runs one more replica with DEVAGENT_REPLICA_EVENTS=off (its live
+events not logged for other replicas): against "1 replica, direct" it shows what the cross-replica
+machinery costs one process on the same database.
+
 Prints, per setup: completed turns, p50/p99 time to the final event, wall time, turns per second,
 CPU seconds per turn of the replicas, of the balancer and of PostgreSQL (from /proc), and ratios
 against the baseline (measured first, after a warm-up burst on every replica, and again last: the
@@ -306,6 +310,17 @@ async def main(args: argparse.Namespace) -> None:
             label = "1 replica, direct"
             rows.append(await measure(direct_url, label, args.concurrent, args.warmup, direct_pids, None))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            # the same, with the live events not logged for other replicas: what the fan-out costs
+            log = tmp / "replica-single.log"
+            single = spawn(serve, log, {**env, "DEVAGENT_REPLICA_EVENTS": "off"})
+            procs.append(single)
+            single_url = (await wait_line(single, log, r"listening on (http://\S+)")).rstrip("/") + "/"
+            await wait_healthy(single_url)
+            await measure(single_url, "warm-single", warm, 1, [], None)
+            label = "1 replica, no fan-out"
+            rows.append(await measure(single_url, label, args.concurrent, args.warmup, [single.pid], None))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            stop([single])
             for k in counts:
                 log = tmp / f"balancer{k}.log"
                 bal = spawn(
