@@ -7,6 +7,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,32 @@ def pg_available() -> bool:
             return True
     except OSError:
         return False
+
+
+@asynccontextmanager
+async def fresh_pg_database(prefix: str = "devagent_t") -> AsyncIterator[str]:
+    """A new, empty PostgreSQL database of the caller's own (CREATE DATABASE through the
+    `postgres` database); its SQLAlchemy URL. Dropped on exit, whatever still holds it."""
+    import asyncpg  # type: ignore[import-untyped]
+    from sqlalchemy.engine import make_url
+
+    base = make_url(PG_URL)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(
+        host=base.host or "127.0.0.1",
+        port=base.port or 5432,
+        user=base.username or "postgres",
+        password=base.password,
+        database="postgres",
+    )
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield base.set(database=name).render_as_string(hide_password=False)
+        finally:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,12 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
-from tests.conftest import PG_URL, pg_available
+from tests.conftest import fresh_pg_database, pg_available
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
 TOKEN = "tok"
 START_WITHIN = 90.0  # seconds for a process to listen (2 shared cores, a cold import)
 EXIT_WITHIN = 90.0  # seconds for a process told to crash to reach its crash point and die
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 @dataclass
@@ -196,28 +194,6 @@ def status_tool_calls(task: dict[str, Any]) -> list[dict[str, Any]]:
 
 def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-@asynccontextmanager
-async def fresh_pg_database() -> AsyncIterator[str]:
-    """A PostgreSQL database of its own (CREATE DATABASE on `postgres`), dropped afterwards."""
-    import asyncpg  # type: ignore[import-untyped]
-
-    name = f"devagent_t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(PG_ADMIN)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    base = PG_URL.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        admin = await asyncpg.connect(PG_ADMIN)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
 
 
 @pytest.fixture(name="shared_db", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

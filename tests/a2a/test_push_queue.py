@@ -21,37 +21,12 @@ import pytest
 
 from devagent.store import push_queue
 from tests.a2a.helpers import auth, results, rpc, stream, v03_message
-from tests.conftest import PG_URL, pg_available
+from tests.conftest import fresh_pg_database, pg_available
 
 WITHIN = 60.0  # generous bound for anything a test waits on
 
 
 # --- databases ------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def fresh_pg_database() -> AsyncIterator[str]:
-    """A new, empty PostgreSQL database; its SQLAlchemy URL. Dropped on exit."""
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    base = make_url(PG_URL)
-    name = f"devagent_push_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(
-        host=base.host or "127.0.0.1",
-        port=base.port or 5432,
-        user=base.username or "postgres",
-        password=base.password,
-        database="postgres",
-    )
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield base.set(database=name).render_as_string(hide_password=False)
-        finally:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

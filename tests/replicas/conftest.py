@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import TOKEN
-from tests.conftest import PG_URL, pg_available
+from tests.conftest import fresh_pg_database, pg_available
 from tests.fakes.balancer import Balancer
 
 LEASE_SECONDS = 2
@@ -93,38 +92,13 @@ class Cluster:
         )
 
 
-def _pg_parts(name: str) -> tuple[dict[str, object], str]:
-    from sqlalchemy.engine import make_url
-
-    url = make_url(PG_URL)
-    connect = {
-        "host": url.host or "127.0.0.1",
-        "port": url.port or 5432,
-        "user": url.username or "postgres",
-        "password": url.password,
-        "database": "postgres",
-    }
-    return connect, url.set(database=name).render_as_string(hide_password=False)
-
-
 @pytest.fixture
 async def pg_database() -> AsyncIterator[str]:
     """A fresh, empty PostgreSQL database for this test only; its SQLAlchemy URL."""
     if not pg_available():
         pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    import asyncpg  # type: ignore[import-untyped]
-
-    name = f"devagent_replicas_{uuid.uuid4().hex[:12]}"
-    connect, url = _pg_parts(name)
-    conn = await asyncpg.connect(**connect)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+    async with fresh_pg_database("devagent_replicas") as url:
         yield url
-    finally:
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 def _spawn(index: int, args: list[str], env: dict[str, str], log: Path) -> Replica:

@@ -17,8 +17,7 @@ import pytest
 
 from devagent.agent.core import AgentCore, CoreConfig
 from devagent.store.leases import Holder, Lease, StaleSession
-from tests.a2a.procs import fresh_pg_database
-from tests.conftest import pg_available
+from tests.conftest import fresh_pg_database, pg_available
 
 TTL = 60.0
 
