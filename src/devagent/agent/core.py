@@ -188,7 +188,7 @@ class AgentCore:
             extra=dict(extra or {}),
             mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
         )
-        from sqlalchemy.exc import IntegrityError
+        from devagent.store.leases import SessionExists
 
         sid = session_id or str(uuid.uuid4())
         # Under the id's lock, which get_session loads under: otherwise two first messages of one
@@ -199,7 +199,7 @@ class AgentCore:
             if sid not in self._sessions:
                 try:
                     await self.store.create_session(sid, state.to_json())
-                except IntegrityError:
+                except SessionExists:
                     if session_id is None:
                         raise
                 else:

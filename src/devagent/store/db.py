@@ -46,9 +46,19 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from devagent.store.leases import Holder, Lease, SessionRow, StaleSession, new_owner, owner_is_dead, retire
+from devagent.store.leases import (
+    Holder,
+    Lease,
+    SessionExists,
+    SessionRow,
+    StaleSession,
+    new_owner,
+    owner_is_dead,
+    retire,
+)
 
 if TYPE_CHECKING:
     from devagent.store.notify import Listener
@@ -194,18 +204,22 @@ class Store:
         await self.engine.dispose()
 
     async def create_session(self, session_id: str, state: dict[str, Any]) -> None:
+        """Insert a new session; `SessionExists` if one with this id is stored already."""
         now = time.time()
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(sessions_table).values(
-                    id=session_id,
-                    revision=0,
-                    state=json.dumps(state),
-                    created_at=now,
-                    updated_at=now,
-                    cancel_requested=0,
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    insert(sessions_table).values(
+                        id=session_id,
+                        revision=0,
+                        state=json.dumps(state),
+                        created_at=now,
+                        updated_at=now,
+                        cancel_requested=0,
+                    )
                 )
-            )
+        except IntegrityError:
+            raise SessionExists(session_id) from None
 
     async def load_session(
         self, session_id: str, known_revision: int | None = None

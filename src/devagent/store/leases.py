@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class SessionExists(Exception):
+    """A session with this id is stored already."""
+
+
 class StaleSession(Exception):
     """A write was based on a revision of the session that is no longer the stored one, or its
     process no longer holds the session's lease: another process changed the session."""
