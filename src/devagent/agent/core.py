@@ -51,6 +51,11 @@ class CoreConfig:
     allow_client_model: bool = True  # may a client pick the model of its session
     max_steps: int = 50  # model requests per turn (C5)
     shell_timeout: float = 120.0
+    # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
+    # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
+    # off unless `sandbox_network`.
+    sandbox: str = ""
+    sandbox_network: bool = False
     memory_file: str = "AGENTS.md"
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
     # A process changes a session only while it holds the session's lease in the database; a
