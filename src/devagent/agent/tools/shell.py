@@ -1,21 +1,36 @@
 """The shell tool (G2): runs `bash -c` in the workspace, streams its output live, and never leaves
-processes behind when it times out or is cancelled (the whole process group is killed)."""
+processes behind when it times out or is cancelled (the whole process group is killed).
+
+With the sandbox on (issue 12 item 7) the command runs inside bubblewrap: the workspace roots
+read-write, the rest of the filesystem read-only, a private /tmp and /run, no network unless the
+operator allows it, no capabilities, and its own PID namespace, so every process it started ends
+with it, with the turn, or with the server (`--die-with-parent`). The sandbox is a setting of the
+process (`use_sandbox`), chosen at start-up by `devagent serve|run|wire` (`setup_sandbox`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
 import shlex
+import shutil
 import signal
+import subprocess
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+
+if TYPE_CHECKING:
+    from devagent.agent.core import CoreConfig
 
 OUTPUT_MAX_CHARS = 30_000  # what the model gets: the tail of the output
 LIVE_INTERVAL = 0.05  # seconds between live updates at most
@@ -109,6 +124,139 @@ async def kill_group(proc: asyncio.subprocess.Process, grace: float | None = Non
         await _wait_exit(proc, 1.0)
 
 
+# --- the sandbox (bubblewrap) ----------------------------------------------------------------------
+
+SANDBOX_SETTINGS = ("auto", "on", "off")  # "" (unset): auto for serve, off for run and wire
+INSTALL_HINT = "apt-get install bubblewrap"
+USERNS_HINT = (
+    "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1; in Docker "
+    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined) or start with --no-sandbox"
+)
+PROBE_TIMEOUT = 30.0
+
+
+class SandboxError(Exception):
+    """The sandbox was asked for but cannot run here; the message names the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """How sandboxed commands are started: bubblewrap at `bwrap`."""
+
+    bwrap: str
+    version: str = ""  # "bubblewrap 0.8.0"
+    network: bool = False
+    hidden: tuple[Path, ...] = ()  # directories shown empty inside (the server's data directory)
+
+    def argv(self, roots: Sequence[Path], cwd: str, command: Sequence[str]) -> list[str]:
+        """The bwrap command line running `command` in `cwd` with `roots` writable."""
+        args = [self.bwrap, "--unshare-all"]  # user (when possible), ipc, pid, net, uts, cgroup
+        if self.network:
+            args.append("--share-net")
+        args += ["--die-with-parent", "--cap-drop", "ALL"]
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # Later mounts cover earlier ones: parents first, so a root inside /tmp stays writable and
+        # a hidden directory inside a root stays hidden. At equal depth a root wins over a hide.
+        mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--tmpfs", "/tmp"])]
+        if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
+            mounts.append((Path("/run"), ["--tmpfs", "/run"]))
+            resolv = Path(os.path.realpath("/etc/resolv.conf"))
+            if self.network and resolv.is_relative_to("/run") and resolv.is_file():
+                mounts.append((resolv, ["--ro-bind", str(resolv), str(resolv)]))
+        mounts += [(h, ["--tmpfs", str(h)]) for h in self.hidden if h.is_dir()]
+        mounts += [(r, ["--bind", str(r), str(r)]) for r in roots]
+        for _path, mount in sorted(mounts, key=lambda m: len(m[0].parts)):
+            args += mount
+        return [*args, "--chdir", cwd, *command]
+
+    def summary(self) -> str:
+        network = "network allowed" if self.network else "no network"
+        return f"{self.version or 'bubblewrap'}, {network}"
+
+
+@functools.cache
+def probe_bwrap() -> Sandbox | str:
+    """Whether bubblewrap works on this machine (it needs namespaces, which containers may
+    refuse): a Sandbox, or why not with the fix. Runs `bwrap … true` once per process."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return f"bwrap not installed: {INSTALL_HINT}"
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
+        )
+        sandbox = Sandbox(path, out.stdout.strip())
+        run = subprocess.run(
+            sandbox.argv([], "/", ["true"]),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"bwrap does not run here ({e}): {USERNS_HINT}"
+    if run.returncode != 0:
+        lines = run.stderr.strip().splitlines()
+        why = lines[-1] if lines else f"exit code {run.returncode}"
+        return f"bwrap cannot create its sandbox here ({why}): {USERNS_HINT}"
+    return sandbox
+
+
+def sandbox_setting(value: str) -> str:
+    """The `sandbox` setting normalized: "", auto, on or off (true/false and yes/no accepted)."""
+    v = value.strip().lower()
+    v = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}.get(v, v)
+    if v and v not in SANDBOX_SETTINGS:
+        raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_SETTINGS)}, not {value!r}")
+    return v
+
+
+_process_sandbox: Sandbox | None = None
+
+
+def use_sandbox(sandbox: Sandbox | None) -> None:
+    """Sets how this process runs shell commands (None: directly, unsandboxed)."""
+    global _process_sandbox
+    _process_sandbox = sandbox
+
+
+def active_sandbox() -> Sandbox | None:
+    return _process_sandbox
+
+
+def choose_sandbox(flag: bool | None, config: CoreConfig, command: str) -> tuple[Sandbox | None, str]:
+    """The sandbox for `devagent COMMAND`: the flag (--sandbox/--no-sandbox) over the `sandbox`
+    setting over the command's default (auto for serve, off for run and wire). Returns it with
+    the line saying whether it is on and why; SandboxError when it is asked for ("on") but bwrap
+    does not work here."""
+    if flag is not None:
+        mode, source = ("on", "--sandbox") if flag else ("off", "--no-sandbox")
+    elif config.sandbox:
+        mode = sandbox_setting(config.sandbox)
+        source = f"sandbox = {mode} in the settings"
+    else:
+        mode = "auto" if command == "serve" else "off"
+        source = f"the default of devagent {command}; --sandbox turns it on"
+    if mode == "off":
+        return None, f"Shell sandbox: off ({source})"
+    probed = probe_bwrap()
+    if isinstance(probed, str):
+        if mode == "on":
+            raise SandboxError(f"the shell sandbox is on ({source}) but {probed}")
+        return None, f"Shell sandbox: off ({probed})"
+    hidden = (Path(os.path.realpath(config.data_dir)),)
+    sandbox = replace(probed, network=config.sandbox_network, hidden=hidden)
+    return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
+
+
+def setup_sandbox(flag: bool | None, config: CoreConfig, command: str) -> str:
+    """Chooses the sandbox for this process (`choose_sandbox`), uses it, returns the line to print."""
+    sandbox, line = choose_sandbox(flag, config, command)
+    use_sandbox(sandbox)
+    return line
+
+
 class RunShellCommand(Tool):
     name = "run_shell_command"
     description = (
@@ -142,6 +290,21 @@ class RunShellCommand(Tool):
         "additionalProperties": False,
     }
     kind = ToolKind.EXECUTE
+    SANDBOX_NOTE = (
+        " Commands run in a sandbox: only the workspace is writable, /tmp is private to each "
+        "command, {network}, and background processes end when the command ends (start a server "
+        "and use it in the same command)."
+    )
+
+    def definition(self) -> dict[str, Any]:
+        sandbox = active_sandbox()
+        if sandbox is None:
+            return super().definition()
+        network = "the network is reachable" if sandbox.network else "there is no network"
+        return {
+            **super().definition(),
+            "description": self.description + self.SANDBOX_NOTE.format(network=network),
+        }
 
     def describe(self, args: dict[str, Any]) -> str:
         command = args.get("command")
@@ -170,14 +333,17 @@ class RunShellCommand(Tool):
 
         env = dict(os.environ)
         env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"})
+        argv = ["bash", "-c", command]
+        sandbox = active_sandbox()
+        if sandbox is not None:
+            argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
+            env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
         # Our own pipe rather than asyncio's: we can close our end when background jobs keep the
         # write end open after the shell exited, and the process transport holds no pipes.
         read_fd, write_fd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                command,
+                *argv,
                 cwd=cwd,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -275,5 +441,6 @@ class RunShellCommand(Tool):
                 "command": command,
                 "directory": ctx.workspace.display(Path(cwd)),
                 "truncated": out.dropped > 0,
+                "sandboxed": sandbox is not None,
             },
         )
