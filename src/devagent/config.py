@@ -12,6 +12,7 @@ from typing import Any
 
 from devagent.agent.core import CoreConfig
 from devagent.agent.state import APPROVAL_MODES
+from devagent.agent.tools.shell import sandbox_setting
 
 # setting name -> (environment variable, toml key in [devagent])
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -25,6 +26,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "allow_client_model": ("DEVAGENT_ALLOW_CLIENT_MODEL", "allow_client_model"),
     "max_steps": ("DEVAGENT_MAX_STEPS", "max_steps"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
+    "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
+    "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
@@ -107,6 +110,10 @@ def load_config(
         if value is not None:
             values[name] = _convert(name, value)
     config = CoreConfig(**values)
+    try:
+        config.sandbox = sandbox_setting(config.sandbox)
+    except ValueError as e:
+        raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in devagent.toml)") from None
     if config.approval_mode not in APPROVAL_MODES:
         raise ConfigError(f"approval mode {config.approval_mode!r} is not one of {', '.join(APPROVAL_MODES)}")
     bad = [m for m in config.allowed_approval_modes if m not in APPROVAL_MODES]
