@@ -111,6 +111,17 @@ def _mcp_server(name: str) -> str:
     return server_of(name)
 
 
+def _sandbox_note() -> str:
+    """How a shell command will run when the process's sandbox is on (issue 12 item 7), else ""."""
+    from devagent.agent.tools.shell import active_sandbox
+
+    sandbox = active_sandbox()
+    if sandbox is None:
+        return ""
+    network = "with network" if sandbox.network else "without network"
+    return f"in the sandbox: writable workspace only, {network}"
+
+
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
     if kind is ToolKind.MCP:  # B8/B15: the RFC's options for an MCP call
         server = _mcp_server(name)
@@ -126,13 +137,18 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             ),
             PermissionOption("cancel", "Cancel", "Do not run this call"),
         ]
+    once = "Run this call"
     if kind is ToolKind.EXECUTE:
         roots = ", ".join(f"`{r}`" for r in _grant_roots(str(args.get("command", ""))))
         always = f"Allow {roots} commands for the rest of this session"
+        sandboxed = _sandbox_note()
+        if sandboxed:
+            once = f"Run this command {sandboxed}"
+            always += f" (each {sandboxed})"
     else:
         always = f"Allow {name} for the rest of this session"
     return [
-        PermissionOption("proceed_once", "Allow once", "Run this call"),
+        PermissionOption("proceed_once", "Allow once", once),
         PermissionOption("proceed_always", "Allow always", always),
         PermissionOption("cancel", "Cancel", "Do not run this call"),
     ]
