@@ -41,6 +41,14 @@ ModelOpt = Annotated[
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Base URL of an OpenAI-compatible server")]
 ApiKeyOpt = Annotated[str | None, typer.Option("--api-key", help="API key for the model provider")]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: SQLite under ~/.devagent)")]
+SandboxOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--sandbox/--no-sandbox",
+        help="Run shell commands in the bubblewrap sandbox (default: the sandbox setting, else on for serve "
+        "when bwrap works, off for run)",
+    ),
+]
 
 
 @app.command()
@@ -76,8 +84,10 @@ def run(
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
+    sandbox: SandboxOpt = None,
 ) -> None:
     """Run one task in the terminal: streams text, thoughts and tool calls, asks permission."""
+    from devagent.agent.tools.shell import SandboxError, setup_sandbox
     from devagent.config import ConfigError, load_config
 
     try:
@@ -97,6 +107,13 @@ def run(
     if not workspace.is_dir():
         typer.echo(f"devagent: workspace {workspace} is not a directory", err=True)
         raise typer.Exit(2)
+    try:
+        line = setup_sandbox(sandbox, config, "run")
+    except SandboxError as e:
+        typer.echo(f"devagent: {e}", err=True)
+        raise typer.Exit(2) from e
+    if sandbox or config.sandbox:  # asked for: say what came of it
+        typer.echo(line, err=True)
     code = asyncio.run(_run(config, prompt, workspace, session))
     raise typer.Exit(code)
 
@@ -231,6 +248,12 @@ def _edit_in_editor(content: str, name: str, console: Console) -> str | None:
         os.unlink(path)
 
 
+def _sandboxed() -> str:
+    from devagent.agent.tools.shell import active_sandbox
+
+    return ", sandboxed" if active_sandbox() is not None else ""
+
+
 class _Renderer:
     """Renders core events to the terminal."""
 
@@ -285,7 +308,7 @@ class _Renderer:
                     if isinstance(d, FileDiff):
                         c.print(Syntax(d.formatted_diff or "(no change)", "diff", theme="ansi_dark"))
                     elif isinstance(d, ExecuteDetails):
-                        c.print(f"  [dim]$ {d.command}   (in {d.working_directory})[/dim]")
+                        c.print(f"  [dim]$ {d.command}   (in {d.working_directory}{_sandboxed()})[/dim]")
             elif call.status is ToolCallStatus.EXECUTING and call.live_output:
                 seen = self._live_seen.get(call.id, 0)
                 c.file.write(call.live_output[seen:])
@@ -346,6 +369,7 @@ def serve(
             help="Seconds before another replica takes over the turns of one that died (default 10)",
         ),
     ] = None,
+    sandbox: SandboxOpt = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -363,6 +387,7 @@ def serve(
             allow_private_webhooks=allow_private_webhooks,
             public_url=public_url,
             lease_seconds=lease_seconds,
+            sandbox=sandbox,
         )
     )
 

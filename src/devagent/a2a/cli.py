@@ -49,6 +49,7 @@ def serve_command(
     allow_private_webhooks: bool = False,
     public_url: str | None = None,
     lease_seconds: float | None = None,
+    sandbox: bool | None = None,
     log_level: str = "warning",
 ) -> int:
     from devagent.config import ConfigError, load_config
@@ -90,6 +91,13 @@ def serve_command(
     try:
         settings.check_bind()
     except ValueError as e:
+        print(f"devagent: {e}", file=sys.stderr)
+        return 2
+    from devagent.agent.tools.shell import SandboxError, setup_sandbox
+
+    try:
+        print(setup_sandbox(sandbox, config, "serve"), file=sys.stderr, flush=True)
+    except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
     from devagent.a2a.server import run_server
