@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail an external tool call the client has not answered in time (default: wait)",
     )
     p.add_argument("--max-steps-per-turn", dest="max_steps", type=int, help="model steps per turn")
+    p.add_argument(
+        "--sandbox",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run shell commands in the bubblewrap sandbox (default: the sandbox setting, else off)",
+    )
     p.add_argument("--log-file", help="write logs to this file instead of stderr")
     p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more")
     # Flags of kimi-cli's launchers that have no meaning here.
@@ -89,6 +95,8 @@ def wire_from_argv(argv: list[str]) -> int:
     args = build_parser().parse_args(args_in)
     from devagent.wire.server import run_wire
 
+    if (code := _setup_sandbox(args.sandbox)) is not None:
+        return code
     timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
     tool_env = os.environ.get("DEVAGENT_WIRE_TOOL_CALL_TIMEOUT")
     return run_wire(
@@ -104,6 +112,25 @@ def wire_from_argv(argv: list[str]) -> int:
         log_file=args.log_file,
         verbose=args.verbose,
     )
+
+
+def _setup_sandbox(flag: bool | None) -> int | None:
+    """Chooses the shell sandbox (off unless asked); an exit code when it cannot be had."""
+    from devagent.agent.tools.shell import SandboxError, setup_sandbox
+    from devagent.config import ConfigError, load_config
+
+    try:
+        config = load_config()
+    except ConfigError:
+        return None  # run_wire reports it
+    try:
+        line = setup_sandbox(flag, config, "wire")
+    except SandboxError as e:
+        print(f"devagent wire: {e}", file=sys.stderr)
+        return 2
+    if flag or config.sandbox:
+        print(line, file=sys.stderr, flush=True)
+    return None
 
 
 def info() -> dict[str, object]:
