@@ -212,7 +212,7 @@ def test_g4_issue10_a_failed_write_leaves_the_file_and_no_temporary_file(
     target = ws / "a.txt"
     target.write_text("A\n")
 
-    def refuse(src: Any, dst: Any) -> None:
+    def refuse(src: Any, dst: Any, **dir_fds: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", refuse)

@@ -26,11 +26,12 @@ with `atomic_write`, like the edits wrote them.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import logging
-import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import Event, Notice, TextDelta, ToolKind
-from devagent.agent.tools._util import atomic_write
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure
+from devagent.agent.tools._util import atomic_write, file_status, read_bytes, remove_file
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 
 if TYPE_CHECKING:
     from devagent.agent.session import Session
@@ -116,12 +117,38 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _current_state(path: Path) -> str:
-    if not path.exists():
+def _current_state(path: Path, workspace: Workspace) -> str:
+    """What the file is now, read through the confined walk (issue 12 item 1)."""
+    try:
+        status = file_status(path, workspace)
+        if status is None:
+            return ABSENT
+        if not stat.S_ISREG(status.st_mode):
+            return "not a file"
+        return _sha(read_bytes(path, workspace))
+    except FileNotFoundError:
         return ABSENT
-    if not path.is_file():
-        return "not a file"
-    return _sha(path.read_bytes())
+    except (OSError, ToolFailure):
+        return "not readable"
+
+
+def _before(path: Path, workspace: Workspace) -> FileState | None:
+    """A file's state before an edit, read through the confined walk; None when it is neither a
+    file nor missing (or resolves outside)."""
+    display = workspace.display(path)
+    try:
+        status = file_status(path, workspace)
+        if status is None:
+            return FileState(str(path), display, None)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        if status.st_size > MAX_FILE_BYTES:
+            return FileState(str(path), display, None, too_large=True)
+        return FileState(str(path), display, base64.b64encode(read_bytes(path, workspace)).decode())
+    except FileNotFoundError:
+        return FileState(str(path), display, None)
+    except (OSError, ToolFailure):
+        return None
 
 
 def _message_hash(m: Any) -> str:
@@ -168,16 +195,8 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
     paths = touched_paths(tool, p.args, ctx)
     if not paths:
         return None
-    files: list[FileState] = []
-    for path in paths:
-        display = ctx.workspace.display(path)
-        if path.is_file():
-            if path.stat().st_size > MAX_FILE_BYTES:
-                files.append(FileState(str(path), display, None, too_large=True))
-            else:
-                files.append(FileState(str(path), display, base64.b64encode(path.read_bytes()).decode()))
-        elif not path.exists():
-            files.append(FileState(str(path), display, None))
+    states = await asyncio.to_thread(lambda: [_before(path, ctx.workspace) for path in paths])
+    files = [f for f in states if f is not None]
     if not files:
         return None
     msgs = await session.messages()
@@ -211,8 +230,11 @@ async def after_edit(session: Session, ckpt: Checkpoint | None) -> None:
 
 
 async def _record_after(session: Session, ckpt: Checkpoint) -> None:
-    for f in ckpt.files:
-        f.after = _current_state(Path(f.path))
+    def after() -> None:
+        for f in ckpt.files:
+            f.after = _current_state(Path(f.path), session.workspace)
+
+    await asyncio.to_thread(after)
     from devagent.store import checkpoints as rows
 
     if all(not f.too_large and f.after == f.before_state for f in ckpt.files):
@@ -296,7 +318,7 @@ async def restore_command(session: Session, args: str, emit: Callable[[Event], N
             # G4 at restore time too: a root or a directory swapped for a symlink since the edit
             problems.append(f"{plan.display}: it now resolves outside the workspace roots")
             continue
-        current = _current_state(plan.path)
+        current = await asyncio.to_thread(_current_state, plan.path, session.workspace)
         if current == plan.first.before_state:
             continue  # already as it was
         if plan.last_after is not None and current == plan.last_after:
@@ -319,11 +341,21 @@ async def restore_command(session: Session, args: str, emit: Callable[[Event], N
             )
         )
         return None
-    for plan in writes:
-        if plan.first.before is None:
-            plan.path.unlink(missing_ok=True)
-        else:  # atomic, like the edit it undoes, at the real path checked above (issue 10 item 1)
-            atomic_write(Path(os.path.realpath(plan.path)), base64.b64decode(plan.first.before))
+
+    def put_back() -> None:
+        # Through the confined walk (issue 12 item 1): relative to the open parent directory, so a
+        # swap since the check above cannot redirect it; atomic, like the edit it undoes.
+        for plan in writes:
+            if plan.first.before is None:
+                remove_file(plan.path, session.workspace)
+            else:
+                atomic_write(plan.path, base64.b64decode(plan.first.before), session.workspace)
+
+    try:
+        await asyncio.to_thread(put_back)
+    except (OSError, ToolFailure) as e:
+        emit(Notice(f"Restoring checkpoint {seq} failed part way: {e}", "error"))
+        return None
 
     msgs = await session.messages()
     pos = target.position

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from devagent.agent.events import FileDiff
+from devagent.agent.tools._confine import DIR_READ_FLAGS, Located, locate
 from devagent.agent.tools.base import ToolFailure, Workspace
 from devagent.faults import crash_point
 
@@ -125,24 +128,93 @@ def str_list_arg(args: dict[str, Any], key: str, *, required: bool) -> list[str]
 # --- files ---------------------------------------------------------------------------------------
 
 
-def is_binary(path: Path) -> bool:
+def _locate(path: Path, workspace: Workspace | None, *, create_dirs: bool = False) -> Located:
+    """`path` located through the workspace (issue 12 item 1). Without a workspace the path must be
+    a real path already (what `Workspace.resolve` gives) and is walked from "/" following no
+    symlink at all: one that appeared since the path was resolved is refused (ELOOP)."""
+    if workspace is not None:
+        return workspace.locate(path, create_dirs=create_dirs)
+    return locate([Path("/")], path, follow=False, create_dirs=create_dirs)
+
+
+def fs_failure(e: OSError, path: str | Path) -> ToolFailure:
+    """An OSError of a file operation as the model should read it."""
+    shown = str(path)
+    if isinstance(e, FileNotFoundError):
+        return ToolFailure(f"{shown!r} does not exist", "not_found")
+    if isinstance(e, IsADirectoryError):
+        return ToolFailure(
+            f"{shown!r} is a directory; use list_directory or glob to see its files", "is_directory"
+        )
+    if e.errno == errno.ELOOP:
+        return ToolFailure(
+            f"{shown!r} could not be opened: a symlink appeared on its path while it was opened, or "
+            "there are too many symlinks",
+            "os_error",
+        )
+    if e.errno == errno.EINVAL and e.strerror == "not a regular file":
+        return ToolFailure(f"{shown!r} is not a regular file", "not_a_file")
+    return ToolFailure(f"{shown!r}: {e.strerror or e}", "os_error")
+
+
+def open_file(path: Path, workspace: Workspace | None = None) -> BinaryIO:
+    """The regular file `path`, open for reading through the confined walk: the final open is
+    O_NOFOLLOW relative to the parent's descriptor. A hard link to a file outside the workspace is
+    read like any file (the two names are one file; nothing can tell them apart)."""
+    with _locate(path, workspace) as loc:
+        fd = loc.open_file()
+    return os.fdopen(fd, "rb")
+
+
+def file_status(path: Path, workspace: Workspace | None = None) -> os.stat_result | None:
+    """The status of what `path` names (not following a final symlink), None when it is missing."""
+    try:
+        with _locate(path, workspace) as loc:
+            return loc.lstat()
+    except FileNotFoundError:
+        return None
+
+
+def read_bytes(path: Path, workspace: Workspace | None = None) -> bytes:
+    with open_file(path, workspace) as f:
+        return f.read()
+
+
+def sniff_binary(f: BinaryIO) -> bool:
+    """Whether an open file's first bytes hold a NUL byte (what git and ripgrep assume); the file
+    is left at its start."""
+    binary = b"\x00" in f.read(BINARY_SNIFF_BYTES)
+    f.seek(0)
+    return binary
+
+
+def is_binary(path: Path, workspace: Workspace | None = None) -> bool:
     """A file is binary when its first bytes hold a NUL byte (what git and ripgrep assume)."""
     try:
-        with open(path, "rb") as f:
-            return b"\x00" in f.read(BINARY_SNIFF_BYTES)
+        with open_file(path, workspace) as f:
+            return sniff_binary(f)
     except OSError:
         return False
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, workspace: Workspace | None = None) -> str:
     """The whole file as text, newlines untouched; invalid UTF-8 is replaced, not fatal."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        return f.read()
+    with open_file(path, workspace) as f:
+        return f.read().decode("utf-8", errors="replace")
 
 
-def write_text(path: Path, content: str) -> None:
+def write_text(path: Path, content: str, workspace: Workspace | None = None) -> None:
     """Writes text as UTF-8, newlines untouched, atomically (see `atomic_write`)."""
-    atomic_write(path, content)
+    atomic_write(path, content, workspace)
+
+
+def remove_file(path: Path, workspace: Workspace | None = None) -> None:
+    """Removes the file `path` (relative to its confined parent directory); a missing one is fine."""
+    try:
+        with _locate(path, workspace) as loc:
+            os.unlink(loc.name, dir_fd=loc.dir_fd)
+    except FileNotFoundError:
+        return
 
 
 def is_temp_name(name: str) -> bool:
@@ -150,55 +222,56 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
 
-def atomic_write(path: Path, content: str | bytes) -> None:
+def atomic_write(path: Path, content: str | bytes, workspace: Workspace | None = None) -> None:
     """Replaces (or creates) the file `path` so that a crash at any moment leaves either the old
     content or the new one, never a truncated file (G4, issue 10 item 1 (atomic writes)).
 
-    `path` must be the resolved real path (`Workspace.resolve`). The content goes to a new
-    temporary file in the same directory (`.devagent-tmp-<random>`, created with O_EXCL, given the
-    permissions of the file it replaces, or the default ones for a new file), is flushed and
-    fsynced, and is renamed over `path`; then the directory is fsynced so the rename itself is
-    durable. The rename replaces the directory entry: another hard link to the old file (possibly
-    outside the workspace) keeps the old content, and a symlink put there since `resolve` is
-    replaced, not followed. On any failure the temporary file is removed and `path` is untouched.
-    A crash (SIGKILL, power cut) between creating the temporary file and the rename can leave the
-    temporary file behind: the walks of list_directory, glob, grep and read_many_files skip such
-    names (`is_temp_name`).
+    The parent directory is reached through the confined walk (issue 12 item 1: `Workspace.locate`,
+    missing directories created relative to their open parent; without a workspace, `path` must
+    be a real path and no symlink is followed) and everything after happens relative to its open
+    descriptor, so a directory swapped for a symlink meanwhile cannot redirect the write. The
+    content goes to a new temporary file in that directory (`.devagent-tmp-<random>`, O_EXCL, given
+    the permissions of the file it replaces, or the default ones for a new file), is flushed and
+    fsynced, and is renamed over the name (`os.replace` with `src_dir_fd`/`dst_dir_fd`); then the
+    directory is fsynced so the rename itself is durable. The rename replaces the directory entry:
+    another hard link to the old file (possibly outside the workspace) keeps the old content, and
+    a symlink put there since is replaced, not followed. On any failure the temporary file is
+    removed and `path` is untouched. A crash (SIGKILL, power cut) between creating the temporary
+    file and the rename can leave the temporary file behind: the walks of list_directory, glob,
+    grep and read_many_files skip such names (`is_temp_name`).
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        old: os.stat_result | None = os.stat(path)
-    except FileNotFoundError:
-        old = None
-    tmp, fd = _create_temp(directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if old is not None:
-                _copy_permissions(f.fileno(), old)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        crash_point("atomic_write.before_rename")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
+    with _locate(path, workspace, create_dirs=True) as loc:
+        old = loc.lstat()
+        if loc.name == "." or (old is not None and stat.S_ISDIR(old.st_mode)):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        tmp, fd = _create_temp(loc.dir_fd, path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                if old is not None and stat.S_ISREG(old.st_mode):
+                    _copy_permissions(f.fileno(), old)
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            crash_point("atomic_write.before_rename")
+            os.replace(tmp, loc.name, src_dir_fd=loc.dir_fd, dst_dir_fd=loc.dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=loc.dir_fd)
+            raise
+        _fsync_directory(loc.dir_fd)
 
 
-def _create_temp(directory: Path) -> tuple[Path, int]:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+def _create_temp(dir_fd: int, shown: Path) -> tuple[str, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     for _ in range(100):
-        tmp = directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        tmp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
         try:
             # 0o666 minus the umask: the default permissions of a new file
-            return tmp, os.open(tmp, flags, 0o666)
+            return tmp, os.open(tmp, flags, 0o666, dir_fd=dir_fd)
         except FileExistsError:
             continue
-    raise FileExistsError(f"could not create a temporary file in {directory}")  # pragma: no cover
+    raise FileExistsError(f"could not create a temporary file in {shown}")  # pragma: no cover
 
 
 def _copy_permissions(fd: int, old: os.stat_result) -> None:
@@ -213,11 +286,11 @@ def _copy_permissions(fd: int, old: os.stat_result) -> None:
             os.fchmod(fd, mode)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Makes a rename in `directory` durable. The file is already in place when this runs, so a
+def _fsync_directory(dir_fd: int) -> None:
+    """Makes a rename in the directory durable. The file is already in place when this runs, so a
     file system that cannot fsync a directory (some network ones) is not an error."""
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return
     try:
@@ -363,33 +436,69 @@ def explicit_skip_dirs(pattern: str) -> frozenset[str]:
     return frozenset(d for d in SKIP_DIRS if d not in named)
 
 
+@dataclass(slots=True)
+class WalkEntry:
+    """A file `walk_files` found: its name in the open directory `dir_fd` (valid only until the
+    walk goes on) and its path (for matching and display)."""
+
+    dir_fd: int
+    name: str
+    path: Path
+    is_link: bool  # a symlink (only with follow_file_links): locate it through the workspace
+
+    def open(self) -> BinaryIO:
+        """The file open for reading: O_NOFOLLOW relative to its directory, a regular file only."""
+        return os.fdopen(Located(self.dir_fd, self.name, self.path).open_file(), "rb")
+
+    def lstat(self) -> os.stat_result:
+        return os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+
+
+def open_walk(workspace: Workspace, base: Path) -> int | None:
+    """The directory `base` open for `walk_files` (through the confined walk), or None when it is
+    not a directory. The caller closes it."""
+    with workspace.locate(base) as loc:
+        status = loc.lstat()
+        if status is None or not stat.S_ISDIR(status.st_mode):
+            return None
+        return loc.open_dir()
+
+
 def walk_files(
+    dir_fd: int,
     base: Path,
     *,
     skip_dirs: frozenset[str] = SKIP_DIRS,
     follow_file_links: bool = False,
-) -> Iterator[Path]:
-    """Files under `base` in path order (entries of a directory sorted by name, directories
-    visited where they sort). Symlinked directories are never entered; symlinked files are
-    yielded only with `follow_file_links` (callers then check the target is in the workspace).
-    Temporary files a crashed `atomic_write` left behind are not workspace files: skipped."""
+) -> Generator[WalkEntry, None, None]:
+    """Files under the open directory `dir_fd` (whose path is `base`) in path order (entries of a
+    directory sorted by name, directories visited where they sort). Each subdirectory is opened
+    O_NOFOLLOW relative to its parent's descriptor, so no swap can lead the walk out (issue 12
+    item 1); symlinked directories are never entered; symlinks are yielded (as `is_link`) only with
+    `follow_file_links`, for the caller to locate through the workspace. Temporary files a crashed
+    `atomic_write` left behind are not workspace files: skipped."""
     try:
-        entries = sorted(os.scandir(base), key=lambda e: e.name)
+        entries = sorted(os.scandir(dir_fd), key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
         try:
             if entry.is_symlink():
-                if follow_file_links and entry.is_file():
-                    yield Path(entry.path)
+                if follow_file_links:
+                    yield WalkEntry(dir_fd, entry.name, base / entry.name, True)
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if entry.name not in skip_dirs:
+                if entry.name in skip_dirs:
+                    continue
+                sub = os.open(entry.name, DIR_READ_FLAGS, dir_fd=dir_fd)
+                try:
                     yield from walk_files(
-                        Path(entry.path), skip_dirs=skip_dirs, follow_file_links=follow_file_links
+                        sub, base / entry.name, skip_dirs=skip_dirs, follow_file_links=follow_file_links
                     )
+                finally:
+                    os.close(sub)
             elif entry.is_file(follow_symlinks=False) and not is_temp_name(entry.name):
-                yield Path(entry.path)
+                yield WalkEntry(dir_fd, entry.name, base / entry.name, False)
         except OSError:
             continue
 

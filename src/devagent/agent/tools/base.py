@@ -25,6 +25,7 @@ from devagent.agent.events import (
     GenericDetails,
     ToolKind,
 )
+from devagent.agent.tools._confine import Located, Outside, locate
 
 if TYPE_CHECKING:
     from devagent.agent.state import SessionState
@@ -49,9 +50,15 @@ class ToolResult:
 
 
 class Workspace:
-    """The workspace roots of a session. Every file tool resolves paths through `resolve` (G4):
-    relative paths are taken from the first root; a path that leaves every root, directly, by
-    `..` or through a symlink, is refused."""
+    """The workspace roots of a session (G4). Relative paths are taken from the first root; a path
+    that leaves every root, directly, by `..` or through a symlink, is refused.
+
+    Every file tool opens files through `locate` (issue 12 item 1): the path is walked from an open
+    descriptor of a root, symlinks inside the workspace followed by that same rule, and the result
+    is the open parent directory, so the final open (O_NOFOLLOW) or rename happens relative to a
+    directory that is certainly inside, whatever is swapped meanwhile (`_confine`). `resolve` gives
+    the real path a string names, for display and to name the file again later; it is never
+    opened as a string."""
 
     def __init__(self, roots: list[Path]) -> None:
         if not roots:
@@ -62,21 +69,43 @@ class Workspace:
     def primary(self) -> Path:
         return self.roots[0]
 
-    def resolve(self, path: str, *, must_exist: bool = False) -> Path:
+    def absolute(self, path: str | Path) -> Path:
+        """A path argument made absolute (from the first root), checked for the obvious mistakes."""
+        if isinstance(path, Path):
+            return path if path.is_absolute() else self.primary / path
         if not isinstance(path, str) or not path.strip():
             raise ToolFailure("a path is required", "invalid_arguments")
         if "\x00" in path:
             raise ToolFailure("the path contains a NUL byte", "invalid_arguments")
         p = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
-        candidate = p if p.is_absolute() else self.primary / p
-        real = Path(os.path.realpath(candidate))
-        if not any(real == root or real.is_relative_to(root) for root in self.roots):
-            raise ToolFailure(
-                f"path {path!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
-                "path_outside_workspace",
-            )
-        if must_exist and not real.exists():
-            raise ToolFailure(f"{path!r} does not exist", "not_found")
+        return p if p.is_absolute() else self.primary / p
+
+    def _outside(self, path: str | Path) -> ToolFailure:
+        return ToolFailure(
+            f"path {str(path)!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
+            "path_outside_workspace",
+        )
+
+    def locate(self, path: str | Path, *, create_dirs: bool = False, missing_ok: bool = False) -> Located:
+        """The open parent directory of `path` and its final name (see `_confine.locate`); the
+        caller closes it. Refused with a ToolFailure when the path leaves the roots; other
+        OSErrors (a missing parent directory, a symlink loop) are the caller's to word."""
+        try:
+            return locate(self.roots, self.absolute(path), create_dirs=create_dirs, missing_ok=missing_ok)
+        except Outside as e:
+            raise self._outside(path) from e
+
+    def resolve(self, path: str | Path, *, must_exist: bool = False) -> Path:
+        """The real path `path` names inside the roots (symlinks inside followed, by the rule of
+        `locate`), or a ToolFailure."""
+        try:
+            with self.locate(path, missing_ok=True) as loc:
+                exists = loc.lstat() is not None
+                real = loc.path
+        except OSError as e:
+            raise ToolFailure(f"{str(path)!r}: {e.strerror or e}", "os_error") from e
+        if must_exist and not exists:
+            raise ToolFailure(f"{str(path)!r} does not exist", "not_found")
         return real
 
     def display(self, path: Path) -> str:
@@ -89,8 +118,12 @@ class Workspace:
         return str(path)
 
     def contains(self, path: Path) -> bool:
-        real = Path(os.path.realpath(path))
-        return any(real == root or real.is_relative_to(root) for root in self.roots)
+        """Whether `path` resolves inside the roots (by the rule of `locate`)."""
+        try:
+            self.resolve(path)
+        except ToolFailure as e:
+            return e.type != "path_outside_workspace"
+        return True
 
 
 @dataclass

@@ -1,6 +1,12 @@
-"""File tools (G2): read, read many, write, edit, list, glob and grep. Every path goes through
-`Workspace.resolve`, and walks never enter symlinked directories, so nothing outside the
-workspace roots is read or written (G4). Writes are atomic (`_util.atomic_write`: a temporary
+"""File tools (G2): read, read many, write, edit, list, glob and grep. Every file and directory is
+opened through the confined walk (`Workspace.locate`, `_confine`: from an open root descriptor,
+openat2 RESOLVE_BENEATH or component by component with O_NOFOLLOW, the final open relative to the
+parent's descriptor), and walks open each subdirectory relative to its parent and never enter
+symlinked directories, so nothing outside the workspace roots is read, listed or written, even when
+a directory is swapped for a symlink while a tool runs (G4, issue 12 item 1). A hard link inside
+the workspace to a file outside it is read like any file (the names are one file and cannot be
+told apart); it is never written through. The file IO runs in a thread, off the event loop.
+Writes are atomic (`_util.atomic_write`: a temporary
 file renamed over the target), so a crash never leaves a truncated file and a hard link to a file
 outside the workspace is never written through; the temporary files a crash may leave behind are
 hidden from list_directory, glob, grep and read_many_files."""
@@ -9,15 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import io
 import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
 from devagent.agent.tools._util import (
+    BINARY_SNIFF_BYTES,
     GLOB_MAGIC,
     SKIP_DIRS,
     TEMP_PREFIX,
@@ -26,15 +36,19 @@ from devagent.agent.tools._util import (
     count_lines,
     explicit_skip_dirs,
     file_diff,
+    file_status,
+    fs_failure,
     glob_match,
     glob_regex,
     human_size,
     int_arg,
-    is_binary,
     is_temp_name,
+    open_file,
+    open_walk,
     opt_str_arg,
     read_text,
     rel_posix,
+    sniff_binary,
     split_glob,
     str_arg,
     str_list_arg,
@@ -59,24 +73,30 @@ GREP_TIMEOUT = 60.0
 USE_RIPGREP = True
 
 
-def _existing_file(ctx: ToolContext, path: str) -> Path:
-    real = ctx.workspace.resolve(path, must_exist=True)
-    if real.is_dir():
-        raise ToolFailure(
-            f"{path!r} is a directory; use list_directory or glob to see its files", "is_directory"
-        )
-    return real
+def _open_text(workspace: Workspace, path: str) -> BinaryIO:
+    """The text file `path` open for reading (confined), or a ToolFailure."""
+    try:
+        f = open_file(workspace.absolute(path), workspace)
+    except OSError as e:
+        raise fs_failure(e, path) from e
+    try:
+        if sniff_binary(f):
+            size = os.fstat(f.fileno()).st_size
+            raise ToolFailure(
+                f"{path!r} is a binary file ({human_size(size)}); only text files can be read", "binary_file"
+            )
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
-def _refuse_binary(real: Path, path: str) -> None:
-    if is_binary(real):
-        raise ToolFailure(
-            f"{path!r} is a binary file ({human_size(real.stat().st_size)}); only text files can be read",
-            "binary_file",
-        )
+def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> tuple[str, int, int, int, bool]:
+    with _open_text(workspace, path) as f:
+        return _read_lines(f, offset, limit, MAX_BYTES)
 
 
-def _read_lines(real: Path, offset: int, limit: int, max_bytes: int) -> tuple[str, int, int, int, bool]:
+def _read_lines(raw: BinaryIO, offset: int, limit: int, max_bytes: int) -> tuple[str, int, int, int, bool]:
     """Lines offset..offset+limit-1 (1-based) of a text file, at most max_bytes of them.
     Returns (text, first line shown, last line shown, total lines, some lines were cut)."""
     out: list[str] = []
@@ -85,7 +105,7 @@ def _read_lines(real: Path, offset: int, limit: int, max_bytes: int) -> tuple[st
     last = offset - 1
     cut_lines = False
     full = False
-    with open(real, encoding="utf-8", errors="replace", newline="") as f:
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as f:
         for total, line in enumerate(f, start=1):
             if total < offset or full:
                 continue
@@ -144,9 +164,9 @@ class ReadFile(Tool):
         path = str_arg(args, "path")
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
-        real = _existing_file(ctx, path)
-        _refuse_binary(real, path)
-        text, first, last, total, cut = await asyncio.to_thread(_read_lines, real, offset, limit, MAX_BYTES)
+        text, first, last, total, cut = await asyncio.to_thread(
+            _read_file, ctx.workspace, path, offset, limit
+        )
         if total == 0:
             return ToolResult(text="[the file is empty]", data={"path": path, "total_lines": 0})
         if offset > total:
@@ -176,7 +196,8 @@ def _expand(
     workspace: Workspace, entry: str, exclude: list[str], skipped: list[str]
 ) -> list[tuple[Path, str]]:
     """The files an entry of read_many_files names: a file, every file of a directory, or the
-    matches of a glob. Returns (real path, display path) pairs."""
+    matches of a glob. Returns (real path, display path) pairs; each is opened later through the
+    confined walk again, so what the listing found cannot be swapped for something outside."""
     found: list[tuple[Path, str]] = []
     try:
         candidates = _candidates(workspace, entry)
@@ -187,32 +208,51 @@ def _expand(
         return found
     if not candidates:
         skipped.append(f"{entry} (no files match)")
-    for p in candidates:
+    for p, is_link in candidates:
         display = workspace.display(p)
         if any(glob_match(x, display, basename=True) for x in exclude):
             continue
-        if not workspace.contains(p):
-            skipped.append(f"{display} (a symlink pointing outside the workspace)")
-            continue
-        found.append((Path(os.path.realpath(p)), display))
+        if is_link:
+            try:
+                real = workspace.resolve(p)
+            except ToolFailure as e:
+                if e.type == "path_outside_workspace":
+                    skipped.append(f"{display} (a symlink pointing outside the workspace)")
+                continue
+            status = file_status(real, workspace)
+            if status is None or not stat.S_ISREG(status.st_mode):
+                continue  # a symlink to a directory or to nothing
+            p = real
+        found.append((p, display))
     return found
 
 
-def _candidates(workspace: Workspace, entry: str) -> list[Path]:
+def _walk_candidates(
+    workspace: Workspace, base: Path, skip_dirs: frozenset[str], match: str | None
+) -> list[tuple[Path, bool]]:
+    fd = open_walk(workspace, base)
+    if fd is None:
+        return []
+    try:
+        return [
+            (e.path, e.is_link)
+            for e in walk_files(fd, base, skip_dirs=skip_dirs, follow_file_links=True)
+            if match is None or glob_match(match, rel_posix(e.path, base))
+        ]
+    finally:
+        os.close(fd)
+
+
+def _candidates(workspace: Workspace, entry: str) -> list[tuple[Path, bool]]:
+    """(path, is a symlink to locate) of the files an entry names."""
     if GLOB_MAGIC.search(entry):
         base, rest = split_glob(workspace, entry)
-        candidates = [
-            p
-            for p in walk_files(base, skip_dirs=explicit_skip_dirs(entry), follow_file_links=True)
-            if glob_match(rest, rel_posix(p, base))
-        ]
-    else:
-        real = workspace.resolve(entry, must_exist=True)
-        if real.is_dir():
-            candidates = list(walk_files(real, follow_file_links=True))
-        else:
-            candidates = [real]
-    return candidates
+        return _walk_candidates(workspace, base, explicit_skip_dirs(entry), rest)
+    real = workspace.resolve(entry, must_exist=True)
+    status = file_status(real, workspace)
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        return _walk_candidates(workspace, real, SKIP_DIRS, None)
+    return [(real, False)]
 
 
 def _read_many(workspace: Workspace, paths: list[str], exclude: list[str]) -> tuple[str, dict[str, Any]]:
@@ -232,11 +272,16 @@ def _read_many(workspace: Workspace, paths: list[str], exclude: list[str]) -> tu
             rest = len(files) - i
             skipped.append(f"{rest} more file(s) (the output limit was reached; read them separately)")
             break
-        if is_binary(real):
-            skipped.append(f"{display} (binary)")
-            continue
         budget = min(MAX_BYTES, MANY_MAX_TOTAL_BYTES - total)
-        text, _first, last, lines, _cut = _read_lines(real, 1, MAX_LINES, budget)
+        try:
+            with open_file(real, workspace) as f:
+                if sniff_binary(f):
+                    skipped.append(f"{display} (binary)")
+                    continue
+                text, _first, last, lines, _cut = _read_lines(f, 1, MAX_LINES, budget)
+        except OSError as e:  # changed since it was listed (removed, swapped for a symlink...)
+            skipped.append(f"{display} ({fs_failure(e, display).message})")
+            continue
         note = ""
         if last < lines:
             note = f"\n[cut after line {last} of {lines}; use read_file with offset={last + 1} to read on]"
@@ -322,19 +367,36 @@ class WriteFile(Tool):
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str | None, str]:
         path = str_arg(args, "path")
         content = str_arg(args, "content", allow_empty=True)
-        real = ctx.workspace.resolve(path)
-        if real.is_dir():
-            raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
-        old = read_text(real) if real.exists() else None
+        real, old = _current(ctx.workspace, path)
         return real, old, content
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        real, old, new = self._plan(args, ctx)
+        real, old, new = await asyncio.to_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        real, old, proposed = self._plan(args, ctx)
-        return _write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
+        def work() -> ToolResult:
+            real, old, proposed = self._plan(args, ctx)
+            return _write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
+
+        return await asyncio.to_thread(work)
+
+
+def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
+    """The real path a write would replace and its current text (None when it does not exist),
+    read through the confined walk."""
+    real = workspace.resolve(path)
+    status = file_status(real, workspace)
+    if status is None:
+        return real, None
+    if stat.S_ISDIR(status.st_mode):
+        raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
+    try:
+        return real, read_text(real, workspace)
+    except FileNotFoundError:
+        return real, None
+    except OSError as e:
+        raise fs_failure(e, path) from e
 
 
 def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
@@ -343,7 +405,10 @@ def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, 
     content = ctx.new_content if ctx.new_content is not None else proposed
     if content is None:  # pragma: no cover - callers pass one of the two
         raise ToolFailure("there is no content to write", "invalid_arguments")
-    atomic_write(real, content)  # a crash leaves the old file or the new one (issue 10 item 1)
+    try:  # a crash leaves the old file or the new one (issue 10 item 1); confined (issue 12 item 1)
+        atomic_write(real, content, ctx.workspace)
+    except OSError as e:
+        raise fs_failure(e, ctx.workspace.display(real)) from e
     display = ctx.workspace.display(real)
     text = f"{verb} {display} ({count_lines(content)} lines)."
     if modified:
@@ -395,10 +460,8 @@ class Edit(Tool):
         old_string = str_arg(args, "old_string", allow_empty=True)
         new_string = str_arg(args, "new_string", allow_empty=True)
         replace_all = bool_arg(args, "replace_all", False)
-        real = ctx.workspace.resolve(path)
-        if real.is_dir():
-            raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
-        if not real.exists():
+        real, content_or_none = _current(ctx.workspace, path)
+        if content_or_none is None:
             if old_string == "":
                 return real, None, new_string, 1
             raise ToolFailure(
@@ -406,9 +469,9 @@ class Edit(Tool):
                 "(or use write_file).",
                 "not_found",
             )
-        if is_binary(real):
+        content = content_or_none
+        if "\x00" in content[:BINARY_SNIFF_BYTES]:
             raise ToolFailure(f"{path!r} is a binary file; it cannot be edited", "binary_file")
-        content = read_text(real)
         if old_string == "":
             raise ToolFailure(
                 f"{path!r} already exists; an empty old_string only creates new files. Give the text "
@@ -445,17 +508,17 @@ class Edit(Tool):
         return real, content, new, count if replace_all else 1
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        real, old, new, _n = self._plan(args, ctx)
+        real, old, new, _n = await asyncio.to_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._run, args, ctx)
+
+    def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.new_content is not None:
             # The user's whole new file replaces the proposal; the edit need not apply any more.
             path = str_arg(args, "path")
-            real = ctx.workspace.resolve(path)
-            if real.is_dir():
-                raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
-            old = read_text(real) if real.exists() else None
+            real, old = _current(ctx.workspace, path)
             try:
                 proposed: str | None = self._plan(args, ctx)[2]
             except ToolFailure:
@@ -499,21 +562,32 @@ class ListDirectory(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = opt_str_arg(args, "path", ".") or "."
         ignore = str_list_arg(args, "ignore", required=False)
-        real = ctx.workspace.resolve(path, must_exist=True)
-        if not real.is_dir():
+        return await asyncio.to_thread(self._list, ctx.workspace, path, ignore)
+
+    def _list(self, workspace: Workspace, path: str, ignore: list[str]) -> ToolResult:
+        real = workspace.resolve(path, must_exist=True)
+        try:
+            fd = open_walk(workspace, real)
+        except OSError as e:
+            raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
+        if fd is None:
             raise ToolFailure(
                 f"{path!r} is a file, not a directory; use read_file to read it", "not_a_directory"
             )
-        return await asyncio.to_thread(self._list, ctx.workspace, real, ignore)
+        try:
+            return self._entries(workspace, real, fd, ignore)
+        finally:
+            os.close(fd)
 
-    def _list(self, workspace: Workspace, real: Path, ignore: list[str]) -> ToolResult:
+    def _entries(self, workspace: Workspace, real: Path, fd: int, ignore: list[str]) -> ToolResult:
+        try:
+            # The directory listed is the one opened through the confined walk (issue 12 item 1).
+            scanned = sorted(os.scandir(fd), key=lambda e: e.name)
+        except OSError as e:
+            raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
         dirs: list[str] = []
         files: list[str] = []
         entries: list[dict[str, Any]] = []
-        try:
-            scanned = sorted(os.scandir(real), key=lambda e: e.name)
-        except OSError as e:
-            raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
         for entry in scanned:
             if (
                 entry.name == ".git"
@@ -523,11 +597,14 @@ class ListDirectory(Tool):
                 continue
             try:
                 if entry.is_symlink():
-                    target = Path(os.path.realpath(entry.path))
-                    where = (
-                        workspace.display(target) if workspace.contains(target) else "outside the workspace"
-                    )
-                    is_dir = workspace.contains(target) and target.is_dir()
+                    # Its target, resolved by the confined walk (never looked at when outside).
+                    try:
+                        target: Path | None = workspace.resolve(real / entry.name)
+                    except ToolFailure:
+                        target = None
+                    where = workspace.display(target) if target else "outside the workspace"
+                    status = file_status(target, workspace) if target else None
+                    is_dir = status is not None and stat.S_ISDIR(status.st_mode)
                     line = f"{entry.name}{'/' if is_dir else ''} -> {where}"
                     (dirs if is_dir else files).append(line)
                     entries.append({"name": entry.name, "type": "symlink", "target": where})
@@ -535,7 +612,7 @@ class ListDirectory(Tool):
                     dirs.append(f"{entry.name}/")
                     entries.append({"name": entry.name, "type": "directory"})
                 else:
-                    size = entry.stat(follow_symlinks=False).st_size
+                    size = entry.stat(follow_symlinks=False).st_size  # relative to the open directory
                     files.append(f"{entry.name}  ({human_size(size)})")
                     entries.append({"name": entry.name, "type": "file", "size": size})
             except OSError:
@@ -589,36 +666,45 @@ class Glob(Tool):
         sort = opt_str_arg(args, "sort", "mtime")
         if sort not in ("mtime", "name"):
             raise ToolFailure("sort must be 'mtime' or 'name'", "invalid_arguments")
-        start = ctx.workspace.resolve(path, must_exist=True)
-        if not start.is_dir():
+        return await asyncio.to_thread(self._glob, ctx.workspace, pattern, path, sort == "mtime")
+
+    def _glob(self, workspace: Workspace, pattern: str, path: str, by_mtime: bool) -> ToolResult:
+        start = workspace.resolve(path, must_exist=True)
+        status = file_status(start, workspace)
+        if status is None or not stat.S_ISDIR(status.st_mode):
             raise ToolFailure(f"{path!r} is not a directory", "not_a_directory")
-        return await asyncio.to_thread(self._glob, ctx.workspace, pattern, str(start), sort == "mtime")
-
-    def _glob(self, workspace: Workspace, pattern: str, start: str, by_mtime: bool) -> ToolResult:
-        base, rest = split_glob(workspace, pattern, start)
-        if not base.is_dir():
+        base, rest = split_glob(workspace, pattern, str(start))
+        found: list[tuple[float, Path]] = []  # (mtime, path)
+        fd = open_walk(workspace, base)
+        if fd is None:
             # A pattern without wildcards naming one file.
-            matches = [base] if base.is_file() else []
+            status = file_status(base, workspace)
+            if status is not None and stat.S_ISREG(status.st_mode):
+                found.append((status.st_mtime, base))
         else:
-            skip = explicit_skip_dirs(pattern)
-            matches = [
-                p
-                for p in walk_files(base, skip_dirs=skip, follow_file_links=True)
-                if glob_match(rest, rel_posix(p, base)) and workspace.contains(p)
-            ]
+            try:
+                skip = explicit_skip_dirs(pattern)
+                for e in walk_files(fd, base, skip_dirs=skip, follow_file_links=True):
+                    if not glob_match(rest, rel_posix(e.path, base)):
+                        continue
+                    try:
+                        if e.is_link:  # listed only when it resolves inside, to a file
+                            status = file_status(workspace.resolve(e.path), workspace)
+                        else:
+                            status = e.lstat()
+                    except (ToolFailure, OSError):
+                        continue
+                    if status is not None and stat.S_ISREG(status.st_mode):
+                        found.append((status.st_mtime, e.path))
+            finally:
+                os.close(fd)
         if by_mtime:
-
-            def mtime(p: Path) -> float:
-                try:
-                    return p.stat().st_mtime
-                except OSError:
-                    return 0.0
-
-            matches.sort(key=lambda p: (-mtime(p), str(p)))
+            found.sort(key=lambda m: (-m[0], str(m[1])))
         else:
-            matches.sort(key=lambda p: str(p))
+            found.sort(key=lambda m: str(m[1]))
+        matches = [p for _t, p in found]
         shown = [workspace.display(p) for p in matches[:GLOB_MAX_RESULTS]]
-        where = workspace.display(Path(start))
+        where = workspace.display(start)
         if not matches:
             return ToolResult(text=f"No files match {pattern!r} in {where}.", data={"files": []})
         header = f"{len(matches)} file(s) match {pattern!r} in {where}"
@@ -653,26 +739,76 @@ def _clip(text: str) -> str:
 def _grep_python(
     workspace: Workspace, regex: re.Pattern[str], base: Path, include: str | None
 ) -> tuple[list[tuple[str, int, str]], bool]:
+    """The pure Python search: every directory and file opened through the confined walk
+    (issue 12 item 1), symlinks not followed."""
     matches: list[tuple[str, int, str]] = []
-    files = [base] if base.is_file() else walk_files(base, skip_dirs=SKIP_DIRS)
-    for f in files:
-        if include and base.is_dir() and not glob_match(include, rel_posix(f, base), basename=True):
-            continue
+    fd = open_walk(workspace, base)
+    if fd is None:  # one file
         try:
-            if f.stat().st_size > GREP_MAX_FILESIZE:
-                continue
-            data = f.read_bytes()
+            data = _read_capped(open_file(base, workspace))
         except OSError:
-            continue
-        if b"\x00" in data:
-            continue
-        display = workspace.display(f)
-        for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
-            if regex.search(line.rstrip("\r")):
-                matches.append((display, n, _clip(line)))
+            return matches, False
+        return _grep_data(workspace.display(base), data, regex, matches)
+    try:
+        with contextlib.closing(walk_files(fd, base, skip_dirs=SKIP_DIRS)) as walk:
+            for entry in walk:
+                if include and not glob_match(include, rel_posix(entry.path, base), basename=True):
+                    continue
+                try:
+                    data = _read_capped(entry.open())
+                except OSError:
+                    continue
+                _grep_data(workspace.display(entry.path), data, regex, matches)
                 if len(matches) > GREP_MAX_MATCHES:
                     return matches[:GREP_MAX_MATCHES], True
+    finally:
+        os.close(fd)
     return matches, False
+
+
+def _read_capped(f: BinaryIO) -> bytes | None:
+    """A file's bytes, or None when it is larger than grep searches."""
+    with f:
+        if os.fstat(f.fileno()).st_size > GREP_MAX_FILESIZE:
+            return None
+        return f.read(GREP_MAX_FILESIZE + 1)
+
+
+def _grep_data(
+    display: str, data: bytes | None, regex: re.Pattern[str], matches: list[tuple[str, int, str]]
+) -> tuple[list[tuple[str, int, str]], bool]:
+    if data is None or b"\x00" in data:
+        return matches, False
+    for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+        if regex.search(line.rstrip("\r")):
+            matches.append((display, n, _clip(line)))
+            if len(matches) > GREP_MAX_MATCHES:
+                return matches[:GREP_MAX_MATCHES], True
+    return matches, False
+
+
+def _confirm_rg(
+    workspace: Workspace, matches: list[tuple[str, int, str, Path]]
+) -> list[tuple[str, int, str]]:
+    """ripgrep's matches, each checked against the file read again through the confined walk.
+
+    ripgrep does not follow symlinks unless told to (`-L`, never passed), but it walks by path
+    strings, so a directory swapped for a symlink while it runs can make it read a file outside
+    the workspace. So its output is only a hint: a match is reported only when the same line is at
+    the same line number of the file opened by `Workspace.locate` (issue 12 item 1)."""
+    confirmed: list[tuple[str, int, str]] = []
+    lines_of: dict[Path, list[str] | None] = {}
+    for display, n, text, path in matches:
+        if path not in lines_of:
+            try:
+                data = _read_capped(open_file(path, workspace))
+            except (OSError, ToolFailure):
+                data = None
+            lines_of[path] = None if data is None else data.decode("utf-8", errors="replace").split("\n")
+        lines = lines_of[path]
+        if lines is not None and 0 < n <= len(lines) and _clip(lines[n - 1]) == text:
+            confirmed.append((display, n, text))
+    return confirmed
 
 
 async def _grep_rg(
@@ -712,7 +848,7 @@ async def _grep_rg(
         limit=64 * 1024 * 1024,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    matches: list[tuple[str, int, str]] = []
+    matches: list[tuple[str, int, str, Path]] = []
     capped = False
     try:
         async with asyncio.timeout(GREP_TIMEOUT):
@@ -726,7 +862,8 @@ async def _grep_rg(
                 data = msg["data"]
                 file = _rg_text(data["path"])
                 line = _rg_text(data["lines"])
-                matches.append((workspace.display(Path(file)), int(data["line_number"]), _clip(line)))
+                path = Path(file)
+                matches.append((workspace.display(path), int(data["line_number"]), _clip(line), path))
                 if len(matches) > GREP_MAX_MATCHES:
                     capped = True
                     break
@@ -747,7 +884,8 @@ async def _grep_rg(
         raise
     if code == 2 and not matches and "regex" in stderr.lower():
         raise _RgUnsupported(stderr)
-    return matches[:GREP_MAX_MATCHES], capped
+    confirmed = await asyncio.to_thread(_confirm_rg, workspace, matches[:GREP_MAX_MATCHES])
+    return confirmed, capped
 
 
 def _rg_text(obj: dict[str, Any]) -> str:
@@ -805,7 +943,7 @@ class Grep(Tool):
             ) from e
         if include:
             glob_regex(include)  # a clear failure for a broken glob
-        base = ctx.workspace.resolve(path, must_exist=True)
+        base = await asyncio.to_thread(ctx.workspace.resolve, path, must_exist=True)
         rg = ripgrep()
         engine = "python"
         matches: list[tuple[str, int, str]]

@@ -3,11 +3,20 @@ project's agent guide (AGENTS.md by default) so that every later session reads t
 
 from __future__ import annotations
 
+import asyncio
+import stat
 from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, ToolKind
-from devagent.agent.tools._util import atomic_write, file_diff, read_text, str_arg
+from devagent.agent.tools._util import (
+    atomic_write,
+    file_diff,
+    file_status,
+    fs_failure,
+    read_text,
+    str_arg,
+)
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
 
 MEMORY_HEADING = "## devagent memories"
@@ -22,11 +31,8 @@ def memory_path(workspace: Workspace, memory_file: str) -> Path:
 def read_memory(workspace: Workspace, memory_file: str = "AGENTS.md") -> str:
     """The memory file's content for the session to put into its instructions at start, or "" when
     there is none (or it cannot be read). Capped at 64 KiB."""
-    try:
-        path = memory_path(workspace, memory_file)
-        if not path.is_file():
-            return ""
-        text = read_text(path)
+    try:  # through the confined walk (issue 12 item 1)
+        text = read_text(memory_path(workspace, memory_file), workspace)
     except (ToolFailure, OSError):
         return ""
     if len(text) > MEMORY_MAX_CHARS:
@@ -101,17 +107,27 @@ class SaveMemory(Tool):
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str | None, str]:
         fact = _fact(args)
         path = memory_path(ctx.workspace, ctx.memory_file)
-        old = read_text(path) if path.is_file() else None
+        status = file_status(path, ctx.workspace)
+        try:
+            old = read_text(path, ctx.workspace) if status and stat.S_ISREG(status.st_mode) else None
+        except OSError as e:
+            raise fs_failure(e, ctx.workspace.display(path)) from e
         return path, old, add_memory(old, fact)
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        path, old, new = self._plan(args, ctx)
+        path, old, new = await asyncio.to_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, path, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._run, args, ctx)
+
+    def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, old, new = self._plan(args, ctx)
         content = ctx.new_content if ctx.new_content is not None else new
-        atomic_write(path, content)  # a crash leaves the old guide or the new one (issue 10 item 1)
+        try:  # a crash leaves the old guide or the new one (issue 10 item 1); confined (issue 12)
+            atomic_write(path, content, ctx.workspace)
+        except OSError as e:
+            raise fs_failure(e, ctx.workspace.display(path)) from e
         display = ctx.workspace.display(path)
         text = f"Saved to {display}: {_fact(args)}"
         if ctx.new_content is not None and ctx.new_content != new:
