@@ -78,7 +78,11 @@ class CoreConfig:
     def resolved_db_url(self) -> str:
         if self.db_url:
             return self.db_url
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Private state (issue 12 item 6): the data directory is created 0700 (its database holds
+        # transcripts); an existing one is left as its owner set it, the database file is 0600.
+        if not self.data_dir.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.data_dir.chmod(0o700)  # mkdir's mode is reduced by the umask
         return f"sqlite+aiosqlite:///{self.data_dir / 'devagent.db'}"
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -126,6 +128,19 @@ def normalise_url(url: str) -> str:
     return url
 
 
+def _private_files(database: str) -> None:
+    """Private state (issue 12 item 6): a SQLite database file and its -wal/-shm files are 0600
+    (SQLite gives the latter the database's mode). An existing database is only chmodded."""
+    if database == ":memory:" or database.startswith("file:"):
+        return
+    with contextlib.suppress(OSError):  # exists already; or SQLite says what is wrong
+        os.close(os.open(database, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    for path in (database, f"{database}-wal", f"{database}-shm"):
+        with contextlib.suppress(OSError):
+            if stat.S_IMODE(os.stat(path).st_mode) != 0o600:
+                os.chmod(path, 0o600)
+
+
 class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -158,6 +173,7 @@ class Store:
                 # SQLAlchemy's own single-connection pool.)
                 kwargs["pool_size"] = 1
                 kwargs["max_overflow"] = 0
+                _private_files(database)  # before SQLite creates it with 0644
         engine = create_async_engine(url, **kwargs)
         if url.startswith("sqlite"):
             from sqlalchemy import event
@@ -177,6 +193,8 @@ class Store:
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
             await conn.run_sync(metadata.create_all)
             await conn.run_sync(_add_missing_columns)
+        if url.startswith("sqlite") and engine.url.database:
+            _private_files(engine.url.database)  # the -wal and -shm files now exist
         return cls(engine)
 
     @contextlib.asynccontextmanager
