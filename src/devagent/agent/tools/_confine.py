@@ -197,6 +197,13 @@ def _readlink(dir_fd: int, name: str) -> str | None:
         raise
 
 
+def _is_dir_now(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def locate(
     roots: Sequence[Path],
     path: Path,
@@ -291,6 +298,10 @@ def _locate_walk(
                         raise
                     target = _readlink(cur, name)
                     if target is None:
+                        links += 1  # it was a symlink a moment ago? look again, a bounded number of times
+                        if e.errno == errno.ENOTDIR and _is_dir_now(cur, name) and links <= MAX_SYMLINKS:
+                            pending.insert(0, name)
+                            continue
                         raise  # not a directory, and not a symlink
             else:  # the final name: its parent is open
                 target = _readlink(cur, name)

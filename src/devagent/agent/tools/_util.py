@@ -3,6 +3,7 @@ workspace walker that never follows symlinked directories (G4)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import difflib
 import errno
@@ -10,16 +11,18 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from devagent.agent.events import FileDiff
 from devagent.agent.tools._confine import DIR_READ_FLAGS, Located, locate
 from devagent.agent.tools.base import ToolFailure, Workspace
 from devagent.faults import crash_point
+
+T = TypeVar("T")
 
 # Directories no search descends into unless the pattern names them: VCS metadata and the usual
 # caches and dependency trees, which are large and never what the model is looking for.
@@ -155,6 +158,15 @@ def fs_failure(e: OSError, path: str | Path) -> ToolFailure:
     if e.errno == errno.EINVAL and e.strerror == "not a regular file":
         return ToolFailure(f"{shown!r} is not a regular file", "not_a_file")
     return ToolFailure(f"{shown!r}: {e.strerror or e}", "os_error")
+
+
+async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Runs file IO off the event loop (issue 12 item 1); an OSError that escapes it (a directory
+    swapped for a symlink under the walk, a file removed meanwhile) becomes a ToolFailure."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except OSError as e:
+        raise fs_failure(e, e.filename if isinstance(e.filename, str) else "the path") from e
 
 
 def open_file(path: Path, workspace: Workspace | None = None) -> BinaryIO:

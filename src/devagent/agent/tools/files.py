@@ -41,6 +41,7 @@ from devagent.agent.tools._util import (
     glob_match,
     glob_regex,
     human_size,
+    in_thread,
     int_arg,
     is_temp_name,
     open_file,
@@ -164,9 +165,7 @@ class ReadFile(Tool):
         path = str_arg(args, "path")
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
-        text, first, last, total, cut = await asyncio.to_thread(
-            _read_file, ctx.workspace, path, offset, limit
-        )
+        text, first, last, total, cut = await in_thread(_read_file, ctx.workspace, path, offset, limit)
         if total == 0:
             return ToolResult(text="[the file is empty]", data={"path": path, "total_lines": 0})
         if offset > total:
@@ -335,7 +334,7 @@ class ReadManyFiles(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         paths = str_list_arg(args, "paths", required=True)
         exclude = str_list_arg(args, "exclude", required=False)
-        text, data = await asyncio.to_thread(_read_many, ctx.workspace, paths, exclude)
+        text, data = await in_thread(_read_many, ctx.workspace, paths, exclude)
         return ToolResult(text=text, data=data)
 
 
@@ -371,7 +370,7 @@ class WriteFile(Tool):
         return real, old, content
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        real, old, new = await asyncio.to_thread(self._plan, args, ctx)
+        real, old, new = await in_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -379,7 +378,7 @@ class WriteFile(Tool):
             real, old, proposed = self._plan(args, ctx)
             return _write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
 
-        return await asyncio.to_thread(work)
+        return await in_thread(work)
 
 
 def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
@@ -508,11 +507,11 @@ class Edit(Tool):
         return real, content, new, count if replace_all else 1
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        real, old, new, _n = await asyncio.to_thread(self._plan, args, ctx)
+        real, old, new, _n = await in_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._run, args, ctx)
+        return await in_thread(self._run, args, ctx)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.new_content is not None:
@@ -562,7 +561,7 @@ class ListDirectory(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = opt_str_arg(args, "path", ".") or "."
         ignore = str_list_arg(args, "ignore", required=False)
-        return await asyncio.to_thread(self._list, ctx.workspace, path, ignore)
+        return await in_thread(self._list, ctx.workspace, path, ignore)
 
     def _list(self, workspace: Workspace, path: str, ignore: list[str]) -> ToolResult:
         real = workspace.resolve(path, must_exist=True)
@@ -666,7 +665,7 @@ class Glob(Tool):
         sort = opt_str_arg(args, "sort", "mtime")
         if sort not in ("mtime", "name"):
             raise ToolFailure("sort must be 'mtime' or 'name'", "invalid_arguments")
-        return await asyncio.to_thread(self._glob, ctx.workspace, pattern, path, sort == "mtime")
+        return await in_thread(self._glob, ctx.workspace, pattern, path, sort == "mtime")
 
     def _glob(self, workspace: Workspace, pattern: str, path: str, by_mtime: bool) -> ToolResult:
         start = workspace.resolve(path, must_exist=True)
@@ -884,7 +883,7 @@ async def _grep_rg(
         raise
     if code == 2 and not matches and "regex" in stderr.lower():
         raise _RgUnsupported(stderr)
-    confirmed = await asyncio.to_thread(_confirm_rg, workspace, matches[:GREP_MAX_MATCHES])
+    confirmed = await in_thread(_confirm_rg, workspace, matches[:GREP_MAX_MATCHES])
     return confirmed, capped
 
 
@@ -943,7 +942,7 @@ class Grep(Tool):
             ) from e
         if include:
             glob_regex(include)  # a clear failure for a broken glob
-        base = await asyncio.to_thread(ctx.workspace.resolve, path, must_exist=True)
+        base = await in_thread(ctx.workspace.resolve, path, must_exist=True)
         rg = ripgrep()
         engine = "python"
         matches: list[tuple[str, int, str]]
@@ -952,9 +951,9 @@ class Grep(Tool):
                 matches, capped = await _grep_rg(rg, ctx.workspace, pattern, base, include, ignore_case)
                 engine = "ripgrep"
             except _RgUnsupported:
-                matches, capped = await asyncio.to_thread(_grep_python, ctx.workspace, regex, base, include)
+                matches, capped = await in_thread(_grep_python, ctx.workspace, regex, base, include)
         else:
-            matches, capped = await asyncio.to_thread(_grep_python, ctx.workspace, regex, base, include)
+            matches, capped = await in_thread(_grep_python, ctx.workspace, regex, base, include)
         where = ctx.workspace.display(base)
         scope = f" in {where}" + (f" (files matching {include})" if include else "")
         if not matches:

@@ -3,7 +3,6 @@ project's agent guide (AGENTS.md by default) so that every later session reads t
 
 from __future__ import annotations
 
-import asyncio
 import stat
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from devagent.agent.tools._util import (
     file_diff,
     file_status,
     fs_failure,
+    in_thread,
     read_text,
     str_arg,
 )
@@ -115,11 +115,11 @@ class SaveMemory(Tool):
         return path, old, add_memory(old, fact)
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        path, old, new = await asyncio.to_thread(self._plan, args, ctx)
+        path, old, new = await in_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, path, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._run, args, ctx)
+        return await in_thread(self._run, args, ctx)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, old, new = self._plan(args, ctx)
