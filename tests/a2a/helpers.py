@@ -132,7 +132,10 @@ def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def dev_meta(ev: dict[str, Any]) -> dict[str, Any]:
-    md: dict[str, Any] = (ev.get("metadata") or {}).get(EXTENSION_URI) or {}
+    """devagent's metadata of an event or task: under the extension's URI for clients that
+    activated it, under `devagent` for the others."""
+    raw = ev.get("metadata") or {}
+    md: dict[str, Any] = raw.get(EXTENSION_URI) or raw.get("devagent") or {}
     return md
 
 

@@ -144,8 +144,10 @@ async def test_v1_appendix_flow(script: Callable[[list[Any]], str], sqlite_url: 
             evs = results(
                 await stream(c, srv.url, rpc("SendStreamingMessage", {"message": conf}), auth(v1=True))
             )
-            ups = [e["statusUpdate"] for e in evs]
+            ups = [e["statusUpdate"] for e in evs if "statusUpdate" in e]
             assert ups[-1]["status"]["state"] == "TASK_STATE_COMPLETED"
+            # the reply as an artifact, before the final event
+            assert any("artifactUpdate" in e for e in evs[:-1])
             assert (workspace / "a.txt").read_text() == "A\n"
             got = await call(c, srv.url, rpc("GetTask", {"id": task_id}), auth(v1=True))
             assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"

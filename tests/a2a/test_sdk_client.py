@@ -106,7 +106,8 @@ async def test_sdk_client_appendix(
                     if p.HasField("text"):
                         texts.append(p.text)
         assert last == TaskState.TASK_STATE_COMPLETED
-        assert "".join(texts) == "sdk done"
+        # the streamed pieces, then the whole reply again in the final status message
+        assert "".join(texts) == "sdk done" * 2 and texts[-1] == "sdk done"
         assert (workspace / "s.txt").read_text() == "S\n"
         task = await client.get_task(GetTaskRequest(id=task_id))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED

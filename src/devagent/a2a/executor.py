@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from google.protobuf import struct_pb2  # type: ignore[import-untyped]
 
 from devagent.a2a import client_tools as ct
@@ -98,6 +108,11 @@ class Prepared:
     raw_results: list[ct.ResultIn] = field(default_factory=list)
     text_results: ct.TextResults | None = None
     results: list[ClientResult] = field(default_factory=list)
+    # The dialect of the request: "rfc" (the extension activated), "legacy" (Gemini CLI's
+    # coderAgent) or "plain" (any other A2A client; a2a/plain.py).
+    dialect: str = "rfc"
+    feedback: str = ""  # a plain client's words with its refusal ("no, use b.txt"), for the model
+    reask: str = ""  # a plain client's text that answered no waiting request: ask again, run nothing
 
     def to_input(self) -> Input:
         if self.command is not None:
@@ -105,7 +120,13 @@ class Prepared:
         if self.confirmations or self.results:
             return Resume(
                 decisions=[
-                    Decision(c.tool_call_id, c.selected_option_id, c.new_content) for c in self.confirmations
+                    Decision(
+                        c.tool_call_id,
+                        c.selected_option_id,
+                        c.new_content,
+                        self.feedback if c.selected_option_id == "cancel" and self.feedback else None,
+                    )
+                    for c in self.confirmations
                 ],
                 results=list(self.results),
             )
@@ -197,20 +218,41 @@ class _Emitter:
         status = TaskStatus(state=state, message=self._message(parts)) if parts else TaskStatus(state=state)
         # GetCurrentTime's value (microseconds), without its detour through datetime
         status.timestamp.FromMicroseconds(time.time_ns() // 1000)
-        metadata: dict[str, Any] | struct_pb2.Struct
-        if error or extra:
-            metadata = ext.event_metadata(kind, self.model, error, extra)
+        metadata = self.metadata_of(kind, error, extra)
+        if metadata is None:
+            ev = TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
         else:
-            key = (kind, self.model)
-            cached = self._metadata.get(key)
-            if cached is None:
-                cached = self._metadata[key] = struct_pb2.Struct()
-                cached.update(ext.event_metadata(kind, self.model))
-            metadata = cached  # copied into the event
-        ev = TaskStatusUpdateEvent(
-            task_id=self.task_id, context_id=self.context_id, status=status, metadata=metadata
-        )
+            ev = TaskStatusUpdateEvent(
+                task_id=self.task_id, context_id=self.context_id, status=status, metadata=metadata
+            )
         await self.queue.enqueue_event(ev)
+
+    def metadata_of(
+        self, kind: str, error: str | None = None, extra: dict[str, Any] | None = None
+    ) -> dict[str, Any] | struct_pb2.Struct | None:
+        """An event's metadata in this dialect (the RFC's: `{URI: DevelopmentToolEvent}`)."""
+        if error or extra:
+            return ext.event_metadata(kind, self.model, error, extra)
+        key = (kind, self.model)
+        cached = self._metadata.get(key)
+        if cached is None:
+            cached = self._metadata[key] = struct_pb2.Struct()
+            cached.update(ext.event_metadata(kind, self.model))
+        return cached  # copied into the event
+
+    async def reply(self, text: str) -> list[Part] | None:
+        """The turn's final reply where A2A clients look for it: a task artifact holding the whole
+        reply (sent now), and the parts of the final status message (returned)."""
+        if not text:
+            return None
+        artifact_id = f"reply-{uuid.uuid4().hex[:12]}"
+        artifact = Artifact(artifact_id=artifact_id, name="reply", parts=[Part(text=text)])
+        await self.queue.enqueue_event(
+            TaskArtifactUpdateEvent(
+                task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
+            )
+        )
+        return [Part(text=text)]
 
     async def text(self, text: str) -> None:
         await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text))
@@ -273,14 +315,21 @@ class DevagentExecutor(AgentExecutor):
         """Whether this process is running a request of the task (from its very start)."""
         return task_id in self._running
 
-    def emitter(self, queue: EventQueue | None, task: Task, session: Session | None) -> _Emitter:
-        """The emitter of a task's dialect (the RFC's, or the legacy one the task was made in)."""
+    def emitter(
+        self, queue: EventQueue | None, task: Task, session: Session | None, *, plain: bool = False
+    ) -> _Emitter:
+        """The emitter of a task's dialect: the legacy one the task was made in, else the RFC's,
+        or the plain one for a client without the extension (`plain`)."""
         from devagent.a2a import legacy
 
         model = self.model_name(session)
         q: Any = queue
         if legacy.is_legacy_task(task):
             return legacy.LegacyEmitter(q, task.id, task.context_id, model)
+        if plain:
+            from devagent.a2a.plain import PlainEmitter
+
+            return PlainEmitter(q, task.id, task.context_id, model)
         return _Emitter(q, task.id, task.context_id, model)
 
     # --- sessions ---------------------------------------------------------------------------
@@ -367,6 +416,10 @@ class DevagentExecutor(AgentExecutor):
             from devagent.a2a import legacy
 
             em = legacy.LegacyEmitter(event_queue, task_id, context_id, em.model, lreq.outcomes)
+        elif prepared.dialect == "plain":
+            from devagent.a2a.plain import PlainEmitter
+
+            em = PlainEmitter(event_queue, task_id, context_id, em.model)
         new_context = task is None and bool(call_context and call_context.state.get(NEW_CONTEXT_KEY))
         try:
             session = await self.session_for(owner, context_id, prepared, new_context=new_context)
@@ -380,6 +433,10 @@ class DevagentExecutor(AgentExecutor):
         crash_point("a2a.working_sent")
         if lreq is not None and lreq.reannounce:  # B16 modify_with_editor: nothing for the core
             await em.reannounce(session.waiting_calls(), lreq.edits)  # type: ignore[attr-defined]
+            return
+        if prepared.reask:  # a plain client's text that answered nothing: the pause again, asked anew
+            parts = [Part(text=prepared.reask), *(em.pause_parts(session.waiting_calls()) or [])]
+            await em.emit(INPUT_REQUIRED, ext.STATE_CHANGE, parts)
             return
         if prepared.tools is not None or prepared.tools_rejected:
             await self._apply_client_tools(session, prepared, em)
@@ -428,6 +485,8 @@ class DevagentExecutor(AgentExecutor):
         if running.cancelled:  # tasks/cancel came before the turn was made: it ends at once
             await turn.cancel()
 
+        reply: list[str] = []  # the text of the model's last response (the turn's reply)
+
         async def pump() -> None:
             thought_subject = held = ""
             in_thought = False
@@ -441,7 +500,9 @@ class DevagentExecutor(AgentExecutor):
                     if isinstance(ev, TextDelta):
                         if ev.text:
                             buf.append(("text", ev.text))
+                            reply.append(ev.text)
                     elif isinstance(ev, ToolCallUpdate):
+                        reply.clear()  # text before a tool call is not the reply
                         c = ev.call
                         buf.append(("tool", c.id, c.status, tool_json(c)))
                     elif isinstance(ev, ThoughtDelta):
@@ -479,7 +540,7 @@ class DevagentExecutor(AgentExecutor):
                                 ("end", COMPLETED, "maximum number of steps reached", [Part(text=msg)])
                             )
                         else:
-                            buf.append(("end", COMPLETED, None, None))
+                            buf.append(("end", COMPLETED, None, None, "".join(reply)))
                     else:  # StepBegin / StatusUpdate carry nothing the extension sends
                         continue
                     wake.set()
@@ -535,8 +596,11 @@ class DevagentExecutor(AgentExecutor):
                         ended = True
                         # (the session has stored the pause or the end; the task store not yet)
                         crash_point("a2a.turn_stored")
+                        parts = item[3]
+                        if len(item) > 4 and item[4]:  # the reply: an artifact, the final message
+                            parts = await em.reply(item[4])
                         await em.emit(
-                            item[1], ext.STATE_CHANGE, item[3], error=item[2], extra=tool_extra(session)
+                            item[1], ext.STATE_CHANGE, parts, error=item[2], extra=tool_extra(session)
                         )
                 elif kind == "refused":
                     ended = True
@@ -576,4 +640,6 @@ class DevagentExecutor(AgentExecutor):
             )
             if session is not None and session.state.status == "awaiting_input":
                 await session.cancel()
-            await self.emitter(event_queue, task, session).emit(CANCELED, ext.STATE_CHANGE)
+            cc = context.call_context
+            plain = cc is None or ext.EXTENSION_URI not in cc.requested_extensions
+            await self.emitter(event_queue, task, session, plain=plain).emit(CANCELED, ext.STATE_CHANGE)

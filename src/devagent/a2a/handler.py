@@ -235,6 +235,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
             context.state[CONTEXT_KEY] = context_id
             if results:
                 await self._match_results(task, prepared, context)
+        plain = lreq is None and ext.EXTENSION_URI not in context.requested_extensions
+        prepared.dialect = "legacy" if lreq is not None else "plain" if plain else "rfc"
+        if plain and task is not None and prepared.text and not prepared.confirmations and not results:
+            await self._plain_answer(task, prepared, context)
         if prepared.confirmations:
             session = (
                 await self.devagent.core.inspect(session_id_for(owner_of(context), context_id))
@@ -280,6 +284,34 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if lreq is not None:
             context.state[LEGACY_KEY] = lreq
         context.state[PREPARED_KEY] = prepared
+
+    async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
+        """A plain client answers a permission request in words, on the waiting task: `yes`,
+        `always`, or `no` with feedback become the decisions; other text is asked about again,
+        the call still waiting (never cancelled by a misunderstanding)."""
+        from devagent.a2a.plain import parse_answer
+
+        session = await self.devagent.core.inspect(session_id_for(owner_of(context), task.context_id))
+        if session is None or session.state.turn_label != task.id:
+            return
+        asks = [c for c in session.waiting_calls() if not c.awaiting_client]
+        if not asks:
+            return
+        answer = parse_answer(prepared.text)
+        if answer is None:
+            prepared.reask = (
+                "That is not an answer I can act on. "
+                "Reply yes, always, or no (optionally followed by what to do instead).\n\n"
+            )
+            return
+        for c in asks:
+            offered = [o.id for o in c.confirmation.options] if c.confirmation is not None else []
+            option = answer.option
+            if option == "proceed_always" and option not in offered:
+                option = next((o for o in offered if o.startswith("proceed_always")), "proceed_once")
+            prepared.confirmations.append(ext.Confirmation(c.id, option))
+        prepared.feedback = answer.feedback
+        prepared.text = ""
 
     def _match(
         self, session: Session | None, prepared: Prepared, *, quiet: bool = False
@@ -381,7 +413,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if session is None:
             return task
         state = session.state
-        em = ex.emitter(None, task, session)
+        em = ex.emitter(None, task, session, plain=ext.EXTENSION_URI not in context.requested_extensions)
         if state.turn_label != task.id:
             return await self._left_behind(task, context, em, session)
         new_state, parts, error = em.status_of(state, session.waiting_calls())
@@ -439,7 +471,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if legacy.is_legacy_task(task):
             task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, em.model, error or None))
         else:
-            task.metadata.update(ext.event_metadata(ext.STATE_CHANGE, em.model, error or None))
+            md = em.metadata_of(ext.STATE_CHANGE, error or None)
+            if isinstance(md, dict):
+                task.metadata.update(md)
+            elif md is not None:
+                task.metadata.MergeFrom(md)
         return task
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:

@@ -374,6 +374,10 @@ class LegacyEmitter(_Emitter):
     def tool_json(self, c: ToolCall) -> dict[str, Any]:  # type: ignore[override]
         return tool_call_json(c, self.outcomes.get(c.id))
 
+    async def reply(self, text: str) -> list[Part] | None:
+        """These clients have had the reply as text-content events; the end carries none."""
+        return None
+
     def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
         """These clients learn of permission requests from their tool-call-confirmation events:
         a pause's status message carries only the calls the client runs (C4)."""

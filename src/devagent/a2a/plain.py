@@ -1,0 +1,176 @@
+"""The plain A2A dialect: what a client that did not activate the development-tool extension sees
+(an orchestrator delegating to devagent, Gemini CLI's remote agents, any A2A client).
+
+Such a client knows tasks, messages and text, nothing of ToolCalls or thoughts. So:
+- no extension content reaches it: no thought or ToolCall DataParts, no metadata under the
+  extension URI (devagent's own facts about the task, such as client tool statistics, are under
+  the `devagent` metadata key);
+- while working it sees `working` updates with the agent's text and a short line per tool call as
+  it starts ("Editing demo.txt", "Running `npm test`") or fails;
+- a permission request ends the turn `input-required` with a status message that says, in words,
+  what the agent wants to do and how to answer: `yes`, `always`, or `no` followed by optional
+  feedback for the model; the answer comes back as text (`parse_answer`). The extension's
+  ToolCallConfirmation DataPart is accepted too. Client-supplied tools (their own design, not the
+  extension) keep their DataParts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from a2a.types import Part, TaskState
+
+from devagent.a2a import extension as ext
+from devagent.a2a.executor import _Emitter, tool_calls_part
+from devagent.agent.events import (
+    ExecuteDetails,
+    FileDiff,
+    McpDetails,
+    ToolCall,
+    ToolCallStatus,
+    ToolKind,
+)
+
+if TYPE_CHECKING:
+    from a2a.server.events import EventQueue
+
+META_KEY = "devagent"  # task/event metadata for plain clients (never the extension's URI)
+
+_YES = frozenset(("yes", "y", "ok", "okay", "approve", "approved", "proceed", "allow", "sure", "go"))
+_ALWAYS = frozenset(("always",))
+_NO = frozenset(("no", "n", "deny", "denied", "cancel", "reject", "stop", "don't", "dont"))
+_WORD = re.compile(r"[a-z']+")
+
+
+@dataclass(slots=True)
+class Answer:
+    """A text answer to waiting permission requests: `option` "proceed_once", "proceed_always" or
+    "cancel"; `feedback` the rest of a refusal, for the model."""
+
+    option: str
+    feedback: str = ""
+
+
+def parse_answer(text: str) -> Answer | None:
+    """`yes` / `always` / `no …` in the words people and models write them (case-insensitive;
+    "Yes, go ahead", "allow always", "No - use b.txt instead"); None when it is none of them."""
+    stripped = text.strip()
+    words = _WORD.findall(stripped.lower()[:200])
+    if not words:
+        return None
+    first = words[0]
+    if first in _ALWAYS or words[:2] in (["allow", "always"], ["yes", "always"]):
+        return Answer("proceed_always")
+    if first in _YES:
+        return Answer("proceed_once")
+    if first in _NO:
+        # the feedback: what follows the first word, without the punctuation that joined them
+        m = re.match(r"\s*[A-Za-z']+[\s,.;:!\-–—]*", stripped)
+        rest = stripped[m.end() :] if m else ""
+        return Answer("cancel", rest.strip())
+    return None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def diff_summary(d: FileDiff) -> str:
+    """`+3 -1 lines` from a FileDiff's unified diff (or "new file, N lines")."""
+    if d.old_content is None:
+        return f"new file, {_plural(len(d.new_content.splitlines()), 'line')}"
+    added = removed = 0
+    for line in d.formatted_diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return f"+{added} -{removed} lines"
+
+
+def request_text(call: ToolCall) -> str:
+    """What the agent wants to do, in one line."""
+    details = call.confirmation.details if call.confirmation is not None else None
+    if isinstance(details, FileDiff):
+        verb = "create" if details.old_content is None else "change"
+        name = call.args.get("path") or call.args.get("file_path") or details.file_name
+        return f"{verb} {name} ({diff_summary(details)})"
+    if isinstance(details, ExecuteDetails):
+        return f"run `{details.command}` in {details.working_directory}"
+    if isinstance(details, McpDetails):
+        return f"call the tool {details.tool_name} of the MCP server {details.server_name}"
+    return call.description or call.name
+
+
+def pause_text(calls: list[ToolCall]) -> str:
+    asks = [c for c in calls if not c.awaiting_client]
+    if not asks:
+        return ""
+    if len(asks) == 1:
+        what = f"I want to {request_text(asks[0])}."
+    else:
+        what = "I want to:\n" + "\n".join(f"- {request_text(c)}" for c in asks)
+    return (
+        f"{what}\nReply yes to allow it, always to allow calls like this for the rest of this "
+        "conversation, or no (optionally followed by what to do instead)."
+    )
+
+
+def progress_text(call: ToolCall) -> str | None:
+    """The line a plain client sees when a call starts or fails (None: nothing to say). The
+    client's own tools are the client's to report."""
+    if call.kind == ToolKind.CLIENT:
+        return None
+    if call.status == ToolCallStatus.EXECUTING:
+        if call.kind == ToolKind.EDIT:
+            path = call.args.get("file_path") or call.args.get("path") or call.description
+            return f"Editing {path}"
+        if call.kind == ToolKind.EXECUTE:
+            return f"Running `{call.args.get('command', call.description)}`"
+        return None  # reads, searches, internal tools: not worth a line
+    if call.status == ToolCallStatus.FAILED and call.error is not None and call.error.type != "cancelled":
+        return f"{call.name} failed: {call.error.message}"
+    return None
+
+
+class PlainEmitter(_Emitter):
+    """The events of one execution for a client without the extension: the RFC emitter's
+    interface (emit, text, data, tool_json, pause_parts), its content made plain."""
+
+    __slots__ = ("_said",)
+
+    def __init__(self, queue: EventQueue, task_id: str, context_id: str, model: str) -> None:
+        super().__init__(queue, task_id, context_id, model)
+        self._said: set[tuple[str, str]] = set()  # (call id, status) already told
+
+    def metadata_of(self, kind: str, error: str | None = None, extra: dict[str, Any] | None = None) -> Any:
+        md: dict[str, Any] = dict(extra or {})
+        if error:
+            md["error"] = error
+        return {META_KEY: md} if md else None
+
+    def tool_json(self, c: ToolCall) -> dict[str, Any]:  # type: ignore[override]
+        """Not a ToolCall: the line to show, if any (read by `data`)."""
+        line = progress_text(c)
+        return {"id": c.id, "status": c.status.value, "line": line}
+
+    async def data(self, kind: str, data: dict[str, Any]) -> None:
+        if kind != ext.TOOL_CALL_UPDATE or not data.get("line"):
+            return  # thoughts and quiet calls are not for this client
+        key = (data["id"], data["status"])
+        if key in self._said:
+            return
+        self._said.add(key)
+        await self.emit(TaskState.TASK_STATE_WORKING, ext.TEXT_CONTENT, Part(text=data["line"] + "\n"))
+
+    def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
+        parts: list[Part] = []
+        text = pause_text(calls)
+        if text:
+            parts.append(Part(text=text))
+        client_calls = [c for c in calls if c.awaiting_client]
+        if client_calls:
+            parts.append(tool_calls_part(client_calls))
+        return parts or None
