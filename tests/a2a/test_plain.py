@@ -161,3 +161,6 @@ async def test_plain_blocking_send_reply_in_artifact(
         ]
         assert status_text(task) == "Paris is the capital of France."
         assert EXTENSION_URI not in json.dumps(task)
+        # whole messages in the history: the streamed pieces of the reply joined into one
+        said = [m for m in task["history"] if m["role"] == "agent" and any("text" in p for p in m["parts"])]
+        assert ["".join(p["text"] for p in m["parts"]) for m in said] == ["Paris is the capital of France."]

@@ -172,6 +172,9 @@ async def start_cluster(pg_database: str, workspace: Path, tmp_path: Path) -> As
             args += ["--approval", approval]
         if "--lease-seconds" in serve_help():
             args += ["--lease-seconds", str(LEASE_SECONDS)]
+        # The tests look at the commands' processes by the pids the commands print, which a
+        # sandbox's own pid namespace would renumber (the sandbox is tested in test_sandbox.py).
+        args += ["--no-sandbox"]
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
         full_env.update({"PYTHONUNBUFFERED": "1", "DEVAGENT_LEASE_SECONDS": str(LEASE_SECONDS)})
         full_env.update(env or {})

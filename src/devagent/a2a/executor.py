@@ -184,7 +184,7 @@ def tool_extra(session: Session) -> dict[str, Any]:
 class _Emitter:
     """Builds and enqueues the TaskStatusUpdateEvents of one execution."""
 
-    __slots__ = ("_metadata", "context_id", "model", "queue", "task_id")
+    __slots__ = ("_metadata", "_reply_id", "context_id", "model", "queue", "task_id")
     # The ToolCall JSON of this dialect (the legacy emitter has its own): read once per turn.
     tool_json = staticmethod(ext.tool_call_json)
 
@@ -196,6 +196,9 @@ class _Emitter:
         # The metadata Struct of plain events, built once per (kind, model): building it from a
         # dict costs more than the rest of the event, and a turn sends hundreds of the same.
         self._metadata: dict[tuple[str, str], struct_pb2.Struct] = {}
+        # The messageId the text pieces of one model response share (the task store joins them
+        # into one history message); a new one after anything else was sent.
+        self._reply_id: str | None = None
 
     def _message(self, parts: list[Part], message_id: str | None = None) -> Message:
         return Message(
@@ -213,9 +216,16 @@ class _Emitter:
         part: Part | list[Part] | None = None,
         error: str | None = None,
         extra: dict[str, Any] | None = None,
+        message_id: str | None = None,
     ) -> None:
         parts = [part] if isinstance(part, Part) else part
-        status = TaskStatus(state=state, message=self._message(parts)) if parts else TaskStatus(state=state)
+        if message_id is None:  # anything but a piece of the reply ends the reply's message
+            self._reply_id = None
+        status = (
+            TaskStatus(state=state, message=self._message(parts, message_id))
+            if parts
+            else TaskStatus(state=state)
+        )
         # GetCurrentTime's value (microseconds), without its detour through datetime
         status.timestamp.FromMicroseconds(time.time_ns() // 1000)
         metadata = self.metadata_of(kind, error, extra)
@@ -255,7 +265,9 @@ class _Emitter:
         return [Part(text=text)]
 
     async def text(self, text: str) -> None:
-        await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text))
+        if self._reply_id is None:
+            self._reply_id = str(uuid.uuid4())
+        await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text), message_id=self._reply_id)
 
     def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
         """The status message of a pause (input-required), live and on every later read: each

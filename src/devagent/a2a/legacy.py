@@ -431,6 +431,7 @@ class LegacyEmitter(_Emitter):
         part: Part | list[Part] | None = None,
         error: str | None = None,
         extra: dict[str, Any] | None = None,
+        message_id: str | None = None,
     ) -> None:
         # A turn that ends (finished, a model error, the step limit) leaves the task waiting for the
         # client's next message, as these clients expect; an error never makes it terminal.

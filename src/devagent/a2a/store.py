@@ -31,6 +31,29 @@ log = logging.getLogger(__name__)
 _BUFFERED = frozenset((TaskState.TASK_STATE_WORKING,))
 
 
+def join_tail(task: Task) -> None:
+    """One history message per model reply, not one per streamed piece: the SDK moves every
+    status message into the history, and the pieces of one reply share a messageId; the newest
+    entries with the same id and role as the one before are joined into it (text onto text).
+    Called on every save, so the history never holds more than one piece of a reply."""
+    h = task.history
+    while (
+        len(h) >= 2 and h[-1].message_id and h[-1].message_id == h[-2].message_id and h[-1].role == h[-2].role
+    ):
+        prev, last = h[-2], h[-1]
+        for part in last.parts:
+            tail = prev.parts[-1] if prev.parts else None
+            if (
+                tail is not None
+                and tail.WhichOneof("content") == "text"
+                and part.WhichOneof("content") == "text"
+            ):
+                tail.text += part.text
+            else:
+                prev.parts.append(part)
+        del h[-1]
+
+
 class BufferedTaskStore(TaskStore):
     # 5 s rather than less: under load a turn lasts many seconds and every flush writes the whole
     # growing history; readers in this process see the live snapshot anyway, and a task left
@@ -62,6 +85,7 @@ class BufferedTaskStore(TaskStore):
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         self._fresh.discard(task.id)
+        join_tail(task)
         if task.status.state in _BUFFERED:
             # The SDK passes the task object it keeps mutating; holding the reference means the
             # flush writes whatever is latest then.
