@@ -36,6 +36,7 @@ async def running_server(
     tokens: dict[str, str] | None = None,
     allow_private_webhooks: bool = True,
     core_kw: dict[str, Any] | None = None,
+    a2a_kw: dict[str, Any] | None = None,
 ) -> AsyncIterator[Server]:
     """devagent's A2A app under uvicorn on 127.0.0.1:<free port>, with a core of its own."""
     import uvicorn
@@ -55,6 +56,7 @@ async def running_server(
         tokens={TOKEN: "alice"} if tokens is None else tokens,
         allow_private_webhooks=allow_private_webhooks,
         push_backoff=0.05,
+        **(a2a_kw or {}),
     )
     app = create_app(core, settings)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

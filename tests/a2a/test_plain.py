@@ -164,3 +164,22 @@ async def test_plain_blocking_send_reply_in_artifact(
         # whole messages in the history: the streamed pieces of the reply joined into one
         said = [m for m in task["history"] if m["role"] == "agent" and any("text" in p for p in m["parts"])]
         assert ["".join(p["text"] for p in m["parts"]) for m in said] == ["Paris is the capital of France."]
+
+
+async def test_plain_client_policy(script: Script, sqlite_url: str, workspace: Path) -> None:
+    """Issue 11 item 1: the server's policy for plain clients: asked in words by default even on a
+    yolo server; "deny" refuses edits (the model reads why) without asking."""
+    steps = [{"items": [write("p.txt", "P\n", "w1")]}, {"items": [{"text": "result: {last_tool_results}"}]}]
+    yolo = {"approval_mode": "yolo"}
+    async with running_server(script(steps), sqlite_url, workspace, core_kw=yolo) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            evs = await send(c, srv.url, "write p")
+            assert evs[-1]["status"]["state"] == "input-required" and "Reply yes" in status_text(evs[-1])
+    async with running_server(
+        script(steps), f"{sqlite_url}2", workspace, core_kw=yolo, a2a_kw={"plain_approval": "deny"}
+    ) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            evs = await send(c, srv.url, "write p")
+            assert evs[-1]["status"]["state"] == "completed"
+            assert not (workspace.parent / "p.txt").exists()
+            assert "result: Error" in status_text(evs[-1])

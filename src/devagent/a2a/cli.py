@@ -71,6 +71,13 @@ def serve_command(
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    plain_approval = os.environ.get("DEVAGENT_PLAIN_APPROVAL", "ask").strip().lower()
+    if plain_approval not in ("ask", "deny", "server"):
+        print(
+            f"devagent: DEVAGENT_PLAIN_APPROVAL must be ask, deny or server, not {plain_approval!r}",
+            file=sys.stderr,
+        )
+        return 2
     replica_events = os.environ.get("DEVAGENT_REPLICA_EVENTS", "on").strip().lower()
     if replica_events not in ("on", "off", "true", "false", "1", "0"):
         print(f"devagent: DEVAGENT_REPLICA_EVENTS must be on or off, not {replica_events!r}", file=sys.stderr)
@@ -86,6 +93,7 @@ def serve_command(
         allow_private_webhooks=allow_private_webhooks,
         public_url=public_url or "",
         replica_events=replica_events in ("on", "true", "1"),
+        plain_approval=plain_approval,
         **push,  # type: ignore[arg-type]
     )
     try:

@@ -364,11 +364,15 @@ class DevagentExecutor(AgentExecutor):
                 return session
         st = prepared.settings if prepared else None
         workspace = (prepared.workspace if prepared else None) or str(self.settings.workspace_roots[0])
+        approval = st.approval_mode if st else None
+        if prepared is not None and prepared.dialect == "plain":
+            # the operator's policy for clients that cannot render a permission request
+            approval = {"ask": "ask", "deny": "plan", "server": None}.get(self.settings.plain_approval, "ask")
         return await self.core.create_session(
             [workspace],
             session_id=sid,
             model=st.model if st else None,
-            approval_mode=st.approval_mode if st else None,
+            approval_mode=approval,
             extra={"a2a": {"context_id": context_id, "owner": owner}},
             # B15: the client's MCP servers; the core applies server policy to them.
             mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,

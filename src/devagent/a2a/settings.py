@@ -42,6 +42,10 @@ class A2ASettings:
     # With PostgreSQL: log each turn's live events for the other replicas (tasks/resubscribe through
     # a replica that does not run the turn). Off only for a deployment of one replica.
     replica_events: bool = True
+    # The approval mode of a conversation a plain A2A client (one without the development-tool
+    # extension) starts: "ask" (it is asked in words), "deny" (edits and commands are refused, as
+    # in plan mode) or "server" (the server's own mode). Never more than the server's mode allows.
+    plain_approval: str = "ask"
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
 
