@@ -59,31 +59,97 @@ def config_file(environ: Mapping[str, str]) -> Path | None:
     return p if p.is_file() else None
 
 
-def _convert(name: str, value: Any) -> Any:
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _convert(name: str, value: Any, where: str | None = None) -> Any:
+    """`value` as the type of setting `name`. `where` is how the user spelled it (the toml key or
+    the environment variable); a bad value is a ConfigError naming it and the expected type."""
     kinds = {f.name: f.type for f in fields(CoreConfig)}
     kind = str(kinds[name])
-    try:
-        if name == "data_dir":
-            return Path(str(value)).expanduser()
-        if name == "mcp_servers":
-            from devagent.agent.mcp import parse_servers
+    label = where or name
 
-            try:
-                return {n: spec.to_json() for n, spec in parse_servers(value).items()}
-            except ValueError as e:  # the message names the server; the value may hold secrets
-                raise ConfigError(str(e)) from None
-        if "tuple" in kind:
-            items = value if isinstance(value, list | tuple) else str(value).split(",")
-            return tuple(str(i).strip() for i in items if str(i).strip())
-        if kind == "int":
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"setting {label}: expected {expected}, not {value!r}")
+
+    if name == "data_dir":
+        if not isinstance(value, str):
+            raise bad("a directory path (a string)")
+        return Path(value).expanduser()
+    if name == "mcp_servers":
+        from devagent.agent.mcp import parse_servers
+
+        try:
+            return {n: spec.to_json() for n, spec in parse_servers(value).items()}
+        except ValueError as e:  # the message names the server; the value may hold secrets
+            raise ConfigError(str(e)) from None
+    if "tuple" in kind:
+        if isinstance(value, list | tuple):
+            items = list(value)
+        elif isinstance(value, str):
+            items = value.split(",")
+        else:
+            raise bad("a list of strings")
+        return tuple(str(i).strip() for i in items if str(i).strip())
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower() if isinstance(value, str | int) else None
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise bad("true or false")
+    if kind == "int":
+        if isinstance(value, bool) or isinstance(value, float):
+            raise bad("a whole number")
+        try:
             return int(value)
-        if kind == "float":
+        except (TypeError, ValueError):
+            raise bad("a whole number") from None
+    if kind == "float":
+        if isinstance(value, bool):
+            raise bad("a number")
+        try:
             return float(value)
-        if kind == "bool":
-            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-        return None if value is None else str(value)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"setting {name}: cannot use {value!r} ({e})") from e
+        except (TypeError, ValueError):
+            raise bad("a number") from None
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise bad("a string")
+    return str(value)
+
+
+def _unknown(key: str, known: list[str], where: str, table: bool = False) -> ConfigError:
+    """An unknown setting, with the nearest known one when there is a close match."""
+    import difflib
+
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else f"; known settings: {', '.join(sorted(known))}"
+    what = f"table [{key}]" if table else f"setting {key!r}"
+    return ConfigError(f"{where}: unknown {what}{hint}")
+
+
+def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
+    """Every key of the file is a known setting: a typo is an error, never silently ignored."""
+    keys = [key for _env, key in SETTINGS.values()]
+    top = doc.get("devagent")
+    if isinstance(top, Mapping):
+        for key in doc:  # beside [devagent], only [mcp_servers] is read
+            if key not in ("devagent", "mcp_servers"):
+                raise _unknown(key, ["devagent", "mcp_servers"], str(path), isinstance(doc[key], Mapping))
+        section: Mapping[str, Any] = top
+        where = f"{path} [devagent]"
+    else:
+        if top is not None:
+            raise ConfigError(f"{path}: devagent must be a table ([devagent]), not {top!r}")
+        section = doc
+        where = str(path)
+    for key in section:
+        if key not in keys:
+            raise _unknown(key, keys, where, isinstance(section[key], Mapping))
 
 
 def load_config(
@@ -97,15 +163,16 @@ def load_config(
             doc = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path}: {e}") from e
+        _check_keys(doc, path)
         section = doc.get("devagent", doc)
         for name, (_env, key) in SETTINGS.items():
             if key in section:
-                values[name] = _convert(name, section[key])
+                values[name] = _convert(name, section[key], f"{key} in {path}")
         if "mcp_servers" not in values and "mcp_servers" in doc:  # top level beside [devagent]
             values["mcp_servers"] = _convert("mcp_servers", doc["mcp_servers"])
-    for name, (var, _key) in SETTINGS.items():
+    for name, (var, key) in SETTINGS.items():
         if env.get(var):
-            values[name] = _convert(name, env[var])
+            values[name] = _convert(name, env[var], f"{var} ({key})")
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = _convert(name, value)

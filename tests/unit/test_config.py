@@ -60,3 +60,41 @@ def test_every_setting_is_in_the_readme() -> None:
     for var, key in SETTINGS.values():
         assert f"`{var}`" in readme, var
         assert f"`{key}`" in readme or f"[{key}." in readme, key
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('modle = "demo"\n', r"unknown setting 'modle'; did you mean 'model'\?"),
+        (
+            '[devagent]\nmodel = "demo"\nmax_step = 3\n',
+            r"unknown setting 'max_step'; did you mean 'max_steps'\?",
+        ),
+        ("[server]\nport = 1\n", r"unknown table \[server\]"),
+        ('[devagent]\nmodel = "demo"\n[server]\nport = 1\n', r"unknown table \[server\]"),
+        ('allow_client_model = "maybe"\n', r"allow_client_model .*expected true or false, not 'maybe'"),
+        ("max_steps = 7.5\n", r"max_steps .*expected a whole number, not 7\.5"),
+        ('shell_timeout = "soon"\n', r"shell_timeout .*expected a number"),
+        ("allowed_approval_modes = 3\n", r"allowed_approval_modes .*expected a list of strings"),
+        ("model = 3.5\n", r"model .*expected a string"),
+    ],
+)
+def test_config_typos_and_bad_values_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    """A typo is an error naming the key and the nearest known one; a bad value names the key and
+    the type expected. Nothing is silently ignored."""
+    toml = tmp_path / "devagent.toml"
+    toml.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(environ={"DEVAGENT_CONFIG": str(toml)})
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"DEVAGENT_ALLOW_CLIENT_MODEL .*expected true or false"):
+        load_config(environ={"DEVAGENT_ALLOW_CLIENT_MODEL": "maybe"})
+
+
+def test_every_documented_key_is_accepted(tmp_path: Path) -> None:
+    toml = tmp_path / "devagent.toml"
+    toml.write_text('[devagent]\nmodel = "demo"\nallow_client_model = false\n[mcp_servers]\n')
+    c = load_config(environ={"DEVAGENT_CONFIG": str(toml)})
+    assert c.default_model == "demo" and c.allow_client_model is False
