@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ __all__ = [
     "PROVIDERS",
     "ModelConfigError",
     "ProviderInfo",
+    "check_model_spec",
     "create_model",
     "default_model_spec",
     "parse_model_spec",
@@ -159,28 +161,27 @@ def default_model_spec(environ: Mapping[str, str]) -> tuple[str, str]:
     )
 
 
-def create_model(
+def check_model_spec(
     spec: str,
     *,
     base_url: str | None = None,
     api_key: str | None = None,
     environ: Mapping[str, str] | None = None,
-) -> Model:
-    """Build the pydantic-ai model a spec names.
-
-    `base_url` and `api_key` (the `--base-url` / `--api-key` flags) override the environment.
-    `environ` defaults to `os.environ` (tests pass their own). Raises `ModelConfigError` with what
-    to set when the provider is unknown or its key or base URL is missing."""
+) -> tuple[str, str, str | None, str | None]:
+    """What can be known about a spec without importing any provider: the provider is known,
+    its API key and base URL are given, a script file exists. Returns (provider, name, key, url);
+    raises `ModelConfigError` saying what to set. Cheap: servers call it before they listen."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     provider, name = parse_model_spec(spec)
     if provider == DEMO_SPEC:
-        from devagent.agent.scripted import DemoModel
-
-        return DemoModel()
+        return provider, name, None, None
     if provider == "scripted":
-        from devagent.agent.scripted import ScriptedModel
-
-        return ScriptedModel.from_file(name)
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ModelConfigError(
+                f"scripted model: cannot read {name}: no such file (give the path of a JSON script)."
+            )
+        return provider, name, None, None
     info = PROVIDERS[provider]
     key = api_key if api_key is not None else _first_env(env, info.key_env)
     url = base_url or _first_env(env, info.base_url_env) or info.default_base_url
@@ -194,6 +195,31 @@ def create_model(
             f"Model {spec!r} needs the server's base URL: set DEVAGENT_BASE_URL "
             "(e.g. http://127.0.0.1:8000/v1) or pass --base-url."
         )
+    return provider, name, key, url
+
+
+def create_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Model:
+    """Build the pydantic-ai model a spec names.
+
+    `base_url` and `api_key` (the `--base-url` / `--api-key` flags) override the environment.
+    `environ` defaults to `os.environ` (tests pass their own). Raises `ModelConfigError` with what
+    to set when the provider is unknown or its key or base URL is missing."""
+    provider, name, key, url = check_model_spec(spec, base_url=base_url, api_key=api_key, environ=environ)
+    if provider == DEMO_SPEC:
+        from devagent.agent.scripted import DemoModel
+
+        return DemoModel()
+    if provider == "scripted":
+        from devagent.agent.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(name)
+    info = PROVIDERS[provider]
     try:
         return _BUILDERS[provider](name, key, url, info)
     except ImportError as e:
