@@ -12,13 +12,14 @@ only the one the spec names.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+    from pydantic_ai.models.openai import OpenAIChatModel
 
 __all__ = [
     "DEMO_SPEC",
@@ -257,24 +258,66 @@ def _openai(name: str, key: str | None, url: str | None, info: ProviderInfo) -> 
 
 
 def _openai_compatible(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
-    from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.profiles.openai import OpenAIModelProfile
     from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
     assert url is not None
     provider = OpenAICompatibleProvider(info.name, base_url=url, api_key=key or _NO_KEY)
     # Local servers (llama.cpp, older vLLM, many gateways) reject or mishandle `strict` tools.
-    return OpenAIChatModel(
+    return _local_model_class()(
         name, provider=provider, profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False)
     )
 
 
+_LOCAL_CLASS: type[OpenAIChatModel] | None = None
+
+
+def _local_model_class() -> type[OpenAIChatModel]:
+    """OpenAIChatModel for a server the user runs (Ollama, vLLM, llama.cpp, any OpenAI-compatible
+    one): a connection error names the URL and what to check, where the SDK says only
+    "Connection error."."""
+    global _LOCAL_CLASS
+    if _LOCAL_CLASS is not None:
+        return _LOCAL_CLASS
+    from contextlib import asynccontextmanager
+
+    from pydantic_ai.exceptions import ModelConnectionError
+    from pydantic_ai.models.openai import OpenAIChatModel as Base
+
+    class LocalChatModel(Base):
+        def _explain(self, e: ModelConnectionError) -> ModelConnectionError:
+            cause = e.__cause__.__cause__ if e.__cause__ is not None else None
+            why = f" ({cause})" if cause is not None and str(cause) else ""
+            return ModelConnectionError(
+                e.model_name,
+                f"cannot connect to the model server at {self.base_url}{why}: is it running? "
+                "Check --base-url or the provider's *_BASE_URL variable.",
+                phase=e.phase,
+            )
+
+        async def request(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await super().request(*args, **kwargs)
+            except ModelConnectionError as e:
+                raise self._explain(e) from e
+
+        @asynccontextmanager
+        async def request_stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            try:
+                async with super().request_stream(*args, **kwargs) as stream:
+                    yield stream
+            except ModelConnectionError as e:
+                raise self._explain(e) from e
+
+    _LOCAL_CLASS = LocalChatModel
+    return LocalChatModel
+
+
 def _ollama(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
-    from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.profiles.openai import OpenAIModelProfile
     from pydantic_ai.providers.ollama import OllamaProvider
 
-    return OpenAIChatModel(
+    return _local_model_class()(
         name,
         provider=OllamaProvider(base_url=url, api_key=key or _NO_KEY),
         profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
@@ -282,11 +325,10 @@ def _ollama(name: str, key: str | None, url: str | None, info: ProviderInfo) -> 
 
 
 def _vllm(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
-    from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.profiles.openai import OpenAIModelProfile
     from pydantic_ai.providers.vllm import VLLMProvider
 
-    return OpenAIChatModel(
+    return _local_model_class()(
         name,
         provider=VLLMProvider(base_url=url, api_key=key or _NO_KEY),
         profile=OpenAIModelProfile(openai_supports_strict_tool_definition=False),
