@@ -51,6 +51,27 @@ SandboxOpt = Annotated[
 ]
 
 
+def _version_flag(value: bool) -> None:
+    if value:
+        typer.echo(f"devagent {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version_flag, is_eager=True, help="Print the version and exit"),
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Print the traceback of an error (also DEVAGENT_DEBUG=1)")
+    ] = False,
+) -> None:
+    """devagent: an open, self-hostable coding agent (A2A server, wire mode, terminal)."""
+    if debug:
+        os.environ["DEVAGENT_DEBUG"] = "1"
+
+
 @app.command()
 def version() -> None:
     """Print devagent's version."""
@@ -114,28 +135,48 @@ def run(
         raise typer.Exit(2) from e
     if sandbox or config.sandbox:  # asked for: say what came of it
         typer.echo(line, err=True)
-    code = asyncio.run(_run(config, prompt, workspace, session))
+    from devagent.preflight import StartError, check_model, report
+
+    try:
+        if model or not session:  # a resumed session keeps its own model unless --model is given
+            check_model(config)
+        code = asyncio.run(_run(config, prompt, workspace, session, model))
+    except StartError as e:
+        raise typer.Exit(report("devagent", e)) from None
+    except KeyboardInterrupt:  # a second Ctrl-C while the turn was being cancelled
+        typer.echo("devagent: cancelled (Ctrl-C).", err=True)
+        raise typer.Exit(130) from None
     raise typer.Exit(code)
 
 
-async def _run(config: Any, prompt: str, workspace: Path, session_id: str | None) -> int:
+async def _run(
+    config: Any, prompt: str, workspace: Path, session_id: str | None, model: str | None = None
+) -> int:
     from rich.console import Console
 
-    from devagent.agent.core import AgentCore
     from devagent.agent.events import UserPrompt
+    from devagent.preflight import StartError, check_model, open_core
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
-    core = await AgentCore.open(config)
+    core = await open_core(config)
     try:
-        _announce_model(core, err)
         if session_id:
             s = await core.get_session(session_id)
             if s is None:
-                err.print(f"[red]No stored session {session_id}[/red]")
-                return 2
+                raise StartError(f"no stored session {session_id!r} (its id is printed when a run starts)", 2)
+            if model:  # --model given: the session goes on with it
+                s.state.model = model
+                await s.save_state()
+            elif s.state.model:  # else on the model the session was started with
+                config.default_model = s.state.model
+                check_model(config)
+            err.print(f"[dim]Model: {s.state.model or core.default_model}[/dim]")
         else:
-            s = await core.create_session([workspace], approval_mode=config.approval_mode)
+            _announce_model(core, err)
+            s = await core.create_session(
+                [workspace], approval_mode=config.approval_mode, model=core.default_model
+            )
         err.print(
             f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
         )
@@ -179,10 +220,14 @@ async def _drive(s: Any, inp: Any, r: _Renderer) -> Any:
                     await s.cancel()
                     return 2
                 return Resume(decisions=decisions)
-    except KeyboardInterrupt:
-        await s.cancel()
-        return 130
-    except asyncio.CancelledError:
+    except (KeyboardInterrupt, EOFError, asyncio.CancelledError) as e:
+        # Ctrl-C during the turn (asyncio.run cancels this task) or at the prompt, or Ctrl-D there
+        task = asyncio.current_task()
+        if isinstance(e, asyncio.CancelledError) and task is not None:
+            task.uncancel()  # handled here: the cleanup below must not be cancelled again
+        r.end_text()
+        why = "end of input at the prompt" if isinstance(e, EOFError) else "Ctrl-C"
+        print(f"devagent: cancelled ({why}); the session is stored, --session continues it.", file=sys.stderr)
         await s.cancel()
         return 130
     return 1
@@ -212,7 +257,7 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
         # MCP calls offer proceed_always_tool / _server instead of proceed_always (B15)
         always = next((o for o in offered if o.startswith("proceed_always")), "proceed_always")
         while True:
-            answer = console.input(prompt).strip().lower()[:1]
+            answer = _read_answer(console, prompt)
             if answer == "e" and isinstance(details, FileDiff):
                 edited = _edit_in_editor(details.new_content, details.file_name, console)
                 if edited is not None:
@@ -224,6 +269,19 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
                 decisions.append(Decision(c.id, option))
                 break
     return decisions
+
+
+def _read_answer(console: Console, prompt: str) -> str:
+    """One answer at the permission prompt. Ctrl-C raises KeyboardInterrupt here: asyncio.run's
+    own handler would only cancel the task, and input() would go on reading (the next lines typed
+    taken as answers)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return console.input(prompt).strip().lower()[:1]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _edit_in_editor(content: str, name: str, console: Console) -> str | None:
@@ -370,6 +428,8 @@ def serve(
         ),
     ] = None,
     sandbox: SandboxOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -388,6 +448,8 @@ def serve(
             public_url=public_url,
             lease_seconds=lease_seconds,
             sandbox=sandbox,
+            base_url=base_url,
+            api_key=api_key,
         )
     )
 
@@ -399,7 +461,8 @@ def serve(
 def wire(ctx: typer.Context) -> None:
     """Serve wire mode (JSON-RPC over stdio); `devagent wire --help` lists the flags.
 
-    devagent wire --work-dir DIR [--session ID] [--model M] [--yolo]; `devagent --wire …` is the same."""
+    devagent wire --work-dir DIR [--session ID] [--model M] [--base-url URL] [--api-key KEY] [--yolo];
+    `devagent --wire …` is the same."""
     from devagent.wire.cli import wire_from_argv
 
     raise typer.Exit(wire_from_argv(list(ctx.args)))
@@ -414,17 +477,54 @@ def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = F
 
 
 def main() -> None:
-    """Entry point. `devagent --wire …` (the flag form existing wire clients launch) goes to wire mode."""
+    """Entry point. `devagent --wire …` (the flag form existing wire clients launch) goes to wire mode.
+
+    Every error a user can cause ends as one line on stderr and exit code 2 (usage) or 1 (runtime);
+    `--debug` anywhere on the line (or DEVAGENT_DEBUG=1) also prints the traceback."""
     argv = sys.argv[1:]
-    if "--wire" in argv or argv[:1] == ["wire"]:  # fast path: no Typer parsing for wire mode
-        try:
+    wire_mode = "--wire" in argv or argv[:1] == ["wire"]
+    if "--debug" in argv:
+        os.environ["DEVAGENT_DEBUG"] = "1"
+        if not wire_mode:  # wire mode's own --debug also turns its logging up
+            argv = [a for a in argv if a != "--debug"]
+    from devagent.preflight import report
+
+    try:
+        if wire_mode:  # fast path: no Typer parsing for wire mode
             from devagent.wire.cli import wire_from_argv
-        except ImportError:  # pragma: no cover - until wire mode lands
-            typer.echo("devagent: wire mode is not available in this build", err=True)
-            raise SystemExit(2) from None
-        raise SystemExit(wire_from_argv(argv))
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    app()
+
+            code: Any = wire_from_argv(argv)
+        else:
+            os.environ.setdefault("PYTHONUNBUFFERED", "1")
+            code = _typer_main(argv)
+    except KeyboardInterrupt:
+        print("devagent: cancelled (Ctrl-C).", file=sys.stderr)
+        code = 130
+    except Exception as e:
+        code = report("devagent", e)
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _typer_main(argv: list[str]) -> Any:
+    """Typer without its own error handling: a usage error is one line, not a framed box."""
+    from typer._click import exceptions as click  # Typer's own copy of Click's exceptions
+
+    try:
+        return app(args=argv, prog_name="devagent", standalone_mode=False)
+    except click.NoArgsIsHelpError as e:
+        typer.echo(e.ctx.get_help() if e.ctx else e.format_message())
+        return 0
+    except click.UsageError as e:
+        where = e.ctx.command_path if e.ctx is not None else "devagent"
+        message = e.format_message().replace("\n", " ")
+        print(f"{where}: {message} (see '{where} --help')", file=sys.stderr)
+        return 2
+    except typer.Abort:
+        print("devagent: cancelled.", file=sys.stderr)
+        return 130
+    except click.ClickException as e:
+        print(f"devagent: {e.format_message()}", file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == "__main__":

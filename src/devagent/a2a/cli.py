@@ -50,17 +50,35 @@ def serve_command(
     public_url: str | None = None,
     lease_seconds: float | None = None,
     sandbox: bool | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
     log_level: str = "warning",
 ) -> int:
     from devagent.config import ConfigError, load_config
+    from devagent.preflight import StartError, check_db_url, check_model, report
 
     try:
         config = load_config(
-            {"db_url": db, "default_model": model, "approval_mode": approval, "lease_seconds": lease_seconds}
+            {
+                "db_url": db,
+                "default_model": model,
+                "model_base_url": base_url,
+                "model_api_key": api_key,
+                "approval_mode": approval,
+                "lease_seconds": lease_seconds,
+            }
         )
     except ConfigError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    if not 0 <= port <= 65535:
+        print(f"devagent: --port {port} is not a port: give 1-65535, or 0 for any free port", file=sys.stderr)
+        return 2
+    try:  # what can be known without the database or a provider, before anything listens
+        check_model(config)
+        check_db_url(config.db_url)
+    except StartError as e:
+        return report("devagent", e)
     roots = list(workspace_roots or [])
     for r in roots:
         if not r.is_dir():
@@ -110,11 +128,29 @@ def serve_command(
         return 2
     from devagent.a2a.server import run_server
 
+    _log_requests()
     try:
         run_server(config, settings, log_level=log_level)
     except KeyboardInterrupt:
         pass
+    except StartError as e:
+        return report("devagent", e)
     except OSError as e:
-        print(f"devagent: cannot listen on {host}:{port}: {e}", file=sys.stderr)
+        print(f"devagent: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _log_requests() -> None:
+    """One info line per JSON-RPC request on stderr (devagent.a2a.requests), unless the
+    operator configured logging already."""
+    import logging
+
+    logger = logging.getLogger("devagent.a2a.requests")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False

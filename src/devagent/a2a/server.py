@@ -4,6 +4,12 @@ The process answers the agent card within a few hundred milliseconds of starting
 serves a small boot app at once, which answers the card from plain JSON while the core (the
 database) and the SDK app load in the background; every other request waits for them, then
 everything is handed to the real app.
+
+"listening" is printed once the core has loaded, not when the socket is bound: the database is
+reachable and its schema ready by then, so a wrong `--db` is one line and exit 1 rather than a
+"listening" followed by failing requests. (The model's provider and credentials are checked
+before binding, in `devagent.a2a.cli`, without importing the provider.) The card is answered from
+the moment the socket is bound, as before.
 """
 
 from __future__ import annotations
@@ -101,6 +107,8 @@ class BootApp:
         self._ready: asyncio.Event | None = None
         self._loader: asyncio.Task[None] | None = None
         self._warm: asyncio.Task[None] | None = None
+        self.loaded = asyncio.Event()  # set when the load ended, well or not
+        self.failure: Exception | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -139,9 +147,9 @@ class BootApp:
             # Imports take most of the start-up; in a thread the loop keeps answering the card.
             await asyncio.to_thread(_preload)
             from devagent.a2a.app import create_app
-            from devagent.agent.core import AgentCore
+            from devagent.preflight import open_core
 
-            self._core = await AgentCore.open(self._core_config)
+            self._core = await open_core(self._core_config)
             # Which model serves, said plainly: with none configured that is the offline demo.
             print(f"devagent: {self._core.model_explanation}", file=sys.stderr, flush=True)
             app = create_app(self._core, self._settings)
@@ -152,11 +160,18 @@ class BootApp:
             # off the loop, rather than make the first client wait for it.
             self._warm = asyncio.create_task(asyncio.to_thread(_warm_core))
         except Exception as e:
-            log.exception("the A2A server could not start")
-            print(f"devagent: the server could not start: {e}", file=sys.stderr, flush=True)
+            from devagent.preflight import StartError, debug_enabled
+
+            if debug_enabled():
+                log.exception("the A2A server could not start")
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            self.failure = (
+                e if isinstance(e, StartError) else StartError(f"the server could not start: {first}")
+            )
             self._on_fail()
         finally:
             self._ready.set()
+            self.loaded.set()
 
     async def _unload(self) -> None:
         if self._loader is not None:
@@ -193,6 +208,9 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
     async def announce() -> None:
         while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
             await asyncio.sleep(0.005)
+        await boot.loaded.wait()  # the database reachable and its schema ready (module docstring)
+        if boot.failure is not None:
+            return
         print(f"devagent A2A server listening on {settings.base_url}/", file=sys.stderr, flush=True)
         if generated:
             print(f"token: {generated}", file=sys.stderr, flush=True)
@@ -202,6 +220,8 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
         await server.serve(sockets=[sock])
     finally:
         announcer.cancel()
+    if boot.failure is not None:
+        raise boot.failure
 
 
 def run_server(core_config: CoreConfig, settings: A2ASettings, *, log_level: str = "warning") -> None:
