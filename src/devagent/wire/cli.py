@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import sys
+from typing import NoReturn
 
 from devagent import __version__
 from devagent.wire.messages import WIRE_PROTOCOL_VERSION
@@ -29,8 +30,14 @@ def _positive_float(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad flag is one line (and exit code 2), not the usage block."""
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="devagent wire",
         description="Serve wire mode: JSON-RPC 2.0 over stdin/stdout, one JSON object per line "
         f"(kimi-cli wire protocol {WIRE_PROTOCOL_VERSION} with KLIP-12 initialize and external tools).",
@@ -55,7 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run every tool call without asking (approval mode yolo)",
     )
-    p.add_argument("--thinking", dest="thinking", action="store_true", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--base-url", help="base URL of an OpenAI-compatible server (default: DEVAGENT_BASE_URL)")
+    p.add_argument("--api-key", help="API key for the model provider (default: the provider's variable)")
+    p.add_argument(
+        "--thinking",
+        dest="thinking",
+        action="store_true",
+        default=None,
+        help="accepted for compatibility; thinking is shown when the model sends it",
+    )
     p.add_argument(
         "--no-thinking", dest="thinking", action="store_false", help="accepted for compatibility; no effect"
     )
@@ -82,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", help="write logs to this file instead of stderr")
     p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more")
     # Flags of kimi-cli's launchers that have no meaning here.
-    p.add_argument("--agent-file", help=argparse.SUPPRESS)
-    p.add_argument("--skills-dir", action="append", help=argparse.SUPPRESS)
+    p.add_argument("--agent-file", help="accepted for compatibility with kimi-cli's launchers; ignored")
+    p.add_argument("--skills-dir", action="append", help="accepted for compatibility; ignored")
     return p
 
 
@@ -94,6 +109,11 @@ def wire_from_argv(argv: list[str]) -> int:
         args_in = args_in[1:]
     args = build_parser().parse_args(args_in)
     from devagent.wire.server import run_wire
+
+    if args.base_url:
+        os.environ["DEVAGENT_BASE_URL"] = args.base_url
+    if args.api_key:
+        os.environ["DEVAGENT_API_KEY"] = args.api_key
 
     if (code := _setup_sandbox(args.sandbox)) is not None:
         return code

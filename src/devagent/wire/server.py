@@ -360,10 +360,10 @@ class WireServer:
         # pydantic-ai and SQLAlchemy take most of a second to import: do it off the loop so that
         # the protocol stays responsive meanwhile.
         await asyncio.to_thread(_import_heavy)
-        from devagent.agent.core import AgentCore
+        from devagent.preflight import open_core
 
         cfg = self.opts.config
-        core = await AgentCore.open(cfg)
+        core = await open_core(cfg)
         self.core = core
         if not self.opts.model:  # said plainly (on stderr; stdout is protocol only)
             level = logging.WARNING if core.default_model == "demo" else logging.INFO
@@ -444,9 +444,18 @@ class WireServer:
             try:
                 session = await self._ready()
             except Exception as e:
+                from devagent.preflight import StartError, debug_enabled
+
                 self.turn = None
-                log.exception("could not open the session")
-                self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
+                if isinstance(e, StartError):  # the database cannot be opened: one line, the fix
+                    text = e.message
+                else:
+                    text = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+                if debug_enabled():
+                    log.exception("could not open the session")
+                else:
+                    log.error("could not open the session: %s", text)
+                self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, text))
                 return
             await self._resume_locked(session)  # a stored turn that waits comes first
             if self._stopping:
@@ -838,6 +847,14 @@ def run_wire(
     except ConfigError as e:
         print(f"devagent wire: {e}", file=sys.stderr)
         return 2
+    from devagent.preflight import StartError, check_db_url, check_model, report
+
+    try:  # what can be told before the client starts talking (the database is opened later)
+        if model or not session_id:
+            check_model(config)
+        check_db_url(config.db_url)
+    except StartError as e:
+        return report("devagent wire", e)
     if yolo:
         # --yolo is the operator's choice when starting the server, not a client's request.
         config.approval_mode = "yolo"
