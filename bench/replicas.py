@@ -288,7 +288,10 @@ async def main(args: argparse.Namespace) -> None:
             procs.append(fake)
             base_url = await wait_line(fake, tmp / "openai.log", r"fake openai on (\S+)")
             env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
-            env.update({"PYTHONUNBUFFERED": "1", "DEVAGENT_BASE_URL": base_url})
+            # (the client is a plain A2A one: the replicas apply their own yolo mode to it)
+            env.update(
+                {"PYTHONUNBUFFERED": "1", "DEVAGENT_BASE_URL": base_url, "DEVAGENT_PLAIN_APPROVAL": "server"}
+            )
             serve = [sys.executable, "-m", "devagent", "serve", "--port", "0", "--db", db_url]
             serve += ["--workspace-root", str(ws), "--token", TOKEN, "--approval", "yolo"]
             serve += ["--model", "openai-compatible:fake-model"]
