@@ -71,8 +71,10 @@ async def test_auth_refusals(script: Callable[[list[Any]], str], sqlite_url: str
             body = rpc("message/send", {"message": v03_message("hi")})
             r = await c.post(srv.url, json=body)
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+            assert r.json()["error"]["message"].startswith("authentication required")
             r = await c.post(srv.url, json=body, headers={"Authorization": "Bearer nope"})
             assert r.status_code == 401
+            assert r.json()["error"]["message"].startswith("invalid token")  # not "required"
             r = await c.post(srv.url, json=body, headers={"Authorization": f"Basic {TOKEN}"})
             assert r.status_code == 401
             r = await c.post(srv.url, json=rpc("commands/get", {}))

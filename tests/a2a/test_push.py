@@ -182,3 +182,6 @@ async def test_push_allowlist(script: Callable[[list[Any]], str], sqlite_url: st
             cfg = {"taskId": t["id"], "pushNotificationConfig": {"url": "http://127.0.0.1:1/hook"}}
             res = await call(c, srv.url, rpc("tasks/pushNotificationConfig/set", cfg), auth())
             assert res["error"]["code"] == -32602, res
+            # the refusal says why (the address is private) and how to allow it
+            message = res["error"]["message"]
+            assert "http://127.0.0.1:1/hook" in message and "--allow-private-webhooks" in message, message

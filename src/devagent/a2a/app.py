@@ -10,6 +10,7 @@ import contextlib
 import hmac
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("devagent.a2a.requests")
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 # A5: only the card is public (a health probe authenticates like any client).
@@ -76,15 +78,12 @@ class BearerAuth:
                 break
         name = self._user(header)
         if name is None:
+            if header and header[:7].lower() == b"bearer ":
+                message = "invalid token: the bearer token is not one this server accepts"
+            else:
+                message = "authentication required: send Authorization: Bearer <token>"
             body = json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": None,
-                    "error": {
-                        "code": -32600,
-                        "message": "authentication required: Authorization: Bearer <token>",
-                    },
-                }
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
             ).encode()
             await send(
                 {
@@ -163,6 +162,34 @@ def _mend_send_params(body: dict[str, Any]) -> None:
 
 def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def _invalid_request(body: dict[str, Any]) -> str | None:
+    """Why a request object is not a JSON-RPC 2.0 request (-32600, whatever its method), or None.
+    Checked before the SDK sees it: its v0.3 layer reports these as invalid params, and a
+    non-string `method` would not even reach it."""
+    if body.get("jsonrpc") != "2.0":
+        return "Invalid request: 'jsonrpc' must be exactly \"2.0\""
+    method = body.get("method")
+    if not isinstance(method, str) or not method:
+        return "Invalid request: 'method' must be a non-empty string"
+    rid = body.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, str | int | None):
+        return "Invalid request: 'id' must be a string, an integer or null"
+    return None
+
+
+def _reply_id(body: dict[str, Any]) -> str | int | None:
+    rid = body.get("id")
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+
+
+def _json_content_type(value: str | None) -> bool:
+    """Whether a Content-Type names JSON (`application/json`, `...+json`), or is absent."""
+    if not value:
+        return True
+    media = value.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 def create_app(core: AgentCore, settings: A2ASettings) -> Any:
@@ -297,13 +324,43 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         }
 
     async def rpc(request: Request) -> Response:
+        """One info line per JSON-RPC request: method, task id, status, time to the response (a
+        stream's events follow it)."""
+        if not request_log.isEnabledFor(logging.INFO):
+            return await _rpc(request)
+        start = time.monotonic()
+        response = await _rpc(request)
+        body = getattr(request, "_json", None)
+        method = task = None
+        if isinstance(body, dict):
+            method = body.get("method")
+            params = body.get("params")
+            if isinstance(params, dict):
+                msg = params.get("message")
+                task = params.get("id") or params.get("taskId") or (msg or {}).get("taskId")
+        request_log.info(
+            "%s task=%s status=%s %.1f ms",
+            method or "?",
+            task or "-",
+            response.status_code,
+            (time.monotonic() - start) * 1000,
+        )
+        return response
+
+    async def _rpc(request: Request) -> Response:
         try:
             body = await request.json()  # cached on the request: the SDK reads the same object
         except Exception:
             body = None
+            if not _json_content_type(request.headers.get("content-type")):
+                # ContentTypeNotSupportedError: a body that is not JSON, sent as something else
+                return JSONResponse(_rpc_error(None, -32005, "Content-Type must be application/json"))
         if not isinstance(body, dict):
             resp: Response = await sdk_endpoint(request)
             return resp
+        invalid = _invalid_request(body)
+        if invalid is not None:
+            return JSONResponse(_rpc_error(_reply_id(body), -32600, invalid))
         method = body.get("method")
         rid = body.get("id")
         params = body.get("params")
@@ -331,7 +388,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         return response
 
     def _mend_v03(response: JSONResponse, method: str) -> JSONResponse:
-        """-32600 for invalid v0.3 params becomes -32602; a successful delete gets its result."""
+        """-32600 for invalid v0.3 params becomes -32602 (the request object itself was checked
+        before: what the SDK's v0.3 layer still calls an invalid request is its params failing
+        validation); a successful delete gets its result."""
         data = json.loads(bytes(response.body))
         changed = False
         err = data.get("error")

@@ -206,10 +206,15 @@ class QueuedPushSender(PushNotificationSender):
         self._worker = asyncio.create_task(self._work_loop(), name="push-worker")
 
     async def validate_url(self, url: str) -> bool:
+        """True for an allowed webhook; a refused one raises InvalidParamsError with the reason
+        (the SDK's own error would say only "Invalid push notification URL")."""
         reason = await check_webhook_url(url, self._allow_private)
         if reason:
+            from a2a.utils.errors import InvalidParamsError
+
             log.warning("refused webhook %s: %s", url, reason)
-        return reason is None
+            raise InvalidParamsError(message=f"Invalid push notification URL {url}: {reason}")
+        return True
 
     async def send_notification(self, task_id: str, event: PushNotificationEvent) -> None:
         """Stage the event and return at once while the task is working; an event that stops the
