@@ -181,7 +181,8 @@ async def _memory_add(session: Session, args: str, emit: Callable[[Event], None]
 
 async def _memory_refresh(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
     text = session.refresh_memory()
-    _say(emit, f"Memory reloaded ({len(text.splitlines())} lines from {session.core.config.memory_file}).")
+    n = len(text.splitlines())
+    _say(emit, f"Memory reloaded ({n} line{'' if n == 1 else 's'} from {session.core.config.memory_file}).")
     return None
 
 
