@@ -1,0 +1,71 @@
+"""Issue 11 item 3: what the A2A TCK (github a2aproject/a2a-tck, branches 0.3.x and 1.0-dev)
+checks, tested here without it: JSON-RPC error codes, the card per protocol version and its
+caching headers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.a2a.helpers import auth, call, rpc, running_server, v03_message
+
+TEXT = [{"items": [{"text": "hello there"}]}, {"items": [{"text": "second: {last_user}"}]}]
+
+
+async def test_invalid_request_objects_answer_32600(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 11 item 3: a request object that is not JSON-RPC 2.0 is -32600 (Invalid Request),
+    for v0.3 and 1.0 methods alike, never -32602 or HTTP 500 (TCK 0.3.x
+    test_rejects_invalid_json_rpc_requests[invalid_request0/3], test_invalid_jsonrpc_version);
+    invalid v0.3 params stay -32602 (test_rejects_invalid_params)."""
+    params = {"message": v03_message("hi")}
+    bad: list[tuple[dict[str, Any], Any]] = [
+        ({"jsonrpc": "1.0", "id": 7, "method": "message/send", "params": params}, 7),
+        ({"jsonrpc": "aaa", "method": "message/send", "params": {}}, None),
+        ({"id": 8, "method": "message/send", "params": params}, 8),
+        ({"jsonrpc": "2.0", "id": {"bad": "type"}, "method": "message/send", "params": {}}, None),
+        ({"jsonrpc": "2.0", "id": True, "method": "tasks/get", "params": {"id": "x"}}, None),
+        ({"jsonrpc": "2.0", "id": 9, "method": {"not": "a string"}, "params": {}}, 9),
+        ({"jsonrpc": "2.0", "id": 10, "method": ["message/send"], "params": {}}, 10),
+        ({"jsonrpc": "2.0", "id": 11, "method": 5}, 11),
+        ({"jsonrpc": "2.0", "id": 12, "params": {}}, 12),
+        ({"jsonrpc": 2.0, "id": 14, "method": "GetTask", "params": {"id": "x"}}, 14),
+    ]
+    async with running_server(script(TEXT), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            for body, rid in bad:
+                r = await c.post(srv.url, json=body, headers=auth())
+                assert r.status_code == 200, (body, r.text)
+                res = r.json()
+                assert res["error"]["code"] == -32600, (body, res)
+                assert res["id"] == rid and res["jsonrpc"] == "2.0", (body, res)
+            res = await call(c, srv.url, rpc("message/send", {"message": {"parts": "invalid"}}), auth())
+            assert res["error"]["code"] == -32602, res
+            res = await call(c, srv.url, rpc("message/send", {"": "not_a_dict"}), auth())
+            assert res["error"]["code"] == -32602, res
+            res = await call(c, srv.url, rpc("message/ssend", {}), auth())
+            assert res["error"]["code"] == -32601, res
+
+
+async def test_body_that_is_not_json_by_content_type(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 11 item 3: a body that is not JSON sent with another Content-Type is -32005
+    (ContentTypeNotSupportedError, TCK 1.0-dev JSONRPC-SSE-002); sent as JSON it stays -32700;
+    JSON sent with a careless Content-Type (curl -d) is still served."""
+    body = str({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}).encode()
+    async with running_server(script(TEXT), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            h = {**auth(v1=True), "Content-Type": "text/plain"}
+            res = (await c.post(srv.url, content=body, headers=h)).json()
+            assert res["error"]["code"] == -32005, res
+            h = {**auth(v1=True), "Content-Type": "application/json"}
+            res = (await c.post(srv.url, content=body, headers=h)).json()
+            assert res["error"]["code"] == -32700, res
+            h = {**auth(), "Content-Type": "application/x-www-form-urlencoded"}
+            r = await c.post(srv.url, json=rpc("tasks/get", {"id": "nope"}), headers=h)
+            assert r.json()["error"]["code"] == -32001, r.text
