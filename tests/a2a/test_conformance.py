@@ -69,3 +69,41 @@ async def test_body_that_is_not_json_by_content_type(
             h = {**auth(), "Content-Type": "application/x-www-form-urlencoded"}
             r = await c.post(srv.url, json=rpc("tasks/get", {"id": "nope"}), headers=h)
             assert r.json()["error"]["code"] == -32001, r.text
+
+
+async def test_unknown_task_id_and_unsupported_content(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 11 item 3: a message naming a taskId no task has is TaskNotFoundError (-32001) however
+    long the id (TCK 1.0-dev CORE-MULTI-004); a file part of a media type the card's input modes
+    do not list is ContentTypeNotSupportedError (-32005, CORE-SEND-003), in v0.3 and 1.0."""
+    async with running_server(script(TEXT), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            for task_id in ("tck-nonexistent-multi-004-0123456789abcdef", "nope"):
+                msg = {"role": "ROLE_USER", "parts": [{"text": "hi"}], "messageId": "m1", "taskId": task_id}
+                res = await call(c, srv.url, rpc("SendMessage", {"message": msg}), auth(v1=True))
+                assert res["error"]["code"] == -32001, res
+                res = await call(
+                    c, srv.url, rpc("message/send", {"message": v03_message("hi", task_id=task_id)}), auth()
+                )
+                assert res["error"]["code"] == -32001, res
+            part = {"raw": "dGNr", "mediaType": "application/x-unsupported-tck-type"}
+            msg = {"role": "ROLE_USER", "parts": [part], "messageId": "m2"}
+            res = await call(c, srv.url, rpc("SendMessage", {"message": msg}), auth(v1=True))
+            assert res["error"]["code"] == -32005, res
+            msg = {
+                "role": "ROLE_USER",
+                "parts": [{"text": "look"}, {**part, "mediaType": "image/png"}],
+                "messageId": "m3",
+            }
+            res = await call(c, srv.url, rpc("SendMessage", {"message": msg}), auth(v1=True))
+            assert res["error"]["code"] == -32005 and "image/png" in res["error"]["message"], res
+            m03 = v03_message("look")
+            m03["parts"].append({"kind": "file", "file": {"bytes": "dGNr", "mimeType": "image/png"}})
+            res = await call(c, srv.url, rpc("message/send", {"message": m03}), auth())
+            assert res["error"]["code"] == -32005, res
+            # text and JSON are what the card's defaultInputModes say
+            m03 = v03_message("hello")
+            m03["parts"].append({"kind": "file", "file": {"bytes": "dGNr", "mimeType": "text/plain"}})
+            res = await call(c, srv.url, rpc("message/send", {"message": m03}), auth())
+            assert res["result"]["status"]["state"] == "completed", res

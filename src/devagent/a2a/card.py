@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from a2a.types import AgentCard
 
 _AUTH_DESCRIPTION = "Authorization: Bearer <token> (devagent serve --token)"
+# What a message's parts may hold: text, and JSON (DataParts). A file part of another media type
+# is refused with ContentTypeNotSupportedError (-32005).
+INPUT_MODES = ("text/plain", "application/json")
 
 
 def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
@@ -55,7 +58,7 @@ def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
             "bearer": {"httpAuthSecurityScheme": {"description": _AUTH_DESCRIPTION, "scheme": "bearer"}}
         },
         "securityRequirements": [{"schemes": {"bearer": {}}}],
-        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [
             {

@@ -30,13 +30,19 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+)
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
+from devagent.a2a.card import INPUT_MODES
 from devagent.a2a.executor import (
     COMMAND_KEY,
     CONTEXT_KEY,
@@ -193,9 +199,14 @@ class DevagentRequestHandler(DefaultRequestHandler):
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         msg = params.message
-        for name, value in (("taskId", msg.task_id), ("contextId", msg.context_id)):
-            if len(value) > MAX_ID_LEN:
-                raise InvalidParamsError(message=f"{name} longer than {MAX_ID_LEN} characters")
+        if len(msg.task_id) > MAX_ID_LEN:  # no task has such an id (TCK CORE-MULTI-004)
+            raise TaskNotFoundError(f"Task {msg.task_id} not found")
+        if len(msg.context_id) > MAX_ID_LEN:
+            raise InvalidParamsError(message=f"contextId longer than {MAX_ID_LEN} characters")
+        for part in msg.parts:  # TCK CORE-SEND-003
+            media = part.media_type.split(";", 1)[0].strip().lower()
+            if part.WhichOneof("content") in ("raw", "url") and media and media not in INPUT_MODES:
+                raise ContentTypeNotSupportedError(f"file parts of type {media} are not supported")
         req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
         prepared = parse_message(msg, req_md)
         prepared.command = context.state.get(COMMAND_KEY)
