@@ -4,6 +4,7 @@ caching headers."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,83 @@ async def test_unknown_task_id_and_unsupported_content(
             m03["parts"].append({"kind": "file", "file": {"bytes": "dGNr", "mimeType": "text/plain"}})
             res = await call(c, srv.url, rpc("message/send", {"message": m03}), auth())
             assert res["result"]["status"]["state"] == "completed", res
+
+
+V03_ONLY = ("preferredTransport", "protocolVersion", "url", "supportsAuthenticatedExtendedCard", "security")
+
+
+async def test_card_per_version_with_caching_headers(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 11 item 3: a client saying A2A-Version 1.0 (header or query parameter) gets a card
+    that parses strictly as the 1.0 AgentCard, with none of the v0.3 fields (TCK 1.0-dev
+    CARD-STRUCT-001); a client saying nothing or 0.3 gets the v0.3 card. Both carry
+    Cache-Control with max-age, ETag and Last-Modified (CARD-CACHE-001..003) and revalidate
+    with 304."""
+    from a2a.types import AgentCard
+    from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
+
+    async with running_server(script(TEXT), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            for path in (".well-known/agent-card.json", ".well-known/agent.json"):
+                url = srv.url + path
+                r1 = await c.get(url, headers={"A2A-Version": "1.0"})
+                v1 = r1.json()
+                assert not set(V03_ONLY) & set(v1), v1
+                assert v1["securitySchemes"] == {
+                    "bearer": {
+                        "httpAuthSecurityScheme": v1["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]
+                    }
+                }
+                ParseDict(v1, AgentCard())  # strict: an unknown field would raise
+                assert (await c.get(url + "?A2A-Version=1.0")).json() == v1
+                for headers in ({}, {"A2A-Version": "0.3"}):
+                    r0 = await c.get(url, headers=headers)
+                    v03 = r0.json()
+                    assert v03["protocolVersion"] == "0.3" and v03["url"] == srv.url, v03
+                    assert v03["securitySchemes"]["bearer"]["type"] == "http"
+                for r in (r1, r0):
+                    assert r.status_code == 200
+                    assert "max-age=" in r.headers["cache-control"]
+                    assert r.headers["etag"] and r.headers["last-modified"]
+                    assert "A2A-Version" in r.headers["vary"]
+                assert r1.headers["etag"] != r0.headers["etag"]
+                r = await c.get(url, headers={"If-None-Match": r0.headers["etag"]})
+                assert r.status_code == 304 and not r.content and r.headers["etag"] == r0.headers["etag"]
+                r = await c.get(url, headers={"If-None-Match": r0.headers["etag"], "A2A-Version": "1.0"})
+                assert r.status_code == 200 and r.json() == v1
+                r = await c.get(
+                    url, headers={"If-None-Match": f"W/{r1.headers['etag']}", "A2A-Version": "1.0"}
+                )
+                assert r.status_code == 304
+                r = await c.get(url, headers={"If-Modified-Since": r0.headers["last-modified"]})
+                assert r.status_code == 304
+                r = await c.get(url, headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})
+                assert r.status_code == 200 and r.json() == v03
+                r = await c.head(url)
+                assert r.status_code == 200 and not r.content and r.headers["etag"] == r0.headers["etag"]
+                assert (await c.post(url)).status_code == 405
+
+
+async def test_boot_app_serves_the_same_card() -> None:
+    """Issue 11 item 3: the card a starting server answers before its app has loaded is the card
+    the app serves, with the same headers (one CardApp)."""
+    from devagent.a2a.server import BootApp
+    from devagent.a2a.settings import A2ASettings
+    from devagent.agent.core import CoreConfig
+
+    settings = A2ASettings(host="127.0.0.1", port=1234, tokens={"t": "u"})
+    boot = BootApp(CoreConfig(db_url="sqlite+aiosqlite://"), settings, "1.2.3")
+    for headers, v03 in (([], True), ([(b"a2a-version", b"1.0")], False)):
+        sent: list[dict[str, Any]] = []
+
+        async def send(m: dict[str, Any]) -> None:
+            sent.append(m)  # noqa: B023
+
+        scope = {"type": "http", "method": "GET", "path": "/.well-known/agent-card.json", "headers": headers}
+        await boot(scope, None, send)  # type: ignore[arg-type]
+        assert sent[0]["status"] == 200
+        names = {k for k, _ in sent[0]["headers"]}
+        assert {b"etag", b"last-modified", b"cache-control"} <= names
+        card = json.loads(sent[1]["body"])
+        assert ("url" in card) is v03

@@ -198,7 +198,6 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
     from a2a.server.routes import (
         DefaultServerCallContextBuilder,
-        create_agent_card_routes,
         create_jsonrpc_routes,
     )
     from a2a.server.tasks import DatabaseTaskStore
@@ -208,7 +207,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from starlette.routing import Route
 
     import devagent
-    from devagent.a2a.card import build_card
+    from devagent.a2a.card import CardApp, build_card
     from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
     from devagent.a2a.legacy_rest import rest_routes
@@ -216,7 +215,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.store import BufferedTaskStore
 
     _patch_v03_final()
-    card = build_card(settings, getattr(devagent, "__version__", "0.1.0"))
+    card_version = getattr(devagent, "__version__", "0.1.0")
+    card = build_card(settings, card_version)
     engine = core.store.engine
     task_store = BufferedTaskStore(DatabaseTaskStore(engine))
     push_store = VersionedPushConfigStore(engine)
@@ -423,8 +423,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             await http.aclose()
 
     routes = [
-        *create_agent_card_routes(card, card_url=CARD_PATHS[0]),
-        *create_agent_card_routes(card, card_url=CARD_PATHS[1]),
+        # the card per protocol version, with caching headers (issue 11 item 3)
+        *(Route(path, CardApp(settings, card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/", rpc, methods=["POST"]),
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)

@@ -1,20 +1,30 @@
-"""The agent card (A1): one card that v0.3 and 1.0 clients both read.
+"""The agent card (A1), per protocol version.
 
 `card_json` builds it as plain JSON with no SDK import, so a starting server can answer the card
-at once; `build_card` gives the SDK its protobuf form. The served JSON is the 1.0 card merged
-with the v0.3 fields (`url`, `preferredTransport`, `protocolVersion`, `security`, ...), exactly
-what the SDK's card route serves (a test checks they are equal).
+at once; `build_card` gives the SDK its protobuf form. A client that says `A2A-Version: 1.0`
+(header or query parameter, as the a2a-sdk 1.x client does) gets the 1.0 card, valid against
+the 1.0 schema (`card_v1_json`); any other client, one sending no version included (A2A 1.0 says
+to assume 0.3 then), gets the 1.0 card merged with the v0.3 fields (`url`,
+`preferredTransport`, `protocolVersion`, `security`, ...), what the SDK's card route serves (a
+test checks they are equal). `CardApp` serves both with Cache-Control, ETag and Last-Modified,
+answering a revalidation with 304 (issue 11 item 3).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+from email.utils import formatdate, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 from devagent.a2a.extension import EXTENSION_DESCRIPTION, EXTENSION_URI, EXTENSION_VERSION
 from devagent.a2a.settings import A2ASettings
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
+    from starlette.types import Receive, Scope, Send
 
 _AUTH_DESCRIPTION = "Authorization: Bearer <token> (devagent serve --token)"
 # What a message's parts may hold: text, and JSON (DataParts). A file part of another media type
@@ -103,3 +113,71 @@ def build_card(settings: A2ASettings, version: str) -> AgentCard:
 
     card: AgentCard = ParseDict(card_v1_json(settings, version), AgentCard())
     return card
+
+
+CARD_MAX_AGE = 300  # seconds: a restarted server may declare other interfaces or capabilities
+_STARTED = time.time()  # Last-Modified: when this process built its card
+
+
+def _wants_v1(scope: Scope) -> bool:
+    """Whether the request says it speaks A2A 1.0 or later (`A2A-Version` header, else the
+    `A2A-Version` query parameter); without either, A2A 1.0 says to assume 0.3."""
+    version = ""
+    for k, v in scope.get("headers", []):
+        if k == b"a2a-version":
+            version = v.decode("latin-1")
+            break
+    else:
+        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+            if k.lower() == "a2a-version":
+                version = v
+                break
+    major = version.strip().split(".", 1)[0]
+    return major.isdigit() and int(major) >= 1
+
+
+class CardApp:
+    """The agent card as an ASGI app: GET and HEAD on the well-known paths."""
+
+    def __init__(self, settings: A2ASettings, version: str, modified: float | None = None) -> None:
+        self._bodies: dict[bool, tuple[bytes, bytes]] = {}
+        for v1, card in ((False, card_json(settings, version)), (True, card_v1_json(settings, version))):
+            body = json.dumps(card, separators=(",", ":")).encode()
+            etag = ('"' + hashlib.sha256(body).hexdigest()[:32] + '"').encode()
+            self._bodies[v1] = (body, etag)
+        self._modified = int(_STARTED if modified is None else modified)
+        self._last_modified = formatdate(self._modified, usegmt=True).encode()
+
+    def _not_modified(self, scope: Scope, etag: bytes) -> bool:
+        headers = dict(scope.get("headers", []))
+        inm = headers.get(b"if-none-match")
+        if inm is not None:  # weak comparison (RFC 9110 13.1.2)
+            tags = [t.strip().removeprefix(b"W/") for t in inm.split(b",")]
+            return b"*" in tags or etag in tags
+        ims = headers.get(b"if-modified-since")
+        if ims is None:
+            return False
+        try:
+            return parsedate_to_datetime(ims.decode("latin-1")).timestamp() >= self._modified
+        except (TypeError, ValueError):
+            return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"GET, HEAD")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body, etag = self._bodies[_wants_v1(scope)]
+        headers = [
+            (b"cache-control", f"public, max-age={CARD_MAX_AGE}".encode()),
+            (b"etag", etag),
+            (b"last-modified", self._last_modified),
+            (b"vary", b"A2A-Version"),
+        ]
+        if self._not_modified(scope, etag):
+            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})

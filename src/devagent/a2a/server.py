@@ -15,7 +15,6 @@ the moment the socket is bound, as before.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import sys
@@ -95,9 +94,9 @@ class BootApp:
         version: str,
         on_fail: Callable[[], None] = lambda: None,
     ) -> None:
-        from devagent.a2a.card import card_json
+        from devagent.a2a.card import CardApp
 
-        self._card = json.dumps(card_json(settings, version), separators=(",", ":")).encode()
+        self._card = CardApp(settings, version)
         self._core_config = core_config
         self._settings = settings
         self._on_fail = on_fail
@@ -116,7 +115,7 @@ class BootApp:
             return
         if self._inner is None:
             if scope["type"] == "http" and scope["path"] in CARD_PATHS and scope["method"] in ("GET", "HEAD"):
-                await self._send_card(send)
+                await self._card(scope, receive, send)
                 return
             if self._ready is not None:
                 await self._ready.wait()
@@ -126,11 +125,6 @@ class BootApp:
                     await send({"type": "http.response.body", "body": b"server failed to start"})
                 return
         await self._inner(scope, receive, send)
-
-    async def _send_card(self, send: Send) -> None:
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self._card)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": self._card})
 
     async def _run_lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
