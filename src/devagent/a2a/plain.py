@@ -87,7 +87,7 @@ def diff_summary(d: FileDiff) -> str:
             added += 1
         elif line.startswith("-") and not line.startswith("---"):
             removed += 1
-    return f"+{added} -{removed} lines"
+    return f"+{added} -{removed} {'line' if added + removed == 1 else 'lines'}"
 
 
 def request_text(call: ToolCall) -> str:

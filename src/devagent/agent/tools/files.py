@@ -409,7 +409,8 @@ def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, 
     except OSError as e:
         raise fs_failure(e, ctx.workspace.display(real)) from e
     display = ctx.workspace.display(real)
-    text = f"{verb} {display} ({count_lines(content)} lines)."
+    n = count_lines(content)
+    text = f"{verb} {display} ({n} line{'' if n == 1 else 's'})."
     if modified:
         text += (
             " The user modified the proposed content before it was written; read the file again "
