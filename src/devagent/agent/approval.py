@@ -106,7 +106,7 @@ def _grant_roots(command: str) -> list[str]:
 
 
 def _mcp_server(name: str) -> str:
-    from devagent.agent.mcp import server_of
+    from devagent.agent.mcp_names import server_of
 
     return server_of(name)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai import messages as pm
 
-from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta
+from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta, Usage
 
 if TYPE_CHECKING:
     from devagent.agent.session import Session
@@ -23,8 +23,6 @@ KEEP_TAIL = 2
 async def compact(session: Session, emit: Callable[[Event], None], keep_instructions: str = "") -> None:
     from pydantic_ai.direct import model_request_stream
     from pydantic_ai.models import ModelRequestParameters
-
-    from devagent.agent.session import _usage_of
 
     if session.state.pending:
         emit(Notice("Cannot compact while tool calls wait for an answer.", "error"))
@@ -42,7 +40,7 @@ async def compact(session: Session, emit: Callable[[Event], None], keep_instruct
         async for _ in stream:
             pass
         response = stream.get()
-    usage = _usage_of(response.usage)
+    usage = Usage.of_response(response.usage)
     session.state.usage.add(usage)
     emit(StatusUpdate(usage, usage.input_tokens))
     summary = "".join(p.content for p in response.parts if isinstance(p, pm.TextPart)).strip()

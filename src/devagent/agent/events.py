@@ -190,6 +190,19 @@ class Usage:
         }
 
     @classmethod
+    def of_response(cls, u: Any) -> Usage:
+        """The usage of one model response, from pydantic-ai's RequestUsage (read by attribute)."""
+        details = getattr(u, "details", None) or {}
+        reasoning = getattr(u, "output_reasoning_tokens", 0) or details.get("reasoning_tokens", 0) or 0
+        return cls(
+            input_tokens=int(getattr(u, "input_tokens", 0) or 0),
+            output_tokens=int(getattr(u, "output_tokens", 0) or 0),
+            reasoning_tokens=int(reasoning),
+            cache_read_tokens=int(getattr(u, "cache_read_tokens", 0) or 0),
+            requests=1,
+        )
+
+    @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Usage:
         data = data or {}
         return cls(**{k: int(data.get(k, 0)) for k in cls.__dataclass_fields__})

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, TextDelta, ToolKind
+from devagent.agent.mcp_names import SEPARATOR, server_of
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from devagent.netpolicy import check_outbound_url
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("devagent.mcp")
 
-SEPARATOR = "__"
 MAX_TOOL_NAME = 64
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -213,11 +213,6 @@ def tool_name(server: str, tool: str) -> str:
         digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
         name = name[: MAX_TOOL_NAME - 9] + "_" + digest
     return name
-
-
-def server_of(name: str) -> str:
-    """The server part of an MCP tool name (server names never contain the separator)."""
-    return name.split(SEPARATOR, 1)[0]
 
 
 # --- connections ---------------------------------------------------------------------------------

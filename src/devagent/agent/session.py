@@ -649,7 +649,7 @@ class Session:
                     elif isinstance(delta, pm.ThinkingPartDelta) and delta.content_delta:
                         emit(ThoughtDelta(delta.content_delta))
             response = stream.get()
-        step_usage = _usage_of(response.usage)
+        step_usage = Usage.of_response(response.usage)
         self.state.usage.add(step_usage)
         self.state.turn_usage.add(step_usage)
         emit(StatusUpdate(step_usage, step_usage.input_tokens))
@@ -1016,18 +1016,6 @@ def _json_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
-
-
-def _usage_of(u: Any) -> Usage:
-    details = getattr(u, "details", None) or {}
-    reasoning = getattr(u, "output_reasoning_tokens", 0) or details.get("reasoning_tokens", 0) or 0
-    return Usage(
-        input_tokens=int(getattr(u, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(u, "output_tokens", 0) or 0),
-        reasoning_tokens=int(reasoning),
-        cache_read_tokens=int(getattr(u, "cache_read_tokens", 0) or 0),
-        requests=1,
-    )
 
 
 def _model_error_text(e: Exception) -> str:
