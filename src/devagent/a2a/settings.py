@@ -7,6 +7,8 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devagent.jsonlimits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41242
 
@@ -48,6 +50,13 @@ class A2ASettings:
     plain_approval: str = "ask"
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
+    # Limits on what a client sends (issue 12 item 2), far above what a real client needs: the
+    # request body (HTTP 413), JSON nesting (checked before parsing), parts and tool definitions
+    # in one message.
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    max_parts: int = 1000
+    max_tools: int = 512
 
     def __post_init__(self) -> None:
         self.workspace_roots = [Path(p).resolve() for p in (self.workspace_roots or [Path.cwd()])]
