@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.a2a import extension as ext
 from devagent.a2a.settings import A2ASettings
+from devagent.jsonlimits import depth_message, too_deep
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -103,6 +104,71 @@ class BearerAuth:
         scope["user"] = SimpleUser(name)
         scope["auth"] = AuthCredentials(["authenticated"])
         await self.app(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Requests whose body is larger than `limit` bytes get HTTP 413 with a JSON-RPC error
+    (issue 12 item 2), before the body is read: at once when Content-Length says so, else as soon
+    as the streamed body grows past the limit (the app's reading stops there and whatever it would
+    have answered is dropped)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _refuse(self, send: Send) -> None:
+        message = f"request body larger than {self.limit} bytes"
+        body = json.dumps(_rpc_error(None, -32600, message)).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for k, v in scope["headers"]:
+            if k == b"content-length":
+                if v.strip().isdigit() and int(v) > self.limit:
+                    await self._refuse(send)
+                    return
+                break
+        received = 0
+        refused = started = False
+
+        async def limited_receive() -> Any:
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    refused = True
+                    raise _BodyTooLarge
+            return message
+
+        async def guarded_send(message: Any) -> None:
+            nonlocal started
+            if refused:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
+        if refused and not started:
+            await self._refuse(send)
 
 
 _PATCHED = False
@@ -203,6 +269,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from a2a.server.tasks import DatabaseTaskStore
     from a2a.types import Message, Part, Role, SendMessageRequest
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
@@ -348,6 +415,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         return response
 
     async def _rpc(request: Request) -> Response:
+        if too_deep(await request.body(), settings.max_json_depth):  # before json.loads recurses
+            return JSONResponse(_rpc_error(None, -32600, depth_message(settings.max_json_depth)))
         try:
             body = await request.json()  # cached on the request: the SDK reads the same object
         except Exception:
@@ -430,7 +499,11 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
         *rest_routes(handler, executor, ctx_builder, new_task),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, limit=settings.max_body_bytes)],  # issue 12 item 2
+    )
     app.state.handler = handler
     app.state.executor = executor
     app.state.push_sender = sender
