@@ -203,12 +203,17 @@ class DevagentRequestHandler(DefaultRequestHandler):
             raise TaskNotFoundError(f"Task {msg.task_id} not found")
         if len(msg.context_id) > MAX_ID_LEN:
             raise InvalidParamsError(message=f"contextId longer than {MAX_ID_LEN} characters")
+        limits = self.devagent.settings  # issue 12 item 2
+        if len(msg.parts) > limits.max_parts:
+            raise InvalidParamsError(message=f"more than {limits.max_parts} parts in one message")
         for part in msg.parts:  # TCK CORE-SEND-003
             media = part.media_type.split(";", 1)[0].strip().lower()
             if part.WhichOneof("content") in ("raw", "url") and media and media not in INPUT_MODES:
                 raise ContentTypeNotSupportedError(f"file parts of type {media} are not supported")
         req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
         prepared = parse_message(msg, req_md)
+        if len(prepared.tools or ()) + len(prepared.tools_rejected) > limits.max_tools:
+            raise InvalidParamsError(message=f"more than {limits.max_tools} tool definitions in one message")
         prepared.command = context.state.get(COMMAND_KEY)
         if prepared.settings is not None and prepared.settings.workspace_path:
             try:
