@@ -18,6 +18,26 @@ PUSH_ENV = {
     "push_lease": "DEVAGENT_PUSH_LEASE",
 }
 
+# A2ASettings field -> environment variable: limits on what a client sends (issue 12 item 2)
+LIMIT_ENV = {
+    "max_body_bytes": "DEVAGENT_MAX_BODY_BYTES",
+    "max_json_depth": "DEVAGENT_MAX_JSON_DEPTH",
+    "max_parts": "DEVAGENT_MAX_PARTS",
+    "max_tools": "DEVAGENT_MAX_TOOLS",
+}
+
+
+def limit_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, int]:
+    """The limits given in the environment; ValueError names a bad one."""
+    from devagent.jsonlimits import positive_int_from_env
+
+    out: dict[str, int] = {}
+    for name, var in LIMIT_ENV.items():
+        value = positive_int_from_env(var, environ)
+        if value is not None:
+            out[name] = value
+    return out
+
 
 def push_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, float | int]:
     """The push settings given in the environment; ValueError names a bad one."""
@@ -86,6 +106,7 @@ def serve_command(
             return 2
     try:
         push = push_settings_from_env()
+        limits = limit_settings_from_env()
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
@@ -113,6 +134,7 @@ def serve_command(
         replica_events=replica_events in ("on", "true", "1"),
         plain_approval=plain_approval,
         **push,  # type: ignore[arg-type]
+        **limits,  # type: ignore[arg-type]
     )
     try:
         settings.check_bind()
