@@ -47,6 +47,13 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.jsonlimits import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_LINE_BYTES,
+    depth_message,
+    positive_int_from_env,
+    too_deep,
+)
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
@@ -68,6 +75,8 @@ class WireOptions:
     thinking: bool | None = None
     approval_timeout: float | None = None  # seconds; None = wait as long as it takes
     tool_call_timeout: float | None = None
+    max_json_depth: int = DEFAULT_MAX_DEPTH  # deeper lines are refused before parsing (issue 12 item 2)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # longer lines are dropped and refused
 
 
 # --- stdio ---------------------------------------------------------------------------------------
@@ -105,9 +114,20 @@ class Output:
             view = view[n:]
 
 
-def _start_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:
+class OverlongLine(bytes):
+    """Stands in for an input line longer than the limit, which was read and dropped in pieces
+    (never held whole): the server answers it with an error."""
+
+
+def _start_reader(
+    fd: int,
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue[bytes | None],
+    max_line: int = DEFAULT_MAX_LINE_BYTES,
+) -> None:
     """Read lines from `fd` in a daemon thread (works for pipes, ttys and files alike) and hand
-    them to the loop; None marks the end of input."""
+    them to the loop; None marks the end of input. A line longer than `max_line` bytes (its
+    final newline not counted) becomes an `OverlongLine`."""
 
     def put(item: bytes | None) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is gone
@@ -116,8 +136,15 @@ def _start_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue
     def run() -> None:
         try:
             with open(fd, "rb", closefd=False) as f:
-                for line in f:
-                    put(line)
+                while line := f.readline(max_line + 1):
+                    if line.endswith(b"\n") or len(line) <= max_line:  # at most max_line + newline
+                        put(line)
+                        continue
+                    while not line.endswith(b"\n"):  # drop the rest of it
+                        line = f.readline(1 << 20)
+                        if not line:
+                            break
+                    put(OverlongLine())
         except Exception:
             log.exception("reading stdin failed")
         put(None)
@@ -244,6 +271,13 @@ class WireServer:
     # --- framing (W1, W8) ------------------------------------------------------------------
 
     def handle_line(self, raw: bytes) -> None:
+        if isinstance(raw, OverlongLine):
+            limit = self.opts.max_line_bytes
+            self.send(m.error_response(None, m.INVALID_REQUEST, f"line longer than {limit} bytes"))
+            return
+        if too_deep(raw, self.opts.max_json_depth):  # before json.loads recurses
+            self.send(m.error_response(None, m.INVALID_REQUEST, depth_message(self.opts.max_json_depth)))
+            return
         try:
             msg = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -855,6 +889,18 @@ def run_wire(
         check_db_url(config.db_url)
     except StartError as e:
         return report("devagent wire", e)
+    limits: dict[str, int] = {}
+    try:  # issue 12 item 2: the same variables as `devagent serve` where they apply
+        for name, var in (
+            ("max_json_depth", "DEVAGENT_MAX_JSON_DEPTH"),
+            ("max_line_bytes", "DEVAGENT_MAX_LINE_BYTES"),
+        ):
+            value = positive_int_from_env(var)
+            if value is not None:
+                limits[name] = value
+    except ValueError as e:
+        print(f"devagent wire: {e}", file=sys.stderr)
+        return 2
     if yolo:
         # --yolo is the operator's choice when starting the server, not a client's request.
         config.approval_mode = "yolo"
@@ -880,12 +926,13 @@ def run_wire(
         thinking=thinking,
         approval_timeout=approval_timeout,
         tool_call_timeout=tool_call_timeout,
+        **limits,
     )
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        _start_reader(0, loop, queue)
+        _start_reader(0, loop, queue, opts.max_line_bytes)
         server = WireServer(opts, Output(proto_fd))
         return await server.serve(queue)
 
