@@ -43,7 +43,7 @@ def nesting_depth(data: bytes) -> int:
     if b'"' in data:
         data = _STRING.sub(b"", data)
     signs = array("b", data.translate(_SIGNS, _NOT_BRACKETS))
-    return max(accumulate(signs), default=0)
+    return max(accumulate(signs, initial=0))  # a stray closing bracket ends the parse anyway
 
 
 def too_deep(data: bytes, limit: int) -> bool:
