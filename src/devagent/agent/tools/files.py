@@ -819,14 +819,18 @@ async def _grep_rg(
     include: str | None,
     ignore_case: bool,
 ) -> tuple[list[tuple[str, int, str]], bool]:
+    """ripgrep's matches, sorted by path (component by component, as `rg --sort path` would) and
+    line number. rg searches in parallel (no `--sort`, which makes it single-threaded), so files
+    come in whatever order its threads finish; the matches are sorted here. When there are more
+    than `GREP_MAX_MATCHES`, rg is stopped at the first `GREP_MAX_MATCHES` + 1 it reports: the
+    matches kept are then the first `GREP_MAX_MATCHES` rg found (whole files in the order its
+    threads finished them, so not always the same ones from run to run), sorted the same way."""
     cmd = [
         rg,
         "--json",
         "--no-config",
         "--no-ignore",
         "--hidden",
-        "--sort",
-        "path",
         "--max-filesize",
         str(GREP_MAX_FILESIZE),
         "--regexp",
@@ -884,7 +888,8 @@ async def _grep_rg(
         raise
     if code == 2 and not matches and "regex" in stderr.lower():
         raise _RgUnsupported(stderr)
-    confirmed = await in_thread(_confirm_rg, workspace, matches[:GREP_MAX_MATCHES])
+    kept = sorted(matches[:GREP_MAX_MATCHES], key=lambda m: (m[3].parts, m[1]))
+    confirmed = await in_thread(_confirm_rg, workspace, kept)
     return confirmed, capped
 
 
