@@ -8,27 +8,66 @@ is written at once, after any pending snapshot, so everything a client or a rest
 needs (a pause waiting for a confirmation, the end of a turn) is on disk when the stream says so.
 Reads see the pending snapshot. The conversation itself is the core's transcript, which the
 core stores on its own.
+
+Reads of stored tasks are cached: the SDK looks a task up many times per turn, and reading one
+from the database parses its whole history through protobuf's json_format, which grows with every
+turn of a task that is continued. The last tasks saved or read (an LRU of `CACHE_TASKS`, at most
+`CACHE_BYTES` in all) are kept with their row's *signature*: `last_updated` and the text length
+of each JSON column, read by the database in the transaction that wrote them (or in the query that
+read the whole row). A `get` reads only the signature (one small SELECT, the same owner filter)
+and returns a copy of the cached task when it is unchanged; any save by any process (a replica on
+the same database) changes the status timestamp or the length of what it changed, so a changed row
+is read again in full, never served stale.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.tasks import TaskStore
 from a2a.types import Task, TaskState
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from sqlalchemy import Text, and_, cast, func, select
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from a2a.server.tasks import DatabaseTaskStore
     from a2a.types import ListTasksRequest, ListTasksResponse
+    from sqlalchemy import Select
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 log = logging.getLogger(__name__)
 
 # The state a task is in while a turn runs: written behind. The task's creation (submitted) and
 # every state a turn stops in (input-required, completed, failed, canceled, ...) are written at once.
 _BUFFERED = frozenset((TaskState.TASK_STATE_WORKING,))
+
+# Stored tasks kept in memory after a save or a read: enough for every task a busy process is
+# running, bounded in bytes (serialized size) so long histories cannot hold much memory.
+CACHE_TASKS = 256
+CACHE_BYTES = 64 * 1024 * 1024
+
+# What identifies one version of a stored row: its `last_updated` and the text length of each JSON
+# column, as the database reports them.
+Signature = tuple[Any, ...]
+
+
+@dataclass(slots=True)
+class _Cached:
+    task: Task  # a copy nobody else holds
+    owner: str
+    signature: Signature
+    # The stored JSON of each history message and artifact (`MessageToDict`), aligned with
+    # `task.history` and `task.artifacts`: the next save of the task converts only the entries that
+    # differ, not the whole history again.
+    history: list[dict[str, Any]]
+    artifacts: list[dict[str, Any]]
+    size: int
 
 
 def join_tail(task: Task) -> None:
@@ -54,6 +93,34 @@ def join_tail(task: Task) -> None:
         del h[-1]
 
 
+def _dicts(
+    items: Sequence[Any], old_items: Sequence[Any], old_dicts: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`MessageToDict` of each item (history messages, artifacts), reusing the conversion of every
+    item equal to the one at the same place in the task as last saved or read."""
+    known = old_dicts if len(old_dicts) == len(old_items) else []
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        if i < len(known) and old_items[i] == item:
+            out.append(known[i])
+        else:
+            out.append(MessageToDict(item))
+    return out
+
+
+def _stored_dicts(column: Any, count: int) -> list[dict[str, Any]]:
+    """A JSON column read back (a list of dicts, aligned with the parsed items), or nothing."""
+    if isinstance(column, list) and len(column) == count:
+        return column
+    return []
+
+
+def _size(task: Task) -> int:
+    """Roughly the memory a cached task holds: the message and its history as JSON dicts."""
+    size: int = task.ByteSize()
+    return 4 * size
+
+
 class BufferedTaskStore(TaskStore):
     # 5 s rather than less: under load a turn lasts many seconds and every flush writes the whole
     # growing history; readers in this process see the live snapshot anyway, and a task left
@@ -67,6 +134,10 @@ class BufferedTaskStore(TaskStore):
         # Ids of tasks this process just created (the SDK generated the id) and has not saved yet:
         # the SDK looks each up two or three times before its first save, and none can be stored.
         self._fresh: set[str] = set()
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache_bytes = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
 
     def new_task(self, task_id: str) -> None:
         """`task_id` was generated for a new task in this process: not in the database yet."""
@@ -98,7 +169,11 @@ class BufferedTaskStore(TaskStore):
             timer.cancel()
         self._pending.pop(task.id, None)
         async with self._lock(task.id):
-            await self.inner.save(task, context)
+            try:
+                await self._save_stored(task, context)
+            except BaseException:
+                self._forget(task.id)
+                raise
         self._locks.pop(task.id, None)
 
     async def _flush_later(self, task_id: str) -> None:
@@ -115,8 +190,9 @@ class BufferedTaskStore(TaskStore):
             return
         async with self._lock(task_id):
             try:
-                await self.inner.save(entry[0], entry[1])
+                await self._save_stored(entry[0], entry[1])
             except Exception:
+                self._forget(task_id)
                 log.exception("cannot save task %s", task_id)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
@@ -127,8 +203,114 @@ class BufferedTaskStore(TaskStore):
             copy = Task()
             copy.CopyFrom(entry[0])
             return copy
-        task: Task | None = await self.inner.get(task_id, context)
+        return await self._get_stored(task_id, context)
+
+    # --- the stored tasks, through the cache ------------------------------------------------------
+
+    def _signature_of(self) -> Select[Any]:
+        m = self.inner.task_model
+        return select(
+            m.last_updated,
+            func.length(cast(m.status, Text)),
+            func.length(cast(m.artifacts, Text)),
+            func.length(cast(m.history, Text)),
+            func.length(cast(m.task_metadata, Text)),
+        )
+
+    def _where(self, stmt: Select[Any], task_id: str, owner: str) -> Select[Any]:
+        m = self.inner.task_model
+        return stmt.where(and_(m.id == task_id, m.owner == owner))
+
+    async def _save_stored(self, task: Task, context: ServerCallContext) -> None:
+        """The SDK's `DatabaseTaskStore.save`, and in the same transaction the signature of the row
+        it wrote, so the copy cached is known to be exactly what the row holds."""
+        inner = self.inner
+        await inner._ensure_initialized()
+        owner = inner.owner_resolver(context)
+        history: list[dict[str, Any]] = []
+        artifacts: list[dict[str, Any]] = []
+        if inner.core_to_model_conversion is None:
+            prev = self._cache.get(task.id)
+            if prev is not None and prev.owner != owner:
+                prev = None
+            history = _dicts(task.history, prev.task.history if prev else (), prev.history if prev else [])
+            artifacts = _dicts(
+                task.artifacts, prev.task.artifacts if prev else (), prev.artifacts if prev else []
+            )
+            row = inner._to_orm(
+                Task(id=task.id, context_id=task.context_id, status=task.status, metadata=task.metadata),
+                owner,
+            )
+            # the columns hold the JSON form (the SDK's annotations name the protobuf types)
+            row.history = history  # type: ignore[assignment]
+            row.artifacts = artifacts  # type: ignore[assignment]
+        else:
+            row = inner._to_orm(task, owner)
+        async with inner.async_session_maker.begin() as session:
+            await session.merge(row)
+            await session.flush()
+            signature = await self._read_signature(session, task.id, owner)
+        if signature is None:  # cannot happen: the row was just written
+            self._forget(task.id)
+            return
+        copy = Task()
+        copy.CopyFrom(task)
+        self._remember(task.id, _Cached(copy, owner, signature, history, artifacts, _size(copy)))
+
+    async def _read_signature(self, session: AsyncSession, task_id: str, owner: str) -> Signature | None:
+        found = (await session.execute(self._where(self._signature_of(), task_id, owner))).first()
+        return None if found is None else tuple(found)
+
+    async def _get_stored(self, task_id: str, context: ServerCallContext) -> Task | None:
+        inner = self.inner
+        await inner._ensure_initialized()
+        owner = inner.owner_resolver(context)
+        cached = self._cache.get(task_id)
+        async with inner.async_session_maker() as session:
+            if cached is not None and cached.owner == owner:
+                signature = await self._read_signature(session, task_id, owner)
+                if signature is None:  # deleted (or never this owner's)
+                    self._forget(task_id)
+                    return None
+                if signature == cached.signature:
+                    self.cache_hits += 1
+                    self._cache.move_to_end(task_id)
+                    copy = Task()
+                    copy.CopyFrom(cached.task)
+                    return copy
+            self.cache_misses += 1
+            m = inner.task_model
+            stmt = self._where(self._signature_of().add_columns(m), task_id, owner)
+            found = (await session.execute(stmt)).first()
+        if found is None:
+            return None
+        *signature_cols, model = found
+        task = inner._from_orm(model)
+        copy = Task()
+        copy.CopyFrom(task)
+        history: list[dict[str, Any]] = []
+        artifacts: list[dict[str, Any]] = []
+        if model.protocol_version == "1.0" and inner.model_to_core_conversion is None:
+            # the row's JSON is what the next save would write (older rows are another format)
+            history = _stored_dicts(model.history, len(task.history))
+            artifacts = _stored_dicts(model.artifacts, len(task.artifacts))
+        self._remember(task_id, _Cached(copy, owner, tuple(signature_cols), history, artifacts, _size(copy)))
         return task
+
+    def _remember(self, task_id: str, entry: _Cached) -> None:
+        self._forget(task_id)
+        if entry.size > CACHE_BYTES // 4:  # one huge task would evict everything else
+            return
+        self._cache[task_id] = entry
+        self._cache_bytes += entry.size
+        while len(self._cache) > CACHE_TASKS or self._cache_bytes > CACHE_BYTES:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= old.size
+
+    def _forget(self, task_id: str) -> None:
+        old = self._cache.pop(task_id, None)
+        if old is not None:
+            self._cache_bytes -= old.size
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         await self.flush_all()
@@ -141,6 +323,7 @@ class BufferedTaskStore(TaskStore):
         if timer is not None:
             timer.cancel()
         self._pending.pop(task_id, None)
+        self._forget(task_id)
         await self.inner.delete(task_id, context)
 
     async def flush_all(self) -> None:
