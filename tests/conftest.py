@@ -84,6 +84,19 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return PG_URL
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A database of the test's own, for processes that share it: a SQLite file, or a fresh
+    PostgreSQL database (dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
+        return
+    if not pg_available():
+        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
+    async with fresh_pg_database() as url:
+        yield url
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"

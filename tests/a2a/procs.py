@@ -11,17 +11,15 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
-from tests.conftest import fresh_pg_database, pg_available
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
 TOKEN = "tok"
@@ -194,16 +192,3 @@ def status_tool_calls(task: dict[str, Any]) -> list[dict[str, Any]]:
 
 def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-@pytest.fixture(name="shared_db", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def fixture_shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """The database the test's processes use: a SQLite file, or a PostgreSQL database of the
-    test's own (import this fixture into a test module to use it)."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
-        return
-    if not pg_available():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    async with fresh_pg_database() as url:
-        yield url

@@ -14,7 +14,6 @@ import pytest
 from tests.a2a.helpers import dev_meta, v03_message
 from tests.a2a.procs import (
     confirmation,
-    fixture_shared_db,  # noqa: F401 - the `shared_db` fixture
     get_task,
     lines,
     send_stream,

@@ -29,18 +29,6 @@ WITHIN = 60.0  # generous bound for anything a test waits on
 # --- databases ------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def queue_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A database of this test's own: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
-        return
-    if not pg_available():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    async with fresh_pg_database() as url:
-        yield url
-
-
 @pytest.fixture
 async def pg_db() -> AsyncIterator[str]:
     if not pg_available():
@@ -154,11 +142,11 @@ def _item(task: str, n: int, cfg: str = "c") -> push_queue.NewItem:
     )
 
 
-async def test_claims_keep_order_and_leases(queue_db: str) -> None:
+async def test_claims_keep_order_and_leases(shared_db: str) -> None:
     """A4: only the oldest row of a (task, webhook) stream is claimable, and not while claimed
     under a live lease; a lapsed lease lets another replica claim it again (attempts counted); a
     replica that lost its claim cannot reschedule the row."""
-    engine = _engine(queue_db)
+    engine = _engine(shared_db)
     try:
         await push_queue.create_tables(engine)
         await push_queue.enqueue(
@@ -194,7 +182,7 @@ async def test_claims_keep_order_and_leases(queue_db: str) -> None:
         await engine.dispose()
 
 
-async def test_two_replicas_deliver_each_notification_once(queue_db: str) -> None:
+async def test_two_replicas_deliver_each_notification_once(shared_db: str) -> None:
     """A4, issue 10 item 3: two senders with engines of their own (two replicas) on one database
     share a queue of 120 notifications over 24 webhook streams: each is delivered exactly once,
     in order within its stream, and both replicas take part."""
@@ -202,7 +190,7 @@ async def test_two_replicas_deliver_each_notification_once(queue_db: str) -> Non
 
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
 
-    engines = [_engine(queue_db), _engine(queue_db)]
+    engines = [_engine(shared_db), _engine(shared_db)]
     senders: list[QueuedPushSender] = []
     async with counting_webhook() as hook, httpx.AsyncClient(timeout=10) as client:
         try:
@@ -280,7 +268,7 @@ def _completed(body: Any) -> bool:
 
 async def test_push_queue_survives_a_killed_replica(
     script: Callable[[list[Any]], str],
-    queue_db: str,
+    shared_db: str,
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -291,7 +279,7 @@ async def test_push_queue_survives_a_killed_replica(
     from tests.a2a.test_restart import PROCS, serve_process
 
     _push_env(monkeypatch)
-    args = _serve_args(queue_db, script([{"items": [{"text": "hello"}]}]), workspace)
+    args = _serve_args(shared_db, script([{"items": [{"text": "hello"}]}]), workspace)
     async with counting_webhook() as hook, httpx.AsyncClient(timeout=30) as c:
         hook.status = 500
         with serve_process(args) as url:
@@ -306,11 +294,11 @@ async def test_push_queue_survives_a_killed_replica(
             proc.wait(30)
         failed = {nid for nid, status in hook.attempts if status == 500}
         assert failed and not hook.received
-        assert await _pending(queue_db) >= 1, "nothing stayed queued"
+        assert await _pending(shared_db) >= 1, "nothing stayed queued"
         hook.status = 200
         with serve_process(args) as url:
             await hook.wait_for(lambda: any(_completed(b) for _, b in hook.received))
-            await _wait_until(lambda: _is_zero(_pending(queue_db)), what="the queue to empty")
+            await _wait_until(lambda: _is_zero(_pending(shared_db)), what="the queue to empty")
         ids = hook.ids()
         assert len(ids) == len(set(ids)), f"delivered twice: {ids}"
         assert failed <= set(ids), (failed, ids)

@@ -17,7 +17,6 @@ from tests.a2a.helpers import v03_message
 from tests.a2a.procs import (
     Serve,
     confirmation,
-    fixture_shared_db,  # noqa: F401 - the `shared_db` fixture
     get_task,
     lines,
     send_stream,
