@@ -468,6 +468,20 @@ def wire(ctx: typer.Context) -> None:
     raise typer.Exit(wire_from_argv(list(ctx.args)))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def acp(ctx: typer.Context) -> None:
+    """Serve the Agent Client Protocol on stdio, for editors (Zed, JetBrains, Neovim, Emacs).
+
+    devagent acp [--work-dir DIR] [--model M] [--approval MODE] [--session ID]; `devagent acp --help`
+    lists the flags."""
+    from devagent.acp.cli import acp_from_argv
+
+    raise typer.Exit(acp_from_argv(list(ctx.args)))
+
+
 @app.command()
 def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """Print versions (devagent, wire protocol, Python)."""
@@ -483,9 +497,10 @@ def main() -> None:
     `--debug` anywhere on the line (or DEVAGENT_DEBUG=1) also prints the traceback."""
     argv = sys.argv[1:]
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]
+    acp_mode = argv[:1] == ["acp"]
     if "--debug" in argv:
         os.environ["DEVAGENT_DEBUG"] = "1"
-        if not wire_mode:  # wire mode's own --debug also turns its logging up
+        if not (wire_mode or acp_mode):  # their own --debug also turns their logging up
             argv = [a for a in argv if a != "--debug"]
     from devagent.preflight import report
 
@@ -494,6 +509,10 @@ def main() -> None:
             from devagent.wire.cli import wire_from_argv
 
             code: Any = wire_from_argv(argv)
+        elif acp_mode:  # the same for ACP: an editor waits for `initialize`
+            from devagent.acp.cli import acp_from_argv
+
+            code = acp_from_argv(argv)
         else:
             os.environ.setdefault("PYTHONUNBUFFERED", "1")
             code = _typer_main(argv)

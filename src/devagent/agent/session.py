@@ -55,6 +55,7 @@ from devagent.agent.events import (
 from devagent.agent.serial import confirmation_from_json, confirmation_to_json, output_from_result
 from devagent.agent.state import CallResult, ClientTool, PendingCall, SessionState
 from devagent.agent.tools import builtin_tools
+from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
 from devagent.faults import crash_point
@@ -104,6 +105,7 @@ class Session:
         self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
         self.workspace = Workspace([Path(r) for r in state.workspace_roots])
         self._tools: dict[str, Tool] = builtin_tools()
+        self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self._messages: list[pm.ModelMessage] | None = None
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -197,6 +199,11 @@ class Session:
             self.state.client_tools = accepted
             await self._save_and_release()
         return rejected
+
+    def use_backends(self, backends: ToolBackends) -> None:
+        """Let the built-in tools read and write files and run commands through the client that
+        drives this session (`tools/backends.py`) from the next call on; never stored."""
+        self.backends = backends
 
     def tools(self) -> dict[str, Tool]:
         """The tools the core runs: the built-ins and the tools of the session's ready MCP servers."""
@@ -830,6 +837,7 @@ class Session:
             cancelled=self._cancel,
             shell_timeout=self.core.config.shell_timeout,
             memory_file=self.core.config.memory_file,
+            backends=self.backends,
             **kw,
         )
 

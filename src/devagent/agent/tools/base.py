@@ -26,6 +26,7 @@ from devagent.agent.events import (
     ToolKind,
 )
 from devagent.agent.tools._confine import Located, Outside, locate
+from devagent.agent.tools.backends import ToolBackends
 
 if TYPE_CHECKING:
     from devagent.agent.state import SessionState
@@ -141,6 +142,8 @@ class ToolContext:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     shell_timeout: float = 120.0
     memory_file: str = "AGENTS.md"
+    # Where files are read and written and commands run (the client's, when a door supplies them).
+    backends: ToolBackends = field(default_factory=ToolBackends)
 
 
 async def _noop() -> None:

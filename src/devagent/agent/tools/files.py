@@ -165,7 +165,17 @@ class ReadFile(Tool):
         path = str_arg(args, "path")
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
-        text, first, last, total, cut = await in_thread(_read_file, ctx.workspace, path, offset, limit)
+        files = ctx.backends.files
+        if files is None:
+            text, first, last, total, cut = await in_thread(_read_file, ctx.workspace, path, offset, limit)
+        else:  # the client's view of the file (an editor's buffer, unsaved changes included)
+            real = await in_thread(ctx.workspace.resolve, path)
+            content = await files.read_text(real)
+            if content is None:
+                raise ToolFailure(f"{path!r} does not exist", "not_found")
+            text, first, last, total, cut = _read_lines(
+                io.BytesIO(content.encode("utf-8")), offset, limit, MAX_BYTES
+            )
         if total == 0:
             return ToolResult(text="[the file is empty]", data={"path": path, "total_lines": 0})
         if offset > total:
@@ -363,22 +373,57 @@ class WriteFile(Tool):
     def describe(self, args: dict[str, Any]) -> str:
         return f"Write {args.get('path', '')}"
 
-    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str | None, str]:
+    def _plan(
+        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None
+    ) -> tuple[Path, str | None, str]:
         path = str_arg(args, "path")
         content = str_arg(args, "content", allow_empty=True)
-        real, old = _current(ctx.workspace, path)
+        real, old = current or _current(ctx.workspace, path)
         return real, old, content
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        real, old, new = await in_thread(self._plan, args, ctx)
+        current = await _client_current(ctx, args)
+        real, old, new = await in_thread(self._plan, args, ctx, current)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        current = await _client_current(ctx, args)
+        if current is not None:
+            real, old, proposed = self._plan(args, ctx, current)
+            return await _client_write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
+
         def work() -> ToolResult:
             real, old, proposed = self._plan(args, ctx)
             return _write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
 
         return await in_thread(work)
+
+
+_Current = tuple[Path, str | None]
+
+
+async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | None:
+    """With a client file backend: the real path the call names and the client's text of it (None
+    when it does not exist). Without one: None (the tool reads the disk itself)."""
+    files = ctx.backends.files
+    if files is None:
+        return None
+    path = str_arg(args, "path")
+    real = await in_thread(ctx.workspace.resolve, path)
+    status = await in_thread(file_status, real, ctx.workspace)
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
+    return real, await files.read_text(real)
+
+
+async def _client_write(
+    ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str
+) -> ToolResult:
+    """`_write` through the client's file backend (the editor writes it, into its buffer)."""
+    assert ctx.backends.files is not None
+    content, modified = _content(ctx, proposed)
+    await ctx.backends.files.write_text(real, content)
+    return _written(ctx, real, old, content, modified, verb)
 
 
 def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
@@ -398,16 +443,29 @@ def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
         raise fs_failure(e, path) from e
 
 
-def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
-    """Writes the proposed content, or the user's version of it (B10), and describes the change."""
+def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
+    """What is written: the proposed content or the user's version of it (B10), and whether the
+    user changed it."""
     modified = ctx.new_content is not None and ctx.new_content != proposed
     content = ctx.new_content if ctx.new_content is not None else proposed
     if content is None:  # pragma: no cover - callers pass one of the two
         raise ToolFailure("there is no content to write", "invalid_arguments")
+    return content, modified
+
+
+def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
+    """Writes the proposed content, or the user's version of it (B10), and describes the change."""
+    content, modified = _content(ctx, proposed)
     try:  # a crash leaves the old file or the new one (issue 10 item 1); confined (issue 12 item 1)
         atomic_write(real, content, ctx.workspace)
     except OSError as e:
         raise fs_failure(e, ctx.workspace.display(real)) from e
+    return _written(ctx, real, old, content, modified, verb)
+
+
+def _written(
+    ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool, verb: str
+) -> ToolResult:
     display = ctx.workspace.display(real)
     n = count_lines(content)
     text = f"{verb} {display} ({n} line{'' if n == 1 else 's'})."
@@ -454,13 +512,15 @@ class Edit(Tool):
     def describe(self, args: dict[str, Any]) -> str:
         return f"Edit {args.get('path', '')}"
 
-    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str | None, str, int]:
+    def _plan(
+        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None
+    ) -> tuple[Path, str | None, str, int]:
         """(real path, old content or None, new content, replacements) or a ToolFailure."""
         path = str_arg(args, "path")
         old_string = str_arg(args, "old_string", allow_empty=True)
         new_string = str_arg(args, "new_string", allow_empty=True)
         replace_all = bool_arg(args, "replace_all", False)
-        real, content_or_none = _current(ctx.workspace, path)
+        real, content_or_none = current or _current(ctx.workspace, path)
         if content_or_none is None:
             if old_string == "":
                 return real, None, new_string, 1
@@ -508,24 +568,42 @@ class Edit(Tool):
         return real, content, new, count if replace_all else 1
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        real, old, new, _n = await in_thread(self._plan, args, ctx)
+        current = await _client_current(ctx, args)
+        real, old, new, _n = await in_thread(self._plan, args, ctx, current)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await in_thread(self._run, args, ctx)
+        current = await _client_current(ctx, args)
+        if current is None:
+            return await in_thread(self._run, args, ctx)
+        plan = self._change(args, ctx, current)
+        result = await _client_write(ctx, *plan[:4])
+        return self._say(result, plan[4], plan[1])
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        real, old, proposed, verb, n = self._change(args, ctx, None)
+        return self._say(_write(ctx, real, old, proposed, verb), n, old)
+
+    def _change(
+        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None
+    ) -> tuple[Path, str | None, str | None, str, int | None]:
+        """(real path, old content, proposed content, verb, replacements or None)."""
         if ctx.new_content is not None:
             # The user's whole new file replaces the proposal; the edit need not apply any more.
             path = str_arg(args, "path")
-            real, old = _current(ctx.workspace, path)
+            real, old = current or _current(ctx.workspace, path)
             try:
-                proposed: str | None = self._plan(args, ctx)[2]
+                proposed: str | None = self._plan(args, ctx, (real, old))[2]
             except ToolFailure:
                 proposed = None  # the edit no longer applies: whatever the user wrote is theirs
-            return _write(ctx, real, old, proposed, "Edited" if old is not None else "Created")
-        real, old, new, n = self._plan(args, ctx)
-        result = _write(ctx, real, old, new, "Created" if old is None else "Edited")
+            return real, old, proposed, "Edited" if old is not None else "Created", None
+        real, old, new, n = self._plan(args, ctx, current)
+        return real, old, new, "Created" if old is None else "Edited", n
+
+    @staticmethod
+    def _say(result: ToolResult, n: int | None, old: str | None) -> ToolResult:
+        if n is None:
+            return result
         if old is not None:
             result.text = result.text.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
         return result

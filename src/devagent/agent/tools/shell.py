@@ -31,6 +31,7 @@ from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 if TYPE_CHECKING:
     from devagent.agent.core import CoreConfig
+    from devagent.agent.tools.backends import CommandBackend
 
 OUTPUT_MAX_CHARS = 30_000  # what the model gets: the tail of the output
 LIVE_INTERVAL = 0.05  # seconds between live updates at most
@@ -330,6 +331,8 @@ class RunShellCommand(Tool):
         timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
         if ctx.cancelled.is_set():
             raise ToolFailure("the command was cancelled before it started", "cancelled")
+        if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
+            return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx)
 
         env = dict(os.environ)
         env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"})
@@ -442,5 +445,27 @@ class RunShellCommand(Tool):
                 "directory": ctx.workspace.display(Path(cwd)),
                 "truncated": out.dropped > 0,
                 "sandboxed": sandbox is not None,
+            },
+        )
+
+    async def _run_elsewhere(
+        self, backend: CommandBackend, command: str, cwd: str, time_limit: float, ctx: ToolContext
+    ) -> ToolResult:
+        result = await backend.run(command, cwd, time_limit, ctx)
+        body = result.output if result.output.strip() else "(no output)"
+        if not body.endswith("\n"):
+            body += "\n"
+        if result.exit_code is not None:
+            status = f"exit code {result.exit_code}"
+        else:
+            status = f"killed by signal {result.signal or '?'}"
+        return ToolResult(
+            text=body + status,
+            data={
+                "exit_code": result.exit_code,
+                "command": command,
+                "directory": ctx.workspace.display(Path(cwd)),
+                "truncated": result.truncated,
+                "sandboxed": False,
             },
         )

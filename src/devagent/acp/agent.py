@@ -1,0 +1,452 @@
+"""The ACP agent: the SDK's `Agent` interface over the core. Translation only.
+
+One ACP session is one core session (the same id, stored like every other door's). A prompt is
+one or more `Session.advance` calls: core events become `session/update`s (`translate.py`), a
+call that needs permission becomes `session/request_permission` and the chosen option the core's
+`Decision`, and the turn goes on until it ends (`stopReason`). `session/cancel` goes to the core's
+turn handle. When the client can read and write files, or run terminals, the session's file
+tools and shell commands run through the client (`backends.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    SessionNotification,
+    SetSessionModeResponse,
+    ToolCallUpdate,
+)
+
+from devagent import __version__
+from devagent.acp import translate as t
+from devagent.acp.server import AcpOptions
+from devagent.agent.events import (
+    Decision,
+    InputError,
+    NeedsInput,
+    Notice,
+    Resume,
+    StatusUpdate,
+    StepBegin,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    ToolCallStatus,
+    TurnEnd,
+    UserPrompt,
+)
+from devagent.agent.events import (
+    ToolCallUpdate as CoreToolCallUpdate,
+)
+
+if TYPE_CHECKING:
+    from devagent.agent.core import AgentCore
+    from devagent.agent.session import Session, Turn
+
+log = logging.getLogger("devagent.acp")
+
+assert PROTOCOL_VERSION == t.PROTOCOL_VERSION, "the SDK speaks another ACP version than translate.py"
+
+
+@dataclass(eq=False)
+class _Open:
+    """An ACP session this connection has open."""
+
+    session: Session
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one prompt at a time, in order
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    core_turn: Turn | None = None
+    seen: set[str] = field(default_factory=set)  # call ids announced with `tool_call`
+    terminals: dict[str, str] = field(default_factory=dict)  # call id -> the client's terminal id
+
+
+class DevagentAgent:
+    """The SDK calls these methods with validated params; they answer with the SDK's models."""
+
+    def __init__(self, opts: AcpOptions) -> None:
+        self.opts = opts
+        self.conn: AgentSideConnection | None = None
+        self.client_caps: dict[str, Any] = {}
+        self.core: AgentCore | None = None
+        self._core_lock = asyncio.Lock()
+        self.open: dict[str, _Open] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._resumed_flag_session = False
+
+    def on_connect(self, conn: AgentSideConnection) -> None:
+        self.conn = conn
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    async def _core(self) -> AgentCore:
+        async with self._core_lock:
+            if self.core is None:
+                from devagent.preflight import open_core
+
+                self.core = await open_core(self.opts.config)
+                if not self.opts.model:
+                    level = logging.WARNING if self.core.default_model == "demo" else logging.INFO
+                    log.log(level, "%s", self.core.model_explanation)
+            return self.core
+
+    async def _send(self, session_id: str, update: dict[str, Any]) -> None:
+        assert self.conn is not None
+        note = SessionNotification.model_validate({"sessionId": session_id, "update": update})
+        with contextlib.suppress(ConnectionError):
+            await self.conn.session_update(session_id=session_id, update=note.update)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _get(self, session_id: str) -> _Open:
+        o = self.open.get(session_id)
+        if o is None:
+            raise RequestError.invalid_params({"sessionId": session_id, "reason": "no such open session"})
+        return o
+
+    async def aclose(self) -> None:
+        """After the connection closed: a running turn is stopped (its state is stored); a turn
+        that waits for permission stays waiting in the store, for a later session/load."""
+        for o in self.open.values():
+            if o.core_turn is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(o.core_turn.cancel(), 10)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.core is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.core.close(), 10)
+
+    # --- initialize ----------------------------------------------------------------------
+
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kw: Any
+    ) -> InitializeResponse:
+        if client_capabilities is not None:
+            self.client_caps = client_capabilities.model_dump(by_alias=True, exclude_none=True)
+        result = t.initialize_result(mcp_http=self.opts.config.mcp_client_http, version=__version__)
+        result["protocolVersion"] = t.negotiate(protocol_version)
+        return InitializeResponse.model_validate(result)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "devagent/initialized":  # the fast path answered `initialize` (server.py)
+            caps = params.get("clientCapabilities")
+            self.client_caps = caps if isinstance(caps, dict) else {}
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def authenticate(self, method_id: str, **kw: Any) -> None:
+        # No auth methods are offered: nothing to authenticate.
+        raise RequestError.invalid_params(
+            {"methodId": method_id, "reason": "devagent offers no auth methods"}
+        )
+
+    # --- sessions ------------------------------------------------------------------------
+
+    def _root(self, cwd: str) -> Path:
+        if self.opts.work_dir is not None:
+            return self.opts.work_dir
+        p = Path(cwd)
+        if not p.is_absolute() or not p.is_dir():
+            raise RequestError.invalid_params(
+                {"cwd": cwd, "reason": "cwd must be an existing absolute directory"}
+            )
+        return p
+
+    def _allowed_modes(self, core: AgentCore) -> list[str]:
+        return [m for m in t.MODES if core.effective_approval_mode(m) == m]
+
+    def _modes(self, core: AgentCore, session: Session) -> Any:
+        from acp.schema import SessionModeState
+
+        allowed = self._allowed_modes(core)
+        current = session.state.approval_mode
+        if current not in allowed:
+            allowed.append(current)
+        return SessionModeState.model_validate(t.modes(current, allowed))
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kw: Any
+    ) -> NewSessionResponse:
+        core = await self._core()
+        root = self._root(cwd)
+        session = None
+        if self.opts.session_id and not self._resumed_flag_session:
+            # `--session ID`: the first session/new continues that stored session.
+            self._resumed_flag_session = True
+            session = await core.get_session(self.opts.session_id)
+        if session is None:
+            session = await core.create_session(
+                [root],
+                session_id=self.opts.session_id if self.opts.session_id and not self.open else None,
+                model=self.opts.model,
+                approval_mode=None,
+                mcp_servers=_mcp_servers(mcp_servers),
+            )
+            log.info("new session %s in %s", session.id, root)
+        o = self._attach(session)
+        self._spawn(self._after_open(o, replay=False))
+        return NewSessionResponse(session_id=session.id, modes=self._modes(core, session))
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kw: Any
+    ) -> LoadSessionResponse:
+        core = await self._core()
+        session = await core.get_session(session_id)
+        if session is None:
+            raise RequestError.resource_not_found(session_id)
+        o = self._attach(session)
+        servers = _mcp_servers(mcp_servers)
+        if servers and servers != session.state.mcp_servers:
+            log.info("session %s: the client's MCP servers are not changed on load", session_id)
+        # The history is replayed before the answer (the protocol's rule), then the commands and,
+        # for a session that waits for permission, the request again.
+        await self._replay(o)
+        self._spawn(self._after_open(o, replay=True))
+        return LoadSessionResponse(modes=self._modes(core, session))
+
+    def _attach(self, session: Session) -> _Open:
+        o = self.open.get(session.id)
+        if o is None or o.session is not session:
+            o = self.open[session.id] = _Open(session)
+        from devagent.acp.backends import backends_for
+
+        session.use_backends(backends_for(self, session.id, session.workspace))
+        return o
+
+    async def _after_open(self, o: _Open, *, replay: bool) -> None:
+        from devagent.agent.commands import registry
+
+        await self._send(o.session.id, t.available_commands(registry().list()))
+        if o.session.state.todos:
+            await self._send(o.session.id, t.plan(o.session.state.todos))
+        if o.session.state.status == "awaiting_input":
+            # A turn stored waiting for permission (before a restart): ask again; the answer
+            # continues it, its updates stream as for a prompt (no prompt to answer).
+            async with o.lock:
+                waiting = o.session.waiting_calls()
+                if waiting:
+                    o.cancelled.clear()
+                    with contextlib.suppress(Exception):
+                        await self._drive(o, None, waiting)
+
+    async def _replay(self, o: _Open) -> None:
+        from devagent.acp.replay import history
+
+        root = o.session.workspace.primary
+        for update in history(await o.session.messages(), o.session, root):
+            await self._send(o.session.id, update)
+            if update.get("sessionUpdate") == "tool_call":
+                o.seen.add(update["toolCallId"])
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kw: Any) -> SetSessionModeResponse:
+        o = self._get(session_id)
+        core = await self._core()
+        if mode_id not in t.MODES or core.effective_approval_mode(mode_id) != mode_id:
+            raise RequestError.invalid_params(
+                {
+                    "modeId": mode_id,
+                    "reason": "not a mode this server allows",
+                    "allowed": self._allowed_modes(core),
+                }
+            )
+        await o.session.set_approval_mode(mode_id)
+        await self._send(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+        return SetSessionModeResponse()
+
+    # --- prompt and cancel ---------------------------------------------------------------
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kw: Any) -> PromptResponse:
+        o = self._get(session_id)
+        text, refused = t.prompt_text([b.model_dump(by_alias=True, exclude_none=True) for b in prompt])
+        if refused:
+            raise RequestError.invalid_params(
+                {"reason": f"devagent takes text prompts; not {', '.join(sorted(set(refused)))}"}
+            )
+        if not text.strip():
+            raise RequestError.invalid_params({"reason": "the prompt is empty"})
+        async with o.lock:
+            o.cancelled.clear()
+            try:
+                end = await self._drive(o, UserPrompt(text), None)
+            except InputError as e:
+                raise RequestError.invalid_params({"reason": str(e)}) from e
+        reason = t.stop_reason(end)
+        if reason is None:
+            raise RequestError.internal_error({"details": end.error or "the model failed"})
+        return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **kw: Any) -> None:
+        o = self.open.get(session_id)
+        if o is None:
+            return
+        o.cancelled.set()
+        if o.core_turn is not None:  # the core's turn handle stops it, running command included
+            await o.core_turn.cancel()
+
+    async def _drive(self, o: _Open, first: UserPrompt | None, waiting: list[ToolCall] | None) -> TurnEnd:
+        session = o.session
+        inp: UserPrompt | Resume | None = first
+        while True:
+            if inp is not None:
+                if o.cancelled.is_set():
+                    if isinstance(inp, Resume):
+                        await session.cancel()
+                    return TurnEnd("cancelled")
+                waiting = None
+                o.core_turn = session.advance(inp)
+                try:
+                    async for ev in o.core_turn:
+                        if isinstance(ev, TurnEnd):
+                            return ev
+                        if isinstance(ev, NeedsInput):
+                            waiting = ev.calls
+                        else:
+                            await self._emit(o, ev)
+                finally:
+                    o.core_turn = None
+                if waiting is None:
+                    return TurnEnd("error", error="the turn ended unexpectedly")
+            assert waiting is not None
+            decisions: list[Decision] = []
+            for call in waiting:
+                if call.awaiting_client:  # ACP has no client-run tools; the core never asks here
+                    continue
+                decision = await self._ask(o, call)
+                if decision is None:
+                    break
+                decisions.append(decision)
+            if o.cancelled.is_set() or len(decisions) < len([c for c in waiting if not c.awaiting_client]):
+                await session.cancel()
+                return TurnEnd("cancelled")
+            inp = Resume(decisions=decisions)
+
+    async def _ask(self, o: _Open, call: ToolCall) -> Decision | None:
+        """`session/request_permission` for one call; None when the turn was cancelled first."""
+        assert self.conn is not None
+        root = o.session.workspace.primary
+        if call.id not in o.seen:
+            o.seen.add(call.id)
+            await self._send(o.session.id, t.tool_call_update(call, root, first=True))
+        tool_call, options = t.permission_request(call, root)
+        ask = asyncio.ensure_future(
+            self.conn.request_permission(
+                session_id=o.session.id,
+                tool_call=ToolCallUpdate.model_validate(tool_call),
+                options=[PermissionOption.model_validate(x) for x in options],
+            )
+        )
+        cancelled = asyncio.ensure_future(o.cancelled.wait())
+        try:
+            await asyncio.wait({ask, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if not ask.done():
+            # Cancelled: the client answers the request `cancelled` (its side of session/cancel);
+            # the answer is not waited for.
+            ask.add_done_callback(lambda f: f.cancelled() or f.exception())
+            return None
+        try:
+            answer = ask.result()
+        except RequestError as e:
+            log.info("the client answered the permission request with an error: %s", e)
+            return Decision(call.id, "cancel", feedback=str(e))
+        outcome = answer.outcome
+        if getattr(outcome, "outcome", "") != "selected":
+            o.cancelled.set()  # the client cancelled the prompt
+            return None
+        option = outcome.option_id  # type: ignore[union-attr]
+        offered = [x["optionId"] for x in options]
+        if option not in offered:
+            log.warning("the client chose option %r, which was not offered; taken as a refusal", option)
+            option = "cancel"
+        return Decision(call.id, option)
+
+    async def _emit(self, o: _Open, ev: Any) -> None:
+        sid = o.session.id
+        if isinstance(ev, TextDelta):
+            if ev.text:
+                await self._send(sid, t.text_chunk("agent_message_chunk", ev.text))
+        elif isinstance(ev, ThoughtDelta):
+            if ev.text:
+                await self._send(sid, t.text_chunk("agent_thought_chunk", ev.text))
+        elif isinstance(ev, CoreToolCallUpdate):
+            call = ev.call
+            first = call.id not in o.seen
+            o.seen.add(call.id)
+            update = t.tool_call_update(
+                call, o.session.workspace.primary, first=first, terminal_id=o.terminals.get(call.id)
+            )
+            await self._send(sid, update)
+            if call.name == "write_todos" and call.status is ToolCallStatus.SUCCEEDED:
+                await self._send(sid, t.plan(o.session.state.todos))
+        elif isinstance(ev, Notice):
+            text = ev.text if ev.text.endswith("\n") else ev.text + "\n"
+            await self._send(sid, t.text_chunk("agent_message_chunk", text))
+        elif isinstance(ev, StepBegin | StatusUpdate):
+            pass  # ACP has no step events; usage is not reported (UsageUpdate is unstable)
+
+    # --- the client's side, for backends.py ------------------------------------------------
+
+    def client_can(self, *path: str) -> bool:
+        node: Any = self.client_caps
+        for key in path:
+            if not isinstance(node, dict):
+                return False
+            node = node.get(key)
+        return node is True
+
+
+def _mcp_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]] | None:
+    """ACP's MCP server list as the core's {name: spec}; the core checks each against the
+    operator's policy for client-named servers before it is used (as over A2A)."""
+    if not servers:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for s in servers:
+        d = s.model_dump(by_alias=True, exclude_none=True)
+        name = str(d.get("name") or f"server-{uuid.uuid4().hex[:6]}")
+        kind = d.get("type")
+        if kind == "http":
+            headers = {h["name"]: h["value"] for h in d.get("headers") or []}
+            out[name] = {"url": d["url"], "headers": headers}
+        elif kind == "sse" or "command" not in d:
+            log.warning("MCP server %s: transport %r is not supported; left out", name, kind)
+        else:
+            env = {e["name"]: e["value"] for e in d.get("env") or []}
+            out[name] = {"command": d["command"], "args": list(d.get("args") or []), "env": env}
+    return out or None
+
+
+async def run_connection(opts: AcpOptions, transport: Any) -> int:
+    """Hand the stdio transport to the SDK's connection; serve until the client closes stdin."""
+    agent = DevagentAgent(opts)
+    conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]
+    try:
+        await conn.listen()
+    finally:
+        # The connection first: the client's unanswered requests fail (nothing is answered for
+        # it), and the prompts in flight end; then the turns and the core.
+        with contextlib.suppress(Exception):
+            await conn.close()
+        await agent.aclose()
+    return 0

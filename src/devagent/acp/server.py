@@ -1,0 +1,248 @@
+"""`devagent acp`: the Agent Client Protocol over stdio, for editors (Zed, JetBrains, Neovim, Emacs).
+
+JSON-RPC 2.0, one message a line. The official SDK (`agent-client-protocol`) does the protocol:
+its `AgentSideConnection` dispatches requests to `acp.agent.DevagentAgent`, validates params
+against the protocol's schema, and sends the agent's requests and notifications to the client.
+
+What this module adds is start-up speed. Importing the SDK builds its whole schema (several
+hundred pydantic models, over a second on a loaded machine), and the core (SQLAlchemy,
+pydantic-ai) takes as long again. An editor waits for `initialize` before it shows the agent, so
+the first `initialize` is answered here from plain JSON (`translate.initialize_result`, the same
+answer the SDK path gives, checked against the SDK's model in the tests) while the SDK and the
+core load in a thread; every other message waits in order and is handed to the SDK's connection
+once it is there. Lines come and go through one `_LineTransport`, the SDK's message-level
+`Transport` seam, so the SDK sees exactly the stream the client sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devagent import __version__
+from devagent.acp import translate as t
+from devagent.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES, depth_message, too_deep
+
+if TYPE_CHECKING:
+    from devagent.agent.core import CoreConfig
+
+log = logging.getLogger("devagent.acp")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+@dataclass(slots=True)
+class AcpOptions:
+    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over devagent.toml)
+    work_dir: Path | None = None  # the operator's workspace root; None: each session's cwd
+    session_id: str | None = None  # `--session`: the first session/new continues this session
+    model: str | None = None
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+
+class _LineTransport:
+    """The SDK's `Transport` over this process's stdio lines: `receive` gives the parsed messages
+    (after those read before the SDK was loaded), `send` writes one line each. Lines that are not
+    a JSON object are answered here with the JSON-RPC error and never reach the SDK."""
+
+    def __init__(self, lines: asyncio.Queue[bytes | None], out: Any, limits: AcpOptions) -> None:
+        self._lines = lines
+        self._out = out
+        self._limits = limits
+        self.held: list[dict[str, Any]] = []  # read before the SDK took over
+        self._eof = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self._out.send(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        if self.held:
+            return self.held.pop(0)
+        while not self._eof:
+            msg = self.parse(await self._lines.get())
+            if msg is not None:
+                return msg
+        return None
+
+    def parse(self, raw: bytes | None) -> dict[str, Any] | None:
+        from devagent.wire.server import OverlongLine
+
+        if raw is None:
+            self._eof = True
+            return None
+        if isinstance(raw, OverlongLine):
+            self._error(INVALID_REQUEST, f"line longer than {self._limits.max_line_bytes} bytes")
+            return None
+        if not raw.strip():
+            return None  # blank lines between messages are tolerated, as by the SDK
+        if too_deep(raw, self._limits.max_json_depth):
+            self._error(INVALID_REQUEST, depth_message(self._limits.max_json_depth))
+            return None
+        try:
+            msg = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            self._error(PARSE_ERROR, "Parse error")
+            return None
+        if not isinstance(msg, dict):
+            self._error(INVALID_REQUEST, "Invalid request")
+            return None
+        return msg
+
+    def _error(self, code: int, message: str) -> None:
+        self._out.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+    async def close(self) -> None:
+        self._out.closed = True
+
+
+def _load_sdk() -> None:
+    """The heavy imports, in a thread: the SDK's schema, the core, the store."""
+    import acp  # noqa: F401
+
+    import devagent.acp.agent
+    import devagent.agent.core
+    import devagent.agent.session
+    import devagent.store.db  # noqa: F401
+
+
+async def serve(opts: AcpOptions, lines: asyncio.Queue[bytes | None], out: Any) -> int:
+    transport = _LineTransport(lines, out, opts)
+    loading = asyncio.ensure_future(asyncio.to_thread(_load_sdk))
+    answered_initialize = False
+    # Until the SDK is loaded: answer the first `initialize`, keep the rest in order.
+    while not loading.done():
+        get = asyncio.ensure_future(lines.get())
+        await asyncio.wait({get, loading}, return_when=asyncio.FIRST_COMPLETED)
+        if not get.done():
+            get.cancel()
+            break
+        msg = transport.parse(get.result())
+        if msg is None:
+            if transport._eof:
+                loading.cancel()
+                return 0
+            continue
+        if msg.get("method") == "initialize" and "id" in msg and not answered_initialize:
+            answered_initialize = True
+            raw = msg.get("params")
+            params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            out.send({"jsonrpc": "2.0", "id": msg["id"], "result": _initialize(opts, params)})
+            transport.held.append({"jsonrpc": "2.0", "method": "_devagent/initialized", "params": params})
+        else:
+            transport.held.append(msg)
+    await loading
+    from devagent.acp.agent import run_connection
+
+    return await run_connection(opts, transport)
+
+
+def _initialize(opts: AcpOptions, params: dict[str, Any]) -> dict[str, Any]:
+    result = t.initialize_result(mcp_http=opts.config.mcp_client_http, version=__version__)
+    result["protocolVersion"] = t.negotiate(params.get("protocolVersion"))
+    info = params.get("clientInfo") or {}
+    log.info(
+        "initialize from %s %s (protocol %r -> %s)",
+        info.get("name", "?") if isinstance(info, dict) else "?",
+        info.get("version", "") if isinstance(info, dict) else "",
+        params.get("protocolVersion"),
+        result["protocolVersion"],
+    )
+    return result
+
+
+def run_acp(
+    work_dir: str | None,
+    *,
+    session_id: str | None = None,
+    model: str | None = None,
+    approval: str | None = None,
+    db_url: str = "",
+    log_file: str | None = None,
+    verbose: bool = False,
+) -> int:
+    """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    from devagent.config import ConfigError, load_config
+    from devagent.jsonlimits import positive_int_from_env
+    from devagent.wire.server import Output, _start_reader
+
+    wd: Path | None = None
+    if work_dir:
+        wd = Path(work_dir).expanduser().resolve()
+        if not wd.is_dir():
+            print(f"devagent acp: --work-dir {work_dir} is not a directory", file=sys.stderr)
+            return 2
+    try:
+        config = load_config({"db_url": db_url or None, "default_model": model})
+    except ConfigError as e:
+        print(f"devagent acp: {e}", file=sys.stderr)
+        return 2
+    if approval is not None:
+        if approval not in t.MODES:
+            print(f"devagent acp: --approval must be one of {', '.join(t.MODES)}", file=sys.stderr)
+            return 2
+        config.approval_mode = approval  # the operator's choice: the default and the ceiling
+    from devagent.preflight import StartError, check_db_url, check_model, report
+
+    try:
+        if model:
+            check_model(config)
+        check_db_url(config.db_url)
+    except StartError as e:
+        return report("devagent acp", e)
+    limits: dict[str, int] = {}
+    try:
+        for name, var in (
+            ("max_json_depth", "DEVAGENT_MAX_JSON_DEPTH"),
+            ("max_line_bytes", "DEVAGENT_MAX_LINE_BYTES"),
+        ):
+            value = positive_int_from_env(var)
+            if value is not None:
+                limits[name] = value
+    except ValueError as e:
+        print(f"devagent acp: {e}", file=sys.stderr)
+        return 2
+    # stdout carries only protocol (as in wire mode): a private handle on it, fd 1 -> stderr.
+    sys.stdout.flush()
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    handler: logging.Handler = (
+        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    opts = AcpOptions(config=config, work_dir=wd, session_id=session_id, model=model, **limits)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        _start_reader(0, loop, queue, opts.max_line_bytes)
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        serving = asyncio.ensure_future(serve(opts, queue, Output(proto_fd)))
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not serving.done():  # a signal: EOF for the connection, which then shuts down
+            queue.put_nowait(None)
+            await asyncio.wait({serving}, timeout=15)
+        stopping.cancel()
+        return serving.result() if serving.done() and not serving.cancelled() else 0
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130

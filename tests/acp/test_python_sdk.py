@@ -1,0 +1,313 @@
+"""Issue 15 item 3 (b): a real `devagent acp` subprocess driven over stdio by the Python SDK's
+client side (`acp.spawn_agent_process`, `ClientSideConnection`): initialize, new session, a
+prompt that asks permission (allowed, then rejected), a cancel during a running command, fs
+methods delegated to the client, the mode switch, and session/load after a restart (a pending
+permission included)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    FileSystemCapabilities,
+    InitializeResponse,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    WriteTextFileResponse,
+)
+
+from tests.acp.conftest import acp_argv
+
+TIMEOUT = 120  # a hang guard only; nothing waits for time to pass
+
+
+class EditorClient:
+    """An editor as the SDK's Client: records every update, answers permission requests from a
+    list of option ids (None: the user dismissed it), and holds file buffers for fs/*."""
+
+    def __init__(
+        self, answers: list[str | None] | None = None, buffers: dict[str, str] | None = None
+    ) -> None:
+        self.updates: list[dict[str, Any]] = []
+        self.permissions: list[dict[str, Any]] = []
+        self.answers = list(answers or [])
+        self.buffers = dict(buffers or {})
+        self.reads: list[str] = []
+        self.writes: list[tuple[str, str]] = []
+        self.asked = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+        self.changed.set()
+
+    async def request_permission(
+        self, options: list[Any], session_id: str, tool_call: Any, **kw: Any
+    ) -> RequestPermissionResponse:
+        self.permissions.append(
+            {
+                "options": [o.model_dump(by_alias=True) for o in options],
+                "toolCall": tool_call.model_dump(by_alias=True, exclude_none=True),
+            }
+        )
+        self.asked.set()
+        answer = self.answers.pop(0) if self.answers else None
+        if answer is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+
+    async def read_text_file(self, path: str, session_id: str, **kw: Any) -> ReadTextFileResponse:
+        self.reads.append(path)
+        if path not in self.buffers:
+            raise RequestError.resource_not_found(path)
+        return ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(
+        self, content: str, path: str, session_id: str, **kw: Any
+    ) -> WriteTextFileResponse:
+        self.writes.append((path, content))
+        self.buffers[path] = content
+        return WriteTextFileResponse()
+
+    def kinds(self) -> list[str]:
+        return [u["sessionUpdate"] for u in self.updates]
+
+    def text(self, kind: str = "agent_message_chunk") -> str:
+        return "".join(u["content"]["text"] for u in self.updates if u["sessionUpdate"] == kind)
+
+    def calls(self, call_id: str) -> list[dict[str, Any]]:
+        return [u for u in self.updates if u.get("toolCallId") == call_id]
+
+    async def until(self, pred: Callable[[], bool]) -> None:
+        while not pred():
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), TIMEOUT)
+
+
+@contextlib.asynccontextmanager
+async def agent(
+    client: EditorClient, argv: list[str], env: dict[str, str], cwd: Path, log: Path
+) -> AsyncIterator[tuple[Any, Any]]:
+    with log.open("ab") as err:
+        async with spawn_agent_process(
+            client, argv[0], *argv[1:], env=env, cwd=cwd, transport_kwargs={"stderr": err}
+        ) as (conn, proc):
+            yield conn, proc
+
+
+async def start(conn: Any, *, fs: bool = False) -> InitializeResponse:
+    caps = ClientCapabilities(
+        fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=False
+    )
+    return await asyncio.wait_for(
+        conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps), TIMEOUT
+    )
+
+
+async def test_issue15_initialize_new_session_and_permission_allowed_then_rejected(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    steps = [
+        [
+            {"thinking": "Write the file."},
+            {"text": "Writing a.txt."},
+            {
+                "tool_call": {
+                    "name": "write_file",
+                    "args": {"path": "a.txt", "content": "hello\n"},
+                    "id": "w1",
+                }
+            },
+        ],
+        [{"text": "Result: {last_tool_results}"}],
+        [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "no\n"}, "id": "w2"}}],
+        [{"text": "Refused: {last_tool_results}"}],
+    ]
+    client = EditorClient(answers=["proceed_once", "cancel"])
+    async with agent(client, acp_argv(script(steps)), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        init = await start(conn)
+        assert init.protocol_version == 1
+        assert init.agent_capabilities is not None and init.agent_capabilities.load_session is True
+        prompt_caps = init.agent_capabilities.prompt_capabilities
+        assert prompt_caps is not None and prompt_caps.image is False and prompt_caps.embedded_context is True
+        assert init.auth_methods == []
+
+        new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
+        assert new.modes is not None and new.modes.current_mode_id == "ask"
+        assert [m.id for m in new.modes.available_modes] == ["ask", "plan"]  # nothing beyond the server's
+        await client.until(lambda: "available_commands_update" in client.kinds())
+        cmds = next(u for u in client.updates if u["sessionUpdate"] == "available_commands_update")
+        assert "help" in [c["name"] for c in cmds["availableCommands"]]
+
+        # Allowed: nothing runs before the answer, then the file is written and the turn ends.
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("write a")]), TIMEOUT
+        )
+        assert resp.stop_reason == "end_turn"
+        assert (work_dir / "a.txt").read_text() == "hello\n"
+        assert client.text("agent_thought_chunk") == "Write the file."
+        assert client.text().startswith("Writing a.txt.Result: Created a.txt")
+        ask = client.permissions[0]
+        kinds = {o["optionId"]: o["kind"] for o in ask["options"]}
+        assert kinds == {
+            "proceed_once": "allow_once",
+            "proceed_always": "allow_always",
+            "cancel": "reject_once",
+        }
+        assert ask["toolCall"]["toolCallId"] == "w1" and ask["toolCall"]["kind"] == "edit"
+        assert ask["toolCall"]["content"][0] == {
+            "type": "diff",
+            "path": str(work_dir / "a.txt"),
+            "newText": "hello\n",
+        }
+        w1 = client.calls("w1")
+        assert w1[0]["sessionUpdate"] == "tool_call" and w1[0]["status"] == "pending"
+        assert w1[0]["locations"] == [{"path": str(work_dir / "a.txt")}]
+        assert w1[0]["rawInput"] == {"path": "a.txt", "content": "hello\n"}
+        assert [u["status"] for u in w1[1:]] == ["in_progress", "completed"]
+        assert w1[-1]["content"][0]["type"] == "diff"
+
+        # Rejected: the call fails without running, the model reads the refusal.
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("write b")]), TIMEOUT
+        )
+        assert resp.stop_reason == "end_turn"
+        assert not (work_dir / "b.txt").exists()
+        assert client.calls("w2")[-1]["status"] == "failed"
+        assert "Refused: " in client.text()
+
+
+async def test_issue15_cancel_stops_a_running_command(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    # The command records its process id, then waits for a file nobody creates until after the cancel.
+    command = "echo started; echo $$ > pid; while [ ! -f release ]; do sleep 0.05; done; echo released"
+    steps = [[{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "sh"}}]]
+    client = EditorClient()
+    argv = acp_argv(script(steps), "--approval", "yolo")
+    async with agent(client, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        prompt = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("run it")]))
+        await client.until(lambda: any("started" in str(u.get("content")) for u in client.calls("sh")))
+        pid = int((work_dir / "pid").read_text())
+        await conn.cancel(session_id=new.session_id)
+        resp = await asyncio.wait_for(prompt, TIMEOUT)
+        assert resp.stop_reason == "cancelled"
+        assert client.calls("sh")[-1]["status"] == "failed"
+        with pytest.raises(ProcessLookupError):  # the command was killed, not left running
+            os.kill(pid, 0)
+
+
+async def test_issue15_file_tools_go_through_the_editor(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    readme = str(work_dir / "README.md")
+    steps = [
+        [{"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r"}}],
+        [
+            {"text": "Read: {last_tool_results}"},
+            {
+                "tool_call": {
+                    "name": "edit",
+                    "args": {"path": "README.md", "old_string": "unsaved", "new_string": "edited"},
+                    "id": "e",
+                }
+            },
+        ],
+        [{"text": "Done."}],
+    ]
+    client = EditorClient(answers=["proceed_once"], buffers={readme: "# Demo in an unsaved buffer\n"})
+    async with agent(client, acp_argv(script(steps)), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn, fs=True)
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        resp = await conn.prompt(session_id=new.session_id, prompt=[text_block("fix the readme")])
+        assert resp.stop_reason == "end_turn"
+    assert "Read: # Demo in an unsaved buffer" in client.text()  # the buffer, not the disk
+    assert client.permissions[0]["toolCall"]["content"][0]["oldText"] == "# Demo in an unsaved buffer\n"
+    assert client.writes == [(readme, "# Demo in an edited buffer\n")]  # the edit landed in the editor
+    assert (work_dir / "README.md").read_text() == "# Demo on disk\n"  # and not behind its back
+    assert client.reads and all(p == readme for p in client.reads)
+
+
+async def test_issue15_modes_are_approval_modes_within_server_policy(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    steps = [
+        [{"tool_call": {"name": "write_file", "args": {"path": "p.txt", "content": "x"}, "id": "p"}}],
+        [{"text": "ok"}],
+    ]
+    client = EditorClient()
+    argv = acp_argv(script(steps), "--approval", "auto-edit")
+    async with agent(client, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        assert new.modes is not None and new.modes.current_mode_id == "auto-edit"
+        assert [m.id for m in new.modes.available_modes] == ["ask", "auto-edit", "plan"]
+        with pytest.raises(RequestError):  # more than the operator allows
+            await conn.set_session_mode(session_id=new.session_id, mode_id="yolo")
+        await conn.set_session_mode(session_id=new.session_id, mode_id="plan")
+        await client.until(lambda: "current_mode_update" in client.kinds())
+        resp = await conn.prompt(session_id=new.session_id, prompt=[text_block("write p")])
+        assert resp.stop_reason == "end_turn"
+    assert not (work_dir / "p.txt").exists()  # plan mode refuses edits, unasked
+    assert client.permissions == []
+    assert client.calls("p")[-1]["status"] == "failed"
+
+
+async def test_issue15_load_after_restart_replays_and_asks_the_pending_permission_again(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    steps = [
+        [{"text": "First answer."}],
+        [{"tool_call": {"name": "write_file", "args": {"path": "later.txt", "content": "ok\n"}, "id": "lw"}}],
+        [{"text": "Written after the restart."}],
+    ]
+    path = script(steps)
+    first = EditorClient(answers=[])  # never answers the permission: the process dies first
+    async with agent(first, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, proc):
+        await start(conn)
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        sid = new.session_id
+        assert (await conn.prompt(session_id=sid, prompt=[text_block("hello")])).stop_reason == "end_turn"
+        first.request_permission = _hang(first)  # type: ignore[method-assign]
+        pending = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("write later")]))
+        await asyncio.wait_for(first.asked.wait(), TIMEOUT)
+        proc.kill()  # a crash while the permission request is open
+        await proc.wait()
+        with contextlib.suppress(Exception):
+            await pending
+    assert not (work_dir / "later.txt").exists()
+
+    second = EditorClient(answers=["proceed_once"])
+    async with agent(second, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        init = await start(conn)
+        assert init.agent_capabilities is not None and init.agent_capabilities.load_session
+        await asyncio.wait_for(conn.load_session(cwd=str(work_dir), session_id=sid, mcp_servers=[]), TIMEOUT)
+        # The history came before the answer to session/load.
+        assert second.text("user_message_chunk") == "hellowrite later"
+        assert "First answer." in second.text()
+        await second.until(lambda: (work_dir / "later.txt").exists() and "Written after" in second.text())
+        assert second.permissions[0]["toolCall"]["toolCallId"] == "lw"
+        assert (work_dir / "later.txt").read_text() == "ok\n"
+        with pytest.raises(RequestError):
+            await conn.load_session(cwd=str(work_dir), session_id="no-such-session", mcp_servers=[])
+
+
+def _hang(client: EditorClient) -> Any:
+    async def request_permission(**kw: Any) -> RequestPermissionResponse:
+        client.asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return request_permission
