@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("acp", reason="agent-client-protocol is installed by scripts/test (pyproject.toml)")
+
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.schema import (
     AllowedOutcome,
