@@ -202,7 +202,8 @@ async def test_resubscribe_after_disconnect(
 async def test_resubscribe_closes_at_input_required(
     script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
 ) -> None:
-    """A6: resubscribing to a task waiting for a confirmation returns it and closes."""
+    """A6, issue 11 (STREAM-SUB-002): resubscribing (v0.3) to a task waiting for a confirmation
+    returns it and closes with a final status event saying input-required."""
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=10) as c:
             evs = await _start(c, srv.url, "write", workspace)
@@ -210,7 +211,42 @@ async def test_resubscribe_closes_at_input_required(
                 stream(c, srv.url, rpc("tasks/resubscribe", {"id": evs[0]["id"]}), auth()), 5
             )
             got = results(frames)
+            assert got[0]["kind"] == "task"
+            assert got[-1]["kind"] == "status-update" and got[-1]["final"] is True
             assert got[-1]["status"]["state"] == "input-required"
+
+
+async def test_subscribe_to_parked_task_follows_it_to_its_end(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 11 (TCK STREAM-SUB-002, A2A 1.0 3.1.6): a 1.0 SubscribeToTask on a task parked at
+    input-required returns the task, stays open while it waits, and ends with the terminal state
+    the task reaches once answered."""
+    async with running_server(script(WRITE), sqlite_url, workspace) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            evs = await _start(c, srv.url, "write", workspace)
+            task = evs[0]
+            got: list[dict[str, Any]] = []
+            subscribed = asyncio.Event()
+
+            async def subscriber() -> None:
+                body = rpc("SubscribeToTask", {"id": task["id"]})
+                async with c.stream("POST", srv.url, json=body, headers=auth(v1=True)) as r:
+                    async for line in r.aiter_lines():
+                        if line.startswith("data:"):
+                            got.append(json.loads(line[5:])["result"])
+                            subscribed.set()
+
+            sub = asyncio.create_task(subscriber())
+            await asyncio.wait_for(subscribed.wait(), 10)
+            assert got[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            assert not sub.done()  # still open while the task waits
+            answered = await _confirm(c, srv.url, task, "w", "proceed_once")
+            assert answered[-1]["status"]["state"] == "completed"
+            await asyncio.wait_for(sub, 20)
+            assert "task" in got[0]
+            last = got[-1].get("statusUpdate") or got[-1].get("task")
+            assert last["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_cancel_running_task(

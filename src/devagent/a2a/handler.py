@@ -1,7 +1,7 @@
 """The SDK's request handler with devagent's edges: AgentSettings and confirmations are checked
 before a task is touched (so a bad request is a JSON-RPC error, not a failed task), extension
-clients may continue a finished task (B14), resubscribe closes at input-required (A6), and the
-contextId of a taskId-only follow-up is inherited (a2a-python #1206).
+clients may continue a finished task (B14), subscriptions end with the task's state (A6,
+STREAM-SUB-002), and the contextId of a taskId-only follow-up is inherited (a2a-python #1206).
 """
 
 from __future__ import annotations
@@ -174,6 +174,13 @@ def _answer_error(e: InputError) -> str:
 def _same_parts(task: Task, parts: list[Part] | None) -> bool:
     have = list(task.status.message.parts) if task.status.HasField("message") else []
     return have == list(parts or [])
+
+
+def _v03(context: ServerCallContext) -> bool:
+    """Whether the request speaks A2A v0.3: no `A2A-Version`, or a 0.x one (as the SDK decides)."""
+    headers = context.state.get("headers") or {}
+    version = str(headers.get("A2A-Version") or headers.get("a2a-version") or "0.3")
+    return version.startswith("0.")
 
 
 def _state_name(state: TaskState) -> str:
@@ -567,10 +574,25 @@ class DevagentRequestHandler(DefaultRequestHandler):
             yield task
             return
         agen = super().on_subscribe_to_task(params, context)
+        first = True
         try:
             async for ev in agen:
+                state = ev.status.state if isinstance(ev, Task | TaskStatusUpdateEvent) else None
+                if first and isinstance(ev, Task) and state in INTERRUPTED_TASK_STATES:
+                    # A parked task (STREAM-SUB-002): v0.3 marks a stream's end with a final
+                    # status event, so its client gets the snapshot and that event; a 1.0
+                    # subscription follows the task until it stops again or ends (3.1.6).
+                    yield ev
+                    if _v03(context):
+                        yield TaskStatusUpdateEvent(
+                            task_id=ev.id, context_id=ev.context_id, status=ev.status, metadata=ev.metadata
+                        )
+                        return
+                    first = False
+                    continue
+                first = False
                 yield ev
-                if isinstance(ev, Task | TaskStatusUpdateEvent) and ev.status.state in stop:
+                if state in stop:
                     return
         finally:
             await agen.aclose()
