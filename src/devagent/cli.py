@@ -259,7 +259,9 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
         while True:
             answer = _read_answer(console, prompt)
             if answer == "e" and isinstance(details, FileDiff):
-                edited = _edit_in_editor(details.new_content, details.file_name, console)
+                from devagent.terminal.editor import edit_in_editor
+
+                edited = edit_in_editor(details.new_content, details.file_name, console)
                 if edited is not None:
                     decisions.append(Decision(c.id, "proceed_once", new_content=edited))
                     break
@@ -282,28 +284,6 @@ def _read_answer(console: Console, prompt: str) -> str:
         return console.input(prompt).strip().lower()[:1]
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _edit_in_editor(content: str, name: str, console: Console) -> str | None:
-    """Opens the proposed content in $VISUAL / $EDITOR (vi by default); returns what the user
-    saved, which is what gets written (G3), or None if the editor failed."""
-    import shlex
-    import subprocess
-    import tempfile
-
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    suffix = Path(name).suffix or ".txt"
-    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as f:
-        f.write(content)
-        path = f.name
-    try:
-        result = subprocess.run([*shlex.split(editor), path], check=False)
-        if result.returncode != 0:
-            console.print(f"[red]The editor exited with {result.returncode}; nothing was changed.[/red]")
-            return None
-        return Path(path).read_text()
-    finally:
-        os.unlink(path)
 
 
 def _sandboxed() -> str:
@@ -389,6 +369,73 @@ class _Renderer:
                 c.print(f"{mark[call.status.value]} {call.name}{detail}", highlight=False, markup=True)
                 if call.output is not None and call.output.diff is not None:
                     c.print(Syntax(call.output.diff.formatted_diff or "", "diff", theme="ansi_dark"))
+
+
+ApprovalOpt = Annotated[
+    str | None, typer.Option("--approval", "-a", help="ask | auto-edit | yolo | plan (default: ask)")
+]
+
+
+@app.command()
+def chat(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root")] = Path("."),
+    model: ModelOpt = None,
+    approval: ApprovalOpt = None,
+    session: Annotated[str | None, typer.Option("--session", help="Continue this stored session")] = None,
+    cont: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the last session of this workspace")
+    ] = False,
+    url: Annotated[
+        str | None, typer.Option("--url", help="Talk to a remote devagent serve (A2A) at this URL")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="DEVAGENT_TOKEN", help="Bearer token of the --url server")
+    ] = None,
+    db: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
+    sandbox: SandboxOpt = None,
+    thoughts: Annotated[
+        bool, typer.Option("--thoughts/--fold-thoughts", help="Show thoughts whole (default: one line)")
+    ] = False,
+) -> None:
+    """Talk with devagent in the terminal: streamed answers, tool calls, permission prompts, slash
+    commands (`devagent` alone in a terminal does the same)."""
+    from devagent.terminal.start import chat_command
+
+    raise typer.Exit(
+        chat_command(
+            workspace=workspace,
+            model=model,
+            approval=approval,
+            session=session,
+            cont=cont,
+            url=url,
+            token=token,
+            db=db,
+            base_url=base_url,
+            api_key=api_key,
+            max_steps=max_steps,
+            sandbox=sandbox,
+            thoughts=thoughts,
+        )
+    )
+
+
+@app.command()
+def sessions(
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", "-w", help="Only the sessions of this workspace")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many (the most recent first)")] = 20,
+    db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """List stored sessions: id, workspace, title, last activity (`chat --session ID` continues one)."""
+    from devagent.terminal.start import sessions_command
+
+    raise typer.Exit(sessions_command(workspace=workspace, limit=limit, db=db, as_json=as_json))
 
 
 @app.command()
@@ -515,6 +562,8 @@ def main() -> None:
             code = acp_from_argv(argv)
         else:
             os.environ.setdefault("PYTHONUNBUFFERED", "1")
+            if not argv and sys.stdin.isatty() and sys.stdout.isatty():
+                argv = ["chat"]  # `devagent` alone in a terminal opens the interactive session
             code = _typer_main(argv)
     except KeyboardInterrupt:
         print("devagent: cancelled (Ctrl-C).", file=sys.stderr)

@@ -452,7 +452,8 @@ class Store:
                 )
         return expected + 1
 
-    async def list_sessions(self, limit: int = 50) -> list[tuple[str, dict[str, Any], float]]:
+    async def list_sessions(self, limit: int | None = 50) -> list[tuple[str, dict[str, Any], float]]:
+        """(id, state, last activity) of the sessions, the most recently active first."""
         async with self.engine.connect() as conn:
             rows = await conn.execute(
                 select(sessions_table.c.id, sessions_table.c.state, sessions_table.c.updated_at)

@@ -325,7 +325,11 @@ class RunShellCommand(Tool):
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        command = str_arg(args, "command")
+        proposed = str_arg(args, "command")
+        # "Edit first": the user may change the command when approving it (the decision's
+        # new_content, as for an edit's content); the model is told what ran instead.
+        edited = ctx.new_content is not None and ctx.new_content.strip() not in ("", proposed)
+        command = ctx.new_content.strip() if edited and ctx.new_content is not None else proposed
         cwd = self._cwd(args, ctx)
         requested = num_arg(args, "timeout")
         timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
@@ -437,11 +441,14 @@ class RunShellCommand(Tool):
                 "\n(background processes still hold the output; their further output is not captured "
                 "— redirect it to a file)"
             )
+        if edited:
+            status += f"\n(the user edited the command before approving it; what ran was: {command})"
         return ToolResult(
             text=body + status,
             data={
                 "exit_code": code,
                 "command": command,
+                "user_modified": edited,
                 "directory": ctx.workspace.display(Path(cwd)),
                 "truncated": out.dropped > 0,
                 "sandboxed": sandbox is not None,

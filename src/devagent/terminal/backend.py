@@ -1,0 +1,179 @@
+"""What the terminal drives: a `Backend` runs turns and yields the core's events. `LocalBackend`
+runs a core session in this process; `remote.RemoteBackend` is an A2A client of a devagent server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from devagent.agent.events import Event, Input, StatusUpdate, ToolCall, TurnEnd
+
+if TYPE_CHECKING:
+    from devagent.agent.core import AgentCore
+    from devagent.agent.session import Session, Turn
+
+
+@dataclass(slots=True)
+class Status:
+    """What the status line shows."""
+
+    model: str = ""
+    approval_mode: str = ""
+    session_id: str = ""
+    tokens: int = 0  # input + output tokens of the whole session
+    context_tokens: int = 0  # input tokens of the last model step
+    where: str = ""  # "" (this process) or the server's URL
+
+
+@dataclass(slots=True)
+class CommandEntry:
+    """A slash command for completion: its name, aliases, description and sub-commands."""
+
+    name: str
+    description: str
+    aliases: list[str] = field(default_factory=list)
+    sub_commands: list[CommandEntry] = field(default_factory=list)
+
+
+class TurnStream(Protocol):
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    async def cancel(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Backend(Protocol):
+    status: Status
+
+    def start(self, inp: Input) -> TurnStream:
+        """Run a turn (a prompt, a slash command line, answers); its events end with NeedsInput or
+        TurnEnd. `cancel()` on the result stops it."""
+        ...
+
+    def waiting(self) -> list[ToolCall]:
+        """The calls the session waits on (a resumed session paused at a permission request)."""
+        ...
+
+    async def end_waiting(self) -> None:
+        """Give up the calls the session waits on (Ctrl-C at a permission prompt)."""
+        ...
+
+    def can_edit(self, call: ToolCall) -> bool:
+        """Whether "edit first" can change this call's content or command."""
+        ...
+
+    def commands(self) -> list[CommandEntry]: ...
+
+    async def set_approval_mode(self, mode: str) -> str | None:
+        """Change the session's approval mode; None when done, else why not."""
+        ...
+
+    def observe(self, ev: Event) -> None:
+        """Keep the status current from an event of a turn."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class LocalBackend:
+    """A core session in this process."""
+
+    def __init__(self, core: AgentCore, session: Session) -> None:
+        self.core = core
+        self.session = session
+        self.status = Status(session_id=session.id)
+        self._sync()
+
+    def _sync(self) -> None:
+        st = self.session.state
+        self.status.model = st.model or self.core.default_model
+        self.status.approval_mode = st.approval_mode
+        self.status.tokens = st.usage.input_tokens + st.usage.output_tokens
+
+    def start(self, inp: Input) -> Turn:
+        return self.session.advance(inp)
+
+    def waiting(self) -> list[ToolCall]:
+        if self.session.state.status != "awaiting_input":
+            return []
+        return self.session.waiting_calls()
+
+    async def end_waiting(self) -> None:
+        await self.session.cancel()
+
+    def can_edit(self, call: ToolCall) -> bool:
+        from devagent.agent.events import ExecuteDetails, FileDiff
+
+        return call.confirmation is not None and isinstance(
+            call.confirmation.details, FileDiff | ExecuteDetails
+        )
+
+    def commands(self) -> list[CommandEntry]:
+        from devagent.agent.commands import CommandInfo, registry
+
+        def entry(c: CommandInfo) -> CommandEntry:
+            return CommandEntry(c.name, c.description, list(c.aliases), [entry(s) for s in c.sub_commands])
+
+        return [entry(c) for c in registry().list()]
+
+    async def set_approval_mode(self, mode: str) -> str | None:
+        from devagent.agent.events import InputError
+
+        try:  # the terminal user is the operator of a local session: any mode
+            await self.session.set_approval_mode(mode)
+        except InputError as e:
+            return str(e)
+        self._sync()
+        return None
+
+    def observe(self, ev: Event) -> None:
+        if isinstance(ev, StatusUpdate):
+            self.status.context_tokens = ev.context_tokens
+        if isinstance(ev, StatusUpdate | TurnEnd):
+            self._sync()
+            if isinstance(ev, StatusUpdate):  # the step's usage is added to the state after the event
+                self.status.tokens = max(
+                    self.status.tokens,
+                    self.session.state.usage.input_tokens + self.session.state.usage.output_tokens,
+                )
+
+    async def close(self) -> None:
+        await self.core.close()
+
+
+# --- opening a local session ---------------------------------------------------------------------
+
+
+async def latest_session_id(core: AgentCore, workspace: Path) -> str | None:
+    """The id of the session last active in this workspace (its first root), or None."""
+    want = str(workspace.resolve())
+    for sid, state, _updated in await core.store.list_sessions(limit=None):
+        roots = state.get("workspace_roots") or []
+        if roots and roots[0] == want:
+            return sid
+    return None
+
+
+async def open_local_session(
+    core: AgentCore, config: Any, workspace: Path, session_id: str | None, model: str | None
+) -> tuple[Session, bool]:
+    """The session to talk to: `session_id`'s (on its own stored model unless `model` is given),
+    or a new one in `workspace`. Returns it and whether it was resumed. Raises StartError."""
+    from devagent.preflight import StartError, check_model
+
+    if session_id:
+        s = await core.get_session(session_id)
+        if s is None:
+            raise StartError(f"no stored session {session_id!r} ('devagent sessions' lists them)", 2)
+        if model:  # --model given: the session goes on with it
+            s.state.model = model
+            await s.save_state()
+        elif s.state.model:  # else on the model the session was started with
+            config.default_model = s.state.model
+            check_model(config)
+        return s, True
+    s = await core.create_session([workspace], approval_mode=config.approval_mode, model=core.default_model)
+    return s, False

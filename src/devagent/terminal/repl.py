@@ -1,0 +1,358 @@
+"""The interactive loop of `devagent chat` (prompt_toolkit): the prompt with history, multi-line
+input, slash-command completion and a status line; turns with Ctrl-C to cancel; inline permission
+prompts (once / always / no with feedback / edit first).
+
+Keys at the prompt: Enter sends; Esc then Enter (or Alt-Enter) and Ctrl-J insert a new line (a
+pasted text keeps its lines); Ctrl-C clears the line, and on an empty line a second Ctrl-C
+leaves; Ctrl-D on an empty line leaves. During a turn Ctrl-C cancels it; a second one leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.formatted_text import HTML
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from devagent.agent.events import (
+    Decision,
+    ExecuteDetails,
+    FileDiff,
+    Input,
+    NeedsInput,
+    Resume,
+    ToolCall,
+    TurnEnd,
+    UserPrompt,
+)
+from devagent.terminal.backend import Backend, CommandEntry
+from devagent.terminal.editor import edit_in_editor
+from devagent.terminal.render import Renderer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# The terminal's own commands (the rest go to the session: the core's commands, or the server's).
+LOCAL_COMMANDS = [
+    CommandEntry("exit", "Leave devagent (also Ctrl-D)", aliases=["quit"]),
+    CommandEntry("thoughts", "Show the last turn's thoughts; 'on' shows them always, 'off' folds them"),
+    CommandEntry("approval", "Set the approval mode: ask | auto-edit | yolo | plan"),
+    CommandEntry("status", "Model, approval mode, tokens and session id"),
+]
+
+
+class Leave(Exception):
+    """The user leaves (a second Ctrl-C, Ctrl-D, /exit)."""
+
+
+class SlashCompleter(Completer):
+    """Completes `/command` and its sub-commands from the session's command list."""
+
+    def __init__(self, commands: list[CommandEntry]) -> None:
+        self.commands = commands
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        words = text[1:].split(" ")
+        level = self.commands
+        for w in words[:-1]:  # walk down the complete words
+            found = next((c for c in level if w == c.name or w in c.aliases), None)
+            if found is None:
+                return
+            level = found.sub_commands
+        last = words[-1]
+        for c in level:
+            if c.name.startswith(last):
+                yield Completion(c.name, start_position=-len(last), display_meta=c.description)
+
+
+class Chat:
+    def __init__(
+        self,
+        backend: Backend,
+        console: Console,
+        *,
+        history_file: Path,
+        show_thoughts: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.console = console
+        self.renderer = Renderer(console, show_thoughts=show_thoughts)
+        self.commands = [*LOCAL_COMMANDS, *backend.commands()]
+        history_file.parent.mkdir(parents=True, exist_ok=True)
+        self.prompt: PromptSession[str] = PromptSession(
+            history=FileHistory(str(history_file)),
+            completer=SlashCompleter(self.commands),
+            complete_while_typing=True,
+            key_bindings=self._keys(),
+            bottom_toolbar=self._toolbar,
+            multiline=False,
+        )
+        self._armed = False  # a Ctrl-C was just pressed: a second one leaves
+
+    # --- the prompt ---------------------------------------------------------------------------
+
+    def _keys(self) -> KeyBindings:
+        kb = KeyBindings()
+
+        @kb.add("escape", "enter")
+        @kb.add("c-j")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        @kb.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            buf = event.current_buffer
+            if buf.text:
+                buf.reset()  # Ctrl-C on a typed line clears it
+            else:
+                event.app.exit(exception=KeyboardInterrupt())
+
+        return kb
+
+    def _toolbar(self) -> HTML:
+        s = self.backend.status
+        parts = [
+            f"<b>{_html(s.model or '?')}</b>",
+            f"approval {_html(s.approval_mode)}",
+            f"{s.tokens:,} tokens" + (f" (context {s.context_tokens:,})" if s.context_tokens else ""),
+            f"session {_html(s.session_id[:8] or 'new')}",
+        ]
+        if s.where:
+            parts.append(_html(s.where))
+        return HTML(" " + " · ".join(parts))
+
+    async def run(self) -> int:
+        s = self.backend.status
+        self.console.print(
+            f"[dim]devagent chat · {s.model} · session {s.session_id} · /help lists commands, "
+            "Ctrl-D leaves[/dim]",
+            highlight=False,
+        )
+        try:
+            waiting = self.backend.waiting()
+            if waiting:  # a resumed session paused at a permission request
+                self.console.print("[yellow]This session waits for your answer:[/yellow]")
+                for c in waiting:
+                    self.renderer.render_call_header(c)
+                await self._turns(None, waiting)
+            while True:
+                try:
+                    text = await self.prompt.prompt_async("› ")
+                except KeyboardInterrupt:
+                    if self._armed:
+                        raise Leave() from None
+                    self._armed = True
+                    self.console.print("[dim](Ctrl-C again or Ctrl-D to leave)[/dim]")
+                    continue
+                except EOFError:
+                    raise Leave() from None
+                self._armed = False
+                text = text.strip()
+                if not text:
+                    continue
+                if text.startswith("/") and await self._local_command(text):
+                    continue
+                await self._turns(UserPrompt(text), [])
+        except Leave:
+            return 0
+
+    # --- turns --------------------------------------------------------------------------------
+
+    async def _turns(self, inp: Input | None, waiting: list[ToolCall]) -> None:
+        """Run a turn and the turns its permission answers start, until it ends."""
+        # a slash command's report is plain lines; the model's answer is Markdown
+        command = isinstance(inp, UserPrompt) and inp.text.startswith("/")
+        self.renderer.new_turn(markdown=not command)
+        while True:
+            if waiting:
+                decisions = await self._ask(waiting)
+                if decisions is None:  # Ctrl-C at the permission prompt
+                    await self.backend.end_waiting()
+                    self.console.print("[yellow]Cancelled.[/yellow]")
+                    self._armed = True
+                    return
+                inp = Resume(decisions=decisions)
+                waiting = []
+            assert inp is not None
+            end = await self._one(inp)
+            if isinstance(end, NeedsInput):
+                waiting = end.permissions
+                if end.client_calls:
+                    self.console.print(
+                        "[red]The session waits for a client tool this terminal cannot run.[/red]"
+                    )
+                    await self.backend.end_waiting()
+                    return
+                continue
+            return
+
+    async def _one(self, inp: Input) -> NeedsInput | TurnEnd | None:
+        """One turn, rendered; Ctrl-C cancels it, a second Ctrl-C leaves once it stopped."""
+        turn = self.backend.start(inp)
+        loop = asyncio.get_running_loop()
+        presses = 0
+        cancelling: list[asyncio.Task[None]] = []
+
+        def on_sigint() -> None:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
+                self.renderer.finish()
+                self.console.print("[yellow]Cancelling… (Ctrl-C again leaves)[/yellow]")
+                cancelling.append(asyncio.ensure_future(turn.cancel()))
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        last: NeedsInput | TurnEnd | None = None
+        try:
+            async for ev in turn:
+                self.backend.observe(ev)
+                self.renderer.render(ev)
+                if isinstance(ev, NeedsInput | TurnEnd):
+                    last = ev
+                    break
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            self.renderer.finish()
+            await turn.aclose()
+            if cancelling:
+                await asyncio.gather(*cancelling, return_exceptions=True)
+        if presses:
+            self._armed = True
+            if isinstance(last, NeedsInput):  # cancelled while it stopped to ask: end the wait
+                await self.backend.end_waiting()
+                last = None
+            if presses > 1:
+                raise Leave()
+        return last
+
+    # --- permission prompts -------------------------------------------------------------------
+
+    async def _ask(self, calls: list[ToolCall]) -> list[Decision] | None:
+        decisions: list[Decision] = []
+        for c in calls:
+            d = await self._ask_one(c)
+            if d is None:
+                return None
+            decisions.append(d)
+        return decisions
+
+    async def _ask_one(self, c: ToolCall) -> Decision | None:
+        options = [o.id for o in c.confirmation.options] if c.confirmation else []
+        # MCP calls offer proceed_always_tool / _server instead of proceed_always
+        always = next((o for o in options if o.startswith("proceed_always")), None)
+        can_edit = self.backend.can_edit(c)
+        keys = (
+            "[y] once  "
+            + ("[a] always  " if always else "")
+            + "[n] no  "
+            + ("[e] edit first" if can_edit else "")
+        )
+        while True:
+            try:
+                answer = await PromptSession[str]().prompt_async(
+                    HTML(
+                        f"<b><ansiyellow>Allow</ansiyellow></b> {_html(c.description or c.name)}?"
+                        f"  {_html(keys)} › "
+                    )
+                )
+            except (KeyboardInterrupt, EOFError):
+                return None
+            a = answer.strip().lower()[:1]
+            if a == "y":
+                return Decision(c.id, "proceed_once")
+            if a == "a" and always:
+                return Decision(c.id, always)
+            if a == "n":
+                try:
+                    feedback = await PromptSession[str]().prompt_async(
+                        "Why not, or what instead? (Enter to skip) › "
+                    )
+                except (KeyboardInterrupt, EOFError):
+                    return None
+                return Decision(c.id, "cancel", feedback=feedback.strip() or None)
+            if a == "e" and can_edit:
+                edited = await self._edit(c)
+                if edited is not None:
+                    return Decision(c.id, "proceed_once", new_content=edited)
+
+    async def _edit(self, c: ToolCall) -> str | None:
+        assert c.confirmation is not None
+        d = c.confirmation.details
+        if isinstance(d, ExecuteDetails):
+            try:
+                cmd = await PromptSession[str]().prompt_async("$ ", default=d.command)
+            except (KeyboardInterrupt, EOFError):
+                return None
+            return cmd.strip() or None
+        if isinstance(d, FileDiff):
+            from prompt_toolkit.application import run_in_terminal
+
+            result: list[str | None] = []
+            await run_in_terminal(
+                lambda: result.append(edit_in_editor(d.new_content, d.file_name, self.console))
+            )
+            return result[0] if result else None
+        return None
+
+    # --- the terminal's own commands ----------------------------------------------------------
+
+    async def _local_command(self, text: str) -> bool:
+        """Runs /exit, /thoughts, /approval, /status; False for the session's commands."""
+        word, _, rest = text[1:].partition(" ")
+        rest = rest.strip()
+        if word in ("exit", "quit"):
+            raise Leave()
+        if word == "thoughts":
+            if rest in ("on", "off"):
+                self.renderer.show_thoughts = rest == "on"
+                self.console.print(f"[dim]Thoughts are {'shown' if rest == 'on' else 'folded'}.[/dim]")
+            elif self.renderer.last_thoughts:
+                for t in self.renderer.last_thoughts:
+                    self.console.print(t, style="dim italic", markup=False, highlight=False)
+            else:
+                self.console.print("[dim]No thoughts in the last turn.[/dim]")
+            return True
+        if word == "approval":
+            if not rest:
+                self.console.print(f"Approval mode: {self.backend.status.approval_mode}")
+                return True
+            why = await self.backend.set_approval_mode(rest)
+            if why:
+                self.console.print(f"[red]{why}[/red]", highlight=False, markup=False)
+            else:
+                self.console.print(f"[dim]Approval mode: {self.backend.status.approval_mode}[/dim]")
+            return True
+        if word == "status":
+            s = self.backend.status
+            self.console.print(
+                f"model {s.model} · approval {s.approval_mode} · {s.tokens:,} tokens · session {s.session_id}"
+                + (f" · {s.where}" if s.where else ""),
+                highlight=False,
+                markup=False,
+            )
+            return True
+        return False
+
+
+def _html(text: str) -> str:
+    from html import escape
+
+    return escape(text)
+
+
+async def chat(backend: Backend, console: Console, history_file: Path, **kw: Any) -> int:
+    try:
+        return await Chat(backend, console, history_file=history_file, **kw).run()
+    finally:
+        await backend.close()

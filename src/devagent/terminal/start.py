@@ -1,0 +1,207 @@
+"""`devagent chat` and `devagent sessions`: settings checked, the backend opened, errors told in one
+line (exit 2: a value given is wrong; 1: something named cannot be reached)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from devagent.preflight import StartError, report
+
+
+def _config(overrides: dict[str, Any]) -> Any:
+    from devagent.config import ConfigError, load_config
+
+    try:
+        return load_config(overrides)
+    except ConfigError as e:
+        raise StartError(str(e), 2) from e
+
+
+def chat_command(
+    *,
+    workspace: Path,
+    model: str | None,
+    approval: str | None,
+    session: str | None,
+    cont: bool,
+    url: str | None,
+    token: str | None,
+    db: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    max_steps: int | None,
+    sandbox: bool | None,
+    thoughts: bool,
+) -> int:
+    try:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise StartError(
+                "chat needs a terminal (standard input and output); for a script use: devagent run PROMPT", 2
+            )
+        if session and cont:
+            raise StartError("--session and --continue both name a session: give one", 2)
+        if not workspace.is_dir():
+            raise StartError(f"workspace {workspace} is not a directory", 2)
+        if url:
+            return _remote(url, token, workspace, session, cont, model, approval, thoughts)
+        config = _config(
+            {
+                "db_url": db,
+                "default_model": model,
+                "model_base_url": base_url,
+                "model_api_key": api_key,
+                "approval_mode": approval,
+                "max_steps": max_steps,
+            }
+        )
+        from devagent.agent.tools.shell import SandboxError, setup_sandbox
+
+        try:
+            line = setup_sandbox(sandbox, config, "run")
+        except SandboxError as e:
+            raise StartError(str(e), 2) from e
+        if sandbox or config.sandbox:
+            print(line, file=sys.stderr)
+        from devagent.preflight import check_model
+
+        if model or not (session or cont):  # a resumed session keeps its own model
+            check_model(config)
+        return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts))
+    except StartError as e:
+        return report("devagent", e)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+async def _local(
+    config: Any,
+    workspace: Path,
+    session_id: str | None,
+    cont: bool,
+    model: str | None,
+    approval: str | None,
+    thoughts: bool,
+) -> int:
+    from devagent.preflight import open_core
+    from devagent.terminal.backend import LocalBackend, latest_session_id, open_local_session
+    from devagent.terminal.repl import chat
+
+    core = await open_core(config)
+    try:
+        if cont:
+            session_id = await latest_session_id(core, workspace)
+            if session_id is None:
+                raise StartError(
+                    f"no stored session in {workspace.resolve()} to continue (start one with: devagent chat)",
+                    2,
+                )
+        s, resumed = await open_local_session(core, config, workspace, session_id, model)
+        if resumed and approval:  # --approval given: the resumed session goes on in that mode
+            await s.set_approval_mode(approval)
+    except BaseException:
+        await core.close()
+        raise
+    backend = LocalBackend(core, s)
+    return await chat(backend, _console(), config.data_dir / "chat_history", show_thoughts=thoughts)
+
+
+def _remote(
+    url: str,
+    token: str | None,
+    workspace: Path,
+    session: str | None,
+    cont: bool,
+    model: str | None,
+    approval: str | None,
+    thoughts: bool,
+) -> int:
+    if cont:
+        raise StartError("--continue is for local sessions; with --url give --session CONTEXT_ID", 2)
+    from devagent.terminal.remote import RemoteBackend
+    from devagent.terminal.repl import chat
+
+    async def main() -> int:
+        backend = await RemoteBackend.connect(
+            url, token, workspace=workspace.resolve(), context_id=session, model=model, approval=approval
+        )
+        from devagent.agent.core import CoreConfig
+
+        return await chat(backend, _console(), CoreConfig().data_dir / "chat_history", show_thoughts=thoughts)
+
+    return asyncio.run(main())
+
+
+def sessions_command(*, workspace: Path | None, limit: int, db: str | None, as_json: bool) -> int:
+    try:
+        config = _config({"db_url": db})
+        rows = asyncio.run(_list(config, workspace, limit))
+    except StartError as e:
+        return report("devagent", e)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        where = f" in {workspace.resolve()}" if workspace else ""
+        print(f"No stored sessions{where}. Start one with: devagent chat")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("id", "workspace", "title", "last activity"):
+        table.add_column(col, overflow="fold" if col != "title" else "ellipsis")
+    for r in rows:
+        table.add_row(
+            r["id"], r["workspace"], r["title"] or "[dim](no prompt yet)[/dim]", _ago(r["updated_at"])
+        )
+    Console(highlight=False).print(table)
+    return 0
+
+
+async def _list(config: Any, workspace: Path | None, limit: int) -> list[dict[str, Any]]:
+    from devagent.preflight import open_core
+
+    core = await open_core(config)
+    try:
+        want = str(workspace.resolve()) if workspace else None
+        out: list[dict[str, Any]] = []
+        for sid, state, updated in await core.store.list_sessions(limit=None if want else limit):
+            roots = state.get("workspace_roots") or []
+            ws = roots[0] if roots else ""
+            if want is not None and ws != want:
+                continue
+            out.append(
+                {
+                    "id": sid,
+                    "workspace": ws,
+                    "title": state.get("title", ""),
+                    "model": state.get("model", ""),
+                    "status": state.get("status", ""),
+                    "updated_at": updated,
+                }
+            )
+            if len(out) >= limit:
+                break
+        return out
+    finally:
+        await core.close()
+
+
+def _ago(t: float) -> str:
+    d = max(0.0, time.time() - t)
+    if d < 60:
+        return "just now"
+    if d < 3600:
+        return f"{int(d // 60)} min ago"
+    if d < 86400:
+        return f"{int(d // 3600)} h ago"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
