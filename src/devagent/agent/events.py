@@ -256,7 +256,8 @@ class UserPrompt:
 @dataclass(slots=True)
 class Decision:
     """An answer to a permission request. `option` is one of the request's option ids;
-    `new_content` replaces what an edit writes (B10) or the command a shell call runs ("edit first"); `feedback` is what the user said with a
+    `new_content` replaces what an edit writes (B10) or the command a shell call runs ("edit
+    first"); `feedback` is what the user said with a
     refusal, passed on to the model."""
 
     call_id: str

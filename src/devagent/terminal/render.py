@@ -46,11 +46,13 @@ class Renderer:
         self._drawn = 0.0
         self._shown: set[str] = set()  # calls whose header was printed
         self._live_seen: dict[str, str] = {}  # call id -> live output printed so far
+        self._error_shown = False  # an error notice of this turn was printed
 
     # --- blocks -------------------------------------------------------------------------------
 
     def new_turn(self, *, markdown: bool = True) -> None:
         self.last_thoughts = []
+        self._error_shown = False
         self.markdown = markdown and self.console.is_terminal
 
     def finish(self) -> None:
@@ -75,6 +77,10 @@ class Renderer:
             self._live.stop()  # transient: the "thinking" line goes away
             self._live = None
         text = self._thought.strip()
+        if not self._thought_subject and text.startswith("**") and "**" in text[2:]:
+            # a Gemini-style bold title: "**Planning** the rest"
+            end = text.index("**", 2)
+            self._thought_subject = text[2:end].strip()
         self.last_thoughts.append(text)
         if self.show_thoughts:
             self.console.print(text, style="dim italic", highlight=False, markup=False)
@@ -125,6 +131,7 @@ class Renderer:
         elif isinstance(ev, Notice):
             self.finish()
             style = {"info": "cyan", "warning": "yellow", "error": "red"}[ev.level]
+            self._error_shown = self._error_shown or ev.level == "error"
             self.console.print(ev.text, style=style, highlight=False, markup=False)
         elif isinstance(ev, NeedsInput | TurnEnd):
             self.finish()
@@ -229,7 +236,7 @@ class Renderer:
             )
         elif ev.reason == "interrupted":
             self.console.print("[yellow]The turn was interrupted; send a message to go on.[/yellow]")
-        elif ev.error:
+        elif ev.error and not self._error_shown:
             self.console.print(f"[red]Error: {_escape(ev.error)}[/red]", highlight=False)
 
 

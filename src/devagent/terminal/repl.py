@@ -135,10 +135,11 @@ class Chat:
     async def run(self) -> int:
         s = self.backend.status
         self.console.print(
-            f"[dim]devagent chat · {s.model} · session {s.session_id} · /help lists commands, "
-            "Ctrl-D leaves[/dim]",
+            f"[dim]devagent chat · model {_escape(s.model)} · session {s.session_id or '(new)'}[/dim]",
             highlight=False,
+            soft_wrap=True,
         )
+        self.console.print("[dim]/help lists the commands · Ctrl-C cancels a turn · Ctrl-D leaves[/dim]")
         try:
             waiting = self.backend.waiting()
             if waiting:  # a resumed session paused at a permission request
@@ -340,9 +341,16 @@ class Chat:
                 + (f" · {s.where}" if s.where else ""),
                 highlight=False,
                 markup=False,
+                soft_wrap=True,
             )
             return True
         return False
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _html(text: str) -> str:

@@ -1,0 +1,362 @@
+"""`devagent chat` driven in a real pseudo-terminal (pexpect), locally and against a real
+`devagent serve` (issue 13 items 2, 3 and 5). Nothing waits on time: every step waits for the
+text the terminal prints (pexpect's timeout only bounds a hang), and the long turn that Ctrl-C
+cancels is a shell command that waits for a file the test never creates."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from tests.a2a.procs import TOKEN, serving
+
+HANG = 60  # seconds: only bounds a hang (2 shared cores, cold imports)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\r")
+
+
+class Term:
+    """`devagent ARGS` in a pty; `expect` waits for text, `line` types a line and presses Enter."""
+
+    def __init__(self, args: list[str], home: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
+        e = {
+            **os.environ,
+            "HOME": str(home),
+            "TERM": "xterm",
+            "PROMPT_TOOLKIT_NO_CPR": "1",
+            "COLUMNS": "120",
+            "LINES": "40",
+            "PYTHONUNBUFFERED": "1",
+        }
+        for k in ("DEVAGENT_MODEL", "DEVAGENT_DB", "DEVAGENT_APPROVAL", "DEVAGENT_TOKEN"):
+            e.pop(k, None)
+        e.update(env or {})
+        self.p = pexpect.spawn(
+            sys.executable,
+            ["-m", "devagent", *args],
+            env=e,
+            cwd=str(cwd),
+            encoding="utf-8",
+            timeout=HANG,
+            dimensions=(40, 120),
+        )
+        self.seen = ""
+
+    def expect(self, pattern: str) -> str:
+        self.p.expect(pattern)
+        self.seen += (self.p.before or "") + (self.p.after if isinstance(self.p.after, str) else "")
+        return ANSI.sub("", self.p.before or "")
+
+    def prompt(self) -> None:
+        self.expect("›")
+
+    def line(self, text: str) -> None:
+        self.p.send(text + "\r")  # a terminal's Enter is CR (LF is Ctrl-J: a new line in the input)
+
+    def leave(self) -> int:
+        self.prompt()  # Ctrl-D reaches the prompt only once it reads the terminal raw
+        self.p.sendcontrol("d")
+        self.p.expect(pexpect.EOF)
+        self.p.close()
+        return int(self.p.exitstatus if self.p.exitstatus is not None else -1)
+
+    def close(self) -> None:
+        if self.p.isalive():
+            self.p.terminate(force=True)
+
+
+@pytest.fixture
+def term(tmp_path: Path, workspace: Path) -> Iterator[Callable[..., Term]]:
+    made: list[Term] = []
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def make(*args: str, env: dict[str, str] | None = None) -> Term:
+        t = Term(list(args), home, workspace, env)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.close()
+
+
+def _script(tmp_path: Path, steps: list[Any]) -> str:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"steps": steps}))
+    return f"scripted:{path}"
+
+
+STEPS = [
+    {
+        "items": [
+            {"thinking": "**Greeting** the user says hi"},
+            {"text": "# Hello\n\nYou said *{last_user}*."},
+        ]
+    },
+    {"items": [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}}}]},
+    {"items": [{"text": "wrote it: {last_tool_results}"}]},
+    {"items": [{"text": "still here, you said {last_user}"}]},
+]
+
+
+def test_chat_turn_permission_slash_command_and_continue(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 items 2 and 5: a turn streamed (thoughts folded), a permission answered, a slash
+    command (the core's and the terminal's own), Ctrl-D leaves; then `--continue` resumes the
+    session on its own model and `devagent sessions` lists it."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}"
+    model = _script(tmp_path, STEPS)
+    t = term("chat", "--model", model, "--db", db)
+    header = t.expect("›")
+    sid = re.search(r"session ([0-9a-f-]{36})", header)
+    assert sid, header
+    t.line("hi there")
+    out = t.expect("You said")
+    assert "✻ Greeting" in out and "/thoughts" in out  # the thought folded to one line
+    t.prompt()
+    t.line("/thoughts")
+    t.expect("the user says hi")
+    t.prompt()
+    t.line("write it")
+    out = t.expect(r"Allow")
+    assert "Write a.txt" in out and "+A" in out  # the call and its diff before the question
+    t.expect(r"edit first")
+    t.prompt()
+    t.line("y")
+    t.expect("wrote it")
+    assert (workspace / "a.txt").read_text() == "A\n"
+    t.prompt()
+    t.line("/stats")
+    t.expect("write_file: 1 calls")
+    t.prompt()
+    t.line("/status")
+    t.expect(r"model \S+ · approval \S+ · [\d,]+ tokens · session \S+")
+    status = str(t.p.after)
+    assert f"session {sid.group(1)}" in status and "approval ask" in status and model in status
+    assert t.leave() == 0
+
+    # --continue: the latest session of this workspace, on its own model (no --model given)
+    t = term("chat", "--continue", "--db", db)
+    header = t.expect("›")
+    assert sid.group(1) in header and model in header
+    t.line("again")
+    t.expect("still here, you said again")
+    assert t.leave() == 0
+
+    # devagent sessions: id, workspace, title, last activity
+    listed = pexpect.run(
+        f"{sys.executable} -m devagent sessions --db {db} --json",
+        cwd=str(workspace),
+        encoding="utf-8",
+        timeout=HANG,
+    )
+    rows = json.loads(listed)
+    assert rows[0]["id"] == sid.group(1)
+    assert rows[0]["workspace"] == str(workspace.resolve()) and rows[0]["title"] == "hi there"
+
+
+def test_chat_ctrl_c_cancels_turn_then_second_ctrl_c_leaves(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 item 2: Ctrl-C cancels the running turn (the shell command is killed) and the
+    session goes on; Ctrl-C twice on an empty line leaves with exit 0."""
+    steps = [
+        {
+            "items": [
+                {
+                    "tool_call": {
+                        "name": "run_shell_command",
+                        # runs until the file exists, which the test never creates
+                        "args": {"command": "echo started; while [ ! -e never ]; do sleep 0.05; done"},
+                    }
+                }
+            ]
+        },
+        # (the cancelled step's response counts: the next prompt plays step 2)
+        {"items": [{"text": "after the cancel: {last_user}"}]},
+        {"items": [{"text": "after the cancel: {last_user}"}]},
+    ]
+    t = term(
+        "chat",
+        "--model",
+        _script(tmp_path, steps),
+        "--approval",
+        "yolo",
+        "--db",
+        f"sqlite+aiosqlite:///{tmp_path / 'c.db'}",
+    )
+    t.prompt()
+    t.line("loop")
+    t.expect("started")  # the command runs: its live output arrived
+    t.p.sendintr()
+    t.expect("Cancelled")
+    t.prompt()
+    t.line("next")
+    t.expect("after the cancel: next")
+    t.prompt()
+    t.p.sendintr()
+    t.expect("Ctrl-C again")
+    t.prompt()
+    t.p.sendintr()
+    t.p.expect(pexpect.EOF)
+    t.p.close()
+    assert t.p.exitstatus == 0
+
+
+def test_chat_refuse_with_feedback_and_edit_command_first(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 item 2: "no" with feedback reaches the model; "edit first" on a command runs the
+    edited command (the core's Decision.new_content)."""
+    steps = [
+        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo one"}}}]},
+        {"items": [{"text": "model saw: {last_tool_results}"}]},
+        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo one"}}}]},
+        {"items": [{"text": "model saw: {last_tool_results}"}]},
+    ]
+    t = term("chat", "--model", _script(tmp_path, steps), "--db", f"sqlite+aiosqlite:///{tmp_path / 'e.db'}")
+    t.prompt()
+    t.line("run it")
+    t.expect("Allow")
+    t.expect("edit first")
+    t.prompt()
+    t.line("n")
+    t.expect("Why not")
+    t.prompt()
+    t.line("use two")
+    t.expect("the user said: use two")
+    t.prompt()
+    t.line("run it again")
+    t.expect("edit first")
+    t.prompt()
+    t.line("e")
+    t.expect(r"\$ ")
+    t.p.sendcontrol("u")  # clear the proposed command
+    t.line("echo two")
+    out = t.expect("edited the command")
+    assert "two" in out
+    assert t.leave() == 0
+
+
+def test_chat_remote_against_devagent_serve(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 item 3: `chat --url --token` talks A2A with the development-tool extension to a
+    real `devagent serve`: streamed text, the permission request answered with a confirmation,
+    a slash command run by the server's session."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = [
+        "--db",
+        db,
+        "--workspace-root",
+        str(workspace),
+        "--model",
+        _script(tmp_path, STEPS),
+        "--token",
+        TOKEN,
+        "--no-sandbox",
+    ]
+    with serving(args, tmp_path / "serve.log") as srv:
+        t = term("chat", "--url", srv.url, "--token", TOKEN)
+        t.prompt()
+        t.line("hi there")
+        out = t.expect("You said")
+        assert "Greeting" in out
+        t.prompt()
+        t.line("write it")
+        assert "+A" in t.expect("Allow")
+        t.expect("edit first")
+        t.prompt()
+        t.line("y")
+        t.expect("wrote it")
+        assert (workspace / "a.txt").read_text() == "A\n"
+        t.prompt()
+        t.line("/stats")
+        t.expect("write_file: 1 calls")
+        assert t.leave() == 0
+
+
+def test_chat_remote_refuses_a_server_without_the_extension(tmp_path: Path, workspace: Path) -> None:
+    """Issue 13 item 3: a card that does not declare the extension is said so plainly, exit 1."""
+    from tests.terminal.helpers import card_server
+
+    with card_server({"name": "other agent", "capabilities": {}}) as url:
+        out, code = _run_chat(["--url", url], workspace)
+    assert code == 1 and "does not declare the development-tool extension" in out
+    assert len(out.strip().splitlines()) == 1, out
+    with card_server(
+        {"name": "x", "capabilities": {"extensions": [{"uri": _uri(), "params": {"version": "7.0.0"}}]}}
+    ) as url:
+        out, code = _run_chat(["--url", url], workspace)
+    assert code == 1 and "version 7.0.0" in out and len(out.strip().splitlines()) == 1, out
+
+
+def _uri() -> str:
+    from devagent.a2a.extension import EXTENSION_URI
+
+    return EXTENSION_URI
+
+
+def _run_chat(args: list[str], cwd: Path, home: Path | None = None) -> tuple[str, int]:
+    """`devagent chat ARGS` in a pty (it needs a terminal); its output and exit code."""
+    env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+    if home is not None:
+        env["HOME"] = str(home)
+    out, code = pexpect.run(
+        f"{sys.executable} -m devagent chat " + " ".join(args),
+        cwd=str(cwd),
+        env=env,
+        encoding="utf-8",
+        timeout=HANG,
+        withexitstatus=True,
+    )
+    return ANSI.sub("", out), int(code)
+
+
+def test_chat_errors_are_one_line(tmp_path: Path, workspace: Path) -> None:
+    """Issue 13 items 1 and 5: every mistake is one line and exit 2 (a value) or 1 (unreachable)."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    cases = [
+        (["--session", "nosuch", "--db", db], 2, "no stored session 'nosuch'"),
+        (["--continue", "--db", db], 2, "no stored session in"),
+        (["--session", "a", "--continue"], 2, "give one"),
+        (["--workspace", str(tmp_path / "nope")], 2, "is not a directory"),
+        (["--url", "http://127.0.0.1:9", "--token", "x"], 1, "cannot reach http://127.0.0.1:9/"),
+        (["--model", "nosuch:thing", "--db", db], 2, "nosuch"),
+    ]
+    for args, code, text in cases:
+        out, got = _run_chat(args, workspace, home=tmp_path)
+        assert got == code and text in out, (args, got, out)
+        assert len(out.strip().splitlines()) == 1 and "Traceback" not in out, (args, out)
+    # not a terminal: one line, exit 2
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-m", "devagent", "chat"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        timeout=HANG,
+    )
+    assert r.returncode == 2 and "chat needs a terminal" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_chat_remote_wrong_token(tmp_path: Path, workspace: Path) -> None:
+    """Issue 13 item 3: a token the server refuses is one line naming the fix, exit 2."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    with serving(
+        ["--db", db, "--workspace-root", str(workspace), "--model", "demo", "--token", TOKEN, "--no-sandbox"],
+        tmp_path / "serve.log",
+    ) as srv:
+        out, code = _run_chat(["--url", srv.url, "--token", "wrong"], workspace)
+    assert code == 2 and "refused the token" in out and len(out.strip().splitlines()) == 1, out
