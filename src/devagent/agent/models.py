@@ -222,6 +222,8 @@ def create_model(
         return ScriptedModel.from_file(name)
     info = PROVIDERS[provider]
     try:
+        if provider not in ("anthropic", "google"):
+            _skip_message_transform()  # every other builder makes an OpenAI-SDK model
         return _BUILDERS[provider](name, key, url, info)
     except ImportError as e:
         raise ModelConfigError(
@@ -248,6 +250,45 @@ def _either(names: tuple[str, ...]) -> str:
 
 
 # --- builders: each imports only its own provider ------------------------------------------------
+
+
+_TRANSFORM_SKIPPED = False
+
+
+def _skip_message_transform() -> None:
+    """Stop the OpenAI SDK from walking the whole transcript on every request (issue 14).
+
+    `chat.completions.create` passes its body through the SDK's `async_maybe_transform`, which
+    walks every value against its TypedDict annotation to apply `PropertyInfo` aliases and formats.
+    The chat message types have none, so for the messages the walk returns what it was given, but
+    it costs ~10 µs per key through `typing` introspection: at turn 200 of a conversation it was
+    three quarters of the server's CPU, and the reason time per turn grew with the history. The
+    wrapper transforms the body without `messages` (the other parameters keep the SDK's
+    treatment) and puts the messages back as they are; when a message is not a plain dict (never
+    from pydantic-ai) the SDK's own walk runs. Applied once, when an OpenAI-family model is first
+    built; a newer SDK without that module-level name is left alone."""
+    global _TRANSFORM_SKIPPED
+    if _TRANSFORM_SKIPPED:
+        return
+    _TRANSFORM_SKIPPED = True
+    try:
+        from openai.resources.chat.completions import completions
+    except ImportError:
+        return
+    original = getattr(completions, "async_maybe_transform", None)
+    if original is None:
+        return
+
+    async def transform(data: object, expected_type: object) -> Any:
+        if isinstance(data, dict):
+            messages = data.get("messages")
+            if isinstance(messages, list) and all(type(m) is dict for m in messages):
+                rest = await original({k: v for k, v in data.items() if k != "messages"}, expected_type)
+                if isinstance(rest, dict):
+                    return {"messages": messages, **rest}
+        return await original(data, expected_type)
+
+    completions.async_maybe_transform = transform  # type: ignore[attr-defined]
 
 
 def _openai(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
