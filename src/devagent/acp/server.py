@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("devagent.acp")
 
 PARSE_ERROR = -32700
+# How long the server waits for a first message before loading the SDK and the core anyway.
+IDLE_PRELOAD_DELAY = 0.3
 INVALID_REQUEST = -32600
 
 
@@ -117,29 +119,41 @@ def _load_sdk() -> None:
 
 async def serve(opts: AcpOptions, lines: asyncio.Queue[bytes | None], out: Any) -> int:
     transport = _LineTransport(lines, out, opts)
-    loading = asyncio.ensure_future(asyncio.to_thread(_load_sdk))
+    # The loading thread holds the GIL most of the time it runs: it starts once the first message
+    # is answered (or after a short idle wait), so that it does not slow that answer down.
+    get: asyncio.Future[Any] = asyncio.ensure_future(lines.get())
+    await asyncio.wait({get}, timeout=IDLE_PRELOAD_DELAY)
+    loading: asyncio.Future[Any] | None = None
+    if not get.done():
+        loading = asyncio.ensure_future(asyncio.to_thread(_load_sdk))
     answered_initialize = False
+    consumed = False  # `get`'s line was handled
     # Until the SDK is loaded: answer the first `initialize`, keep the rest in order.
-    while not loading.done():
-        get = asyncio.ensure_future(lines.get())
-        await asyncio.wait({get, loading}, return_when=asyncio.FIRST_COMPLETED)
+    while loading is None or not loading.done():
+        if consumed:
+            get = asyncio.ensure_future(lines.get())
+        if loading is not None:
+            await asyncio.wait([get, loading], return_when=asyncio.FIRST_COMPLETED)
+        else:
+            await get
         if not get.done():
             get.cancel()
             break
         msg = transport.parse(get.result())
-        if msg is None:
-            if transport._eof:
-                loading.cancel()
-                return 0
-            continue
-        if msg.get("method") == "initialize" and "id" in msg and not answered_initialize:
+        consumed = True
+        if msg is not None and msg.get("method") == "initialize" and "id" in msg and not answered_initialize:
             answered_initialize = True
             raw = msg.get("params")
             params: dict[str, Any] = raw if isinstance(raw, dict) else {}
             out.send({"jsonrpc": "2.0", "id": msg["id"], "result": _initialize(opts, params)})
             transport.held.append({"jsonrpc": "2.0", "method": "_devagent/initialized", "params": params})
-        else:
+        elif msg is not None:
             transport.held.append(msg)
+        elif transport._eof:
+            return 0
+        if loading is None:  # the first message is answered: load now
+            loading = asyncio.ensure_future(asyncio.to_thread(_load_sdk))
+    assert loading is not None
     await loading
     from devagent.acp.agent import run_connection
 
