@@ -556,6 +556,30 @@ async def test_g2_grep_rg_and_fallback_agree(
     assert res.text.splitlines()[1:] == ["src/b.txt:2:TODO later"]
 
 
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+async def test_grep_rg_stderr_flood_does_not_stall(
+    ws: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """issue 12 item 5: ripgrep's stderr is read while its stdout is. An rg that writes 160 MB of
+    errors (more than the 128 MB the subprocess reader buffers) before its matches is not stalled;
+    read only afterwards, the stderr pipe fills, rg blocks on it and grep ends only at its timeout
+    (an hour here: the test fails by hanging)."""
+    make_grep_tree(ws)
+    noisy = tmp_path / "noisy-rg"
+    noisy.write_text(
+        f"#!/bin/sh\nhead -c 167772160 /dev/zero | tr '\\0' 'e' >&2\nexec {shutil.which('rg')} \"$@\"\n"
+    )
+    noisy.chmod(0o755)
+    monkeypatch.setattr(files_mod, "ripgrep", lambda: str(noisy))
+    monkeypatch.setattr(files_mod, "GREP_TIMEOUT", 3600.0)
+    res = await asyncio.wait_for(run("grep", {"pattern": "TODO", "path": "src"}, ctx), 600)
+    assert res.data["engine"] == "ripgrep"
+    assert res.text.splitlines()[1:] == [
+        "src/a.py:4:    return os.getcwd()  # TODO",
+        "src/b.txt:2:TODO later",
+    ]
+
+
 # --- run_shell_command ---------------------------------------------------------------------------
 
 

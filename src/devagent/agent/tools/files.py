@@ -930,6 +930,10 @@ async def _grep_rg(
         limit=64 * 1024 * 1024,
     )
     assert proc.stdout is not None and proc.stderr is not None
+    # stderr is drained while stdout is read (issue 12 item 5): a flood of errors (unreadable
+    # files, say) would otherwise fill its pipe and stall ripgrep until the timeout. Only the
+    # tail is kept: it is read for one thing, whether the regex was refused.
+    errors = asyncio.ensure_future(_tail(proc.stderr, RG_STDERR_TAIL))
     matches: list[tuple[str, int, str, Path]] = []
     capped = False
     try:
@@ -951,8 +955,8 @@ async def _grep_rg(
                     break
             if capped:
                 proc.kill()
-            stderr = (await proc.stderr.read()).decode("utf-8", errors="replace")
             code = await proc.wait()
+            stderr = (await errors).decode("utf-8", errors="replace")
     except TimeoutError as e:
         proc.kill()
         await proc.wait()
@@ -964,11 +968,25 @@ async def _grep_rg(
             proc.kill()
             await proc.wait()
         raise
+    finally:
+        if not errors.done():
+            errors.cancel()
     if code == 2 and not matches and "regex" in stderr.lower():
         raise _RgUnsupported(stderr)
     kept = sorted(matches[:GREP_MAX_MATCHES], key=lambda m: (m[3].parts, m[1]))
     confirmed = await in_thread(_confirm_rg, workspace, kept)
     return confirmed, capped
+
+
+RG_STDERR_TAIL = 64 * 1024
+
+
+async def _tail(stream: asyncio.StreamReader, keep: int) -> bytes:
+    """Reads `stream` to its end; its last `keep` bytes."""
+    tail = b""
+    while chunk := await stream.read(65536):
+        tail = (tail + chunk)[-keep:]
+    return tail
 
 
 def _rg_text(obj: dict[str, Any]) -> str:
