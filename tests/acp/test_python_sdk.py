@@ -21,11 +21,17 @@ from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateTerminalResponse,
     DeniedOutcome,
     FileSystemCapabilities,
     InitializeResponse,
+    KillTerminalResponse,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
 
@@ -314,3 +320,96 @@ def _hang(client: EditorClient) -> Any:
         raise AssertionError("unreachable")
 
     return request_permission
+
+
+class TerminalEditor(EditorClient):
+    """An editor that offers terminal/*: it runs each command itself and records what it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.output: dict[str, bytearray] = {}
+        self.readers: dict[str, asyncio.Task[None]] = {}
+        self.calls_made: list[str] = []
+
+    async def create_terminal(
+        self, command: str, session_id: str, args: list[str] | None = None, cwd: str | None = None, **kw: Any
+    ) -> CreateTerminalResponse:
+        self.calls_made.append("create")
+        tid = f"term-{len(self.procs)}"
+        proc = await asyncio.create_subprocess_exec(
+            command,
+            *(args or []),
+            cwd=cwd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs[tid] = proc
+        self.output[tid] = bytearray()
+
+        async def read() -> None:
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(4096):
+                self.output[tid] += chunk
+
+        self.readers[tid] = asyncio.ensure_future(read())
+        return CreateTerminalResponse(terminal_id=tid)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+        self.calls_made.append("wait")
+        code = await self.procs[terminal_id].wait()
+        await self.readers[terminal_id]
+        return WaitForTerminalExitResponse(exit_code=code if code >= 0 else None, signal=None)
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kw: Any) -> TerminalOutputResponse:
+        self.calls_made.append("output")
+        code = self.procs[terminal_id].returncode
+        status = TerminalExitStatus(exit_code=code) if code is not None and code >= 0 else None
+        return TerminalOutputResponse(
+            output=self.output[terminal_id].decode(), truncated=False, exit_status=status
+        )
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> KillTerminalResponse:
+        self.calls_made.append("kill")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.procs[terminal_id].pid, 9)
+        return KillTerminalResponse()
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> ReleaseTerminalResponse:
+        self.calls_made.append("release")
+        return ReleaseTerminalResponse()
+
+
+async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_them(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    slow = "echo started > started.txt; while [ ! -f release ]; do sleep 0.05; done"
+    steps = [
+        [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi; exit 3"}, "id": "t1"}}],
+        [{"text": "Got: {last_tool_results}"}],
+        [{"tool_call": {"name": "run_shell_command", "args": {"command": slow}, "id": "t2"}}],
+    ]
+    client = TerminalEditor()
+    argv = acp_argv(script(steps), "--approval", "yolo")
+    async with agent(client, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        caps = ClientCapabilities(terminal=True)
+        await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps)
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("run")]), TIMEOUT
+        )
+        assert resp.stop_reason == "end_turn"
+        assert client.calls_made == ["create", "wait", "output", "release"]
+        assert "Got: hi\nexit code 3" in client.text()
+        t1 = client.calls("t1")
+        assert {"type": "terminal", "terminalId": "term-0"} in t1[-1]["content"]
+        assert t1[-1]["status"] == "completed" and t1[-1]["kind"] == "execute"
+
+        client.calls_made.clear()
+        running = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("slow")]))
+        await client.until(lambda: "wait" in client.calls_made and (work_dir / "started.txt").exists())
+        await conn.cancel(session_id=new.session_id)
+        assert (await asyncio.wait_for(running, TIMEOUT)).stop_reason == "cancelled"
+        assert "kill" in client.calls_made and client.calls_made[-1] == "release"
+        assert await asyncio.wait_for(client.procs["term-1"].wait(), TIMEOUT) < 0  # killed
