@@ -784,7 +784,8 @@ class Session:
             return
         new_content = new_content or {}
         await asyncio.gather(*(self._run_one(p, emit, new_content.get(p.id)) for p in calls))
-        await self._save()
+        # Not saved here: the caller's `_pause_or_close_step` stores the results next, with no
+        # await in between (one write per step, not two).
 
     async def _run_one(self, p: PendingCall, emit: Emit, new_content: str | None) -> None:
         tool = self.tools().get(p.name)

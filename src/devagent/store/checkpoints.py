@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     delete,
     func,
     insert,
@@ -60,23 +61,34 @@ async def _engine(store: Store) -> AsyncEngine:
     return engine
 
 
+# The statements of every edit, built once (building one costs SQLAlchemy more than running it).
+_t = checkpoints_table
+_LAST = select(func.max(_t.c.seq)).where(_t.c.session_id == bindparam("b_sid"))
+_INSERT = insert(_t)
+_REPLACE = (
+    update(_t)
+    .where(_t.c.session_id == bindparam("b_sid"), _t.c.seq == bindparam("b_seq"))
+    .values(data=bindparam("b_data"))
+)
+
+
 async def add(store: Store, session_id: str, created_at: float, data: str) -> int:
     """Stores a new checkpoint of the session and returns its seq (1, 2, … per session)."""
-    t = checkpoints_table
     engine = await _engine(store)
     async with engine.begin() as conn:
-        last = (await conn.execute(select(func.max(t.c.seq)).where(t.c.session_id == session_id))).scalar()
+        last = (await conn.execute(_LAST, {"b_sid": session_id})).scalar()
         seq = int(last or 0) + 1
-        await conn.execute(insert(t).values(session_id=session_id, seq=seq, created_at=created_at, data=data))
+        await conn.execute(
+            _INSERT, {"session_id": session_id, "seq": seq, "created_at": created_at, "data": data}
+        )
     return seq
 
 
 async def replace_data(store: Store, session_id: str, seq: int, data: str) -> None:
     """Rewrites a checkpoint's JSON (its edit's outcome recorded)."""
-    t = checkpoints_table
     engine = await _engine(store)
     async with engine.begin() as conn:
-        await conn.execute(update(t).where(t.c.session_id == session_id, t.c.seq == seq).values(data=data))
+        await conn.execute(_REPLACE, {"b_sid": session_id, "b_seq": seq, "b_data": data})
 
 
 async def delete_one(store: Store, session_id: str, seq: int) -> None:

@@ -41,6 +41,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     delete,
     insert,
     literal_column,
@@ -154,6 +155,7 @@ class Store:
             if self.is_sqlite
             else "extract(epoch from clock_timestamp())"
         )
+        self._stmts = _Statements(self._now)
 
     @classmethod
     async def open(cls, url: str) -> Store:
@@ -227,14 +229,8 @@ class Store:
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(
-                    insert(sessions_table).values(
-                        id=session_id,
-                        revision=0,
-                        state=json.dumps(state),
-                        created_at=now,
-                        updated_at=now,
-                        cancel_requested=0,
-                    )
+                    self._stmts.create,
+                    {"b_id": session_id, "b_state": json.dumps(state), "b_now": now},
                 )
         except IntegrityError:
             raise SessionExists(session_id) from None
@@ -288,19 +284,7 @@ class Store:
         for _ in range(2):
             async with self.engine.begin() as conn:
                 res = await conn.execute(
-                    update(t)
-                    .where(
-                        and_(
-                            t.c.id == session_id,
-                            or_(
-                                t.c.lease_owner.is_(None),
-                                t.c.lease_owner == owner,
-                                t.c.lease_until < self._now,
-                            ),
-                        )
-                    )
-                    .values(lease_owner=owner, lease_until=self._now + ttl, cancel_requested=0)
-                    .returning(t.c.revision)
+                    self._stmts.claim, {"b_id": session_id, "b_owner": owner, "b_ttl": ttl}
                 )
                 got = res.first()
                 if got is not None:
@@ -329,25 +313,14 @@ class Store:
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool | None:
         """Extend `owner`'s lease. None: the lease is not `owner`'s any more; else whether a
         cancel was requested for the running turn."""
-        t = sessions_table
         async with self.engine.begin() as conn:
-            res = await conn.execute(
-                update(t)
-                .where(and_(t.c.id == session_id, t.c.lease_owner == owner))
-                .values(lease_until=self._now + ttl)
-                .returning(t.c.cancel_requested)
-            )
+            res = await conn.execute(self._stmts.renew, {"b_id": session_id, "b_owner": owner, "b_ttl": ttl})
             row = res.first()
         return None if row is None else bool(row[0])
 
     async def release(self, session_id: str, owner: str) -> None:
-        t = sessions_table
         async with self.engine.begin() as conn:
-            await conn.execute(
-                update(t)
-                .where(and_(t.c.id == session_id, t.c.lease_owner == owner))
-                .values(lease_owner=None, lease_until=None, cancel_requested=0)
-            )
+            await conn.execute(self._stmts.release, {"b_id": session_id, "b_owner": owner})
 
     async def request_cancel(self, session_id: str) -> str | None:
         """Ask the process running the session's turn to stop it. Returns the lease holder, or
@@ -427,19 +400,16 @@ class Store:
         the whole transcript; returns the new revision. A compare-and-set: the stored revision
         must be `expected` and, when `owner` is given, the lease must be `owner`'s (or free), or
         nothing is written and `StaleSession` is raised. `release` gives up the lease."""
-        t = sessions_table
-        cond = and_(t.c.id == session_id, t.c.revision == expected)
-        if owner is not None:
-            cond = and_(cond, or_(t.c.lease_owner == owner, t.c.lease_owner.is_(None)))
-        values: dict[str, Any] = {
-            "state": json.dumps(state),
-            "revision": expected + 1,
-            "updated_at": time.time(),
+        params = {
+            "b_id": session_id,
+            "b_expected": expected,
+            "b_revision": expected + 1,
+            "b_state": json.dumps(state),
+            "b_now": time.time(),
+            "b_owner": owner,
         }
-        if release:
-            values.update(lease_owner=None, lease_until=None, cancel_requested=0)
         async with self.engine.begin() as conn:
-            res = await conn.execute(update(t).where(cond).values(**values))
+            res = await conn.execute(self._stmts.save[owner is not None, release], params)
             if res.rowcount != 1:
                 raise StaleSession(session_id)
             if replace is not None:
@@ -447,7 +417,7 @@ class Store:
                 append = list(enumerate(replace))
             if append:
                 await conn.execute(
-                    insert(messages_table),
+                    _INSERT_MESSAGE,
                     [{"session_id": session_id, "seq": seq, "data": data} for seq, data in append],
                 )
         return expected + 1
@@ -461,6 +431,55 @@ class Store:
                 .limit(limit)
             )
             return [(r[0], json.loads(r[1]), r[2]) for r in rows]
+
+
+_INSERT_MESSAGE = insert(messages_table)
+
+
+class _Statements:
+    """The statements of every turn, built once per store with bound parameters (`b_*`): building
+    a statement (its clauses, then its cache key) cost SQLAlchemy more CPU per save than running
+    it (py-spy, issue 14); a statement object built once keeps its memoized cache key."""
+
+    def __init__(self, now: Any) -> None:
+        t = sessions_table
+        sid: Any = bindparam("b_id")
+        owner: Any = bindparam("b_owner")
+        self.create = insert(t).values(
+            id=sid,
+            revision=0,
+            state=bindparam("b_state"),
+            created_at=bindparam("b_now"),
+            updated_at=bindparam("b_now"),
+            cancel_requested=0,
+        )
+        free = or_(t.c.lease_owner.is_(None), t.c.lease_owner == owner, t.c.lease_until < now)
+        self.claim = (
+            update(t)
+            .where(and_(t.c.id == sid, free))
+            .values(lease_owner=owner, lease_until=now + bindparam("b_ttl"), cancel_requested=0)
+            .returning(t.c.revision)
+        )
+        mine = and_(t.c.id == sid, t.c.lease_owner == owner)
+        self.renew = (
+            update(t).where(mine).values(lease_until=now + bindparam("b_ttl")).returning(t.c.cancel_requested)
+        )
+        self.release = update(t).where(mine).values(lease_owner=None, lease_until=None, cancel_requested=0)
+        # save: [checks the lease's owner, releases the lease]
+        self.save: dict[tuple[bool, bool], Any] = {}
+        for checked in (False, True):
+            cond = and_(t.c.id == sid, t.c.revision == bindparam("b_expected"))
+            if checked:
+                cond = and_(cond, or_(t.c.lease_owner == owner, t.c.lease_owner.is_(None)))
+            for release in (False, True):
+                values: dict[str, Any] = {
+                    "state": bindparam("b_state"),
+                    "revision": bindparam("b_revision"),
+                    "updated_at": bindparam("b_now"),
+                }
+                if release:
+                    values.update(lease_owner=None, lease_until=None, cancel_requested=0)
+                self.save[checked, release] = update(t).where(cond).values(**values)
 
 
 def _add_missing_columns(conn: Any) -> None:
