@@ -477,6 +477,14 @@ def serve(
     sandbox: SandboxOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            envvar="DEVAGENT_LOG_FORMAT",
+            help="Log lines (one per request and per turn) as text or json",
+        ),
+    ] = "text",
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -497,6 +505,7 @@ def serve(
             sandbox=sandbox,
             base_url=base_url,
             api_key=api_key,
+            log_format=log_format,
         )
     )
 

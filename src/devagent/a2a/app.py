@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
 
 log = logging.getLogger(__name__)
-request_log = logging.getLogger("devagent.a2a.requests")
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 # A5: only the card is public (a health probe authenticates like any client).
@@ -270,7 +269,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from a2a.types import Message, Part, Role, SendMessageRequest
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     import devagent
@@ -278,6 +277,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
     from devagent.a2a.legacy_rest import rest_routes
+    from devagent.a2a.observe import _STATE as _STATE_IN_BODY
+    from devagent.a2a.observe import Metrics, _state_name
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
     from devagent.a2a.store import BufferedTaskStore
 
@@ -300,6 +301,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         engine=engine,
     )
     executor = DevagentExecutor(core, settings)
+    metrics = executor.metrics = Metrics()  # issue 13 item 4
 
     def new_task(task_id: str) -> None:
         push_store.new_task(task_id)
@@ -391,10 +393,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         }
 
     async def rpc(request: Request) -> Response:
-        """One info line per JSON-RPC request: method, task id, status, time to the response (a
-        stream's events follow it)."""
-        if not request_log.isEnabledFor(logging.INFO):
-            return await _rpc(request)
+        """Counted and logged, one info line per JSON-RPC request (observe.py): method, task id,
+        HTTP status, the task state it answered, and its duration (a stream's: until it closes)."""
         start = time.monotonic()
         response = await _rpc(request)
         body = getattr(request, "_json", None)
@@ -405,13 +405,16 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             if isinstance(params, dict):
                 msg = params.get("message")
                 task = params.get("id") or params.get("taskId") or (msg or {}).get("taskId")
-        request_log.info(
-            "%s task=%s status=%s %.1f ms",
-            method or "?",
-            task or "-",
-            response.status_code,
-            (time.monotonic() - start) * 1000,
-        )
+        name = method if isinstance(method, str) and len(method) <= 64 else "?"
+        task = task if isinstance(task, str) else None
+        if hasattr(response, "body_iterator"):  # a stream (sse-starlette's or Starlette's)
+            response.body_iterator = metrics.stream(
+                response.body_iterator, name, task, response.status_code, start
+            )
+        else:
+            found = _STATE_IN_BODY.search(bytes(getattr(response, "body", b""))[:4096])
+            state = _state_name(found.group(1).decode()) if found else ""
+            metrics.request(name, task, response.status_code, start, state)
         return response
 
     async def _rpc(request: Request) -> Response:
@@ -475,6 +478,11 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def metrics_endpoint(request: Request) -> Response:
+        """Prometheus exposition (behind the bearer auth, like every route but the card)."""
+        data, content_type = metrics.exposition()
+        return Response(data, media_type=content_type)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         async with core.store.schema_lock():  # replicas starting together create tables once
@@ -495,6 +503,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         # the card per protocol version, with caching headers (issue 11 item 3)
         *(Route(path, CardApp(settings, card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
         Route("/", rpc, methods=["POST"]),
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
         *rest_routes(handler, executor, ctx_builder, new_task),

@@ -73,6 +73,7 @@ def serve_command(
     base_url: str | None = None,
     api_key: str | None = None,
     log_level: str = "warning",
+    log_format: str = "text",
 ) -> int:
     from devagent.config import ConfigError, load_config
     from devagent.preflight import StartError, check_db_url, check_model, report
@@ -90,6 +91,9 @@ def serve_command(
         )
     except ConfigError as e:
         print(f"devagent: {e}", file=sys.stderr)
+        return 2
+    if log_format not in ("text", "json"):
+        print(f"devagent: --log-format must be text or json, not {log_format!r}", file=sys.stderr)
         return 2
     if not 0 <= port <= 65535:
         print(f"devagent: --port {port} is not a port: give 1-65535, or 0 for any free port", file=sys.stderr)
@@ -148,9 +152,10 @@ def serve_command(
     except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    from devagent.a2a.observe import configure_logging
     from devagent.a2a.server import run_server
 
-    _log_requests()
+    configure_logging(log_format)  # one line per request and per turn, at info level
     try:
         run_server(config, settings, log_level=log_level)
     except KeyboardInterrupt:
@@ -161,18 +166,3 @@ def serve_command(
         print(f"devagent: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
         return 1
     return 0
-
-
-def _log_requests() -> None:
-    """One info line per JSON-RPC request on stderr (devagent.a2a.requests), unless the
-    operator configured logging already."""
-    import logging
-
-    logger = logging.getLogger("devagent.a2a.requests")
-    if logger.handlers or logging.getLogger().handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
 
     from devagent.a2a.fanout import Fanout
+    from devagent.a2a.observe import Metrics, TurnRecord
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
     from devagent.agent.events import ToolCall
@@ -308,6 +309,7 @@ class _Running:
     turn: Turn | None = None
     cancelled: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    record: TurnRecord | None = None  # metrics and the turn's log line (observe.py)
 
 
 class DevagentExecutor(AgentExecutor):
@@ -315,6 +317,7 @@ class DevagentExecutor(AgentExecutor):
         self.core = core
         self.settings = settings
         self._running: dict[str, _Running] = {}  # tasks whose execute() runs in this process
+        self.metrics: Metrics | None = None  # set by the app (observe.py)
         # With a database that several replicas share: the live events of executions here,
         # logged for the replicas that follow them (None with SQLite: one process).
         self.fanout: Fanout | None = None
@@ -392,9 +395,17 @@ class DevagentExecutor(AgentExecutor):
         task_id = context.task_id or ""
         running = _Running()
         self._running[task_id] = running
+        if self.metrics is not None:
+            running.record = self.metrics.turn(task_id)
+        failure = ""
         try:
             await self._execute(context, event_queue, running)
+        except BaseException as e:
+            failure = f"{type(e).__name__}: {e}"
+            raise
         finally:
+            if running.record is not None:
+                running.record.finish(failure)
             running.done.set()
             if self._running.get(task_id) is running:
                 del self._running[task_id]
@@ -503,11 +514,15 @@ class DevagentExecutor(AgentExecutor):
 
         reply: list[str] = []  # the text of the model's last response (the turn's reply)
 
+        record = running.record
+
         async def pump() -> None:
             thought_subject = held = ""
             in_thought = False
             try:
                 async for ev in turn:
+                    if record is not None:
+                        record.event(ev)
                     if in_thought and not isinstance(ev, ThoughtDelta):
                         if held:
                             buf.append(("thought", thought_subject, held))
@@ -636,6 +651,8 @@ class DevagentExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
+        if self.metrics is not None:
+            self.metrics.task_canceled(task_id)
         running = self._running.get(task_id)
         if running is not None:
             # The turn ends with TurnEnd("cancelled"), which execute() turns into CANCELED; a

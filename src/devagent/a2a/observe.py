@@ -1,0 +1,261 @@
+"""Operability of `devagent serve`: Prometheus metrics (`/metrics`, behind the same bearer auth as
+every route but the card) and one log line per turn and per request.
+
+The metrics are the `prometheus-client` library's, in a registry of the app's own (several apps in
+one process, as in tests, do not collide). prometheus_client is imported when the app is made, not
+when `devagent` starts (it costs ~0.1 s).
+
+Log lines go to the `devagent.a2a.requests` (requests) and `devagent.a2a.turns` (turns) loggers at
+info level; their structured fields travel in the record's `fields` attribute, which the JSON
+formatter (`--log-format json`) writes as keys of the line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any
+
+from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd
+
+request_log = logging.getLogger("devagent.a2a.requests")
+turn_log = logging.getLogger("devagent.a2a.turns")
+
+# Histogram buckets (seconds): a first event comes within ms (cached) to tens of s (a cold model);
+# a turn lasts from ms (a slash command) to many minutes (an agentic task with tools).
+FIRST_EVENT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+
+_STATE = re.compile(rb'"state"\s*:\s*"([A-Za-z_-]+)"')
+_TASK_ID = re.compile(rb'"taskId"\s*:\s*"([^"]{1,64})"')
+
+
+def _state_name(raw: str) -> str:
+    """TASK_STATE_INPUT_REQUIRED and input-required alike -> input-required."""
+    s = raw.lower()
+    if s.startswith("task_state_"):
+        s = s[len("task_state_") :]
+    return s.replace("_", "-")
+
+
+class Metrics:
+    """The server's metrics, and the per-turn records that feed them and the turn log."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter("devagent_turns", "Turns run, by how they ended", ["outcome"], registry=r)
+        self.tool_calls = Counter(
+            "devagent_tool_calls", "Tool calls finished, by tool and outcome", ["tool", "outcome"], registry=r
+        )
+        self.errors = Counter(
+            "devagent_errors", "Errors: failed turns, server errors (HTTP 5xx)", ["kind"], registry=r
+        )
+        self.requests = Counter(
+            "devagent_requests",
+            "Requests, by JSON-RPC method (or route) and HTTP status",
+            ["method", "status"],
+            registry=r,
+        )
+        self.first_event = Histogram(
+            "devagent_time_to_first_event_seconds",
+            "From a turn's start to its first event from the core",
+            buckets=FIRST_EVENT_BUCKETS,
+            registry=r,
+        )
+        self.turn_seconds = Histogram(
+            "devagent_turn_duration_seconds",
+            "From a turn's start to its end or pause (input-required)",
+            buckets=TURN_BUCKETS,
+            registry=r,
+        )
+        # task id -> permission requests it waits on (this process's turns)
+        self._pending: dict[str, int] = {}
+        pending = Gauge(
+            "devagent_pending_permission_requests",
+            "Permission requests waiting for an answer (turns paused by this process)",
+            registry=r,
+        )
+        pending.set_function(lambda: sum(self._pending.values()))
+        self.open_streams = Gauge("devagent_open_streams", "Open SSE response streams", registry=r)
+
+    def exposition(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    # --- turns --------------------------------------------------------------------------------
+
+    def turn(self, task_id: str) -> TurnRecord:
+        self._pending.pop(task_id, None)  # answered (or given up) by this new execution
+        return TurnRecord(self, task_id)
+
+    def task_canceled(self, task_id: str) -> None:
+        self._pending.pop(task_id, None)
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def request(self, method: str, task: str | None, status: int, started: float, state: str = "") -> None:
+        self.requests.labels(method, str(status)).inc()
+        if status >= 500:
+            self.errors.labels("http_5xx").inc()
+        log_request(method, task, status, started, state)
+
+    async def stream(
+        self, body: AsyncIterable[Any], method: str, task: str | None, status: int, started: float
+    ) -> AsyncIterator[Any]:
+        """An SSE body, counted as an open stream while it is sent; its request's line is logged
+        when it closes, with the task and the last state it carried."""
+        self.open_streams.inc()
+        state = ""
+        try:
+            async for chunk in body:
+                data = _bytes_of(chunk)
+                if task is None:
+                    m = _TASK_ID.search(data)
+                    if m:
+                        task = m.group(1).decode()
+                for m in _STATE.finditer(data):
+                    state = m.group(1).decode()
+                yield chunk
+        finally:
+            aclose = getattr(body, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            self.open_streams.dec()
+            self.request(method, task, status, started, _state_name(state) if state else "")
+
+
+def _bytes_of(chunk: Any) -> bytes:
+    """The data of an SSE item as sse-starlette takes it (bytes, str, a dict or a ServerSentEvent)."""
+    if isinstance(chunk, bytes):
+        return chunk
+    if isinstance(chunk, dict):
+        chunk = chunk.get("data", "")
+    else:
+        chunk = getattr(chunk, "data", chunk)
+    return chunk if isinstance(chunk, bytes) else str(chunk).encode()
+
+
+def log_request(method: str, task: str | None, status: int, started: float, state: str = "") -> None:
+    if not request_log.isEnabledFor(logging.INFO):
+        return
+    ms = (time.monotonic() - started) * 1000
+    fields = {
+        "event": "request",
+        "method": method,
+        "task_id": task or "",
+        "status": status,
+        "state": state,
+        "duration_ms": round(ms, 1),
+    }
+    request_log.info(
+        "request %s task=%s status=%s%s %.1f ms",
+        method,
+        task or "-",
+        status,
+        f" state={state}" if state else "",
+        ms,
+        extra={"fields": fields},
+    )
+
+
+class TurnRecord:
+    """One execution of a task (a turn, or the rest of one after answers): fed the core's events,
+    it records the time to the first one, tool call outcomes, and how it ended."""
+
+    __slots__ = ("_m", "first", "outcome", "pending", "started", "task_id")
+
+    def __init__(self, metrics: Metrics, task_id: str) -> None:
+        self._m = metrics
+        self.task_id = task_id
+        self.started = time.monotonic()
+        self.first: float | None = None
+        self.outcome = ""
+        self.pending = 0
+
+    def event(self, ev: Any) -> None:
+        if self.first is None:
+            self.first = time.monotonic() - self.started
+            self._m.first_event.observe(self.first)
+        if isinstance(ev, ToolCallUpdate):
+            c = ev.call
+            if c.status.terminal:
+                self._m.tool_calls.labels(c.name, c.status.value.lower()).inc()
+        elif isinstance(ev, NeedsInput):
+            self.outcome = "input-required"
+            self.pending = len(ev.permissions)
+        elif isinstance(ev, TurnEnd):
+            self.outcome = ev.reason
+
+    def finish(self, failure: str = "") -> None:
+        """The execution ended (normally or not): metrics and the turn's log line."""
+        elapsed = time.monotonic() - self.started
+        outcome = self.outcome or ("error" if failure else "unknown")
+        m = self._m
+        m.turns.labels(outcome).inc()
+        m.turn_seconds.observe(elapsed)
+        if outcome in ("error", "interrupted"):
+            m.errors.labels("turn_" + outcome).inc()
+        if self.pending:
+            m._pending[self.task_id] = self.pending
+        if turn_log.isEnabledFor(logging.INFO):
+            fields = {
+                "event": "turn",
+                "task_id": self.task_id,
+                "state": outcome,
+                "duration_ms": round(elapsed * 1000, 1),
+                "first_event_ms": round(self.first * 1000, 1) if self.first is not None else None,
+            }
+            if failure:
+                fields["error"] = failure
+            turn_log.info(
+                "turn task=%s state=%s %.1f ms (first event %s)%s",
+                self.task_id,
+                outcome,
+                elapsed * 1000,
+                f"{self.first * 1000:.1f} ms" if self.first is not None else "-",
+                f": {failure}" if failure else "",
+                extra={"fields": fields},
+            )
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the record's `fields`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(fmt: str) -> None:
+    """devagent's own loggers at info level on stderr, as text or JSON lines (`--log-format`),
+    unless the operator configured logging already (a root handler)."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+        handler.formatter.converter = time.gmtime  # type: ignore[union-attr]
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("devagent")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
