@@ -19,6 +19,7 @@ import pytest
 from tests.a2a.procs import TOKEN, serving
 
 HANG = 60  # seconds: only bounds a hang (2 shared cores, cold imports)
+CPR = re.escape("\x1b[6n")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\r")
 
 
@@ -30,7 +31,6 @@ class Term:
             **os.environ,
             "HOME": str(home),
             "TERM": "xterm",
-            "PROMPT_TOOLKIT_NO_CPR": "1",
             "COLUMNS": "120",
             "LINES": "40",
             "PYTHONUNBUFFERED": "1",
@@ -47,12 +47,17 @@ class Term:
             timeout=HANG,
             dimensions=(40, 120),
         )
-        self.seen = ""
 
     def expect(self, pattern: str) -> str:
-        self.p.expect(pattern)
-        self.seen += (self.p.before or "") + (self.p.after if isinstance(self.p.after, str) else "")
-        return ANSI.sub("", self.p.before or "")
+        """Wait for `pattern`; the text before it, without escape codes. Answers prompt_toolkit's
+        cursor position requests on the way, as a terminal does (its status line is drawn only
+        once it knows where the cursor is)."""
+        before = ""
+        while self.p.expect([pattern, CPR]) == 1:
+            before += self.p.before or ""
+            self.p.send("\x1b[1;1R")
+        before += self.p.before or ""
+        return ANSI.sub("", before)
 
     def prompt(self) -> None:
         self.expect("›")
@@ -138,6 +143,8 @@ def test_chat_turn_permission_slash_command_and_continue(
     t.line("/stats")
     t.expect("write_file: 1 calls")
     t.prompt()
+    # the status line: model, approval mode, tokens, session id
+    t.expect(rf"approval ask · [\d,]+ tokens( \(context [\d,]+\))? · session {sid.group(1)[:8]}")
     t.line("/status")
     t.expect(r"model \S+ · approval \S+ · [\d,]+ tokens · session \S+")
     status = str(t.p.after)

@@ -10,6 +10,7 @@ leaves; Ctrl-D on an empty line leaves. During a turn Ctrl-C cancels it; a secon
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Iterable
 from pathlib import Path
@@ -122,8 +123,11 @@ class Chat:
 
     def _toolbar(self) -> HTML:
         s = self.backend.status
+        model = s.model or "?"
+        if model.startswith("scripted:"):  # a script's path would fill the line
+            model = "scripted:" + os.path.basename(model[len("scripted:") :])
         parts = [
-            f"<b>{_html(s.model or '?')}</b>",
+            f"<b>{_html(model)}</b>",
             f"approval {_html(s.approval_mode)}",
             f"{s.tokens:,} tokens" + (f" (context {s.context_tokens:,})" if s.context_tokens else ""),
             f"session {_html(s.session_id[:8] or 'new')}",
