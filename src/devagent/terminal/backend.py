@@ -22,7 +22,7 @@ class Status:
     model: str = ""
     approval_mode: str = ""
     session_id: str = ""
-    tokens: int = 0  # input + output tokens of the whole session
+    tokens: int | None = 0  # input + output tokens of the whole session (None: not known)
     context_tokens: int = 0  # input tokens of the last model step
     where: str = ""  # "" (this process) or the server's URL
 
@@ -136,7 +136,7 @@ class LocalBackend:
             self._sync()
             if isinstance(ev, StatusUpdate):  # the step's usage is added to the state after the event
                 self.status.tokens = max(
-                    self.status.tokens,
+                    self.status.tokens or 0,
                     self.session.state.usage.input_tokens + self.session.state.usage.output_tokens,
                 )
 

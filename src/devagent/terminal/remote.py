@@ -114,6 +114,7 @@ class RemoteBackend:
             model=model or "(server default)",
             approval_mode=approval or "(server default)",
             session_id=self.context_id,
+            tokens=None,
             where=url,
         )
 

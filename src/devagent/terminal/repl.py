@@ -129,7 +129,7 @@ class Chat:
         parts = [
             f"<b>{_html(model)}</b>",
             f"approval {_html(s.approval_mode)}",
-            f"{s.tokens:,} tokens" + (f" (context {s.context_tokens:,})" if s.context_tokens else ""),
+            _tokens(s.tokens, s.context_tokens),
             f"session {_html(s.session_id[:8] or 'new')}",
         ]
         if s.where:
@@ -341,14 +341,20 @@ class Chat:
         if word == "status":
             s = self.backend.status
             self.console.print(
-                f"model {s.model} · approval {s.approval_mode} · {s.tokens:,} tokens · session {s.session_id}"
-                + (f" · {s.where}" if s.where else ""),
+                f"model {s.model} · approval {s.approval_mode} · {_tokens(s.tokens, 0)}"
+                f" · session {s.session_id}" + (f" · {s.where}" if s.where else ""),
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
             )
             return True
         return False
+
+
+def _tokens(total: int | None, context: int) -> str:
+    if total is None:  # a remote server does not report its sessions' usage
+        return "tokens: see /stats"
+    return f"{total:,} tokens" + (f" (context {context:,})" if context else "")
 
 
 def _escape(text: str) -> str:
