@@ -444,6 +444,10 @@ def serve(
     port: Annotated[
         int, typer.Option("--port", envvar="CODER_AGENT_PORT", help="Port (0: any free port)")
     ] = 41242,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option("--grpc-port", help="Also serve A2A's gRPC binding on this port (0: any free port)"),
+    ] = None,
     workspace_root: Annotated[
         list[Path] | None,
         typer.Option(
@@ -494,6 +498,7 @@ def serve(
         serve_command(
             host=host,
             port=port,
+            grpc_port=grpc_port,
             workspace_roots=workspace_root,
             db=db,
             tokens=token,

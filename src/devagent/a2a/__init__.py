@@ -6,9 +6,18 @@ serve`). Heavy modules (a2a-sdk, starlette, uvicorn) are imported only when thos
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.settings import A2ASettings
+
+# grpcio is installed for the gRPC binding, but a2a-sdk's `a2a.server.request_handlers` package
+# imports its gRPC handler, hence grpcio (~30 ms), whenever it is imported, and tolerates that
+# import failing. Marked unimportable here, the gRPC handler is loaded only when `serve
+# --grpc-port` asks for it (`devagent.a2a.grpc_server`): the cold start of a
+# server without gRPC does not grow (issue 11 item 4).
+GRPC_HANDLER_MODULE = "a2a.server.request_handlers.grpc_handler"
+sys.modules.setdefault(GRPC_HANDLER_MODULE, None)  # type: ignore[arg-type]
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore, CoreConfig

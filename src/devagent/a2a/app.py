@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from devagent.a2a import extension as ext
-from devagent.a2a.settings import A2ASettings
+from devagent.a2a.settings import REST_PREFIX, A2ASettings
 from devagent.jsonlimits import depth_message, too_deep
 
 if TYPE_CHECKING:
@@ -49,15 +49,15 @@ _V03_METHODS = frozenset(
 )
 
 
-class BearerAuth:
-    """Every route but the public card needs `Authorization: Bearer <token>` (A5). The token's
-    name becomes the A2A user, which owns the tasks it creates."""
+class TokenCheck:
+    """The user a bearer `Authorization` header names, or None (every binding checks alike)."""
 
-    def __init__(self, app: ASGIApp, tokens: dict[str, str]) -> None:
-        self.app = app
+    def __init__(self, tokens: dict[str, str]) -> None:
         self._tokens = [(t.encode(), name) for t, name in tokens.items()]
 
-    def _user(self, header: bytes | None) -> str | None:
+    def __call__(self, header: bytes | str | None) -> str | None:
+        if isinstance(header, str):
+            header = header.encode("latin-1", "replace")
         if not header or header[:7].lower() != b"bearer ":
             return None
         given = header[7:].strip()
@@ -66,6 +66,15 @@ class BearerAuth:
             if hmac.compare_digest(given, tok):
                 found = name
         return found
+
+
+class BearerAuth:
+    """Every route but the public card needs `Authorization: Bearer <token>` (A5). The token's
+    name becomes the A2A user, which owns the tasks it creates."""
+
+    def __init__(self, app: ASGIApp, tokens: dict[str, str]) -> None:
+        self.app = app
+        self._user = TokenCheck(tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
@@ -82,9 +91,13 @@ class BearerAuth:
                 message = "invalid token: the bearer token is not one this server accepts"
             else:
                 message = "authentication required: send Authorization: Bearer <token>"
-            body = json.dumps(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-            ).encode()
+            if scope["path"].startswith(REST_PREFIX + "/"):  # the HTTP+JSON binding's error shape
+                error = {"code": 401, "status": "UNAUTHENTICATED", "message": message}
+                body = json.dumps({"error": error}).encode()
+            else:
+                body = json.dumps(
+                    {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+                ).encode()
             await send(
                 {
                     "type": "http.response.start",
@@ -264,13 +277,14 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from a2a.server.routes import (
         DefaultServerCallContextBuilder,
         create_jsonrpc_routes,
+        create_rest_routes,
     )
     from a2a.server.tasks import DatabaseTaskStore
     from a2a.types import Message, Part, Role, SendMessageRequest
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+    from starlette.routing import Mount, Route
 
     import devagent
     from devagent.a2a.card import CardApp, build_card
@@ -283,6 +297,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.store import BufferedTaskStore
 
     _patch_v03_final()
+    settings.resolve_grpc_port()
     card_version = getattr(devagent, "__version__", "0.1.0")
     card = build_card(settings, card_version)
     engine = core.store.engine
@@ -489,9 +504,16 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             await task_store.initialize()
             await push_store.initialize()
         sender.start()
+        grpc_server = None
+        if settings.grpc_port is not None:
+            from devagent.a2a.grpc_server import start_grpc  # grpcio only when asked for
+
+            grpc_server = await start_grpc(handler, settings)
         try:
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop(grace=1)
             await handler.aclose()
             await task_store.flush_all()
             if executor.fanout is not None:
@@ -507,6 +529,19 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         Route("/", rpc, methods=["POST"]),
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
         *rest_routes(handler, executor, ctx_builder, new_task),
+        # The HTTP+JSON binding (issue 11 item 4), through the same handler. The SDK's catch-all
+        # `/{tenant}` Mount is left out: it would hide every two-segment route listed after it,
+        # and devagent has no tenants.
+        *(
+            r
+            for r in create_rest_routes(
+                handler,
+                context_builder=ctx_builder,  # type: ignore[arg-type]
+                enable_v0_3_compat=True,
+                path_prefix=REST_PREFIX,
+            )
+            if not isinstance(r, Mount)
+        ),
     ]
     app = Starlette(
         routes=routes,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from devagent.a2a.extension import EXTENSION_DESCRIPTION, EXTENSION_URI, EXTENSION_VERSION
-from devagent.a2a.settings import A2ASettings
+from devagent.a2a.settings import REST_PREFIX, A2ASettings
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -32,19 +32,32 @@ _AUTH_DESCRIPTION = "Authorization: Bearer <token> (devagent serve --token)"
 INPUT_MODES = ("text/plain", "application/json")
 
 
+def interfaces(settings: A2ASettings) -> list[dict[str, str]]:
+    """Where each binding is served (issue 11 item 4): JSON-RPC at `/` (1.0 and v0.3),
+    HTTP+JSON at `/rest` (1.0; v0.3 under `/rest/v1`, as the v0.3 REST client adds it), and gRPC
+    (1.0) on its own port when enabled. JSON-RPC first: the preferred one."""
+    url = settings.base_url + "/"
+    rest = settings.base_url + REST_PREFIX
+    out = [
+        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+    ]
+    if settings.grpc_port:
+        out.append({"url": settings.grpc_address, "protocolBinding": "GRPC", "protocolVersion": "1.0"})
+    return out
+
+
 def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
     """The 1.0 AgentCard in its JSON form."""
-    url = settings.base_url + "/"
     return {
         "name": settings.agent_name,
         "description": (
             "A self-hostable coding agent: reads, edits and searches code, runs shell commands "
             "with permission, and streams its work through the development-tool extension."
         ),
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
+        "supportedInterfaces": interfaces(settings),
         "version": version,
         "capabilities": {
             "streaming": True,
@@ -102,6 +115,12 @@ def card_json(settings: A2ASettings, version: str) -> dict[str, Any]:
             "security": [{"bearer": []}],
             "supportsAuthenticatedExtendedCard": True,
             "url": settings.base_url + "/",
+            # v0.3's list of the other bindings (its gRPC would be the v0.3 service: not served)
+            "additionalInterfaces": [
+                {"url": i["url"], "transport": i["protocolBinding"]}
+                for i in card["supportedInterfaces"]
+                if i["protocolVersion"] == "0.3" and i["protocolBinding"] != "JSONRPC"
+            ],
         }
     )
     return card

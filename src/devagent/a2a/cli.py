@@ -61,6 +61,7 @@ def serve_command(
     *,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
+    grpc_port: int | None = None,
     workspace_roots: list[Path] | None = None,
     db: str | None = None,
     tokens: list[str] | None = None,
@@ -98,6 +99,9 @@ def serve_command(
     if not 0 <= port <= 65535:
         print(f"devagent: --port {port} is not a port: give 1-65535, or 0 for any free port", file=sys.stderr)
         return 2
+    if grpc_port is not None and not 0 <= grpc_port <= 65535:
+        print(f"devagent: --grpc-port {grpc_port} is not a port: give 1-65535 or 0", file=sys.stderr)
+        return 2
     try:  # what can be known without the database or a provider, before anything listens
         check_model(config)
         check_db_url(config.db_url)
@@ -131,6 +135,7 @@ def serve_command(
     settings = A2ASettings(
         host=host,
         port=port,
+        grpc_port=grpc_port,
         workspace_roots=roots,
         tokens=parse_token_args(token_values),
         allow_private_webhooks=allow_private_webhooks,

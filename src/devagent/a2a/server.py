@@ -184,6 +184,7 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
     generated = settings.ensure_token()
     sock = _bind(settings.host, settings.port)
     settings.port = sock.getsockname()[1]  # --port 0 picks a free port; the card names the real one
+    settings.resolve_grpc_port()
 
     import uvicorn
 
@@ -206,6 +207,8 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
         if boot.failure is not None:
             return
         print(f"devagent A2A server listening on {settings.base_url}/", file=sys.stderr, flush=True)
+        if settings.grpc_port:
+            print(f"gRPC on {settings.grpc_address}", file=sys.stderr, flush=True)
         if generated:
             print(f"token: {generated}", file=sys.stderr, flush=True)
 

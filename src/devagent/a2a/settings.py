@@ -11,6 +11,9 @@ from devagent.jsonlimits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41242
+# The HTTP+JSON binding (A2A 1.0 at REST_PREFIX, v0.3 at REST_PREFIX/v1), beside JSON-RPC at `/`
+# and the Gemini CLI routes (B16), which share no path with it.
+REST_PREFIX = "/rest"
 
 
 def is_loopback_host(host: str) -> bool:
@@ -32,6 +35,8 @@ class A2ASettings:
     # token -> user name (the owner of the tasks created with it, A5). Empty: one is generated.
     tokens: dict[str, str] = field(default_factory=dict)
     public_url: str = ""  # the URL the card advertises; default http://host:port
+    # The gRPC binding's port (None: no gRPC; 0: a free port, chosen by `resolve_grpc_port`).
+    grpc_port: int | None = None
     allow_private_webhooks: bool = False  # push to loopback/private addresses (A4)
     push_timeout: float = 10.0
     push_max_attempts: int = 5
@@ -75,6 +80,25 @@ class A2ASettings:
             raise ValueError(
                 f"refusing to listen on {self.host} without a token: pass --token or DEVAGENT_TOKEN"
             )
+
+    def resolve_grpc_port(self) -> None:
+        """A gRPC port of 0 becomes a free one now, so that the card can name it before the
+        gRPC server (loaded with the rest of the app) binds it."""
+        if self.grpc_port == 0:
+            import socket
+
+            with socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET) as s:
+                s.bind((self.host, 0))
+                self.grpc_port = s.getsockname()[1]
+
+    @property
+    def grpc_address(self) -> str:
+        """Where the card says gRPC is served: `host:port` (gRPC targets name no scheme)."""
+        from urllib.parse import urlsplit
+
+        host = urlsplit(self.base_url).hostname or self.host
+        host = host if ":" not in host else f"[{host}]"
+        return f"{host}:{self.grpc_port}"
 
     @property
     def base_url(self) -> str:

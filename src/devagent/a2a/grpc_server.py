@@ -1,0 +1,127 @@
+"""The gRPC binding of A2A 1.0 (`lf.a2a.v1.A2AService`) on its own port (issue 11 item 4).
+
+The SDK's `GrpcHandler` maps the service onto the same request handler the JSON-RPC and
+HTTP+JSON bindings use, so dialects and behaviour are the same on all three. What devagent adds:
+the bearer tokens (a call without a valid `authorization` metadata entry is refused
+UNAUTHENTICATED before the handler sees it), the token's user as the task owner, and the call's
+metadata as the request headers (`A2A-Version` 1.0 when absent: this service is the 1.0 one).
+
+Imported only when `serve --grpc-port` asks for gRPC: grpcio adds to the cold start otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from devagent.a2a import GRPC_HANDLER_MODULE
+
+if sys.modules.get(GRPC_HANDLER_MODULE, False) is None:
+    del sys.modules[GRPC_HANDLER_MODULE]  # deferred by devagent.a2a: loaded now
+
+import grpc  # type: ignore[import-untyped]
+import grpc.aio  # type: ignore[import-untyped]
+from a2a.auth.user import UnauthenticatedUser, User
+from a2a.server.request_handlers.grpc_handler import (
+    DefaultGrpcServerCallContextBuilder,
+    GrpcHandler,
+)
+from a2a.types import a2a_pb2_grpc
+
+from devagent.a2a.app import TokenCheck
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from a2a.server.context import ServerCallContext
+    from a2a.server.request_handlers import RequestHandler
+
+    from devagent.a2a.settings import A2ASettings
+
+
+class _TokenUser(User):
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {
+        k.lower(): v if isinstance(v, str) else v.decode("latin-1")
+        for k, v in (context.invocation_metadata() or ())
+    }
+
+
+class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
+    def __init__(self, check: TokenCheck | None) -> None:
+        self._check = check
+
+    def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
+        call_context = super().build(context)
+        headers = _metadata(context)
+        headers.setdefault("a2a-version", "1.0")
+        call_context.state["headers"] = headers
+        return call_context
+
+    def build_user(self, context: grpc.aio.ServicerContext) -> User:
+        name = self._check(_metadata(context).get("authorization")) if self._check else None
+        return _TokenUser(name) if name is not None else UnauthenticatedUser()
+
+
+class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Refuses a call without a valid bearer token (A5), whatever its method's shape."""
+
+    def __init__(self, check: TokenCheck) -> None:
+        self._check = check
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        header = None
+        for k, v in details.invocation_metadata or ():
+            if k.lower() == "authorization":
+                header = v
+        if handler is None or self._check(header) is not None:
+            return handler
+        message = (
+            "invalid token: the bearer token is not one this server accepts"
+            if header
+            else "authentication required: send the metadata authorization: Bearer <token>"
+        )
+
+        async def deny_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+        async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+            yield  # pragma: no cover - abort raises
+
+        kw = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(deny_stream, **kw)
+        return grpc.unary_unary_rpc_method_handler(deny_unary, **kw)
+
+
+async def start_grpc(handler: RequestHandler, settings: A2ASettings) -> grpc.aio.Server:
+    """Serves `handler` over gRPC on `settings.grpc_port` (already resolved, not 0)."""
+    check = TokenCheck(settings.tokens) if settings.tokens else None
+    server = grpc.aio.server(interceptors=[_BearerInterceptor(check)] if check else [])
+    servicer = GrpcHandler(handler, _ContextBuilder(check))
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    server.add_insecure_port(f"{host}:{settings.grpc_port}")
+    await server.start()
+    return server
