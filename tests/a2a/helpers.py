@@ -137,7 +137,18 @@ def dev_meta(ev: dict[str, Any]) -> dict[str, Any]:
     """devagent's metadata of an event or task: under the extension's URI for clients that
     activated it, under `devagent` for the others."""
     raw = ev.get("metadata") or {}
-    md: dict[str, Any] = raw.get(EXTENSION_URI) or raw.get("devagent") or {}
+    if EXTENSION_URI in raw:
+        md: dict[str, Any] = raw[EXTENSION_URI]
+        return md
+    # plain clients' form (camelCase, TCK DM-SERIAL-001), read back into the RFC dialect's names
+    md = dict(raw.get("devagent") or {})
+    assert "tool_stats" not in md and "client_tools" not in md, md
+    if "toolStats" in md:
+        md["tool_stats"] = {
+            s["tool"]: {"calls": s["calls"], "failures": s["failures"]} for s in md["toolStats"]
+        }
+    if "clientTools" in md:
+        md["client_tools"] = md["clientTools"]
     return md
 
 

@@ -178,3 +178,40 @@ def test_grpc_is_imported_only_when_served() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+async def test_rest_json_and_grpc_version(script: Script, sqlite_url: str, workspace: Path) -> None:
+    """Issue 11 item 3 on the new bindings: HTTP+JSON answers `application/json` (A2A 1.0 11.1,
+    TCK HTTP_JSON-SVC-001); gRPC refuses an A2A-Version it does not speak with UNIMPLEMENTED
+    (5.4, TCK GRPC-ERR-002); a plain client's devagent metadata has camelCase field names and
+    no data as keys (TCK DM-SERIAL-001)."""
+    import grpc
+    from a2a.types import a2a_pb2_grpc
+
+    steps = [{"items": [{"tool_call": {"name": "list_directory", "args": {"path": "."}, "id": "l1"}}]}]
+    steps.append({"items": [{"text": "listed"}]})
+    async with running_server(script(steps), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv:
+        async with httpx.AsyncClient(timeout=30) as c:
+            body = {"message": {"role": "ROLE_USER", "parts": [{"text": "list"}], "messageId": "m1"}}
+            headers = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+            r = await c.post(srv.url + "rest/message:send", json=body, headers=headers)
+            assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+            task = r.json()["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+            md = task["metadata"]["devagent"]
+            assert md["toolStats"] == [{"tool": "list_directory", "calls": 1, "failures": 0}]
+            r = await c.get(srv.url + "rest/tasks/nope", headers={"Authorization": "Bearer wrong"})
+            assert r.status_code == 401 and r.json()["error"]["status"] == "UNAUTHENTICATED"
+            card = (await c.get(srv.url + ".well-known/agent-card.json")).json()
+        grpc_url = next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC")
+        async with grpc.aio.insecure_channel(grpc_url) as channel:
+            stub = a2a_pb2_grpc.A2AServiceStub(channel)
+            req = SendMessageRequest(message=message("hello"))
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.SendMessage(
+                    req, metadata=[("authorization", f"Bearer {TOKEN}"), ("a2a-version", "9.0")]
+                )
+            assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.GetTask(GetTaskRequest(id="x"), metadata=[("authorization", "Bearer wrong")])
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -183,6 +183,30 @@ class BodyLimit:
             await self._refuse(send)
 
 
+class RestContentType:
+    """The HTTP+JSON binding answers `Content-Type: application/json`, as A2A 1.0 says (11.1)
+    and its TCK checks (HTTP_JSON-SVC-001); a2a-sdk 1.3.0 labels its REST responses
+    `application/a2a+json`, the media type of the spec's examples."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(REST_PREFIX + "/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def relabel(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    (k, b"application/json" if k == b"content-type" and v == b"application/a2a+json" else v)
+                    for k, v in message.get("headers", [])
+                ]
+            await send(message)
+
+        await self.app(scope, receive, relabel)
+
+
 _PATCHED = False
 
 
@@ -546,7 +570,10 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(BodyLimit, limit=settings.max_body_bytes)],  # issue 12 item 2
+        middleware=[
+            Middleware(BodyLimit, limit=settings.max_body_bytes),  # issue 12 item 2
+            Middleware(RestContentType),
+        ],
     )
     app.state.handler = handler
     app.state.executor = executor

@@ -22,11 +22,17 @@ if sys.modules.get(GRPC_HANDLER_MODULE, False) is None:
 import grpc  # type: ignore[import-untyped]
 import grpc.aio  # type: ignore[import-untyped]
 from a2a.auth.user import UnauthenticatedUser, User
+from a2a.server.request_handlers import grpc_handler
 from a2a.server.request_handlers.grpc_handler import (
     DefaultGrpcServerCallContextBuilder,
     GrpcHandler,
 )
 from a2a.types import a2a_pb2_grpc
+from a2a.utils.errors import (
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
 
 from devagent.a2a.app import TokenCheck
 
@@ -67,6 +73,10 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
         call_context = super().build(context)
         headers = _metadata(context)
         headers.setdefault("a2a-version", "1.0")
+        if headers["a2a-version"].strip().split(".", 1)[0] != "1":  # as the SDK's HTTP bindings
+            raise VersionNotSupportedError(
+                message=f"A2A version '{headers['a2a-version']}' is not supported: this service is 1.0"
+            )
         call_context.state["headers"] = headers
         return call_context
 
@@ -113,6 +123,12 @@ class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(deny_stream, **kw)
         return grpc.unary_unary_rpc_method_handler(deny_unary, **kw)
+
+
+# A2A 1.0's table of error mappings (5.4) says UNIMPLEMENTED for these three; a2a-sdk 1.3.0 maps
+# them to FAILED_PRECONDITION. Its handler reads this module-level table per error.
+for _error in (UnsupportedOperationError, PushNotificationNotSupportedError, VersionNotSupportedError):
+    grpc_handler._ERROR_CODE_MAP[_error] = grpc.StatusCode.UNIMPLEMENTED
 
 
 async def start_grpc(handler: RequestHandler, settings: A2ASettings) -> grpc.aio.Server:

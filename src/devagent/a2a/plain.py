@@ -135,6 +135,22 @@ def progress_text(call: ToolCall) -> str | None:
     return None
 
 
+def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """The task metadata the RFC dialect keeps about tools, in A2A's own JSON style (camelCase
+    field names, no data as keys; TCK DM-SERIAL-001): `toolStats` a list of
+    `{tool, calls, failures}`, `clientTools` `{accepted, rejected}`. Extension clients keep the
+    RFC dialect's `tool_stats` / `client_tools` under the extension's URI."""
+    md: dict[str, Any] = {}
+    for key, value in extra.items():
+        if key == "tool_stats":
+            md["toolStats"] = [{"tool": name, **stats} for name, stats in sorted(value.items())]
+        elif key == "client_tools":
+            md["clientTools"] = value
+        else:
+            md[key] = value
+    return md
+
+
 class PlainEmitter(_Emitter):
     """The events of one execution for a client without the extension: the RFC emitter's
     interface (emit, text, data, tool_json, pause_parts), its content made plain."""
@@ -146,7 +162,7 @@ class PlainEmitter(_Emitter):
         self._said: set[tuple[str, str]] = set()  # (call id, status) already told
 
     def metadata_of(self, kind: str, error: str | None = None, extra: dict[str, Any] | None = None) -> Any:
-        md: dict[str, Any] = dict(extra or {})
+        md = plain_extra(extra or {})
         if error:
             md["error"] = error
         return {META_KEY: md} if md else None
