@@ -261,13 +261,18 @@ def test_chat_remote_against_devagent_serve(
     real `devagent serve`: streamed text, the permission request answered with a confirmation,
     a slash command run by the server's session."""
     db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    steps = [
+        *STEPS[:3],
+        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo one"}}}]},
+        {"items": [{"text": "model saw: {last_tool_results}"}]},
+    ]
     args = [
         "--db",
         db,
         "--workspace-root",
         str(workspace),
         "--model",
-        _script(tmp_path, STEPS),
+        _script(tmp_path, steps),
         "--token",
         TOKEN,
         "--no-sandbox",
@@ -289,6 +294,17 @@ def test_chat_remote_against_devagent_serve(
         t.prompt()
         t.line("/stats")
         t.expect("write_file: 1 calls")
+        # a refusal with a reason: the reason reaches the model (a TextPart beside the confirmation)
+        t.prompt()
+        t.line("run it")
+        out = t.expect(r"\[n\] no")
+        assert "Allow echo one" in out  # (a remote command cannot be edited: no [e] offered)
+        t.prompt()
+        t.line("n")
+        t.expect("Why not")
+        t.prompt()
+        t.line("use two")
+        t.expect("the user said: use two")
         assert t.leave() == 0
 
 

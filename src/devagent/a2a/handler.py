@@ -151,6 +151,14 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
             prepared.text_results = ct.parse_text_results(prepared.text)
         except ct.ToolResultsError as e:
             raise InvalidParamsError(message=str(e)) from None
+    if (
+        prepared.text
+        and prepared.text_results is None
+        and any(c.selected_option_id == "cancel" for c in confirmations)
+    ):
+        # Other text beside a refusal is the user's reason, passed on to the model (the RFC's
+        # ToolCallConfirmation has no field for it; `devagent chat --url` sends it so).
+        prepared.feedback = prepared.text
     return prepared
 
 

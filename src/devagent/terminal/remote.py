@@ -224,6 +224,8 @@ class RemoteBackend:
                     conf["file_details"] = {"new_content": d.new_content}
                 v.struct_value.update(conf)
                 parts.append(Part(data=v))
+                if d.feedback:  # the user's reason, beside the refusal (docs/a2a.md)
+                    parts.append(Part(text=d.feedback))
             return Message(
                 message_id=str(uuid.uuid4()),
                 role=Role.ROLE_USER,
