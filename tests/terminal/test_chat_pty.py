@@ -383,3 +383,14 @@ def test_chat_remote_wrong_token(tmp_path: Path, workspace: Path) -> None:
     ) as srv:
         out, code = _run_chat(["--url", srv.url, "--token", "wrong"], workspace)
     assert code == 2 and "refused the token" in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_devagent_alone_in_a_terminal_opens_chat(term: Callable[..., Term], tmp_path: Path) -> None:
+    """Issue 13 item 2: `devagent` with no arguments in a terminal is `devagent chat`."""
+    t = term(env={"DEVAGENT_MODEL": "demo", "DEVAGENT_DB": f"sqlite+aiosqlite:///{tmp_path / 'n.db'}"})
+    header = t.expect("›")
+    assert "devagent chat · model demo" in header
+    t.p.sendcontrol("d")  # the prompt is drawn: it reads the terminal raw
+    t.p.expect(pexpect.EOF)
+    t.p.close()
+    assert t.p.exitstatus == 0
