@@ -314,6 +314,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.card import CardApp, build_card
     from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
+    from devagent.a2a.hygiene import ErrorHygiene
     from devagent.a2a.legacy_rest import rest_routes
     from devagent.a2a.observe import _STATE as _STATE_IN_BODY
     from devagent.a2a.observe import Metrics, _state_name
@@ -571,6 +572,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            Middleware(ErrorHygiene),  # issue 12 item 3: no internals in any error
             Middleware(BodyLimit, limit=settings.max_body_bytes),  # issue 12 item 2
             Middleware(RestContentType),
         ],

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
+from devagent.rpcerrors import client_message, internal_error
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -125,8 +126,8 @@ def rest_routes(
             return JSONResponse({"name": command, "data": await _run(session, path, arg_text)})
         except InputError as e:
             return _error(400, str(e))
-        except Exception as e:
-            return _error(500, str(e) or type(e).__name__)
+        except Exception as e:  # issue 12 item 3: the detail to the log, a reference to the client
+            return _error(500, internal_error(repr(e), what=f"/{command}", exc_info=True))
 
     async def _run(session: Session, path: list[str], args: str) -> Any:
         out: list[str] = []
@@ -167,9 +168,9 @@ def rest_routes(
         except StopAsyncIteration:
             return _error(500, "the command produced no events")
         except A2AError as e:
-            return _error(400, e.message or type(e).__name__)
+            return _error(400, e.message or "the command was refused")
         except Exception as e:
-            return _error(500, str(e) or type(e).__name__)
+            return _error(500, internal_error(repr(e), what=f"/{' '.join(path)}", exc_info=True))
 
         def frame(ev: Any) -> str:
             tid = ev.id if isinstance(ev, Task) else getattr(ev, "task_id", "")
@@ -212,8 +213,8 @@ def rest_routes(
         call_context = ctx_builder.build(request)
         try:
             session = await executor.session_for(owner_of(call_context), context_id, prepared)
-        except Exception as e:
-            return _error(400, str(e) or type(e).__name__)
+        except Exception as e:  # a model or approval mode this server refuses, said plainly
+            return _error(400, client_message(e, what="creating a task"))
         task_id = str(uuid.uuid4())
         task = Task(
             id=task_id, context_id=context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)

@@ -54,6 +54,7 @@ from devagent.jsonlimits import (
     positive_int_from_env,
     too_deep,
 )
+from devagent.rpcerrors import internal_error
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
@@ -483,12 +484,12 @@ class WireServer:
                 self.turn = None
                 if isinstance(e, StartError):  # the database cannot be opened: one line, the fix
                     text = e.message
-                else:
-                    text = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-                if debug_enabled():
-                    log.exception("could not open the session")
-                else:
-                    log.error("could not open the session: %s", text)
+                    if debug_enabled():
+                        log.exception("could not open the session")
+                    else:
+                        log.error("could not open the session: %s", text)
+                else:  # issue 12 item 3: the detail to the log, a reference to the client
+                    text = internal_error(repr(e), what="opening the session", exc_info=e)
                 self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, text))
                 return
             await self._resume_locked(session)  # a stored turn that waits comes first
@@ -554,9 +555,9 @@ class WireServer:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.exception("turn failed")
+            text = internal_error(repr(e), what="the turn", exc_info=e)
             if turn.prompt_id is not None:
-                self.send(m.error_response(turn.prompt_id, m.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
+                self.send(m.error_response(turn.prompt_id, m.INTERNAL_ERROR, text))
             return
         finally:
             self._drop_requests(turn)
