@@ -444,7 +444,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             params = body.get("params")
             if isinstance(params, dict):
                 msg = params.get("message")
-                task = params.get("id") or params.get("taskId") or (msg or {}).get("taskId")
+                msg = msg if isinstance(msg, dict) else {}
+                task = params.get("id") or params.get("taskId") or msg.get("taskId")
         name = method if isinstance(method, str) and len(method) <= 64 else "?"
         task = task if isinstance(task, str) else None
         if hasattr(response, "body_iterator"):  # a stream (sse-starlette's or Starlette's)
