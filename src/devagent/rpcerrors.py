@@ -94,13 +94,13 @@ def pydantic_fields(report: str) -> list[dict[str, str]] | None:
     return out
 
 
-def _data_leaks(data: Any) -> bool:
+def data_leaks(data: Any) -> bool:
     if isinstance(data, str):
         return leaks(data)
     if isinstance(data, dict):
-        return any(_data_leaks(k) or _data_leaks(v) for k, v in data.items())
+        return any(data_leaks(k) or data_leaks(v) for k, v in data.items())
     if isinstance(data, list):
-        return any(_data_leaks(v) for v in data)
+        return any(data_leaks(v) for v in data)
     return False
 
 
@@ -128,7 +128,7 @@ def clean_error(error: Any, *, what: str = "request") -> dict[str, Any]:
             data = {"errors": fields}
             message = _GENERIC.get(code, message)
     internal = code == INTERNAL_ERROR and not message.startswith("A2A version ")
-    if internal or leaks(message) or _data_leaks(data):
+    if internal or leaks(message) or data_leaks(data):
         ref = new_reference()
         log.error("reference %s: %s answered with error %s: %s (data: %r)", ref, what, code, message, data)
         head = _GENERIC.get(code, "Error")

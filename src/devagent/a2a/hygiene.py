@@ -15,7 +15,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from devagent.rpcerrors import INTERNAL_ERROR, clean_error, internal_error
+from devagent.rpcerrors import INTERNAL_ERROR, clean_error, data_leaks, internal_error, leaks
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,18 +31,24 @@ def _header(message: Message, name: bytes) -> bytes:
 
 
 def _clean_payload(payload: Any, what: str) -> Any:
-    """A JSON-RPC response (or a REST error body) with its error cleaned; None if it has none."""
-    if (
-        isinstance(payload, dict)
-        and "error" in payload
-        and (payload.get("jsonrpc") == "2.0" or isinstance(payload.get("error"), dict))
-    ):
-        err = payload["error"]
-        if isinstance(err, dict) and ("code" in err or payload.get("jsonrpc") == "2.0"):
-            cleaned = dict(payload)
-            cleaned["error"] = clean_error(err, what=what)
-            return cleaned
-    return None
+    """A JSON-RPC response, or an HTTP+JSON (REST) error body, with its error cleaned; None if it
+    has none. A REST error keeps its own shape (`code`, `status`, `message`, `details`): only a
+    message or details that leak are replaced."""
+    if not isinstance(payload, dict) or "error" not in payload:
+        return None
+    err = payload["error"]
+    if payload.get("jsonrpc") == "2.0":
+        return {**payload, "error": clean_error(err, what=what)}
+    if not isinstance(err, dict):
+        return None
+    message = err.get("message")
+    status = err.get("code")
+    internal = isinstance(status, int) and status >= 500
+    if not internal and not (isinstance(message, str) and leaks(message)) and not data_leaks(err):
+        return None
+    cleaned = {k: v for k, v in err.items() if not data_leaks(v)}
+    cleaned["message"] = internal_error(f"{status}: {message!r} ({err!r})", what=what)
+    return {**payload, "error": cleaned}
 
 
 def clean_json_body(body: bytes, what: str) -> bytes:
