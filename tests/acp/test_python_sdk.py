@@ -141,8 +141,11 @@ async def test_issue15_initialize_new_session_and_permission_allowed_then_reject
         [{"text": "Result: {last_tool_results}"}],
         [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "no\n"}, "id": "w2"}}],
         [{"text": "Refused: {last_tool_results}"}],
+        [{"tool_call": {"name": "write_file", "args": {"path": "c.txt", "content": "no\n"}, "id": "w3"}}],
+        [{"tool_call": {"name": "write_file", "args": {"path": "c.txt", "content": "again\n"}, "id": "w4"}}],
+        [{"text": "Gave up."}],
     ]
-    client = EditorClient(answers=["proceed_once", "cancel"])
+    client = EditorClient(answers=["proceed_once", "cancel", "cancel_always"])
     async with agent(client, acp_argv(script(steps)), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
         init = await start(conn)
         assert init.protocol_version == 1
@@ -172,6 +175,7 @@ async def test_issue15_initialize_new_session_and_permission_allowed_then_reject
             "proceed_once": "allow_once",
             "proceed_always": "allow_always",
             "cancel": "reject_once",
+            "cancel_always": "reject_always",
         }
         assert ask["toolCall"]["toolCallId"] == "w1" and ask["toolCall"]["kind"] == "edit"
         assert ask["toolCall"]["content"][0] == {
@@ -194,6 +198,16 @@ async def test_issue15_initialize_new_session_and_permission_allowed_then_reject
         assert not (work_dir / "b.txt").exists()
         assert client.calls("w2")[-1]["status"] == "failed"
         assert "Refused: " in client.text()
+
+        # Rejected always: this call and every later write_file of the session, without asking.
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("write c")]), TIMEOUT
+        )
+        assert resp.stop_reason == "end_turn"
+        assert [p["toolCall"]["toolCallId"] for p in client.permissions] == ["w1", "w2", "w3"]
+        assert client.calls("w4")[-1]["status"] == "failed"
+        assert "refused write_file" in str(client.calls("w4")[-1]["rawOutput"])
+        assert not (work_dir / "c.txt").exists()
 
 
 async def test_issue15_cancel_stops_a_running_command(
@@ -413,3 +427,28 @@ async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_the
         assert (await asyncio.wait_for(running, TIMEOUT)).stop_reason == "cancelled"
         assert "kill" in client.calls_made and client.calls_made[-1] == "release"
         assert await asyncio.wait_for(client.procs["term-1"].wait(), TIMEOUT) < 0  # killed
+
+
+async def test_issue15_stop_reasons_refusal_and_max_turn_requests(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    steps = [
+        [{"refusal": "I can't help with that."}],
+        [{"tool_call": {"name": "list_directory", "args": {"path": "."}, "id": "l1"}}],
+        [{"tool_call": {"name": "list_directory", "args": {"path": "."}, "id": "l2"}}],
+    ]
+    client = EditorClient()
+    env = {**acp_env, "DEVAGENT_MAX_STEPS": "2"}
+    async with agent(client, acp_argv(script(steps)), env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("bad")]), TIMEOUT
+        )
+        assert resp.stop_reason == "refusal"
+        assert client.text() == "I can't help with that."
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("loop")]), TIMEOUT
+        )
+        assert resp.stop_reason == "max_turn_requests"
+        assert client.calls("l1")[-1]["status"] == "completed" and client.calls("l1")[-1]["kind"] == "read"

@@ -82,6 +82,7 @@ def test_issue15_typescript_client_permission_refusal_cancel_and_reload(
         "allow_once",
         "allow_always",
         "reject_once",
+        "reject_always",
     }
     # fs methods went to the client: the buffer was read, the write landed through the editor.
     assert readme in out["reads"]

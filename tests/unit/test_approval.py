@@ -80,3 +80,23 @@ def test_allow_always_remembers_every_root() -> None:
     grant(ToolKind.EXECUTE, "run_shell_command", {"command": "make > log.txt"}, s)
     assert s.grants_shell == ["make"]
     assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "make test"}, s).verdict == "run"
+
+
+def test_issue15_reject_always_refuses_later_calls_in_every_mode() -> None:
+    """Issue 15: "reject always" is a session refusal, the mirror of "allow always" (per tool, per
+    command root for shell), stored in the state and stronger than any mode."""
+    from devagent.agent.approval import refuse
+
+    s = state()
+    assert [o.id for o in options_for(ToolKind.EDIT, "write_file", {})][-1] == "cancel_always"
+    refuse(ToolKind.EDIT, "write_file", {"path": "a"}, s)
+    refuse(ToolKind.EXECUTE, "run_shell_command", {"command": "rm -rf build && make"}, s)
+    for mode in ("ask", "auto-edit", "yolo"):
+        s.approval_mode = mode
+        assert decide(ToolKind.EDIT, "write_file", {}, s).verdict == "deny"
+        assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "make test"}, s).verdict == "deny"
+        assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "ls | rm x"}, s).verdict == "deny"
+    assert decide(ToolKind.EDIT, "edit", {}, s).verdict == "run"  # yolo; only write_file was refused
+    assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "ls"}, s).verdict == "run"
+    assert "refused" in decide(ToolKind.EDIT, "write_file", {}, s).reason
+    assert SessionState.from_json(s.to_json()).refusals_shell == ["rm", "make"]

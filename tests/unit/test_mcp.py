@@ -75,6 +75,7 @@ async def test_b15_stdio_tools_listed_and_call_asks_with_mcp_details(
         "proceed_always_tool",
         "proceed_always_server",
         "cancel",
+        "cancel_always",
     ]
     names = [o.name for o in c.confirmation.options]
     assert names[1:3] == ["Always allow this tool", "Always allow this server"]

@@ -72,7 +72,12 @@ async def test_g3_permission_edit_with_modified_content(
     assert isinstance(end, NeedsInput)
     (waiting,) = end.calls
     assert waiting.id == "w1" and waiting.confirmation is not None
-    assert [o.id for o in waiting.confirmation.options] == ["proceed_once", "proceed_always", "cancel"]
+    assert [o.id for o in waiting.confirmation.options] == [
+        "proceed_once",
+        "proceed_always",
+        "cancel",
+        "cancel_always",
+    ]
     diff = waiting.confirmation.details
     assert diff.new_content == "proceed\n".replace("proceed", "proposed")  # type: ignore[union-attr]
     assert "+proposed" in diff.formatted_diff  # type: ignore[union-attr]

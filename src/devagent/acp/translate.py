@@ -110,11 +110,12 @@ def _path_of(uri: str) -> str:
 
 def stop_reason(end: TurnEnd) -> str | None:
     """The prompt's stopReason, or None for an ending that is an error (the prompt then fails)."""
+    if end.reason == "finished" and end.refusal:
+        return "refusal"
     return {
         "finished": "end_turn",
         "cancelled": "cancelled",
         "max_steps_reached": "max_turn_requests",
-        "refused": "refusal",
     }.get(end.reason)
 
 

@@ -77,6 +77,8 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("client")
     if kind in (ToolKind.READ, ToolKind.INTERNAL):
         return Decision("run")
+    if refused := _refused(kind, name, args, state):
+        return Decision("deny", refused)
     mode = state.approval_mode
     if mode == "plan":
         return Decision("deny", f"{name} is not available in plan mode: only read-only tools may run")
@@ -93,6 +95,19 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         if roots and all(r in state.grants_shell for r in roots):
             return Decision("run")
     return Decision("ask")
+
+
+def _refused(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> str:
+    """Why the user's "reject always" refuses this call, or "" (it does not)."""
+    if name in state.refusals_tools:
+        return f"the user refused {name} for the rest of this session"
+    if kind is ToolKind.EXECUTE and state.refusals_shell:
+        command = str(args.get("command", ""))
+        roots = command_roots(command) or [shell_root(command)]
+        hit = [r for r in roots if r in state.refusals_shell]
+        if hit:
+            return f"the user refused `{hit[0]}` commands for the rest of this session"
+    return ""
 
 
 def _grant_roots(command: str) -> list[str]:
@@ -136,6 +151,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
                 f"Allow every tool of the MCP server {server} for the rest of this session",
             ),
             PermissionOption("cancel", "Cancel", "Do not run this call"),
+            PermissionOption("cancel_always", "Reject always", f"Refuse {name} for the rest of this session"),
         ]
     once = "Run this call"
     if kind is ToolKind.EXECUTE:
@@ -145,13 +161,27 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
         if sandboxed:
             once = f"Run this command {sandboxed}"
             always += f" (each {sandboxed})"
+        never = f"Refuse {roots} commands for the rest of this session"
     else:
         always = f"Allow {name} for the rest of this session"
+        never = f"Refuse {name} for the rest of this session"
     return [
         PermissionOption("proceed_once", "Allow once", once),
         PermissionOption("proceed_always", "Allow always", always),
         PermissionOption("cancel", "Cancel", "Do not run this call"),
+        PermissionOption("cancel_always", "Reject always", never),
     ]
+
+
+def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> None:
+    """Remember "reject always" for the session: per command root for shell (each root of the
+    command), per tool otherwise. Later such calls are refused without asking, in every mode."""
+    if kind is ToolKind.EXECUTE:
+        for root in _grant_roots(str(args.get("command", ""))):
+            if root not in state.refusals_shell:
+                state.refusals_shell.append(root)
+    elif name not in state.refusals_tools:
+        state.refusals_tools.append(name)
 
 
 def grant(

@@ -240,6 +240,9 @@ class TurnEnd:
     reason: TurnEndReason
     usage: Usage = field(default_factory=Usage)  # usage of the whole turn so far
     error: str | None = None
+    # A finished turn whose last answer the provider marked as a refusal (finish reason
+    # `content_filter`): the model declined. ACP reports it as stopReason `refusal`.
+    refusal: bool = False
 
 
 Event = TextDelta | ThoughtDelta | StepBegin | ToolCallUpdate | Notice | StatusUpdate | NeedsInput | TurnEnd

@@ -94,7 +94,14 @@ class SleepItem:
     seconds: float
 
 
-Item = TextItem | ThinkingItem | ToolCallItem | UsageItem | ErrorItem | SleepItem
+@dataclass(frozen=True, slots=True)
+class RefusalItem:
+    """Answer text the provider marks as a refusal (finish reason `content_filter`)."""
+
+    text: str
+
+
+Item = TextItem | ThinkingItem | ToolCallItem | UsageItem | ErrorItem | SleepItem | RefusalItem
 Step = tuple[Item, ...]
 
 
@@ -153,14 +160,16 @@ def _parse_step(step: Any, path: str) -> Step:
 
 
 def _parse_item(item: Any, path: str) -> Item:
-    kinds = ("text", "thinking", "tool_call", "usage", "error", "sleep")
+    kinds = ("text", "thinking", "tool_call", "usage", "error", "sleep", "refusal")
     if not isinstance(item, dict) or len(item) != 1:
         raise _Invalid(path, f"an item is an object with exactly one key, one of {', '.join(kinds)}")
     ((kind, value),) = item.items()
     path = f"{path}.{kind}"
-    if kind in ("text", "thinking"):
+    if kind in ("text", "thinking", "refusal"):
         if not isinstance(value, str):
             raise _Invalid(path, "must be a string")
+        if kind == "refusal":
+            return RefusalItem(value)
         return TextItem(value) if kind == "text" else ThinkingItem(value)
     if kind == "tool_call":
         obj = _object(value, path, required={"name"}, optional={"args", "id"})
@@ -415,8 +424,10 @@ class ScriptedStreamedResponse(StreamedResponse):
         reported: UsageItem | None = None
         output_chars = reasoning_chars = 0
         calls = 0
+        refused = False
         for index, item in enumerate(self._items):
-            if isinstance(item, TextItem):
+            if isinstance(item, TextItem | RefusalItem):
+                refused = refused or isinstance(item, RefusalItem)
                 text = self._text(item.text)
                 output_chars += len(text)
                 for piece in _chunks(text):
@@ -454,7 +465,7 @@ class ScriptedStreamedResponse(StreamedResponse):
                 raise _error(item, self._model_name, in_stream=True)
             elif isinstance(item, SleepItem):
                 await asyncio.sleep(item.seconds)
-        self.finish_reason = "tool_call" if calls else "stop"
+        self.finish_reason = "content_filter" if refused else "tool_call" if calls else "stop"
         if reported is None:
             reasoning = _estimate_tokens("x" * reasoning_chars)
             self._usage = RequestUsage(

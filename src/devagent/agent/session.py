@@ -572,7 +572,9 @@ class Session:
         if self._label is not None:
             self.state.turn_label = self._label
 
-    async def _end(self, reason: TurnEndReason, message: str, emit: Emit, *, quietly: bool = False) -> None:
+    async def _end(
+        self, reason: TurnEndReason, message: str, emit: Emit, *, quietly: bool = False, refusal: bool = False
+    ) -> None:
         """End the turn: store how it ended (and give up the lease in the same write), then say so."""
         self.state.status = "idle"
         self.state.outcome = reason
@@ -581,7 +583,7 @@ class Session:
             await self._save_quietly(release=True)
         else:
             await self._save(release=True)
-        emit(TurnEnd(reason, self._turn_usage(), message or None))
+        emit(TurnEnd(reason, self._turn_usage(), message or None, refusal))
 
     async def _loop(self, emit: Emit) -> None:
         max_steps = self.core.config.max_steps
@@ -607,7 +609,7 @@ class Session:
             (await self.messages()).append(response)
             calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
             if not calls:
-                await self._end("finished", "", emit)
+                await self._end("finished", "", emit, refusal=response.finish_reason == "content_filter")
                 return
             self.state.pending = [await self._classify(c) for c in calls]
             # Stored before any of them runs: a call found unfinished after a crash is reported
@@ -745,9 +747,12 @@ class Session:
         to_run: list[tuple[PendingCall, str | None]] = []
         for d in inp.decisions:
             p = pending[d.call_id]
-            if d.option == "cancel":
+            if d.option in ("cancel", "cancel_always"):
                 p.status = ToolCallStatus.CANCELLED.value
                 reason = "the user declined to run this call"
+                if d.option == "cancel_always":
+                    approval.refuse(ToolKind(p.kind), p.name, p.args, self.state)
+                    reason += " and refused such calls for the rest of this session"
                 if d.feedback and d.feedback.strip():
                     reason += f"; the user said: {d.feedback.strip()}"
                 p.result = CallResult.error(reason, "cancelled")

@@ -111,6 +111,8 @@ class SessionState:
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always" per shell root command
     grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server" (B15)
+    refusals_tools: list[str] = field(default_factory=list)  # "reject always" per tool name
+    refusals_shell: list[str] = field(default_factory=list)  # "reject always" per shell root command
     # MCP servers the client named for this session ({name: {command,args,env,cwd} | {url,headers}}),
     # checked against server policy when used; stored so that a restarted process reconnects.
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -142,6 +144,8 @@ class SessionState:
             "grants_tools": self.grants_tools,
             "grants_shell": self.grants_shell,
             "grants_mcp_servers": self.grants_mcp_servers,
+            "refusals_tools": self.refusals_tools,
+            "refusals_shell": self.refusals_shell,
             "mcp_servers": self.mcp_servers,
             "todos": self.todos,
             "usage": self.usage.to_json(),
@@ -167,6 +171,8 @@ class SessionState:
             grants_tools=list(d.get("grants_tools", [])),
             grants_shell=list(d.get("grants_shell", [])),
             grants_mcp_servers=list(d.get("grants_mcp_servers", [])),
+            refusals_tools=list(d.get("refusals_tools", [])),
+            refusals_shell=list(d.get("refusals_shell", [])),
             mcp_servers=dict(d.get("mcp_servers", {})),
             todos=list(d.get("todos", [])),
             usage=Usage.from_json(d.get("usage")),
