@@ -73,6 +73,7 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
                 "proceed_always_tool",
                 "proceed_always_server",
                 "cancel",
+                "cancel_always",
             ]
 
             conf = {"tool_call_id": "m1", "selected_option_id": "proceed_always_server"}
