@@ -452,3 +452,43 @@ async def test_issue15_stop_reasons_refusal_and_max_turn_requests(
         )
         assert resp.stop_reason == "max_turn_requests"
         assert client.calls("l1")[-1]["status"] == "completed" and client.calls("l1")[-1]["kind"] == "read"
+
+
+async def test_issue15_plan_from_todos_and_session_flag_continues(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    todos = [
+        {"description": "Read the code", "status": "completed"},
+        {"description": "Fix the bug", "status": "in_progress"},
+    ]
+    steps = [
+        [{"tool_call": {"name": "write_todos", "args": {"todos": todos}, "id": "t"}}],
+        [{"text": "Planned."}],
+        [{"text": "Still here: {last_user}"}],
+    ]
+    path = script(steps)
+    first = EditorClient()
+    async with agent(first, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        sid = (await conn.new_session(cwd=str(work_dir), mcp_servers=[])).session_id
+        resp = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("plan it")]), TIMEOUT)
+        assert resp.stop_reason == "end_turn"
+    plans = [u for u in first.updates if u["sessionUpdate"] == "plan"]
+    assert plans[-1]["entries"] == [
+        {"content": "Read the code", "priority": "medium", "status": "completed"},
+        {"content": "Fix the bug", "priority": "medium", "status": "in_progress"},
+    ]
+    assert first.calls("t")[0]["kind"] == "think"
+
+    # `devagent acp --session SID`: the editor's session/new continues the stored conversation.
+    second = EditorClient()
+    argv = acp_argv(path, "--session", sid)
+    async with agent(second, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        assert (await conn.new_session(cwd=str(work_dir), mcp_servers=[])).session_id == sid
+        await second.until(lambda: "plan" in second.kinds())  # the stored todo list, shown again
+        resp = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("again")]), TIMEOUT)
+        assert resp.stop_reason == "end_turn"
+        assert second.text() == "Still here: again"  # step 2 of the script: the same conversation
+        other = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        assert other.session_id != sid  # later sessions are new ones
