@@ -232,17 +232,25 @@ async def one_turn(
     t0 = time.perf_counter()
     n = 0
     done = False
-    try:
-        async with client.stream("POST", url, json=_body(text, context_id), headers=HEADERS) as r:
-            async for line in r.aiter_lines():
-                if line.startswith("data:"):
-                    n += 1
-                    if '"TASK_STATE_COMPLETED"' in line:
-                        done = True
-                    elif '"error"' in line[:40]:
-                        print(line[:300], file=sys.stderr)
-    except Exception as e:
-        print(f"turn failed: {e!r}", file=sys.stderr)
+    for attempt in range(2):
+        try:
+            async with client.stream("POST", url, json=_body(text, context_id), headers=HEADERS) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data:"):
+                        n += 1
+                        if '"TASK_STATE_COMPLETED"' in line:
+                            done = True
+                        elif '"error"' in line[:40]:
+                            print(line[:300], file=sys.stderr)
+            break
+        except Exception as e:
+            # A kept-alive connection the server closed (uvicorn: after 5 s idle) just as the
+            # client reused it fails before anything was sent: sent again once, timed from the
+            # first attempt.
+            if attempt == 0 and n == 0 and type(e).__name__ in ("ReadError", "RemoteProtocolError"):
+                continue
+            print(f"turn failed: {e!r}", file=sys.stderr)
+            break
     return time.perf_counter() - t0, n, done
 
 
