@@ -394,3 +394,27 @@ def test_devagent_alone_in_a_terminal_opens_chat(term: Callable[..., Term], tmp_
     t.p.expect(pexpect.EOF)
     t.p.close()
     assert t.p.exitstatus == 0
+
+
+def test_ctrl_c_at_a_permission_prompt_cancels_the_turn(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 item 1 and 2: Ctrl-C at a permission prompt cancels the turn (nothing runs, no
+    later line is taken as an answer) and the session goes on."""
+    steps = [
+        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "no.txt", "content": "x"}}}]},
+        {"items": [{"text": "fresh: {last_user}"}]},
+        {"items": [{"text": "fresh: {last_user}"}]},
+    ]
+    t = term("chat", "--model", _script(tmp_path, steps), "--db", f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
+    t.prompt()
+    t.line("write")
+    t.expect("edit first")
+    t.prompt()
+    t.p.sendcontrol("c")
+    t.expect("Cancelled")
+    t.prompt()
+    t.line("y")  # an ordinary prompt now, not an answer
+    t.expect("fresh: y")
+    assert not (workspace / "no.txt").exists()
+    assert t.leave() == 0
