@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from devagent.agent.core import AgentCore
     from devagent.agent.events import ToolCall
+    from devagent.terminal.render import Renderer
 
 app = typer.Typer(
     name="devagent",
@@ -180,7 +181,12 @@ async def _run(
         err.print(
             f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
         )
-        renderer = _Renderer(out)
+        from devagent.agent.tools.shell import active_sandbox
+        from devagent.terminal.render import Renderer
+
+        # thoughts shown whole: a one-shot run has no /thoughts to unfold them
+        renderer = Renderer(out, show_thoughts=True, sandboxed=active_sandbox() is not None)
+        renderer.new_turn()
         inp: Any = UserPrompt(prompt)
         while True:
             result = await _drive(s, inp, renderer)
@@ -200,7 +206,7 @@ def _announce_model(core: AgentCore, err: Console) -> None:
         err.print(f"[dim]{core.model_explanation}[/dim]")
 
 
-async def _drive(s: Any, inp: Any, r: _Renderer) -> Any:
+async def _drive(s: Any, inp: Any, r: Renderer) -> Any:
     """Advance once; returns None (done), an exit code, or the next input (permission answers)."""
     from devagent.agent.events import NeedsInput, Resume, TurnEnd
 
@@ -209,12 +215,12 @@ async def _drive(s: Any, inp: Any, r: _Renderer) -> Any:
         async for ev in gen:
             r.render(ev)
             if isinstance(ev, TurnEnd):
-                r.end_text()
+                r.finish()
                 if ev.reason == "finished":
                     return None
-                return {"error": 1, "max_steps_reached": 3, "cancelled": 130}[ev.reason]
+                return {"max_steps_reached": 3, "cancelled": 130}.get(ev.reason, 1)
             if isinstance(ev, NeedsInput):
-                r.end_text()
+                r.finish()
                 decisions = _ask(r.console, ev.calls)
                 if decisions is None:
                     await s.cancel()
@@ -225,7 +231,7 @@ async def _drive(s: Any, inp: Any, r: _Renderer) -> Any:
         task = asyncio.current_task()
         if isinstance(e, asyncio.CancelledError) and task is not None:
             task.uncancel()  # handled here: the cleanup below must not be cancelled again
-        r.end_text()
+        r.finish()
         why = "end of input at the prompt" if isinstance(e, EOFError) else "Ctrl-C"
         print(f"devagent: cancelled ({why}); the session is stored, --session continues it.", file=sys.stderr)
         await s.cancel()
@@ -284,91 +290,6 @@ def _read_answer(console: Console, prompt: str) -> str:
         return console.input(prompt).strip().lower()[:1]
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _sandboxed() -> str:
-    from devagent.agent.tools.shell import active_sandbox
-
-    return ", sandboxed" if active_sandbox() is not None else ""
-
-
-class _Renderer:
-    """Renders core events to the terminal."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._in_text = False
-        self._in_thought = False
-        self._live_seen: dict[str, int] = {}
-
-    def end_text(self) -> None:
-        if self._in_text or self._in_thought:
-            self.console.file.write("\n")
-            self.console.file.flush()
-        self._in_text = self._in_thought = False
-
-    def render(self, ev: Any) -> None:
-        from rich.syntax import Syntax
-
-        from devagent.agent.events import (
-            ExecuteDetails,
-            FileDiff,
-            Notice,
-            TextDelta,
-            ThoughtDelta,
-            ToolCallStatus,
-            ToolCallUpdate,
-        )
-
-        c = self.console
-        if isinstance(ev, TextDelta):
-            if self._in_thought:
-                self.end_text()
-            self._in_text = True
-            c.file.write(ev.text)
-            c.file.flush()
-        elif isinstance(ev, ThoughtDelta):
-            if self._in_text:
-                self.end_text()
-            self._in_thought = True
-            c.print(ev.text, style="dim italic", end="")
-        elif isinstance(ev, Notice):
-            self.end_text()
-            style = {"info": "cyan", "warning": "yellow", "error": "red"}[ev.level]
-            c.print(ev.text, style=style)
-        elif isinstance(ev, ToolCallUpdate):
-            call = ev.call
-            self.end_text()
-            if call.status is ToolCallStatus.PENDING:
-                c.print(f"[bold blue]●[/bold blue] {call.description or call.name}")
-                if call.confirmation is not None:
-                    d = call.confirmation.details
-                    if isinstance(d, FileDiff):
-                        c.print(Syntax(d.formatted_diff or "(no change)", "diff", theme="ansi_dark"))
-                    elif isinstance(d, ExecuteDetails):
-                        c.print(f"  [dim]$ {d.command}   (in {d.working_directory}{_sandboxed()})[/dim]")
-            elif call.status is ToolCallStatus.EXECUTING and call.live_output:
-                seen = self._live_seen.get(call.id, 0)
-                c.file.write(call.live_output[seen:])
-                c.file.flush()
-                self._live_seen[call.id] = len(call.live_output)
-            elif call.status.terminal:
-                if call.id in self._live_seen:
-                    c.file.write("\n")
-                mark = {
-                    "SUCCEEDED": "[green]✓[/green]",
-                    "FAILED": "[red]✗[/red]",
-                    "CANCELLED": "[yellow]⊘[/yellow]",
-                }
-                detail = ""
-                if call.error is not None:
-                    detail = f": {call.error.message}"
-                elif call.output is not None and call.output.diff is None and call.id not in self._live_seen:
-                    first = call.output.text.strip().splitlines()
-                    detail = f": {first[0][:100]}" + (" …" if len(first) > 1 else "") if first else ""
-                c.print(f"{mark[call.status.value]} {call.name}{detail}", highlight=False, markup=True)
-                if call.output is not None and call.output.diff is not None:
-                    c.print(Syntax(call.output.diff.formatted_diff or "", "diff", theme="ansi_dark"))
 
 
 ApprovalOpt = Annotated[

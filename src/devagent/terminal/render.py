@@ -34,8 +34,11 @@ class Renderer:
     """Turns events into terminal output. `markdown`: render the answer as Markdown (a terminal),
     else write it as it comes (a pipe). `show_thoughts`: print thoughts whole instead of one line."""
 
-    def __init__(self, console: Console, *, markdown: bool = True, show_thoughts: bool = False) -> None:
+    def __init__(
+        self, console: Console, *, markdown: bool = True, show_thoughts: bool = False, sandboxed: bool = False
+    ) -> None:
         self.console = console
+        self.sandboxed = sandboxed  # local shell commands run in the sandbox: say so with each
         self.markdown = markdown and console.is_terminal
         self.show_thoughts = show_thoughts
         self.last_thoughts: list[str] = []  # the thoughts of the current (or last) turn, for /thoughts
@@ -217,7 +220,11 @@ class Renderer:
         if isinstance(d, FileDiff):
             self._diff(d.formatted_diff or "(no change)")
         elif isinstance(d, ExecuteDetails):
-            where = f"   (in {d.working_directory})" if d.working_directory else ""
+            where = (
+                f"   (in {d.working_directory}{', sandboxed' if self.sandboxed else ''})"
+                if d.working_directory
+                else ""
+            )
             self.console.print(f"  [dim]$ {_escape(d.command)}{_escape(where)}[/dim]", highlight=False)
         elif isinstance(d, McpDetails):
             self.console.print(f"  [dim]{d.tool_name} from MCP server {d.server_name}[/dim]", highlight=False)

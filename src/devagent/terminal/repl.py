@@ -85,10 +85,11 @@ class Chat:
         *,
         history_file: Path,
         show_thoughts: bool = False,
+        sandboxed: bool = False,
     ) -> None:
         self.backend = backend
         self.console = console
-        self.renderer = Renderer(console, show_thoughts=show_thoughts)
+        self.renderer = Renderer(console, show_thoughts=show_thoughts, sandboxed=sandboxed)
         self.commands = [*LOCAL_COMMANDS, *backend.commands()]
         history_file.parent.mkdir(parents=True, exist_ok=True)
         self.prompt: PromptSession[str] = PromptSession(

@@ -110,8 +110,16 @@ async def _local(
     except BaseException:
         await core.close()
         raise
+    from devagent.agent.tools.shell import active_sandbox
+
     backend = LocalBackend(core, s)
-    return await chat(backend, _console(), config.data_dir / "chat_history", show_thoughts=thoughts)
+    return await chat(
+        backend,
+        _console(),
+        config.data_dir / "chat_history",
+        show_thoughts=thoughts,
+        sandboxed=active_sandbox() is not None,
+    )
 
 
 def _remote(
