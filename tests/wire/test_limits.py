@@ -4,8 +4,11 @@ and overlong lines are refused with a JSON-RPC error and the server goes on serv
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,3 +104,70 @@ def test_wire_limit_settings(
     done = subprocess.run(argv, env=wire_env, input=b"", capture_output=True, timeout=60)
     assert done.returncode == 2
     assert "DEVAGENT_MAX_LINE_BYTES must be a whole number" in done.stderr.decode()
+
+
+def test_wire_client_that_stops_reading_pauses_its_turn_not_the_process(
+    tmp_path: Path, wire_env: dict[str, str], work_dir: Path
+) -> None:
+    """issue 12 item 5: a client that stops reading stdout while a turn writes 4 MB (far more
+    than a pipe holds) does not freeze the server: with stdout unread, a notification it sends is
+    still handled (its log line appears on stderr, which only the event loop writes). When the
+    client reads again, the turn resumes and every line arrives whole and in order. With the old
+    blocking write the loop sat in os.write and the log line never came (the test fails by timing
+    out, not by measuring time)."""
+    chunk = "x" * 4096
+    steps = [{"items": [{"text": chunk * 256} for _ in range(4)]}]  # 4 x 1 MiB of text
+    script = tmp_path / "big.json"
+    script.write_text(json.dumps({"steps": steps}))
+    argv = [sys.executable, "-m", "devagent", "wire", "--work-dir", str(work_dir), "--verbose"]
+    argv += ["--model", f"scripted:{script}"]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=wire_env,
+        cwd=work_dir,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    err_lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(
+        target=lambda: [err_lines.put(ln.decode(errors="replace")) for ln in proc.stderr], daemon=True
+    ).start()  # type: ignore[union-attr]
+
+    def send(msg: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        proc.stdin.flush()
+
+    def wait_log(text: str, within: float = 120) -> None:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                if text in err_lines.get(timeout=1):
+                    return
+            except queue.Empty:
+                pass
+        raise AssertionError(f"the server did not log {text!r} (its loop is blocked?)")
+
+    try:
+        send({"jsonrpc": "2.0", "id": "p1", "method": "prompt", "params": {"user_input": "go"}})
+        wait_log("new session")  # the core is loaded; the turn writes now, nobody reads
+        time.sleep(1)  # let stdout's pipe fill (the check below does not depend on it)
+        send({"jsonrpc": "2.0", "method": "probe_while_blocked"})
+        wait_log("probe_while_blocked")
+        # the client reads again: the whole turn arrives, in order, and the prompt is answered
+        text = ""
+        while True:
+            line = proc.stdout.readline()
+            assert line, "stdout closed early"
+            msg = json.loads(line)
+            if msg.get("method") == "event" and msg["params"]["type"] == "ContentPart":
+                text += msg["params"]["payload"]["text"]
+            if msg.get("id") == "p1":
+                assert msg["result"] == {"status": "finished"}, msg
+                break
+        assert text == chunk * 256 * 4
+    finally:
+        proc.kill()
+        proc.wait()

@@ -17,6 +17,7 @@ the background, after the first message or a short idle delay, with the heavy im
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import json
@@ -84,17 +85,92 @@ class WireOptions:
 
 
 class Output:
-    """Protocol lines to a file descriptor. Every write comes from the event loop's thread, one
-    whole line at a time, so lines never interleave."""
+    """Protocol lines to a file descriptor, written by a thread of their own (issue 12 item 5).
 
-    def __init__(self, fd: int) -> None:
+    `send` queues one whole line (lines never interleave) and returns at once, so the event loop
+    never blocks on a client that does not read. `drain()` is the back-pressure: it waits while
+    more than `high_water` bytes are queued. The turn awaits it between events, so a client that
+    stops reading pauses its own turn while the loop goes on (stdin is read, `cancel` is taken,
+    timers fire); input waits only past `hard_limit` queued bytes (a client that sends requests
+    and never reads their answers). A thread rather than an asyncio pipe transport because stdout
+    may be a pipe, a tty or a regular file alike (the reader is a thread for the same reason)."""
+
+    def __init__(self, fd: int, high_water: int = 1 << 20, hard_limit: int = 64 << 20) -> None:
         self.fd = fd
+        self.high_water = high_water
+        self.hard_limit = hard_limit
         self.closed = False
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._queued = 0  # bytes queued and not yet written
+        self._lock = threading.Condition()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def queued(self) -> int:
+        return self._queued
 
     def send(self, msg: m.JSON) -> None:
         if self.closed:
             return
         data = m.dumps(msg)
+        if self._thread is None:
+            with contextlib.suppress(RuntimeError):
+                self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(target=self._write_loop, name="wire-stdout", daemon=True)
+            self._thread.start()
+        with self._lock:
+            self._lines.append(data)
+            self._queued += len(data)
+            self._lock.notify()
+
+    async def drain(self, limit: int | None = None) -> None:
+        """Waits until at most `limit` (default `high_water`) bytes are queued, or the output is
+        closed."""
+        limit = self.high_water if limit is None else limit
+        while True:
+            with self._lock:
+                if self.closed or self._queued <= limit:
+                    return
+                fut = asyncio.get_running_loop().create_future()
+                self._waiters.append((limit, fut))
+            await fut
+
+    async def flush(self, within: float) -> None:
+        """Waits (at most `within` seconds) until everything queued is written."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.drain(0), within)
+
+    def _wake(self) -> None:
+        with self._lock:
+            due = [f for limit, f in self._waiters if self.closed or self._queued <= limit]
+            self._waiters = [(limit, f) for limit, f in self._waiters if f not in due]
+        for f in due:
+            if not f.done():
+                f.set_result(None)
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._lines:
+                    self._lock.wait()
+                data = self._lines.popleft()
+            ok = self._write(data)
+            with self._lock:
+                self._queued -= len(data)
+                if not ok:
+                    self.closed = True
+                    self._lines.clear()
+                    self._queued = 0
+                wake = any(self.closed or self._queued <= limit for limit, _ in self._waiters)
+            if wake and self._loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is gone
+                    self._loop.call_soon_threadsafe(self._wake)
+            if not ok:
+                return
+
+    def _write(self, data: bytes) -> bool:
         view = memoryview(data)
         while view:
             try:
@@ -107,12 +183,12 @@ class Output:
                 select.select([], [self.fd], [])
                 continue
             except OSError as e:
-                if e.errno in (errno.EPIPE, errno.EBADF):
-                    log.warning("the client closed stdout; no more output")
-                    self.closed = True
-                    return
-                raise
+                if e.errno not in (errno.EPIPE, errno.EBADF):
+                    log.exception("writing to stdout failed")
+                log.warning("the client closed stdout; no more output")
+                return False
             view = view[n:]
+        return True
 
 
 class OverlongLine(bytes):
@@ -233,6 +309,8 @@ class WireServer:
                     log.info("stdin closed, wire server exiting")
                     break
                 self.handle_line(line)
+                # answers the client does not read: past the hard limit, its input waits too
+                await self.out.drain(self.out.hard_limit)
                 # After the first message the client is there: load the core now.
                 self._start_loading()
         finally:
@@ -607,6 +685,8 @@ class WireServer:
                             waiting = ev.calls
                         else:
                             self._emit(session, turn, ev)
+                            # a client that does not read pauses this turn, not the process
+                            await self.out.drain()
                 finally:
                     turn.core_turn = None
                 if waiting is None:  # the stream ended without NeedsInput or TurnEnd
@@ -934,8 +1014,11 @@ def run_wire(
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         _start_reader(0, loop, queue, opts.max_line_bytes)
-        server = WireServer(opts, Output(proto_fd))
-        return await server.serve(queue)
+        out = Output(proto_fd)
+        server = WireServer(opts, out)
+        code = await server.serve(queue)
+        await out.flush(10)  # the last lines (a TurnEnd, answers) reach a client that reads
+        return code
 
     try:
         return asyncio.run(main())
