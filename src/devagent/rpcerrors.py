@@ -23,6 +23,7 @@ log = logging.getLogger("devagent.errors")
 
 INTERNAL_ERROR = -32603
 PARSE_ERROR = -32700
+VERSION_NOT_SUPPORTED = -32009
 
 # What must never reach a client: a traceback, a path into the code, the libraries' own words,
 # an exception class name used as a label ("ValueError: ..."), the json module's positions.
@@ -127,7 +128,11 @@ def clean_error(error: Any, *, what: str = "request") -> dict[str, Any]:
         if fields is not None:
             data = {"errors": fields}
             message = _GENERIC.get(code, message)
-    internal = code == INTERNAL_ERROR and not message.startswith("A2A version ")
+    if code == INTERNAL_ERROR and message.startswith("A2A version "):
+        # the SDK's v0.3 adapter reports a version it does not serve as an internal error; its
+        # 1.0 dispatcher, as A2A says, with VersionNotSupportedError
+        code = VERSION_NOT_SUPPORTED
+    internal = code == INTERNAL_ERROR
     if internal or leaks(message) or data_leaks(data):
         ref = new_reference()
         log.error("reference %s: %s answered with error %s: %s (data: %r)", ref, what, code, message, data)

@@ -468,6 +468,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             if not _json_content_type(request.headers.get("content-type")):
                 # ContentTypeNotSupportedError: a body that is not JSON, sent as something else
                 return JSONResponse(_rpc_error(None, -32005, "Content-Type must be application/json"))
+            # not JSON, or not even text (the SDK reports bytes that are not UTF-8 as -32603)
+            return JSONResponse(_rpc_error(None, -32700, "Parse error: the body is not valid JSON"))
         if not isinstance(body, dict):
             resp: Response = await sdk_endpoint(request)
             return resp
