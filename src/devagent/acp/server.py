@@ -66,6 +66,9 @@ class _LineTransport:
 
     async def send(self, message: dict[str, Any]) -> None:
         self._out.send(message)
+        # Back-pressure (wire's writer thread, issue 12): while the client does not read, what
+        # sends to it waits here; the loop goes on reading stdin (a cancel is still taken).
+        await self._out.drain()
 
     async def receive(self) -> dict[str, Any] | None:
         if self.held:
@@ -104,7 +107,7 @@ class _LineTransport:
         self._out.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
     async def close(self) -> None:
-        self._out.closed = True
+        await self._out.flush(5)  # what was sent reaches a client that reads
 
 
 def _load_sdk() -> None:
@@ -247,13 +250,15 @@ def run_acp(
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
-        serving = asyncio.ensure_future(serve(opts, queue, Output(proto_fd)))
+        out = Output(proto_fd)
+        serving = asyncio.ensure_future(serve(opts, queue, out))
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not serving.done():  # a signal: EOF for the connection, which then shuts down
             queue.put_nowait(None)
             await asyncio.wait({serving}, timeout=15)
         stopping.cancel()
+        await out.flush(10)  # the last answers reach a client that reads
         return serving.result() if serving.done() and not serving.cancelled() else 0
 
     try:
