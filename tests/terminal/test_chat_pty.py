@@ -418,3 +418,37 @@ def test_ctrl_c_at_a_permission_prompt_cancels_the_turn(
     t.expect("fresh: y")
     assert not (workspace / "no.txt").exists()
     assert t.leave() == 0
+
+
+def test_chat_remote_session_waiting_is_asked_again(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 item 3: `chat --url --session CONTEXT` continues a remote conversation; one that
+    stopped at a permission request asks it again."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = ["--db", db, "--workspace-root", str(workspace), "--model", _script(tmp_path, STEPS)]
+    args += ["--token", TOKEN, "--no-sandbox"]
+    with serving(args, tmp_path / "serve.log") as srv:
+        t = term("chat", "--url", srv.url, "--token", TOKEN)
+        t.prompt()
+        t.line("hi there")
+        t.expect("You said")
+        t.prompt()
+        t.line("/status")
+        t.expect(r"session ([0-9a-f-]{36})")
+        context = t.p.match.group(1)
+        t.prompt()
+        t.line("write it")
+        t.expect("Allow")
+        t.expect(r"\[n\] no")
+        t.close()  # the terminal goes away without answering
+
+        t = term("chat", "--url", srv.url, "--token", TOKEN, "--session", context)
+        t.expect("waits for your answer")
+        assert "● Write a.txt" in t.expect("Allow")
+        t.expect(r"\[n\] no")
+        t.prompt()
+        t.line("y")
+        t.expect("wrote it")
+        assert (workspace / "a.txt").read_text() == "A\n"
+        assert t.leave() == 0

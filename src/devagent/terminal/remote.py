@@ -153,7 +153,7 @@ class RemoteBackend:
         except BaseException:
             await http.aclose()
             raise
-        return cls(
+        backend = cls(
             base,
             http,
             client,
@@ -163,6 +163,8 @@ class RemoteBackend:
             approval=approval,
             commands=commands,
         )
+        await backend.find_waiting()
+        return backend
 
     # --- Backend ------------------------------------------------------------------------------
 
@@ -170,7 +172,35 @@ class RemoteBackend:
         return RemoteTurn(self, inp)
 
     def waiting(self) -> list[ToolCall]:
-        return []  # a fresh connection starts with a new prompt
+        return self._waiting
+
+    async def find_waiting(self) -> None:
+        """A continued conversation (`--session`) that stopped at a permission request: its task
+        and the calls it waits on, to ask again."""
+        from a2a.types import ListTasksRequest, TaskState
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+        if not self.context_id:
+            return
+        try:
+            listed = await self.client.list_tasks(
+                ListTasksRequest(
+                    context_id=self.context_id, status=TaskState.TASK_STATE_INPUT_REQUIRED, page_size=1
+                ),
+                context=self._ctx(),
+            )
+        except Exception:  # a server without tasks/list: start with a prompt
+            return
+        for task in listed.tasks:
+            calls = [
+                tool_call_from_json(d)
+                for p in (task.status.message.parts if task.status.HasField("message") else [])
+                if p.HasField("data") and "tool_call_id" in (d := MessageToDict(p.data))
+            ]
+            if calls:
+                self.task_id = task.id
+                self._waiting = calls
+                return
 
     async def end_waiting(self) -> None:
         if self.task_id:
