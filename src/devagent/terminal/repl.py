@@ -169,7 +169,21 @@ class Chat:
                     continue
                 if text.startswith("/") and await self._local_command(text):
                     continue
-                await self._turns(UserPrompt(text), [])
+                try:
+                    await self._turns(UserPrompt(text), [])
+                except (Leave, KeyboardInterrupt):
+                    raise
+                except Exception as e:  # the session goes on; the next prompt may work
+                    self.renderer.finish()
+                    self.console.print(
+                        f"[red]error: {_escape(str(e) or type(e).__name__)}[/red]"
+                        " [dim](--debug shows the traceback)[/dim]",
+                        highlight=False,
+                    )
+                    from devagent.preflight import debug_enabled
+
+                    if debug_enabled():
+                        self.console.print_exception()
         except Leave:
             return 0
 
