@@ -452,3 +452,17 @@ def test_chat_remote_session_waiting_is_asked_again(
         t.expect("wrote it")
         assert (workspace / "a.txt").read_text() == "A\n"
         assert t.leave() == 0
+
+
+def test_tab_completes_slash_commands(term: Callable[..., Term], tmp_path: Path) -> None:
+    """Issue 13 item 2: Tab completes a slash command (the terminal's and the core's)."""
+    t = term("chat", "--model", "demo", "--db", f"sqlite+aiosqlite:///{tmp_path / 'tab.db'}")
+    t.prompt()
+    t.p.send("/statu")
+    t.expect("Model, approval mode")  # the completion menu shows the command's description
+    t.p.send("\t\r")
+    t.expect(r"model demo · approval ask")
+    t.prompt()
+    t.p.send("/memory sh\t\r")  # a sub-command of the core's /memory
+    t.expect(r"The memory file AGENTS\.md is empty or missing")
+    assert t.leave() == 0
