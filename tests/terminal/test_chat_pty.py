@@ -463,6 +463,8 @@ def test_tab_completes_slash_commands(term: Callable[..., Term], tmp_path: Path)
     t.p.send("\t\r")
     t.expect(r"model demo · approval ask")
     t.prompt()
-    t.p.send("/memory sh\t\r")  # a sub-command of the core's /memory
+    t.p.send("/memory sh")  # a sub-command of the core's /memory
+    t.expect("Show the project memory")  # completions are ready (they are computed as one types)
+    t.p.send("\t\r")
     t.expect(r"The memory file AGENTS\.md is empty or missing")
     assert t.leave() == 0
