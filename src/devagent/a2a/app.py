@@ -312,13 +312,14 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
 
     import devagent
     from devagent.a2a.card import CardApp, build_card
-    from devagent.a2a.executor import COMMAND_KEY, DevagentExecutor
+    from devagent.a2a.executor import DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
     from devagent.a2a.hygiene import ErrorHygiene
     from devagent.a2a.legacy_rest import rest_routes
     from devagent.a2a.observe import _STATE as _STATE_IN_BODY
     from devagent.a2a.observe import Metrics, _state_name
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
+    from devagent.a2a.request import handoff
     from devagent.a2a.store import BufferedTaskStore
 
     _patch_v03_final()
@@ -413,7 +414,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         req.configuration.return_immediately = True
         call_context = ctx_builder.build(request)
         call_context.state["method"] = "command/execute"
-        call_context.state[COMMAND_KEY] = (list(path), args)
+        handoff(call_context).command = (list(path), args)
         from a2a.utils.errors import A2AError
 
         try:

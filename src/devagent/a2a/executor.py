@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -18,36 +17,34 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import (
-    Artifact,
-    Message,
-    Part,
-    Role,
-    Task,
-    TaskArtifactUpdateEvent,
-    TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
-)
-from google.protobuf import struct_pb2  # type: ignore[import-untyped]
+from a2a.types import Part, Task, TaskState, TaskStatus
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
+from devagent.a2a import legacy
+from devagent.a2a.emitter import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    INPUT_REQUIRED,
+    WORKING,
+    Emitter,
+    RfcEmitter,
+    data_part,
+    tool_calls_part,
+)
+from devagent.a2a.plain import PlainEmitter
+from devagent.a2a.request import Prepared, handoff
 from devagent.agent.events import (
-    ClientResult,
-    Decision,
     Input,
     InputError,
     NeedsInput,
     Notice,
-    Resume,
-    RunCommand,
     TextDelta,
     ThoughtDelta,
     ToolCallStatus,
     ToolCallUpdate,
     TurnEnd,
-    UserPrompt,
 )
 from devagent.faults import crash_point
 
@@ -58,25 +55,12 @@ if TYPE_CHECKING:
     from devagent.a2a.observe import Metrics, TurnRecord
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
-    from devagent.agent.events import ToolCall
     from devagent.agent.session import Session, Turn
-    from devagent.agent.state import ClientTool, SessionState
 
 log = logging.getLogger(__name__)
 
-PREPARED_KEY = "devagent.prepared"
-COMMAND_KEY = "devagent.command"
-LEGACY_KEY = "devagent.legacy"  # B16: the LegacyRequest of a request in the legacy dialect
-CONTEXT_KEY = "devagent.context_id"
-NEW_CONTEXT_KEY = "devagent.new_context"  # the SDK generated the request's contextId
 _HANDOFF_YIELDS = 12
 _SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
-
-WORKING = TaskState.TASK_STATE_WORKING
-INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
-COMPLETED = TaskState.TASK_STATE_COMPLETED
-FAILED = TaskState.TASK_STATE_FAILED
-CANCELED = TaskState.TASK_STATE_CANCELED
 
 
 def session_id_for(owner: str, context_id: str) -> str:
@@ -91,47 +75,6 @@ def owner_of(call_context: ServerCallContext | None) -> str:
         return call_context.user.user_name or ""
     except Exception:
         return ""
-
-
-@dataclass(slots=True)
-class Prepared:
-    """What the request handler worked out from a message before the SDK runs it."""
-
-    text: str = ""
-    confirmations: list[ext.Confirmation] = field(default_factory=list)
-    settings: ext.AgentSettings | None = None
-    workspace: str | None = None  # validated AgentSettings.workspace_path
-    command: tuple[list[str], str] | None = None  # command/execute: (path, args)
-    # C1-C4: the client's tool set (None: the message carries none, the task's set stays), the
-    # definitions refused before the core saw them, the results as sent and as matched to calls.
-    tools: list[ClientTool] | None = None
-    tools_rejected: list[tuple[str, str]] = field(default_factory=list)
-    raw_results: list[ct.ResultIn] = field(default_factory=list)
-    text_results: ct.TextResults | None = None
-    results: list[ClientResult] = field(default_factory=list)
-    # The dialect of the request: "rfc" (the extension activated), "legacy" (Gemini CLI's
-    # coderAgent) or "plain" (any other A2A client; a2a/plain.py).
-    dialect: str = "rfc"
-    feedback: str = ""  # a plain client's words with its refusal ("no, use b.txt"), for the model
-    reask: str = ""  # a plain client's text that answered no waiting request: ask again, run nothing
-
-    def to_input(self) -> Input:
-        if self.command is not None:
-            return RunCommand(self.command[0], self.command[1])
-        if self.confirmations or self.results:
-            return Resume(
-                decisions=[
-                    Decision(
-                        c.tool_call_id,
-                        c.selected_option_id,
-                        c.new_content,
-                        self.feedback if c.selected_option_id == "cancel" and self.feedback else None,
-                    )
-                    for c in self.confirmations
-                ],
-                results=list(self.results),
-            )
-        return UserPrompt(self.text)
 
 
 def split_subject(text: str) -> tuple[str, str]:
@@ -150,23 +93,6 @@ def _mcp_servers(raw: Any) -> dict[str, dict[str, Any]] | None:
     return {str(k): v if isinstance(v, dict) else {} for k, v in raw.items()}
 
 
-def _data_value(d: dict[str, Any]) -> struct_pb2.Value:
-    v = struct_pb2.Value()
-    v.struct_value.update(d)
-    return v
-
-
-def _data_part(d: dict[str, Any], metadata: dict[str, Any]) -> Part:
-    part = Part(data=_data_value(d))
-    part.metadata.update(metadata)
-    return part
-
-
-def tool_calls_part(calls: list[Any]) -> Part:
-    """C4: the calls the client must run, `{"tool_calls": [{id, name, args}]}`."""
-    return _data_part(ct.tool_calls_data(calls), {"type": ct.CALLS_TYPE, "format": ct.FORMAT})
-
-
 def tool_extra(session: Session) -> dict[str, Any]:
     """What the task's metadata keeps about tools (C2, C7): the client tool set in force, the
     definitions last refused, and per-tool call and failure counts."""
@@ -180,126 +106,6 @@ def tool_extra(session: Session) -> dict[str, Any]:
             "rejected": list(rejected),
         }
     return out
-
-
-class _Emitter:
-    """Builds and enqueues the TaskStatusUpdateEvents of one execution."""
-
-    __slots__ = ("_metadata", "_reply_id", "context_id", "model", "queue", "task_id")
-    # The ToolCall JSON of this dialect (the legacy emitter has its own): read once per turn.
-    tool_json = staticmethod(ext.tool_call_json)
-
-    def __init__(self, queue: EventQueue, task_id: str, context_id: str, model: str) -> None:
-        self.queue = queue
-        self.task_id = task_id
-        self.context_id = context_id
-        self.model = model
-        # The metadata Struct of plain events, built once per (kind, model): building it from a
-        # dict costs more than the rest of the event, and a turn sends hundreds of the same.
-        self._metadata: dict[tuple[str, str], struct_pb2.Struct] = {}
-        # The messageId the text pieces of one model response share (the task store joins them
-        # into one history message); a new one after anything else was sent.
-        self._reply_id: str | None = None
-
-    def _message(self, parts: list[Part], message_id: str | None = None) -> Message:
-        return Message(
-            message_id=message_id or str(uuid.uuid4()),
-            role=Role.ROLE_AGENT,
-            parts=parts,
-            task_id=self.task_id,
-            context_id=self.context_id,
-        )
-
-    async def emit(
-        self,
-        state: TaskState,
-        kind: str,
-        part: Part | list[Part] | None = None,
-        error: str | None = None,
-        extra: dict[str, Any] | None = None,
-        message_id: str | None = None,
-    ) -> None:
-        parts = [part] if isinstance(part, Part) else part
-        if message_id is None:  # anything but a piece of the reply ends the reply's message
-            self._reply_id = None
-        status = (
-            TaskStatus(state=state, message=self._message(parts, message_id))
-            if parts
-            else TaskStatus(state=state)
-        )
-        # GetCurrentTime's value (microseconds), without its detour through datetime
-        status.timestamp.FromMicroseconds(time.time_ns() // 1000)
-        metadata = self.metadata_of(kind, error, extra)
-        if metadata is None:
-            ev = TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
-        else:
-            ev = TaskStatusUpdateEvent(
-                task_id=self.task_id, context_id=self.context_id, status=status, metadata=metadata
-            )
-        await self.queue.enqueue_event(ev)
-
-    def metadata_of(
-        self, kind: str, error: str | None = None, extra: dict[str, Any] | None = None
-    ) -> dict[str, Any] | struct_pb2.Struct | None:
-        """An event's metadata in this dialect (the RFC's: `{URI: DevelopmentToolEvent}`)."""
-        if error or extra:
-            return ext.event_metadata(kind, self.model, error, extra)
-        key = (kind, self.model)
-        cached = self._metadata.get(key)
-        if cached is None:
-            cached = self._metadata[key] = struct_pb2.Struct()
-            cached.update(ext.event_metadata(kind, self.model))
-        return cached  # copied into the event
-
-    async def reply(self, text: str) -> list[Part] | None:
-        """The turn's final reply where A2A clients look for it: a task artifact holding the whole
-        reply (sent now), and the parts of the final status message (returned)."""
-        if not text:
-            return None
-        artifact_id = f"reply-{uuid.uuid4().hex[:12]}"
-        artifact = Artifact(artifact_id=artifact_id, name="reply", parts=[Part(text=text)])
-        await self.queue.enqueue_event(
-            TaskArtifactUpdateEvent(
-                task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
-            )
-        )
-        return [Part(text=text)]
-
-    async def text(self, text: str) -> None:
-        if self._reply_id is None:
-            self._reply_id = str(uuid.uuid4())
-        await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text), message_id=self._reply_id)
-
-    def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
-        """The status message of a pause (input-required), live and on every later read: each
-        permission request as its ToolCall with `confirmation_request` (RFC: "its message
-        contains a ConfirmationRequest"), and the calls the client runs (C4)."""
-        parts = [Part(data=_data_value(self.tool_json(c))) for c in calls if not c.awaiting_client]
-        client_calls = [c for c in calls if c.awaiting_client]
-        if client_calls:
-            parts.append(tool_calls_part(client_calls))
-        return parts or None
-
-    def status_of(
-        self, state: SessionState, waiting: list[ToolCall]
-    ) -> tuple[TaskState, list[Part] | None, str]:
-        """The task status the session's stored state means, for the task of its current turn:
-        (state, status message parts, error text)."""
-        if state.status == "awaiting_input":
-            return INPUT_REQUIRED, self.pause_parts(waiting), ""
-        if state.status == "running":
-            return WORKING, None, ""
-        outcome, message = state.outcome, state.outcome_message
-        if outcome == "cancelled":
-            return CANCELED, None, ""
-        if outcome in ("error", "interrupted"):
-            return FAILED, [Part(text=message)] if message else None, message or outcome
-        if outcome == "max_steps_reached":
-            return COMPLETED, [Part(text=message)] if message else None, "maximum number of steps reached"
-        return COMPLETED, None, ""
-
-    async def data(self, kind: str, data: dict[str, Any]) -> None:
-        await self.emit(WORKING, kind, Part(data=_data_value(data)))
 
 
 @dataclass(slots=True)
@@ -332,20 +138,16 @@ class DevagentExecutor(AgentExecutor):
 
     def emitter(
         self, queue: EventQueue | None, task: Task, session: Session | None, *, plain: bool = False
-    ) -> _Emitter:
+    ) -> Emitter:
         """The emitter of a task's dialect: the legacy one the task was made in, else the RFC's,
         or the plain one for a client without the extension (`plain`)."""
-        from devagent.a2a import legacy
-
         model = self.model_name(session)
         q: Any = queue
         if legacy.is_legacy_task(task):
             return legacy.LegacyEmitter(q, task.id, task.context_id, model)
         if plain:
-            from devagent.a2a.plain import PlainEmitter
-
             return PlainEmitter(q, task.id, task.context_id, model)
-        return _Emitter(q, task.id, task.context_id, model)
+        return RfcEmitter(q, task.id, task.context_id, model)
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -412,9 +214,10 @@ class DevagentExecutor(AgentExecutor):
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue, running: _Running) -> None:
         call_context = context.call_context
-        prepared: Prepared | None = call_context.state.get(PREPARED_KEY) if call_context else None
+        given = handoff(call_context)  # what the request handler worked out (request.py)
+        prepared = given.prepared
         # B16: a legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
-        lreq = call_context.state.get(LEGACY_KEY) if call_context else None
+        lreq = given.legacy
         if prepared is None:
             prepared = Prepared(text=context.get_user_input())
         task = context.current_task
@@ -427,8 +230,6 @@ class DevagentExecutor(AgentExecutor):
             if context.message is not None:
                 first.history.append(context.message)
             if lreq is not None:  # the task keeps its dialect in its metadata
-                from devagent.a2a import legacy
-
                 first.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, self.core.default_model))
         if self.fanout is not None:  # other replicas may follow this execution
             self.fanout.begin(task if task is not None else first, context.message)
@@ -438,16 +239,15 @@ class DevagentExecutor(AgentExecutor):
         previous_state = task.status.state if task is not None else None
 
         owner = owner_of(call_context)
-        em = _Emitter(event_queue, task_id, context_id, self.core.default_model)
+        model = self.core.default_model
+        em: Emitter
         if lreq is not None:
-            from devagent.a2a import legacy
-
-            em = legacy.LegacyEmitter(event_queue, task_id, context_id, em.model, lreq.outcomes)
+            em = legacy.LegacyEmitter(event_queue, task_id, context_id, model, lreq.outcomes)
         elif prepared.dialect == "plain":
-            from devagent.a2a.plain import PlainEmitter
-
-            em = PlainEmitter(event_queue, task_id, context_id, em.model)
-        new_context = task is None and bool(call_context and call_context.state.get(NEW_CONTEXT_KEY))
+            em = PlainEmitter(event_queue, task_id, context_id, model)
+        else:
+            em = RfcEmitter(event_queue, task_id, context_id, model)
+        new_context = task is None and given.new_context
         try:
             session = await self.session_for(owner, context_id, prepared, new_context=new_context)
         except Exception as e:  # an unusable workspace, a model that cannot be built
@@ -459,7 +259,7 @@ class DevagentExecutor(AgentExecutor):
         await em.emit(WORKING, ext.STATE_CHANGE)
         crash_point("a2a.working_sent")
         if lreq is not None and lreq.reannounce:  # B16 modify_with_editor: nothing for the core
-            await em.reannounce(session.waiting_calls(), lreq.edits)  # type: ignore[attr-defined]
+            await em.reannounce(session.waiting_calls(), lreq.edits)
             return
         if prepared.reask:  # a plain client's text that answered nothing: the pause again, asked anew
             parts = [Part(text=prepared.reask), *(em.pause_parts(session.waiting_calls()) or [])]
@@ -470,7 +270,7 @@ class DevagentExecutor(AgentExecutor):
 
         await self._translate(session, prepared.to_input(), em, previous_state, running)
 
-    async def _apply_client_tools(self, session: Session, prepared: Prepared, em: _Emitter) -> None:
+    async def _apply_client_tools(self, session: Session, prepared: Prepared, em: Emitter) -> None:
         """C1-C3, C6, C7: the message's tool set replaces the conversation's (the core validates
         it); every refused definition is reported in a DataPart and in the task's metadata."""
         rejected = [*prepared.tools_rejected, *await session.set_client_tools(prepared.tools or [])]
@@ -486,7 +286,7 @@ class DevagentExecutor(AgentExecutor):
             await em.emit(
                 WORKING,
                 ext.TEXT_CONTENT,
-                [Part(text=text), _data_part(data, {"type": ct.REJECTED_TYPE, "format": ct.FORMAT})],
+                [Part(text=text), data_part(data, {"type": ct.REJECTED_TYPE, "format": ct.FORMAT})],
                 extra=tool_extra(session),
             )
 
@@ -494,7 +294,7 @@ class DevagentExecutor(AgentExecutor):
         self,
         session: Session,
         inp: Input,
-        em: _Emitter,
+        em: Emitter,
         previous_state: TaskState | None,
         running: _Running,
     ) -> None:

@@ -43,17 +43,8 @@ from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
-from devagent.a2a.executor import (
-    COMMAND_KEY,
-    CONTEXT_KEY,
-    LEGACY_KEY,
-    NEW_CONTEXT_KEY,
-    PREPARED_KEY,
-    DevagentExecutor,
-    Prepared,
-    owner_of,
-    session_id_for,
-)
+from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
+from devagent.a2a.request import Prepared, handoff
 from devagent.agent.events import InputError, Resume
 
 if TYPE_CHECKING:
@@ -88,10 +79,10 @@ class InheritContextBuilder(SimpleRequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         if task_id and not context_id:
-            context_id = context.state.get(CONTEXT_KEY) or None
+            context_id = handoff(context).context_id
         if not task_id and not context_id:
             # The SDK generates a new contextId: no session can exist for it yet.
-            context.state[NEW_CONTEXT_KEY] = True
+            handoff(context).new_context = True
         built = await super().build(context, params, task_id, context_id, task)
         if not task_id and built.task_id and self._on_new_task is not None:
             self._on_new_task(built.task_id)
@@ -229,7 +220,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         prepared = parse_message(msg, req_md)
         if len(prepared.tools or ()) + len(prepared.tools_rejected) > limits.max_tools:
             raise InvalidParamsError(message=f"more than {limits.max_tools} tool definitions in one message")
-        prepared.command = context.state.get(COMMAND_KEY)
+        prepared.command = handoff(context).command
         if prepared.settings is not None and prepared.settings.workspace_path:
             try:
                 prepared.workspace = ext.validate_workspace(
@@ -263,7 +254,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if legacy.is_legacy_task(task):
                 lreq = legacy.LegacyRequest()
             context_id = task.context_id
-            context.state[CONTEXT_KEY] = context_id
+            handoff(context).context_id = context_id
             if results:
                 await self._match_results(task, prepared, context)
         plain = lreq is None and ext.EXTENSION_URI not in context.requested_extensions
@@ -312,9 +303,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
             # Only once the message is known to be acceptable: an answer refused above (given
             # already through another replica) must not write this process's copy of the task.
             await self._reopen(task, context)
-        if lreq is not None:
-            context.state[LEGACY_KEY] = lreq
-        context.state[PREPARED_KEY] = prepared
+        given = handoff(context)
+        given.legacy = lreq
+        given.prepared = prepared
 
     async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
         """A plain client answers a permission request in words, on the waiting task: `yes`,
@@ -499,14 +490,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
         status = TaskStatus(state=state, message=message) if message is not None else TaskStatus(state=state)
         status.timestamp.GetCurrentTime()
         task.status.CopyFrom(status)
-        if legacy.is_legacy_task(task):
-            task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, em.model, error or None))
-        else:
-            md = em.metadata_of(ext.STATE_CHANGE, error or None)
-            if isinstance(md, dict):
-                task.metadata.update(md)
-            elif md is not None:
-                task.metadata.MergeFrom(md)
+        md = em.metadata_of(ext.STATE_CHANGE, error or None)
+        if isinstance(md, dict):
+            task.metadata.update(md)
+        elif md is not None:
+            task.metadata.MergeFrom(md)
         return task
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:

@@ -35,7 +35,7 @@ from a2a.types import (
 from google.protobuf import struct_pb2  # type: ignore[import-untyped]
 
 from devagent.a2a import extension as ext
-from devagent.a2a.executor import LEGACY_KEY, Prepared, _Emitter, tool_calls_part
+from devagent.a2a.emitter import Emitter, tool_calls_part
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
@@ -50,11 +50,11 @@ if TYPE_CHECKING:
     from a2a.server.events import EventQueue
     from a2a.types import Task
 
+    from devagent.a2a.request import Prepared
     from devagent.agent.session import Session
     from devagent.agent.state import SessionState
 
 KEY = ext.LEGACY_KEY  # "coderAgent"
-STATE_KEY = LEGACY_KEY  # ServerCallContext.state: the LegacyRequest of a legacy request
 
 STATE_CHANGE = "state-change"
 TEXT_CONTENT = "text-content"
@@ -351,9 +351,8 @@ def _value(d: dict[str, Any]) -> struct_pb2.Value:
     return v
 
 
-class LegacyEmitter(_Emitter):
-    """Builds and enqueues the events of one legacy execution; the same interface as the RFC
-    `_Emitter` (emit, text, data, tool_json), so the executor's translation loop serves both."""
+class LegacyEmitter(Emitter):
+    """The events of one legacy execution, through the one `Emitter` interface."""
 
     __slots__ = ("_live", "_msg_id", "_status", "outcomes")
 
@@ -371,8 +370,11 @@ class LegacyEmitter(_Emitter):
         self._status: dict[str, str] = {}  # call id -> status last sent
         self._live: dict[str, str] = {}  # call id -> live output sent so far
 
-    def tool_json(self, c: ToolCall) -> dict[str, Any]:  # type: ignore[override]
+    def tool_json(self, c: ToolCall) -> dict[str, Any]:
         return tool_call_json(c, self.outcomes.get(c.id))
+
+    def metadata_of(self, kind: str, error: str | None = None, extra: dict[str, Any] | None = None) -> Any:
+        return event_metadata(_KINDS.get(kind, STATE_CHANGE), self.model, error)
 
     async def reply(self, text: str) -> list[Part] | None:
         """These clients have had the reply as text-content events; the end carries none."""

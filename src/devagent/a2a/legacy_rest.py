@@ -85,7 +85,8 @@ def rest_routes(
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
-    from devagent.a2a.executor import COMMAND_KEY, Prepared, owner_of
+    from devagent.a2a.executor import owner_of
+    from devagent.a2a.request import Prepared, handoff
     from devagent.agent.commands import registry
     from devagent.agent.events import InputError, Notice, TextDelta
 
@@ -161,7 +162,7 @@ def rest_routes(
             {legacy.KEY: {"kind": legacy.AGENT_SETTINGS, "workspacePath": str(settings.workspace_roots[0])}}
         )
         call_context.state["method"] = "message/stream"
-        call_context.state[COMMAND_KEY] = (path, args)
+        handoff(call_context).command = (path, args)
         agen = handler.on_message_send_stream(SendMessageRequest(message=msg), call_context)
         try:
             first = await agen.__anext__()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from a2a.types import Part, TaskState
 
 from devagent.a2a import extension as ext
-from devagent.a2a.executor import _Emitter, tool_calls_part
+from devagent.a2a.emitter import Emitter, tool_calls_part
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
@@ -151,9 +151,9 @@ def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
     return md
 
 
-class PlainEmitter(_Emitter):
-    """The events of one execution for a client without the extension: the RFC emitter's
-    interface (emit, text, data, tool_json, pause_parts), its content made plain."""
+class PlainEmitter(Emitter):
+    """The events of one execution for a client without the extension, through the one
+    `Emitter` interface: no extension content, permission requests in words."""
 
     __slots__ = ("_said",)
 
@@ -167,7 +167,7 @@ class PlainEmitter(_Emitter):
             md["error"] = error
         return {META_KEY: md} if md else None
 
-    def tool_json(self, c: ToolCall) -> dict[str, Any]:  # type: ignore[override]
+    def tool_json(self, c: ToolCall) -> dict[str, Any]:
         """Not a ToolCall: the line to show, if any (read by `data`)."""
         line = progress_text(c)
         return {"id": c.id, "status": c.status.value, "line": line}
