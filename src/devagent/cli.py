@@ -87,7 +87,7 @@ def commands() -> None:
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
             if c.handler is not None:
-                typer.echo(f"{prefix}{c.name:<16} {c.description}")
+                typer.echo(f"{prefix + c.name:<18} {c.description}")
             walk(c.sub_commands, f"{prefix}{c.name} ")
 
     walk(registry().list(), "/")
