@@ -37,7 +37,9 @@ class Prepared:
     # The dialect of the request: "rfc" (the extension activated), "legacy" (Gemini CLI's
     # coderAgent) or "plain" (any other A2A client; a2a/plain.py).
     dialect: str = "rfc"
-    feedback: str = ""  # a plain client's words with its refusal ("no, use b.txt"), for the model
+    # the user's words with a refusal, for the model: a plain client's "no, use b.txt", or the
+    # TextPart an extension client sends beside a cancel confirmation
+    feedback: str = ""
     reask: str = ""  # a plain client's text that answered no waiting request: ask again, run nothing
 
     def to_input(self) -> Input:
