@@ -134,7 +134,7 @@ def test_chat_turn_permission_slash_command_and_continue(
     t.line("write it")
     out = t.expect(r"Allow")
     assert "Write a.txt" in out and "+A" in out  # the call and its diff before the question
-    t.expect(r"edit first")
+    t.expect(r"\[x\] never  \[e\] edit first")
     t.prompt()
     t.line("y")
     t.expect("wrote it")
@@ -467,4 +467,30 @@ def test_tab_completes_slash_commands(term: Callable[..., Term], tmp_path: Path)
     t.expect("Show the project memory")  # completions are ready (they are computed as one types)
     t.p.send("\t\r")
     t.expect(r"The memory file AGENTS\.md is empty or missing")
+    assert t.leave() == 0
+
+
+def test_never_refuses_for_the_rest_of_the_session(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 13 item 2 with the core's "reject always": `x` refuses the tool from then on,
+    without asking again."""
+    steps = [
+        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "a"}}}]},
+        {"items": [{"text": "first: {last_tool_results}"}]},
+        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "b"}}}]},
+        {"items": [{"text": "second: {last_tool_results}"}]},
+    ]
+    t = term("chat", "--model", _script(tmp_path, steps), "--db", f"sqlite+aiosqlite:///{tmp_path / 'x.db'}")
+    t.prompt()
+    t.line("one")
+    t.expect(r"\[x\] never")
+    t.prompt()
+    t.line("x")
+    t.expect("first: ")
+    t.prompt()
+    t.line("two")
+    out = t.expect("second: ")
+    assert "Allow" not in out  # not asked again
+    assert not (workspace / "a.txt").exists() and not (workspace / "b.txt").exists()
     assert t.leave() == 0

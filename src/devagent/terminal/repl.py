@@ -271,11 +271,13 @@ class Chat:
         options = [o.id for o in c.confirmation.options] if c.confirmation else []
         # MCP calls offer proceed_always_tool / _server instead of proceed_always
         always = next((o for o in options if o.startswith("proceed_always")), None)
+        never = "cancel_always" in options  # refuse it for the rest of the session
         can_edit = self.backend.can_edit(c)
         keys = (
             "[y] once  "
             + ("[a] always  " if always else "")
             + "[n] no  "
+            + ("[x] never  " if never else "")
             + ("[e] edit first" if can_edit else "")
         )
         while True:
@@ -293,6 +295,8 @@ class Chat:
                 return Decision(c.id, "proceed_once")
             if a == "a" and always:
                 return Decision(c.id, always)
+            if a == "x" and never:
+                return Decision(c.id, "cancel_always")
             if a == "n":
                 try:
                     feedback = await PromptSession[str]().prompt_async(
