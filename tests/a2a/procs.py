@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,8 +140,15 @@ class Reply:
         return states[-1] if states else None
 
 
-async def send_stream(client: httpx.AsyncClient, url: str, message: dict[str, Any]) -> Reply:
-    """`message/stream` with the extension header, read to its end (or until the server dies)."""
+async def send_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    message: dict[str, Any],
+    on_frame: Callable[[dict[str, Any]], None] | None = None,
+) -> Reply:
+    """`message/stream` with the extension header, read to its end (or until the server dies).
+    `on_frame` sees each frame as it arrives (a kill test opens a gate once the client knows its
+    task)."""
     frames: list[dict[str, Any]] = []
     try:
         async with client.stream(
@@ -157,6 +164,8 @@ async def send_stream(client: httpx.AsyncClient, url: str, message: dict[str, An
             async for line in r.aiter_lines():
                 if line.startswith("data:"):
                     frames.append(json.loads(line[5:]))
+                    if on_frame is not None:
+                        on_frame(frames[-1])
     except httpx.TransportError as e:
         return Reply(frames, e)
     return Reply(frames)

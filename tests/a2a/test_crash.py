@@ -48,6 +48,22 @@ def tool_updates(results: list[dict[str, Any]], call_id: str) -> list[dict[str, 
     return out
 
 
+def gated_step(flag: Path) -> dict[str, Any]:
+    """A first step whose shell command waits until the test creates `flag`: the turn cannot reach
+    the crash point of a later tool before the client has its task (no race with the SSE flush)."""
+    return shell_step(f"while [ ! -e '{flag}' ]; do sleep 0.05; done", "gate")
+
+
+def open_on_task(flag: Path) -> Callable[[dict[str, Any]], None]:
+    """An `on_frame` for `send_stream` that creates `flag` once the client holds its task."""
+
+    def on_frame(frame: dict[str, Any]) -> None:
+        if frame.get("result", {}).get("kind") == "task":
+            flag.touch()
+
+    return on_frame
+
+
 def first_task(reply: Any) -> dict[str, Any]:
     assert reply.results, (reply.frames, reply.cut)
     task: dict[str, Any] = reply.results[0]
@@ -60,10 +76,13 @@ async def test_pause_stored_before_the_task_survives_a_kill(
 ) -> None:
     """Issue 10 item 1, A6 B9 B10: "a task reads input-required exactly when the session holds
     pending permission requests that the server will accept, and its status message shows them".
-    The server dies at `a2a.turn_stored` (the session stored the pause, the task store not yet);
-    after a restart tasks/get reads input-required with the RFC ToolCall (PENDING, with its
-    confirmation_request) in the status message, and confirming it writes the file once."""
+    The server dies at `a2a.turn_stored` (the session stored the pause, the task store not yet) of
+    the task's second pause (the first, for a harmless command, gives the client its task for
+    certain: the kill never races the stream's first frame); after a restart tasks/get reads
+    input-required with the RFC ToolCall (PENDING, with its confirmation_request) in the status
+    message, and confirming it writes the file once."""
     steps = [
+        shell_step("true", "t1"),
         {
             "items": [
                 {"tool_call": {"name": "write_file", "args": {"path": "w.txt", "content": "W\n"}, "id": "w1"}}
@@ -74,15 +93,17 @@ async def test_pause_stored_before_the_task_survives_a_kill(
     args = serve_args(shared_db, workspace, script(steps), "ask")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="a2a.turn_stored")
+        a = start_serve(args, logs / "a.log", crash_at="a2a.turn_stored@2")
         try:
-            reply = await send_stream(
+            first = await send_stream(
                 c, a.url, v03_message("write w", settings={"workspace_path": str(workspace)})
             )
+            assert first.last_state == "input-required", first.frames
+            task = first_task(first)
+            reply = await send_stream(c, a.url, confirmation(task, "t1"))
             assert a.wait_killed() == -9, a.stderr()
         finally:
             a.stop()
-        task = first_task(reply)
         assert reply.last_state != "input-required"  # it died before announcing the pause
         assert not (workspace / "w.txt").exists()
 
@@ -121,14 +142,20 @@ async def test_turn_killed_while_a_tool_starts_reads_failed_and_continues(
     it was interrupted, and can be continued (extension clients on the same taskId)". The server
     dies at `session.tool_running` of a shell command (yolo: it runs unasked); after a restart the
     task reads failed "interrupted", the command never ran, and a new message on the same taskId
-    runs a new turn that completes."""
-    args = serve_args(shared_db, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
+    runs a new turn that completes. (The command is the turn's second tool; the first waits until
+    the client holds its task, so the kill never races the stream's first frame.)"""
     logs = workspace.parent
+    gate = workspace / "gate"  # inside the workspace: the shell sandbox sees it
+    steps = [gated_step(gate), shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]
+    args = serve_args(shared_db, workspace, script(steps), "yolo")
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running@2")
         try:
             reply = await send_stream(
-                c, a.url, v03_message("run it", settings={"workspace_path": str(workspace)})
+                c,
+                a.url,
+                v03_message("run it", settings={"workspace_path": str(workspace)}),
+                open_on_task(gate),
             )
             assert a.wait_killed() == -9, a.stderr()
         finally:
@@ -159,13 +186,18 @@ async def test_continuation_killed_after_its_first_event(
     event (`a2a.working_sent`). After a restart the task must not read input-required with no
     status message (which no client can answer): it reads what the session says, failed
     "interrupted"; a confirmation for the old call id is a JSON-RPC error; it can be continued."""
-    args = serve_args(shared_db, workspace, script([shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]), "yolo")
     logs = workspace.parent
+    gate = workspace / "gate"  # inside the workspace: the shell sandbox sees it
+    steps = [gated_step(gate), shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]
+    args = serve_args(shared_db, workspace, script(steps), "yolo")
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running@2")
         try:
             reply = await send_stream(
-                c, a.url, v03_message("run it", settings={"workspace_path": str(workspace)})
+                c,
+                a.url,
+                v03_message("run it", settings={"workspace_path": str(workspace)}),
+                open_on_task(gate),
             )
             assert a.wait_killed() == -9, a.stderr()
         finally:
