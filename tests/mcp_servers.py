@@ -71,6 +71,7 @@ SERVER = textwrap.dedent(
             import socket, uvicorn
             sock = socket.socket()
             sock.bind(("127.0.0.1", 0))
+            sock.listen(128)  # before the port is announced: a client's connect waits in the backlog
             print(sock.getsockname()[1], flush=True)
             app = mcp.streamable_http_app()
             uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
