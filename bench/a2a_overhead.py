@@ -46,7 +46,10 @@ def serve_devagent(port: int, tmp: Path, chunks: int) -> None:
     ws = tmp / "ws"
     ws.mkdir(exist_ok=True)
     cfg = CoreConfig(db_url=f"sqlite+aiosqlite:///{tmp / 'devagent.db'}", default_model=f"scripted:{script}")
-    settings = A2ASettings(host="127.0.0.1", port=port, workspace_roots=[ws], tokens={TOKEN: "bench"})
+    # many clients behind one token: the per-token stream limit does not apply
+    settings = A2ASettings(
+        host="127.0.0.1", port=port, workspace_roots=[ws], tokens={TOKEN: "bench"}, max_streams_per_token=0
+    )
     run_server(cfg, settings)
 
 

@@ -378,6 +378,30 @@ async def spawn_median(make: Any, runs: int) -> float:
     return statistics.median(times)
 
 
+async def fake_model_env(fake: Server, tmp: Path) -> dict[str, str]:
+    """Waits for the fake OpenAI server to announce its URL; the environment of a devagent
+    server that uses it (and nothing of this shell's DEVAGENT_* settings)."""
+    m = None
+    while m is None:
+        await asyncio.sleep(0.05)
+        m = re.search(r"fake openai on (\S+)", fake.log.read_text(errors="replace"))
+        if fake.proc.poll() is not None:
+            raise RuntimeError(fake.log.read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
+    env.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "OPENAI_BASE_URL": m.group(1),
+            "OPENAI_API_KEY": "fake",
+            "DEVAGENT_PLAIN_APPROVAL": "server",
+            "DEVAGENT_DATA_DIR": str(tmp / "data"),
+            # many clients behind one token: the per-token stream limit does not apply
+            "DEVAGENT_MAX_STREAMS_PER_TOKEN": "0",
+        }
+    )
+    return env
+
+
 async def main(args: argparse.Namespace) -> None:
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1 and 5 min), {os.cpu_count()} cores")
     pg_name = ""
@@ -391,22 +415,7 @@ async def main(args: argparse.Namespace) -> None:
         fake = Server([sys.executable, __file__, "--serve-openai"], dict(os.environ), tmp / "openai.log")
         procs: list[Server] = [fake]
         try:
-            m = None
-            while m is None:
-                await asyncio.sleep(0.05)
-                m = re.search(r"fake openai on (\S+)", fake.log.read_text(errors="replace"))
-                if fake.proc.poll() is not None:
-                    raise RuntimeError(fake.log.read_text())
-            env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
-            env.update(
-                {
-                    "PYTHONUNBUFFERED": "1",
-                    "OPENAI_BASE_URL": m.group(1),
-                    "OPENAI_API_KEY": "fake",
-                    "DEVAGENT_PLAIN_APPROVAL": "server",
-                    "DEVAGENT_DATA_DIR": str(tmp / "data"),
-                }
-            )
+            env = await fake_model_env(fake, tmp)
             serve = [sys.executable, "-m", "devagent", "serve", "--port", "0", "--db", db_url]
             serve += [
                 "--workspace-root",

@@ -290,7 +290,13 @@ async def main(args: argparse.Namespace) -> None:
             env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
             # (the client is a plain A2A one: the replicas apply their own yolo mode to it)
             env.update(
-                {"PYTHONUNBUFFERED": "1", "DEVAGENT_BASE_URL": base_url, "DEVAGENT_PLAIN_APPROVAL": "server"}
+                {
+                    "PYTHONUNBUFFERED": "1",
+                    "DEVAGENT_BASE_URL": base_url,
+                    "DEVAGENT_PLAIN_APPROVAL": "server",
+                    # many clients behind one token: the per-token stream limit does not apply
+                    "DEVAGENT_MAX_STREAMS_PER_TOKEN": "0",
+                }
             )
             serve = [sys.executable, "-m", "devagent", "serve", "--port", "0", "--db", db_url]
             serve += ["--workspace-root", str(ws), "--token", TOKEN, "--approval", "yolo"]

@@ -56,6 +56,27 @@ async def measure(url: str, n: int) -> list[tuple[str, float, float]]:
             "save state, release the lease",
             lambda i, sid: store.save(sid, STATE, expected=2, owner=store.owner, release=True),
         )
+        # What a turn does now (issue 14): the lease with the insert, checkpoints in the saves.
+        leased = [str(uuid.uuid4()) for _ in range(n)]
+        await timed(
+            "create the session, leased", lambda i, sid: store.create_session(leased[i], STATE, lease_ttl=10)
+        )
+        await rows.ensure_table(store)
+
+        def with_checkpoint(sid: str) -> Any:
+            async def write(conn: Any) -> None:
+                await rows.add_in(conn, sid, time.time(), MESSAGE)
+
+            return store.save(sid, STATE, expected=3, owner=store.owner, append=[(1, MESSAGE)], also=[write])
+
+        def with_outcome(sid: str) -> Any:
+            async def write(conn: Any) -> None:
+                await rows.replace_data_in(conn, sid, 2, MESSAGE)
+
+            return store.save(sid, STATE, expected=4, owner=store.owner, append=[(2, MESSAGE)], also=[write])
+
+        await timed("save + message + checkpoint add", lambda i, sid: with_checkpoint(sid))
+        await timed("save + message + checkpoint outcome", lambda i, sid: with_outcome(sid))
     finally:
         await store.close()
     return out

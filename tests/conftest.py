@@ -16,6 +16,11 @@ import pytest
 # Tests never reach a network model, and never pick up the developer's own keys.
 for _var in ("DEVAGENT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
     os.environ.pop(_var, None)
+# The gRPC tests run servers and clients in this process; the pty tests then fork it. gRPC's fork
+# handlers (on by default in its C core) would run in the forked child before its exec and may
+# log into the child's terminal (an `epoll_wait error` line seen once in a pty test). Nothing here
+# forks to run gRPC in a child, so they are off (read when grpc is imported).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 PG_URL = os.environ.get("DEVAGENT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 

@@ -410,6 +410,14 @@ def serve(
             help="Log lines (one per request and per turn) as text or json",
         ),
     ] = "text",
+    max_streams_per_token: Annotated[
+        int | None,
+        typer.Option(
+            "--max-streams-per-token",
+            help="Streams one token may hold open at once, all bindings together (0: no limit; "
+            "default 32, or $DEVAGENT_MAX_STREAMS_PER_TOKEN)",
+        ),
+    ] = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -432,6 +440,7 @@ def serve(
             base_url=base_url,
             api_key=api_key,
             log_format=log_format,
+            max_streams_per_token=max_streams_per_token,
         )
     )
 

@@ -39,6 +39,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_client_http": ("DEVAGENT_MCP_CLIENT_HTTP", "mcp_client_http"),
     "mcp_client_url_prefixes": ("DEVAGENT_MCP_CLIENT_URL_PREFIXES", "mcp_client_url_prefixes"),
     "mcp_client_private_urls": ("DEVAGENT_MCP_CLIENT_PRIVATE_URLS", "mcp_client_private_urls"),
+    "outbound_allow": ("DEVAGENT_OUTBOUND_ALLOW", "outbound_allow"),
     "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
 }
@@ -186,6 +187,10 @@ def load_config(
     bad = [m for m in config.allowed_approval_modes if m not in APPROVAL_MODES]
     if bad:
         raise ConfigError(f"allowed approval modes: {bad} not among {', '.join(APPROVAL_MODES)}")
+    try:
+        config.outbound_networks()
+    except ValueError as e:
+        raise ConfigError(f"outbound_allow (DEVAGENT_OUTBOUND_ALLOW): {e}") from None
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if not config.lease_seconds > 0:

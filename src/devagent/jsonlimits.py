@@ -57,9 +57,11 @@ def depth_message(limit: int) -> str:
     return f"JSON nested deeper than {limit} levels"
 
 
-def positive_int_from_env(var: str, environ: Mapping[str, str] | None = None) -> int | None:
-    """A positive whole number from the environment variable `var`, None when unset; ValueError
-    names the variable when its value is not one."""
+def positive_int_from_env(
+    var: str, environ: Mapping[str, str] | None = None, *, zero: bool = False
+) -> int | None:
+    """A positive whole number (or 0, with `zero`) from the environment variable `var`, None
+    when unset; ValueError names the variable when its value is not one."""
     env = os.environ if environ is None else environ
     raw = env.get(var, "").strip().replace("_", "")
     if not raw:
@@ -68,6 +70,6 @@ def positive_int_from_env(var: str, environ: Mapping[str, str] | None = None) ->
         value = int(raw)
     except ValueError:
         raise ValueError(f"{var} must be a whole number, not {env.get(var)!r}") from None
-    if value <= 0:
-        raise ValueError(f"{var} must be positive")
+    if value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{var} must be {'0 or more' if zero else 'positive'}")
     return value

@@ -4,6 +4,7 @@ through the same handler, with the same tokens and dialects."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -171,13 +172,42 @@ def test_grpc_is_imported_only_when_served() -> None:
     import sys
 
     code = (
-        "import sys, devagent.a2a.app, devagent.a2a.handler, devagent.a2a.push;"
+        "import os, sys, devagent.a2a.app, devagent.a2a.handler, devagent.a2a.push;"
         "print('grpc' in sys.modules);"
         "import devagent.a2a.grpc_server;"
-        "print('grpc' in sys.modules)"
+        "print('grpc' in sys.modules);"
+        "print(os.environ.get('GRPC_ENABLE_FORK_SUPPORT', '-'))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True"]
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    # gRPC's fork handlers are turned off as it is imported, without a variable left behind for
+    # the agent's commands to inherit
+    assert out.stdout.split() == ["False", "True", "-"]
+
+
+def test_sdk_methods_are_untraced_unless_spans_can_be_recorded() -> None:
+    """Issue 14: with no OpenTelemetry SDK installed and OTEL_INSTRUMENTATION_A2A_SDK_ENABLED
+    unset, the a2a SDK's methods run without their tracing wrappers, and devagent sets no
+    variable a shell command would inherit; with the variable set to true they keep them."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, devagent.a2a.app;"
+        "from a2a.server.events.event_queue_v2 import EventQueueSource as Q;"
+        "from a2a.server.request_handlers.default_request_handler_v2 import DefaultRequestHandlerV2 as H;"
+        "print(hasattr(Q.enqueue_event, '__wrapped__'), hasattr(H._setup_active_task, '__wrapped__'),"
+        " os.environ.get('OTEL_INSTRUMENTATION_A2A_SDK_ENABLED'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"}
+    untraced = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert untraced.stdout.split() == ["False", "False", "None"]
+    env["OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"] = "true"
+    traced = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert traced.stdout.split() == ["True", "True", "true"]
 
 
 async def test_rest_json_and_grpc_version(script: Script, sqlite_url: str, workspace: Path) -> None:
@@ -200,6 +230,7 @@ async def test_rest_json_and_grpc_version(script: Script, sqlite_url: str, works
             assert task["status"]["state"] == "TASK_STATE_COMPLETED"
             md = task["metadata"]["devagent"]
             assert md["toolStats"] == [{"tool": "list_directory", "calls": 1, "failures": 0}]
+            assert md["usage"]["requests"] == 2 and md["usage"]["outputTokens"] > 0, md
             r = await c.get(srv.url + "rest/tasks/nope", headers={"Authorization": "Bearer wrong"})
             assert r.status_code == 401 and r.json()["error"]["status"] == "UNAUTHENTICATED"
             card = (await c.get(srv.url + ".well-known/agent-card.json")).json()

@@ -144,3 +144,42 @@ async def test_text_log_lines(fmt: str, tmp_path: Path, workspace: Path) -> None
         rf"INFO devagent\.a2a\.requests: request message/stream task={task_id} status=200 state=completed",
         text,
     ), text
+
+
+async def test_every_route_logged_and_counted_with_bounded_labels(tmp_path: Path, workspace: Path) -> None:
+    """Issue 13 item 4: the HTTP+JSON binding's and the Gemini CLI routes' requests get their
+    line and count too (a stream when it closes), labelled by route shape, ids replaced."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
+    args = ["--db", db, "--workspace-root", str(workspace), "--token", TOKEN, "--model", "demo"]
+    args += ["--no-sandbox", "--log-format", "json"]
+    log = tmp_path / "serve.log"
+    headers = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+    with serving(args, log) as srv:
+        async with httpx.AsyncClient(timeout=60) as client:
+            body = {"message": {"role": "ROLE_USER", "parts": [{"text": "hi"}], "messageId": "r1"}}
+            async with client.stream(
+                "POST", srv.url + "rest/message:stream", json=body, headers=headers
+            ) as resp:
+                assert resp.status_code == 200
+                text = "".join([chunk async for chunk in resp.aiter_text()])
+            task_id = re.search(r'"taskId"\s*:\s*"([^"]+)"', text) or re.search(r'"id"\s*:\s*"([^"]+)"', text)
+            assert task_id, text
+            tid = task_id.group(1)
+            assert (await client.get(srv.url + f"rest/tasks/{tid}", headers=headers)).status_code == 200
+            assert (await client.get(srv.url + "rest/tasks/nope-1", headers=headers)).status_code == 404
+            assert (await client.get(srv.url + "no/such/route/x1", headers=headers)).status_code == 404
+            assert (await client.get(srv.url + "no/such/route/x2", headers=headers)).status_code == 404
+            assert (await client.get(srv.url + "listCommands", headers=headers)).status_code == 200
+            m = (await client.get(srv.url + "metrics", headers=auth(TOKEN, ext=False))).text
+    assert _metric(m, "devagent_requests_total", method="POST /rest/message:stream", status="200") == 1
+    assert _metric(m, "devagent_requests_total", method="GET /rest/tasks/*", status="200") == 1
+    assert _metric(m, "devagent_requests_total", method="GET /rest/tasks/*", status="404") == 1
+    assert _metric(m, "devagent_requests_total", method="GET (no route)", status="404") == 2
+    assert _metric(m, "devagent_errors_total", kind="http_5xx") == 0
+    assert _metric(m, "devagent_requests_total", method="GET /listCommands", status="200") == 1
+    assert _metric(m, "devagent_open_streams") == 0
+    reqs = [x for x in _json_lines(log) if x.get("event") == "request"]
+    got = {(x["method"], x["task_id"], x["status"]) for x in reqs}
+    assert ("POST /rest/message:stream", "", 200) in got, got
+    assert ("GET /rest/tasks/*", tid, 200) in got and ("GET /rest/tasks/*", "nope-1", 404) in got
+    assert not any(x["method"].startswith("GET /metrics") for x in reqs)

@@ -346,10 +346,15 @@ class TerminalEditor(EditorClient):
         self.readers: dict[str, asyncio.Task[None]] = {}
         self.calls_made: list[str] = []
 
+    def note(self, call: str) -> None:
+        # Every call and every chunk of output wakes `until`: its predicates look at both.
+        self.calls_made.append(call)
+        self.changed.set()
+
     async def create_terminal(
         self, command: str, session_id: str, args: list[str] | None = None, cwd: str | None = None, **kw: Any
     ) -> CreateTerminalResponse:
-        self.calls_made.append("create")
+        self.note("create")
         tid = f"term-{len(self.procs)}"
         proc = await asyncio.create_subprocess_exec(
             command,
@@ -366,18 +371,19 @@ class TerminalEditor(EditorClient):
             assert proc.stdout is not None
             while chunk := await proc.stdout.read(4096):
                 self.output[tid] += chunk
+                self.changed.set()
 
         self.readers[tid] = asyncio.ensure_future(read())
         return CreateTerminalResponse(terminal_id=tid)
 
     async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
-        self.calls_made.append("wait")
+        self.note("wait")
         code = await self.procs[terminal_id].wait()
         await self.readers[terminal_id]
         return WaitForTerminalExitResponse(exit_code=code if code >= 0 else None, signal=None)
 
     async def terminal_output(self, session_id: str, terminal_id: str, **kw: Any) -> TerminalOutputResponse:
-        self.calls_made.append("output")
+        self.note("output")
         code = self.procs[terminal_id].returncode
         status = TerminalExitStatus(exit_code=code) if code is not None and code >= 0 else None
         return TerminalOutputResponse(
@@ -385,20 +391,20 @@ class TerminalEditor(EditorClient):
         )
 
     async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> KillTerminalResponse:
-        self.calls_made.append("kill")
+        self.note("kill")
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.procs[terminal_id].pid, 9)
         return KillTerminalResponse()
 
     async def release_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> ReleaseTerminalResponse:
-        self.calls_made.append("release")
+        self.note("release")
         return ReleaseTerminalResponse()
 
 
 async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_them(
     acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
 ) -> None:
-    slow = "echo started > started.txt; while [ ! -f release ]; do sleep 0.05; done"
+    slow = "echo started > started.txt; echo started; while [ ! -f release ]; do sleep 0.05; done"
     steps = [
         [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi; exit 3"}, "id": "t1"}}],
         [{"text": "Got: {last_tool_results}"}],
@@ -422,18 +428,21 @@ async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_the
 
         client.calls_made.clear()
         running = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("slow")]))
-        await client.until(lambda: "wait" in client.calls_made and (work_dir / "started.txt").exists())
+        # The command says "started" on stdout after creating its file: each chunk wakes `until`.
+        await client.until(lambda: "wait" in client.calls_made and b"started" in client.output.get("term-1", b""))
+        assert (work_dir / "started.txt").exists()
         await conn.cancel(session_id=new.session_id)
         assert (await asyncio.wait_for(running, TIMEOUT)).stop_reason == "cancelled"
         assert "kill" in client.calls_made and client.calls_made[-1] == "release"
         assert await asyncio.wait_for(client.procs["term-1"].wait(), TIMEOUT) < 0  # killed
 
 
-async def test_issue15_stop_reasons_refusal_and_max_turn_requests(
+async def test_issue15_stop_reasons_refusal_max_tokens_and_max_turn_requests(
     acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
 ) -> None:
     steps = [
         [{"refusal": "I can't help with that."}],
+        [{"truncated": "The answer goes on and on and"}],
         [{"tool_call": {"name": "list_directory", "args": {"path": "."}, "id": "l1"}}],
         [{"tool_call": {"name": "list_directory", "args": {"path": "."}, "id": "l2"}}],
     ]
@@ -447,6 +456,11 @@ async def test_issue15_stop_reasons_refusal_and_max_turn_requests(
         )
         assert resp.stop_reason == "refusal"
         assert client.text() == "I can't help with that."
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("long")]), TIMEOUT
+        )
+        assert resp.stop_reason == "max_tokens"  # cut off at the model's output token limit
+        assert "The answer goes on and on and" in client.text()
         resp = await asyncio.wait_for(
             conn.prompt(session_id=new.session_id, prompt=[text_block("loop")]), TIMEOUT
         )

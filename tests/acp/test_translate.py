@@ -160,6 +160,9 @@ def test_issue15_plan_commands_modes_and_stop_reasons() -> None:
     assert t.stop_reason(TurnEnd("max_steps_reached")) == "max_turn_requests"
     assert t.stop_reason(TurnEnd("cancelled")) == "cancelled"
     assert t.stop_reason(TurnEnd("error", error="x")) is None
+    assert t.stop_reason(TurnEnd("finished", finish_reason="content_filter")) == "refusal"
+    assert t.stop_reason(TurnEnd("finished", finish_reason="length")) == "max_tokens"
+    assert t.stop_reason(TurnEnd("finished", finish_reason="stop")) == "end_turn"
 
 
 def test_issue15_prompt_content_kinds() -> None:

@@ -435,8 +435,9 @@ def test_chat_remote_session_waiting_is_asked_again(
         t.expect("You said")
         t.prompt()
         t.line("/status")
-        t.expect(r"session ([0-9a-f-]{36})")
-        context = t.p.match.group(1)
+        # the tokens of the conversation so far, from the end of the turn's metadata
+        t.expect(r"· ([1-9][0-9,]*) tokens · session ([0-9a-f-]{36})")
+        context = t.p.match.group(2)
         t.prompt()
         t.line("write it")
         t.expect("Allow")

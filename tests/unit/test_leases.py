@@ -187,3 +187,53 @@ async def test_an_expired_lease_is_taken(two_cores: tuple[AgentCore, AgentCore],
     got = await b.store.claim(sid, owner_b, TTL, 0)
     assert isinstance(got, Lease), got
     assert await a.store.renew(sid, elsewhere_gone, TTL) is None  # the old owner lost it
+
+
+async def test_a_session_created_leased_holds_its_lease(
+    two_cores: tuple[AgentCore, AgentCore], tmp_path: Path, other_process: str
+) -> None:
+    """Issue 14: a session created `leased` (a new A2A conversation whose turn starts at once) is
+    stored holding its creator's lease, in the insert: another owner cannot claim it, its turn
+    needs no claim of its own (no write), and a lease its turn never used is given up."""
+    a, b = two_cores
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    session = await a.create_session([ws], leased=True)
+    read = await b.store.read_session(session.id)
+    assert read is not None and read.lease_owner == a.store.owner and read.lease_live
+    held = await b.store.claim(session.id, other_process, TTL, 0)
+    assert isinstance(held, Holder) and held.owner == a.store.owner
+
+    await session.release_unused_lease()
+    read = await b.store.read_session(session.id)
+    assert read is not None and read.lease_owner is None
+    got = await b.store.claim(session.id, other_process, TTL, 0)
+    assert isinstance(got, Lease) and got.revision == 0
+
+    plain = await a.create_session([ws])  # not leased: the lease is free
+    read = await b.store.read_session(plain.id)
+    assert read is not None and read.lease_owner is None
+
+
+async def test_writes_passed_to_a_save_share_its_transaction(
+    two_cores: tuple[AgentCore, AgentCore], tmp_path: Path
+) -> None:
+    """Issue 14: a checkpoint written with a session save (`also`) commits with it, and a save
+    refused as stale writes neither."""
+    from devagent.store import checkpoints as rows
+
+    a, _ = two_cores
+    sid = await new_session(a, tmp_path)
+    await rows.ensure_table(a.store)
+    seqs: list[int] = []
+
+    async def add(conn: Any) -> None:
+        seqs.append(await rows.add_in(conn, sid, time.time(), '{"n": 1}'))
+
+    _, state = await stored(a, sid)
+    with pytest.raises(StaleSession):
+        await a.store.save(sid, state, expected=5, owner=a.store.owner, also=[add])
+    assert seqs == [] and await rows.list_rows(a.store, sid) == []
+
+    assert await a.store.save(sid, state, expected=0, owner=a.store.owner, also=[add]) == 1
+    assert seqs == [1] and [r[0] for r in await rows.list_rows(a.store, sid)] == [1]

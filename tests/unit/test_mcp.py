@@ -5,6 +5,7 @@ written with the `mcp` SDK: stdio (a script run as a subprocess) and streamable 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import subprocess
 import sys
 import textwrap
@@ -383,3 +384,43 @@ async def test_b15_client_named_server_on_a_private_address_is_refused_by_defaul
     notices = [e.text for e in ev if isinstance(e, Notice)]
     assert any("web was not connected" in n and "loopback/private" in n for n in notices), notices
     assert not any(d["name"].startswith("web__") for d in s.tool_definitions())
+
+
+async def test_issue12_item4_client_named_mcp_server_connected_at_the_checked_address(
+    core_factory: Any, script: Any, workspace: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The address the policy checked is the one connected to (no second DNS answer: rebinding),
+    and the operator's networks (outbound_allow) let a non-global address in."""
+    from devagent import netpolicy
+
+    port = http_server.rsplit(":", 1)[1].split("/")[0]
+    url = f"http://localhost:{port}/mcp"  # the name the client gives; "DNS" answers below
+    answer = {"ip": "127.0.0.1"}
+
+    async def fake_lookup(host: str, port: int) -> list[Any]:
+        assert host == "localhost"
+        return [ipaddress.ip_address(answer["ip"])]
+
+    monkeypatch.setattr(netpolicy, "lookup", fake_lookup)
+    spec = script([[call("web__add", {"a": 1, "b": 2}, "p1")], [{"text": "{last_tool_results}"}]])
+    core = await core_factory(spec, outbound_allow=("127.0.0.0/8",))
+    s = await core.create_session([workspace], mcp_servers={"web": {"url": url}})
+    out = text_of(await collect(s.advance(UserPrompt("/mcp"))))
+    assert "web (http, from session settings): ready" in out, out
+    ev = await collect(s.advance(UserPrompt("add")))
+    ev = await collect(s.advance(Resume(decisions=[Decision("p1", "proceed_once")])))
+    assert final(ev, "p1").output.text == "3"
+
+    # The check's answer is an address where nothing listens: the connection goes there (and
+    # fails), although the system resolver would have found the server at localhost.
+    answer["ip"] = "127.0.0.2"
+    s2 = await core.create_session([workspace], mcp_servers={"web2": {"url": url}})
+    out = text_of(await collect(s2.advance(UserPrompt("/mcp"))))
+    assert "web2 (http, from session settings): failed" in out, out
+
+    # Without the operator's network, the same name is refused before any connection.
+    answer["ip"] = "127.0.0.1"
+    strict = await core_factory(spec)
+    s3 = await strict.create_session([workspace], mcp_servers={"web": {"url": url}})
+    out = text_of(await collect(s3.advance(UserPrompt("/mcp"))))
+    assert "refused: localhost resolves to 127.0.0.1" in out, out

@@ -533,3 +533,101 @@ async def test_http_error_from_the_server_is_a_model_http_error() -> None:
         with pytest.raises(ModelHTTPError) as err:
             await stream(model, [ModelRequest.user_text_prompt("hi")])
     assert err.value.status_code == 400 and "bad tool schema" in str(err.value)
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Pydantic serializer warnings"
+)  # dumping the loose chunk's string `created`
+def test_streamed_chunks_are_built_as_the_sdk_builds_them() -> None:
+    """Issue 14: a chunk that validates strictly is built by pydantic-core; one that does not goes to
+    the SDK's loose constructor, as before. Either way the model equals the SDK's own."""
+    import httpx2
+    from openai import AsyncOpenAI
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletionChunk
+
+    create_model("openai-compatible:m", base_url="http://127.0.0.1:9/v1", environ={})  # applies the patch
+    client = AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    response = httpx2.Response(200)
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1700000000, "model": "m"}
+
+    def choice(delta: dict[str, Any], finish: Any = None, **more: Any) -> dict[str, Any]:
+        return {"index": 0, "delta": delta, "finish_reason": finish, **more}
+
+    chunks: list[dict[str, Any]] = [
+        {**head, "choices": [choice({"role": "assistant", "reasoning_content": "hm"})], "extra": {"a": 1}},
+        {**head, "choices": [choice({"content": "Hello"})]},
+        {
+            **head,
+            "choices": [
+                choice(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "x",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ]
+                    }
+                )
+            ],
+        },
+        {
+            **head,
+            "choices": [choice({}, "tool_calls")],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6},
+        },
+        {
+            **head,
+            "choices": [
+                choice(
+                    {"content": "x"},
+                    logprobs={"content": [{"token": "x", "logprob": -1, "bytes": [120], "top_logprobs": []}]},
+                )
+            ],
+        },
+        {**head, "choices": [choice({}, "eos")]},  # not a declared finish reason: the SDK's constructor
+        {**head, "choices": None},  # malformed (pydantic-ai issue 5165): the SDK's constructor
+        {**head, "created": "1700000000", "choices": []},  # a string: kept as the SDK keeps it
+    ]
+    for data in chunks:
+        built = client._process_response_data(data=data, cast_to=ChatCompletionChunk, response=response)
+        loose = construct_type(type_=ChatCompletionChunk, value=data)
+        assert type(built) is ChatCompletionChunk
+        assert built == loose and built.model_dump() == loose.model_dump()
+        assert built.model_dump(exclude_unset=True) == loose.model_dump(exclude_unset=True)
+        assert built.to_dict() == loose.to_dict() and built.model_extra == loose.model_extra
+    first = client._process_response_data(data=chunks[0], cast_to=ChatCompletionChunk, response=response)
+    assert "extra" in first.model_fields_set  # built by validation (the loose constructor leaves extras out)
+    odd = client._process_response_data(data=chunks[5], cast_to=ChatCompletionChunk, response=response)
+    assert odd.choices[0].finish_reason == "eos"
+
+
+async def test_request_body_is_what_the_sdk_would_send() -> None:
+    """Issue 14: the wrapper around the OpenAI SDK's body transform gives what the SDK's own walk
+    gives, the first time a body's shape is seen and after (when the walk is skipped)."""
+    from openai._utils import _transform
+    from openai.resources.chat.completions import completions
+    from openai.types.chat import completion_create_params
+
+    create_model("openai-compatible:m", base_url="http://127.0.0.1:9/v1", environ={})  # applies the patch
+    kind = completion_create_params.CompletionCreateParamsStreaming
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    bodies: list[dict[str, Any]] = [
+        {"messages": [{"role": "user", "content": "hi"}], "model": "m", "stream": True, "tools": [tool]},
+        {"messages": [{"role": "user", "content": "again"}], "model": "n", "stream": True, "tools": [tool]},
+        {
+            "messages": [{"role": "user", "content": "x"}],
+            "model": "m",
+            "stream_options": {"include_usage": True},
+        },
+        {"messages": [{"role": "user", "content": "x"}], "model": "m", "stop": ("a", "b")},  # not plain JSON
+    ]
+    from openai import omit
+
+    bodies += [{**b, "temperature": omit, "seed": omit} for b in bodies]  # as the SDK's create() passes them
+    for body in bodies * 2:
+        sent = await completions.async_maybe_transform(body, kind)
+        assert sent == await _transform.async_maybe_transform(body, kind)

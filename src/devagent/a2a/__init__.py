@@ -19,6 +19,79 @@ from devagent.a2a.settings import A2ASettings
 GRPC_HANDLER_MODULE = "a2a.server.request_handlers.grpc_handler"
 sys.modules.setdefault(GRPC_HANDLER_MODULE, None)  # type: ignore[arg-type]
 
+# a2a-sdk wraps the methods of its request handlers, event queues and dispatchers in OpenTelemetry
+# spans (`a2a.utils.telemetry`): ~8 µs a call, ~60 calls a tool turn, each starting a no-op span
+# through the OpenTelemetry API's proxy tracer when nothing records them. Its own switch,
+# `OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false`, is read once when that module is imported but
+# would leak into the agent's shell commands if devagent set it, and keeps a wrapper (~6 µs) per
+# call. Instead, when nothing can record a span (the variable is unset and no OpenTelemetry SDK is
+# installed, or it is set to false), the module's decorators are replaced, as it is imported, by
+# ones that return the function or class undecorated (issue 14). With the variable set to true,
+# or with an OpenTelemetry SDK installed, the SDK's tracing is left as it is.
+TELEMETRY_MODULE = "a2a.utils.telemetry"
+TELEMETRY_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+
+
+def _leave_untraced(module: Any) -> None:
+    import importlib.util
+    import os
+
+    switch = os.environ.get(TELEMETRY_SWITCH)
+    if switch is None:
+        try:
+            recordable = importlib.util.find_spec("opentelemetry.sdk") is not None
+        except (ImportError, ValueError):
+            recordable = False
+    else:
+        recordable = switch.lower() == "true"
+    if recordable:
+        return
+
+    def trace_function(func: Any = None, **_: Any) -> Any:
+        return func if func is not None else (lambda f: f)
+
+    def trace_class(*_: Any, **__: Any) -> Any:
+        return lambda cls: cls
+
+    module.trace_function = trace_function
+    module.trace_class = trace_class
+
+
+class _UntracedSDKFinder:
+    """Finds `a2a.utils.telemetry` through the other finders and runs `_leave_untraced` on it as
+    soon as it is executed (before any SDK module imports its decorators); then steps aside."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != TELEMETRY_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+            _leave_untraced(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+if TELEMETRY_MODULE not in sys.modules and not any(type(f) is _UntracedSDKFinder for f in sys.meta_path):
+    sys.meta_path.insert(0, _UntracedSDKFinder())
+
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore, CoreConfig
 

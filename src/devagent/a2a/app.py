@@ -317,10 +317,11 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     from devagent.a2a.hygiene import ErrorHygiene
     from devagent.a2a.legacy_rest import rest_routes
     from devagent.a2a.observe import _STATE as _STATE_IN_BODY
-    from devagent.a2a.observe import Metrics, _state_name
+    from devagent.a2a.observe import Metrics, RouteLog, _state_name, quiet_client_mistakes
     from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
     from devagent.a2a.request import handoff
     from devagent.a2a.store import BufferedTaskStore
+    from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
 
     _patch_v03_final()
     settings.resolve_grpc_port()
@@ -335,6 +336,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         push_store,
         task_store,
         allow_private=settings.allow_private_webhooks,
+        allow=core.config.outbound_networks(),
         max_attempts=settings.push_max_attempts,
         backoff=settings.push_backoff,
         poll_interval=settings.push_poll_interval,
@@ -343,6 +345,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     )
     executor = DevagentExecutor(core, settings)
     metrics = executor.metrics = Metrics()  # issue 13 item 4
+    quiet_client_mistakes()  # a client's malformed request: one warning line, no traceback
 
     def new_task(task_id: str) -> None:
         push_store.new_task(task_id)
@@ -359,6 +362,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         extended_agent_card=card,
         interrupted_task_timeout=settings.interrupted_task_timeout,
     )
+    streams = handler.streams  # issue 12 item 2: open streams per token, on every binding
+    metrics.count_open_streams(streams.total)
     ctx_builder = V03ServerCallContextBuilder(DefaultServerCallContextBuilder())
     sdk_endpoint = create_jsonrpc_routes(
         handler,
@@ -480,6 +485,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         method = body.get("method")
         rid = body.get("id")
         params = body.get("params")
+        if method in STREAM_METHODS and not streams.enter(request.scope):
+            return JSONResponse(_rpc_error(rid, TOO_MANY_STREAMS, streams.message()))
         if method in _SEND_METHODS:
             _mend_send_params(body)
         if method in CUSTOM_METHODS:
@@ -576,13 +583,16 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            Middleware(RouteLog, metrics=metrics),  # a line per request of the other routes
             Middleware(ErrorHygiene),  # issue 12 item 3: no internals in any error
             Middleware(BodyLimit, limit=settings.max_body_bytes),  # issue 12 item 2
             Middleware(RestContentType),
+            Middleware(StreamSlots, limit=streams),  # issue 12 item 2: open streams per token
         ],
     )
     app.state.handler = handler
     app.state.executor = executor
     app.state.push_sender = sender
     app.state.card = card
+    app.state.streams = streams
     return BearerAuth(app, settings.tokens) if settings.tokens else app

@@ -24,7 +24,10 @@ LIMIT_ENV = {
     "max_json_depth": "DEVAGENT_MAX_JSON_DEPTH",
     "max_parts": "DEVAGENT_MAX_PARTS",
     "max_tools": "DEVAGENT_MAX_TOOLS",
+    "max_streams_per_token": "DEVAGENT_MAX_STREAMS_PER_TOKEN",  # also --max-streams-per-token
 }
+# limits where 0 means "no limit"
+ZERO_IS_UNLIMITED = frozenset(("max_streams_per_token",))
 
 
 def limit_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, int]:
@@ -33,7 +36,7 @@ def limit_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, 
 
     out: dict[str, int] = {}
     for name, var in LIMIT_ENV.items():
-        value = positive_int_from_env(var, environ)
+        value = positive_int_from_env(var, environ, zero=name in ZERO_IS_UNLIMITED)
         if value is not None:
             out[name] = value
     return out
@@ -75,6 +78,7 @@ def serve_command(
     api_key: str | None = None,
     log_level: str = "warning",
     log_format: str = "text",
+    max_streams_per_token: int | None = None,
 ) -> int:
     from devagent.config import ConfigError, load_config
     from devagent.preflight import StartError, check_db_url, check_model, report
@@ -118,6 +122,11 @@ def serve_command(
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    if max_streams_per_token is not None:  # the flag over the environment
+        if max_streams_per_token < 0:
+            print("devagent: --max-streams-per-token must be 0 (no limit) or more", file=sys.stderr)
+            return 2
+        limits["max_streams_per_token"] = max_streams_per_token
     plain_approval = os.environ.get("DEVAGENT_PLAIN_APPROVAL", "ask").strip().lower()
     if plain_approval not in ("ask", "deny", "server"):
         print(

@@ -47,6 +47,7 @@ from devagent.agent.events import (
     TurnEnd,
 )
 from devagent.faults import crash_point
+from devagent.rpcerrors import internal_error
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -93,10 +94,14 @@ def _mcp_servers(raw: Any) -> dict[str, dict[str, Any]] | None:
     return {str(k): v if isinstance(v, dict) else {} for k, v in raw.items()}
 
 
-def tool_extra(session: Session) -> dict[str, Any]:
-    """What the task's metadata keeps about tools (C2, C7): the client tool set in force, the
-    definitions last refused, and per-tool call and failure counts."""
+def task_extra(session: Session) -> dict[str, Any]:
+    """What the task's metadata keeps about the conversation: the client tool set in force, the
+    definitions last refused, per-tool call and failure counts (C2, C7), and the tokens the
+    conversation has used so far (what a remote `devagent chat` shows in its status line)."""
     out: dict[str, Any] = {}
+    u = session.state.usage
+    if u.requests or u.input_tokens or u.output_tokens:
+        out["usage"] = u.to_json()
     if session.state.tool_stats:
         out["tool_stats"] = {k: dict(v) for k, v in session.state.tool_stats.items()}
     rejected = (session.state.extra.get("a2a") or {}).get("client_tools_rejected") or []
@@ -106,6 +111,60 @@ def tool_extra(session: Session) -> dict[str, Any]:
             "rejected": list(rejected),
         }
     return out
+
+
+# What the pump hands the emitting loop in `_translate`, one small typed item per core event.
+
+
+@dataclass(slots=True)
+class _Text:
+    text: str
+
+
+@dataclass(slots=True)
+class _Tool:
+    call_id: str
+    status: ToolCallStatus
+    json: dict[str, Any]  # the update as the dialect sends it, taken when it happened
+
+
+@dataclass(slots=True)
+class _Thought:
+    subject: str
+    text: str
+
+
+@dataclass(slots=True)
+class _Notice:
+    text: str
+    level: str
+
+
+@dataclass(slots=True)
+class _End:
+    """How the turn stopped: the task state, its error text, the status message's parts, and
+    the reply (an artifact and the final message) when it finished."""
+
+    state: TaskState
+    error: str | None = None
+    parts: list[Part] | None = None
+    reply: str = ""
+
+
+@dataclass(slots=True)
+class _Refused:
+    """The core refused the input before anything changed."""
+
+    state: TaskState
+    text: str
+
+
+class _Done:
+    __slots__ = ()
+
+
+_DONE = _Done()
+_Item = _Text | _Tool | _Thought | _Notice | _End | _Refused | _Done
 
 
 @dataclass(slots=True)
@@ -181,6 +240,9 @@ class DevagentExecutor(AgentExecutor):
             extra={"a2a": {"context_id": context_id, "owner": owner}},
             # B15: the client's MCP servers; the core applies server policy to them.
             mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,
+            # A contextId generated for this request: no other request can name it yet, and its
+            # turn starts now; stored holding the lease (one write fewer).
+            leased=new_context,
         )
 
     def model_name(self, session: Session | None) -> str:
@@ -255,6 +317,21 @@ class DevagentExecutor(AgentExecutor):
             await em.emit(FAILED, ext.STATE_CHANGE, Part(text=str(e)), error=str(e))
             return
         assert session is not None
+        try:
+            await self._run(session, prepared, lreq, em, previous_state, running)
+        finally:
+            if new_context:  # created holding its lease for a turn that may not have started
+                await session.release_unused_lease()
+
+    async def _run(
+        self,
+        session: Session,
+        prepared: Prepared,
+        lreq: legacy.LegacyRequest | None,
+        em: Emitter,
+        previous_state: TaskState | None,
+        running: _Running,
+    ) -> None:
         em.model = self.model_name(session)
         await em.emit(WORKING, ext.STATE_CHANGE)
         crash_point("a2a.working_sent")
@@ -287,7 +364,7 @@ class DevagentExecutor(AgentExecutor):
                 WORKING,
                 ext.TEXT_CONTENT,
                 [Part(text=text), data_part(data, {"type": ct.REJECTED_TYPE, "format": ct.FORMAT})],
-                extra=tool_extra(session),
+                extra=task_extra(session),
             )
 
     async def _translate(
@@ -304,7 +381,7 @@ class DevagentExecutor(AgentExecutor):
         into one text, thought pieces of one subject into one thought, and successive EXECUTING
         snapshots of one call into the latest (its `live_content` replaces the earlier one
         anyway). An idle stream sends every piece as it comes."""
-        buf: deque[tuple[Any, ...]] = deque()
+        buf: deque[_Item] = deque()
         wake = asyncio.Event()
         tool_json = em.tool_json
 
@@ -325,21 +402,21 @@ class DevagentExecutor(AgentExecutor):
                         record.event(ev)
                     if in_thought and not isinstance(ev, ThoughtDelta):
                         if held:
-                            buf.append(("thought", thought_subject, held))
+                            buf.append(_Thought(thought_subject, held))
                         thought_subject = held = ""
                         in_thought = False
                     if isinstance(ev, TextDelta):
                         if ev.text:
-                            buf.append(("text", ev.text))
+                            buf.append(_Text(ev.text))
                             reply.append(ev.text)
                     elif isinstance(ev, ToolCallUpdate):
                         reply.clear()  # text before a tool call is not the reply
                         c = ev.call
-                        buf.append(("tool", c.id, c.status, tool_json(c)))
+                        buf.append(_Tool(c.id, c.status, tool_json(c)))
                     elif isinstance(ev, ThoughtDelta):
                         if ev.subject:
                             thought_subject = ev.subject
-                            buf.append(("thought", ev.subject, ev.text))
+                            buf.append(_Thought(ev.subject, ev.text))
                         elif held or (not in_thought and ev.text.startswith("*")):
                             # A thought opening with a bold title: hold it until the title is whole.
                             held += ev.text
@@ -347,42 +424,41 @@ class DevagentExecutor(AgentExecutor):
                                 thought_subject, rest = split_subject(held)
                                 held = ""
                                 if rest:
-                                    buf.append(("thought", thought_subject, rest))
+                                    buf.append(_Thought(thought_subject, rest))
                             elif len(held) > 200 or not held.startswith("**"[: len(held)]):
-                                buf.append(("thought", thought_subject, held))
+                                buf.append(_Thought(thought_subject, held))
                                 held = ""
                         else:
-                            buf.append(("thought", thought_subject, ev.text))
+                            buf.append(_Thought(thought_subject, ev.text))
                         in_thought = True
                     elif isinstance(ev, Notice):
-                        buf.append(("notice", ev.text, ev.level))
+                        buf.append(_Notice(ev.text, ev.level))
                     elif isinstance(ev, NeedsInput):
                         # the requests and the calls the client runs go out with the pause itself
-                        buf.append(("end", INPUT_REQUIRED, None, em.pause_parts(ev.calls)))
+                        buf.append(_End(INPUT_REQUIRED, parts=em.pause_parts(ev.calls)))
                     elif isinstance(ev, TurnEnd):
                         if ev.reason == "cancelled":
-                            buf.append(("end", CANCELED, None, None))
+                            buf.append(_End(CANCELED))
                         elif ev.reason in ("error", "interrupted"):
                             text = ev.error or ev.reason
-                            buf.append(("end", FAILED, text, [Part(text=text)]))
+                            buf.append(_End(FAILED, text, [Part(text=text)]))
                         elif ev.reason == "max_steps_reached":
                             msg = ev.error or "maximum number of steps reached"
-                            buf.append(
-                                ("end", COMPLETED, "maximum number of steps reached", [Part(text=msg)])
-                            )
+                            buf.append(_End(COMPLETED, "maximum number of steps reached", [Part(text=msg)]))
                         else:
-                            buf.append(("end", COMPLETED, None, None, "".join(reply)))
+                            buf.append(_End(COMPLETED, reply="".join(reply)))
                     else:  # StepBegin / StatusUpdate carry nothing the extension sends
                         continue
                     wake.set()
             except InputError as e:
                 # Refused before anything changed: the task stays as it was.
                 state = previous_state if previous_state == INPUT_REQUIRED else FAILED
-                buf.append(("refused", state, str(e)))
+                buf.append(_Refused(state, str(e)))
             except Exception as e:
-                log.exception("session %s failed", session.id)
-                buf.append(("end", FAILED, f"{type(e).__name__}: {e}", None))
-            buf.append(("done",))
+                # the client gets a reference, the log the detail (issue 12 item 3)
+                text = internal_error(repr(e), what=f"the turn of session {session.id}", exc_info=e)
+                buf.append(_End(FAILED, text, [Part(text=text)]))
+            buf.append(_DONE)
             wake.set()
 
         # Let the SDK deliver what is already queued (the Task, `working`) before the turn's
@@ -398,48 +474,61 @@ class DevagentExecutor(AgentExecutor):
                     await wake.wait()
                     continue
                 item = buf.popleft()
-                kind = item[0]
-                if kind == "text":
-                    if buf and buf[0][0] == "text":
-                        pieces = [item[1]]
-                        while buf and buf[0][0] == "text":
-                            pieces.append(buf.popleft()[1])
-                        item = ("text", "".join(pieces))
-                    await em.text(item[1])
-                elif kind == "tool":
-                    if item[2] == ToolCallStatus.EXECUTING:
-                        while buf and buf[0][0] == "tool" and buf[0][1] == item[1] and buf[0][2] == item[2]:
-                            item = buf.popleft()
-                    await em.data(ext.TOOL_CALL_UPDATE, item[3])
-                elif kind == "thought":
-                    if buf and buf[0][0] == "thought" and buf[0][1] == item[1]:
-                        pieces = [item[2]]
-                        while buf and buf[0][0] == "thought" and buf[0][1] == item[1]:
-                            pieces.append(buf.popleft()[2])
-                        item = ("thought", item[1], "".join(pieces))
-                    await em.data(ext.THOUGHT, ext.thought_json(item[1], item[2]))
-                elif kind == "notice":
+                if isinstance(item, _Text):
+                    text = item.text
+                    if buf and isinstance(buf[0], _Text):
+                        pieces = [text]
+                        while buf and isinstance(more := buf[0], _Text):
+                            pieces.append(more.text)
+                            buf.popleft()
+                        text = "".join(pieces)
+                    await em.text(text)
+                elif isinstance(item, _Tool):
+                    latest = item
+                    if item.status == ToolCallStatus.EXECUTING:
+                        while (
+                            buf
+                            and isinstance(newer := buf[0], _Tool)
+                            and newer.call_id == item.call_id
+                            and newer.status == item.status
+                        ):
+                            latest = newer
+                            buf.popleft()
+                    await em.data(ext.TOOL_CALL_UPDATE, latest.json)
+                elif isinstance(item, _Thought):
+                    thought = item.text
+                    if buf and isinstance(buf[0], _Thought):
+                        pieces = [thought]
+                        while buf and isinstance(same := buf[0], _Thought) and same.subject == item.subject:
+                            pieces.append(same.text)
+                            buf.popleft()
+                        thought = "".join(pieces)
+                    await em.data(ext.THOUGHT, ext.thought_json(item.subject, thought))
+                elif isinstance(item, _Notice):
                     await em.emit(
-                        WORKING, ext.TEXT_CONTENT, Part(text=item[1]), item[1] if item[2] == "error" else None
+                        WORKING,
+                        ext.TEXT_CONTENT,
+                        Part(text=item.text),
+                        item.text if item.level == "error" else None,
                     )
-                elif kind == "end":
+                elif isinstance(item, _End):
                     if not ended:
                         ended = True
                         # (the session has stored the pause or the end; the task store not yet)
                         crash_point("a2a.turn_stored")
-                        parts = item[3]
-                        if len(item) > 4 and item[4]:  # the reply: an artifact, the final message
-                            parts = await em.reply(item[4])
+                        parts = item.parts
+                        if item.reply:  # the reply: an artifact, the final message
+                            parts = await em.reply(item.reply)
                         await em.emit(
-                            item[1], ext.STATE_CHANGE, parts, error=item[2], extra=tool_extra(session)
+                            item.state, ext.STATE_CHANGE, parts, error=item.error, extra=task_extra(session)
                         )
-                elif kind == "refused":
+                elif isinstance(item, _Refused):
                     ended = True
-                    parts = [Part(text=item[2])]
+                    parts = [Part(text=item.text)]
                     waiting = [c for c in session.waiting_calls() if c.awaiting_client]
-                    if item[1] == INPUT_REQUIRED and waiting:  # the calls still wait: say so again
+                    if item.state == INPUT_REQUIRED and waiting:  # the calls still wait: say so again
                         parts.append(tool_calls_part(waiting))
-                    await em.emit(item[1], ext.STATE_CHANGE, parts, error=item[2])
+                    await em.emit(item.state, ext.STATE_CHANGE, parts, error=item.text)
                 else:  # done
                     break
         finally:

@@ -11,6 +11,7 @@ Imported only when `serve --grpc-port` asks for gRPC: grpcio adds to the cold st
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,18 @@ from devagent.a2a import GRPC_HANDLER_MODULE
 
 if sys.modules.get(GRPC_HANDLER_MODULE, False) is None:
     del sys.modules[GRPC_HANDLER_MODULE]  # deferred by devagent.a2a: loaded now
+
+
+# grpcio with its fork handlers off, unless the operator says otherwise: devagent forks only to
+# exec (shell commands, MCP servers), and gRPC's handlers, on by default in its C core, would run
+# in each such child before its exec (and may log there). The variable is read when grpc is
+# imported; it is set for that moment only, so the agent's commands do not inherit it.
+if "GRPC_ENABLE_FORK_SUPPORT" not in os.environ:
+    os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+    try:
+        import grpc  # type: ignore[import-untyped]
+    finally:
+        del os.environ["GRPC_ENABLE_FORK_SUPPORT"]
 
 import grpc  # type: ignore[import-untyped]
 import grpc.aio  # type: ignore[import-untyped]
@@ -35,9 +48,10 @@ from a2a.utils.errors import (
 )
 
 from devagent.a2a.app import TokenCheck
+from devagent.a2a.streams import StreamLimit
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 
     from a2a.server.context import ServerCallContext
     from a2a.server.request_handlers import RequestHandler
@@ -125,6 +139,51 @@ class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return grpc.unary_unary_rpc_method_handler(deny_unary, **kw)
 
 
+async def _aclose(stream: AsyncIterable[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+class _StreamCounting(GrpcHandler):
+    """The SDK's servicer, with its two streaming methods counted against the open streams per
+    token (issue 12 item 2): refused RESOURCE_EXHAUSTED before the handler is called, released
+    in the call's own `finally` however the stream ends (a cancelled call included). The methods
+    write with `context.write` instead of being generators, so that a cancellation always lands
+    in this frame (a generator left suspended at a `yield` would be closed only when collected)."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        builder: _ContextBuilder,
+        streams: StreamLimit,
+        check: TokenCheck | None,
+    ) -> None:
+        super().__init__(handler, builder)
+        self._streams = streams
+        self._check = check
+
+    async def _counted(self, stream: AsyncIterable[Any], context: grpc.aio.ServicerContext) -> None:
+        name = self._check(_metadata(context).get("authorization")) if self._check else None
+        slot = self._streams.acquire(name or "")
+        if slot is None:
+            await _aclose(stream)  # never started: nothing ran
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._streams.message())
+            return
+        try:
+            async for item in stream:
+                await context.write(item)
+        finally:
+            slot.release()
+            await _aclose(stream)
+
+    async def SendStreamingMessage(self, request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
+        await self._counted(GrpcHandler.SendStreamingMessage(self, request, context), context)
+
+    async def SubscribeToTask(self, request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
+        await self._counted(GrpcHandler.SubscribeToTask(self, request, context), context)
+
+
 # A2A 1.0's table of error mappings (5.4) says UNIMPLEMENTED for these three; a2a-sdk 1.3.0 maps
 # them to FAILED_PRECONDITION. Its handler reads this module-level table per error.
 for _error in (UnsupportedOperationError, PushNotificationNotSupportedError, VersionNotSupportedError):
@@ -135,7 +194,8 @@ async def start_grpc(handler: RequestHandler, settings: A2ASettings) -> grpc.aio
     """Serves `handler` over gRPC on `settings.grpc_port` (already resolved, not 0)."""
     check = TokenCheck(settings.tokens) if settings.tokens else None
     server = grpc.aio.server(interceptors=[_BearerInterceptor(check)] if check else [])
-    servicer = GrpcHandler(handler, _ContextBuilder(check))
+    streams = getattr(handler, "streams", None) or StreamLimit(settings.max_streams_per_token)
+    servicer = _StreamCounting(handler, _ContextBuilder(check), streams, check)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     server.add_insecure_port(f"{host}:{settings.grpc_port}")

@@ -45,6 +45,7 @@ from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import Prepared, handoff
+from devagent.a2a.streams import StreamLimit
 from devagent.agent.events import InputError, Resume
 
 if TYPE_CHECKING:
@@ -202,6 +203,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         )
         self.devagent = executor
         self.store = task_store
+        # Open streams per token (issue 12 item 2), counted by each binding's door
+        self.streams = StreamLimit(executor.settings.max_streams_per_token)
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         msg = params.message

@@ -151,6 +151,8 @@ def rest_routes(
         from a2a.compat.v0_3 import conversions
         from a2a.utils import proto_utils
 
+        if not handler.streams.enter(request.scope):  # issue 12 item 2: before any task exists
+            return _error(429, handler.streams.message())
         msg = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,

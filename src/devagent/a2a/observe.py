@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd
@@ -82,7 +82,14 @@ class Metrics:
             registry=r,
         )
         pending.set_function(lambda: sum(self._pending.values()))
-        self.open_streams = Gauge("devagent_open_streams", "Open SSE response streams", registry=r)
+        self.open_streams = Gauge(
+            "devagent_open_streams", "Open response streams (SSE and gRPC), all tokens", registry=r
+        )
+
+    def count_open_streams(self, total: Callable[[], int]) -> None:
+        """The open-streams gauge reads the per-token stream count (a2a/streams.py), the one
+        place every binding's streams are counted."""
+        self.open_streams.set_function(total)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -109,9 +116,8 @@ class Metrics:
     async def stream(
         self, body: AsyncIterable[Any], method: str, task: str | None, status: int, started: float
     ) -> AsyncIterator[Any]:
-        """An SSE body, counted as an open stream while it is sent; its request's line is logged
+        """An SSE body (counted open by the stream limit, not here); its request's line is logged
         when it closes, with the task and the last state it carried."""
-        self.open_streams.inc()
         state = ""
         try:
             async for chunk in body:
@@ -127,7 +133,6 @@ class Metrics:
             aclose = getattr(body, "aclose", None)
             if aclose is not None:
                 await aclose()
-            self.open_streams.dec()
             self.request(method, task, status, started, _state_name(state) if state else "")
 
 
@@ -259,3 +264,79 @@ def configure_logging(fmt: str) -> None:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+_TASK_IN_PATH = re.compile(r"/tasks/([^/:]+)")
+_CONFIG_IN_PATH = re.compile(r"/pushNotificationConfigs/([^/:]+)")
+_QUIET_PATHS = frozenset(("/", "/healthz", "/metrics"))  # JSON-RPC logs itself; probes are noise
+
+
+class RouteLog:
+    """One log line and one count per request of every HTTP route but JSON-RPC's (which logs its
+    JSON-RPC method itself, `rpc` in app.py) and the probes: the HTTP+JSON binding, the Gemini CLI
+    routes (B16), the card. The label is the method and the path with ids replaced (`GET
+    /rest/tasks/*`), so the metric's label set stays bounded; a path no route has is `(no
+    route)`. A stream (SSE) counts as open until it closes and is logged then. Plain ASGI, so that
+    a streamed body passes through untouched (Starlette's BaseHTTPMiddleware would buffer it)."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path", "") in _QUIET_PATHS:
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        path: str = scope.get("path", "")
+        found = _TASK_IN_PATH.search(path)
+        task = found.group(1)[:64] if found else None
+        shape = _CONFIG_IN_PATH.sub("/pushNotificationConfigs/*", _TASK_IN_PATH.sub("/tasks/*", path))
+        status = 500
+        stream = False
+        done = False
+
+        async def sending(message: Any) -> None:
+            nonlocal status, stream, done
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                ctype = dict(message.get("headers") or []).get(b"content-type", b"")
+                stream = ctype.startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                done = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            routed = "endpoint" in scope  # set by the router on the (shared) scope when a route matched
+            label = f"{scope.get('method', '?')} {shape if routed else '(no route)'}"
+            self.metrics.request(label[:200], task, status if done or stream else 500, started)
+
+
+# The a2a SDK's loggers that report a client's malformed request with `logger.exception`.
+_SDK_REQUEST_LOGGERS = ("a2a.compat.v0_3.jsonrpc_adapter", "a2a.server.routes.jsonrpc_dispatcher")
+
+
+class _ClientMistakeInOneLine(logging.Filter):
+    """A request that fails the SDK's validation is the client's mistake, answered with a
+    JSON-RPC error; the SDK logs it with a traceback at error level. Here it becomes one warning
+    line with the reason's first line (the client's own error object says the rest)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and str(record.msg).startswith("Failed to validate"):
+            exc = record.exc_info[1]
+            first = (str(exc).strip().splitlines() or [""])[0]
+            record.msg = f"{record.getMessage()}: {first}"[:300]
+            record.args = ()
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def quiet_client_mistakes() -> None:
+    """Installs `_ClientMistakeInOneLine` on the SDK's request loggers (once)."""
+    for name in _SDK_REQUEST_LOGGERS:
+        sdk_logger = logging.getLogger(name)
+        if not any(isinstance(f, _ClientMistakeInOneLine) for f in sdk_logger.filters):
+            sdk_logger.addFilter(_ClientMistakeInOneLine())

@@ -135,17 +135,25 @@ def progress_text(call: ToolCall) -> str | None:
     return None
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
 def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
     """The task metadata the RFC dialect keeps about tools, in A2A's own JSON style (camelCase
     field names, no data as keys; TCK DM-SERIAL-001): `toolStats` a list of
-    `{tool, calls, failures}`, `clientTools` `{accepted, rejected}`. Extension clients keep the
-    RFC dialect's `tool_stats` / `client_tools` under the extension's URI."""
+    `{tool, calls, failures}`, `clientTools` `{accepted, rejected}`, `usage` `{inputTokens, ...}`.
+    Extension clients keep the RFC dialect's `tool_stats` / `client_tools` / `usage` under the
+    extension's URI."""
     md: dict[str, Any] = {}
     for key, value in extra.items():
         if key == "tool_stats":
             md["toolStats"] = [{"tool": name, **stats} for name, stats in sorted(value.items())]
         elif key == "client_tools":
             md["clientTools"] = value
+        elif key == "usage":
+            md["usage"] = {_camel(k): v for k, v in value.items()}
         else:
             md[key] = value
     return md

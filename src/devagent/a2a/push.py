@@ -31,7 +31,8 @@ from a2a.server.tasks.database_push_notification_config_store import DatabasePus
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
 from devagent.faults import crash_point
-from devagent.netpolicy import check_outbound_url, pinned_request, resolve_outbound_url
+from devagent.lru import LRU
+from devagent.netpolicy import IPNetwork, check_outbound_url, pinned_request, resolve_outbound_url
 from devagent.store import push_queue
 
 if TYPE_CHECKING:
@@ -46,14 +47,21 @@ log = logging.getLogger(__name__)
 
 _PRIVATE_HINT = "start the server with --allow-private-webhooks"
 
+# Per-process caches of the push tables (issue 12 item 5): registrations read or written, and
+# tasks known to have configs or none.
+REGISTRATIONS_IN_MEMORY = 4096
+TASKS_KNOWN_IN_MEMORY = 10_000
+
 # The header naming a queued notification: a webhook may use it to drop the rare duplicate (a
 # delivery that outlived its lease, or cut short by a shutdown, is sent again).
 NOTIFICATION_ID_HEADER = "X-Devagent-Notification-Id"
 
 
-async def check_webhook_url(url: str, allow_private: bool) -> str | None:
+async def check_webhook_url(url: str, allow_private: bool, allow: tuple[IPNetwork, ...] = ()) -> str | None:
     """None if the URL may be called, else the reason it may not."""
-    return await check_outbound_url(url, allow_private=allow_private, what="webhook URL", hint=_PRIVATE_HINT)
+    return await check_outbound_url(
+        url, allow_private=allow_private, what="webhook URL", hint=_PRIVATE_HINT, allow=allow
+    )
 
 
 def _is_v03(context: ServerCallContext) -> bool:
@@ -81,17 +89,19 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.registered: dict[tuple[str, str], tuple[str, str]] = {}
+        # Both are caches of the database, bounded (issue 12 item 5): what one drops is read
+        # again from the configs and registrations tables when next needed.
+        # (task id, config id) -> (protocol version, owner) it was registered with
+        self.registered: LRU[tuple[str, str], tuple[str, str]] = LRU(REGISTRATIONS_IN_MEMORY)
         # task id -> whether it has configs; spares a database query per event for the many
         # tasks that have none
-        self._has_configs: dict[str, bool] = {}
+        self._has_configs: LRU[str, bool] = LRU(TASKS_KNOWN_IN_MEMORY)
 
     def new_task(self, task_id: str) -> None:
         """A task created in this process has no configs until one is set (the SDK sets the
         configs given with the message right after creating the task)."""
-        if len(self._has_configs) > 10_000:
-            self._has_configs.clear()
-        self._has_configs.setdefault(task_id, False)
+        if task_id not in self._has_configs:
+            self._has_configs[task_id] = False
 
     def known_without_configs(self, task_id: str) -> bool:
         return self._has_configs.get(task_id) is False
@@ -100,8 +110,6 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
         if self._has_configs.get(task_id) is False:
             return []
         configs: list[TaskPushNotificationConfig] = await super().get_info_for_dispatch(task_id)
-        if len(self._has_configs) > 10_000:
-            self._has_configs.clear()
         self._has_configs[task_id] = bool(configs)
         return configs
 
@@ -131,10 +139,12 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
     async def registration(self, task_id: str, config_id: str) -> tuple[str, str]:
         """(protocol version, owner) of a config; 1.0 for configs registered elsewhere."""
         key = (task_id, config_id)
-        if key not in self.registered:
+        entry = self.registered.get(key)
+        if entry is None:
             found = await push_queue.load_registration(self.engine, task_id, config_id)
-            self.registered[key] = found if found is not None else ("1.0", "")
-        return self.registered[key]
+            entry = found if found is not None else ("1.0", "")
+            self.registered[key] = entry
+        return entry
 
 
 def _json(body: Any) -> str:
@@ -167,6 +177,7 @@ class QueuedPushSender(PushNotificationSender):
         task_store: TaskStore,
         *,
         allow_private: bool = False,
+        allow: tuple[IPNetwork, ...] = (),
         max_attempts: int = 5,
         backoff: float = 0.5,
         poll_interval: float = 2.0,
@@ -179,6 +190,7 @@ class QueuedPushSender(PushNotificationSender):
         self._task_store = task_store
         self._engine: AsyncEngine = engine if engine is not None else store.engine
         self._allow_private = allow_private
+        self._allow = allow  # the operator's networks (netpolicy)
         self._max_attempts = max(1, max_attempts)
         self._backoff = backoff
         self._poll = poll_interval
@@ -208,7 +220,7 @@ class QueuedPushSender(PushNotificationSender):
     async def validate_url(self, url: str) -> bool:
         """True for an allowed webhook; a refused one raises InvalidParamsError with the reason
         (the SDK's own error would say only "Invalid push notification URL")."""
-        reason = await check_webhook_url(url, self._allow_private)
+        reason = await check_webhook_url(url, self._allow_private, self._allow)
         if reason:
             from a2a.utils.errors import InvalidParamsError
 
@@ -374,7 +386,11 @@ class QueuedPushSender(PushNotificationSender):
     async def _post(self, item: push_queue.Item) -> str:
         """'sent', 'retry' (worth another attempt) or 'refused' (never worth one)."""
         reason, ip = await resolve_outbound_url(
-            item.url, allow_private=self._allow_private, what="webhook URL", hint=_PRIVATE_HINT
+            item.url,
+            allow_private=self._allow_private,
+            what="webhook URL",
+            hint=_PRIVATE_HINT,
+            allow=self._allow,
         )
         if reason:
             log.warning("push for task %s not sent to %s: %s", item.task_id, item.url, reason)

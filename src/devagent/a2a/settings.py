@@ -57,11 +57,12 @@ class A2ASettings:
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
     # Limits on what a client sends (issue 12 item 2), far above what a real client needs: the
     # request body (HTTP 413), JSON nesting (checked before parsing), parts and tool definitions
-    # in one message.
+    # in one message, streams a token may hold open at once (every binding's; 0: no limit).
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_json_depth: int = DEFAULT_MAX_DEPTH
     max_parts: int = 1000
     max_tools: int = 512
+    max_streams_per_token: int = 32
 
     def __post_init__(self) -> None:
         self.workspace_roots = [Path(p).resolve() for p in (self.workspace_roots or [Path.cwd()])]

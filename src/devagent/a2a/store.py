@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 from a2a.server.tasks import TaskStore
 from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
-from sqlalchemy import Text, and_, cast, func, select
+
+from devagent.lru import LRU
+from devagent.store.tasks import Signature, TaskRows
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from a2a.server.tasks import DatabaseTaskStore
     from a2a.types import ListTasksRequest, ListTasksResponse
-    from sqlalchemy import Select
     from sqlalchemy.ext.asyncio import AsyncSession
 
 log = logging.getLogger(__name__)
@@ -46,15 +47,13 @@ log = logging.getLogger(__name__)
 # The state a task is in while a turn runs: written behind. The task's creation (submitted) and
 # every state a turn stops in (input-required, completed, failed, canceled, ...) are written at once.
 _BUFFERED = frozenset((TaskState.TASK_STATE_WORKING,))
+# Ids of tasks created in this process and not saved yet, remembered at most
+FRESH_IDS_IN_MEMORY = 10_000
 
 # Stored tasks kept in memory after a save or a read: enough for every task a busy process is
 # running, bounded in bytes (serialized size) so long histories cannot hold much memory.
 CACHE_TASKS = 256
 CACHE_BYTES = 64 * 1024 * 1024
-
-# What identifies one version of a stored row: its `last_updated` and the text length of each JSON
-# column, as the database reports them.
-Signature = tuple[Any, ...]
 
 
 @dataclass(slots=True)
@@ -133,17 +132,17 @@ class BufferedTaskStore(TaskStore):
         self._locks: dict[str, asyncio.Lock] = {}
         # Ids of tasks this process just created (the SDK generated the id) and has not saved yet:
         # the SDK looks each up two or three times before its first save, and none can be stored.
-        self._fresh: set[str] = set()
+        # Bounded (issue 12 item 5): an id dropped is looked up in the database, which has no row.
+        self._fresh: LRU[str, None] = LRU(FRESH_IDS_IN_MEMORY)
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_bytes = 0
         self.cache_hits = 0
         self.cache_misses = 0
+        self._rows = TaskRows(inner.task_model, inner.engine.dialect.name)
 
     def new_task(self, task_id: str) -> None:
         """`task_id` was generated for a new task in this process: not in the database yet."""
-        if len(self._fresh) > 10_000:  # ids of requests that failed before their first save
-            self._fresh.clear()
-        self._fresh.add(task_id)
+        self._fresh[task_id] = None  # (ids of requests that failed before their first save age out)
 
     async def initialize(self) -> None:
         await self.inner.initialize()
@@ -155,7 +154,7 @@ class BufferedTaskStore(TaskStore):
         return lock
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        self._fresh.discard(task.id)
+        self._fresh.pop(task.id)
         join_tail(task)
         if task.status.state in _BUFFERED:
             # The SDK passes the task object it keeps mutating; holding the reference means the
@@ -207,23 +206,10 @@ class BufferedTaskStore(TaskStore):
 
     # --- the stored tasks, through the cache ------------------------------------------------------
 
-    def _signature_of(self) -> Select[Any]:
-        m = self.inner.task_model
-        return select(
-            m.last_updated,
-            func.length(cast(m.status, Text)),
-            func.length(cast(m.artifacts, Text)),
-            func.length(cast(m.history, Text)),
-            func.length(cast(m.task_metadata, Text)),
-        )
-
-    def _where(self, stmt: Select[Any], task_id: str, owner: str) -> Select[Any]:
-        m = self.inner.task_model
-        return stmt.where(and_(m.id == task_id, m.owner == owner))
-
     async def _save_stored(self, task: Task, context: ServerCallContext) -> None:
-        """The SDK's `DatabaseTaskStore.save`, and in the same transaction the signature of the row
-        it wrote, so the copy cached is known to be exactly what the row holds."""
+        """The SDK's `DatabaseTaskStore.save` as one upsert statement (not the ORM's merge: a
+        SELECT, then an INSERT or UPDATE) returning the signature of the row it wrote, so the
+        copy cached is known to be exactly what the row holds."""
         inner = self.inner
         await inner._ensure_initialized()
         owner = inner.owner_resolver(context)
@@ -246,10 +232,8 @@ class BufferedTaskStore(TaskStore):
             row.artifacts = artifacts  # type: ignore[assignment]
         else:
             row = inner._to_orm(task, owner)
-        async with inner.async_session_maker.begin() as session:
-            await session.merge(row)
-            await session.flush()
-            signature = await self._read_signature(session, task.id, owner)
+        async with inner.engine.begin() as conn:
+            signature = await self._rows.upsert(conn, row)
         if signature is None:  # cannot happen: the row was just written
             self._forget(task.id)
             return
@@ -258,7 +242,7 @@ class BufferedTaskStore(TaskStore):
         self._remember(task.id, _Cached(copy, owner, signature, history, artifacts, _size(copy)))
 
     async def _read_signature(self, session: AsyncSession, task_id: str, owner: str) -> Signature | None:
-        found = (await session.execute(self._where(self._signature_of(), task_id, owner))).first()
+        found = (await session.execute(self._rows.signature, self._rows.params(task_id, owner))).first()
         return None if found is None else tuple(found)
 
     async def _get_stored(self, task_id: str, context: ServerCallContext) -> Task | None:
@@ -279,9 +263,7 @@ class BufferedTaskStore(TaskStore):
                     copy.CopyFrom(cached.task)
                     return copy
             self.cache_misses += 1
-            m = inner.task_model
-            stmt = self._where(self._signature_of().add_columns(m), task_id, owner)
-            found = (await session.execute(stmt)).first()
+            found = (await session.execute(self._rows.row, self._rows.params(task_id, owner))).first()
         if found is None:
             return None
         *signature_cols, model = found
@@ -318,7 +300,7 @@ class BufferedTaskStore(TaskStore):
         return result
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        self._fresh.discard(task_id)
+        self._fresh.pop(task_id)
         timer = self._timers.pop(task_id, None)
         if timer is not None:
             timer.cancel()

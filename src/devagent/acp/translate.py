@@ -110,8 +110,10 @@ def _path_of(uri: str) -> str:
 
 def stop_reason(end: TurnEnd) -> str | None:
     """The prompt's stopReason, or None for an ending that is an error (the prompt then fails)."""
-    if end.reason == "finished" and end.refusal:
+    if end.refusal:
         return "refusal"
+    if end.truncated:
+        return "max_tokens"
     return {
         "finished": "end_turn",
         "cancelled": "cancelled",

@@ -180,8 +180,11 @@ def touched_paths(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[Pa
 
 
 async def before_edit(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
-    """Called by the session just before an EDIT tool runs; None for other tools. A checkpoint
-    that cannot be taken (a database error) is logged and does not stop the approved edit."""
+    """Called by the session for each call about to run, before the save that precedes the run;
+    None for tools other than EDIT. The checkpoint (the files as they are now) is written in that
+    save's transaction (`Session.write_with_next_save`), so it is stored before the edit runs at
+    no commit of its own; its `seq` is set then. A checkpoint that cannot be taken (a file error,
+    the table not created) is logged and does not stop the approved edit."""
     if tool.kind is not ToolKind.EDIT:
         return None
     try:
@@ -215,12 +218,21 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
         files=files,
         step_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in session.state.pending],
     )
-    ckpt.seq = await rows.add(session.core.store, session.id, ckpt.created_at, json.dumps(ckpt.to_json()))
+    await rows.ensure_table(session.core.store)
+    sid, data = session.id, json.dumps(ckpt.to_json())
+
+    async def write(conn: Any) -> None:
+        ckpt.seq = await rows.add_in(conn, sid, ckpt.created_at, data)
+
+    session.write_with_next_save(write)
     return ckpt
 
 
 async def after_edit(session: Session, ckpt: Checkpoint | None) -> None:
-    """Records what the edit left in each file (also when it failed: then nothing changed)."""
+    """Records what the edit left in each file (also when it failed: then nothing changed), in
+    the transaction of the session's next save: the one that stores the step's results. A crash
+    before it loses the outcome with the results (the call is then reported interrupted, and its
+    checkpoint restores only files already back to their old content)."""
     if ckpt is None:
         return
     try:
@@ -237,11 +249,18 @@ async def _record_after(session: Session, ckpt: Checkpoint) -> None:
     await asyncio.to_thread(after)
     from devagent.store import checkpoints as rows
 
+    sid = session.id
     if all(not f.too_large and f.after == f.before_state for f in ckpt.files):
         # The edit changed nothing (it failed, or wrote the same bytes): nothing to restore.
-        await rows.delete_one(session.core.store, session.id, ckpt.seq)
+        async def write(conn: Any) -> None:
+            await rows.delete_one_in(conn, sid, ckpt.seq)
     else:
-        await rows.replace_data(session.core.store, session.id, ckpt.seq, json.dumps(ckpt.to_json()))
+        data = json.dumps(ckpt.to_json())
+
+        async def write(conn: Any) -> None:
+            await rows.replace_data_in(conn, sid, ckpt.seq, data)
+
+    session.write_with_next_save(write)
 
 
 async def list_checkpoints(session: Session) -> list[Checkpoint]:

@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
+from devagent.lru import LRU
+from devagent.netpolicy import IPNetwork, parse_networks
 
 # How much each approval mode lets run without asking (G3).
 PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
+MODELS_IN_MEMORY = 32  # model objects kept per process, by spec (issue 12 item 5)
 
 if TYPE_CHECKING:
     from devagent.agent.mcp import McpManager
@@ -72,8 +75,14 @@ class CoreConfig:
     mcp_client_url_prefixes: tuple[str, ...] = ()  # non-empty: a client's server URL must start with one
     # May a client name MCP servers at loopback/private addresses (SSRF guard, like webhooks)?
     mcp_client_private_urls: bool = False
+    # Networks (CIDR) the operator allows client-named destinations in, webhooks and MCP servers
+    # alike, although they are not global (devagent/netpolicy.py): e.g. "10.20.0.0/16".
+    outbound_allow: tuple[str, ...] = ()
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
+
+    def outbound_networks(self) -> tuple[IPNetwork, ...]:
+        return parse_networks(self.outbound_allow)
 
     def resolved_db_url(self) -> str:
         if self.db_url:
@@ -99,7 +108,9 @@ class AgentCore:
         # One lock per session id, held while a session object is made for it (loaded or created):
         # so one id never gets two live objects, while other sessions load and start in parallel.
         self._id_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._models: dict[str, Any] = {}
+        # Model objects by spec; a client may name models (allow_client_model), so bounded
+        # (issue 12 item 5): one dropped is made again from its spec.
+        self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
         self.default_model, self.model_explanation = self._default_model()
 
@@ -115,12 +126,12 @@ class AgentCore:
     def model_for(self, spec: str) -> Any:
         """The pydantic-ai model for a spec ("" = the server default), created once per spec."""
         spec = spec or self.default_model
-        model = self._models.get(spec)
+        model = self.models.get(spec)
         if model is None:
             from devagent.agent.models import create_model
 
             model = create_model(spec, base_url=self.config.model_base_url, api_key=self.config.model_api_key)
-            self._models[spec] = model
+            self.models[spec] = model
         return model
 
     @property
@@ -182,7 +193,11 @@ class AgentCore:
         client_tools: list[ClientTool] | None = None,
         extra: dict[str, Any] | None = None,
         mcp_servers: dict[str, dict[str, Any]] | None = None,
+        leased: bool = False,
     ) -> Session:
+        """A new session, stored. `leased`: a turn of it starts right away in this process, so the
+        session is stored holding its lease (one write, not an insert and then a claim); only for
+        an id no other process can know yet (its turn would wait for the lease until it expires)."""
         from devagent.agent.session import Session
 
         roots = [str(Path(r).resolve()) for r in workspace_roots]
@@ -206,14 +221,17 @@ class AgentCore:
         # or stored: the insert fails) is returned as it is.
         async with self._id_lock(sid):
             if sid not in self._sessions:
+                ttl = self.config.lease_seconds if leased else None
                 try:
-                    await self.store.create_session(sid, state.to_json())
+                    await self.store.create_session(sid, state.to_json(), lease_ttl=ttl)
                 except SessionExists:
                     if session_id is None:
                         raise
                 else:
                     session = Session(self, sid, state)
                     session.start_empty()  # a new session has no transcript to load
+                    if leased:
+                        session.leased_now()
                     self._remember(session)
                     return session
         found = await self.get_session(sid)

@@ -240,9 +240,18 @@ class TurnEnd:
     reason: TurnEndReason
     usage: Usage = field(default_factory=Usage)  # usage of the whole turn so far
     error: str | None = None
-    # A finished turn whose last answer the provider marked as a refusal (finish reason
-    # `content_filter`): the model declined. ACP reports it as stopReason `refusal`.
-    refusal: bool = False
+    # How the provider said the last answer of a finished turn ended ("stop", "length": cut off
+    # at the output token limit, "content_filter": the model declined); None when not finished.
+    # ACP reports "length" as stopReason `max_tokens` and "content_filter" as `refusal`.
+    finish_reason: str | None = None
+
+    @property
+    def refusal(self) -> bool:
+        return self.reason == "finished" and self.finish_reason == "content_filter"
+
+    @property
+    def truncated(self) -> bool:
+        return self.reason == "finished" and self.finish_reason == "length"
 
 
 Event = TextDelta | ThoughtDelta | StepBegin | ToolCallUpdate | Notice | StatusUpdate | NeedsInput | TurnEnd

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, TextDelta, ToolKind
 from devagent.agent.mcp_names import SEPARATOR, server_of
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
-from devagent.netpolicy import check_outbound_url
+from devagent.lru import LRU
+from devagent.netpolicy import resolve_outbound_url
 
 if TYPE_CHECKING:
     from devagent.agent.core import CoreConfig
@@ -226,13 +227,40 @@ class McpToolInfo:
     title: str = ""
 
 
+def _pinned_transport(httpx2: Any, url: str, ip: str) -> Any:
+    """An HTTP transport that connects to the checked address `ip` whenever a request names the
+    URL's host, keeping the Host header and the TLS server name of the host, and refuses any
+    other host: a second DNS answer (rebinding) or a redirect elsewhere never reaches the network.
+    (httpx has no per-client address override; a transport is its documented extension point.)"""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    https = url.lower().startswith("https:")
+
+    class Pinned(httpx2.AsyncHTTPTransport):  # type: ignore[misc, name-defined]
+        async def handle_async_request(self, request: Any) -> Any:
+            if request.url.host != host:
+                raise httpx2.ConnectError(
+                    f"{request.url.host} is not the checked MCP server host", request=request
+                )
+            request.url = request.url.copy_with(host=ip)
+            if https:
+                request.extensions = {**request.extensions, "sni_hostname": host}
+            return await super().handle_async_request(request)
+
+    return Pinned()
+
+
 class McpConnection:
     """One running MCP server. The SDK's client context is entered and left by one task
     (`_run`), as anyio requires; calls come from the session's tasks."""
 
-    def __init__(self, spec: McpServerSpec, cwd: str, start_timeout: float, call_timeout: float) -> None:
+    def __init__(
+        self, spec: McpServerSpec, cwd: str, start_timeout: float, call_timeout: float, pin: str | None = None
+    ) -> None:
         self.spec = spec
         self.cwd = cwd
+        self.pin = pin  # the checked address a client-named URL is connected to (netpolicy)
         self.start_timeout = start_timeout
         self.call_timeout = spec.timeout or call_timeout
         self.state = "idle"  # idle | starting | ready | failed | closed
@@ -248,6 +276,7 @@ class McpConnection:
         self._refreshing: asyncio.Task[None] | None = None
         self._stale = False
         self._stderr: Any = None
+        self.calls_in_flight = 0
 
     # lifecycle
 
@@ -319,8 +348,14 @@ class McpConnection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            pinned = _pinned_transport(httpx2, self.spec.url, self.pin) if self.pin else None
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self.spec.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+                httpx2.AsyncClient(
+                    headers=self.spec.headers,
+                    timeout=httpx2.Timeout(30.0, read=300.0),
+                    transport=pinned,
+                    follow_redirects=False,
+                )
             )
             transport: Any = streamable_http_client(self.spec.url, http_client=http)
         else:
@@ -468,6 +503,7 @@ class McpConnection:
             )
         from mcp.shared.exceptions import MCPError
 
+        self.calls_in_flight += 1
         try:
             return await asyncio.wait_for(client.call_tool(name, args), self.call_timeout)
         except TimeoutError:
@@ -490,6 +526,8 @@ class McpConnection:
             raise
         except Exception as e:
             raise ToolFailure(f"{self.spec.name}: {type(e).__name__}: {e}", "mcp_error") from None
+        finally:
+            self.calls_in_flight -= 1
 
 
 # --- the tool the session sees -------------------------------------------------------------------
@@ -576,38 +614,76 @@ class ServerEntry:
     refused: str = ""
     conn: McpConnection | None = None
     cwd: str = ""
-    address_checked: bool = False  # a client-named URL's address was checked (netpolicy)
+    # A client-named URL is connected only after its address was checked (netpolicy), and then
+    # to that address (`pin`; None when the operator allows private URLs: nothing to pin).
+    address_checked: bool = False
+    pin: str | None = None
+
+    @property
+    def needs_check(self) -> bool:
+        return self.origin == "session" and bool(self.spec.url)
 
 
 @dataclass(slots=True)
 class _SessionView:
     entries: list[ServerEntry]
+    key: str  # the session's stored servers (JSON) the entries were built from
     reported: set[tuple[str, int, int]] = field(default_factory=set)
+
+
+# Session views kept per process (issue 12 item 5): a view is built from the session's stored
+# servers and the configuration, so one dropped is built again on the session's next use (its
+# refused or failed servers are then reported once more, and a client-named URL checked again).
+MCP_VIEWS_IN_MEMORY = 1024
 
 
 class McpManager:
     """The MCP connections of one core (process resources; never stored)."""
 
-    def __init__(self, config: CoreConfig) -> None:
+    def __init__(self, config: CoreConfig, views: int = MCP_VIEWS_IN_MEMORY) -> None:
         self.config = config
         self._conns: dict[str, McpConnection] = {}
-        self._views: dict[str, _SessionView] = {}
-        self._keys: dict[str, str] = {}  # session id -> its stored servers, as built
+        # session id -> its servers, as built
+        self.views: LRU[str, _SessionView] = LRU(views, on_evict=self._view_evicted)
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def _view_evicted(self, _session_id: str, view: _SessionView) -> None:
+        """A client-named server no session view uses any more is stopped (a client naming ever
+        new servers cannot keep ever more of them running); one with a call under way is left
+        alone. The operator's servers are shared by every session and stay. A session that comes
+        back starts its servers again on its next turn."""
+        in_use = {id(e.conn) for v in self.views.values() for e in v.entries if e.conn is not None}
+        for e in view.entries:
+            conn = e.conn
+            if e.origin != "session" or conn is None or id(conn) in in_use or conn.calls_in_flight:
+                continue
+            key = self._key(e.spec, e.cwd, e.pin)
+            if self._conns.get(key) is conn:
+                del self._conns[key]
+            try:
+                task = asyncio.get_running_loop().create_task(conn.close())
+            except RuntimeError:  # no loop (a view built outside one): nothing was started
+                continue
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     def session_servers(self, session: Session) -> list[ServerEntry]:
         """The servers of a session: the operator's, then those its client named (checked
         against policy now, so a changed policy applies after a restart)."""
-        view = self._views.get(session.id)
+        return self._view(session).entries
+
+    def _view(self, session: Session) -> _SessionView:
+        view = self.views.get(session.id)
         key = json.dumps(session.state.mcp_servers, sort_keys=True)
-        if view is None or self._keys.get(session.id) != key:
-            return self._build(session)
+        if view is None or view.key != key:
+            return self._build(session, key)
         for e in view.entries:  # a connection restarted (by /mcp restart in any session)
             if e.conn is not None and e.conn.state == "failed":
-                e.conn = self._connection(e.spec, e.cwd)
-        return view.entries
+                e.conn = self._connection(e.spec, e.cwd, e.pin)
+        return view
 
-    def _build(self, session: Session) -> list[ServerEntry]:
-        old = self._views.get(session.id)
+    def _build(self, session: Session, key: str) -> _SessionView:
+        old = self.views.peek(session.id)
         entries: list[ServerEntry] = []
         for name, raw in self.config.mcp_servers.items():
             try:
@@ -626,44 +702,50 @@ class McpManager:
         for entry in entries:
             if not entry.refused:
                 entry.cwd = cwd
-                entry.conn = self._connection(entry.spec, cwd)
-        self._views[session.id] = _SessionView(entries, old.reported if old is not None else set())
-        self._keys[session.id] = json.dumps(session.state.mcp_servers, sort_keys=True)
-        return entries
+                if not entry.needs_check:  # the others connect once checked, in prepare
+                    entry.conn = self._connection(entry.spec, cwd)
+        view = _SessionView(entries, key, old.reported if old is not None else set())
+        self.views[session.id] = view
+        return view
 
     @staticmethod
-    def _key(spec: McpServerSpec, cwd: str) -> str:
-        return json.dumps([spec.name, spec.to_json(), "" if spec.url else cwd], sort_keys=True)
+    def _key(spec: McpServerSpec, cwd: str, pin: str | None = None) -> str:
+        return json.dumps([spec.name, spec.to_json(), "" if spec.url else cwd, pin], sort_keys=True)
 
-    def _connection(self, spec: McpServerSpec, cwd: str) -> McpConnection:
-        key = self._key(spec, cwd)
+    def _connection(self, spec: McpServerSpec, cwd: str, pin: str | None = None) -> McpConnection:
+        key = self._key(spec, cwd, pin)
         conn = self._conns.get(key)
         if conn is None:
-            conn = McpConnection(spec, cwd, self.config.mcp_start_timeout, self.config.mcp_call_timeout)
+            conn = McpConnection(
+                spec, cwd, self.config.mcp_start_timeout, self.config.mcp_call_timeout, pin=pin
+            )
             self._conns[key] = conn
         return conn
 
     async def prepare(self, session: Session, emit: Callable[[Event], None] | None = None) -> None:
         """Starts the session's servers that have not started yet (concurrently, bounded by the
         start timeout) and reports, once per session, servers refused or failed since."""
-        entries = self.session_servers(session)
+        view = self._view(session)  # held across the awaits below (other sessions may evict it)
+        entries = view.entries
         for e in entries:
-            if e.origin == "session" and e.spec.url and not e.refused and not e.address_checked:
+            if e.needs_check and not e.refused and not e.address_checked:
                 e.address_checked = True
-                reason = await check_outbound_url(
+                reason, e.pin = await resolve_outbound_url(
                     e.spec.url,
                     allow_private=self.config.mcp_client_private_urls,
                     what="an MCP server URL",
                     hint="the operator can allow such addresses with mcp_client_private_urls",
+                    allow=self.config.outbound_networks(),
                 )
                 if reason:
-                    e.refused, e.conn = reason, None
+                    e.refused = reason
+                else:
+                    e.conn = self._connection(e.spec, e.cwd, e.pin)
         conns = [e.conn for e in entries if e.conn is not None and e.conn.state in ("idle", "starting")]
         if conns:
             await asyncio.gather(*(c.start() for c in conns))
         if emit is None:
             return
-        view = self._views[session.id]
         for e in entries:
             if e.refused:
                 mark = (f"refused:{e.spec.name}", 0, 0)
@@ -699,10 +781,10 @@ class McpManager:
             if e.refused or e.conn is None:
                 continue
             if (names and e.spec.name in names) or (not names and e.conn.state in ("failed", "closed")):
-                old = self._conns.pop(self._key(e.spec, e.cwd), None)
+                old = self._conns.pop(self._key(e.spec, e.cwd, e.pin), None)
                 if old is not None:
                     await old.close()
-                e.conn = self._connection(e.spec, e.cwd)
+                e.conn = self._connection(e.spec, e.cwd, e.pin)
                 done.append(e.spec.name)
         await self.prepare(session)
         return done
@@ -726,8 +808,8 @@ class McpManager:
     async def close(self) -> None:
         conns = list(self._conns.values())
         self._conns.clear()
-        self._views.clear()
-        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+        self.views.clear()
+        await asyncio.gather(*(c.close() for c in conns), *self._closing, return_exceptions=True)
 
 
 # --- /mcp ----------------------------------------------------------------------------------------

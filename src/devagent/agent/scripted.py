@@ -101,7 +101,16 @@ class RefusalItem:
     text: str
 
 
-Item = TextItem | ThinkingItem | ToolCallItem | UsageItem | ErrorItem | SleepItem | RefusalItem
+@dataclass(frozen=True, slots=True)
+class TruncatedItem:
+    """Answer text cut off at the model's output token limit (finish reason `length`)."""
+
+    text: str
+
+
+Item = (
+    TextItem | ThinkingItem | ToolCallItem | UsageItem | ErrorItem | SleepItem | RefusalItem | TruncatedItem
+)
 Step = tuple[Item, ...]
 
 
@@ -160,16 +169,18 @@ def _parse_step(step: Any, path: str) -> Step:
 
 
 def _parse_item(item: Any, path: str) -> Item:
-    kinds = ("text", "thinking", "tool_call", "usage", "error", "sleep", "refusal")
+    kinds = ("text", "thinking", "tool_call", "usage", "error", "sleep", "refusal", "truncated")
     if not isinstance(item, dict) or len(item) != 1:
         raise _Invalid(path, f"an item is an object with exactly one key, one of {', '.join(kinds)}")
     ((kind, value),) = item.items()
     path = f"{path}.{kind}"
-    if kind in ("text", "thinking", "refusal"):
+    if kind in ("text", "thinking", "refusal", "truncated"):
         if not isinstance(value, str):
             raise _Invalid(path, "must be a string")
         if kind == "refusal":
             return RefusalItem(value)
+        if kind == "truncated":
+            return TruncatedItem(value)
         return TextItem(value) if kind == "text" else ThinkingItem(value)
     if kind == "tool_call":
         obj = _object(value, path, required={"name"}, optional={"args", "id"})
@@ -424,10 +435,11 @@ class ScriptedStreamedResponse(StreamedResponse):
         reported: UsageItem | None = None
         output_chars = reasoning_chars = 0
         calls = 0
-        refused = False
+        refused = truncated = False
         for index, item in enumerate(self._items):
-            if isinstance(item, TextItem | RefusalItem):
+            if isinstance(item, TextItem | RefusalItem | TruncatedItem):
                 refused = refused or isinstance(item, RefusalItem)
+                truncated = truncated or isinstance(item, TruncatedItem)
                 text = self._text(item.text)
                 output_chars += len(text)
                 for piece in _chunks(text):
@@ -465,7 +477,9 @@ class ScriptedStreamedResponse(StreamedResponse):
                 raise _error(item, self._model_name, in_stream=True)
             elif isinstance(item, SleepItem):
                 await asyncio.sleep(item.seconds)
-        self.finish_reason = "content_filter" if refused else "tool_call" if calls else "stop"
+        self.finish_reason = (
+            "content_filter" if refused else "length" if truncated else "tool_call" if calls else "stop"
+        )
         if reported is None:
             reasoning = _estimate_tokens("x" * reasoning_chars)
             self._usage = RequestUsage(

@@ -18,8 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,9 +58,11 @@ from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
 from devagent.faults import crash_point
+from devagent.rpcerrors import internal_error
 from devagent.store.leases import Lease, StaleSession
 
 if TYPE_CHECKING:
+    from devagent.agent.checkpoints import Checkpoint
     from devagent.agent.core import AgentCore
 
 log = logging.getLogger("devagent.session")
@@ -100,6 +101,9 @@ class Session:
         self.revision = revision  # the stored revision `state` is at (saves compare and set it)
         self._leased = False  # this process holds the session's lease in the store
         self._leased_at = 0.0  # when it took it (monotonic)
+        # Writes of other tables (checkpoints) that go into the next save's transaction.
+        self._also: list[Callable[[Any], Awaitable[object]]] = []
+        self._checkpoints: dict[str, Checkpoint | None] = {}  # the step's, by call id
         self._label: str | None = None  # the running turn's label (see `advance`)
         self._current: Turn | None = None  # the turn that holds `_lock`
         self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
@@ -230,6 +234,18 @@ class Session:
         return self._messages
 
     # --- one writer across processes (the lease) ---------------------------------------------
+
+    def leased_now(self) -> None:
+        """The store gave this process the session's lease just now (a session created leased):
+        the turn about to start need not claim it again."""
+        self._leased = True
+        self._leased_at = time.monotonic()
+
+    async def release_unused_lease(self) -> None:
+        """Give up a lease taken for a turn that did not start (`leased_now`); a no-op when no
+        lease is held or a turn holds it."""
+        if self._leased and not self._lock.locked():
+            await self._release_lease()
 
     async def _claim(self, inp: Input | _CancelWaiting | None) -> bool:
         """Take the session's lease in the store before changing it (called under `_lock`). While
@@ -494,12 +510,10 @@ class Session:
                 emit(Notice(STALE, "error"))
                 emit(TurnEnd("error", self._turn_usage(), STALE))
             except Exception as e:  # a bug must not kill the conversation
-                # The details (SQL, paths, values) go to the server log only; the client gets a
-                # reference to find them.
-                ref = uuid.uuid4().hex[:12]
-                log.exception("turn of session %s failed (error %s)", self.id, ref)
+                # The details (SQL, paths, values, the exception's class) go to the server log
+                # only; the client gets a reference to find them.
+                text = internal_error(repr(e), what=f"the turn of session {self.id}", exc_info=e)
                 self._close_pending("the turn failed", "internal")
-                text = f"Internal error {ref} ({type(e).__name__}); the details are in the server log."
                 await self._end("error", text, emit, quietly=True)
         finally:
             heartbeat.cancel()
@@ -573,7 +587,13 @@ class Session:
             self.state.turn_label = self._label
 
     async def _end(
-        self, reason: TurnEndReason, message: str, emit: Emit, *, quietly: bool = False, refusal: bool = False
+        self,
+        reason: TurnEndReason,
+        message: str,
+        emit: Emit,
+        *,
+        quietly: bool = False,
+        finish_reason: str | None = None,
     ) -> None:
         """End the turn: store how it ended (and give up the lease in the same write), then say so."""
         self.state.status = "idle"
@@ -583,7 +603,7 @@ class Session:
             await self._save_quietly(release=True)
         else:
             await self._save(release=True)
-        emit(TurnEnd(reason, self._turn_usage(), message or None, refusal))
+        emit(TurnEnd(reason, self._turn_usage(), message or None, finish_reason))
 
     async def _loop(self, emit: Emit) -> None:
         max_steps = self.core.config.max_steps
@@ -609,16 +629,21 @@ class Session:
             (await self.messages()).append(response)
             calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
             if not calls:
-                await self._end("finished", "", emit, refusal=response.finish_reason == "content_filter")
+                if response.finish_reason == "length":
+                    emit(Notice("The answer was cut off at the model's output token limit.", "warning"))
+                await self._end("finished", "", emit, finish_reason=response.finish_reason)
                 return
             self.state.pending = [await self._classify(c) for c in calls]
-            # Stored before any of them runs: a call found unfinished after a crash is reported
-            # as interrupted, never run a second time.
+            to_run = [p for p in self.state.pending if not p.needs and p.result is None]
+            await self._checkpoint(to_run)
+            # Stored before any of them runs (with the checkpoints of the edits among them): a
+            # call found unfinished after a crash is reported as interrupted, never run a second
+            # time.
             await self._save()
             crash_point("session.calls_stored")
             for p in self.state.pending:
                 emit(ToolCallUpdate(self._tool_call(p)))
-            await self._run_calls([p for p in self.state.pending if not p.needs and p.result is None], emit)
+            await self._run_calls(to_run, emit)
             if await self._pause_or_close_step(emit):
                 return
 
@@ -767,9 +792,11 @@ class Session:
             p = pending[r.call_id]
             self._set_client_result(p, r)
             emit(ToolCallUpdate(self._tool_call(p)))
+        new_content = {p.id: c for p, c in to_run}
+        await self._checkpoint([p for p, _ in to_run], new_content)
         await self._save()  # the answers are stored before any call runs (at most once)
         crash_point("session.answers_stored")
-        await self._run_calls([p for p, _ in to_run], emit, {p.id: c for p, c in to_run})
+        await self._run_calls([p for p, _ in to_run], emit, new_content)
 
     def _set_client_result(self, p: PendingCall, r: ClientResult) -> None:
         if r.error is not None:
@@ -782,6 +809,29 @@ class Session:
             p.result = CallResult(text, data=None if isinstance(out, str) else out)
         self.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
 
+    def _tool_of(self, p: PendingCall) -> Tool:
+        tool = self.tools().get(p.name)
+        if tool is None:  # an MCP server that went away while the call waited
+            tool = self.core.mcp.missing_tool(p.name)
+        return tool
+
+    async def _checkpoint(
+        self, calls: list[PendingCall], new_content: dict[str, str | None] | None = None
+    ) -> None:
+        """G5: the checkpoints of the edits among calls about to run (the files' bytes now), so
+        `/restore` can undo them; stored with the save that precedes the run (`_also`)."""
+        from devagent.agent import checkpoints
+
+        new_content = new_content or {}
+        self._checkpoints = {}
+        for p in calls:
+            ctx = self._ctx(p, new_content=new_content.get(p.id))
+            self._checkpoints[p.id] = await checkpoints.before_edit(self, p, self._tool_of(p), ctx)
+
+    def write_with_next_save(self, write: Callable[[Any], Awaitable[object]]) -> None:
+        """`write(connection)` runs in the transaction of the session's next save (one commit)."""
+        self._also.append(write)
+
     async def _run_calls(
         self, calls: list[PendingCall], emit: Emit, new_content: dict[str, str | None] | None = None
     ) -> None:
@@ -793,9 +843,7 @@ class Session:
         # await in between (one write per step, not two).
 
     async def _run_one(self, p: PendingCall, emit: Emit, new_content: str | None) -> None:
-        tool = self.tools().get(p.name)
-        if tool is None:  # an MCP server that went away while the call waited
-            tool = self.core.mcp.missing_tool(p.name)
+        tool = self._tool_of(p)
         p.status = ToolCallStatus.EXECUTING.value
         call = self._tool_call(p)
         emit(ToolCallUpdate(_snapshot(call)))
@@ -807,7 +855,7 @@ class Session:
         ctx = self._ctx(p, live=live, new_content=new_content)
         from devagent.agent import checkpoints
 
-        checkpoint = await checkpoints.before_edit(self, p, tool, ctx)  # G5: /restore can undo it
+        checkpoint = self._checkpoints.pop(p.id, None)  # taken and stored before the step's calls ran
         try:
             crash_point("session.tool_running")
             result = await tool.run(p.args, ctx)
@@ -820,10 +868,10 @@ class Session:
             p.result = CallResult.error("the user cancelled the turn while this call ran", "cancelled")
             self.state.record_call(p.name, True)
             raise
-        except Exception as e:
-            log.exception("tool %s failed", p.name)
+        except Exception as e:  # a tool's bug: the model and the client get a reference
             p.status = ToolCallStatus.FAILED.value
-            p.result = CallResult.error(f"{type(e).__name__}: {e}", "internal")
+            text = internal_error(repr(e), what=f"the tool {p.name}", exc_info=e)
+            p.result = CallResult.error(text, "internal")
         else:
             p.status = ToolCallStatus.SUCCEEDED.value
             p.result = CallResult(
@@ -937,6 +985,7 @@ class Session:
         msgs = self._messages or []
         start = self._saved_count
         append = [(i, _dump(m)) for i, m in enumerate(msgs[start:], start)] if len(msgs) > start else None
+        also, self._also = self._also, []
         self.revision = await self.core.store.save(
             self.id,
             self.state.to_json(),
@@ -944,6 +993,7 @@ class Session:
             owner=self.core.store.owner,
             release=release,
             append=append,
+            also=also,
         )
         self._saved_count = len(msgs)
         if release:

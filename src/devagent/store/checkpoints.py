@@ -29,7 +29,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from devagent.store.db import Store
 
@@ -70,6 +70,33 @@ _REPLACE = (
     .where(_t.c.session_id == bindparam("b_sid"), _t.c.seq == bindparam("b_seq"))
     .values(data=bindparam("b_data"))
 )
+_DELETE_ONE = delete(_t).where(_t.c.session_id == bindparam("b_sid"), _t.c.seq == bindparam("b_seq"))
+
+
+async def ensure_table(store: Store) -> None:
+    """The table exists (created by this process if need be): before a write of it is passed to
+    `Store.save(also=...)`, whose transaction creates no tables."""
+    await _engine(store)
+
+
+async def add_in(conn: AsyncConnection, session_id: str, created_at: float, data: str) -> int:
+    """`add` in the caller's transaction (a session save's): the checkpoint's seq."""
+    last = (await conn.execute(_LAST, {"b_sid": session_id})).scalar()
+    seq = int(last or 0) + 1
+    await conn.execute(
+        _INSERT, {"session_id": session_id, "seq": seq, "created_at": created_at, "data": data}
+    )
+    return seq
+
+
+async def replace_data_in(conn: AsyncConnection, session_id: str, seq: int, data: str) -> None:
+    """`replace_data` in the caller's transaction."""
+    await conn.execute(_REPLACE, {"b_sid": session_id, "b_seq": seq, "b_data": data})
+
+
+async def delete_one_in(conn: AsyncConnection, session_id: str, seq: int) -> None:
+    """`delete_one` in the caller's transaction."""
+    await conn.execute(_DELETE_ONE, {"b_sid": session_id, "b_seq": seq})
 
 
 async def add(store: Store, session_id: str, created_at: float, data: str) -> int:

@@ -26,7 +26,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -47,10 +47,11 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from devagent.store.leases import (
     Holder,
@@ -180,8 +181,12 @@ class Store:
         if url.startswith("sqlite"):
             from sqlalchemy import event
 
+            from devagent.store.sqlite_hops import one_hop_cursors
+
             @event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                # a statement is one trip to aiosqlite's thread, not three or four (issue 14)
+                one_hop_cursors(dbapi_conn._connection)
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
@@ -190,8 +195,6 @@ class Store:
         async with engine.begin() as conn:
             if engine.dialect.name == "postgresql":
                 # Replicas starting together: one creates the schema, the others wait for it.
-                from sqlalchemy import text
-
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
             await conn.run_sync(metadata.create_all)
             await conn.run_sync(_add_missing_columns)
@@ -206,8 +209,6 @@ class Store:
         if self.is_sqlite:
             yield
             return
-        from sqlalchemy import text
-
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _SCHEMA_LOCK})
             await conn.commit()
@@ -223,15 +224,20 @@ class Store:
             await self._listener.close()
         await self.engine.dispose()
 
-    async def create_session(self, session_id: str, state: dict[str, Any]) -> None:
-        """Insert a new session; `SessionExists` if one with this id is stored already."""
-        now = time.time()
+    async def create_session(
+        self, session_id: str, state: dict[str, Any], *, lease_ttl: float | None = None
+    ) -> None:
+        """Insert a new session; `SessionExists` if one with this id is stored already. With
+        `lease_ttl` the row is inserted holding this store's lease for that long, as `claim`
+        would leave it: a turn about to start on a new session needs no second write for it."""
+        params: dict[str, Any] = {"b_id": session_id, "b_state": json.dumps(state), "b_now": time.time()}
+        stmt = self._stmts.create
+        if lease_ttl is not None:
+            stmt = self._stmts.create_leased
+            params.update(b_owner=self.owner, b_ttl=lease_ttl)
         try:
             async with self.engine.begin() as conn:
-                await conn.execute(
-                    self._stmts.create,
-                    {"b_id": session_id, "b_state": json.dumps(state), "b_now": now},
-                )
+                await conn.execute(stmt, params)
         except IntegrityError:
             raise SessionExists(session_id) from None
 
@@ -340,15 +346,20 @@ class Store:
 
     @staticmethod
     async def _notify(conn: Any, channel: str, payload: str) -> None:
-        from sqlalchemy import text
-
-        await conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
+        await conn.execute(_NOTIFY, {"c": channel, "p": payload})
 
     # --- the live events of A2A tasks (fan-out between replicas) ---------------------------------
 
     async def append_task_events(self, rows: list[tuple[str, int, bytes]]) -> None:
         """Append `(task_id, kind, data)` rows in order, in one transaction; a snapshot row (kind
-        1) first removes the task's older rows. Listeners are notified once per task."""
+        1) first removes the task's older rows. Listeners are notified once per task.
+
+        On PostgreSQL the transaction commits without waiting for its WAL fsync
+        (`synchronous_commit` off for it alone): the log is a live feed for the replicas that
+        follow a turn, written behind the stream (a write per event when the stream is idle,
+        most of a turn's commits), not a record anything is recovered from; a crash of the
+        database loses at most its last fraction of a second, never its consistency, and the
+        turns it fed fail anyway (their session saves do wait for the fsync)."""
         t = task_events_table
         now = time.time()
         async with self.engine.begin() as conn:
@@ -358,8 +369,9 @@ class Store:
                 insert(t), [{"task_id": r[0], "kind": r[1], "data": r[2], "created_at": now} for r in rows]
             )
             if not self.is_sqlite:
-                for task_id in dict.fromkeys(r[0] for r in rows):
-                    await self._notify(conn, EVENTS_CHANNEL, task_id)
+                for i, task_id in enumerate(dict.fromkeys(r[0] for r in rows)):
+                    stmt = _NOTIFY_NO_FSYNC if i == 0 else _NOTIFY
+                    await conn.execute(stmt, {"c": EVENTS_CHANNEL, "p": task_id})
 
     async def read_task_events(self, task_id: str, after: int = 0) -> list[tuple[int, int, bytes]]:
         """The task's rows `(id, kind, data)` after `after`, in order."""
@@ -395,11 +407,14 @@ class Store:
         release: bool = False,
         append: list[tuple[int, str]] | None = None,
         replace: list[str] | None = None,
+        also: Sequence[Callable[[AsyncConnection], Awaitable[object]]] = (),
     ) -> int:
         """Write the state and, in the same transaction, append messages `(seq, json)` or replace
         the whole transcript; returns the new revision. A compare-and-set: the stored revision
         must be `expected` and, when `owner` is given, the lease must be `owner`'s (or free), or
-        nothing is written and `StaleSession` is raised. `release` gives up the lease."""
+        nothing is written and `StaleSession` is raised. `release` gives up the lease. `also`:
+        more writes of this store's tables (checkpoints), run in the same transaction after the
+        state's: one commit for the step rather than one each."""
         params = {
             "b_id": session_id,
             "b_expected": expected,
@@ -420,6 +435,8 @@ class Store:
                     _INSERT_MESSAGE,
                     [{"session_id": session_id, "seq": seq, "data": data} for seq, data in append],
                 )
+            for write in also:
+                await write(conn)
         return expected + 1
 
     async def list_sessions(self, limit: int | None = 50) -> list[tuple[str, dict[str, Any], float]]:
@@ -434,6 +451,10 @@ class Store:
 
 
 _INSERT_MESSAGE = insert(messages_table)
+_NOTIFY = text("SELECT pg_notify(:c, :p)")
+# The same, and this transaction's commit does not wait for the WAL to reach the disk (one
+# statement: no round trip of its own).
+_NOTIFY_NO_FSYNC = text("SELECT set_config('synchronous_commit', 'off', true), pg_notify(:c, :p)")
 
 
 class _Statements:
@@ -453,6 +474,8 @@ class _Statements:
             updated_at=bindparam("b_now"),
             cancel_requested=0,
         )
+        # the same row, born holding the caller's lease (values() adds to the statement's values)
+        self.create_leased = self.create.values(lease_owner=owner, lease_until=now + bindparam("b_ttl"))
         free = or_(t.c.lease_owner.is_(None), t.c.lease_owner == owner, t.c.lease_until < now)
         self.claim = (
             update(t)

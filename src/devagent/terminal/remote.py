@@ -337,6 +337,9 @@ class RemoteTurn:
         md = MessageToDict(su.metadata).get(EXTENSION_URI) or {}
         if md.get("model"):
             b.status.model = md["model"]
+        usage = md.get("usage")
+        if isinstance(usage, dict):  # the conversation's tokens so far, at a turn's end
+            b.status.tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
         kind = md.get("kind")
         parts = list(su.status.message.parts) if su.status.HasField("message") else []
         state = su.status.state

@@ -371,8 +371,8 @@ class Chat:
 
 
 def _tokens(total: int | None, context: int) -> str:
-    if total is None:  # a remote server does not report its sessions' usage
-        return "tokens: see /stats"
+    if total is None:  # a remote conversation before its first turn ended here
+        return "tokens: not yet known"
     return f"{total:,} tokens" + (f" (context {context:,})" if context else "")
 
 
