@@ -429,7 +429,9 @@ async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_the
         client.calls_made.clear()
         running = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("slow")]))
         # The command says "started" on stdout after creating its file: each chunk wakes `until`.
-        await client.until(lambda: "wait" in client.calls_made and b"started" in client.output.get("term-1", b""))
+        await client.until(
+            lambda: "wait" in client.calls_made and b"started" in client.output.get("term-1", b"")
+        )
         assert (work_dir / "started.txt").exists()
         await conn.cancel(session_id=new.session_id)
         assert (await asyncio.wait_for(running, TIMEOUT)).stop_reason == "cancelled"
