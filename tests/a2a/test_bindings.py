@@ -185,6 +185,25 @@ def test_grpc_is_imported_only_when_served() -> None:
     assert out.stdout.split() == ["False", "True", "-"]
 
 
+def test_sdk_client_package_runs_only_when_a_name_is_asked_of_it() -> None:
+    """Issue 14 (start-up, memory): the server's modules, v0.3 compatibility included, load
+    without running `a2a.client`'s package code (the whole client and grpcio); the first name
+    asked of the package runs it, and the client works as before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, devagent.a2a.app, a2a.client, a2a.client.service_parameters as sp;"
+        "print('grpc' in sys.modules, 'a2a.client.client' in sys.modules, sp.ServiceParameters is not None);"
+        "from a2a.client import ClientConfig, create_client;"
+        "import a2a.client as c;"
+        "print('a2a.client.client' in sys.modules, c.ClientConfig is ClientConfig, 'create_client' in c.__all__);"
+        "print(hasattr(c, 'no_such_name'), hasattr(c, '__wrapped__'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True", "True", "True", "True", "False", "False"]
+
+
 def test_sdk_methods_are_untraced_unless_spans_can_be_recorded() -> None:
     """Issue 14: with no OpenTelemetry SDK installed and OTEL_INSTRUMENTATION_A2A_SDK_ENABLED
     unset, the a2a SDK's methods run without their tracing wrappers, and devagent sets no

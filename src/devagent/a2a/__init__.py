@@ -6,7 +6,9 @@ serve`). Heavy modules (a2a-sdk, starlette, uvicorn) are imported only when thos
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.settings import A2ASettings
@@ -57,12 +59,51 @@ def _leave_untraced(module: Any) -> None:
     module.trace_class = trace_class
 
 
-class _UntracedSDKFinder:
-    """Finds `a2a.utils.telemetry` through the other finders and runs `_leave_untraced` on it as
-    soon as it is executed (before any SDK module imports its decorators); then steps aside."""
+def _untraced(run: Callable[[Any], None], module: Any) -> None:
+    run(module)
+    _leave_untraced(module)
+
+
+# `a2a.compat.v0_3.extension_headers`, which the v0.3 server side imports, takes one type alias
+# from `a2a.client.service_parameters`; importing that runs `a2a/client/__init__.py`, which loads
+# the whole client, grpcio and its reflection and tools packages with it: ~160 ms of start-up and
+# ~20 MiB of resident memory in every server that serves no client (issue 14). The package's own
+# code is run when something first asks it for a name it does not have yet (`from a2a.client
+# import ClientConfig`, `a2a.client.create_client`): its submodules import as usual meanwhile,
+# since `__path__` is set as for any package.
+CLIENT_PACKAGE = "a2a.client"
+
+
+def _deferred_package(run: Callable[[Any], None], module: Any) -> None:
+    loaded = False
+
+    def __getattr__(name: str) -> Any:
+        nonlocal loaded
+        # dunder probes (copy, inspect, pickling) do not need the package's names
+        if loaded or (name.startswith("__") and name != "__all__"):
+            raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+        loaded = True
+        del module.__dict__["__getattr__"]
+        run(module)
+        return getattr(module, name)
+
+    module.__getattr__ = __getattr__
+
+
+_IMPORT_HOOKS: dict[str, Callable[[Callable[[Any], None], Any], None]] = {
+    TELEMETRY_MODULE: _untraced,
+    CLIENT_PACKAGE: _deferred_package,
+}
+
+
+class _SDKImportHooks:
+    """Finds the modules of `_IMPORT_HOOKS` through the other finders and has their hook execute
+    each (the hook calls the loader's own `exec_module`, or defers it); steps aside once every
+    one was found."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != TELEMETRY_MODULE:
+        hook = _IMPORT_HOOKS.get(name)
+        if hook is None or name in self.done:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -75,22 +116,20 @@ class _UntracedSDKFinder:
         loader = spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        run = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            try:
+        self.done.add(name)
+        if self.done >= _IMPORT_HOOKS.keys():
+            with contextlib.suppress(ValueError):
                 sys.meta_path.remove(self)
-            except ValueError:
-                pass
-            _leave_untraced(module)
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        run = loader.exec_module
+        loader.exec_module = lambda module: hook(run, module)  # type: ignore[method-assign]
         return spec
 
+    def __init__(self) -> None:
+        self.done = {name for name in _IMPORT_HOOKS if name in sys.modules}
 
-if TELEMETRY_MODULE not in sys.modules and not any(type(f) is _UntracedSDKFinder for f in sys.meta_path):
-    sys.meta_path.insert(0, _UntracedSDKFinder())
+
+if not any(type(f) is _SDKImportHooks for f in sys.meta_path):
+    sys.meta_path.insert(0, _SDKImportHooks())
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore, CoreConfig

@@ -15,13 +15,40 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+# What `create_app` needs is imported with this module, so the server's boot thread
+# (devagent.a2a.server) loads all of it off the event loop.
+import httpx
+from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import Message, Part, Role, SendMessageRequest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+import devagent
 from devagent.a2a import extension as ext
+from devagent.a2a.card import CardApp, build_card
+from devagent.a2a.executor import DevagentExecutor
+from devagent.a2a.handler import DevagentRequestHandler
+from devagent.a2a.hygiene import ErrorHygiene
+from devagent.a2a.legacy_rest import rest_routes
+from devagent.a2a.observe import _STATE as _STATE_IN_BODY
+from devagent.a2a.observe import Metrics, RouteLog, _state_name, quiet_client_mistakes
+from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
+from devagent.a2a.request import handoff
 from devagent.a2a.settings import REST_PREFIX, A2ASettings
+from devagent.a2a.store import BufferedTaskStore
+from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
 from devagent.jsonlimits import depth_message, too_deep
 
 if TYPE_CHECKING:
     from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from devagent.agent.core import AgentCore
@@ -296,33 +323,6 @@ def _json_content_type(value: str | None) -> bool:
 
 def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
-    import httpx
-    from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
-    from a2a.server.routes import (
-        DefaultServerCallContextBuilder,
-        create_jsonrpc_routes,
-        create_rest_routes,
-    )
-    from a2a.server.tasks import DatabaseTaskStore
-    from a2a.types import Message, Part, Role, SendMessageRequest
-    from starlette.applications import Starlette
-    from starlette.middleware import Middleware
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Mount, Route
-
-    import devagent
-    from devagent.a2a.card import CardApp, build_card
-    from devagent.a2a.executor import DevagentExecutor
-    from devagent.a2a.handler import DevagentRequestHandler
-    from devagent.a2a.hygiene import ErrorHygiene
-    from devagent.a2a.legacy_rest import rest_routes
-    from devagent.a2a.observe import _STATE as _STATE_IN_BODY
-    from devagent.a2a.observe import Metrics, RouteLog, _state_name, quiet_client_mistakes
-    from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
-    from devagent.a2a.request import handoff
-    from devagent.a2a.store import BufferedTaskStore
-    from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
-
     _patch_v03_final()
     settings.resolve_grpc_port()
     card_version = getattr(devagent, "__version__", "0.1.0")
@@ -330,9 +330,14 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     engine = core.store.engine
     task_store = BufferedTaskStore(DatabaseTaskStore(engine))
     push_store = VersionedPushConfigStore(engine)
-    http = httpx.AsyncClient(timeout=settings.push_timeout, follow_redirects=False)
+    push_clients: list[httpx.AsyncClient] = []
+
+    def push_client() -> httpx.AsyncClient:  # made at the first webhook delivery
+        push_clients.append(httpx.AsyncClient(timeout=settings.push_timeout, follow_redirects=False))
+        return push_clients[-1]
+
     sender = QueuedPushSender(
-        http,
+        push_client,
         push_store,
         task_store,
         allow_private=settings.allow_private_webhooks,
@@ -555,7 +560,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             if executor.fanout is not None:
                 await executor.fanout.flush()
             await sender.aclose()
-            await http.aclose()
+            for client in push_clients:
+                await client.aclose()
 
     routes = [
         # the card per protocol version, with caching headers (issue 11 item 3)

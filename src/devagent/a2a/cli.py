@@ -159,6 +159,9 @@ def serve_command(
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    from devagent.a2a.server import start_preload
+
+    start_preload()  # the server's imports, in a thread, while the sandbox is probed and uvicorn starts
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
 
     try:

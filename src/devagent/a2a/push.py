@@ -23,6 +23,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from a2a.auth.user import User
@@ -172,7 +173,7 @@ def _settles(event: PushNotificationEvent) -> bool:
 class QueuedPushSender(PushNotificationSender):
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | Callable[[], httpx.AsyncClient],
         store: VersionedPushConfigStore,
         task_store: TaskStore,
         *,
@@ -185,7 +186,10 @@ class QueuedPushSender(PushNotificationSender):
         max_in_flight: int = 32,
         engine: AsyncEngine | None = None,
     ) -> None:
-        self._client = client
+        # a client, or what makes one at the first delivery (a server that sends no webhook never
+        # pays for one: its TLS context is ~20 ms of start-up)
+        self._client: httpx.AsyncClient | None = None if callable(client) else client
+        self._make_client = client if callable(client) else None
         self._store = store
         self._task_store = task_store
         self._engine: AsyncEngine = engine if engine is not None else store.engine
@@ -400,6 +404,9 @@ class QueuedPushSender(PushNotificationSender):
         headers["Content-Type"] = "application/json"
         headers[NOTIFICATION_ID_HEADER] = str(item.id)
         try:
+            if self._client is None:
+                assert self._make_client is not None
+                self._client = self._make_client()
             resp = await self._client.post(
                 target, content=item.body.encode(), headers=headers, extensions=extensions
             )

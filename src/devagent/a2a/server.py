@@ -15,9 +15,11 @@ the moment the socket is bound, as before.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +55,33 @@ def _warm_core() -> None:
 
 
 def _preload() -> None:
+    import prometheus_client  # noqa: F401  (the metrics: devagent.a2a.observe imports it when used)
+
     import devagent.a2a.app
-    import devagent.a2a.handler
-    import devagent.a2a.push
     import devagent.store.db  # noqa: F401
+
+
+_preloading: concurrent.futures.Future[None] | None = None
+
+
+def start_preload() -> concurrent.futures.Future[None]:
+    """Starts importing the server's modules in a thread, once: `serve` calls it as early as it
+    can, so the imports overlap the rest of its start-up (the sandbox probe, uvicorn's start)."""
+    global _preloading
+    if _preloading is None:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                _preload()
+            except BaseException as e:  # reported where the app is built
+                future.set_exception(e)
+            else:
+                future.set_result(None)
+
+        threading.Thread(target=run, name="devagent-preload", daemon=True).start()
+        _preloading = future
+    return _preloading
 
 
 class _InnerLifespan:
@@ -139,7 +164,7 @@ class BootApp:
         assert self._ready is not None
         try:
             # Imports take most of the start-up; in a thread the loop keeps answering the card.
-            await asyncio.to_thread(_preload)
+            await asyncio.wrap_future(start_preload())
             from devagent.a2a.app import create_app
             from devagent.preflight import open_core
 
@@ -197,7 +222,9 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
             server.should_exit = True
 
     boot = BootApp(core_config, settings, getattr(devagent, "__version__", "0.1.0"), on_fail=fail)
-    config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5)
+    # ws="none": no A2A binding uses WebSockets, and uvicorn's "auto" imports a WebSocket library
+    # at start-up when one is installed (issue 14: start-up time and memory)
+    config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, ws="none")
     server = uvicorn.Server(config)
 
     async def announce() -> None:

@@ -39,13 +39,15 @@ class TaskRows:
             func.length(cast(model.history, Text)),
             func.length(cast(model.task_metadata, Text)),
         )
-        from sqlalchemy.dialects import postgresql, sqlite
-
         ins: Any
-        if dialect == "postgresql":
-            ins = postgresql.insert(table)
+        if dialect == "postgresql":  # each dialect's module imported only when used (start-up)
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            ins = pg_insert(table)
         elif dialect == "sqlite":
-            ins = sqlite.insert(table)
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            ins = sqlite_insert(table)
         else:
             raise ValueError(f"no upsert for the {dialect} dialect")
         pk = [c for c in table.primary_key.columns]
