@@ -197,7 +197,8 @@ def test_sdk_client_package_runs_only_when_a_name_is_asked_of_it() -> None:
         "print('grpc' in sys.modules, 'a2a.client.client' in sys.modules, sp.ServiceParameters is not None);"
         "from a2a.client import ClientConfig, create_client;"
         "import a2a.client as c;"
-        "print('a2a.client.client' in sys.modules, c.ClientConfig is ClientConfig, 'create_client' in c.__all__);"
+        "print('a2a.client.client' in sys.modules, c.ClientConfig is ClientConfig,"
+        " 'create_client' in c.__all__);"
         "print(hasattr(c, 'no_such_name'), hasattr(c, '__wrapped__'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -226,6 +226,9 @@ def create_model(
         if provider not in ("anthropic", "google"):
             _skip_message_transform()  # every other builder makes an OpenAI-SDK model
             _validate_stream_chunks()
+            from devagent.agent.history_memo import memoize_history_mapping
+
+            memoize_history_mapping()
         return _BUILDERS[provider](name, key, url, info)
     except ImportError as e:
         raise ModelConfigError(
