@@ -205,3 +205,26 @@ async def test_mcp_client_servers_of_evicted_views_are_stopped(
     conn_a2 = manager.session_servers(a)[0].conn
     assert conn_a2 is not None and conn_a2 is not conn_a and conn_a2.state == "ready"
     assert "a__add" in manager.tools_for(a)
+
+
+def test_pending_permission_gauge_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 12 item 5: the count of permission requests per paused task (the gauge behind
+    /metrics) keeps at most PENDING_TASKS_COUNTED tasks, the most recent; a task answered by a
+    new execution leaves it."""
+    from devagent.a2a import observe
+
+    monkeypatch.setattr(observe, "PENDING_TASKS_COUNTED", 3)
+    metrics = observe.Metrics()
+
+    def gauge() -> float:
+        value = metrics.registry.get_sample_value("devagent_pending_permission_requests")
+        assert value is not None
+        return value
+
+    for i in range(5):
+        record = metrics.turn(f"task-{i}")
+        record.pending = 2
+        record.finish()
+    assert len(metrics._pending) == 3 and gauge() == 6  # tasks 2, 3 and 4
+    metrics.turn("task-4").finish()  # answered: a new execution of the task
+    assert gauge() == 4

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd
+from devagent.lru import LRU
 
 request_log = logging.getLogger("devagent.a2a.requests")
 turn_log = logging.getLogger("devagent.a2a.turns")
@@ -28,6 +29,7 @@ turn_log = logging.getLogger("devagent.a2a.turns")
 # a turn lasts from ms (a slash command) to many minutes (an agentic task with tools).
 FIRST_EVENT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+PENDING_TASKS_COUNTED = 10_000  # paused tasks the pending-permission gauge counts, at most
 
 _STATE = re.compile(rb'"state"\s*:\s*"([A-Za-z_-]+)"')
 _TASK_ID = re.compile(rb'"taskId"\s*:\s*"([^"]{1,64})"')
@@ -74,8 +76,10 @@ class Metrics:
             buckets=TURN_BUCKETS,
             registry=r,
         )
-        # task id -> permission requests it waits on (this process's turns)
-        self._pending: dict[str, int] = {}
+        # task id -> permission requests it waits on (this process's turns). Bounded (issue 12
+        # item 5): a task paused and never answered stays until then, so beyond
+        # PENDING_TASKS_COUNTED the oldest are no longer counted by the gauge.
+        self._pending: LRU[str, int] = LRU(PENDING_TASKS_COUNTED)
         pending = Gauge(
             "devagent_pending_permission_requests",
             "Permission requests waiting for an answer (turns paused by this process)",
