@@ -282,12 +282,25 @@ def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
 def _read_answer(console: Console, prompt: str) -> str:
     """One answer at the permission prompt. Ctrl-C raises KeyboardInterrupt here: asyncio.run's
     own handler would only cancel the task, and input() would go on reading (the next lines typed
-    taken as answers)."""
+    taken as answers).
+
+    The line is waited for with `select` in short slices, not inside input(): the kernel gives
+    SIGINT to any thread of the process, and when another thread (the SQLite driver's, a worker)
+    took it, a read blocked in the main thread was not interrupted, so Python never ran the
+    handler and the prompt hung on the Ctrl-C. Each slice returns to Python, which then runs it.
+    The terminal is line-buffered, so stdin turns readable when a whole line is typed."""
+    import select
     import signal
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return console.input(prompt).strip().lower()[:1]
+        console.print(prompt, end="")
+        try:
+            while not select.select([sys.stdin], [], [], 0.1)[0]:
+                pass
+        except (OSError, ValueError):  # stdin that select cannot wait on: input() alone
+            pass
+        return input().strip().lower()[:1]
     finally:
         signal.signal(signal.SIGINT, previous)
 
