@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import statistics
@@ -34,6 +35,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -402,76 +405,92 @@ async def fake_model_env(fake: Server, tmp: Path) -> dict[str, str]:
     return env
 
 
-async def main(args: argparse.Namespace) -> None:
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1 and 5 min), {os.cpu_count()} cores")
+@dataclass
+class Run:
+    """What a bench run works in: a temporary folder, a workspace, the database URL devagent
+    stores on, the fake model's environment, and the processes to stop at the end."""
+
+    tmp: Path
+    ws: Path
+    db_url: str
+    env: dict[str, str]
+    procs: list[Server]
+
+    def serve_args(self) -> list[str]:
+        """`devagent serve`'s arguments: the real provider path, approval yolo."""
+        where = ["--port", "0", "--db", self.db_url, "--workspace-root", str(self.ws)]
+        return ["serve", *where, "--token", TOKEN, "--approval", "yolo", "--model", "openai:fake"]
+
+
+@contextlib.asynccontextmanager
+async def bench_run(db: str) -> AsyncIterator[Run]:
+    """A fresh SQLite file, or with `db` a fresh database on that PostgreSQL server (dropped at
+    the end), and the fake OpenAI server running; every process in `procs` stopped at the end."""
     pg_name = ""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ws = tmp / "ws"
         (ws / "out").mkdir(parents=True)
         db_url = f"sqlite:///{tmp / 'devagent.db'}"
-        if args.db:
-            pg_name, db_url = await create_pg(args.db)
+        if db:
+            pg_name, db_url = await create_pg(db)
         fake = Server([sys.executable, __file__, "--serve-openai"], dict(os.environ), tmp / "openai.log")
-        procs: list[Server] = [fake]
+        run = Run(tmp, ws, db_url, {}, [fake])
         try:
-            env = await fake_model_env(fake, tmp)
-            serve = [sys.executable, "-m", "devagent", "serve", "--port", "0", "--db", db_url]
-            serve += [
-                "--workspace-root",
-                str(ws),
-                "--token",
-                TOKEN,
-                "--approval",
-                "yolo",
-                "--model",
-                "openai:fake",
-            ]
-            dev = Server(serve, env, tmp / "devagent.log")
-            procs.append(dev)
-            await dev.ready()
-            dev_res = await measure(dev, args)
-            if args.db:
-                dev_res["db_bytes"] = await pg_size(db_url)
-            else:
-                dev_res["db_bytes"] = sum(p.stat().st_size for p in tmp.glob("devagent.db*"))
-            dev.stop()
-            # spawn -> first answer on fresh processes (the first one above included)
-            dev_spawn = [dev_res["spawn"]]
-            for i in range(args.spawns - 1):
-                cmd = [*serve]
-                cmd[cmd.index("--db") + 1] = f"sqlite:///{tmp / f'spawn{i}.db'}" if not args.db else db_url
-                dev_spawn.append(await spawn_median(lambda cmd=cmd: Server(cmd, env, tmp / "spawn.log"), 1))
-            dev_res["spawn"] = statistics.median(dev_spawn)
-
-            chat_events, tool_events = dev_res["chat"]["events"], dev_res["tool"]["events"]
-
-            def bare_server() -> Server:
-                port = free_port()
-                cmd = [
-                    sys.executable,
-                    __file__,
-                    "--serve-bare",
-                    str(port),
-                    str(chat_events),
-                    str(tool_events),
-                ]
-                return Server(cmd, {**os.environ, "PYTHONPATH": str(ROOT / "src")}, tmp / "bare.log")
-
-            bare = bare_server()
-            procs.append(bare)
-            await bare.ready()
-            bare_res = await measure(bare, args)
-            bare.stop()
-            bare_spawn = [bare_res["spawn"]]
-            for _ in range(args.spawns - 1):
-                bare_spawn.append(await spawn_median(bare_server, 1))
-            bare_res["spawn"] = statistics.median(bare_spawn)
+            run.env = await fake_model_env(fake, tmp)
+            yield run
         finally:
-            for p in reversed(procs):
+            for p in reversed(run.procs):
                 p.stop()
-            if pg_name and args.db:
-                await drop_pg(args.db, pg_name)
+            if pg_name:
+                await drop_pg(db, pg_name)
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1 and 5 min), {os.cpu_count()} cores")
+    async with bench_run(args.db) as run:
+        tmp, db_url, env = run.tmp, run.db_url, run.env
+        serve = [sys.executable, "-m", "devagent", *run.serve_args()]
+        dev = Server(serve, env, tmp / "devagent.log")
+        run.procs.append(dev)
+        await dev.ready()
+        dev_res = await measure(dev, args)
+        if args.db:
+            dev_res["db_bytes"] = await pg_size(db_url)
+        else:
+            dev_res["db_bytes"] = sum(p.stat().st_size for p in tmp.glob("devagent.db*"))
+        dev.stop()
+        # spawn -> first answer on fresh processes (the first one above included)
+        dev_spawn = [dev_res["spawn"]]
+        for i in range(args.spawns - 1):
+            cmd = [*serve]
+            cmd[cmd.index("--db") + 1] = f"sqlite:///{tmp / f'spawn{i}.db'}" if not args.db else db_url
+            dev_spawn.append(await spawn_median(lambda cmd=cmd: Server(cmd, env, tmp / "spawn.log"), 1))
+        dev_res["spawn"] = statistics.median(dev_spawn)
+
+        chat_events, tool_events = dev_res["chat"]["events"], dev_res["tool"]["events"]
+
+        def bare_server() -> Server:
+            port = free_port()
+            cmd = [
+                sys.executable,
+                __file__,
+                "--serve-bare",
+                str(port),
+                str(chat_events),
+                str(tool_events),
+            ]
+            return Server(cmd, {**os.environ, "PYTHONPATH": str(ROOT / "src")}, tmp / "bare.log")
+
+        bare = bare_server()
+        run.procs.append(bare)
+        await bare.ready()
+        bare_res = await measure(bare, args)
+        bare.stop()
+        bare_spawn = [bare_res["spawn"]]
+        for _ in range(args.spawns - 1):
+            bare_spawn.append(await spawn_median(bare_server, 1))
+        bare_res["spawn"] = statistics.median(bare_spawn)
     report(bare_res, dev_res, args)
 
 

@@ -23,7 +23,6 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -122,46 +121,22 @@ def show(label: str, diff: Counter[str], turns: int) -> None:
 async def main(args: argparse.Namespace) -> None:
     import httpx
 
-    pg_name = ""
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        ws = tmp / "ws"
-        (ws / "out").mkdir(parents=True)
-        db_url = f"sqlite:///{tmp / 'devagent.db'}"
-        if args.db:
-            pg_name, db_url = await pp.create_pg(args.db)
-        fake = pp.Server(
-            [sys.executable, pp.__file__, "--serve-openai"], dict(os.environ), tmp / "openai.log"
-        )
-        procs = [fake]
-        try:
-            env = await pp.fake_model_env(fake, tmp)
-            counts_file = tmp / "counts.json"
-            serve = ["serve", "--port", "0", "--db", db_url, "--workspace-root", str(ws)]
-            serve += ["--token", pp.TOKEN, "--approval", "yolo", "--model", "openai:fake"]
-            cmd = [sys.executable, __file__, "--serve-counted", str(counts_file), *serve]
-            dev = pp.Server(cmd, env, tmp / "devagent.log")
-            procs.append(dev)
-            await dev.ready()
-            n = args.turns
-            async with httpx.AsyncClient(timeout=600) as c:
-                for i in range(3):  # warm-up (the checkpoints table is created on first use)
-                    await pp.one_turn(c, dev.url, f"tool warm {i}")
-                    await pp.one_turn(c, dev.url, f"chat warm {i}")
-                tool = await per_turn(
-                    c, dev, counts_file, [f"tool {i} {uuid.uuid4().hex[:6]}" for i in range(n)]
-                )
-                chat = await per_turn(
-                    c, dev, counts_file, [f"chat {i} {uuid.uuid4().hex[:6]}" for i in range(n)]
-                )
-                ctx = str(uuid.uuid4())
-                await pp.one_turn(c, dev.url, "tool first", ctx)
-                cont = await per_turn(c, dev, counts_file, [f"tool more {i}" for i in range(n)], ctx)
-        finally:
-            for p in reversed(procs):
-                p.stop()
-            if pg_name:
-                await pp.drop_pg(args.db, pg_name)
+    async with pp.bench_run(args.db) as run:
+        counts_file = run.tmp / "counts.json"
+        cmd = [sys.executable, __file__, "--serve-counted", str(counts_file), *run.serve_args()]
+        dev = pp.Server(cmd, run.env, run.tmp / "devagent.log")
+        run.procs.append(dev)
+        await dev.ready()
+        n = args.turns
+        async with httpx.AsyncClient(timeout=600) as c:
+            for i in range(3):  # warm-up (the checkpoints table is created on first use)
+                await pp.one_turn(c, dev.url, f"tool warm {i}")
+                await pp.one_turn(c, dev.url, f"chat warm {i}")
+            tool = await per_turn(c, dev, counts_file, [f"tool {i} {uuid.uuid4().hex[:6]}" for i in range(n)])
+            chat = await per_turn(c, dev, counts_file, [f"chat {i} {uuid.uuid4().hex[:6]}" for i in range(n)])
+            ctx = str(uuid.uuid4())
+            await pp.one_turn(c, dev.url, "tool first", ctx)
+            cont = await per_turn(c, dev, counts_file, [f"tool more {i}" for i in range(n)], ctx)
     print(
         f"store: {'PostgreSQL' if args.db else 'SQLite'}; {n} sequential turns each; {time.strftime('%F %T')}"
     )
