@@ -330,14 +330,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     engine = core.store.engine
     task_store = BufferedTaskStore(DatabaseTaskStore(engine))
     push_store = VersionedPushConfigStore(engine)
-    push_clients: list[httpx.AsyncClient] = []
-
-    def push_client() -> httpx.AsyncClient:  # made at the first webhook delivery
-        push_clients.append(httpx.AsyncClient(timeout=settings.push_timeout, follow_redirects=False))
-        return push_clients[-1]
-
     sender = QueuedPushSender(
-        push_client,
+        lambda: httpx.AsyncClient(timeout=settings.push_timeout, follow_redirects=False),
         push_store,
         task_store,
         allow_private=settings.allow_private_webhooks,
@@ -560,8 +554,6 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             if executor.fanout is not None:
                 await executor.fanout.flush()
             await sender.aclose()
-            for client in push_clients:
-                await client.aclose()
 
     routes = [
         # the card per protocol version, with caching headers (issue 11 item 3)

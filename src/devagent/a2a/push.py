@@ -186,8 +186,9 @@ class QueuedPushSender(PushNotificationSender):
         max_in_flight: int = 32,
         engine: AsyncEngine | None = None,
     ) -> None:
-        # a client, or what makes one at the first delivery (a server that sends no webhook never
-        # pays for one: its TLS context is ~20 ms of start-up)
+        # a client (the caller's to close), or what makes one at the first delivery (a server
+        # that sends no webhook never pays for one: its TLS context is ~20 ms of start-up), closed
+        # by `aclose`
         self._client: httpx.AsyncClient | None = None if callable(client) else client
         self._make_client = client if callable(client) else None
         self._store = store
@@ -453,3 +454,5 @@ class QueuedPushSender(PushNotificationSender):
                     await push_queue.release(self._engine, self.worker_id)
                 except Exception:
                     log.exception("cannot release push claims")
+        if self._make_client is not None and self._client is not None:  # the one this sender made
+            await self._client.aclose()
