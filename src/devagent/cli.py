@@ -67,10 +67,20 @@ def _options(
     debug: Annotated[
         bool, typer.Option("--debug", help="Print the traceback of an error (also DEVAGENT_DEBUG=1)")
     ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="The settings file (also DEVAGENT_CONFIG; default: ~/.config/devagent/config.toml). "
+            "Never read from the current directory",
+        ),
+    ] = None,
 ) -> None:
     """devagent: an open, self-hostable coding agent (A2A server, wire mode, terminal)."""
     if debug:
         os.environ["DEVAGENT_DEBUG"] = "1"
+    if config is not None:
+        os.environ["DEVAGENT_CONFIG"] = str(config)
 
 
 @app.command()
@@ -510,6 +520,7 @@ def main() -> None:
         os.environ["DEVAGENT_DEBUG"] = "1"
         if not (wire_mode or acp_mode):  # their own --debug also turns their logging up
             argv = [a for a in argv if a != "--debug"]
+    argv = _take_config(argv)
     from devagent.preflight import report
 
     try:
@@ -532,6 +543,28 @@ def main() -> None:
     except Exception as e:
         code = report("devagent", e)
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _take_config(argv: list[str]) -> list[str]:
+    """`--config FILE` (or `--config=FILE`) anywhere before `--`, for every command and door: taken
+    out of the line into DEVAGENT_CONFIG, which `load_config` reads (issue 20 item 2)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out += argv[i:]
+            break
+        if a == "--config" and i + 1 < len(argv):
+            os.environ["DEVAGENT_CONFIG"] = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--config="):
+            os.environ["DEVAGENT_CONFIG"] = a.split("=", 1)[1]
+        else:
+            out.append(a)
+        i += 1
+    return out
 
 
 def _typer_main(argv: list[str]) -> Any:

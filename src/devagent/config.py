@@ -1,5 +1,10 @@
-"""Settings: command-line flags over `DEVAGENT_*` environment variables over `devagent.toml` over
-the defaults. The README's settings table lists every key."""
+"""Settings: command-line flags over `DEVAGENT_*` environment variables over the settings file over
+the defaults. The README's settings table lists every key.
+
+The settings file is the operator's (issue 20 item 2): the one `--config` (`DEVAGENT_CONFIG`) names,
+else the user's own `$XDG_CONFIG_HOME/devagent/config.toml` (`~/.config/devagent/config.toml`).
+Nothing is read from the current directory or a workspace: a repository cannot reconfigure
+devagent (its approval mode, its MCP commands, where its API key goes)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.core import CoreConfig
+from devagent.agent.childenv import check_env_pass
+from devagent.agent.core import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
 
@@ -28,6 +34,10 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
+    "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
+    "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
+    "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
+    "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
@@ -50,14 +60,16 @@ class ConfigError(ValueError):
 
 
 def config_file(environ: Mapping[str, str]) -> Path | None:
+    """The settings file to read: the operator's (`--config`, `DEVAGENT_CONFIG`), else the user's
+    own config.toml in their config folder, else none. Never one from the current directory."""
     explicit = environ.get("DEVAGENT_CONFIG")
     if explicit:
-        p = Path(explicit)
+        p = Path(explicit).expanduser()
         if not p.is_file():
-            raise ConfigError(f"DEVAGENT_CONFIG names {p}, which is not a file")
-        return p
-    p = Path("devagent.toml")
-    return p if p.is_file() else None
+            raise ConfigError(f"the settings file {p} (--config, DEVAGENT_CONFIG) is not a file")
+        return p.resolve()
+    p = user_config_dir(environ) / "config.toml"
+    return p.resolve() if p.is_file() else None
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -177,11 +189,17 @@ def load_config(
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = _convert(name, value)
-    config = CoreConfig(**values)
+    config = CoreConfig(**values, config_path=path)
+    try:
+        check_env_pass(config.env_pass)
+    except ValueError as e:
+        raise ConfigError(f"env_pass (DEVAGENT_ENV_PASS): {e}") from None
+    if config.command_memory_mb < 0 or config.command_processes < 0:
+        raise ConfigError("command_memory_mb and command_processes must be 0 (no limit) or more")
     try:
         config.sandbox = sandbox_setting(config.sandbox)
     except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in devagent.toml)") from None
+        raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in the settings file)") from None
     if config.approval_mode not in APPROVAL_MODES:
         raise ConfigError(f"approval mode {config.approval_mode!r} is not one of {', '.join(APPROVAL_MODES)}")
     bad = [m for m in config.allowed_approval_modes if m not in APPROVAL_MODES]

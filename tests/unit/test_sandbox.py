@@ -324,20 +324,30 @@ WORKS = Sandbox("/usr/bin/bwrap", "bubblewrap 0.8.0")
 MISSING = "bwrap not installed: apt-get install bubblewrap"
 
 
-def test_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """issue 12 item 7: the line says whether the sandbox is on and why; "on" where bwrap does not
     work is an error naming the fix, "auto" falls back to off saying why."""
     config = CoreConfig()
     _fake_probe(monkeypatch, WORKS)
     sandbox, line = choose_sandbox(None, config, "serve")
     assert line == "Shell sandbox: on (bubblewrap 0.8.0, no network)"
-    assert sandbox is not None and not sandbox.network
-    assert sandbox.hidden == (Path(os.path.realpath(config.data_dir)),)
+    assert isinstance(sandbox, Sandbox) and not sandbox.network
+    home = Path(os.path.realpath(Path.home()))
+    assert Path(os.path.realpath(config.data_dir)) in sandbox.hidden and home in sandbox.hidden
     sandbox, line = choose_sandbox(None, CoreConfig(sandbox_network=True), "serve")
-    assert line == "Shell sandbox: on (bubblewrap 0.8.0, network allowed)" and sandbox and sandbox.network
+    assert line == "Shell sandbox: on (bubblewrap 0.8.0, network allowed)"
+    assert isinstance(sandbox, Sandbox) and sandbox.network
 
+    # issue 20 item 3: serve's default fails closed where bwrap cannot run; "auto" is the
+    # operator's explicit choice to run unsandboxed then.
     _fake_probe(monkeypatch, MISSING)
-    assert choose_sandbox(None, config, "serve") == (None, f"Shell sandbox: off ({MISSING})")
+    missing, line = choose_sandbox(None, config, "serve")
+    assert missing == shell.SandboxMissing(MISSING)
+    assert line.startswith(f"Shell sandbox: UNAVAILABLE ({MISSING}). Shell commands will fail until")
+    assert choose_sandbox(None, CoreConfig(sandbox="auto"), "serve") == (
+        None,
+        f"Shell sandbox: off (sandbox = auto and {MISSING})",
+    )
     with pytest.raises(SandboxError, match=r"on \(--sandbox\) but bwrap not installed: apt-get install"):
         choose_sandbox(True, config, "serve")
     with pytest.raises(SandboxError, match=r"sandbox = on in the settings"):
@@ -345,7 +355,7 @@ def test_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert choose_sandbox(False, config, "serve") == (None, "Shell sandbox: off (--no-sandbox)")
 
 
-def test_serve_prints_the_line_and_refuses_on_without_bwrap(
+def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """issue 12 item 7: `devagent serve` prints the line before it starts the server and uses the
@@ -369,7 +379,8 @@ def test_serve_prints_the_line_and_refuses_on_without_bwrap(
     _fake_probe(monkeypatch, MISSING)
     assert serve_command(port=0, tokens=["t"]) == 0
     assert started == [True, False]
-    assert f"Shell sandbox: off ({MISSING})" in capsys.readouterr().err
+    assert shell.sandbox_missing() == shell.SandboxMissing(MISSING)  # commands fail closed
+    assert f"Shell sandbox: UNAVAILABLE ({MISSING})" in capsys.readouterr().err
 
     assert serve_command(port=0, tokens=["t"], sandbox=True) == 2
     assert started == [True, False]

@@ -165,7 +165,9 @@ def serve_command(
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
 
     try:
-        print(setup_sandbox(sandbox, config, "serve"), file=sys.stderr, flush=True)
+        # Every root hidden: a session's command sees its own workspace only (issue 20 item 4).
+        line = setup_sandbox(sandbox, config, "serve", hide=settings.workspace_roots)
+        print(line, file=sys.stderr, flush=True)
     except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2

@@ -17,9 +17,11 @@ Adapters use only this module's public surface plus `devagent.agent.events`:
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 import weakref
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +61,16 @@ class CoreConfig:
     # off unless `sandbox_network`.
     sandbox: str = ""
     sandbox_network: bool = False
+    # Directories a sandboxed command may read although they are in the server's home (which it
+    # cannot read): toolchains beyond those on PATH (issue 20 item 3).
+    sandbox_read: tuple[str, ...] = ()
+    # What every program the agent starts gets from the server's environment beyond the
+    # allow-list (devagent/agent/childenv.py): names, or prefixes ending in `*` (issue 20 item 1).
+    env_pass: tuple[str, ...] = ()
+    # Per-command limits of shell commands run here (0: none): data memory in MiB, and processes
+    # of the server's user (not enforced for root, which the kernel exempts).
+    command_memory_mb: int = 4096
+    command_processes: int = 1024
     memory_file: str = "AGENTS.md"
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
     # A process changes a session only while it holds the session's lease in the database; a
@@ -80,6 +92,9 @@ class CoreConfig:
     outbound_allow: tuple[str, ...] = ()
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
+    # Not a setting: the settings file that was read (the operator's `--config`, or the user's
+    # own), which no tool may change (issue 20 item 2).
+    config_path: Path | None = None
 
     def outbound_networks(self) -> tuple[IPNetwork, ...]:
         return parse_networks(self.outbound_allow)
@@ -93,6 +108,38 @@ class CoreConfig:
             self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.data_dir.chmod(0o700)  # mkdir's mode is reduced by the umask
         return f"sqlite+aiosqlite:///{self.data_dir / 'devagent.db'}"
+
+    def protected_paths(self) -> tuple[Path, ...]:
+        """What configures devagent or holds its state: no tool writes there, in any approval mode,
+        and a sandboxed command cannot read it (issue 20 items 2-3). The data directory, the user's
+        config folder, the settings file read, and a SQLite database file with its companions
+        wherever it is. Real paths, and a path is protected with everything under it."""
+        paths = [self.data_dir, user_config_dir()]
+        if self.config_path is not None:
+            paths.append(self.config_path)
+        db = sqlite_file(self.db_url)
+        if db is not None:
+            paths += [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))]
+        return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
+
+
+def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own devagent config folder: $XDG_CONFIG_HOME/devagent or ~/.config/devagent."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "devagent"
+
+
+def sqlite_file(db_url: str) -> Path | None:
+    """The file of a SQLite database URL (`sqlite+aiosqlite:///path`), None for another database
+    or an in-memory one."""
+    scheme, sep, rest = db_url.partition(":///")
+    if not sep or not scheme.split("+", 1)[0] == "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    return Path(path) if os.path.isabs(path) else Path(os.path.abspath(path))
 
 
 class AgentCore:
@@ -117,8 +164,6 @@ class AgentCore:
     def _default_model(self) -> tuple[str, str]:
         if self.config.default_model:
             return self.config.default_model, f"Model: {self.config.default_model}"
-        import os
-
         from devagent.agent.models import default_model_spec
 
         return default_model_spec(os.environ)

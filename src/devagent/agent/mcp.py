@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, TextDelta, ToolKind
 from devagent.agent.mcp_names import SEPARATOR, server_of
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
@@ -256,10 +257,17 @@ class McpConnection:
     (`_run`), as anyio requires; calls come from the session's tasks."""
 
     def __init__(
-        self, spec: McpServerSpec, cwd: str, start_timeout: float, call_timeout: float, pin: str | None = None
+        self,
+        spec: McpServerSpec,
+        cwd: str,
+        start_timeout: float,
+        call_timeout: float,
+        pin: str | None = None,
+        env_pass: tuple[str, ...] = (),
     ) -> None:
         self.spec = spec
         self.cwd = cwd
+        self.env_pass = env_pass  # the operator's extra environment names (issue 20 item 1)
         self.pin = pin  # the checked address a client-named URL is connected to (netpolicy)
         self.start_timeout = start_timeout
         self.call_timeout = spec.timeout or call_timeout
@@ -367,9 +375,10 @@ class McpConnection:
             cwd = self.spec.cwd or self.cwd
             if self.spec.cwd and not os.path.isabs(self.spec.cwd):
                 cwd = os.path.join(self.cwd, self.spec.cwd)
-            params = StdioServerParameters(
-                command=self.spec.command, args=self.spec.args, env=self.spec.env or None, cwd=cwd
-            )
+            # The allow-list of every program the agent starts (issue 20 item 1), then the
+            # operator's `env` of this server. The SDK adds its own short list (PATH, HOME, ...).
+            env = child_env(self.env_pass, extra=self.spec.env)
+            params = StdioServerParameters(command=self.spec.command, args=self.spec.args, env=env, cwd=cwd)
             transport = stdio_client(params, errlog=self._stderr)
         client = Client(transport, message_handler=self._on_message, read_timeout_seconds=None)
         return await stack.enter_async_context(client)
@@ -717,7 +726,12 @@ class McpManager:
         conn = self._conns.get(key)
         if conn is None:
             conn = McpConnection(
-                spec, cwd, self.config.mcp_start_timeout, self.config.mcp_call_timeout, pin=pin
+                spec,
+                cwd,
+                self.config.mcp_start_timeout,
+                self.config.mcp_call_timeout,
+                pin=pin,
+                env_pass=self.config.env_pass,
             )
             self._conns[key] = conn
         return conn

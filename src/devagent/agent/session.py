@@ -107,7 +107,7 @@ class Session:
         self._label: str | None = None  # the running turn's label (see `advance`)
         self._current: Turn | None = None  # the turn that holds `_lock`
         self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
-        self.workspace = Workspace([Path(r) for r in state.workspace_roots])
+        self.workspace = Workspace([Path(r) for r in state.workspace_roots], core.config.protected_paths())
         self._tools: dict[str, Tool] = builtin_tools()
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self._messages: list[pm.ModelMessage] | None = None
@@ -890,6 +890,9 @@ class Session:
             call_id=p.id,
             cancelled=self._cancel,
             shell_timeout=self.core.config.shell_timeout,
+            env_pass=self.core.config.env_pass,
+            command_memory_mb=self.core.config.command_memory_mb,
+            command_processes=self.core.config.command_processes,
             memory_file=self.core.config.memory_file,
             backends=self.backends,
             **kw,

@@ -140,6 +140,21 @@ def _locate(path: Path, workspace: Workspace | None, *, create_dirs: bool = Fals
     return locate([Path("/")], path, follow=False, create_dirs=create_dirs)
 
 
+def _locate_for_change(path: Path, workspace: Workspace | None, *, create_dirs: bool = False) -> Located:
+    """`_locate` for a write or a removal: the located real path is checked against what no tool
+    may change (`Workspace.check_writable`, issue 20 item 2) before anything is done there."""
+    if workspace is not None:  # the check first: a refused write creates no directory either
+        workspace.check_writable(Path(os.path.realpath(path)), path)
+    loc = _locate(path, workspace, create_dirs=create_dirs)
+    if workspace is not None:
+        try:
+            workspace.check_writable(loc.path, path)
+        except BaseException:
+            loc.close()
+            raise
+    return loc
+
+
 def fs_failure(e: OSError, path: str | Path) -> ToolFailure:
     """An OSError of a file operation as the model should read it."""
     shown = str(path)
@@ -223,7 +238,7 @@ def write_text(path: Path, content: str, workspace: Workspace | None = None) -> 
 def remove_file(path: Path, workspace: Workspace | None = None) -> None:
     """Removes the file `path` (relative to its confined parent directory); a missing one is fine."""
     try:
-        with _locate(path, workspace) as loc:
+        with _locate_for_change(path, workspace) as loc:
             os.unlink(loc.name, dir_fd=loc.dir_fd)
     except FileNotFoundError:
         return
@@ -253,7 +268,7 @@ def atomic_write(path: Path, content: str | bytes, workspace: Workspace | None =
     grep and read_many_files skip such names (`is_temp_name`).
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
-    with _locate(path, workspace, create_dirs=True) as loc:
+    with _locate_for_change(path, workspace, create_dirs=True) as loc:
         old = loc.lstat()
         if loc.name == "." or (old is not None and stat.S_ISDIR(old.st_mode)):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))

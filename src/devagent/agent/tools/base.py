@@ -61,10 +61,13 @@ class Workspace:
     the real path a string names, for display and to name the file again later; it is never
     opened as a string."""
 
-    def __init__(self, roots: list[Path]) -> None:
+    def __init__(self, roots: list[Path], protected: tuple[Path, ...] = ()) -> None:
         if not roots:
             raise ValueError("a workspace needs at least one root")
         self.roots = [Path(os.path.realpath(r)) for r in roots]
+        # What configures devagent or holds its state (CoreConfig.protected_paths, real paths):
+        # never written by a tool, whatever the approval mode (issue 20 item 2).
+        self.protected = protected
 
     @property
     def primary(self) -> Path:
@@ -109,6 +112,25 @@ class Workspace:
             raise ToolFailure(f"{str(path)!r} does not exist", "not_found")
         return real
 
+    def check_writable(self, real: Path, shown: str | Path | None = None) -> None:
+        """A ToolFailure when a tool may not change the file at the real path `real`, in any
+        approval mode (issue 20 item 2): devagent's own configuration and state (its settings file,
+        data folder, database), and git's own files (`.git/`: its config and hooks choose programs
+        that later `git` commands run, which would turn an edit into running code)."""
+        what = str(shown if shown is not None else self.display(real))
+        for p in self.protected:
+            if real == p or real.is_relative_to(p):
+                raise ToolFailure(
+                    f"{what!r} configures devagent or holds its data; no tool may change it", "protected_path"
+                )
+        inside = next((real.relative_to(r) for r in self.roots if real.is_relative_to(r)), None)
+        if inside is not None and ".git" in inside.parts:
+            raise ToolFailure(
+                f"{what!r} is inside a .git directory, which only git itself may change: "
+                "use git commands (run_shell_command) instead",
+                "protected_path",
+            )
+
     def display(self, path: Path) -> str:
         """A path as the user should read it: relative to its root where possible."""
         for root in self.roots:
@@ -141,6 +163,11 @@ class ToolContext:
     # Set when the turn is cancelled; tools that wait (shell) watch it.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     shell_timeout: float = 120.0
+    # What a shell command gets (CoreConfig): the operator's extra environment names, and its
+    # limits (issue 20 items 1 and 3).
+    env_pass: tuple[str, ...] = ()
+    command_memory_mb: int = 0
+    command_processes: int = 0
     memory_file: str = "AGENTS.md"
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)

@@ -410,6 +410,7 @@ async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | 
         return None
     path = str_arg(args, "path")
     real = await in_thread(ctx.workspace.resolve, path)
+    ctx.workspace.check_writable(real, path)
     status = await in_thread(file_status, real, ctx.workspace)
     if status is not None and stat.S_ISDIR(status.st_mode):
         raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
@@ -430,6 +431,7 @@ def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
     """The real path a write would replace and its current text (None when it does not exist),
     read through the confined walk."""
     real = workspace.resolve(path)
+    workspace.check_writable(real, path)
     status = file_status(real, workspace)
     if status is None:
         return real, None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
@@ -147,7 +148,13 @@ class Sandbox:
     bwrap: str
     version: str = ""  # "bubblewrap 0.8.0"
     network: bool = False
-    hidden: tuple[Path, ...] = ()  # directories shown empty inside (the server's data directory)
+    # Directories shown empty inside (issue 20 item 3): the server's home and data directory, the
+    # user's config folder, and on a server every workspace root (a session sees its own only).
+    hidden: tuple[Path, ...] = ()
+    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the home.
+    readable: tuple[Path, ...] = ()
+    # Files shown empty and read-only: the settings file and a SQLite database wherever they are.
+    masked: tuple[Path, ...] = ()
 
     def argv(self, roots: Sequence[Path], cwd: str, command: Sequence[str]) -> list[str]:
         """The bwrap command line running `command` in `cwd` with `roots` writable."""
@@ -157,16 +164,20 @@ class Sandbox:
         args += ["--die-with-parent", "--cap-drop", "ALL"]
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # Later mounts cover earlier ones: parents first, so a root inside /tmp stays writable and
-        # a hidden directory inside a root stays hidden. At equal depth a root wins over a hide.
-        mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--tmpfs", "/tmp"])]
+        # a hidden directory inside a root stays hidden. At equal depth: hide, then show again
+        # read-only, then the roots (a root wins over a hide), then the masks (a masked file is
+        # never a root).
+        mounts: list[tuple[int, int, list[str]]] = [(2, 0, ["--tmpfs", "/tmp"])]
         if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
-            mounts.append((Path("/run"), ["--tmpfs", "/run"]))
+            mounts.append((2, 0, ["--tmpfs", "/run"]))
             resolv = Path(os.path.realpath("/etc/resolv.conf"))
             if self.network and resolv.is_relative_to("/run") and resolv.is_file():
-                mounts.append((resolv, ["--ro-bind", str(resolv), str(resolv)]))
-        mounts += [(h, ["--tmpfs", str(h)]) for h in self.hidden if h.is_dir()]
-        mounts += [(r, ["--bind", str(r), str(r)]) for r in roots]
-        for _path, mount in sorted(mounts, key=lambda m: len(m[0].parts)):
+                mounts.append((len(resolv.parts), 1, ["--ro-bind", str(resolv), str(resolv)]))
+        mounts += [(len(h.parts), 0, ["--tmpfs", str(h)]) for h in self.hidden if h.is_dir()]
+        mounts += [(len(r.parts), 1, ["--ro-bind", str(r), str(r)]) for r in self.readable if r.is_dir()]
+        mounts += [(len(r.parts), 2, ["--bind", str(r), str(r)]) for r in roots]
+        mounts += [(len(f.parts), 3, ["--ro-bind", "/dev/null", str(f)]) for f in self.masked if f.is_file()]
+        for _depth, _order, mount in sorted(mounts, key=lambda m: m[:2]):
             args += mount
         return [*args, "--chdir", cwd, *command]
 
@@ -213,49 +224,136 @@ def sandbox_setting(value: str) -> str:
     return v
 
 
-_process_sandbox: Sandbox | None = None
+@dataclass(frozen=True, slots=True)
+class SandboxMissing:
+    """The sandbox is on but cannot run here (issue 20 item 3): shell commands fail closed with
+    `why`, never run unsandboxed."""
+
+    why: str
+
+    def message(self) -> str:
+        return (
+            f"shell commands cannot run on this server: its sandbox is on but {self.why}. "
+            "The operator must install bubblewrap, or turn the sandbox off explicitly (--no-sandbox)"
+        )
 
 
-def use_sandbox(sandbox: Sandbox | None) -> None:
-    """Sets how this process runs shell commands (None: directly, unsandboxed)."""
+_process_sandbox: Sandbox | SandboxMissing | None = None
+
+
+def use_sandbox(sandbox: Sandbox | SandboxMissing | None) -> None:
+    """Sets how this process runs shell commands (None: directly, unsandboxed; SandboxMissing:
+    not at all)."""
     global _process_sandbox
     _process_sandbox = sandbox
 
 
 def active_sandbox() -> Sandbox | None:
-    return _process_sandbox
+    return _process_sandbox if isinstance(_process_sandbox, Sandbox) else None
 
 
-def choose_sandbox(flag: bool | None, config: CoreConfig, command: str) -> tuple[Sandbox | None, str]:
+def sandbox_missing() -> SandboxMissing | None:
+    return _process_sandbox if isinstance(_process_sandbox, SandboxMissing) else None
+
+
+def _toolchains(home: Path, extra: Sequence[str]) -> tuple[Path, ...]:
+    """What stays readable in the hidden home: each PATH entry under it (with its parent for a
+    `bin` or `shims` folder of a toolchain, e.g. ~/.pyenv, never the home itself or ~/.local),
+    the Python devagent runs on, and the operator's `sandbox_read`."""
+    import sys
+
+    found: list[Path] = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        p = Path(os.path.realpath(entry))
+        if not p.is_relative_to(home) or p == home:
+            continue
+        found.append(p)
+        if p.name in ("bin", "shims") and p.parent not in (home, home / ".local"):
+            found.append(p.parent)
+    for prefix in (sys.base_prefix, sys.prefix):
+        p = Path(os.path.realpath(prefix))
+        if p.is_relative_to(home) and p != home:
+            found.append(p)
+    found += [Path(os.path.realpath(os.path.expanduser(e))) for e in extra]
+    return tuple(dict.fromkeys(found))
+
+
+def choose_sandbox(
+    flag: bool | None, config: CoreConfig, command: str, hide: Sequence[Path] = ()
+) -> tuple[Sandbox | SandboxMissing | None, str]:
     """The sandbox for `devagent COMMAND`: the flag (--sandbox/--no-sandbox) over the `sandbox`
-    setting over the command's default (auto for serve, off for run and wire). Returns it with
-    the line saying whether it is on and why; SandboxError when it is asked for ("on") but bwrap
-    does not work here."""
+    setting over the command's default (on for serve, off for run and wire). Returns it with the
+    line saying whether it is on and why. Where bwrap does not work: SandboxError when it was
+    asked for (the flag or the setting "on"); SandboxMissing for serve's default, so that the
+    server starts and its commands fail closed (issue 20 item 3); off only for the operator's
+    explicit "auto". `hide`: more directories no command may see (a server's workspace roots)."""
     if flag is not None:
         mode, source = ("on", "--sandbox") if flag else ("off", "--no-sandbox")
     elif config.sandbox:
         mode = sandbox_setting(config.sandbox)
         source = f"sandbox = {mode} in the settings"
+    elif command == "serve":
+        mode, source = "default", "the default of devagent serve"
     else:
-        mode = "auto" if command == "serve" else "off"
-        source = f"the default of devagent {command}; --sandbox turns it on"
+        mode, source = "off", f"the default of devagent {command}; --sandbox turns it on"
     if mode == "off":
         return None, f"Shell sandbox: off ({source})"
     probed = probe_bwrap()
     if isinstance(probed, str):
         if mode == "on":
             raise SandboxError(f"the shell sandbox is on ({source}) but {probed}")
-        return None, f"Shell sandbox: off ({probed})"
-    hidden = (Path(os.path.realpath(config.data_dir)),)
-    sandbox = replace(probed, network=config.sandbox_network, hidden=hidden)
+        if mode == "auto":
+            return None, f"Shell sandbox: off (sandbox = auto and {probed})"
+        missing = SandboxMissing(probed)
+        return missing, (
+            f"Shell sandbox: UNAVAILABLE ({probed}). Shell commands will fail until bubblewrap "
+            "runs here or the sandbox is turned off explicitly (--no-sandbox, sandbox = off)"
+        )
+    home = Path(os.path.realpath(Path.home()))
+    protected = config.protected_paths()
+    hidden = [p for p in protected if not p.is_file()]
+    if home != Path("/"):
+        hidden.append(home)
+    hidden += [Path(os.path.realpath(h)) for h in hide]
+    sandbox = replace(
+        probed,
+        network=config.sandbox_network,
+        hidden=tuple(dict.fromkeys(hidden)),
+        readable=_toolchains(home, config.sandbox_read) if home != Path("/") else (),
+        masked=tuple(p for p in protected if p.is_file()),
+    )
     return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
 
 
-def setup_sandbox(flag: bool | None, config: CoreConfig, command: str) -> str:
+def setup_sandbox(flag: bool | None, config: CoreConfig, command: str, hide: Sequence[Path] = ()) -> str:
     """Chooses the sandbox for this process (`choose_sandbox`), uses it, returns the line to print."""
-    sandbox, line = choose_sandbox(flag, config, command)
+    sandbox, line = choose_sandbox(flag, config, command, hide)
     use_sandbox(sandbox)
     return line
+
+
+def limited(command: str, memory_mb: int, processes: int) -> list[str]:
+    """`bash -c command` under the per-command limits (issue 20 item 3): data memory in MiB and
+    processes, each capped at what this process may give (a hard limit cannot be raised), 0 for
+    none. `ulimit` sets soft and hard limits, so the command cannot raise them again."""
+    import resource
+
+    steps: list[str] = []
+    for flag, rlimit, value, unit in (
+        ("-d", resource.RLIMIT_DATA, memory_mb * 1024, 1024),
+        ("-u", resource.RLIMIT_NPROC, processes, 1),
+    ):
+        if value <= 0:
+            continue
+        hard = resource.getrlimit(rlimit)[1]
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard // unit)
+        steps.append(f"ulimit {flag} {value}")
+    if not steps:
+        return ["bash", "-c", command]
+    return ["bash", "-c", " && ".join([*steps, 'exec bash -c "$1"']), "bash", command]
 
 
 class RunShellCommand(Tool):
@@ -298,6 +396,8 @@ class RunShellCommand(Tool):
     )
 
     def definition(self) -> dict[str, Any]:
+        if (missing := sandbox_missing()) is not None:
+            return {**super().definition(), "description": f"Unavailable: {missing.message()}."}
         sandbox = active_sandbox()
         if sandbox is None:
             return super().definition()
@@ -320,6 +420,7 @@ class RunShellCommand(Tool):
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         command = str_arg(args, "command")
+        self._check_can_run(ctx)  # never ask for what cannot run
         return ExecuteDetails(
             command=command, working_directory=self._cwd(args, ctx), root_command=root_command(command)
         )
@@ -337,10 +438,15 @@ class RunShellCommand(Tool):
             raise ToolFailure("the command was cancelled before it started", "cancelled")
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
             return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx)
+        self._check_can_run(ctx)
 
-        env = dict(os.environ)
-        env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"})
-        argv = ["bash", "-c", command]
+        # An allow-list, never the server's environment (issue 20 item 1: tokens, database URL,
+        # provider keys stay in the server).
+        env = child_env(
+            ctx.env_pass,
+            extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"},
+        )
+        argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
         sandbox = active_sandbox()
         if sandbox is not None:
             argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
@@ -454,6 +560,14 @@ class RunShellCommand(Tool):
                 "sandboxed": sandbox is not None,
             },
         )
+
+    @staticmethod
+    def _check_can_run(ctx: ToolContext) -> None:
+        """Fails closed where the sandbox is on but cannot run (issue 20 item 3); commands that
+        run in the client's terminal are the client's."""
+        missing = sandbox_missing()
+        if missing is not None and ctx.backends.commands is None:
+            raise ToolFailure(missing.message(), "sandbox_unavailable")
 
     async def _run_elsewhere(
         self, backend: CommandBackend, command: str, cwd: str, time_limit: float, ctx: ToolContext
