@@ -55,9 +55,12 @@ class Serve:
                 self.proc.wait()
 
 
-def start_serve(args: list[str], log: Path, *, crash_at: str | None = None) -> Serve:
-    """Start `devagent serve --port 0 ARGS` and wait until it listens."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def start_serve(
+    args: list[str], log: Path, *, crash_at: str | None = None, env: dict[str, str] | None = None
+) -> Serve:
+    """Start `devagent serve --port 0 ARGS` and wait until it listens (`env`: its environment
+    instead of ours)."""
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     env.pop("DEVAGENT_CRASH_AT", None)
     if crash_at:
         env["DEVAGENT_CRASH_AT"] = crash_at
@@ -95,8 +98,10 @@ def start_serve(args: list[str], log: Path, *, crash_at: str | None = None) -> S
 
 
 @contextmanager
-def serving(args: list[str], log: Path, *, crash_at: str | None = None) -> Iterator[Serve]:
-    s = start_serve(args, log, crash_at=crash_at)
+def serving(
+    args: list[str], log: Path, *, crash_at: str | None = None, env: dict[str, str] | None = None
+) -> Iterator[Serve]:
+    s = start_serve(args, log, crash_at=crash_at, env=env)
     try:
         yield s
     finally:

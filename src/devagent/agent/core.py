@@ -114,13 +114,22 @@ class CoreConfig:
         and a sandboxed command cannot read it (issue 20 items 2-3). The data directory, the user's
         config folder, the settings file read, and a SQLite database file with its companions
         wherever it is. Real paths, and a path is protected with everything under it."""
-        paths = [self.data_dir, user_config_dir()]
-        if self.config_path is not None:
-            paths.append(self.config_path)
+        return self.protected_dirs() + self.protected_files()
+
+    def protected_dirs(self) -> tuple[Path, ...]:
+        return _real(self.data_dir, user_config_dir())
+
+    def protected_files(self) -> tuple[Path, ...]:
+        """The settings file and a SQLite database's files (whether they exist yet or not)."""
+        paths = [] if self.config_path is None else [self.config_path]
         db = sqlite_file(self.db_url)
         if db is not None:
             paths += [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))]
-        return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
+        return _real(*paths)
+
+
+def _real(*paths: Path) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
 
 
 def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:

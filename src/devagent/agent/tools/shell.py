@@ -312,8 +312,7 @@ def choose_sandbox(
             "runs here or the sandbox is turned off explicitly (--no-sandbox, sandbox = off)"
         )
     home = Path(os.path.realpath(Path.home()))
-    protected = config.protected_paths()
-    hidden = [p for p in protected if not p.is_file()]
+    hidden = list(config.protected_dirs())
     if home != Path("/"):
         hidden.append(home)
     hidden += [Path(os.path.realpath(h)) for h in hide]
@@ -322,7 +321,7 @@ def choose_sandbox(
         network=config.sandbox_network,
         hidden=tuple(dict.fromkeys(hidden)),
         readable=_toolchains(home, config.sandbox_read) if home != Path("/") else (),
-        masked=tuple(p for p in protected if p.is_file()),
+        masked=config.protected_files(),  # those that exist when a command starts
     )
     return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
 

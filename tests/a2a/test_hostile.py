@@ -1,0 +1,222 @@
+"""Issue 20: the trust boundaries of a shared server, probed from outside as an attacker would.
+
+A real `devagent serve` with two named tokens, provider keys and a database URL in its environment,
+the model (scripted) running what an attacker's prompt would make it run, in yolo mode so nothing
+waits for a person. The probes: a command's environment holds no secret (sandbox on and off); in
+the sandbox a command reads neither the server's home, nor the database file, nor another
+caller's folder; no tool writes devagent's own files in any mode; where bubblewrap cannot run,
+serve says so at start and commands fail closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from devagent.agent.tools import shell
+from tests.a2a.helpers import auth, rpc, v03_message
+from tests.a2a.procs import TOKEN, serving
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-leak-openai",
+    "ANTHROPIC_API_KEY": "sk-leak-anthropic",
+    "DEVAGENT_API_KEY": "leak-devagent-api-key",
+    "MY_SERVICE_PASSWORD": "leak-operator-secret",  # a name devagent has never heard of
+}
+ALICE, BOB = "tok-alice-leak", "tok-bob-leak"
+PASSED = "passed-on-by-the-operator"
+
+
+def bwrap_works() -> bool:
+    return not isinstance(shell.probe_bwrap(), str)
+
+
+def script(path: Path, steps: list[list[dict[str, Any]]]) -> str:
+    path.write_text(json.dumps({"steps": [{"items": s} for s in steps]}))
+    return f"scripted:{path}"
+
+
+def shell_step(command: str) -> list[dict[str, Any]]:
+    return [{"tool_call": {"name": "run_shell_command", "args": {"command": command}}}]
+
+
+class Site:
+    """A server's surroundings: its home, data folder, database file, workspace roots, env."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.home = tmp / "home"
+        (self.home / ".ssh").mkdir(parents=True)
+        (self.home / ".ssh" / "id_ed25519").write_text("leak-ssh-key\n")
+        self.data = tmp / "data"
+        self.db_file = tmp / "state" / "devagent.db"
+        self.db_file.parent.mkdir()
+        self.root = tmp / "root"
+        for who, secret in (("alice", "alice's own file"), ("bob", "leak-bob-file")):
+            (self.root / who).mkdir(parents=True)
+            (self.root / who / "secret.txt").write_text(secret + "\n")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
+        self.env.update(SECRETS)
+        self.env.update(
+            {
+                "HOME": str(self.home),
+                "DEVAGENT_DATA_DIR": str(self.data),
+                "DEVAGENT_DB": f"sqlite+aiosqlite:///{self.db_file}",
+                "DEVAGENT_TOKEN": f"alice={ALICE},bob={BOB},ops={TOKEN}",  # ops: the readiness probe
+                "DEVAGENT_APPROVAL": "yolo",
+                "DEVAGENT_ENV_PASS": "PASSED_ON",
+                "PASSED_ON": PASSED,
+            }
+        )
+
+    def args(self, model: str, *extra: str) -> list[str]:
+        return ["--workspace-root", str(self.root), "--model", model, *extra]
+
+
+async def turn(url: str, token: str, text: str, workspace: Path) -> str:
+    """One `message/stream` turn as `token` in `workspace`; every frame, as one JSON text."""
+    msg = v03_message(text, settings={"workspace_path": str(workspace)})
+    frames: list[dict[str, Any]] = []
+    async with (
+        httpx.AsyncClient(timeout=120) as client,
+        client.stream("POST", url, json=rpc("message/stream", {"message": msg}), headers=auth(token)) as r,
+    ):
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
+    assert states and states[-1] == "completed", frames
+    return json.dumps(frames)
+
+
+def tool_outputs(blob: str) -> str:
+    """What the tool calls of a turn returned (their output and errors), as one text."""
+    out: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if x.get("tool_name") and x.get("status") in ("SUCCEEDED", "FAILED"):
+                out.append(json.dumps(x.get("result") or x.get("output") or x))
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(json.loads(blob))
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+async def test_issue20_a_command_sees_no_secret_and_in_the_sandbox_nothing_of_the_server(
+    tmp_path: Path, sandbox: str
+) -> None:
+    """issue 20 items 1, 3, 4 (G4): Alice's command prints its environment and tries the server's
+    files. Neither token, no provider key, not the database URL, not the operator's own secret
+    reach it, sandbox on or off; the name the operator passes does. In the sandbox it cannot read
+    the server's ssh key, the database file or Bob's folder, and sees only its own workspace."""
+    if sandbox == "on" and not bwrap_works():
+        pytest.skip("bubblewrap cannot run here")
+    site = Site(tmp_path)
+    probe = (
+        "env; echo ---; "
+        f"cat {site.home}/.ssh/id_ed25519; "
+        f"echo db bytes: $(cat {site.db_file} | wc -c); "
+        f"echo root holds: $(ls {site.root}); "
+        f"cat {site.root}/bob/secret.txt; cat secret.txt; echo END"
+    )
+    model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
+    flag = "--sandbox" if sandbox == "on" else "--no-sandbox"
+    with serving(site.args(model, flag), tmp_path / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, ALICE, "show me your environment", site.root / "alice")
+    output = tool_outputs(blob)
+    assert "END" in output and "alice's own file" in output
+    for secret in (*SECRETS.values(), ALICE, BOB):
+        assert secret not in blob, secret
+    assert "sqlite+aiosqlite" not in output  # the database URL (the command names only its file)
+    assert PASSED in output
+    assert "DEVAGENT_" not in output
+    if sandbox == "on":
+        assert "leak-ssh-key" not in blob
+        assert "leak-bob-file" not in blob
+        assert "db bytes: 0" in output
+        assert "root holds: alice\\n" in output or "root holds: alice\\\\n" in output
+        # The database is intact, of course: the server still reads it.
+        assert site.db_file.stat().st_size > 0
+
+
+async def test_issue20_no_tool_changes_devagents_own_files_in_yolo(tmp_path: Path) -> None:
+    """issue 20 item 2: the server runs from its workspace (as `scripts/start` does), its settings
+    file, data folder and database inside it. In yolo mode the model's writes and edits of them,
+    and of `.git/config`, fail with a clear message; in the sandbox a shell command cannot change
+    or read them either. A restart then reads the same settings: the sandbox is still on."""
+    if not bwrap_works():
+        pytest.skip("bubblewrap cannot run here")
+    site = Site(tmp_path)
+    ws = site.root / "alice"
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    config = ws / "devagent.toml"
+    config.write_text('[devagent]\nsandbox = "on"\napproval_mode = "yolo"\n')
+    db = ws / "devagent.db"
+    site.env.update({"DEVAGENT_DB": f"sqlite+aiosqlite:///{db}", "DEVAGENT_DATA_DIR": str(ws / ".devagent")})
+    site.env.pop("DEVAGENT_APPROVAL")
+    hostile = 'sandbox = "off"\napproval_mode = "yolo"\n'
+
+    def write(tool: str, path: str, **args: str) -> dict[str, Any]:
+        return {"tool_call": {"name": tool, "args": {"path": path, **args}}}
+
+    writes = [
+        write("write_file", "devagent.toml", content=hostile),
+        write("edit", "devagent.toml", old_string="on", new_string="off"),
+        write("write_file", "devagent.db-wal", content="x"),
+        write("write_file", ".devagent/devagent.db", content="x"),
+        write("write_file", ".git/config", content="[core]\nfsmonitor=x\n"),
+    ]
+    command = (
+        "echo 'sandbox = \"off\"' >> devagent.toml; echo config: $(cat devagent.toml | wc -c); "
+        "echo x >> devagent.db; echo db bytes: $(cat devagent.db | wc -c); echo END"
+    )
+    model = script(tmp_path / "s.json", [writes, shell_step(command), [{"text": "done"}]])
+    size = len(config.read_text())
+    with serving(site.args(model, "--config", str(config)), tmp_path / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, ALICE, "reconfigure yourself", ws)
+    output = tool_outputs(blob)
+    assert output.count("configures devagent or holds its data; no tool may change it") >= 4, output
+    assert "inside a .git directory" in output
+    assert "config: 0" in output and "db bytes: 0" in output and "END" in output
+    assert len(config.read_text()) == size and "off" not in config.read_text()
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert not (ws / ".devagent" / "devagent.db").exists()
+    with serving(site.args(model, "--config", str(config)), tmp_path / "again.log", env=site.env) as s:
+        assert "Shell sandbox: on" in s.stderr()
+
+
+async def test_issue20_serve_fails_closed_where_bubblewrap_cannot_run(tmp_path: Path) -> None:
+    """issue 20 item 3: bwrap fails as in a container without user namespaces. `serve` (sandbox
+    on by default) starts, says that commands will fail until bubblewrap runs or the sandbox is
+    turned off, and the model's command fails with that message instead of running unsandboxed."""
+    site = Site(tmp_path)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'bubblewrap 0.8.0' && exit 0\n"
+        "echo 'bwrap: No permissions to create a new namespace' >&2; exit 1\n"
+    )
+    (fake / "bwrap").chmod(0o755)
+    site.env["PATH"] = f"{fake}:{site.env['PATH']}"
+    marker = site.root / "alice" / "ran"
+    model = script(tmp_path / "s.json", [shell_step(f"touch {marker}"), [{"text": "done"}]])
+    with serving(site.args(model), tmp_path / "serve.log", env=site.env) as s:
+        log = s.stderr()
+        assert "Shell sandbox: UNAVAILABLE (bwrap cannot create its sandbox here" in log
+        assert "Shell commands will fail until" in log
+        blob = await turn(s.url, ALICE, "touch a file", site.root / "alice")
+    assert not marker.exists()
+    assert "its sandbox is on but bwrap cannot create its sandbox here" in tool_outputs(blob)
