@@ -61,6 +61,11 @@ SERVER = textwrap.dedent(
         return "slept"
 
     @mcp.tool()
+    def environment() -> str:
+        """The server's environment, one NAME=value a line."""
+        return "\\n".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+
+    @mcp.tool()
     def crash() -> str:
         """Kills the server."""
         print("boom: the server is going down", file=sys.stderr, flush=True)
