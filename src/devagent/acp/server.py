@@ -44,7 +44,7 @@ INVALID_REQUEST = -32600
 
 @dataclass(slots=True)
 class AcpOptions:
-    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over devagent.toml)
+    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over the settings file)
     work_dir: Path | None = None  # the operator's workspace root; None: each session's cwd
     session_id: str | None = None  # `--session`: the first session/new continues this session
     model: str | None = None

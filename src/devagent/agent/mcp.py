@@ -1,7 +1,7 @@
 """MCP servers as tool sources (B15).
 
 Where servers come from:
-- the operator: `[mcp_servers.NAME]` in devagent.toml (or `DEVAGENT_MCP_SERVERS` as JSON), given to
+- the operator: `[mcp_servers.NAME]` in the settings file (or `DEVAGENT_MCP_SERVERS` as JSON), given to
   every session: `CoreConfig.mcp_servers`;
 - a client, per session (A2A AgentSettings `mcp_servers`), stored in `SessionState.mcp_servers`
   so that a restarted process reconnects. Each is checked against server policy when the session
@@ -836,8 +836,8 @@ async def mcp_command(session: Session, args: str, emit: Callable[[Event], None]
     entries = manager.session_servers(session)
     if not entries:
         text = (
-            "No MCP servers are configured for this session. Add [mcp_servers.NAME] tables to "
-            "devagent.toml (command/args/env/cwd or url/headers); see docs/mcp-and-checkpoints.md."
+            "No MCP servers are configured for this session. Add [mcp_servers.NAME] tables to the "
+            "settings file (--config; command/args/env/cwd or url/headers); see docs/mcp-and-checkpoints.md."
         )
         emit(TextDelta(text + "\n"))
         return None

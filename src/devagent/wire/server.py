@@ -71,7 +71,7 @@ IDLE_PRELOAD_DELAY = 0.3
 @dataclass(slots=True)
 class WireOptions:
     work_dir: Path
-    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over devagent.toml)
+    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over the settings file)
     session_id: str | None = None
     model: str | None = None
     thinking: bool | None = None
