@@ -103,6 +103,21 @@ async def test_unknown_task_id_and_unsupported_content(
             m03["parts"].append({"kind": "file", "file": {"bytes": "dGNr", "mimeType": "image/png"}})
             res = await call(c, srv.url, rpc("message/send", {"message": m03}), auth())
             assert res["error"]["code"] == -32005, res
+            # issue 21 item 4: a text or data part of a type the agent does not read is refused too
+            for odd in (
+                {"text": "x", "mediaType": "application/x-tck"},
+                {"data": {}, "mediaType": "application/xml"},
+            ):
+                msg = {"role": "ROLE_USER", "parts": [{"text": "look"}, odd], "messageId": "m4"}
+                res = await call(c, srv.url, rpc("SendMessage", {"message": msg}), auth(v1=True))
+                assert res["error"]["code"] == -32005, res
+            msg = {
+                "role": "ROLE_USER",
+                "parts": [{"text": "# hi", "mediaType": "text/markdown"}],
+                "messageId": "m5",
+            }
+            res = await call(c, srv.url, rpc("SendMessage", {"message": msg}), auth(v1=True))
+            assert "task" in res["result"], res
             # text and JSON are what the card's defaultInputModes say
             m03 = v03_message("hello")
             m03["parts"].append({"kind": "file", "file": {"bytes": "dGNr", "mimeType": "text/plain"}})
@@ -188,3 +203,22 @@ async def test_boot_app_serves_the_same_card() -> None:
         assert {b"etag", b"last-modified", b"cache-control"} <= names
         card = json.loads(sent[1]["body"])
         assert ("url" in card) is v03
+
+
+async def test_issue21_card_for_clients_that_name_no_version() -> None:
+    """Issue 21 item 4 (TCK 1.0-dev CARD-STRUCT-001): a client that sends no A2A-Version gets the
+    v0.3 card, as A2A 1.0 says to assume; where the operator says its clients all speak 1.0
+    (DEVAGENT_CARD_VERSION=1.0), such a client gets the 1.0 card, and a 0.3 client that says so
+    still gets the v0.3 card."""
+    from devagent.a2a.card import CardApp
+    from devagent.a2a.settings import A2ASettings
+
+    for default, plain_v1 in (("0.3", False), ("1.0", True)):
+        app = CardApp(A2ASettings(tokens={"t": "user"}, card_default_version=default), "1.2.3")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            plain = (await c.get("/.well-known/agent-card.json")).json()
+            said = (await c.get("/.well-known/agent-card.json", headers={"A2A-Version": "0.3"})).json()
+            v1 = (await c.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})).json()
+        assert ("url" not in plain) is plain_v1 and plain == (v1 if plain_v1 else said)
+        assert "url" in said and "url" not in v1

@@ -138,9 +138,10 @@ CARD_MAX_AGE = 300  # seconds: a restarted server may declare other interfaces o
 _STARTED = time.time()  # Last-Modified: when this process built its card
 
 
-def _wants_v1(scope: Scope) -> bool:
+def _wants_v1(scope: Scope, default_v1: bool = False) -> bool:
     """Whether the request says it speaks A2A 1.0 or later (`A2A-Version` header, else the
-    `A2A-Version` query parameter); without either, A2A 1.0 says to assume 0.3."""
+    `A2A-Version` query parameter); without either, A2A 1.0 says to assume 0.3, unless the
+    operator says its clients all speak 1.0 (`default_v1`)."""
     version = ""
     for k, v in scope.get("headers", []):
         if k == b"a2a-version":
@@ -151,6 +152,8 @@ def _wants_v1(scope: Scope) -> bool:
             if k.lower() == "a2a-version":
                 version = v
                 break
+    if not version.strip():
+        return default_v1
     major = version.strip().split(".", 1)[0]
     return major.isdigit() and int(major) >= 1
 
@@ -164,6 +167,7 @@ class CardApp:
             body = json.dumps(card, separators=(",", ":")).encode()
             etag = ('"' + hashlib.sha256(body).hexdigest()[:32] + '"').encode()
             self._bodies[v1] = (body, etag)
+        self._default_v1 = settings.card_default_version == "1.0"
         self._modified = int(_STARTED if modified is None else modified)
         self._last_modified = formatdate(self._modified, usegmt=True).encode()
 
@@ -186,7 +190,7 @@ class CardApp:
             await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"GET, HEAD")]})
             await send({"type": "http.response.body", "body": b""})
             return
-        body, etag = self._bodies[_wants_v1(scope)]
+        body, etag = self._bodies[_wants_v1(scope, self._default_v1)]
         headers = [
             (b"cache-control", f"public, max-age={CARD_MAX_AGE}".encode()),
             (b"etag", etag),

@@ -138,6 +138,10 @@ def serve_command(
     if replica_events not in ("on", "off", "true", "false", "1", "0"):
         print(f"devagent: DEVAGENT_REPLICA_EVENTS must be on or off, not {replica_events!r}", file=sys.stderr)
         return 2
+    card_version = os.environ.get("DEVAGENT_CARD_VERSION", "0.3").strip()
+    if card_version not in ("0.3", "1.0"):
+        print(f"devagent: DEVAGENT_CARD_VERSION must be 0.3 or 1.0, not {card_version!r}", file=sys.stderr)
+        return 2
     token_values = list(tokens or [])
     if not token_values and os.environ.get("DEVAGENT_TOKEN"):
         token_values = [os.environ["DEVAGENT_TOKEN"]]
@@ -151,6 +155,7 @@ def serve_command(
         public_url=public_url or "",
         replica_events=replica_events in ("on", "true", "1"),
         plain_approval=plain_approval,
+        card_default_version=card_version,
         **push,  # type: ignore[arg-type]
         **limits,  # type: ignore[arg-type]
     )

@@ -215,10 +215,13 @@ class DevagentRequestHandler(DefaultRequestHandler):
         limits = self.devagent.settings  # issue 12 item 2
         if len(msg.parts) > limits.max_parts:
             raise InvalidParamsError(message=f"more than {limits.max_parts} parts in one message")
-        for part in msg.parts:  # TCK CORE-SEND-003
+        for part in msg.parts:  # TCK CORE-SEND-003: a media type outside the card's input modes
             media = part.media_type.split(";", 1)[0].strip().lower()
-            if part.WhichOneof("content") in ("raw", "url") and media and media not in INPUT_MODES:
-                raise ContentTypeNotSupportedError(f"file parts of type {media} are not supported")
+            kind = part.WhichOneof("content")
+            if not media or media in INPUT_MODES or (kind == "text" and media.startswith("text/")):
+                continue  # text of any text/* type is read as text
+            what = "file" if kind in ("raw", "url") else kind or "empty"
+            raise ContentTypeNotSupportedError(f"{what} parts of type {media} are not supported")
         req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
         prepared = parse_message(msg, req_md)
         if len(prepared.tools or ()) + len(prepared.tools_rejected) > limits.max_tools:

@@ -53,6 +53,9 @@ class A2ASettings:
     # extension) starts: "ask" (it is asked in words), "deny" (edits and commands are refused, as
     # in plan mode) or "server" (the server's own mode). Never more than the server's mode allows.
     plain_approval: str = "ask"
+    # The card for a client that does not say which protocol version it speaks (no `A2A-Version`):
+    # "0.3", as A2A 1.0 says to assume, or "1.0" where every such client speaks 1.0 (issue 21).
+    card_default_version: str = "0.3"
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
     # Limits on what a client sends (issue 12 item 2), far above what a real client needs: the
