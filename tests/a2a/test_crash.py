@@ -4,6 +4,7 @@ everything is checked from outside: JSON-RPC v0.3 with the extension header, and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.helpers import dev_meta, v03_message
+from tests.a2a.helpers import auth, call, dev_meta, rpc, v03_message
 from tests.a2a.procs import (
+    TOKEN,
     confirmation,
     get_task,
     lines,
@@ -46,6 +48,18 @@ def tool_updates(results: list[dict[str, Any]], call_id: str) -> list[dict[str, 
             if p.get("kind") == "data" and p["data"].get("tool_call_id") == call_id:
                 out.append(p["data"])
     return out
+
+
+def history_tool_calls(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ToolCall objects in a task's history and status message, in order (not the client's
+    confirmations, which name a tool_call_id too)."""
+    messages = [*(task.get("history") or []), task["status"].get("message") or {}]
+    return [
+        p["data"]
+        for m in messages
+        for p in m.get("parts") or []
+        if p.get("kind") == "data" and isinstance(p.get("data"), dict) and "status" in p["data"]
+    ]
 
 
 def gated_step(flag: Path) -> dict[str, Any]:
@@ -262,6 +276,10 @@ async def test_a_tool_call_runs_at_most_once(
             got = await get_task(c, b.url, task["id"])
             assert got["status"]["state"] == "failed", got["status"]
             assert "interrupted" in status_text(got)
+            # issue 21 item 3: the history's last update of the call is final, not the prompt
+            settled = [d for d in history_tool_calls(got) if d["tool_call_id"] == "c1"]
+            assert [d["status"] for d in settled][-1] == "FAILED", settled
+            assert settled[-1]["error"]["type"] == "interrupted" and "confirmation_request" not in settled[-1]
             again = await send_stream(c, b.url, confirmation(task, "c1"))
             assert again.errors and not again.results, again.frames
             assert "already answered" in again.errors[0]["message"], again.errors
@@ -278,3 +296,51 @@ async def test_a_tool_call_runs_at_most_once(
             assert late.errors and not late.results, late.frames
             assert "already answered" in late.errors[0]["message"], late.errors
             assert lines(counter) == runs
+
+
+async def test_issue21_a_first_message_no_process_took_up_reads_failed(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 21 item 3: the server dies right after a new task's `working` event, before its first
+    turn began. After a restart the task does not stay submitted or working for ever: once the
+    lease time has passed it reads failed ("send it again"), `tasks/resubscribe` on it ends, and a
+    new message in its context runs."""
+    import asyncio
+    import time
+
+    logs = workspace.parent
+    args = [*serve_args(shared_db, workspace, script(FOLLOW_UPS), "yolo"), "--lease-seconds", "0.5"]
+    async with httpx.AsyncClient(timeout=60) as c:
+        context = "ctx-issue21-first-message"  # the client's: found again without the stream
+        a = start_serve(args, logs / "a.log", crash_at="a2a.working_sent")
+        try:
+            await send_stream(
+                c,
+                a.url,
+                v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)}),
+            )
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        with serving(args, logs / "b.log") as b:
+            listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
+            assert "result" in listed and len(listed["result"]["tasks"]) == 1, listed
+            task = {"id": listed["result"]["tasks"][0]["id"], "contextId": context}
+            deadline = time.monotonic() + 30  # a bound on a loaded machine, never a pace
+            got = await get_task(c, b.url, task["id"])
+            while got["status"]["state"] != "failed" and time.monotonic() < deadline:
+                assert got["status"]["state"] in ("submitted", "working"), got["status"]
+                await asyncio.sleep(0.1)
+                got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "send it again" in status_text(got)
+            sub = await c.post(
+                b.url,
+                json={"jsonrpc": "2.0", "id": 5, "method": "tasks/resubscribe", "params": {"id": task["id"]}},
+                headers=auth(TOKEN),
+            )
+            frames = [json.loads(line[5:]) for line in sub.text.splitlines() if line.startswith("data:")]
+            states = [f["result"].get("status", {}).get("state") for f in frames if "result" in f]
+            assert states and states[-1] == "failed", frames
+            again = await send_stream(c, b.url, v03_message("again", context_id=task["contextId"]))
+            assert again.last_state == "completed", again.frames

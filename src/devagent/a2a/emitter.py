@@ -99,6 +99,14 @@ class Emitter:
         """Gemini CLI's modify-with-editor answer: the waiting calls told again (legacy only)."""
         raise NotImplementedError
 
+    def settled_message(self, calls: list[ToolCall]) -> Message | None:
+        """The final updates of calls a crash left open in a task's history (issue 21 item 3), as
+        one history message: each call as this dialect's ToolCall update. None for a dialect that
+        sends no ToolCall updates (plain)."""
+        if not calls:
+            return None
+        return self._message([Part(data=data_value(self.tool_json(c))) for c in calls])
+
     # --- shared ---------------------------------------------------------------------------------
 
     def _message(self, parts: list[Part], message_id: str | None = None) -> Message:

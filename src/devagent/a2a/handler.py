@@ -438,10 +438,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if ex.core.running_here(sid):
             return task
         session = await ex.core.inspect(sid)
-        if session is None:
-            return task
-        state = session.state
         em = ex.emitter(None, task, session, plain=ext.EXTENSION_URI not in context.requested_extensions)
+        if session is None or not session.state.turn_label:
+            # No turn of this conversation ever began: a first message no process took up.
+            return self._not_taken_up(task, em, session)
+        state = session.state
         if state.turn_label != task.id:
             return await self._left_behind(task, context, em, session)
         new_state, parts, error = em.status_of(state, session.waiting_calls())
@@ -456,24 +457,59 @@ class DevagentRequestHandler(DefaultRequestHandler):
             new_state != TaskState.TASK_STATE_INPUT_REQUIRED or _same_parts(task, parts)
         ):
             return task
+        if new_state != TaskState.TASK_STATE_INPUT_REQUIRED:
+            await self._settle_open_calls(task, em, session)
         return self._derived(task, em, new_state, parts, error)
+
+    async def _settle_open_calls(self, task: Task, em: Any, session: Session) -> None:
+        """Issue 21 item 3: a call whose last ToolCall update in the task's history is PENDING or
+        EXECUTING, but which the conversation has settled (the process that ran or was to run it
+        died before writing its update), gets its final update appended: SUCCEEDED, FAILED
+        "interrupted" or CANCELLED, as the conversation says. So a client replaying the history
+        shows no permission prompt that no longer exists. Derived at every read, like the status."""
+        last: dict[str, str] = {}
+        messages = [*task.history, task.status.message] if task.status.HasField("message") else task.history
+        for msg in messages:
+            for part in msg.parts:
+                if part.WhichOneof("content") != "data":
+                    continue
+                d = MessageToDict(part.data)
+                if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str) and "status" in d:
+                    last[d["tool_call_id"]] = str(d["status"])
+        open_ids = {i for i, status in last.items() if status in ("PENDING", "EXECUTING")}
+        if not open_ids:
+            return
+        settled = em.settled_message(await session.settled_calls(open_ids))
+        if settled is None:
+            return
+        if task.status.HasField("message"):
+            task.history.append(task.status.message)
+            task.status.ClearField("message")
+        task.history.append(settled)
 
     async def _left_behind(self, task: Task, context: ServerCallContext, em: Any, session: Session) -> Task:
         """A task that is not its conversation's current turn."""
-        state = task.status.state
-        if not session.state.turn_label or legacy.is_legacy_task(task):
+        if legacy.is_legacy_task(task):
             return task
-        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             # Its pause ended when the conversation went on in another task.
             text = "the conversation went on in another task; the calls this task waited for were cancelled"
+            await self._settle_open_calls(task, em, session)
             return self._derived(task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "")
+        return self._not_taken_up(task, em, session)
+
+    def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
+        """A submitted or working task whose message no process took up (the one that had it
+        stopped before its turn began; issue 21 item 3: never `submitted` for ever): failed once
+        the lease time has passed since it was written, so a live process starting it is never
+        overtaken."""
         if (
-            state in _RUNNING_STATES
+            task.status.state in _RUNNING_STATES
             and task.history  # (a task without a message, from POST /tasks, has no turn)
-            and session.state.status != "running"
+            and not legacy.is_legacy_task(task)
+            and (session is None or session.state.status != "running")
             and time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
         ):
-            # Its message was never taken up: the process that had it stopped first.
             text = "the server process handling this message stopped before it began; send it again"
             return self._derived(task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text)
         return task
@@ -552,6 +588,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
+        stored_state = stored.status.state  # (`_reconcile` derives in place)
         task = await self._reconcile(stored, context)
         if self._runs_elsewhere(task) and self.devagent.fanout is not None:
 
@@ -574,6 +611,15 @@ class DevagentRequestHandler(DefaultRequestHandler):
             # Another process on the same SQLite file runs it: only PostgreSQL carries live
             # events between processes. The task as it stands, and the end of this stream.
             yield task
+            return
+        if task.status.state in TERMINAL_TASK_STATES and stored_state not in TERMINAL_TASK_STATES:
+            # Ended as its conversation says, its process gone before writing so (issue 21 item 3):
+            # the SDK would wait on the stored, running copy for ever. The task and the end.
+            yield task
+            if _v03(context):
+                yield TaskStatusUpdateEvent(
+                    task_id=task.id, context_id=task.context_id, status=task.status, metadata=task.metadata
+                )
             return
         agen = super().on_subscribe_to_task(params, context)
         first = True

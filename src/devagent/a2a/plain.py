@@ -175,6 +175,9 @@ class PlainEmitter(Emitter):
             md["error"] = error
         return {META_KEY: md} if md else None
 
+    def settled_message(self, calls: list[ToolCall]) -> None:
+        return None  # no ToolCall updates in this dialect: nothing a crash could leave open
+
     def tool_json(self, c: ToolCall) -> dict[str, Any]:
         """Not a ToolCall: the line to show, if any (read by `data`)."""
         line = progress_text(c)

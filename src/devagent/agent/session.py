@@ -942,7 +942,7 @@ class Session:
             r = p.result or CallResult.error("no result", "internal")
             content = r.text
             if r.is_error:
-                content = f"Error ({r.error_type or 'tool_error'}): {content}"
+                content = f"{_ERROR_PREFIX}{r.error_type or 'tool_error'}): {content}"
             parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id))
         assert self._messages is not None
         self._messages.append(pm.ModelRequest(parts=parts))
@@ -1011,6 +1011,50 @@ class Session:
     def _turn_usage(self) -> Usage:
         return dataclasses.replace(self.state.turn_usage)
 
+    async def settled_calls(self, ids: set[str]) -> list[ToolCall]:
+        """What became of these calls, for a reader that rebuilds a client's view after a crash
+        (issue 21 item 3): each call among `ids` that has a result, from the waiting step or
+        else from the transcript's tool returns (the model's call gives its name and arguments).
+        Calls without a result yet are left out."""
+        out = {p.id: self._tool_call(p) for p in self.state.pending if p.id in ids and p.result is not None}
+        missing = ids - set(out)
+        if missing:
+            asked: dict[str, pm.ToolCallPart] = {}
+            for m in await self.messages():
+                for part in m.parts:
+                    if isinstance(part, pm.ToolCallPart) and part.tool_call_id in missing:
+                        asked[part.tool_call_id] = part
+                    elif isinstance(part, pm.ToolReturnPart) and part.tool_call_id in asked:
+                        out[part.tool_call_id] = self._returned_call(asked[part.tool_call_id], part)
+        return [out[i] for i in ids if i in out]
+
+    def _returned_call(self, call: pm.ToolCallPart, returned: pm.ToolReturnPart) -> ToolCall:
+        """A settled call as its transcript entries say (the text `_flush_pending` wrote)."""
+        text = returned.model_response_str()
+        output = error = None
+        status = ToolCallStatus.SUCCEEDED
+        kind, _, rest = text.removeprefix(_ERROR_PREFIX).partition("): ")
+        if text.startswith(_ERROR_PREFIX) and rest:
+            error = ToolError(rest, kind)
+            status = ToolCallStatus.CANCELLED if kind == "cancelled" else ToolCallStatus.FAILED
+        else:
+            output = output_from_result(CallResult(text))
+        try:
+            args = call.args_as_dict()
+        except Exception:
+            args = {}
+        tool = self._tools.get(call.tool_name)
+        return ToolCall(
+            id=call.tool_call_id,
+            name=call.tool_name,
+            args=args,
+            kind=tool.kind if tool is not None else ToolKind.INTERNAL,
+            description=tool.describe(args) if tool is not None else call.tool_name,
+            status=status,
+            output=output,
+            error=error,
+        )
+
     def _tool_call(self, p: PendingCall, live_output: str | None = None) -> ToolCall:
         r = p.result
         output = error = None
@@ -1032,6 +1076,9 @@ class Session:
             confirmation=confirmation_from_json(p.confirmation) if p.confirmation else None,
             awaiting_client=p.needs == "client" and r is None,
         )
+
+
+_ERROR_PREFIX = "Error ("  # a failed call's result in the transcript: "Error (TYPE): message"
 
 
 class _CancelWaiting:
