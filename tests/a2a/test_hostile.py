@@ -220,3 +220,61 @@ async def test_issue20_serve_fails_closed_where_bubblewrap_cannot_run(tmp_path: 
         blob = await turn(s.url, ALICE, "touch a file", site.root / "alice")
     assert not marker.exists()
     assert "its sandbox is on but bwrap cannot create its sandbox here" in tool_outputs(blob)
+
+
+async def test_g3_issue20_allow_always_bypasses_are_asked_again(tmp_path: Path) -> None:
+    """issue 20 items 5-6 (G3): Alice allows `git status` and `find . -name x` always. Then the
+    model's `git -c core.fsmonitor=... status` and `find . -exec ...` each ask again (nothing
+    ran), while `git status --short` runs unasked."""
+    import subprocess
+
+    site = Site(tmp_path)
+    site.env.pop("DEVAGENT_APPROVAL")
+    ws = site.root / "alice"
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+
+    def sh(command: str, call_id: str) -> dict[str, Any]:
+        return {"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": call_id}}
+
+    steps = [
+        [sh("git status", "a1"), sh("find . -name x", "a2")],
+        [
+            sh(f"git -c core.fsmonitor='touch {ws}/pwned1' status", "b1"),
+            sh(f"find . -exec touch {ws}/pwned2 \\;", "b2"),
+            sh("git status --short", "b3"),
+        ],
+        [{"text": "done"}],
+    ]
+    model = script(tmp_path / "s.json", steps)
+    with serving(site.args(model, "--no-sandbox"), tmp_path / "serve.log", env=site.env) as s:
+        async with httpx.AsyncClient(timeout=120) as c:
+            first = await rpc_stream(c, s.url, v03_message("look", settings={"workspace_path": str(ws)}))
+            task = first[0]["result"]
+            answers = [{"tool_call_id": i, "selected_option_id": "proceed_always"} for i in ("a1", "a2")]
+            second = await rpc_stream(
+                c, s.url, v03_message(data=answers, task_id=task["id"], context_id=task["contextId"])
+            )
+    final = second[-1]["result"]
+    assert final["status"]["state"] == "input-required", final
+    waiting = [
+        p["data"]["tool_call_id"]
+        for p in final["status"]["message"]["parts"]
+        if p.get("kind") == "data" and p["data"].get("status") == "PENDING"
+    ]
+    assert sorted(waiting) == ["b1", "b2"]
+    assert any(  # ran unasked
+        p.get("data", {}).get("tool_call_id") == "b3" and p["data"].get("status") == "SUCCEEDED"
+        for f in second
+        for p in ((f.get("result", {}).get("status") or {}).get("message") or {}).get("parts") or []
+    )
+    assert not (ws / "pwned1").exists() and not (ws / "pwned2").exists()
+
+
+async def rpc_stream(client: httpx.AsyncClient, url: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
+    body = rpc("message/stream", {"message": message})
+    async with client.stream("POST", url, json=body, headers=auth(ALICE)) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+    return frames

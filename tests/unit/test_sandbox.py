@@ -302,7 +302,7 @@ async def test_permission_request_says_sandboxed(bwrap: Sandbox, ws: Path) -> No
     shell.use_sandbox(bwrap)
     options = {o.id: o.description for o in approval.options_for(ToolKind.EXECUTE, "run_shell_command", args)}
     assert "in the sandbox" in options["proceed_once"] and "without network" in options["proceed_once"]
-    assert "`git`" in options["proceed_always"] and "sandbox" in options["proceed_always"]
+    assert "`git status`" in options["proceed_always"] and "sandbox" in options["proceed_always"]
     assert "sandbox" not in options["cancel"]
     described = RunShellCommand().definition()["description"]
     assert "sandbox" in described and "no network" in described

@@ -40,12 +40,10 @@ _PUNCTUATION = frozenset("();<>|&")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def command_roots(command: str) -> list[str] | None:
-    """The first word of each simple command of a list or pipeline (`a && b | c; d`), or None
-    when the command is not only that: a substitution (`$(...)`, backticks, `<(...)`), a
-    redirection, a subshell, a background job, or a leading `VAR=value` (`PATH=...`,
-    `LD_PRELOAD=...`). "Allow always" runs a command unasked only when every root is granted,
-    so a grant for `git` never lets `git status && rm -rf ~` or `git log > ~/.bashrc` through."""
+def simple_commands(command: str) -> list[list[str]] | None:
+    """The words of each simple command of a list or pipeline (`a && b | c; d`), or None when the
+    command is not only that: a substitution (`$(...)`, backticks, `<(...)`), a redirection, a
+    subshell, a background job, or a leading `VAR=value` (`PATH=...`, `LD_PRELOAD=...`)."""
     if not command.strip() or any(s in command for s in _SUBSTITUTIONS):
         return None
     lex = shlex.shlex(command.replace("\r", "\n").replace("\n", ";"), posix=True, punctuation_chars=True)
@@ -55,21 +53,134 @@ def command_roots(command: str) -> list[str] | None:
         tokens = list(lex)
     except ValueError:  # unbalanced quotes
         return None
-    roots: list[str] = []
-    expect_root = True
+    out: list[list[str]] = []
+    current: list[str] | None = None
     for tok in tokens:
         if tok in _SEPARATORS:
-            if expect_root:
+            if current is None:
                 return None
-            expect_root = True
+            current = None
         elif tok and set(tok) <= _PUNCTUATION:
             return None
-        elif expect_root:
+        elif current is None:
             if _ASSIGNMENT.match(tok):
                 return None
-            roots.append(tok)
-            expect_root = False
-    return roots or None
+            current = [tok]
+            out.append(current)
+        else:
+            current.append(tok)
+    return out or None
+
+
+def command_roots(command: str) -> list[str] | None:
+    """The first word of each simple command (`simple_commands`), or None."""
+    commands = simple_commands(command)
+    return None if commands is None else [words[0] for words in commands]
+
+
+# --- what "allow always" grants for a shell command (G3, issue 20 item 5) -------------------------
+#
+# A grant names what was shown, never a whole program: a program name alone would also allow
+# `git -c core.fsmonitor=EVIL status`, `find . -exec sh -c ... \;` or an alias. It is either the
+# exact command (stored with EXACT in front), or, where every simple command of it is a program
+# that cannot start another one with the arguments given, those programs' prefixes ("ls",
+# "git status"): later commands made only of granted prefixes run unasked, each argument checked
+# again. Programs that run code (shells, interpreters, xargs, env, build tools, package scripts)
+# are never prefixes: allowing `npm test` allows exactly `npm test`.
+
+EXACT = "= "  # a stored exact grant: EXACT + the command as it was shown
+
+# Read-only programs that start no other program, whatever their arguments, except the ones
+# listed for them (options that run a program, write a file, or change the system).
+_PREFIX_PROGRAMS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        "cd ls cat head tail wc pwd echo printf grep egrep fgrep diff cmp stat du df which cut tr "
+        "basename dirname realpath readlink nl od sha256sum sha1sum md5sum true false whoami id "
+        "uname column comm paste rev".split(),
+        (),
+    ),
+    "rg": ("--pre", "--pre-glob", "--hostname-bin"),
+    "sort": ("--compress-program", "-o", "--output"),
+    "tree": ("-o",),
+    "file": ("-C", "--compile"),
+    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
+}
+# git: `git SUBCOMMAND` for read-only subcommands, nothing before the subcommand (`-c`, `-C`,
+# `--exec-path`, `--git-dir`...), and none of the options that run a program or write a file.
+_GIT_READ = frozenset(
+    ("status", "diff", "log", "show", "ls-files", "rev-parse", "blame", "branch", "shortlog")
+)
+_GIT_REFUSED = (
+    "--ext-diff", "--textconv", "-O", "--open-files-in-pager", "--output", "--exec", "--upload-pack",
+    "-c", "--config", "-D", "-d", "--delete", "-m", "-M", "--move", "--copy", "-C", "--set-upstream-to",
+    "-u", "--unset-upstream", "--edit-description", "-f", "--force",
+)  # fmt: skip
+
+
+def _refused_option(word: str, refused: tuple[str, ...]) -> bool:
+    """Whether `word` is one of `refused` (`--pre=cat` and `-Ofoo` included)."""
+    for r in refused:
+        if word == r or (r.startswith("--") and word.startswith(r + "=")):
+            return True
+        if len(r) == 2 and r.startswith("-") and word.startswith(r) and not word.startswith("--"):
+            return True  # a short option with its value attached
+    return False
+
+
+def shell_prefix(words: list[str]) -> str | None:
+    """The prefix an "allow always" of this simple command grants ("ls", "git status"), or None
+    when only the exact command may be granted: a program not known to start no other program,
+    or one of its options that would."""
+    program, args = words[0], words[1:]
+    if program == "git":
+        if not args or args[0] not in _GIT_READ:
+            return None  # a global option first, or a subcommand that writes (or an alias)
+        if any(_refused_option(a, _GIT_REFUSED) for a in args[1:]):
+            return None
+        return f"git {args[0]}"
+    refused = _PREFIX_PROGRAMS.get(program)
+    if refused is None or any(_refused_option(a, refused) for a in args):
+        return None
+    return program
+
+
+def _expands(command: str) -> bool:
+    """Whether the shell would expand anything in `command` outside single quotes (variables,
+    globs, braces, `~`, escapes): such words could become other arguments (`-exec` from a glob
+    or a brace expansion), so a prefix grant never covers them."""
+    quote = ""
+    for ch in command:
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif quote == '"':
+            if ch == '"':
+                quote = ""
+            elif ch in "$`\\":
+                return True
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "$`\\*?[]{}~":
+            return True
+    return False
+
+
+def _prefixes(command: str) -> list[str] | None:
+    """The prefixes "allow always" grants for `command` (one per simple command), or None when it
+    grants only the exact command."""
+    commands = simple_commands(command)
+    if commands is None or _expands(command):
+        return None
+    prefixes = [shell_prefix(words) for words in commands]
+    if any(p is None for p in prefixes):
+        return None
+    return list(dict.fromkeys(p for p in prefixes if p is not None))
+
+
+def _shell_granted(command: str, grants: list[str]) -> bool:
+    if EXACT + command.strip() in grants:
+        return True
+    prefixes = _prefixes(command)
+    return prefixes is not None and all(p in grants for p in prefixes)
 
 
 def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
@@ -90,10 +201,8 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
         return Decision("run")
-    if kind is ToolKind.EXECUTE:
-        roots = command_roots(str(args.get("command", "")))
-        if roots and all(r in state.grants_shell for r in roots):
-            return Decision("run")
+    if kind is ToolKind.EXECUTE and _shell_granted(str(args.get("command", "")), state.grants_shell):
+        return Decision("run")
     return Decision("ask")
 
 
@@ -110,14 +219,21 @@ def _refused(kind: ToolKind, name: str, args: dict[str, Any], state: SessionStat
     return ""
 
 
-def _grant_roots(command: str) -> list[str]:
-    """What "allow always" on this command remembers: the root of each of its simple commands,
-    or for a command that always asks (substitutions, redirections) its first word."""
+def _refusal_roots(command: str) -> list[str]:
+    """What "reject always" on this command refuses from now on: the root of each of its simple
+    commands, or for a command that is not only that (substitutions, redirections) its first
+    word. Broad on purpose: refusing more than was shown is safe."""
     roots = command_roots(command)
     if roots is None:
         root = shell_root(command)
         roots = [root] if root else []
     return list(dict.fromkeys(roots))
+
+
+def _shell_grants(command: str) -> list[str]:
+    """What "allow always" on this command stores: its prefixes, else the exact command."""
+    prefixes = _prefixes(command)
+    return prefixes if prefixes is not None else [EXACT + command.strip()]
 
 
 def _mcp_server(name: str) -> str:
@@ -155,12 +271,21 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
         ]
     once = "Run this call"
     if kind is ToolKind.EXECUTE:
-        roots = ", ".join(f"`{r}`" for r in _grant_roots(str(args.get("command", ""))))
-        always = f"Allow {roots} commands for the rest of this session"
+        command = str(args.get("command", ""))
+        prefixes = _prefixes(command)
+        if prefixes is None:
+            always = "Allow exactly this command for the rest of this session"
+        else:
+            shown = " and ".join(f"`{p}`" for p in prefixes)
+            always = (
+                f"Allow {shown} commands for the rest of this session "
+                "(with any arguments that cannot start another program)"
+            )
         sandboxed = _sandbox_note()
         if sandboxed:
             once = f"Run this command {sandboxed}"
             always += f" (each {sandboxed})"
+        roots = ", ".join(f"`{r}`" for r in _refusal_roots(command))
         never = f"Refuse {roots} commands for the rest of this session"
     else:
         always = f"Allow {name} for the rest of this session"
@@ -177,7 +302,7 @@ def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     """Remember "reject always" for the session: per command root for shell (each root of the
     command), per tool otherwise. Later such calls are refused without asking, in every mode."""
     if kind is ToolKind.EXECUTE:
-        for root in _grant_roots(str(args.get("command", ""))):
+        for root in _refusal_roots(str(args.get("command", ""))):
             if root not in state.refusals_shell:
                 state.refusals_shell.append(root)
     elif name not in state.refusals_tools:
@@ -187,16 +312,16 @@ def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
 def grant(
     kind: ToolKind, name: str, args: dict[str, Any], state: SessionState, option: str = "proceed_always"
 ) -> None:
-    """Remember "allow always" for the session: per command root for shell (each root of a list
-    or pipeline), per server for an MCP
-    call answered "always allow this server", per tool otherwise."""
+    """Remember "allow always" for the session: for shell what was shown (`_shell_grants`: the
+    exact command, or prefixes that cannot start another program), per server for an MCP call
+    answered "always allow this server", per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
         server = _mcp_server(name)
         if server not in state.grants_mcp_servers:
             state.grants_mcp_servers.append(server)
     elif kind is ToolKind.EXECUTE:
-        for root in _grant_roots(str(args.get("command", ""))):
-            if root not in state.grants_shell:
-                state.grants_shell.append(root)
+        for item in _shell_grants(str(args.get("command", ""))):
+            if item not in state.grants_shell:
+                state.grants_shell.append(item)
     elif name not in state.grants_tools:
         state.grants_tools.append(name)

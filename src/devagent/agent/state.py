@@ -109,7 +109,7 @@ class SessionState:
     outcome_message: str = ""
     turn_label: str = ""  # the adapter's name of the turn that last ran (an A2A taskId)
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
-    grants_shell: list[str] = field(default_factory=list)  # "allow always" per shell root command
+    grants_shell: list[str] = field(default_factory=list)  # "allow always": shell prefixes, exact commands
     grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server" (B15)
     refusals_tools: list[str] = field(default_factory=list)  # "reject always" per tool name
     refusals_shell: list[str] = field(default_factory=list)  # "reject always" per shell root command
