@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -226,12 +227,10 @@ async def test_g3_issue20_allow_always_bypasses_are_asked_again(tmp_path: Path) 
     """issue 20 items 5-6 (G3): Alice allows `git status` and `find . -name x` always. Then the
     model's `git -c core.fsmonitor=... status` and `find . -exec ...` each ask again (nothing
     ran), while `git status --short` runs unasked."""
-    import subprocess
-
     site = Site(tmp_path)
     site.env.pop("DEVAGENT_APPROVAL")
     ws = site.root / "alice"
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    git_init(ws)
 
     def sh(command: str, call_id: str) -> dict[str, Any]:
         return {"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": call_id}}
@@ -268,6 +267,10 @@ async def test_g3_issue20_allow_always_bypasses_are_asked_again(tmp_path: Path) 
         for p in ((f.get("result", {}).get("status") or {}).get("message") or {}).get("parts") or []
     )
     assert not (ws / "pwned1").exists() and not (ws / "pwned2").exists()
+
+
+def git_init(path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
 
 
 async def rpc_stream(client: httpx.AsyncClient, url: str, message: dict[str, Any]) -> list[dict[str, Any]]:
