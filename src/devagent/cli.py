@@ -405,6 +405,14 @@ def serve(
         list[str] | None,
         typer.Option("--token", help="Bearer token, or NAME=TOKEN (repeatable; default $DEVAGENT_TOKEN)"),
     ] = None,
+    workspace_for: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workspace-for",
+            help="NAME=DIR: the workspace root of identity NAME (repeatable; default "
+            "$DEVAGENT_WORKSPACE_FOR; otherwise, with named tokens, each identity gets ROOT/NAME)",
+        ),
+    ] = None,
     model: ModelOpt = None,
     approval: Annotated[
         str | None, typer.Option("--approval", help="Default approval mode: ask | auto-edit | yolo | plan")
@@ -454,6 +462,7 @@ def serve(
             workspace_roots=workspace_root,
             db=db,
             tokens=token,
+            workspace_for=workspace_for,
             model=model,
             approval=approval,
             allow_private_webhooks=allow_private_webhooks,

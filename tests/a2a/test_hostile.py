@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from devagent.a2a.extension import EXTENSION_URI as EXT
 from devagent.agent.tools import shell
 from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.procs import TOKEN, serving
@@ -281,3 +282,41 @@ async def rpc_stream(client: httpx.AsyncClient, url: str, message: dict[str, Any
             if line.startswith("data:"):
                 frames.append(json.loads(line[5:]))
     return frames
+
+
+async def test_issue20_each_caller_has_its_own_workspace(tmp_path: Path) -> None:
+    """issue 20 item 4: with two named tokens, Alice's workspace is her folder under the root (a
+    file the model writes lands there, Bob's lands in his); naming the root itself, Bob's folder
+    or a path outside is refused with invalid params on JSON-RPC, HTTP+JSON and the legacy route;
+    and her read_file of ../bob/secret.txt fails."""
+    site = Site(tmp_path)
+    steps = [
+        [{"tool_call": {"name": "write_file", "args": {"path": "mine.txt", "content": "x\n"}}}],
+        [{"tool_call": {"name": "read_file", "args": {"path": "../bob/secret.txt"}}}],
+        [{"text": "done"}],
+    ]
+    model = script(tmp_path / "s.json", steps)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    with serving(site.args(model), tmp_path / "serve.log", env=site.env) as s:
+        async with httpx.AsyncClient(timeout=120) as c:
+            frames = await rpc_stream(c, s.url, v03_message("write"))
+            assert frames[-1]["result"]["status"]["state"] == "completed", frames[-1]
+            for path in (site.root, site.root / "bob", outside, site.root / "alice" / ".." / "bob"):
+                msg = v03_message("hi", settings={"workspace_path": str(path)})
+                r = await c.post(s.url, json=rpc("message/send", {"message": msg}), headers=auth(ALICE))
+                err = r.json()["error"]
+                assert err["code"] == -32602 and "outside your allowed workspace roots" in err["message"], err
+                body = {"message": {"role": "ROLE_USER", "parts": [{"text": "hi"}], "messageId": "m1"}}
+                body["message"]["metadata"] = {EXT: {"workspace_path": str(path)}}
+                r = await c.post(
+                    s.url + "rest/message:send", json=body, headers={**auth(ALICE), "A2A-Version": "1.0"}
+                )
+                assert r.status_code == 400 and "outside your allowed" in r.text, r.text
+                st = {"kind": "agent-settings", "workspacePath": str(path)}
+                r = await c.post(s.url + "tasks", json={"agentSettings": st}, headers=auth(ALICE))
+                assert r.status_code == 400 and "outside your allowed" in r.text, r.text
+    assert (site.root / "alice" / "mine.txt").read_text() == "x\n"
+    assert not (site.root / "mine.txt").exists()
+    output = tool_outputs(json.dumps(frames))
+    assert "outside the workspace roots" in output and "leak-bob-file" not in output

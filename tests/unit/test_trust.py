@@ -152,3 +152,50 @@ async def test_issue20_mcp_server_gets_the_allow_list(
     assert seen["GIVEN"] == "op" and seen["CI_NAME"] == "ci" and seen["LANG"] == "C.UTF-8"
     for secret in ("DEVAGENT_TOKEN", "DEVAGENT_DB", "OPENAI_API_KEY", "GEMINI_API_KEY", "CI_TOKEN"):
         assert secret not in seen, secret
+
+
+def test_issue20_workspaces_per_identity(tmp_path: Path) -> None:
+    """issue 20 item 4: one identity: the roots; two or more: each its own folder under every
+    root (made 0700 when first used); the operator's mapping wins for the identities it names."""
+    from devagent.a2a.settings import A2ASettings, parse_token_args, parse_workspace_for
+
+    root = tmp_path / "root"
+    root.mkdir()
+    one = A2ASettings(workspace_roots=[root], tokens=parse_token_args(["alice=t1"]))
+    assert not one.per_identity and one.roots_for("alice") == [root.resolve()]
+    two = A2ASettings(workspace_roots=[root], tokens=parse_token_args(["alice=t1,bob=t2"]))
+    assert two.roots_for("alice") == [root.resolve() / "alice"]
+    assert (root / "alice").is_dir() and (root / "alice").stat().st_mode & 0o777 == 0o700
+    mapped_dir = tmp_path / "srv-bob"
+    mapped_dir.mkdir()
+    mapped = A2ASettings(
+        workspace_roots=[root],
+        tokens=parse_token_args(["alice=t1", "bob=t2"]),
+        workspace_for=parse_workspace_for([f"bob={mapped_dir}"]),
+    )
+    assert mapped.roots_for("bob") == [mapped_dir.resolve()]
+    assert mapped.roots_for("alice") == [root.resolve() / "alice"]
+    mapped.check_identities()
+    with pytest.raises(ValueError, match="NAME=DIR"):
+        parse_workspace_for(["bob"])
+
+
+def test_issue20_serve_refuses_bad_identities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 20 item 4: an identity name that cannot be a folder, or a mapped folder that does not
+    exist, stops `serve` at start with one line and exit code 2."""
+    from devagent.a2a import server
+    from devagent.a2a.cli import serve_command
+
+    monkeypatch.delenv("DEVAGENT_WORKSPACE_FOR", raising=False)
+    monkeypatch.setattr(server, "run_server", lambda *a, **k: None)
+    root = tmp_path / "root"
+    root.mkdir()
+    data = {"workspace_roots": [root], "port": 0, "sandbox": False}
+    assert serve_command(tokens=["../x=t1", "bob=t2"], **data) == 2
+    assert "identity name '../x'" in capsys.readouterr().err
+    missing = tmp_path / "missing"
+    assert serve_command(tokens=["alice=t1"], workspace_for=[f"alice={missing}"], **data) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert serve_command(tokens=["alice=t1"], workspace_for=[f"alice={root}"], **data) == 0

@@ -7,7 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-from devagent.a2a.settings import DEFAULT_HOST, DEFAULT_PORT, A2ASettings, parse_token_args
+from devagent.a2a.settings import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    A2ASettings,
+    parse_token_args,
+    parse_workspace_for,
+)
 
 # A2ASettings field -> environment variable (server-only settings without a flag)
 PUSH_ENV = {
@@ -68,6 +74,7 @@ def serve_command(
     workspace_roots: list[Path] | None = None,
     db: str | None = None,
     tokens: list[str] | None = None,
+    workspace_for: list[str] | None = None,
     model: str | None = None,
     approval: str | None = None,
     allow_private_webhooks: bool = False,
@@ -145,11 +152,20 @@ def serve_command(
     token_values = list(tokens or [])
     if not token_values and os.environ.get("DEVAGENT_TOKEN"):
         token_values = [os.environ["DEVAGENT_TOKEN"]]
+    mapping = list(workspace_for or [])
+    if not mapping and os.environ.get("DEVAGENT_WORKSPACE_FOR"):
+        mapping = [os.environ["DEVAGENT_WORKSPACE_FOR"]]
+    try:
+        mapped = parse_workspace_for(mapping)
+    except ValueError as e:
+        print(f"devagent: {e}", file=sys.stderr)
+        return 2
     settings = A2ASettings(
         host=host,
         port=port,
         grpc_port=grpc_port,
         workspace_roots=roots,
+        workspace_for=mapped,
         tokens=parse_token_args(token_values),
         allow_private_webhooks=allow_private_webhooks,
         public_url=public_url or "",
@@ -161,6 +177,7 @@ def serve_command(
     )
     try:
         settings.check_bind()
+        settings.check_identities()  # issue 20 item 4: names become workspace folders
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2

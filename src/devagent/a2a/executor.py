@@ -227,7 +227,7 @@ class DevagentExecutor(AgentExecutor):
             if session is not None or not create:
                 return session
         st = prepared.settings if prepared else None
-        workspace = (prepared.workspace if prepared else None) or str(self.settings.workspace_roots[0])
+        workspace = (prepared.workspace if prepared else None) or str(self.settings.roots_for(owner)[0])
         approval = st.approval_mode if st else None
         if prepared is not None and prepared.dialect == "plain":
             # the operator's policy for clients that cannot render a permission request

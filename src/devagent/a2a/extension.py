@@ -221,7 +221,8 @@ def validate_workspace(path: str, allowed_roots: list[Path]) -> str:
     for root in allowed_roots:
         if resolved == root or resolved.is_relative_to(root):
             return str(resolved)
-    raise SettingsError(f"workspace_path {path} is outside the server's allowed workspace roots")
+    allowed = ", ".join(map(str, allowed_roots))
+    raise SettingsError(f"workspace_path {path} is outside your allowed workspace roots ({allowed})")
 
 
 @dataclass(slots=True)

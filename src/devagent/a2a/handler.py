@@ -230,7 +230,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if prepared.settings is not None and prepared.settings.workspace_path:
             try:
                 prepared.workspace = ext.validate_workspace(
-                    prepared.settings.workspace_path, self.devagent.settings.workspace_roots
+                    prepared.settings.workspace_path, self.devagent.settings.roots_for(owner_of(context))
                 )
             except ext.SettingsError as e:
                 raise InvalidParamsError(message=str(e)) from None

@@ -161,7 +161,12 @@ def rest_routes(
         if context_id:
             msg.context_id = context_id
         msg.metadata.update(
-            {legacy.KEY: {"kind": legacy.AGENT_SETTINGS, "workspacePath": str(settings.workspace_roots[0])}}
+            {
+                legacy.KEY: {
+                    "kind": legacy.AGENT_SETTINGS,
+                    "workspacePath": str(settings.roots_for(owner_of(call_context))[0]),
+                }
+            }
         )
         call_context.state["method"] = "message/stream"
         handoff(call_context).command = (path, args)
@@ -208,12 +213,13 @@ def rest_routes(
         raw = body.get("agentSettings")
         st = ext.AgentSettings.from_metadata({legacy.KEY: raw}) if isinstance(raw, dict) else None
         prepared = Prepared(settings=st)
+        call_context = ctx_builder.build(request)
         if st is not None and st.workspace_path:
             try:
-                prepared.workspace = ext.validate_workspace(st.workspace_path, settings.workspace_roots)
+                roots = settings.roots_for(owner_of(call_context))
+                prepared.workspace = ext.validate_workspace(st.workspace_path, roots)
             except ext.SettingsError as e:
                 return _error(400, str(e))
-        call_context = ctx_builder.build(request)
         try:
             session = await executor.session_for(owner_of(call_context), context_id, prepared)
         except Exception as e:  # a model or approval mode this server refuses, said plainly

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,8 +68,48 @@ class A2ASettings:
     max_tools: int = 512
     max_streams_per_token: int = 32
 
+    # The operator's map of identities (`--token NAME=T`) to their own workspace roots
+    # (`--workspace-for NAME=DIR`); identities not in it get a folder of their own under each
+    # root, on a server with named tokens (issue 20 item 4).
+    workspace_for: dict[str, list[Path]] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.workspace_roots = [Path(p).resolve() for p in (self.workspace_roots or [Path.cwd()])]
+        self.workspace_for = {n: [Path(p).resolve() for p in ps] for n, ps in self.workspace_for.items()}
+
+    @property
+    def per_identity(self) -> bool:
+        """Whether callers' files are kept apart: the tokens name two identities or more
+        (`--token alice=T1 --token bob=T2`), or the operator maps identities to roots. With one
+        identity there is no one to keep apart, and its workspaces are the roots themselves."""
+        return bool(self.workspace_for) or len(set(self.tokens.values())) > 1
+
+    def roots_for(self, identity: str) -> list[Path]:
+        """The workspace roots of a caller (issue 20 item 4): the operator's mapping for it, else,
+        on a server with named tokens, its own folder under each root (created 0700 on first
+        use), else the roots. A caller's AgentSettings.workspace_path must lie in these; the first
+        is its workspace when it names none. One identity never names another's folder or a root
+        itself."""
+        if identity in self.workspace_for:
+            return self.workspace_for[identity]
+        if not self.per_identity or not identity:
+            return self.workspace_roots
+        check_identity(identity)
+        own = [root / identity for root in self.workspace_roots]
+        for d in own:
+            if not d.is_dir():
+                d.mkdir(mode=0o700, exist_ok=True)
+        return own
+
+    def check_identities(self) -> None:
+        """ValueError for an identity name that cannot be a folder name, or a mapped root that is
+        not a directory."""
+        for name in {*self.tokens.values(), *self.workspace_for}:
+            check_identity(name)
+        for name, roots in self.workspace_for.items():
+            for r in roots:
+                if not r.is_dir():
+                    raise ValueError(f"--workspace-for {name}={r}: not a directory")
 
     def ensure_token(self) -> str | None:
         """Generates a token when none is configured; returns it (to print) or None."""
@@ -112,6 +153,34 @@ class A2ASettings:
         if host in ("0.0.0.0", "[::]"):
             host = "127.0.0.1"
         return f"http://{host}:{self.port}"
+
+
+_IDENTITY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
+
+def check_identity(name: str) -> None:
+    """An identity name is a folder name of the workspace roots: letters, digits, `.`, `_`, `-`."""
+    if not _IDENTITY.fullmatch(name) or name in (".", ".."):
+        raise ValueError(
+            f"the identity name {name!r} (--token NAME=T) must be letters, digits, '.', '_' or '-' "
+            "(at most 64, not starting with '.' or '-'): it names the identity's workspace folder"
+        )
+
+
+def parse_workspace_for(values: list[str]) -> dict[str, list[Path]]:
+    """`--workspace-for NAME=DIR` (repeatable; DEVAGENT_WORKSPACE_FOR comma-separated): the
+    roots of an identity. ValueError for an item without NAME= or DIR."""
+    out: dict[str, list[Path]] = {}
+    for v in values:
+        for item in v.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, sep, path = item.partition("=")
+            if not sep or not name.strip() or not path.strip():
+                raise ValueError(f"--workspace-for {item!r}: give NAME=DIR")
+            out.setdefault(name.strip(), []).append(Path(path.strip()).expanduser())
+    return out
 
 
 def parse_token_args(values: list[str]) -> dict[str, str]:
