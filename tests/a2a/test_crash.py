@@ -301,10 +301,11 @@ async def test_a_tool_call_runs_at_most_once(
 async def test_issue21_a_first_message_no_process_took_up_reads_failed(
     script: Script, shared_db: str, workspace: Path
 ) -> None:
-    """Issue 21 item 3: the server dies right after a new task's `working` event, before its first
-    turn began. After a restart the task does not stay submitted or working for ever: once the
-    lease time has passed it reads failed ("send it again"), `tasks/resubscribe` on it ends, and a
-    new message in its context runs."""
+    """Issue 21 item 3: the server dies right after storing a new task (`submitted`), its first
+    turn not begun or just begun. After a restart the task does not stay submitted or working for
+    ever: it reads failed (at once when its turn had begun, "interrupted"; else once the lease
+    time has passed, "send it again"), `tasks/resubscribe` on it ends, and a new message in its
+    context runs."""
     import asyncio
     import time
 
@@ -312,7 +313,7 @@ async def test_issue21_a_first_message_no_process_took_up_reads_failed(
     args = [*serve_args(shared_db, workspace, script(FOLLOW_UPS), "yolo"), "--lease-seconds", "0.5"]
     async with httpx.AsyncClient(timeout=60) as c:
         context = "ctx-issue21-first-message"  # the client's: found again without the stream
-        a = start_serve(args, logs / "a.log", crash_at="a2a.working_sent")
+        a = start_serve(args, logs / "a.log", crash_at="a2a.task_created")
         try:
             await send_stream(
                 c,
@@ -333,7 +334,7 @@ async def test_issue21_a_first_message_no_process_took_up_reads_failed(
                 await asyncio.sleep(0.1)
                 got = await get_task(c, b.url, task["id"])
             assert got["status"]["state"] == "failed", got["status"]
-            assert "send it again" in status_text(got)
+            assert "send it again" in status_text(got) or "interrupted" in status_text(got)
             sub = await c.post(
                 b.url,
                 json={"jsonrpc": "2.0", "id": 5, "method": "tasks/resubscribe", "params": {"id": task["id"]}},
@@ -344,3 +345,41 @@ async def test_issue21_a_first_message_no_process_took_up_reads_failed(
             assert states and states[-1] == "failed", frames
             again = await send_stream(c, b.url, v03_message("again", context_id=task["contextId"]))
             assert again.last_state == "completed", again.frames
+
+
+async def test_issue21_a_stored_task_whose_turn_never_began_reads_failed(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 21 item 3, the path the kill test above meets when the process died before the
+    conversation existed: a task stored `submitted` (with its message) whose conversation has no
+    turn, older than the lease, reads failed "send it again" on tasks/get and on a subscription,
+    which ends; a newer one is left as it is (a live process may be starting it)."""
+    import time
+
+    from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
+
+    from tests.a2a.helpers import TOKEN as HELPER_TOKEN
+    from tests.a2a.helpers import running_server
+    from tests.a2a.test_store_cache import _ctx
+
+    async def get(c: httpx.AsyncClient, url: str, task_id: str) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": task_id}}
+        got: dict[str, Any] = (await c.post(url, json=body, headers=auth(HELPER_TOKEN))).json()["result"]
+        return got
+
+    async with running_server(script(FOLLOW_UPS), sqlite_url, workspace) as srv:
+        handler = srv.app.app.state.handler
+        for task_id, age in (("t-old", 3600), ("t-new", 0)):
+            status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
+            status.timestamp.FromSeconds(int(time.time()) - age)
+            msg = Message(message_id=f"m-{task_id}", role=Role.ROLE_USER, parts=[Part(text="hi")])
+            task = Task(id=task_id, context_id=f"c-{task_id}", status=status, history=[msg])
+            await handler.store.save(task, _ctx("alice"))  # the helper server's token is alice's
+        async with httpx.AsyncClient(timeout=60) as c:
+            assert (await get(c, srv.url, "t-new"))["status"]["state"] == "submitted"
+            old = await get(c, srv.url, "t-old")
+            assert old["status"]["state"] == "failed" and "send it again" in status_text(old), old
+            body = {"jsonrpc": "2.0", "id": 2, "method": "tasks/resubscribe", "params": {"id": "t-old"}}
+            sub = await c.post(srv.url, json=body, headers=auth(HELPER_TOKEN))
+            frames = [json.loads(line[5:]) for line in sub.text.splitlines() if line.startswith("data:")]
+            assert frames[-1]["result"]["status"]["state"] == "failed", frames

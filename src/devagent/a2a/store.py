@@ -33,6 +33,7 @@ from a2a.server.tasks import TaskStore
 from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
+from devagent.faults import crash_point
 from devagent.lru import LRU
 from devagent.store.tasks import Signature, TaskRows
 
@@ -174,6 +175,8 @@ class BufferedTaskStore(TaskStore):
                 self._forget(task.id)
                 raise
         self._locks.pop(task.id, None)
+        if task.status.state == TaskState.TASK_STATE_SUBMITTED:
+            crash_point("a2a.task_created")  # kill tests: a new task stored, its turn maybe not begun
 
     async def _flush_later(self, task_id: str) -> None:
         try:
