@@ -132,6 +132,19 @@ def history_text(task: dict[str, Any]) -> str:
     for m in [*task.get("history", []), task["status"].get("message") or {}]:
         if m.get("role") in ("agent", "ROLE_AGENT"):
             out += [p["text"] for p in m.get("parts", []) if "text" in p]
+    for a in task.get("artifacts") or []:  # a plain client's answer (issue 21 item 2)
+        if a.get("name") == "reply":
+            out += [p["text"] for p in a.get("parts", []) if "text" in p]
+    return "".join(out)
+
+
+def said(evs: list[dict[str, Any]]) -> str:
+    """Everything a stream's events say in text: status messages and (a plain client's reply,
+    issue 21 item 2) artifact chunks."""
+    out = []
+    for e in evs:
+        out += [p.get("text", "") for p in parts_of(e)]
+        out += [p.get("text", "") for p in (e.get("artifact") or {}).get("parts") or []]
     return "".join(out)
 
 
@@ -200,10 +213,9 @@ async def test_c5_several_calls_in_one_step_answered_in_two_messages(
             c, srv.url, message(None, results_part({"tool_call_id": "a", "result": "sunny"}), task_id=task_id)
         )
         assert state(evs[-1]) == "completed"
-        text = "".join(p["text"] for e in evs[:-1] for p in parts_of(e) if "text" in p)
-        assert text == "Both: sunny\ndebug=true"
-        # the final event repeats the whole reply, where a client that skipped the stream looks
-        assert [p["text"] for p in parts_of(evs[-1])] == ["Both: sunny\ndebug=true"]
+        # a plain client: the reply as the chunks of one artifact, not repeated by the final event
+        assert said(evs) == "Both: sunny\ndebug=true"
+        assert not parts_of(evs[-1])
 
 
 async def test_c5_chain_across_turns_and_c3_tool_sets(
@@ -275,7 +287,7 @@ async def test_c5_client_tool_error(
         failed = [u for u in tool_updates(evs) if u["tool_call_id"] == "e1"][-1]
         assert failed["status"] == "FAILED" and failed["error"]["message"] == "no such city"
         assert state(evs[-1]) == "completed"
-        assert "no such city" in "".join(p.get("text", "") for e in evs for p in parts_of(e))
+        assert "no such city" in said(evs)
         assert dev_meta(evs[-1])["tool_stats"]["get_weather"] == {"calls": 1, "failures": 1}
 
 
@@ -314,7 +326,7 @@ async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
         )
         done = [u for u in tool_updates(evs) if u["tool_call_id"] == "r1"][-1]
         assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "sunny"}
-        text = "".join(p.get("text", "") for e in evs for p in parts_of(e))
+        text = said(evs)
         assert "# Demo project" in text and "sunny" in text
         assert dev_meta(evs[-1])["tool_stats"] == {
             "read_file": {"calls": 1, "failures": 0},
@@ -723,4 +735,4 @@ async def test_c4_permission_and_client_call_in_one_step(
         evs = await stream_ok(c, srv.url, answer, ext=True)
         assert state(evs[-1]) == "completed"
         assert (workspace / "w.txt").read_text() == "W\n"
-        assert "sunny" in "".join(p.get("text", "") for e in evs for p in parts_of(e))
+        assert "sunny" in said(evs)

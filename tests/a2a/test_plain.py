@@ -1,6 +1,7 @@
-"""The plain A2A dialect (issue 11 items 1 and 2): a client that never activated the
-development-tool extension answers permission requests in words, sees no extension content, and
-finds the reply in an artifact and in the final status message."""
+"""The plain A2A dialect (issue 11 items 1 and 2, issue 21 items 1 and 2): a client that never
+activated the development-tool extension answers permission requests in words (on the task, or
+on the context alone), sees no extension content, and gets the reply once: as the chunks of one
+artifact, never repeated in status messages."""
 
 from __future__ import annotations
 
@@ -25,6 +26,26 @@ def write(path: str, content: str, call_id: str) -> dict[str, Any]:
 def status_text(ev: dict[str, Any]) -> str:
     msg = ev.get("status", {}).get("message") or {}
     return "".join(p.get("text", "") for p in msg.get("parts") or [])
+
+
+def answer_of(evs: list[dict[str, Any]]) -> str:
+    """The reply as a client assembles it from the artifact-update chunks of a stream."""
+    return "".join(
+        p.get("text", "") for e in evs if e.get("kind") == "artifact-update" for p in e["artifact"]["parts"]
+    )
+
+
+def task_of_frame(frame: dict[str, Any]) -> str:
+    """The task a 1.0 stream response is about (a Task, a status or an artifact update)."""
+    result = frame["result"]
+    if "task" in result:
+        return str(result["task"]["id"])
+    event = result.get("statusUpdate") or result.get("artifactUpdate") or {}
+    return str(event.get("taskId"))
+
+
+def artifact_text(task: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for a in task.get("artifacts") or [] for p in a["parts"])
 
 
 def no_extension_content(evs: list[dict[str, Any]]) -> None:
@@ -71,15 +92,21 @@ async def test_plain_write_answered_yes(script: Script, sqlite_url: str, workspa
         assert done[-1]["status"]["state"] == "completed", done[-1]
         assert (workspace.parent / "demo.txt").read_text() == "hello\n"
         assert any("Editing demo.txt" in status_text(e) for e in done)
+        # issue 21 item 2: the answer as chunks of one artifact, first new, then appended, the last
+        # one marked; no status message repeats any of it
         arts = [e for e in done if e.get("kind") == "artifact-update"]
-        assert [p["text"] for e in arts for p in e["artifact"]["parts"]] == ["I wrote demo.txt."]
-        assert status_text(done[-1]) == "I wrote demo.txt."
+        assert len(arts) > 1 and len({e["artifact"]["artifactId"] for e in arts}) == 1
+        assert [e.get("append", False) for e in arts] == [False] + [True] * (len(arts) - 1)
+        assert [e.get("lastChunk", False) for e in arts] == [False] * (len(arts) - 1) + [True]
+        assert answer_of(done) == "I wrote demo.txt."
+        assert not any("wrote" in status_text(e) for e in done)
         no_extension_content(done)
 
         got = (await call(c, srv.url, rpc("tasks/get", {"id": task["id"]}), PLAIN))["result"]
         assert got["status"]["state"] == "completed"
         assert [p["text"] for a in got["artifacts"] for p in a["parts"]] == ["I wrote demo.txt."]
         assert EXTENSION_URI not in json.dumps(got)
+        assert json.dumps(got).count("I wrote demo.txt.") == 1  # once, joined, in the artifact
 
 
 async def test_plain_refusal_with_feedback_reaches_the_model(
@@ -98,7 +125,7 @@ async def test_plain_refusal_with_feedback_reaches_the_model(
         done = await send(c, srv.url, "No - use b.txt instead", task)
         assert done[-1]["status"]["state"] == "completed"
         assert not (workspace.parent / "a.txt").exists()
-        assert "use b.txt instead" in status_text(done[-1])
+        assert "use b.txt instead" in answer_of(done)
 
 
 async def test_plain_always_then_no_more_questions(script: Script, sqlite_url: str, workspace: Path) -> None:
@@ -121,33 +148,102 @@ async def test_plain_always_then_no_more_questions(script: Script, sqlite_url: s
         assert (workspace.parent / "two.txt").read_text() == "2\n"
 
 
-async def test_plain_unclear_answer_is_asked_again(script: Script, sqlite_url: str, workspace: Path) -> None:
-    """Issue 11 item 1: text that is no answer gets a clear re-ask and the call keeps waiting (it is
-    never cancelled by a misunderstanding); the RFC's confirmation DataPart works too."""
-    steps = [{"items": [write("c.txt", "C\n", "w1")]}, {"items": [{"text": "ok"}]}]
+async def test_issue21_other_text_refuses_with_the_users_words(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 21 (STREAM-SUB-002's "Complete", a question): text that is not yes/always/no refuses
+    the waiting call with the user's words for the model, so the conversation goes on instead of
+    asking the same question for ever; nothing runs. The RFC's confirmation DataPart works too."""
+    steps = [
+        {"items": [write("c.txt", "C\n", "w1")]},
+        {"items": [{"text": "You said: {last_tool_results}"}]},
+        {"items": [write("d.txt", "D\n", "w2")]},
+        {"items": [{"text": "ok"}]},
+    ]
     async with (
         running_server(script(steps), sqlite_url, workspace) as srv,
         httpx.AsyncClient(timeout=30) as c,
     ):
         task = (await send(c, srv.url, "write c"))[0]
-        again = await send(c, srv.url, "hmm, what would that do?", task)
-        assert again[-1]["status"]["state"] == "input-required"
-        assert "not an answer" in status_text(again[-1]) and "I want to create c.txt" in status_text(
-            again[-1]
-        )
+        done = await send(c, srv.url, "hmm, what would that do?", task)
+        assert done[-1]["status"]["state"] == "completed", done[-1]
+        assert "what would that do?" in answer_of(done)
         assert not (workspace.parent / "c.txt").exists()
-        conf = {"tool_call_id": "w1", "selected_option_id": "proceed_once"}
-        m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
+        again = await send(c, srv.url, "write d then", {"id": "", "contextId": task["contextId"]})
+        assert again[-1]["status"]["state"] == "input-required"
+        conf = {"tool_call_id": "w2", "selected_option_id": "proceed_once"}
+        m = v03_message(data=[conf], task_id=again[0]["id"], context_id=task["contextId"])
         done = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), PLAIN))
         assert done[-1]["status"]["state"] == "completed"
-        assert (workspace.parent / "c.txt").read_text() == "C\n"
+        assert (workspace.parent / "d.txt").read_text() == "D\n"
+
+
+async def test_issue21_a_client_that_keeps_only_the_context_continues_the_waiting_task(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Issue 21 item 1 (A3, B14), the raw repro: "write" -> input-required; "yes" with the same
+    contextId and no taskId continues that task (message/send and message/stream, v0.3 and 1.0),
+    the file is written, no second question, no task canceled; with no waiting task a message on
+    the context starts a new task as before."""
+    steps = [
+        {"items": [write("a.txt", "A\n", "w1")]},
+        {"items": [{"text": "written a"}]},
+        {"items": [write("b.txt", "B\n", "w2")]},
+        {"items": [{"text": "written b"}]},
+        {"items": [{"text": "hello again"}]},
+    ]
+    async with (
+        running_server(script(steps), sqlite_url, workspace) as srv,
+        httpx.AsyncClient(timeout=30) as c,
+    ):
+        first = (await call(c, srv.url, rpc("message/send", {"message": v03_message("write a")}), PLAIN))[
+            "result"
+        ]
+        assert first["status"]["state"] == "input-required"
+        yes = v03_message("yes", context_id=first["contextId"])
+        done = (await call(c, srv.url, rpc("message/send", {"message": yes}), PLAIN))["result"]
+        assert done["id"] == first["id"] and done["status"]["state"] == "completed", done
+        assert (workspace.parent / "a.txt").read_text() == "A\n" and artifact_text(done).endswith("written a")
+        # 1.0, streaming, on the same context: a new question, answered by context again
+        v1 = auth(ext=False, v1=True)
+        msg = {
+            "role": "ROLE_USER",
+            "parts": [{"text": "write b"}],
+            "messageId": "m-b",
+            "contextId": first["contextId"],
+        }
+        asked = await stream(c, srv.url, rpc("SendStreamingMessage", {"message": msg}), v1)
+        second = asked[0]["result"]["task"]
+        assert second["id"] != first["id"]
+        msg = {
+            "role": "ROLE_USER",
+            "parts": [{"text": "Yes"}],
+            "messageId": "m-y",
+            "contextId": first["contextId"],
+        }
+        frames = await stream(c, srv.url, rpc("SendStreamingMessage", {"message": msg}), v1)
+        ids = {task_of_frame(f) for f in frames}
+        assert ids == {second["id"]}, frames
+        assert (workspace.parent / "b.txt").read_text() == "B\n"
+        listed = (await call(c, srv.url, rpc("ListTasks", {"contextId": first["contextId"]}), v1))["result"][
+            "tasks"
+        ]
+        assert sorted(t["status"]["state"] for t in listed) == [
+            "TASK_STATE_COMPLETED",
+            "TASK_STATE_COMPLETED",
+        ]
+        # nothing waits now: a message on the context is a new task
+        hello = v03_message("hi", context_id=first["contextId"])
+        third = (await call(c, srv.url, rpc("message/send", {"message": hello}), PLAIN))["result"]
+        assert third["id"] not in (first["id"], second["id"]) and third["status"]["state"] == "completed"
 
 
 async def test_plain_blocking_send_reply_in_artifact(
     script: Script, sqlite_url: str, workspace: Path
 ) -> None:
-    """Issue 11 item 2: a blocking message/send returns the task with the whole reply as one
-    artifact and as the final status message, and its history holds no extension content."""
+    """Issue 11 item 2, issue 21 item 2: a blocking message/send returns the task with the whole
+    reply once, as one artifact with one text (the streamed chunks joined); neither the final
+    status message nor the history repeats it, and it holds no extension content."""
     steps = [{"items": [{"text": "Paris is the capital "}, {"text": "of France."}]}]
     async with (
         running_server(script(steps), sqlite_url, workspace) as srv,
@@ -159,11 +255,9 @@ async def test_plain_blocking_send_reply_in_artifact(
         assert [p["text"] for a in task["artifacts"] for p in a["parts"]] == [
             "Paris is the capital of France."
         ]
-        assert status_text(task) == "Paris is the capital of France."
+        assert status_text(task) == ""
         assert EXTENSION_URI not in json.dumps(task)
-        # whole messages in the history: the streamed pieces of the reply joined into one
-        said = [m for m in task["history"] if m["role"] == "agent" and any("text" in p for p in m["parts"])]
-        assert ["".join(p["text"] for p in m["parts"]) for m in said] == ["Paris is the capital of France."]
+        assert json.dumps(task).count("Paris is the capital") == 1
 
 
 async def test_plain_client_policy(script: Script, sqlite_url: str, workspace: Path) -> None:
@@ -182,4 +276,4 @@ async def test_plain_client_policy(script: Script, sqlite_url: str, workspace: P
             evs = await send(c, srv.url, "write p")
             assert evs[-1]["status"]["state"] == "completed"
             assert not (workspace.parent / "p.txt").exists()
-            assert "result: Error" in status_text(evs[-1])
+            assert "result: Error" in answer_of(evs)

@@ -178,11 +178,9 @@ async def test_b14_plain_client_gets_32004_and_continues_in_context(
             t2 = res["result"]
             assert t2["id"] != t1["id"] and t2["contextId"] == t1["contextId"]
             assert t2["status"]["state"] == "completed"
-            answer = [
-                p["text"] for m in t2["history"] if m["role"] == "agent" for p in m["parts"] if "text" in p
-            ]
-            answer += [p["text"] for p in (t2["status"].get("message") or {}).get("parts", []) if "text" in p]
-            assert "second: two" in "".join(answer)
+            # the answer is where A2A puts results, once (issue 21 item 2)
+            answer = [p["text"] for a in t2["artifacts"] for p in a["parts"] if "text" in p]
+            assert answer == ["second: two"], t2
 
 
 async def test_settings_validation(

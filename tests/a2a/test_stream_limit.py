@@ -22,7 +22,7 @@ from tests.a2a.helpers import TOKEN, auth, call, results, rpc, running_server, s
 
 Script = Callable[[list[Any]], str]
 BOB = "bob-token"
-TOKENS = {TOKEN: "alice", BOB: "bob"}
+TOKENS = {TOKEN: "alice", BOB: "bob"}  # two identities: each works in ROOT/NAME (issue 20)
 CALL = {"name": "write_file", "args": {"path": "f.txt", "content": "x\n"}, "id": "w"}
 WRITE = [
     {"items": [{"tool_call": CALL}]},
@@ -94,7 +94,7 @@ class Held:
 
 async def _parked_task(c: httpx.AsyncClient, url: str, workspace: Path) -> dict[str, Any]:
     """A task waiting for a permission (input-required): 1.0 subscriptions to it stay open."""
-    m = v03_message("write it", settings={"workspace_path": str(workspace)})
+    m = v03_message("write it")  # in the caller's own workspace
     evs = results(await stream(c, url, rpc("message/stream", {"message": m}), auth()))
     assert evs[-1]["status"]["state"] == "input-required", evs[-1]
     task: dict[str, Any] = evs[0]
@@ -126,7 +126,7 @@ async def test_json_rpc_streams_per_token(script: Script, sqlite_url: str, works
             assert limit.open_count("alice") == 3
             tasks_before = await _task_count(c, srv.url)
 
-            new = v03_message("another", settings={"workspace_path": str(workspace)})
+            new = v03_message("another")
             refused = [
                 (rpc("message/stream", {"message": new}, rid=11), auth()),
                 (rpc("tasks/resubscribe", {"id": task["id"]}, rid="r"), auth()),
@@ -154,7 +154,7 @@ async def test_json_rpc_streams_per_token(script: Script, sqlite_url: str, works
             assert limit.open_count("alice") == 3
 
             # another token has its own count
-            m = v03_message("bob's", settings={"workspace_path": str(workspace)})
+            m = v03_message("bob's")
             bob = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth(BOB)))
             assert bob[-1]["status"]["state"] == "input-required"
 

@@ -165,6 +165,9 @@ def history_text(task: dict[str, Any]) -> str:
     for m in [*task.get("history", []), task["status"].get("message") or {}]:
         if m.get("role") == "agent":
             out += [p["text"] for p in m.get("parts", []) if "text" in p]
+    for a in task.get("artifacts") or []:  # a plain client's answer (issue 21 item 2)
+        if a.get("name") == "reply":
+            out += [p["text"] for p in a.get("parts", []) if "text" in p]
     return "".join(out)
 
 
@@ -284,7 +287,7 @@ async def test_confirmation_raced_through_two_replicas_runs_once(
                 for h in got["history"]
             ]
             # (the reply once in the history; the final status message repeats it whole)
-            streamed = history_text({**got, "status": {}}).count("counted")
+            streamed = history_text({**got, "status": {}, "artifacts": []}).count("counted")
             views.append((rep.index, state, streamed, history))
         # every replica reads the task completed, with the whole history: the command ran, and the
         # answer's text is in it once

@@ -338,10 +338,6 @@ class DevagentExecutor(AgentExecutor):
         if lreq is not None and lreq.reannounce:  # B16 modify_with_editor: nothing for the core
             await em.reannounce(session.waiting_calls(), lreq.edits)
             return
-        if prepared.reask:  # a plain client's text that answered nothing: the pause again, asked anew
-            parts = [Part(text=prepared.reask), *(em.pause_parts(session.waiting_calls()) or [])]
-            await em.emit(INPUT_REQUIRED, ext.STATE_CHANGE, parts)
-            return
         if prepared.tools is not None or prepared.tools_rejected:
             await self._apply_client_tools(session, prepared, em)
 

@@ -252,6 +252,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
             lreq = legacy.LegacyRequest()
         context_id = msg.context_id or None
         task: Task | None = None
+        if not msg.task_id and context_id:
+            # Issue 21 item 1: a client that keeps contextIds only (the A2A Inspector,
+            # a2a-handler) answers a question on the context: the task waiting there continues.
+            msg.task_id = await self._waiting_task_of(context_id, context)
         if msg.task_id:
             task = await self.store.get(msg.task_id, context)
             if task is None:
@@ -313,10 +317,21 @@ class DevagentRequestHandler(DefaultRequestHandler):
         given.legacy = lreq
         given.prepared = prepared
 
+    async def _waiting_task_of(self, context_id: str, context: ServerCallContext) -> str:
+        """The caller's task that waits `input-required` in this context, or ""."""
+        session = await self.devagent.core.inspect(session_id_for(owner_of(context), context_id))
+        if session is None or session.state.status != "awaiting_input" or not session.state.turn_label:
+            return ""
+        task = await self.store.get(session.state.turn_label, context)
+        if task is None or task.context_id != context_id:
+            return ""
+        task = await self._reconcile(task, context)
+        return task.id if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED else ""
+
     async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
         """A plain client answers a permission request in words, on the waiting task: `yes`,
-        `always`, or `no` with feedback become the decisions; other text is asked about again,
-        the call still waiting (never cancelled by a misunderstanding)."""
+        `always`, or `no` with feedback become the decisions; other text refuses the calls with
+        the user's words for the model (`plain.parse_answer`)."""
         from devagent.a2a.plain import parse_answer
 
         session = await self.devagent.core.inspect(session_id_for(owner_of(context), task.context_id))
@@ -326,12 +341,6 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if not asks:
             return
         answer = parse_answer(prepared.text)
-        if answer is None:
-            prepared.reask = (
-                "That is not an answer I can act on. "
-                "Reply yes, always, or no (optionally followed by what to do instead).\n\n"
-            )
-            return
         for c in asks:
             offered = [o.id for o in c.confirmation.options] if c.confirmation is not None else []
             option = answer.option

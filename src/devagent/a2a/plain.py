@@ -17,10 +17,11 @@ Such a client knows tasks, messages and text, nothing of ToolCalls or thoughts. 
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from a2a.types import Part, TaskState
+from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState
 
 from devagent.a2a import extension as ext
 from devagent.a2a.emitter import Emitter, tool_calls_part
@@ -38,9 +39,28 @@ if TYPE_CHECKING:
 
 META_KEY = "devagent"  # task/event metadata for plain clients (never the extension's URI)
 
-_YES = frozenset(("yes", "y", "ok", "okay", "approve", "approved", "proceed", "allow", "sure", "go"))
+_YES = frozenset(
+    "yes y ok okay approve approved proceed allow allowed sure go yeah yep yup confirm confirmed "
+    "accept accepted granted continue".split()
+)
 _ALWAYS = frozenset(("always",))
-_NO = frozenset(("no", "n", "deny", "denied", "cancel", "reject", "stop", "don't", "dont"))
+_NO = frozenset(
+    (
+        "no",
+        "n",
+        "deny",
+        "denied",
+        "cancel",
+        "reject",
+        "stop",
+        "don't",
+        "dont",
+        "nope",
+        "nah",
+        "abort",
+        "never",
+    )
+)
 _WORD = re.compile(r"[a-z']+")
 
 
@@ -53,13 +73,16 @@ class Answer:
     feedback: str = ""
 
 
-def parse_answer(text: str) -> Answer | None:
+def parse_answer(text: str) -> Answer:
     """`yes` / `always` / `no …` in the words people and models write them (case-insensitive;
-    "Yes, go ahead", "allow always", "No - use b.txt instead"); None when it is none of them."""
+    "Yes, go ahead", "allow always", "No - use b.txt instead"). Any other text is a refusal with
+    those words for the model (issue 21): nothing runs on a misunderstanding, and the
+    conversation goes on with what the user said ("Complete", "what would that do?", "write it
+    to b.txt instead") rather than the same question again."""
     stripped = text.strip()
     words = _WORD.findall(stripped.lower()[:200])
     if not words:
-        return None
+        return Answer("cancel", f"the user answered with a message instead: {stripped}" if stripped else "")
     first = words[0]
     if first in _ALWAYS or words[:2] in (["allow", "always"], ["yes", "always"]):
         return Answer("proceed_always")
@@ -70,7 +93,7 @@ def parse_answer(text: str) -> Answer | None:
         m = re.match(r"\s*[A-Za-z']+[\s,.;:!\-–—]*", stripped)
         rest = stripped[m.end() :] if m else ""
         return Answer("cancel", rest.strip())
-    return None
+    return Answer("cancel", f"the user answered with a message instead: {stripped}")
 
 
 def _plural(n: int, word: str) -> str:
@@ -114,7 +137,8 @@ def pause_text(calls: list[ToolCall]) -> str:
         what = "I want to:\n" + "\n".join(f"- {request_text(c)}" for c in asks)
     return (
         f"{what}\nReply yes to allow it, always to allow calls like this for the rest of this "
-        "conversation, or no (optionally followed by what to do instead)."
+        "conversation, or no (optionally followed by what to do instead); anything else is a no "
+        "with your words for me."
     )
 
 
@@ -161,13 +185,68 @@ def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
 
 class PlainEmitter(Emitter):
     """The events of one execution for a client without the extension, through the one
-    `Emitter` interface: no extension content, permission requests in words."""
+    `Emitter` interface: no extension content, permission requests in words.
 
-    __slots__ = ("_said",)
+    The answer goes where A2A puts results (issue 21 item 2): the chunks of one `reply` artifact
+    (the first with `append: false`, then `append: true`, the last with `lastChunk: true`),
+    never as status messages, and the final status message does not repeat it; status updates
+    carry state changes, the questions and a line per edit or command. So a client that shows
+    everything it receives shows the answer once. One chunk is held back so that the last one
+    sent carries `lastChunk` and text."""
+
+    __slots__ = ("_artifact_id", "_held", "_said")
 
     def __init__(self, queue: EventQueue, task_id: str, context_id: str, model: str) -> None:
         super().__init__(queue, task_id, context_id, model)
         self._said: set[tuple[str, str]] = set()  # (call id, status) already told
+        self._artifact_id: str | None = None  # this execution's reply artifact, once begun
+        self._held = ""  # the latest chunk, not sent yet
+
+    async def text(self, text: str) -> None:
+        if self._held:
+            await self._chunk(self._held, last=False)
+        self._held = text
+
+    async def _chunk(self, text: str, *, last: bool) -> None:
+        first = self._artifact_id is None
+        if self._artifact_id is None:
+            self._artifact_id = f"reply-{uuid.uuid4().hex[:12]}"
+        artifact = Artifact(artifact_id=self._artifact_id, name="reply", parts=[Part(text=text)])
+        await self.queue.enqueue_event(
+            TaskArtifactUpdateEvent(
+                task_id=self.task_id,
+                context_id=self.context_id,
+                artifact=artifact,
+                append=not first,
+                last_chunk=last,
+            )
+        )
+
+    async def _flush(self, last: bool) -> None:
+        """The held chunk out (the reply's last when the execution pauses or ends)."""
+        if self._held:
+            text, self._held = self._held, ""
+            await self._chunk(text, last=last)
+
+    async def emit(
+        self,
+        state: TaskState,
+        kind: str,
+        part: Part | list[Part] | None = None,
+        error: str | None = None,
+        extra: dict[str, Any] | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        await self._flush(last=state != TaskState.TASK_STATE_WORKING)
+        await super().emit(state, kind, part, error, extra, message_id)
+
+    async def reply(self, text: str) -> list[Part] | None:
+        """The whole reply went out as the artifact's chunks: the last one now, and no final
+        status message repeating it."""
+        if self._artifact_id is None and not self._held:
+            return await super().reply(text)  # (nothing streamed: the whole reply at once)
+        await self._flush(last=True)
+        return None
 
     def metadata_of(self, kind: str, error: str | None = None, extra: dict[str, Any] | None = None) -> Any:
         md = plain_extra(extra or {})

@@ -40,7 +40,6 @@ class Prepared:
     # the user's words with a refusal, for the model: a plain client's "no, use b.txt", or the
     # TextPart an extension client sends beside a cancel confirmation
     feedback: str = ""
-    reask: str = ""  # a plain client's text that answered no waiting request: ask again, run nothing
 
     def to_input(self) -> Input:
         if self.command is not None:

@@ -93,6 +93,24 @@ def join_tail(task: Task) -> None:
         del h[-1]
 
 
+def join_reply(task: Task) -> None:
+    """A plain client's reply streams as chunks of one `reply` artifact (plain.py), which the SDK
+    appends as parts: consecutive text parts of a reply artifact are joined, so a task read later
+    holds the answer as one text (and stays small)."""
+    for artifact in task.artifacts:
+        if artifact.name != "reply" or len(artifact.parts) < 2:
+            continue
+        parts = artifact.parts
+        i = 1
+        while i < len(parts):
+            prev, part = parts[i - 1], parts[i]
+            if prev.WhichOneof("content") == "text" and part.WhichOneof("content") == "text":
+                prev.text += part.text
+                del parts[i]
+            else:
+                i += 1
+
+
 def _dicts(
     items: Sequence[Any], old_items: Sequence[Any], old_dicts: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -157,6 +175,7 @@ class BufferedTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         self._fresh.pop(task.id)
         join_tail(task)
+        join_reply(task)
         if task.status.state in _BUFFERED:
             # The SDK passes the task object it keeps mutating; holding the reference means the
             # flush writes whatever is latest then.

@@ -64,23 +64,19 @@ async function executeToolLocally(toolCall) {
 }
 
 // What the design's `parseA2AMessageForLangChain` does, for devagent's replies: the calls are in
-// the `tool_calls` DataPart of the task's status; the answer is the agent's text since the last
-// user message.
+// the `tool_calls` DataPart of the task's status; the answer is the task's latest `reply`
+// artifact (where A2A puts results; a client without the extension gets it once, there).
 const rejections = [];
 function parse(task) {
   const parts = task.status?.message?.parts ?? [];
   const calls = parts.find((p) => p.kind === "data" && p.data?.tool_calls)?.data.tool_calls ?? [];
-  const history = task.history ?? [];
-  let content = "";
-  for (const m of history) {
-    if (m.role === "user") content = "";
+  for (const m of task.history ?? []) {
     const report = m.parts.find((p) => p.kind === "data" && p.metadata?.type === "tool-definitions-rejected");
-    if (report) {
-      rejections.push(...report.data.rejected_tools); // a notice, not the answer
-      continue;
-    }
-    for (const p of m.parts) if (m.role === "agent" && p.kind === "text") content += p.text;
+    if (report) rejections.push(...report.data.rejected_tools); // a notice, not the answer
   }
+  const replies = (task.artifacts ?? []).filter((a) => a.name === "reply");
+  const last = replies[replies.length - 1];
+  const content = last ? last.parts.filter((p) => p.kind === "text").map((p) => p.text).join("") : "";
   return { toolCalls: calls, content, state: task.status.state };
 }
 
