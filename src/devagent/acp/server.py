@@ -65,6 +65,9 @@ class _LineTransport:
         self._eof = False
 
     async def send(self, message: dict[str, Any]) -> None:
+        error = message.get("error")
+        if isinstance(error, dict):  # the SDK's own errors say what went wrong in `message` too
+            message = {**message, "error": t.explain_error(error)}
         self._out.send(message)
         # Back-pressure (wire's writer thread, issue 12): while the client does not read, what
         # sends to it waits here; the loop goes on reading stdin (a cancel is still taken).
