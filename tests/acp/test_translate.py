@@ -244,9 +244,19 @@ def test_issue15_raw_stdio_version_errors_and_going_on(
         proc.stdin.close()
         proc.wait(60)
     assert [e["error"]["code"] for e in by_id[None]] == [-32700, -32600]
+    # the message says what went wrong (issue 21): editors show it, not data
+    assert [e["error"]["message"] for e in by_id[None]] == [
+        "Parse error: the line is not JSON",
+        "Invalid request: the line is not a JSON object",
+    ]
     assert by_id[1][0]["result"]["protocolVersion"] == 1  # asked for 2: gets the one devagent speaks
     assert by_id[2][0]["error"]["code"] == -32602
-    assert by_id[3][0]["error"]["code"] == -32601
+    assert by_id[2][0]["error"]["message"] == "Invalid params: mcpServers: Field required"
+    assert by_id[3][0]["error"] == {
+        "code": -32601,
+        "message": "Method not found: no/such_method",
+        "data": {"method": "no/such_method"},
+    }
     assert "sessionId" in by_id[4][0]["result"]
     assert by_id[5][0]["result"] == by_id[1][0]["result"]
     assert proc.returncode == 0

@@ -99,15 +99,16 @@ class _LineTransport:
         try:
             msg = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            self._error(PARSE_ERROR, "Parse error")
+            self._error(PARSE_ERROR, "the line is not JSON")
             return None
         if not isinstance(msg, dict):
-            self._error(INVALID_REQUEST, "Invalid request")
+            self._error(INVALID_REQUEST, "the line is not a JSON object")
             return None
         return msg
 
-    def _error(self, code: int, message: str) -> None:
-        self._out.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+    def _error(self, code: int, reason: str) -> None:
+        error = {"code": code, "message": t.error_message(code, reason), "data": {"reason": reason}}
+        self._out.send({"jsonrpc": "2.0", "id": None, "error": error})
 
     async def close(self) -> None:
         await self._out.flush(5)  # what was sent reaches a client that reads
