@@ -417,7 +417,7 @@ def take_typeahead(inp: TermInput) -> list[KeyPress]:
     return [KeyPress(Keys.ControlM, "\r") if k.key == Keys.ControlJ else k for k in keys]
 
 
-async def ask_key(message: HTML, keys: str) -> str | None:
+async def ask_key(message: HTML, keys: str) -> str:
     """Shows `message` and waits for one key press: the key (lower case) if it is one of `keys`,
     else "" (the caller asks again). Ctrl-C raises KeyboardInterrupt, Ctrl-D EOFError."""
     pressed: list[str] = []
@@ -428,6 +428,7 @@ async def ask_key(message: HTML, keys: str) -> str | None:
     kb = KeyBindings()
 
     @kb.add("c-c")
+    @kb.add("<sigint>")  # a SIGINT from elsewhere while the question is shown
     def _cancel(event: KeyPressEvent) -> None:
         event.app.exit(exception=KeyboardInterrupt())
 
