@@ -86,6 +86,7 @@ class DevagentAgent:
         self.open: dict[str, _Open] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resumed_flag_session = False
+        self.transport: Any = None  # the connection's stdio transport (server._LineTransport)
 
     def on_connect(self, conn: AgentSideConnection) -> None:
         self.conn = conn
@@ -287,6 +288,8 @@ class DevagentAgent:
                 # The editor went away (stdin closed) while the turn waited for it, a permission
                 # request most likely: that stays stored for a later session/load. Nothing can be
                 # answered; this ends the request quietly (the SDK logs other exceptions).
+                if not self.editor_gone():
+                    raise
                 log.info("session %s: the editor closed the connection during the turn", session_id)
                 raise _error(-32603, "the editor closed the connection") from e
         reason = t.stop_reason(end)
@@ -406,6 +409,10 @@ class DevagentAgent:
 
     # --- the client's side, for backends.py ------------------------------------------------
 
+    def editor_gone(self) -> bool:
+        """The editor closed devagent's stdin (or a signal stopped the server)."""
+        return bool(getattr(self.transport, "eof", False))
+
     def client_can(self, *path: str) -> bool:
         node: Any = self.client_caps
         for key in path:
@@ -449,6 +456,7 @@ def _mcp_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]] | None:
 async def run_connection(opts: AcpOptions, transport: Any) -> int:
     """Hand the stdio transport to the SDK's connection; serve until the client closes stdin."""
     agent = DevagentAgent(opts)
+    agent.transport = transport
     conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]
     try:
         await conn.listen()

@@ -64,6 +64,11 @@ class _LineTransport:
         self.held: list[dict[str, Any]] = []  # read before the SDK took over
         self._eof = False
 
+    @property
+    def eof(self) -> bool:
+        """stdin closed: the client went away (or a signal stopped the server)."""
+        return self._eof
+
     async def send(self, message: dict[str, Any]) -> None:
         error = message.get("error")
         if isinstance(error, dict):  # the SDK's own errors say what went wrong in `message` too
