@@ -244,9 +244,46 @@ def test_issue15_raw_stdio_version_errors_and_going_on(
         proc.stdin.close()
         proc.wait(60)
     assert [e["error"]["code"] for e in by_id[None]] == [-32700, -32600]
+    # the message says what went wrong (issue 21): editors show it, not data
+    assert [e["error"]["message"] for e in by_id[None]] == [
+        "Parse error: the line is not JSON",
+        "Invalid request: the line is not a JSON object",
+    ]
     assert by_id[1][0]["result"]["protocolVersion"] == 1  # asked for 2: gets the one devagent speaks
     assert by_id[2][0]["error"]["code"] == -32602
-    assert by_id[3][0]["error"]["code"] == -32601
+    assert by_id[2][0]["error"]["message"] == "Invalid params: mcpServers: Field required"
+    assert by_id[3][0]["error"] == {
+        "code": -32601,
+        "message": "Method not found: no/such_method",
+        "data": {"method": "no/such_method"},
+    }
     assert "sessionId" in by_id[4][0]["result"]
     assert by_id[5][0]["result"] == by_id[1][0]["result"]
     assert proc.returncode == 0
+
+
+def test_issue21_sdk_errors_get_their_reason_in_the_message() -> None:
+    errors = [{"type": "missing", "loc": ["sessionId"], "msg": "Field required", "input": {}}]
+    made = {"code": -32602, "message": "Invalid params", "data": {"errors": errors}}
+    assert t.explain_error(made) == {**made, "message": "Invalid params: sessionId: Field required"}
+    many = [{"loc": ["prompt", i, "text"], "msg": "Field required"} for i in range(5)]
+    said = t.explain_error({"code": -32602, "message": "Invalid params", "data": {"errors": many}})
+    assert said["message"] == (
+        "Invalid params: prompt.0.text: Field required; prompt.1.text: Field required; "
+        "prompt.2.text: Field required (and 2 more in data)"
+    )
+    crash = {"code": -32603, "message": "Internal error", "data": {"details": "boom"}}
+    assert t.explain_error(crash)["message"] == "Internal error: boom"
+    assert (
+        t.explain_error({"code": -32601, "message": "Method not found", "data": {"method": "x/y"}})["message"]
+        == "Method not found: x/y"
+    )
+    # already explained, or nothing to explain: unchanged
+    mine = {"code": -32602, "message": "Invalid params: the prompt is empty", "data": {"reason": "x"}}
+    assert t.explain_error(mine) == mine
+    assert t.explain_error({"code": -32700, "message": "Parse error"}) == {
+        "code": -32700,
+        "message": "Parse error",
+    }
+    assert t.error_message(-32602, "cwd must be absolute") == "Invalid params: cwd must be absolute"
+    assert t.error_message(-32099, "odd") == "odd"

@@ -86,6 +86,7 @@ def test_issue15_typescript_client_permission_refusal_cancel_and_reload(
     }
     # fs methods went to the client: the buffer was read, the write landed through the editor.
     assert readme in out["reads"]
+    assert str(work_dir / "a.txt") not in out["reads"]  # a new file: the editor is not asked (issue 21)
     assert [w[0] for w in out["writes"]] == [str(work_dir / "a.txt")]
     assert (work_dir / "a.txt").read_text() == "A\n"
     assert not (work_dir / "b.txt").exists()

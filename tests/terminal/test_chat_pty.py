@@ -26,7 +26,14 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\r")
 class Term:
     """`devagent ARGS` in a pty; `expect` waits for text, `line` types a line and presses Enter."""
 
-    def __init__(self, args: list[str], home: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        home: Path,
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        gate: Path | None = None,
+    ) -> None:
         e = {
             **os.environ,
             "HOME": str(home),
@@ -38,9 +45,12 @@ class Term:
         for k in ("DEVAGENT_MODEL", "DEVAGENT_DB", "DEVAGENT_APPROVAL", "DEVAGENT_TOKEN"):
             e.pop(k, None)
         e.update(env or {})
+        argv = [sys.executable, "-m", "devagent", *args]
+        if gate is not None:  # devagent starts only once the test creates the file `gate`
+            argv = ["/bin/sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"', str(gate), *argv]
         self.p = pexpect.spawn(
-            sys.executable,
-            ["-m", "devagent", *args],
+            argv[0],
+            argv[1:],
             env=e,
             cwd=str(cwd),
             encoding="utf-8",
@@ -65,6 +75,10 @@ class Term:
     def line(self, text: str) -> None:
         self.p.send(text + "\r")  # a terminal's Enter is CR (LF is Ctrl-J: a new line in the input)
 
+    def key(self, key: str) -> None:
+        """One key press, no Enter (a permission question answers to one key)."""
+        self.p.send(key)
+
     def leave(self) -> int:
         self.prompt()  # Ctrl-D reaches the prompt only once it reads the terminal raw
         self.p.sendcontrol("d")
@@ -83,8 +97,8 @@ def term(tmp_path: Path, workspace: Path) -> Iterator[Callable[..., Term]]:
     home = tmp_path / "home"
     home.mkdir()
 
-    def make(*args: str, env: dict[str, str] | None = None) -> Term:
-        t = Term(list(args), home, workspace, env)
+    def make(*args: str, env: dict[str, str] | None = None, gate: Path | None = None) -> Term:
+        t = Term(list(args), home, workspace, env, gate)
         made.append(t)
         return t
 
@@ -136,7 +150,7 @@ def test_chat_turn_permission_slash_command_and_continue(
     assert "Write a.txt" in out and "+A" in out  # the call and its diff before the question
     t.expect(r"\[x\] never  \[e\] edit first")
     t.prompt()
-    t.line("y")
+    t.key("y")
     t.expect("wrote it")
     assert (workspace / "a.txt").read_text() == "A\n"
     t.prompt()
@@ -236,7 +250,7 @@ def test_chat_refuse_with_feedback_and_edit_command_first(
     t.expect("Allow")
     t.expect("edit first")
     t.prompt()
-    t.line("n")
+    t.key("n")
     t.expect("Why not")
     t.prompt()
     t.line("use two")
@@ -245,7 +259,7 @@ def test_chat_refuse_with_feedback_and_edit_command_first(
     t.line("run it again")
     t.expect("edit first")
     t.prompt()
-    t.line("e")
+    t.key("e")
     t.expect(r"\$ ")
     t.p.sendcontrol("u")  # clear the proposed command
     t.line("echo two")
@@ -288,7 +302,7 @@ def test_chat_remote_against_devagent_serve(
         assert "+A" in t.expect("Allow")
         t.expect("edit first")
         t.prompt()
-        t.line("y")
+        t.key("y")
         t.expect("wrote it")
         assert (workspace / "a.txt").read_text() == "A\n"
         t.prompt()
@@ -300,7 +314,7 @@ def test_chat_remote_against_devagent_serve(
         out = t.expect(r"\[n\] no")
         assert "Allow echo one" in out  # (a remote command cannot be edited: no [e] offered)
         t.prompt()
-        t.line("n")
+        t.key("n")
         t.expect("Why not")
         t.prompt()
         t.line("use two")
@@ -449,7 +463,7 @@ def test_chat_remote_session_waiting_is_asked_again(
         assert "● Write a.txt" in t.expect("Allow")
         t.expect(r"\[n\] no")
         t.prompt()
-        t.line("y")
+        t.key("y")
         t.expect("wrote it")
         assert (workspace / "a.txt").read_text() == "A\n"
         assert t.leave() == 0
@@ -487,11 +501,110 @@ def test_never_refuses_for_the_rest_of_the_session(
     t.line("one")
     t.expect(r"\[x\] never")
     t.prompt()
-    t.line("x")
+    t.key("x")
     t.expect("first: ")
     t.prompt()
     t.line("two")
     out = t.expect("second: ")
     assert "Allow" not in out  # not asked again
     assert not (workspace / "a.txt").exists() and not (workspace / "b.txt").exists()
+    assert t.leave() == 0
+
+
+def test_issue21_a_line_typed_ahead_is_sent_once_the_prompt_is_ready(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 21 item 5: a line typed with Enter before the prompt is drawn (before devagent even
+    started; then during a turn) is sent when the prompt is ready, not left in the input."""
+    steps = [
+        {"items": [{"text": "first: you said {last_user}"}]},
+        {
+            "items": [
+                {
+                    "tool_call": {
+                        "name": "run_shell_command",
+                        # runs until the test creates the file `release`
+                        "args": {"command": "echo started; while [ ! -e release ]; do sleep 0.05; done"},
+                    }
+                }
+            ]
+        },
+        {"items": [{"text": "ran it"}]},
+        {"items": [{"text": "third: you said {last_user}"}]},
+    ]
+    gate = tmp_path / "go"
+    db = f"sqlite+aiosqlite:///{tmp_path / 'ta.db'}"
+    t = term("chat", "--model", _script(tmp_path, steps), "--approval", "yolo", "--db", db, gate=gate)
+    t.line("typed early")  # in the terminal before devagent runs: nothing draws a prompt yet
+    gate.write_text("")
+    t.expect("first: you said typed early")
+    t.prompt()
+    t.line("run it")
+    t.expect("started")  # the turn runs: no prompt reads the terminal
+    t.line("typed during the turn")
+    (workspace / "release").write_text("")
+    t.expect("ran it")
+    t.expect("third: you said typed during the turn")
+    assert t.leave() == 0
+
+
+def test_issue21_permission_answers_to_one_key_and_asks_again_on_others(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 21 item 5: the permission question acts on one key, without Enter; any other key
+    (Enter included) asks again; a key typed before the question was shown does not answer it
+    (it waits for the next prompt)."""
+    steps = [
+        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}}}]},
+        {"items": [{"text": "first: {last_tool_results}"}]},
+        {
+            "items": [
+                {
+                    # (short: the question stays on one line) runs until the test creates `release`
+                    "tool_call": {"name": "run_shell_command", "args": {"command": "sh wait.sh"}}
+                }
+            ]
+        },
+        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "B\n"}}}]},
+        {"items": [{"text": "second: {last_tool_results}"}]},
+        {"items": [{"text": "third: you said {last_user}"}]},
+    ]
+    (workspace / "wait.sh").write_text("echo started; while [ ! -e release ]; do sleep 0.05; done\n")
+    db = f"sqlite+aiosqlite:///{tmp_path / 'k.db'}"
+    t = term("chat", "--model", _script(tmp_path, steps), "--db", db)
+    t.prompt()
+    t.line("write a")
+    t.expect(r"\[e\] edit first")
+    t.prompt()
+    t.key("q")  # not an answer
+    t.expect(r"Press y, a, n, x or e")
+    t.expect(r"\[e\] edit first")  # asked again
+    t.prompt()
+    t.p.send("\r")  # Enter alone is no answer either
+    t.expect(r"Press y, a, n, x or e")
+    t.expect(r"\[e\] edit first")
+    t.prompt()
+    t.key("y")  # one key, no Enter
+    t.expect("first: Created a.txt")
+    assert (workspace / "a.txt").read_text() == "A\n"
+    t.prompt()
+    t.line("run then write b")
+    t.expect(r"\[e\] edit first")
+    t.prompt()
+    t.key("y")  # the command runs ...
+    t.expect("started")
+    t.key("y")  # ... and this is typed before the next question is shown
+    (workspace / "release").write_text("")
+    t.expect(r"Write b\.txt\?")
+    t.expect(r"\[e\] edit first")
+    t.prompt()
+    t.key("n")  # the early "y" did not answer: this is the question's answer
+    t.expect("Why not")
+    t.prompt()
+    t.line("")
+    t.expect("second: ")
+    assert not (workspace / "b.txt").exists()
+    t.prompt()  # the early "y" waits in this prompt's line
+    t.line("es")
+    t.expect("third: you said yes")
     assert t.leave() == 0

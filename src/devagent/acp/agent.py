@@ -86,6 +86,7 @@ class DevagentAgent:
         self.open: dict[str, _Open] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resumed_flag_session = False
+        self.transport: Any = None  # the connection's stdio transport (server._LineTransport)
 
     def on_connect(self, conn: AgentSideConnection) -> None:
         self.conn = conn
@@ -117,7 +118,7 @@ class DevagentAgent:
     def _get(self, session_id: str) -> _Open:
         o = self.open.get(session_id)
         if o is None:
-            raise RequestError.invalid_params({"sessionId": session_id, "reason": "no such open session"})
+            raise _invalid(f"no open session {session_id}", sessionId=session_id)
         return o
 
     async def aclose(self) -> None:
@@ -152,13 +153,11 @@ class DevagentAgent:
             self.client_caps = caps if isinstance(caps, dict) else {}
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise RequestError.method_not_found(f"_{method}")
+        raise _error(-32601, f"_{method}", method=f"_{method}")
 
     async def authenticate(self, method_id: str, **kw: Any) -> None:
         # No auth methods are offered: nothing to authenticate.
-        raise RequestError.invalid_params(
-            {"methodId": method_id, "reason": "devagent offers no auth methods"}
-        )
+        raise _invalid("devagent offers no auth methods", methodId=method_id)
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -167,9 +166,7 @@ class DevagentAgent:
             return self.opts.work_dir
         p = Path(cwd)
         if not p.is_absolute() or not p.is_dir():
-            raise RequestError.invalid_params(
-                {"cwd": cwd, "reason": "cwd must be an existing absolute directory"}
-            )
+            raise _invalid("cwd must be an existing absolute directory", cwd=cwd)
         return p
 
     def _allowed_modes(self, core: AgentCore) -> list[str]:
@@ -213,7 +210,7 @@ class DevagentAgent:
         core = await self._core()
         session = await core.get_session(session_id)
         if session is None:
-            raise RequestError.resource_not_found(session_id)
+            raise _error(-32002, f"no stored session {session_id}", uri=session_id)
         o = self._attach(session)
         servers = _mcp_servers(mcp_servers)
         if servers and servers != session.state.mcp_servers:
@@ -262,12 +259,11 @@ class DevagentAgent:
         o = self._get(session_id)
         core = await self._core()
         if mode_id not in t.MODES or core.effective_approval_mode(mode_id) != mode_id:
-            raise RequestError.invalid_params(
-                {
-                    "modeId": mode_id,
-                    "reason": "not a mode this server allows",
-                    "allowed": self._allowed_modes(core),
-                }
+            allowed = self._allowed_modes(core)
+            raise _invalid(
+                f"{mode_id} is not a mode this server allows ({', '.join(allowed)})",
+                modeId=mode_id,
+                allowed=allowed,
             )
         await o.session.set_approval_mode(mode_id)
         await self._send(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
@@ -279,20 +275,26 @@ class DevagentAgent:
         o = self._get(session_id)
         text, refused = t.prompt_text([b.model_dump(by_alias=True, exclude_none=True) for b in prompt])
         if refused:
-            raise RequestError.invalid_params(
-                {"reason": f"devagent takes text prompts; not {', '.join(sorted(set(refused)))}"}
-            )
+            raise _invalid(f"devagent takes text prompts; not {', '.join(sorted(set(refused)))}")
         if not text.strip():
-            raise RequestError.invalid_params({"reason": "the prompt is empty"})
+            raise _invalid("the prompt is empty")
         async with o.lock:
             o.cancelled.clear()
             try:
                 end = await self._drive(o, UserPrompt(text), None)
             except InputError as e:
-                raise RequestError.invalid_params({"reason": str(e)}) from e
+                raise _invalid(str(e)) from e
+            except ConnectionError as e:
+                # The editor went away (stdin closed) while the turn waited for it, a permission
+                # request most likely: that stays stored for a later session/load. Nothing can be
+                # answered; this ends the request quietly (the SDK logs other exceptions).
+                if not self.editor_gone():
+                    raise
+                log.info("session %s: the editor closed the connection during the turn", session_id)
+                raise _error(-32603, "the editor closed the connection") from e
         reason = t.stop_reason(end)
         if reason is None:
-            raise RequestError.internal_error({"details": end.error or "the model failed"})
+            raise _error(-32603, end.error or "the model failed", details=end.error or "the model failed")
         return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
 
     async def cancel(self, session_id: str, **kw: Any) -> None:
@@ -407,6 +409,10 @@ class DevagentAgent:
 
     # --- the client's side, for backends.py ------------------------------------------------
 
+    def editor_gone(self) -> bool:
+        """The editor closed devagent's stdin (or a signal stopped the server)."""
+        return bool(getattr(self.transport, "eof", False))
+
     def client_can(self, *path: str) -> bool:
         node: Any = self.client_caps
         for key in path:
@@ -414,6 +420,16 @@ class DevagentAgent:
                 return False
             node = node.get(key)
         return node is True
+
+
+def _error(code: int, reason: str, **data: Any) -> RequestError:
+    """The SDK's error with what went wrong in `message` (editors show it; `data` is kept for
+    programs): "Invalid params: cwd must be an existing absolute directory"."""
+    return RequestError(code, t.error_message(code, reason), {**data, "reason": reason})
+
+
+def _invalid(reason: str, **data: Any) -> RequestError:
+    return _error(-32602, reason, **data)
 
 
 def _mcp_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]] | None:
@@ -440,6 +456,7 @@ def _mcp_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]] | None:
 async def run_connection(opts: AcpOptions, transport: Any) -> int:
     """Hand the stdio transport to the SDK's connection; serve until the client closes stdin."""
     agent = DevagentAgent(opts)
+    agent.transport = transport
     conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]
     try:
         await conn.listen()

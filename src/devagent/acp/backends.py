@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,11 @@ class EditorFiles:
     async def read_text(self, path: Path) -> str | None:
         conn = self.agent.conn
         assert conn is not None
+        # The workspace is on this machine: a file that is not on disk is new, and the editor is
+        # not asked for it (editors show a failed fs/read_text_file as an error, and writing a
+        # new file read it twice: for the permission's diff, then to write it).
+        if not await asyncio.to_thread(os.path.lexists, path):
+            return None
         try:
             resp = await conn.read_text_file(session_id=self.session_id, path=str(path))
         except RequestError as e:

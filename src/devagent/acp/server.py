@@ -64,7 +64,15 @@ class _LineTransport:
         self.held: list[dict[str, Any]] = []  # read before the SDK took over
         self._eof = False
 
+    @property
+    def eof(self) -> bool:
+        """stdin closed: the client went away (or a signal stopped the server)."""
+        return self._eof
+
     async def send(self, message: dict[str, Any]) -> None:
+        error = message.get("error")
+        if isinstance(error, dict):  # the SDK's own errors say what went wrong in `message` too
+            message = {**message, "error": t.explain_error(error)}
         self._out.send(message)
         # Back-pressure (wire's writer thread, issue 12): while the client does not read, what
         # sends to it waits here; the loop goes on reading stdin (a cancel is still taken).
@@ -96,15 +104,16 @@ class _LineTransport:
         try:
             msg = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            self._error(PARSE_ERROR, "Parse error")
+            self._error(PARSE_ERROR, "the line is not JSON")
             return None
         if not isinstance(msg, dict):
-            self._error(INVALID_REQUEST, "Invalid request")
+            self._error(INVALID_REQUEST, "the line is not a JSON object")
             return None
         return msg
 
-    def _error(self, code: int, message: str) -> None:
-        self._out.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+    def _error(self, code: int, reason: str) -> None:
+        error = {"code": code, "message": t.error_message(code, reason), "data": {"reason": reason}}
+        self._out.send({"jsonrpc": "2.0", "id": None, "error": error})
 
     async def close(self) -> None:
         await self._out.flush(5)  # what was sent reaches a client that reads

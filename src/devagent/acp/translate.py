@@ -276,3 +276,56 @@ def modes(current: str, allowed: list[str]) -> JSON:
 def text_chunk(kind: str, text: str) -> JSON:
     """`agent_message_chunk`, `agent_thought_chunk` or `user_message_chunk` of text."""
     return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+# --- errors --------------------------------------------------------------------------------
+
+# The SDK's own texts for JSON-RPC errors (`acp.RequestError`'s constructors): alone they tell an
+# editor, which shows `message` (acpx, Zed), nothing of what went wrong.
+GENERIC_ERRORS = {
+    -32700: "Parse error",
+    -32600: "Invalid request",
+    -32601: "Method not found",
+    -32602: "Invalid params",
+    -32603: "Internal error",
+    -32002: "Resource not found",
+    -32000: "Authentication required",
+}
+_MAX_SHOWN = 3  # validation errors named in the message; `data` keeps them all
+
+
+def error_message(code: int, reason: str) -> str:
+    """`message` of an error devagent raises: the code's name and what went wrong."""
+    generic = GENERIC_ERRORS.get(code)
+    return f"{generic}: {reason}" if generic else reason
+
+
+def explain_error(error: JSON) -> JSON:
+    """An error object the SDK made (its schema validation, a method it does not route, an
+    unexpected exception) says only its code's name in `message`; this puts what went wrong
+    there, from its `data` (which is kept). Messages that already say more are left as they are."""
+    message, data = error.get("message"), error.get("data")
+    if message not in GENERIC_ERRORS.values() or not isinstance(data, dict):
+        return error
+    reason = ""
+    errors = data.get("errors")
+    if isinstance(errors, list) and errors:
+        parts = []
+        for e in errors[:_MAX_SHOWN]:
+            if not isinstance(e, dict):
+                continue
+            loc = ".".join(str(x) for x in e.get("loc") or ())
+            msg = str(e.get("msg") or e.get("type") or "invalid")
+            parts.append(f"{loc}: {msg}" if loc else msg)
+        reason = "; ".join(parts)
+        if len(errors) > _MAX_SHOWN:
+            reason += f" (and {len(errors) - _MAX_SHOWN} more in data)"
+    else:
+        for key in ("reason", "details", "method", "uri"):
+            value = data.get(key)
+            if isinstance(value, str) and value:
+                reason = value
+                break
+    if not reason:
+        return error
+    return {**error, "message": f"{message}: {reason}"}

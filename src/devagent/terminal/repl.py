@@ -5,6 +5,13 @@ prompts (once / always / no with feedback / edit first).
 Keys at the prompt: Enter sends; Esc then Enter (or Alt-Enter) and Ctrl-J insert a new line (a
 pasted text keeps its lines); Ctrl-C clears the line, and on an empty line a second Ctrl-C
 leaves; Ctrl-D on an empty line leaves. During a turn Ctrl-C cancels it; a second one leaves.
+
+Type-ahead: what is typed while no prompt reads the terminal (before the first one is drawn,
+during a turn) waits in the terminal in its cooked mode, where Enter arrives as a line feed, which
+the prompt would take as Ctrl-J (a new line). `take_typeahead` reads it before a prompt and gives
+it to prompt_toolkit's type-ahead store with each line feed as Enter, so a line typed ahead is
+sent once the prompt is ready. A permission question answers to one key; keys typed before it
+was shown never answer it: they are kept for the next prompt.
 """
 
 from __future__ import annotations
@@ -17,11 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import Application
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.formatted_text import HTML
+from prompt_toolkit.formatted_text import HTML, StyleAndTextTuples, to_formatted_text
 from prompt_toolkit.history import FileHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input import Input as TermInput
+from prompt_toolkit.input.typeahead import clear_typeahead, get_typeahead, store_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import FormattedTextControl, Layout, Window
 
 from devagent.agent.events import (
     Decision,
@@ -101,6 +113,7 @@ class Chat:
             multiline=False,
         )
         self._armed = False  # a Ctrl-C was just pressed: a second one leaves
+        self._held: list[KeyPress] = []  # typed before a permission question: for the next prompt
 
     # --- the prompt ---------------------------------------------------------------------------
 
@@ -153,6 +166,9 @@ class Chat:
                     self.renderer.render_call_header(c)
                 await self._turns(None, waiting)
             while True:
+                inp = self.prompt.app.input
+                store_typeahead(inp, [*self._held, *self._typeahead()])
+                self._held = []
                 try:
                     text = await self.prompt.prompt_async("› ")
                 except KeyboardInterrupt:
@@ -280,17 +296,19 @@ class Chat:
             + ("[x] never  " if never else "")
             + ("[e] edit first" if can_edit else "")
         )
+        message = HTML(
+            f"<b><ansiyellow>Allow</ansiyellow></b> {_html(c.description or c.name)}?  {_html(keys)} › "
+        )
+        offered = "y" + ("a" if always else "") + "n" + ("x" if never else "") + ("e" if can_edit else "")
+        # Keys typed before the question was shown (during the turn) never answer it.
+        inp = self.prompt.app.input
+        self._held += [*get_typeahead(inp), *self._typeahead()]
+        clear_typeahead(inp)
         while True:
             try:
-                answer = await PromptSession[str]().prompt_async(
-                    HTML(
-                        f"<b><ansiyellow>Allow</ansiyellow></b> {_html(c.description or c.name)}?"
-                        f"  {_html(keys)} › "
-                    )
-                )
+                a = await ask_key(message, offered)
             except (KeyboardInterrupt, EOFError):
                 return None
-            a = answer.strip().lower()[:1]
             if a == "y":
                 return Decision(c.id, "proceed_once")
             if a == "a" and always:
@@ -309,6 +327,16 @@ class Chat:
                 edited = await self._edit(c)
                 if edited is not None:
                     return Decision(c.id, "proceed_once", new_content=edited)
+                continue
+            keys_said = ", ".join(offered[:-1]) + " or " + offered[-1]
+            self.console.print(f"[dim]Press {keys_said} (Ctrl-C cancels the turn).[/dim]", highlight=False)
+
+    def _typeahead(self) -> list[KeyPress]:
+        keys = take_typeahead(self.prompt.app.input)
+        if keys and keys[-1].key != Keys.ControlM:
+            # The terminal echoed them and left the cursor after them: the prompt starts below.
+            self.console.print()
+        return keys
 
     async def _edit(self, c: ToolCall) -> str | None:
         assert c.confirmation is not None
@@ -368,6 +396,59 @@ class Chat:
             )
             return True
         return False
+
+
+def take_typeahead(inp: TermInput) -> list[KeyPress]:
+    """What waits unread on the terminal, as key presses, a line feed as Enter (see the module's
+    docstring). Only reads what is there: it never waits."""
+    try:
+        if not os.isatty(inp.fileno()):
+            return []
+    except (OSError, ValueError, NotImplementedError):
+        return []
+    keys: list[KeyPress] = []
+    with inp.raw_mode():  # a line not yet ended becomes readable too
+        while True:
+            got = inp.read_keys()
+            if not got:
+                break
+            keys += got
+        keys += inp.flush_keys()
+    return [KeyPress(Keys.ControlM, "\r") if k.key == Keys.ControlJ else k for k in keys]
+
+
+async def ask_key(message: HTML, keys: str) -> str:
+    """Shows `message` and waits for one key press: the key (lower case) if it is one of `keys`,
+    else "" (the caller asks again). Ctrl-C raises KeyboardInterrupt, Ctrl-D EOFError."""
+    pressed: list[str] = []
+
+    def text() -> StyleAndTextTuples:
+        return [*to_formatted_text(message), ("", "".join(pressed)), ("[SetCursorPosition]", "")]
+
+    kb = KeyBindings()
+
+    @kb.add("c-c")
+    @kb.add("<sigint>")  # a SIGINT from elsewhere while the question is shown
+    def _cancel(event: KeyPressEvent) -> None:
+        event.app.exit(exception=KeyboardInterrupt())
+
+    @kb.add("c-d")
+    def _eof(event: KeyPressEvent) -> None:
+        event.app.exit(exception=EOFError())
+
+    @kb.add(Keys.Any)
+    def _key(event: KeyPressEvent) -> None:
+        data = event.data.lower() if len(event.data) == 1 and event.data.isprintable() else ""
+        answer = data if data and data in keys else ""
+        pressed.append(answer)
+        event.app.exit(result=answer)
+
+    app: Application[str] = Application(
+        layout=Layout(Window(FormattedTextControl(text), dont_extend_height=True, wrap_lines=True)),
+        key_bindings=kb,
+        full_screen=False,
+    )
+    return await app.run_async()
 
 
 def _tokens(total: int | None, context: int) -> str:
