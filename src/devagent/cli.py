@@ -505,6 +505,20 @@ def acp(ctx: typer.Context) -> None:
     raise typer.Exit(acp_from_argv(list(ctx.args)))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def mcp(ctx: typer.Context) -> None:
+    """Serve devagent as an MCP server on stdio, for MCP hosts (Claude, Cursor, VS Code, Codex, ...).
+
+    devagent mcp [--work-dir DIR] [--model M] [--approval MODE] [--db URL]; `devagent mcp --help`
+    lists the flags."""
+    from devagent.mcp.cli import mcp_from_argv
+
+    raise typer.Exit(mcp_from_argv(list(ctx.args)))
+
+
 @app.command()
 def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """Print versions (devagent, wire protocol, Python)."""
@@ -525,9 +539,10 @@ def main() -> None:
     argv = sys.argv[1:]
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]
     acp_mode = argv[:1] == ["acp"]
+    mcp_mode = argv[:1] == ["mcp"]
     if "--debug" in argv:
         os.environ["DEVAGENT_DEBUG"] = "1"
-        if not (wire_mode or acp_mode):  # their own --debug also turns their logging up
+        if not (wire_mode or acp_mode or mcp_mode):  # their own --debug also turns their logging up
             argv = [a for a in argv if a != "--debug"]
     argv = _take_config(argv)
     from devagent.preflight import report
@@ -537,6 +552,10 @@ def main() -> None:
             from devagent.wire.cli import wire_from_argv
 
             code: Any = wire_from_argv(argv)
+        elif mcp_mode:  # and for MCP: a host waits for `initialize`
+            from devagent.mcp.cli import mcp_from_argv
+
+            code = mcp_from_argv(argv)
         elif acp_mode:  # the same for ACP: an editor waits for `initialize`
             from devagent.acp.cli import acp_from_argv
 

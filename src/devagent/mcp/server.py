@@ -1,0 +1,629 @@
+"""`devagent mcp`: the MCP door (issue 22) on the official SDK's `MCPServer`, over stdio.
+
+Three tools a host's model can use without knowing devagent:
+
+- `devagent_start` starts a session in the workspace (the `--work-dir` root or a folder under it)
+  with a prompt and runs its first turn;
+- `devagent_continue` goes on with a session: a new prompt, or the answer to the permission it
+  waits for;
+- `devagent_sessions` lists the sessions, or reads one.
+
+Each returns the same result: the session id, how the turn ended, the answer, the files changed
+(path and a diff summary) and, when the session waits for permission, what it wants to do. As
+text for the host's model and as structured content.
+
+A call that needs permission is asked of the host's user with an MCP elicitation (allow once,
+allow always, refuse with a reason; the options are the core's), and the turn goes on in the same
+tool call. A host without elicitation gets an `input_required` result describing the request; its
+model answers with `devagent_continue` (`answer`: yes / always / no and a reason). Either way the
+pause is the core's stored pause, so a restarted server (or another process on the same database)
+takes the answer.
+
+While a turn runs the host gets progress notifications (when it sent a progress token) and log
+messages, one per tool call and step; a host's cancellation of the tool call stops the turn,
+running commands included (the core's cancel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+# The SDK evaluates the tools' annotations in this module's namespace: imported here, not lazily
+# (this module is loaded only by `devagent mcp`, which needs the SDK at once anyway).
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.events import ToolCall
+    from devagent.agent.session import Session
+
+log = logging.getLogger("devagent.mcp")
+
+MAX_PROMPT_CHARS = 200_000  # a prompt longer than this is refused (a tool error), never sent on
+ANSWER_WORDS = {"yes": "proceed_once", "always": "proceed_always", "no": "cancel"}
+CHOICES = {"allow_once": "proceed_once", "allow_always": "proceed_always", "refuse": "cancel"}
+
+
+class FileChange(BaseModel):
+    path: str = Field(description="The file, relative to the workspace")
+    summary: str = Field(description="What changed: `new file, 3 lines` or `+2 -1 lines`")
+
+
+class PendingRequest(BaseModel):
+    call_id: str
+    tool: str
+    description: str = Field(description="What devagent wants to do, in words")
+    options: list[str] = Field(description="The answers this request accepts")
+
+
+class TaskResult(BaseModel):
+    session_id: str = Field(description="Give it to devagent_continue to go on with this session")
+    status: Literal["completed", "input_required", "failed", "cancelled"]
+    answer: str = Field(description="What devagent said in this turn")
+    files_changed: list[FileChange] = Field(default_factory=list)
+    pending: list[PendingRequest] = Field(
+        default_factory=list, description="When input_required: the permission requests waiting"
+    )
+    workspace: str = ""
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    title: str = Field(description="The session's first prompt, shortened")
+    workspace: str
+    status: str
+    updated: float
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionInfo]
+    transcript: str = Field(default="", description="With session_id: the conversation as text")
+
+
+class Decision(BaseModel):
+    """What the host's user answers to an elicitation (flat, primitive fields, as MCP requires)."""
+
+    decision: Literal["allow_once", "allow_always", "refuse"] = Field(
+        description="allow_once: run this call; allow_always: and calls like it for the session; "
+        "refuse: do not"
+    )
+    reason: str = Field(default="", description="With refuse: what to do instead (passed to the agent)")
+
+
+class DoorError(Exception):
+    """Bad input from the host, said plainly (a tool error: isError with this message)."""
+
+
+@dataclass
+class McpOptions:
+    config: CoreConfig
+    root: Path  # tasks run in it or in a folder under it
+
+
+class Door:
+    """The core and the turn handling behind the tools (no agent logic: the core decides)."""
+
+    def __init__(self, opts: McpOptions) -> None:
+        self.opts = opts
+        self._core: AgentCore | None = None
+        self._lock = asyncio.Lock()
+
+    async def core(self) -> AgentCore:
+        async with self._lock:
+            if self._core is None:
+                from devagent.agent.core import AgentCore
+
+                self._core = await AgentCore.open(self.opts.config)
+            return self._core
+
+    async def close(self) -> None:
+        if self._core is not None:
+            await self._core.close()
+
+    def workspace(self, given: str) -> Path:
+        """The workspace a host names: the root, or an existing folder under it (symlinks resolved)."""
+        root = self.opts.root
+        if not given:
+            return root
+        path = Path(given).expanduser()
+        path = (path if path.is_absolute() else root / path).resolve()
+        if not (path == root or path.is_relative_to(root)):
+            raise DoorError(f"workspace {given} is outside the server's workspace root {root}")
+        if not path.is_dir():
+            raise DoorError(f"workspace {given} is not a directory")
+        return path
+
+    def approval(self, core: AgentCore, requested: str) -> str | None:
+        if not requested:
+            return None
+        mode = core.effective_approval_mode(requested)
+        if mode != requested:
+            raise DoorError(
+                f"approval mode {requested!r} is not allowed on this server (its default is "
+                f"{core.config.approval_mode!r}; it allows modes no more permissive, and "
+                f"{', '.join(core.config.allowed_approval_modes) or 'no others'})"
+            )
+        return mode
+
+    async def session(self, session_id: str) -> Session:
+        core = await self.core()
+        session = await core.inspect(session_id) if session_id else None
+        if session is None:
+            raise DoorError(f"no session {session_id!r}: devagent_sessions lists them")
+        return session
+
+
+def _prompt(text: str) -> str:
+    if not text.strip():
+        raise DoorError("the prompt is empty")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise DoorError(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
+    return text
+
+
+def describe(call: ToolCall) -> str:
+    """What a waiting call wants to do, in one line, for the host's user or model."""
+    from devagent.agent.events import ExecuteDetails, FileDiff, McpDetails
+
+    details = call.confirmation.details if call.confirmation is not None else None
+    if isinstance(details, FileDiff):
+        verb = "create" if details.old_content is None else "change"
+        return f"{verb} {details.file_name} ({_summary(details)})"
+    if isinstance(details, ExecuteDetails):
+        return f"run `{details.command}` in {details.working_directory}"
+    if isinstance(details, McpDetails):
+        return f"call the tool {details.tool_name} of the MCP server {details.server_name}"
+    return call.description or call.name
+
+
+def _summary(d: Any) -> str:
+    if d.old_content is None:
+        n = len(d.new_content.splitlines())
+        return f"new file, {n} line{'s' if n != 1 else ''}"
+    added = sum(1 for x in d.formatted_diff.splitlines() if x.startswith("+") and not x.startswith("+++"))
+    removed = sum(1 for x in d.formatted_diff.splitlines() if x.startswith("-") and not x.startswith("---"))
+    return f"+{added} -{removed} lines"
+
+
+def _elicit_message(call: ToolCall) -> str:
+    from devagent.agent.events import FileDiff
+
+    text = f"devagent wants to {describe(call)}."
+    details = call.confirmation.details if call.confirmation is not None else None
+    if isinstance(details, FileDiff) and details.formatted_diff:
+        diff = details.formatted_diff
+        text += "\n\n" + (diff if len(diff) <= 8000 else diff[:8000] + "\n[... diff shortened ...]")
+    return text
+
+
+class Turn:
+    """One tool call's worth of a session: runs `session.advance` until the turn ends or waits
+    for input, telling the host as it goes, and gathers the result."""
+
+    def __init__(self, door: Door, session: Session, ctx: Any) -> None:
+        self.door = door
+        self.session = session
+        self.ctx = ctx
+        self.text: list[str] = []
+        self.files: dict[str, FileChange] = {}
+        self.steps = 0
+        # Calls to ask in the tool's result, on protocol versions without server-to-client
+        # requests (2026-07-28: the client asks its user and calls the tool again).
+        self.elicit_later: list[ToolCall] = []
+
+    async def _tell(self, message: str) -> None:
+        """A progress notification (with the host's token) and a log message."""
+        self.steps += 1
+        with contextlib.suppress(Exception):
+            await self.ctx.report_progress(self.steps, None, message)
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await self.ctx.info(message, logger_name="devagent")
+
+    async def run(self, inp: Any) -> TaskResult:
+        from devagent.agent.events import (
+            NeedsInput,
+            Notice,
+            TextDelta,
+            ToolCallStatus,
+            ToolCallUpdate,
+            TurnEnd,
+        )
+
+        status: str = "failed"
+        pending: list[ToolCall] = []
+        try:
+            while True:
+                next_input = None
+                async for ev in self.session.advance(inp):
+                    if isinstance(ev, TextDelta):
+                        self.text.append(ev.text)
+                    elif isinstance(ev, ToolCallUpdate):
+                        c = ev.call
+                        if c.status is ToolCallStatus.EXECUTING:
+                            await self._tell(f"{c.name}: {c.description or ''}".strip())
+                        elif c.status is ToolCallStatus.SUCCEEDED and c.output is not None and c.output.diff:
+                            d = c.output.diff
+                            self.files[d.file_path] = FileChange(
+                                path=self.session.workspace.display(Path(d.file_path)), summary=_summary(d)
+                            )
+                        elif c.status is ToolCallStatus.FAILED and c.error is not None:
+                            await self._tell(f"{c.name} failed: {c.error.message[:200]}")
+                    elif isinstance(ev, Notice) and ev.level != "info":
+                        self.text.append(f"\n[{ev.level}] {ev.text}\n")
+                    elif isinstance(ev, NeedsInput):
+                        asks = ev.permissions
+                        if asks and self._can_elicit():
+                            if self._stateless():
+                                self.elicit_later = asks  # asked in the result (2026-07-28)
+                            else:
+                                next_input = await self._ask(asks)
+                        status, pending = "input_required", asks
+                    elif isinstance(ev, TurnEnd):
+                        status = {"finished": "completed", "cancelled": "cancelled"}.get(ev.reason, "failed")
+                        if ev.reason not in ("finished", "cancelled") and ev.error:
+                            self.text.append(f"\n{ev.error}")
+                        elif ev.reason == "max_steps_reached":
+                            status = "completed"
+                if next_input is None:
+                    break
+                inp, pending = next_input, []
+        except asyncio.CancelledError:
+            # The host cancelled the tool call: stop the turn (commands included), then go.
+            core = await self.door.core()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(core.request_cancel(self.session.id))
+            raise
+        return self.result(status, pending)
+
+    def _stateless(self) -> bool:
+        """Whether this request came on a protocol version where the server cannot send the
+        client a request of its own (2026-07-28 and later): questions go in the result then."""
+        version = getattr(self.ctx, "protocol_version", None) or ""
+        return version >= "2026"
+
+    def input_required(self) -> InputRequiredResult:
+        """The waiting calls as elicitations embedded in the result; the client answers them
+        and calls the tool again with the session id as `request_state`."""
+        from mcp.server.elicitation import render_elicitation_schema
+        from mcp_types import ElicitRequest, ElicitRequestFormParams
+
+        schema = render_elicitation_schema(Decision)
+        return InputRequiredResult(
+            input_requests={
+                c.id: ElicitRequest(
+                    params=ElicitRequestFormParams(message=_elicit_message(c), requested_schema=schema)
+                )
+                for c in self.elicit_later
+            },
+            request_state=self.session.id,
+        )
+
+    def _can_elicit(self) -> bool:
+        try:
+            from mcp_types import ClientCapabilities, ElicitationCapability
+
+            session = self.ctx.request_context.session
+            return bool(
+                session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
+            )
+        except Exception:
+            return False
+
+    async def _ask(self, calls: list[ToolCall]) -> Any:
+        """Each waiting call asked of the host's user; the answers as the core's Resume. A host
+        that declines or cancels the question refuses the call."""
+        from devagent.agent.events import Resume
+
+        decisions = []
+        for call in calls:
+            got = await self.ctx.elicit(_elicit_message(call), Decision)
+            data = got.data if got.action == "accept" else None
+            decisions.append(_decision(call, got.action, data))
+        return Resume(decisions=decisions)
+
+    def result(self, status: str, pending: list[ToolCall]) -> TaskResult:
+        return TaskResult(
+            session_id=self.session.id,
+            status=status,  # type: ignore[arg-type]
+            answer="".join(self.text).strip(),
+            files_changed=list(self.files.values()),
+            pending=[
+                PendingRequest(
+                    call_id=c.id,
+                    tool=c.name,
+                    description=describe(c),
+                    options=["yes", "always", "no"],
+                )
+                for c in pending
+            ],
+            workspace=str(self.session.workspace.primary),
+        )
+
+
+def _decision(call: ToolCall, action: str, data: Decision | None) -> Any:
+    """The core's decision for a call from the host user's answer to its elicitation: accepted
+    with a choice, or declined / cancelled (a refusal)."""
+    from devagent.agent.events import Decision as CoreDecision
+
+    if action != "accept" or data is None:
+        return CoreDecision(call.id, "cancel", feedback=f"the user {action}d the question")
+    offered = [o.id for o in call.confirmation.options] if call.confirmation is not None else []
+    option = CHOICES[data.decision]
+    if option == "proceed_always" and option not in offered:
+        option = next((o for o in offered if o.startswith("proceed_always")), "proceed_once")
+    return CoreDecision(call.id, option, feedback=(data.reason or None) if option == "cancel" else None)
+
+
+def _responses(session: Session, responses: Any) -> Any:
+    """The client's answers to the elicitations of an input-required result, as a Resume."""
+    from devagent.agent.events import Resume
+
+    decisions = []
+    for call in session.waiting_calls():
+        got = (responses or {}).get(call.id)
+        action = getattr(got, "action", "cancel")
+        data = None
+        if action == "accept":
+            try:
+                data = Decision.model_validate(getattr(got, "content", None) or {})
+            except ValueError:
+                action = "cancel"
+        decisions.append(_decision(call, action, data))
+    return Resume(decisions=decisions)
+
+
+async def _turn_result(turn: Turn, inp: Any) -> CallToolResult | InputRequiredResult:
+    result = await turn.run(inp)
+    if turn.elicit_later:
+        return turn.input_required()
+    return _as_call_result(result)
+
+
+def result_text(r: TaskResult) -> str:
+    """The result as the host's model reads it."""
+    lines = [r.answer or "(no answer text)"]
+    if r.files_changed:
+        lines.append("\nFiles changed: " + ", ".join(f"{f.path} ({f.summary})" for f in r.files_changed))
+    if r.status == "input_required":
+        wants = "; ".join(p.description for p in r.pending)
+        lines.append(
+            f"\ndevagent waits for permission to {wants}. Ask the user, then call devagent_continue with "
+            f'session_id "{r.session_id}" and answer "yes", "always" or "no <what to do instead>".'
+        )
+    lines.append(f"\n[session {r.session_id}: {r.status}]")
+    return "\n".join(lines)
+
+
+def _as_call_result(r: TaskResult) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=result_text(r))],
+        structured_content=r.model_dump(mode="json"),
+    )
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _answer(session: Session, answer: str) -> Any:
+    """`yes` / `always` / `no <reason>` for every call the session waits on, as the core's Resume."""
+    from devagent.agent.events import Decision as CoreDecision
+    from devagent.agent.events import Resume
+
+    waiting = [c for c in session.waiting_calls() if not c.awaiting_client]
+    if not waiting:
+        raise DoorError("this session waits for no permission: send a prompt instead")
+    word, _, reason = answer.strip().partition(" ")
+    option = ANSWER_WORDS.get(word.lower().rstrip(",.:;!"))
+    if option is None:
+        raise DoorError('answer with "yes", "always" or "no" (optionally followed by what to do instead)')
+    decisions = []
+    for c in waiting:
+        offered = [o.id for o in c.confirmation.options] if c.confirmation is not None else []
+        chosen = option
+        if chosen == "proceed_always" and chosen not in offered:
+            chosen = next((o for o in offered if o.startswith("proceed_always")), "proceed_once")
+        feedback = reason.strip() or None if chosen == "cancel" else None
+        decisions.append(CoreDecision(c.id, chosen, feedback=feedback))
+    return Resume(decisions=decisions)
+
+
+def build_server(door: Door) -> Any:
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        try:
+            yield {}
+        finally:
+            await door.close()
+
+    server = MCPServer(
+        "devagent",
+        lifespan=lifespan,
+        instructions=(
+            "devagent is a coding agent with its own workspace. Give it a task with devagent_start; "
+            "it reads, edits and runs commands in the workspace, asking permission where its policy "
+            "says, and returns its answer, the files it changed and a session id. Go on with "
+            "devagent_continue (a new prompt, or the answer to a permission it waits for)."
+        ),
+    )
+
+    @server.tool(
+        name="devagent_start",
+        description=(
+            "Start a coding task in a new devagent session and run it until it is done or waits "
+            "for permission. Returns the answer, the files changed and the session id."
+        ),
+    )
+    async def devagent_start(
+        prompt: Annotated[str, Field(description="The task, as you would tell a developer")],
+        ctx: Context,
+        workspace: Annotated[
+            str, Field(description="A folder under the server's workspace root (default: the root)")
+        ] = "",
+        model: Annotated[str, Field(description="provider:model, where the server allows it")] = "",
+        approval_mode: Annotated[
+            str, Field(description="ask | auto-edit | plan (or more, where the server allows it)")
+        ] = "",
+    ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
+        if ctx.request_state:  # the retry after an input-required result: the answers
+            return await _answered(ctx)
+        try:
+            text = _prompt(prompt)
+            core = await door.core()
+            ws = door.workspace(workspace)
+            mode = door.approval(core, approval_mode)
+            session = await core.create_session(
+                [ws], model=model or None, approval_mode=mode, extra={"mcp": {"title": text[:120]}}
+            )
+        except (DoorError, ValueError) as e:
+            return _error(str(e))
+        from devagent.agent.events import UserPrompt
+
+        return await _turn_result(Turn(door, session, ctx), UserPrompt(text))
+
+    @server.tool(
+        name="devagent_continue",
+        description=(
+            "Go on with a devagent session: send a new prompt, or answer the permission it waits "
+            'for ("yes", "always", or "no" followed by what to do instead).'
+        ),
+    )
+    async def devagent_continue(
+        session_id: str,
+        ctx: Context,
+        prompt: Annotated[str, Field(description="The next instruction")] = "",
+        answer: Annotated[str, Field(description='"yes", "always" or "no <what to do instead>"')] = "",
+    ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
+        from devagent.agent.events import UserPrompt
+
+        if ctx.request_state:
+            return await _answered(ctx)
+        try:
+            session = await door.session(session_id)
+            if answer.strip():
+                inp: Any = _answer(session, answer)
+            else:
+                if session.waiting_calls():
+                    raise DoorError(
+                        "this session waits for permission: answer it (yes, always, or no with what to do)"
+                    )
+                inp = UserPrompt(_prompt(prompt))
+        except DoorError as e:
+            return _error(str(e))
+        return await _turn_result(Turn(door, session, ctx), inp)
+
+    async def _answered(ctx: Context) -> CallToolResult | InputRequiredResult:
+        try:
+            session = await door.session(str(ctx.request_state))
+        except DoorError as e:
+            return _error(str(e))
+        return await _turn_result(Turn(door, session, ctx), _responses(session, ctx.input_responses))
+
+    @server.tool(
+        name="devagent_sessions",
+        description="List devagent's sessions (newest first), or read one with its conversation.",
+    )
+    async def devagent_sessions(
+        session_id: Annotated[str, Field(description="Read this session")] = "",
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> SessionList:
+        core = await door.core()
+        if session_id:
+            session = await door.session(session_id)
+            info = _info(session.id, session.state.to_json(), 0.0)
+            return SessionList(sessions=[info], transcript=await _transcript(session))
+        rows = await core.store.list_sessions(limit)
+        return SessionList(sessions=[_info(sid, state, updated) for sid, state, updated in rows])
+
+    return server
+
+
+def _info(sid: str, state: dict[str, Any], updated: float) -> SessionInfo:
+    title = str(((state.get("extra") or {}).get("mcp") or {}).get("title") or "")
+    roots = state.get("workspace_roots") or [""]
+    return SessionInfo(
+        session_id=sid,
+        title=title,
+        workspace=str(roots[0]),
+        status=str(state.get("status", "")),
+        updated=updated,
+    )
+
+
+async def _transcript(session: Session) -> str:
+    from pydantic_ai import messages as pm
+
+    out: list[str] = []
+    for m in await session.messages():
+        for part in m.parts:
+            if isinstance(part, pm.UserPromptPart) and isinstance(part.content, str):
+                out.append(f"user: {part.content}")
+            elif isinstance(part, pm.TextPart):
+                out.append(f"devagent: {part.content}")
+            elif isinstance(part, pm.ToolCallPart):
+                out.append(f"devagent called {part.tool_name}")
+    return "\n".join(out)[-20_000:]
+
+
+def run_mcp(
+    work_dir: str | None,
+    *,
+    model: str | None = None,
+    approval: str | None = None,
+    db_url: str = "",
+    sandbox: bool | None = None,
+    verbose: bool = False,
+) -> int:
+    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    from devagent.config import ConfigError, load_config
+
+    root = Path(work_dir or os.getcwd()).expanduser().resolve()
+    if not root.is_dir():
+        print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        config = load_config({"db_url": db_url or None, "default_model": model})
+    except ConfigError as e:
+        print(f"devagent mcp: {e}", file=sys.stderr)
+        return 2
+    if approval is not None:
+        config.approval_mode = approval  # the operator's choice: the default and the ceiling
+    from devagent.agent.tools.shell import SandboxError, setup_sandbox
+    from devagent.preflight import StartError, check_db_url, check_model, report
+
+    try:
+        if model:
+            check_model(config)
+        check_db_url(config.db_url)
+        line = setup_sandbox(sandbox, config, "mcp")
+    except StartError as e:
+        return report("devagent mcp", e)
+    except SandboxError as e:
+        print(f"devagent mcp: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if verbose:
+        print(f"devagent mcp: {line}", file=sys.stderr)
+    door = Door(McpOptions(config=config, root=root))
+    server = build_server(door)
+    try:
+        server.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    return 0
