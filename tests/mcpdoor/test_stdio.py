@@ -6,7 +6,6 @@ running command, and bad input."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -138,3 +137,144 @@ async def test_issue22_bad_input_is_a_tool_error_and_the_server_goes_on(
             assert res.is_error and words in res.content[0].text, (tool, res)
         data = structured(await client.call_tool("devagent_start", {"prompt": "hi"}))
         assert data["status"] == "completed" and data["answer"] == "fine"
+
+
+class Raw:
+    """`devagent mcp` as a subprocess spoken to in raw JSON-RPC lines (MCP 2025-11-25), so that a
+    test can SIGKILL it at a moment of its choosing."""
+
+    def __init__(self, p: StdioServerParameters) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(
+            [p.command, *p.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=p.env,
+        )
+        self.next_id = 0
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> int:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return self.next_id
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, "the server closed its output"
+        msg: dict[str, Any] = json.loads(line)
+        return msg
+
+    def until_response(self, rid: int, seen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        while True:
+            msg = self.read()
+            if msg.get("id") == rid and "method" not in msg:
+                return msg
+            if seen is not None:
+                seen.append(msg)
+
+    def initialize(self) -> None:
+        rid = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        )
+        self.until_response(rid)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def call_tool(raw: Raw, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    rid = raw.request("tools/call", {"name": name, "arguments": args})
+    result: dict[str, Any] = raw.until_response(rid)["result"]
+    return result
+
+
+def test_issue22_a_pending_permission_survives_a_sigkill(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """issue 22 item 5: the server waits for permission (a host without elicitation), is
+    SIGKILLed, and a new `devagent mcp` on the same database takes the answer: the write happens
+    once and the turn completes."""
+    import signal
+
+    model = script([[write("k.txt", "K\n", "w1")], [{"text": "written after the kill"}]])
+    p = params(workspace, model, sqlite_url)
+    raw = Raw(p)
+    try:
+        raw.initialize()
+        data = call_tool(raw, "devagent_start", {"prompt": "write k"})["structuredContent"]
+        assert data["status"] == "input_required", data
+    finally:
+        raw.proc.send_signal(signal.SIGKILL)
+        raw.proc.wait()
+    assert not (workspace / "k.txt").exists()
+    again = Raw(p)
+    try:
+        again.initialize()
+        res = call_tool(again, "devagent_continue", {"session_id": data["session_id"], "answer": "yes"})
+        assert res["structuredContent"]["status"] == "completed", res
+        assert res["structuredContent"]["answer"] == "written after the kill"
+    finally:
+        again.proc.kill()
+        again.proc.wait()
+    assert (workspace / "k.txt").read_text() == "K\n"
+
+
+def test_issue22_cancel_from_the_host_stops_the_running_command(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """issue 22 item 4: the host cancels the tool call (notifications/cancelled) while a command
+    runs; the command's shell is gone once the session reads idle, and the session goes on."""
+    gate = workspace / "started"
+    pidfile = workspace / "pid"
+    command = f"echo $$ > {pidfile}; touch {gate}; while [ ! -e {workspace}/never ]; do sleep 0.05; done"
+    steps = [
+        [{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "s1"}}],
+        [{"text": "unreachable"}],
+        [{"text": "back again"}],
+    ]
+    model = script(steps)
+    raw = Raw(params(workspace, model, sqlite_url, "--approval", "yolo"))
+    try:
+        raw.initialize()
+        rid = raw.request(
+            "tools/call", {"name": "devagent_start", "arguments": {"prompt": "run", "approval_mode": "yolo"}}
+        )
+        import time
+
+        deadline = time.monotonic() + 60  # a bound, never a pace: the command signals it started
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gate.exists()
+        raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid}})
+        sid = None
+        listed = call_tool(raw, "devagent_sessions", {})["structuredContent"]["sessions"]
+        sid = listed[0]["session_id"]
+        deadline = time.monotonic() + 60
+        status = ""
+        while time.monotonic() < deadline:
+            status = call_tool(raw, "devagent_sessions", {"session_id": sid})["structuredContent"][
+                "sessions"
+            ][0]["status"]
+            if status != "running":
+                break
+            time.sleep(0.05)
+        assert status == "idle", status
+        pid = int(pidfile.read_text())
+        with pytest.raises(ProcessLookupError):  # (bwrap off: the shell is the command's own)
+            os.kill(pid, 0)
+        res = call_tool(raw, "devagent_continue", {"session_id": sid, "prompt": "again"})
+        assert res["structuredContent"]["status"] == "completed", res
+    finally:
+        raw.proc.kill()
+        raw.proc.wait()
