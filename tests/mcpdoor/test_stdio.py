@@ -278,3 +278,26 @@ def test_issue22_cancel_from_the_host_stops_the_running_command(
     finally:
         raw.proc.kill()
         raw.proc.wait()
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25", "1999-01-01"])
+def test_issue22_initialize_is_answered_before_the_sdk_loads_as_the_sdk_would(
+    script: Script, sqlite_url: str, workspace: Path, version: str
+) -> None:
+    """issue 22 (cold start): the process answers `initialize` itself while the SDK loads; the
+    answer is the SDK's own (a second `initialize`, which the SDK answers, is the same), and the
+    SDK's answer to the first is not sent twice."""
+    raw = Raw(params(workspace, script([[{"text": "x"}]]), sqlite_url))
+    try:
+        init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        first = raw.until_response(raw.request("initialize", init))
+        raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        seen: list[dict[str, Any]] = []
+        second = raw.until_response(raw.request("initialize", init), seen)
+        assert first["result"] == second["result"]
+        tools = raw.until_response(raw.request("tools/list", {}), seen)
+        assert {t["name"] for t in tools["result"]["tools"]} >= {"devagent_start"}
+        assert not any(m.get("id") == 1 for m in seen)  # no second answer to the first initialize
+    finally:
+        raw.proc.kill()
+        raw.proc.wait()

@@ -51,7 +51,7 @@ def mcp_from_argv(argv: list[str]) -> int:
         os.environ["DEVAGENT_BASE_URL"] = args.base_url
     if args.api_key:
         os.environ["DEVAGENT_API_KEY"] = args.api_key
-    from devagent.mcp.server import run_mcp
+    from devagent.mcp.fast import run_mcp
 
     return run_mcp(
         args.work_dir,

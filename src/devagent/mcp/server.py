@@ -29,8 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +39,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
+
+from devagent import __version__
+from devagent.mcp.fast import INSTRUCTIONS
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore, CoreConfig
@@ -451,12 +452,8 @@ def build_server(door: Door) -> Any:
     server = MCPServer(
         "devagent",
         lifespan=lifespan,
-        instructions=(
-            "devagent is a coding agent with its own workspace. Give it a task with devagent_start; "
-            "it reads, edits and runs commands in the workspace, asking permission where its policy "
-            "says, and returns its answer, the files it changed and a session id. Go on with "
-            "devagent_continue (a new prompt, or the answer to a permission it waits for)."
-        ),
+        instructions=INSTRUCTIONS,
+        version=__version__,
     )
 
     @server.tool(
@@ -575,55 +572,3 @@ async def _transcript(session: Session) -> str:
             elif isinstance(part, pm.ToolCallPart):
                 out.append(f"devagent called {part.tool_name}")
     return "\n".join(out)[-20_000:]
-
-
-def run_mcp(
-    work_dir: str | None,
-    *,
-    model: str | None = None,
-    approval: str | None = None,
-    db_url: str = "",
-    sandbox: bool | None = None,
-    verbose: bool = False,
-) -> int:
-    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code."""
-    from devagent.config import ConfigError, load_config
-
-    root = Path(work_dir or os.getcwd()).expanduser().resolve()
-    if not root.is_dir():
-        print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
-        return 2
-    try:
-        config = load_config({"db_url": db_url or None, "default_model": model})
-    except ConfigError as e:
-        print(f"devagent mcp: {e}", file=sys.stderr)
-        return 2
-    if approval is not None:
-        config.approval_mode = approval  # the operator's choice: the default and the ceiling
-    from devagent.agent.tools.shell import SandboxError, setup_sandbox
-    from devagent.preflight import StartError, check_db_url, check_model, report
-
-    try:
-        if model:
-            check_model(config)
-        check_db_url(config.db_url)
-        line = setup_sandbox(sandbox, config, "mcp")
-    except StartError as e:
-        return report("devagent mcp", e)
-    except SandboxError as e:
-        print(f"devagent mcp: {e}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if verbose:
-        print(f"devagent mcp: {line}", file=sys.stderr)
-    door = Door(McpOptions(config=config, root=root))
-    server = build_server(door)
-    try:
-        server.run("stdio")
-    except KeyboardInterrupt:
-        pass
-    return 0

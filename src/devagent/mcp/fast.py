@@ -1,0 +1,189 @@
+"""`devagent mcp`'s start: `initialize` answered before the MCP SDK is loaded.
+
+Importing the SDK's server takes about 0.6 s here, and a host waits for `initialize` before it
+does anything else. So the process answers `initialize` itself (the same answer the SDK gives:
+`tests/mcpdoor/test_stdio.py` compares them) while the SDK loads, and passes every line on to the
+SDK, which then answers a second time: that answer is dropped. Done with public means only: the
+SDK's stdio transport reads fd 0 and writes fd 1, which become pipes between it and two threads
+that carry the lines to and from the real stdin and stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+INSTRUCTIONS = (
+    "devagent is a coding agent with its own workspace. Give it a task with devagent_start; "
+    "it reads, edits and runs commands in the workspace, asking permission where its policy "
+    "says, and returns its answer, the files it changed and a session id. Go on with "
+    "devagent_continue (a new prompt, or the answer to a permission it waits for)."
+)
+# The protocol versions the SDK's handshake accepts; another one gets the latest (as the SDK does).
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+MAX_LINE = 64 * 1024 * 1024
+_END = b"\x00devagent-mcp-end\n"  # no JSON line starts with NUL
+
+
+def initialize_result(params: Any) -> dict[str, Any]:
+    """What the SDK answers to `initialize` for devagent's server."""
+    from devagent import __version__
+
+    asked = params.get("protocolVersion") if isinstance(params, dict) else None
+    version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+    return {
+        "capabilities": {
+            "prompts": {"listChanged": False},
+            "resources": {"listChanged": False, "subscribe": False},
+            "tools": {"listChanged": False},
+        },
+        "instructions": INSTRUCTIONS,
+        "protocolVersion": version,
+        "serverInfo": {"name": "devagent", "version": __version__},
+    }
+
+
+class _Relay:
+    """The two threads between the real stdio and the SDK's pipes."""
+
+    def __init__(self, real_in: int, real_out: int, to_sdk: int, from_sdk: int) -> None:
+        self.real_in = os.fdopen(real_in, "rb", buffering=0)
+        self.real_out = real_out
+        self.to_sdk = to_sdk
+        self.from_sdk = os.fdopen(from_sdk, "rb")
+        self.lock = threading.Lock()
+        self.init_id: Any = None
+        self.dropped = False
+
+    def _write(self, data: bytes) -> None:
+        with self.lock:
+            view = memoryview(data)
+            while view:
+                n = os.write(self.real_out, view)
+                view = view[n:]
+
+    def inbound(self) -> None:
+        first = True
+        buf = b""
+        try:
+            while chunk := self.real_in.read(65536):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if first and line.strip():
+                        first = False
+                        self._fast_initialize(line)
+                    os.write(self.to_sdk, line + b"\n")
+                if len(buf) > MAX_LINE:  # the SDK refuses such a line; do not hold it for ever
+                    os.write(self.to_sdk, buf)
+                    buf = b""
+            if buf:
+                os.write(self.to_sdk, buf)
+        except OSError:
+            pass
+        finally:
+            os.close(self.to_sdk)
+
+    def _fast_initialize(self, line: bytes) -> None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(msg, dict) and msg.get("method") == "initialize" and msg.get("id") is not None:
+            self.init_id = msg["id"]
+            answer = {"jsonrpc": "2.0", "id": msg["id"], "result": initialize_result(msg.get("params"))}
+            self._write(json.dumps(answer, separators=(",", ":")).encode() + b"\n")
+
+    def outbound(self) -> None:
+        for line in self.from_sdk:
+            if line == _END:
+                return
+            if self.init_id is not None and not self.dropped and b'"result"' in line:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict) and msg.get("id") == self.init_id and "result" in msg:
+                    self.dropped = True  # the SDK's own answer to the initialize answered already
+                    continue
+            self._write(line)
+
+
+def run_mcp(
+    work_dir: str | None,
+    *,
+    model: str | None = None,
+    approval: str | None = None,
+    db_url: str = "",
+    sandbox: bool | None = None,
+    verbose: bool = False,
+) -> int:
+    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    import logging
+
+    from devagent.config import ConfigError, load_config
+
+    root = Path(work_dir or os.getcwd()).expanduser().resolve()
+    if not root.is_dir():
+        print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        config = load_config({"db_url": db_url or None, "default_model": model})
+    except ConfigError as e:
+        print(f"devagent mcp: {e}", file=sys.stderr)
+        return 2
+    if approval is not None:
+        config.approval_mode = approval  # the operator's choice: the default and the ceiling
+    from devagent.agent.tools.shell import SandboxError, setup_sandbox
+    from devagent.preflight import StartError, check_db_url, check_model, report
+
+    try:
+        if model:
+            check_model(config)
+        check_db_url(config.db_url)
+        line = setup_sandbox(sandbox, config, "mcp")
+    except StartError as e:
+        return report("devagent mcp", e)
+    except SandboxError as e:
+        print(f"devagent mcp: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if verbose:
+        print(f"devagent mcp: {line}", file=sys.stderr)
+
+    # fd 0 and fd 1 become the SDK's pipes; the relay threads hold the real ones.
+    sys.stdout.flush()
+    real_in, real_out = os.dup(0), os.dup(1)
+    sdk_in, to_sdk = os.pipe()
+    from_sdk, sdk_out = os.pipe()
+    os.dup2(sdk_in, 0)
+    os.dup2(sdk_out, 1)
+    os.close(sdk_in)
+    os.close(sdk_out)
+    relay = _Relay(real_in, real_out, to_sdk, from_sdk)
+    threading.Thread(target=relay.inbound, name="mcp-in", daemon=True).start()
+    out = threading.Thread(target=relay.outbound, name="mcp-out", daemon=True)
+    out.start()
+
+    from devagent.mcp.server import Door, McpOptions, build_server
+
+    door = Door(McpOptions(config=config, root=root))
+    try:
+        build_server(door).run("stdio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # Everything the SDK wrote is in the pipe before this line: the relay passes it on and
+        # stops at the line (the SDK may still hold a copy of the pipe, so no EOF would come).
+        sys.stdout.flush()
+        os.write(1, _END)
+        out.join(10)
+    return 0
