@@ -41,6 +41,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
 from devagent import __version__
+from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp.fast import INSTRUCTIONS
 
 if TYPE_CHECKING:
@@ -172,34 +173,10 @@ def _prompt(text: str) -> str:
     return text
 
 
-def describe(call: ToolCall) -> str:
-    """What a waiting call wants to do, in one line, for the host's user or model."""
-    from devagent.agent.events import ExecuteDetails, FileDiff, McpDetails
-
-    details = call.confirmation.details if call.confirmation is not None else None
-    if isinstance(details, FileDiff):
-        verb = "create" if details.old_content is None else "change"
-        return f"{verb} {details.file_name} ({_summary(details)})"
-    if isinstance(details, ExecuteDetails):
-        return f"run `{details.command}` in {details.working_directory}"
-    if isinstance(details, McpDetails):
-        return f"call the tool {details.tool_name} of the MCP server {details.server_name}"
-    return call.description or call.name
-
-
-def _summary(d: Any) -> str:
-    if d.old_content is None:
-        n = len(d.new_content.splitlines())
-        return f"new file, {n} line{'s' if n != 1 else ''}"
-    added = sum(1 for x in d.formatted_diff.splitlines() if x.startswith("+") and not x.startswith("+++"))
-    removed = sum(1 for x in d.formatted_diff.splitlines() if x.startswith("-") and not x.startswith("---"))
-    return f"+{added} -{removed} lines"
-
-
 def _elicit_message(call: ToolCall) -> str:
     from devagent.agent.events import FileDiff
 
-    text = f"devagent wants to {describe(call)}."
+    text = f"devagent wants to {request_text(call)}."
     details = call.confirmation.details if call.confirmation is not None else None
     if isinstance(details, FileDiff) and details.formatted_diff:
         diff = details.formatted_diff
@@ -256,7 +233,8 @@ class Turn:
                         elif c.status is ToolCallStatus.SUCCEEDED and c.output is not None and c.output.diff:
                             d = c.output.diff
                             self.files[d.file_path] = FileChange(
-                                path=self.session.workspace.display(Path(d.file_path)), summary=_summary(d)
+                                path=self.session.workspace.display(Path(d.file_path)),
+                                summary=diff_summary(d),
                             )
                         elif c.status is ToolCallStatus.FAILED and c.error is not None:
                             await self._tell(f"{c.name} failed: {c.error.message[:200]}")
@@ -343,7 +321,7 @@ class Turn:
                 PendingRequest(
                     call_id=c.id,
                     tool=c.name,
-                    description=describe(c),
+                    description=request_text(c),
                     options=["yes", "always", "no"],
                 )
                 for c in pending

@@ -1,0 +1,38 @@
+"""A call in words, for doors whose clients read text rather than ToolCall objects (plain A2A
+clients, MCP hosts): what a waiting call wants to do, and a diff's size. One wording for every
+such door, so a request reads the same wherever it is asked."""
+
+from __future__ import annotations
+
+from devagent.agent.events import ExecuteDetails, FileDiff, McpDetails, ToolCall
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def diff_summary(d: FileDiff) -> str:
+    """`+3 -1 lines` from a FileDiff's unified diff (or "new file, N lines")."""
+    if d.old_content is None:
+        return f"new file, {_plural(len(d.new_content.splitlines()), 'line')}"
+    added = removed = 0
+    for line in d.formatted_diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return f"+{added} -{removed} {'line' if added + removed == 1 else 'lines'}"
+
+
+def request_text(call: ToolCall) -> str:
+    """What the agent wants to do, in one line ("create demo.txt (new file, 1 line)")."""
+    details = call.confirmation.details if call.confirmation is not None else None
+    if isinstance(details, FileDiff):
+        verb = "create" if details.old_content is None else "change"
+        name = call.args.get("path") or call.args.get("file_path") or details.file_name
+        return f"{verb} {name} ({diff_summary(details)})"
+    if isinstance(details, ExecuteDetails):
+        return f"run `{details.command}` in {details.working_directory}"
+    if isinstance(details, McpDetails):
+        return f"call the tool {details.tool_name} of the MCP server {details.server_name}"
+    return call.description or call.name
