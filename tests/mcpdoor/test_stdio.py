@@ -116,12 +116,19 @@ async def test_issue22_without_elicitation_the_host_answers_with_continue_after_
 async def test_issue22_bad_input_is_a_tool_error_and_the_server_goes_on(
     script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
+    from devagent.agent.core import AgentCore, CoreConfig
+
     model = script([[{"text": "fine"}]])
     outside = tmp_path / "outside"
     outside.mkdir()
+    core = await AgentCore.open(CoreConfig(db_url=sqlite_url, default_model=model))
+    other = (await core.create_session([workspace])).id  # another door's session, same database
+    await core.close()
     async with Client(params(workspace, model, sqlite_url)) as client:
         bad = [
             ("devagent_continue", {"session_id": "nope", "prompt": "hi"}, "no session 'nope'"),
+            ("devagent_continue", {"session_id": other, "prompt": "hi"}, "no session"),
+            ("devagent_sessions", {"session_id": other}, "no session"),
             (
                 "devagent_start",
                 {"prompt": "hi", "workspace": str(outside)},
@@ -137,6 +144,8 @@ async def test_issue22_bad_input_is_a_tool_error_and_the_server_goes_on(
             assert res.is_error and words in res.content[0].text, (tool, res)
         data = structured(await client.call_tool("devagent_start", {"prompt": "hi"}))
         assert data["status"] == "completed" and data["answer"] == "fine"
+        listed = structured(await client.call_tool("devagent_sessions", {}))["sessions"]
+        assert [x["session_id"] for x in listed] == [data["session_id"]]  # only this door's
 
 
 class Raw:

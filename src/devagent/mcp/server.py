@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 # The SDK evaluates the tools' annotations in this module's namespace: imported here, not lazily
 # (this module is loaded only by `devagent mcp`, which needs the SDK at once anyway).
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
@@ -102,14 +103,16 @@ class Decision(BaseModel):
     reason: str = Field(default="", description="With refuse: what to do instead (passed to the agent)")
 
 
-class DoorError(Exception):
-    """Bad input from the host, said plainly (a tool error: isError with this message)."""
+class DoorError(ToolError):
+    """Bad input from the host, said plainly: the SDK answers a ToolError as a tool result with
+    `isError` and this message (anything else it hides as an unexpected error)."""
 
 
 @dataclass
 class McpOptions:
     config: CoreConfig
     root: Path  # tasks run in it or in a folder under it
+    owner: str = ""  # whose sessions these are ("" on stdio: the user who started the process)
 
 
 class Door:
@@ -158,11 +161,17 @@ class Door:
         return mode
 
     async def session(self, session_id: str) -> Session:
+        """A session this door started (never another door's or another caller's: an id alone
+        grants nothing), with its stored state as it is now."""
         core = await self.core()
         session = await core.inspect(session_id) if session_id else None
-        if session is None:
+        if session is None or not self.owns(session.state.to_json()):
             raise DoorError(f"no session {session_id!r}: devagent_sessions lists them")
         return session
+
+    def owns(self, state: dict[str, Any]) -> bool:
+        mcp = (state.get("extra") or {}).get("mcp")
+        return isinstance(mcp, dict) and mcp.get("owner", "") == self.opts.owner
 
 
 def _prompt(text: str) -> str:
@@ -460,7 +469,10 @@ def build_server(door: Door) -> Any:
             ws = door.workspace(workspace)
             mode = door.approval(core, approval_mode)
             session = await core.create_session(
-                [ws], model=model or None, approval_mode=mode, extra={"mcp": {"title": text[:120]}}
+                [ws],
+                model=model or None,
+                approval_mode=mode,
+                extra={"mcp": {"title": text[:120], "owner": door.opts.owner}},
             )
         except (DoorError, ValueError) as e:
             return _error(str(e))
@@ -519,7 +531,8 @@ def build_server(door: Door) -> Any:
             session = await door.session(session_id)
             info = _info(session.id, session.state.to_json(), 0.0)
             return SessionList(sessions=[info], transcript=await _transcript(session))
-        rows = await core.store.list_sessions(limit)
+        # (the store lists every door's sessions, newest first: this door's are kept)
+        rows = [r for r in await core.store.list_sessions(None) if door.owns(r[1])][:limit]
         return SessionList(sessions=[_info(sid, state, updated) for sid, state, updated in rows])
 
     return server
