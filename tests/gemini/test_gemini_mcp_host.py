@@ -1,0 +1,104 @@
+"""Gemini CLI (`@google/gemini-cli` from npm, pinned in tests/gemini/js) as a real MCP host of
+`devagent mcp` (issue 22): devagent is an MCP server in Gemini CLI's settings (`mcpServers`), a
+fake Gemini API plays a model that calls devagent's start tool with a task, and the answer and
+the file devagent wrote come back to it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.gemini_server import FakeGemini
+from tests.gemini.test_gemini_cli import GEMINI, _ensure_installed
+
+pytestmark = pytest.mark.npm
+
+
+class CallsDevagent:
+    """A scripted Gemini model: calls the MCP tool whose name ends in `devagent_start` (Gemini CLI
+    may prefix it) with the task, then ends the turn quoting the tool's answer."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self.tool_names: list[str] = []
+        self.results: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], dict[str, int]]:
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        names = [d["name"] for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]
+        self.tool_names = names
+        last = body["contents"][-1]
+        responses = [p["functionResponse"] for p in last.get("parts", []) if "functionResponse" in p]
+        if not responses:
+            start = next((n for n in names if n.endswith("devagent_start")), None)
+            if start is None:
+                return [[{"text": "no devagent tool"}]], usage
+            return [[{"functionCall": {"name": start, "args": {"prompt": self.task}}}]], usage
+        said = json.dumps([r.get("response") for r in responses])
+        self.results.append(said)
+        return [[{"text": f"devagent says: {said[:300]}"}]], usage
+
+
+async def test_issue22_gemini_cli_as_an_mcp_host_hands_devagent_a_task(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    _ensure_installed()
+    steps = [
+        {
+            "items": [
+                {"tool_call": {"name": "write_file", "args": {"path": "mcp.txt", "content": "via mcp\n"}}}
+            ]
+        },
+        {"items": [{"text": "I wrote mcp.txt."}]},
+    ]
+    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    home, cwd = tmp_path / "home", tmp_path / "project"
+    (home / ".gemini").mkdir(parents=True)
+    cwd.mkdir()
+    devagent = [
+        "-m", "devagent", "mcp", "--work-dir", str(workspace), "--model", script(steps),
+        "--db", sqlite_url, "--approval", "auto-edit",
+    ]  # fmt: skip
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "mcpServers": {
+            "devagent": {"command": sys.executable, "args": devagent, "trust": True, "timeout": 120000}
+        },
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    async with FakeGemini(model) as gemini_url:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "GEMINI_API_KEY": "fake-key",
+            "GOOGLE_GEMINI_BASE_URL": gemini_url,
+            "NO_COLOR": "1",
+            "CI": "1",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            str(GEMINI),
+            "-p",
+            "Use devagent to write 'via mcp' to mcp.txt",
+            "--yolo",
+            "-m",
+            "gemini-2.5-flash",
+            cwd=cwd,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 240)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert any(n.endswith("devagent_start") for n in model.tool_names), model.tool_names
+    assert (workspace / "mcp.txt").read_text() == "via mcp\n"
+    assert model.results and "I wrote mcp.txt." in model.results[-1], model.results
+    assert "devagent says" in out.decode()
