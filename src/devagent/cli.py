@@ -449,6 +449,9 @@ def serve(
             "default 32, or $DEVAGENT_MAX_STREAMS_PER_TOKEN)",
         ),
     ] = None,
+    mcp: Annotated[
+        bool, typer.Option("--mcp", help="Also serve the MCP door (streamable HTTP) at /mcp, same tokens")
+    ] = False,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -473,6 +476,7 @@ def serve(
             api_key=api_key,
             log_format=log_format,
             max_streams_per_token=max_streams_per_token,
+            mcp=mcp,
         )
     )
 

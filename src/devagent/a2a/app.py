@@ -321,6 +321,16 @@ def _json_content_type(value: str | None) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
+def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:
+    """The MCP door (devagent/mcp/) over streamable HTTP, on this server's core: each caller's
+    workspaces are its roots here (`roots_for`), and its sessions are its own."""
+    from devagent.mcp.server import Door, McpOptions, build_server
+
+    opts = McpOptions(config=core.config, root=settings.workspace_roots[0], roots_for=settings.roots_for)
+    server = build_server(Door(opts, core=core))
+    return server.streamable_http_app(streamable_http_path="/", host=settings.host)
+
+
 def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
     _patch_v03_final()
@@ -539,6 +549,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             await task_store.initialize()
             await push_store.initialize()
         sender.start()
+        mcp_running = contextlib.AsyncExitStack()
+        if mcp_app is not None:  # the MCP SDK's session manager runs in its app's lifespan
+            await mcp_running.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
         grpc_server = None
         if settings.grpc_port is not None:
             from devagent.a2a.grpc_server import start_grpc  # grpcio only when asked for
@@ -547,6 +560,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         try:
             yield
         finally:
+            await mcp_running.aclose()
             if grpc_server is not None:
                 await grpc_server.stop(grace=1)
             await handler.aclose()
@@ -555,7 +569,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
                 await executor.fanout.flush()
             await sender.aclose()
 
+    mcp_app = _mcp_app(core, settings) if settings.mcp else None
     routes = [
+        *([Mount("/mcp", app=mcp_app)] if mcp_app is not None else []),
         # the card per protocol version, with caching headers (issue 11 item 3)
         *(Route(path, CardApp(settings, card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),

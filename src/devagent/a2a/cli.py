@@ -86,6 +86,7 @@ def serve_command(
     log_level: str = "warning",
     log_format: str = "text",
     max_streams_per_token: int | None = None,
+    mcp: bool = False,
 ) -> int:
     from devagent.config import ConfigError, load_config
     from devagent.preflight import StartError, check_db_url, check_model, report
@@ -172,6 +173,7 @@ def serve_command(
         replica_events=replica_events in ("on", "true", "1"),
         plain_approval=plain_approval,
         card_default_version=card_version,
+        mcp=mcp,
         **push,  # type: ignore[arg-type]
         **limits,  # type: ignore[arg-type]
     )

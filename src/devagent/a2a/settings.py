@@ -57,6 +57,8 @@ class A2ASettings:
     # The card for a client that does not say which protocol version it speaks (no `A2A-Version`):
     # "0.3", as A2A 1.0 says to assume, or "1.0" where every such client speaks 1.0 (issue 21).
     card_default_version: str = "0.3"
+    # Serve the MCP door too, over streamable HTTP at /mcp behind the same tokens (issue 22).
+    mcp: bool = False
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
     # Limits on what a client sends (issue 12 item 2), far above what a real client needs: the

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -111,16 +112,19 @@ class DoorError(ToolError):
 @dataclass
 class McpOptions:
     config: CoreConfig
-    root: Path  # tasks run in it or in a folder under it
-    owner: str = ""  # whose sessions these are ("" on stdio: the user who started the process)
+    root: Path  # stdio: tasks run in it or in a folder under it
+    # Over HTTP (`devagent serve --mcp`): a caller's workspace roots by identity (the A2A
+    # server's `roots_for`); the identity is the bearer token's, read from each request.
+    roots_for: Callable[[str], list[Path]] | None = None
 
 
 class Door:
     """The core and the turn handling behind the tools (no agent logic: the core decides)."""
 
-    def __init__(self, opts: McpOptions) -> None:
+    def __init__(self, opts: McpOptions, core: AgentCore | None = None) -> None:
         self.opts = opts
-        self._core: AgentCore | None = None
+        self._core: AgentCore | None = core
+        self._owns_core = core is None  # stdio opens its own; a server's is the server's
         self._lock = asyncio.Lock()
 
     async def core(self) -> AgentCore:
@@ -132,18 +136,35 @@ class Door:
             return self._core
 
     async def close(self) -> None:
-        if self._core is not None:
+        if self._core is not None and self._owns_core:
             await self._core.close()
 
-    def workspace(self, given: str) -> Path:
-        """The workspace a host names: the root, or an existing folder under it (symlinks resolved)."""
-        root = self.opts.root
+    def owner(self, ctx: Any) -> str:
+        """The caller: the bearer token's identity over HTTP, "" on stdio (the process's user)."""
+        if self.opts.roots_for is None:
+            return ""
+        try:
+            user = ctx.request_context.request.scope.get("user")
+        except Exception:
+            return ""
+        return str(getattr(user, "username", "") or "")
+
+    def roots(self, ctx: Any) -> list[Path]:
+        if self.opts.roots_for is None:
+            return [self.opts.root]
+        return self.opts.roots_for(self.owner(ctx))
+
+    def workspace(self, given: str, ctx: Any) -> Path:
+        """The workspace a host names: its root, or an existing folder under one of its roots
+        (symlinks resolved)."""
+        roots = self.roots(ctx)
         if not given:
-            return root
+            return roots[0]
         path = Path(given).expanduser()
-        path = (path if path.is_absolute() else root / path).resolve()
-        if not (path == root or path.is_relative_to(root)):
-            raise DoorError(f"workspace {given} is outside the server's workspace root {root}")
+        path = (path if path.is_absolute() else roots[0] / path).resolve()
+        if not any(path == r or path.is_relative_to(r) for r in roots):
+            shown = ", ".join(map(str, roots))
+            raise DoorError(f"workspace {given} is outside the server's workspace root ({shown})")
         if not path.is_dir():
             raise DoorError(f"workspace {given} is not a directory")
         return path
@@ -160,18 +181,19 @@ class Door:
             )
         return mode
 
-    async def session(self, session_id: str) -> Session:
-        """A session this door started (never another door's or another caller's: an id alone
-        grants nothing), with its stored state as it is now."""
+    async def session(self, session_id: str, ctx: Any) -> Session:
+        """A session this door started for this caller (never another door's or another
+        caller's: an id alone grants nothing), with its stored state as it is now."""
         core = await self.core()
         session = await core.inspect(session_id) if session_id else None
-        if session is None or not self.owns(session.state.to_json()):
+        if session is None or not self.owns(session.state.to_json(), self.owner(ctx)):
             raise DoorError(f"no session {session_id!r}: devagent_sessions lists them")
         return session
 
-    def owns(self, state: dict[str, Any]) -> bool:
+    @staticmethod
+    def owns(state: dict[str, Any], owner: str) -> bool:
         mcp = (state.get("extra") or {}).get("mcp")
-        return isinstance(mcp, dict) and mcp.get("owner", "") == self.opts.owner
+        return isinstance(mcp, dict) and mcp.get("owner", "") == owner
 
 
 def _prompt(text: str) -> str:
@@ -466,13 +488,13 @@ def build_server(door: Door) -> Any:
         try:
             text = _prompt(prompt)
             core = await door.core()
-            ws = door.workspace(workspace)
+            ws = door.workspace(workspace, ctx)
             mode = door.approval(core, approval_mode)
             session = await core.create_session(
                 [ws],
                 model=model or None,
                 approval_mode=mode,
-                extra={"mcp": {"title": text[:120], "owner": door.opts.owner}},
+                extra={"mcp": {"title": text[:120], "owner": door.owner(ctx)}},
             )
         except (DoorError, ValueError) as e:
             return _error(str(e))
@@ -498,7 +520,7 @@ def build_server(door: Door) -> Any:
         if ctx.request_state:
             return await _answered(ctx)
         try:
-            session = await door.session(session_id)
+            session = await door.session(session_id, ctx)
             if answer.strip():
                 inp: Any = _answer(session, answer)
             else:
@@ -513,26 +535,28 @@ def build_server(door: Door) -> Any:
 
     async def _answered(ctx: Context) -> CallToolResult | InputRequiredResult:
         try:
-            session = await door.session(str(ctx.request_state))
+            session = await door.session(str(ctx.request_state), ctx)
         except DoorError as e:
             return _error(str(e))
         return await _turn_result(Turn(door, session, ctx), _responses(session, ctx.input_responses))
 
     @server.tool(
         name="devagent_sessions",
-        description="List devagent's sessions (newest first), or read one with its conversation.",
+        description="List the sessions started here (newest first), or read one with its conversation.",
     )
     async def devagent_sessions(
+        ctx: Context,
         session_id: Annotated[str, Field(description="Read this session")] = "",
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
     ) -> SessionList:
         core = await door.core()
         if session_id:
-            session = await door.session(session_id)
+            session = await door.session(session_id, ctx)
             info = _info(session.id, session.state.to_json(), 0.0)
             return SessionList(sessions=[info], transcript=await _transcript(session))
-        # (the store lists every door's sessions, newest first: this door's are kept)
-        rows = [r for r in await core.store.list_sessions(None) if door.owns(r[1])][:limit]
+        # (the store lists every door's sessions, newest first: this door's, this caller's, kept)
+        owner = door.owner(ctx)
+        rows = [r for r in await core.store.list_sessions(None) if door.owns(r[1], owner)][:limit]
         return SessionList(sessions=[_info(sid, state, updated) for sid, state, updated in rows])
 
     return server
