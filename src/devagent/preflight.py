@@ -123,3 +123,30 @@ async def open_core(config: CoreConfig) -> AgentCore:
         return await AgentCore.open(config)
     except Exception as e:
         raise db_error(config.db_url, e) from e
+
+
+def stdio_door_config(prog: str, *, db_url: str, model: str | None, approval: str | None) -> CoreConfig | int:
+    """The settings of a stdio door (`devagent acp`, `devagent mcp`), checked before it serves:
+    the flags over the settings, `approval` the default and the ceiling of its sessions, the
+    model and the database URL checked. An exit code (after one line on stderr) when they are
+    wrong."""
+    from devagent.agent.state import APPROVAL_MODES
+    from devagent.config import ConfigError, load_config
+
+    try:
+        config = load_config({"db_url": db_url or None, "default_model": model})
+    except ConfigError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    if approval is not None:
+        if approval not in APPROVAL_MODES:
+            print(f"{prog}: --approval must be one of {', '.join(APPROVAL_MODES)}", file=sys.stderr)
+            return 2
+        config.approval_mode = approval  # the operator's choice: the default and the ceiling
+    try:
+        if model:
+            check_model(config)
+        check_db_url(config.db_url)
+    except StartError as e:
+        return report(prog, e)
+    return config

@@ -197,7 +197,6 @@ def run_acp(
     verbose: bool = False,
 ) -> int:
     """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code."""
-    from devagent.config import ConfigError, load_config
     from devagent.jsonlimits import positive_int_from_env
     from devagent.wire.server import Output, _start_reader
 
@@ -207,24 +206,11 @@ def run_acp(
         if not wd.is_dir():
             print(f"devagent acp: --work-dir {work_dir} is not a directory", file=sys.stderr)
             return 2
-    try:
-        config = load_config({"db_url": db_url or None, "default_model": model})
-    except ConfigError as e:
-        print(f"devagent acp: {e}", file=sys.stderr)
-        return 2
-    if approval is not None:
-        if approval not in t.MODES:
-            print(f"devagent acp: --approval must be one of {', '.join(t.MODES)}", file=sys.stderr)
-            return 2
-        config.approval_mode = approval  # the operator's choice: the default and the ceiling
-    from devagent.preflight import StartError, check_db_url, check_model, report
+    from devagent.preflight import stdio_door_config
 
-    try:
-        if model:
-            check_model(config)
-        check_db_url(config.db_url)
-    except StartError as e:
-        return report("devagent acp", e)
+    config = stdio_door_config("devagent acp", db_url=db_url, model=model, approval=approval)
+    if isinstance(config, int):
+        return config
     limits: dict[str, int] = {}
     try:
         for name, var in (

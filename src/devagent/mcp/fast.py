@@ -125,29 +125,18 @@ def run_mcp(
     """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code."""
     import logging
 
-    from devagent.config import ConfigError, load_config
-
     root = Path(work_dir or os.getcwd()).expanduser().resolve()
     if not root.is_dir():
         print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
         return 2
-    try:
-        config = load_config({"db_url": db_url or None, "default_model": model})
-    except ConfigError as e:
-        print(f"devagent mcp: {e}", file=sys.stderr)
-        return 2
-    if approval is not None:
-        config.approval_mode = approval  # the operator's choice: the default and the ceiling
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
-    from devagent.preflight import StartError, check_db_url, check_model, report
+    from devagent.preflight import stdio_door_config
 
+    config = stdio_door_config("devagent mcp", db_url=db_url, model=model, approval=approval)
+    if isinstance(config, int):
+        return config
     try:
-        if model:
-            check_model(config)
-        check_db_url(config.db_url)
         line = setup_sandbox(sandbox, config, "mcp")
-    except StartError as e:
-        return report("devagent mcp", e)
     except SandboxError as e:
         print(f"devagent mcp: {e}", file=sys.stderr)
         return 2
