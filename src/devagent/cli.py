@@ -452,6 +452,14 @@ def serve(
     mcp: Annotated[
         bool, typer.Option("--mcp", help="Also serve the MCP door (streamable HTTP) at /mcp, same tokens")
     ] = False,
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console/--no-console",
+            envvar="DEVAGENT_CONSOLE",
+            help="Serve the web console at /ui (same tokens as A2A)",
+        ),
+    ] = True,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -477,6 +485,7 @@ def serve(
             log_format=log_format,
             max_streams_per_token=max_streams_per_token,
             mcp=mcp,
+            console=console,
         )
     )
 

@@ -45,6 +45,7 @@ from devagent.a2a.request import handoff
 from devagent.a2a.settings import REST_PREFIX, A2ASettings
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
+from devagent.console import console_routes, is_public_path
 from devagent.jsonlimits import depth_message, too_deep
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class BearerAuth:
         self._user = TokenCheck(tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or is_public_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = None
@@ -576,6 +577,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         *(Route(path, CardApp(settings, card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
+        *(console_routes(core, settings) if settings.console else []),
         Route("/", rpc, methods=["POST"]),
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
         *rest_routes(handler, executor, ctx_builder, new_task),

@@ -87,6 +87,7 @@ def serve_command(
     log_format: str = "text",
     max_streams_per_token: int | None = None,
     mcp: bool = False,
+    console: bool = True,
 ) -> int:
     from devagent.config import ConfigError, load_config
     from devagent.preflight import StartError, check_db_url, check_model, report
@@ -174,6 +175,7 @@ def serve_command(
         plain_approval=plain_approval,
         card_default_version=card_version,
         mcp=mcp,
+        console=console,
         **push,  # type: ignore[arg-type]
         **limits,  # type: ignore[arg-type]
     )

@@ -241,6 +241,8 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
         if boot.failure is not None:
             return
         print(f"devagent A2A server listening on {settings.base_url}/", file=sys.stderr, flush=True)
+        if settings.console:
+            print(f"web console: {settings.base_url}/ui (sign in with a token)", file=sys.stderr, flush=True)
         if settings.grpc_port:
             print(f"gRPC on {settings.grpc_address}", file=sys.stderr, flush=True)
         if generated:

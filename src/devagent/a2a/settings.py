@@ -59,6 +59,8 @@ class A2ASettings:
     card_default_version: str = "0.3"
     # Serve the MCP door too, over streamable HTTP at /mcp behind the same tokens (issue 22).
     mcp: bool = False
+    # Serve the web console at /ui (issue 23): same origin and tokens as A2A.
+    console: bool = True
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
     # Limits on what a client sends (issue 12 item 2), far above what a real client needs: the

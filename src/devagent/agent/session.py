@@ -1028,13 +1028,43 @@ class Session:
                         out[part.tool_call_id] = self._returned_call(asked[part.tool_call_id], part)
         return [out[i] for i in ids if i in out]
 
-    def _returned_call(self, call: pm.ToolCallPart, returned: pm.ToolReturnPart) -> ToolCall:
-        """A settled call as its transcript entries say (the text `_flush_pending` wrote)."""
-        text = returned.model_response_str()
+    async def timeline(self) -> list[UserPrompt | TextDelta | ThoughtDelta | ToolCall]:
+        """The conversation as a reader shows it (the web console, MCP's session view): the
+        user's prompts, the model's whole texts and thoughts, and each tool call once with what
+        became of it; the waiting step's calls as they wait (with their confirmation request)."""
+        out: list[UserPrompt | TextDelta | ThoughtDelta | ToolCall] = []
+        asked: dict[str, tuple[int, pm.ToolCallPart]] = {}
+        for m in await self.messages():
+            for part in m.parts:
+                if isinstance(part, pm.UserPromptPart):
+                    content = part.content
+                    out.append(UserPrompt(content if isinstance(content, str) else _json_text(content)))
+                elif isinstance(part, pm.TextPart) and part.content:
+                    out.append(TextDelta(part.content))
+                elif isinstance(part, pm.ThinkingPart) and part.content:
+                    out.append(ThoughtDelta(part.content))
+                elif isinstance(part, pm.ToolCallPart):
+                    asked[part.tool_call_id] = (len(out), part)
+                    out.append(self._returned_call(part, None))
+                elif isinstance(part, pm.ToolReturnPart) and part.tool_call_id in asked:
+                    at, call = asked[part.tool_call_id]
+                    out[at] = self._returned_call(call, part)
+        waiting = {p.id: p for p in self.state.pending}
+        for i, item in enumerate(out):
+            if isinstance(item, ToolCall) and item.id in waiting:
+                out[i] = self._tool_call(waiting[item.id])
+        return out
+
+    def _returned_call(self, call: pm.ToolCallPart, returned: pm.ToolReturnPart | None) -> ToolCall:
+        """A settled call as its transcript entries say (the text `_flush_pending` wrote); with
+        no return yet, the call as the model asked for it."""
+        text = returned.model_response_str() if returned is not None else ""
         output = error = None
-        status = ToolCallStatus.SUCCEEDED
+        status = ToolCallStatus.SUCCEEDED if returned is not None else ToolCallStatus.EXECUTING
         kind, _, rest = text.removeprefix(_ERROR_PREFIX).partition("): ")
-        if text.startswith(_ERROR_PREFIX) and rest:
+        if returned is None:
+            pass
+        elif text.startswith(_ERROR_PREFIX) and rest:
             error = ToolError(rest, kind)
             status = ToolCallStatus.CANCELLED if kind == "cancelled" else ToolCallStatus.FAILED
         else:

@@ -1,0 +1,202 @@
+"""The console's routes: its static page, and the read-only views of sessions it draws from.
+
+Tenancy is A2A's: the bearer token's name is the owner, and a session is listed and shown only to
+the owner of the A2A context it belongs to (its core session id is derived from both, as the A2A
+executor derives it), so another token's session is as unknown here as it is to `tasks/get`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from devagent.a2a.settings import A2ASettings
+    from devagent.agent.core import AgentCore
+
+CONSOLE_PREFIX = "/ui"
+_API = CONSOLE_PREFIX + "/api"
+_STATIC = CONSOLE_PREFIX + "/static/"
+# The page's own files, and their media types: nothing else under /ui/static is served.
+_FILES = {
+    "console.js": "text/javascript; charset=utf-8",
+    "markdown.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+# Only the page's own scripts and styles, requests to its own origin, no frames, no forms
+# posting elsewhere; an agent's text or a file's content can never become code (issue 23 item 5).
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+STATES = ("all", "waiting", "running", "idle")
+PAGE_SIZE = 25
+
+
+def is_public_path(path: str) -> bool:
+    """The page and its files carry no data: served without a token (the page asks for one)."""
+    return path in (CONSOLE_PREFIX, CONSOLE_PREFIX + "/") or path.startswith(_STATIC)
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("devagent.console").joinpath("static", name).read_bytes()
+
+
+def _owner(request: Request) -> str:
+    user = request.scope.get("user")
+    return str(getattr(user, "display_name", "") or "") if user is not None else ""
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def summary(state: dict[str, Any], updated: float) -> dict[str, Any]:
+    """One row of the session list, from a session's stored state."""
+    a2a = (state.get("extra") or {}).get("a2a") or {}
+    pending = state.get("pending") or []
+    status = str(state.get("status", "idle"))
+    waiting = status == "awaiting_input" and any(
+        isinstance(p, dict) and p.get("needs") == "permission" and not p.get("result") for p in pending
+    )
+    usage = state.get("usage") or {}
+    roots = state.get("workspace_roots") or [""]
+    return {
+        "context_id": str(a2a.get("context_id", "")),
+        "task_id": str(state.get("turn_label", "")),
+        "title": str(state.get("title", "")),
+        "workspace": str(roots[0]),
+        "state": status,
+        "outcome": str(state.get("outcome", "")),
+        "waiting": waiting,
+        "updated": _iso(updated),
+        "tokens": _int(usage.get("input_tokens")) + _int(usage.get("output_tokens")),
+        "model": str(state.get("model", "")),
+        "approval_mode": str(state.get("approval_mode", "")),
+    }
+
+
+def _matches(row: dict[str, Any], want: str) -> bool:
+    if want == "waiting":
+        return bool(row["waiting"])
+    if want == "running":
+        return bool(row["state"] == "running")
+    if want == "idle":
+        return bool(row["state"] == "idle")
+    return True
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _json(body: dict[str, Any]) -> JSONResponse:
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+
+def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
+    from devagent.a2a.executor import session_id_for
+    from devagent.a2a.extension import tool_call_json
+    from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
+
+    index = _asset("index.html")
+    started = time.time()
+
+    async def page(request: Request) -> Response:
+        return Response(index, media_type="text/html; charset=utf-8", headers=_HEADERS)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _FILES:
+            return Response("not found", status_code=404, media_type="text/plain", headers=_HEADERS)
+        headers = dict(_HEADERS, **{"Cache-Control": "no-cache", "ETag": f'"{int(started)}-{name}"'})
+        if request.headers.get("if-none-match") == headers["ETag"]:
+            return Response(status_code=304, headers=headers)
+        return Response(_asset(name), media_type=_FILES[name], headers=headers)
+
+    async def me(request: Request) -> Response:
+        owner = _owner(request)
+        return _json(
+            {
+                "identity": owner,
+                "workspaces": [str(p) for p in settings.roots_for(owner)],
+                "agent": settings.agent_name,
+                "model": core.config.default_model or "",
+            }
+        )
+
+    async def sessions(request: Request) -> Response:
+        owner = _owner(request)
+        want = request.query_params.get("state", "all")
+        if want not in STATES:
+            return _error(400, f"state must be one of {', '.join(STATES)}")
+        offset = _int(request.query_params.get("offset", "0"))
+        limit = _int(request.query_params.get("limit", str(PAGE_SIZE)))
+        if offset < 0 or not 1 <= limit <= 200:
+            return _error(400, "offset must be 0 or more and limit 1 to 200")
+        # The store lists every door's sessions, newest first; this caller's A2A ones are kept.
+        rows = []
+        for _sid, state, updated in await core.store.list_sessions(None):
+            a2a = (state.get("extra") or {}).get("a2a") or {}
+            if a2a.get("owner", "") != owner or not a2a.get("context_id"):
+                continue
+            row = summary(state, updated)
+            if _matches(row, want):
+                rows.append(row)
+        return _json(
+            {"sessions": rows[offset : offset + limit], "total": len(rows), "offset": offset, "limit": limit}
+        )
+
+    async def session(request: Request) -> Response:
+        owner = _owner(request)
+        context_id = request.path_params["context_id"]
+        if not context_id or len(context_id) > 200:
+            return _error(404, "no such session")
+        found = await core.inspect(session_id_for(owner, context_id))
+        if found is None or (found.state.extra.get("a2a") or {}).get("owner", "") != owner:
+            return _error(404, "no such session")
+        items: list[dict[str, Any]] = []
+        for item in await found.timeline():
+            if isinstance(item, UserPrompt):
+                items.append({"kind": "user", "text": item.text})
+            elif isinstance(item, TextDelta):
+                items.append({"kind": "text", "text": item.text})
+            elif isinstance(item, ThoughtDelta):
+                items.append({"kind": "thought", "text": item.text})
+            elif isinstance(item, ToolCall):
+                items.append({"kind": "tool", "call": tool_call_json(item)})
+        return _json(
+            {
+                "session": summary(found.state.to_json(), time.time()),
+                "items": items,
+                "waiting": [tool_call_json(c) for c in found.waiting_calls()],
+            }
+        )
+
+    return [
+        Route(CONSOLE_PREFIX, page, methods=["GET"]),
+        Route(CONSOLE_PREFIX + "/", page, methods=["GET"]),
+        Route(_STATIC + "{name}", static, methods=["GET"]),
+        Route(_API + "/me", me, methods=["GET"]),
+        Route(_API + "/sessions", sessions, methods=["GET"]),
+        Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
+    ]

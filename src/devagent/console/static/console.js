@@ -1,0 +1,743 @@
+// devagent's web console. It reads sessions from /ui/api and acts through A2A itself (the
+// development-tool extension's JSON-RPC at the server's root), with the same bearer token: an
+// approval here is the same request an IDE sends. Every piece of text from the server (a model's
+// answer, a file's content, a command) reaches the page through textContent or markdown.js,
+// never as HTML.
+
+import { render as markdown } from "./markdown.js";
+
+const EXT = "https://github.com/google-gemini/gemini-cli/blob/main/docs/a2a/developer-profile/v0/spec.md";
+const TOKEN_KEY = "devagent.console.token";
+const LIST_POLL_MS = 3000;
+const VIEW_POLL_MS = 2000;
+const PAGE = 25;
+
+const $ = (id) => document.getElementById(id);
+const S = {
+  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  me: null,
+  commands: [],
+  list: { offset: 0, total: 0, timer: 0, shown: "" },
+  view: null, // the open session: {contextId, data, items, stream, timer, shown}
+};
+
+// --- talking to the server ------------------------------------------------------------------
+
+class Unauthorized extends Error {}
+
+async function api(path) {
+  const r = await fetch(path, { headers: { Authorization: `Bearer ${S.token}` }, cache: "no-store" });
+  if (r.status === 401) throw new Unauthorized("the server refused the token");
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.error || `HTTP ${r.status}`);
+  return body;
+}
+
+function rpcHeaders() {
+  return {
+    Authorization: `Bearer ${S.token}`,
+    "Content-Type": "application/json",
+    "A2A-Version": "1.0",
+    "A2A-Extensions": EXT,
+  };
+}
+
+function rpcBody(method, params) {
+  return JSON.stringify({ jsonrpc: "2.0", id: crypto.randomUUID(), method, params });
+}
+
+async function rpc(method, params) {
+  const r = await fetch("/", { method: "POST", headers: rpcHeaders(), body: rpcBody(method, params) });
+  if (r.status === 401) throw new Unauthorized("the server refused the token");
+  const body = await r.json();
+  if (body.error) throw new Error(body.error.message || `error ${body.error.code}`);
+  return body.result;
+}
+
+// A streaming JSON-RPC request (SendStreamingMessage, SubscribeToTask): each server-sent event's
+// result goes to onEvent; resolves when the server closes the stream.
+async function rpcStream(method, params, onEvent, signal) {
+  const r = await fetch("/", {
+    method: "POST",
+    headers: { ...rpcHeaders(), Accept: "text/event-stream" },
+    body: rpcBody(method, params),
+    signal,
+  });
+  if (r.status === 401) throw new Unauthorized("the server refused the token");
+  if ((r.headers.get("content-type") || "").includes("application/json")) {
+    const body = await r.json();
+    if (body.error) throw new Error(body.error.message || `error ${body.error.code}`);
+    if (body.result) onEvent(body.result);
+    return;
+  }
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let end;
+    while ((end = buf.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end).replace(/^\r?\n\r?\n/, "");
+      const data = block
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).replace(/^ /, ""))
+        .join("\n");
+      if (!data) continue;
+      const msg = JSON.parse(data);
+      if (msg.error) throw new Error(msg.error.message || `error ${msg.error.code}`);
+      onEvent(msg.result);
+    }
+  }
+}
+
+// --- small DOM helpers --------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) node.append(c);
+  return node;
+}
+
+function show(section) {
+  for (const id of ["loading", "signin", "list", "new", "view"]) $(id).hidden = id !== section;
+}
+
+function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return new Date(iso).toLocaleDateString();
+}
+
+function stateLabel(session) {
+  if (session.waiting) return ["waiting for approval", "waiting"];
+  if (session.state === "running") return ["running", "running"];
+  if (session.state === "awaiting_input") return ["waiting for its client", "waiting"];
+  if (session.outcome === "error") return ["ended with an error", "error"];
+  if (session.outcome === "cancelled") return ["cancelled", "idle"];
+  return ["idle", "idle"];
+}
+
+// --- sign-in --------------------------------------------------------------------------------------
+
+async function signIn(token) {
+  S.token = token;
+  S.me = await api("/ui/api/me");
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("who").textContent = S.me.identity ? `signed in as ${S.me.identity}` : "signed in";
+  $("signout").hidden = false;
+  const list = $("workspaces");
+  list.replaceChildren(...S.me.workspaces.map((w) => el("option", { value: w })));
+  try {
+    S.commands = (await rpc("commands/get", {})).commands || [];
+  } catch {
+    S.commands = [];
+  }
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  S.token = "";
+  S.me = null;
+  stopView();
+  clearTimeout(S.list.timer);
+  $("who").textContent = "";
+  $("signout").hidden = true;
+  $("signin-error").textContent = message || "";
+  show("signin");
+  $("token").focus();
+}
+
+function failed(e, where) {
+  if (e instanceof Unauthorized) signOut("That token is not accepted by this server.");
+  else if (where) where.textContent = e.message || String(e);
+}
+
+// --- the session list -------------------------------------------------------------------------
+
+async function loadList() {
+  clearTimeout(S.list.timer);
+  if (location.hash && location.hash !== "#/") return;
+  try {
+    const state = $("filter").value;
+    const data = await api(`/ui/api/sessions?state=${encodeURIComponent(state)}&offset=${S.list.offset}&limit=${PAGE}`);
+    const shown = JSON.stringify(data);
+    if (shown !== S.list.shown) {
+      S.list.shown = shown;
+      drawList(data);
+    }
+  } catch (e) {
+    failed(e, $("page-info"));
+    if (e instanceof Unauthorized) return;
+  }
+  S.list.timer = setTimeout(loadList, LIST_POLL_MS);
+}
+
+function drawList(data) {
+  S.list.total = data.total;
+  const items = data.sessions.map((s) => {
+    const [label, cls] = stateLabel(s);
+    return el(
+      "li",
+      { class: "session" },
+      el(
+        "a",
+        { href: `#/s/${encodeURIComponent(s.context_id)}`, class: "session-link" },
+        el("span", { class: "title", text: s.title || "(no prompt yet)" }),
+        el("span", { class: `badge ${cls}`, text: label }),
+      ),
+      el(
+        "span",
+        { class: "muted meta" },
+        el("span", { class: "workspace", text: s.workspace }),
+        " · ",
+        el("time", { datetime: s.updated, title: s.updated, text: ago(s.updated) }),
+        ` · ${s.tokens.toLocaleString()} tokens`,
+      ),
+    );
+  });
+  $("sessions").replaceChildren(...items);
+  $("sessions-empty").hidden = items.length > 0;
+  const first = data.total ? data.offset + 1 : 0;
+  $("page-info").textContent = `${first}–${data.offset + data.sessions.length} of ${data.total}`;
+  $("newer").disabled = data.offset === 0;
+  $("older").disabled = data.offset + data.sessions.length >= data.total;
+}
+
+// --- a session --------------------------------------------------------------------------------
+
+function stopView() {
+  const v = S.view;
+  if (!v) return;
+  clearTimeout(v.timer);
+  if (v.stream) v.stream.abort();
+  S.view = null;
+}
+
+async function openView(contextId) {
+  stopView();
+  S.view = { contextId, data: null, items: [], stream: null, timer: 0, shown: "", live: null };
+  $("conversation").replaceChildren();
+  $("permissions").replaceChildren();
+  $("view-title").textContent = "";
+  $("view-status").textContent = "";
+  show("view");
+  await refreshView();
+}
+
+// The stored view of the session (what every replica reads alike), drawn when it changed; while
+// a turn runs that this page does not drive, its events are followed live (SubscribeToTask).
+async function refreshView() {
+  const v = S.view;
+  if (!v) return;
+  clearTimeout(v.timer);
+  try {
+    const data = await api(`/ui/api/sessions/${encodeURIComponent(v.contextId)}`);
+    if (S.view !== v) return;
+    const shown = JSON.stringify(data);
+    if (shown !== v.shown && !v.stream) {
+      v.shown = shown;
+      v.data = data;
+      v.items = data.items.map((i) => ({ ...i }));
+      drawView();
+    }
+    if (!v.stream && data.session.state === "running" && data.session.task_id) {
+      follow(v, "SubscribeToTask", { id: data.session.task_id });
+      return;
+    }
+  } catch (e) {
+    if (S.view !== v) return;
+    failed(e, $("view-status"));
+    if (e instanceof Unauthorized) return;
+  }
+  if (S.view === v && !v.stream) v.timer = setTimeout(refreshView, VIEW_POLL_MS);
+}
+
+// Run one streaming request for the open session, drawing its events as they come, then read the
+// stored view again (the authority on what happened).
+async function follow(v, method, params, onError) {
+  const ctl = new AbortController();
+  v.stream = ctl;
+  v.live = null;
+  setRunning(true);
+  try {
+    await rpcStream(method, params, (ev) => S.view === v && liveEvent(v, ev), ctl.signal);
+  } catch (e) {
+    if (ctl.signal.aborted) return;
+    if (onError) onError(e);
+    else if (!(e instanceof Unauthorized)) {
+      /* a subscription to a turn that ended meanwhile: the stored view says what happened */
+    } else failed(e);
+  } finally {
+    if (v.stream === ctl) v.stream = null;
+  }
+  if (S.view === v) {
+    v.shown = "";
+    await refreshView();
+  }
+}
+
+function setRunning(running) {
+  $("cancel").hidden = !running;
+  $("send").disabled = running;
+  if (running) {
+    $("view-state").textContent = "running";
+    $("view-state").className = "badge running";
+  }
+}
+
+// One event of a stream: the extension's TEXT_CONTENT / THOUGHT / TOOL_CALL_UPDATE status updates,
+// or (for a turn a plain A2A client drives) the answer's artifact chunks.
+function liveEvent(v, ev) {
+  if (ev.task) {
+    v.taskId = ev.task.id;
+    return;
+  }
+  if (ev.artifactUpdate) {
+    for (const p of ev.artifactUpdate.artifact?.parts || []) if (p.text) appendLive(v, "text", p.text);
+    return;
+  }
+  const su = ev.statusUpdate;
+  if (!su) return;
+  v.taskId = su.taskId;
+  const kind = (su.metadata?.[EXT] || {}).kind;
+  const parts = su.status?.message?.parts || [];
+  for (const p of parts) {
+    if (kind === "TEXT_CONTENT" && p.text) appendLive(v, "text", p.text);
+    else if (kind === "THOUGHT" && p.data) appendLive(v, "thought", String(p.data.description || ""));
+    else if (kind === "TOOL_CALL_UPDATE" && p.data?.tool_call_id) upsertCall(v, p.data);
+  }
+}
+
+function appendLive(v, kind, text) {
+  let last = v.items[v.items.length - 1];
+  if (!last || last.kind !== kind || !last.live) {
+    last = { kind, text: "", live: true };
+    v.items.push(last);
+    $("conversation").append(itemNode(last));
+  }
+  last.text += text;
+  replaceNode(last);
+}
+
+function upsertCall(v, call) {
+  for (const item of v.items) if (item.live) item.live = false; // text after a call is a new piece
+  const found = v.items.find((i) => i.kind === "tool" && i.call.tool_call_id === call.tool_call_id);
+  if (found) {
+    found.call = call;
+    replaceNode(found);
+  } else {
+    const item = { kind: "tool", call };
+    v.items.push(item);
+    $("conversation").append(itemNode(item));
+  }
+}
+
+function replaceNode(item) {
+  const old = item.node;
+  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  const node = itemNode(item);
+  if (old && old.parentNode) old.replaceWith(node);
+  if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+}
+
+function drawView() {
+  const v = S.view;
+  const { session, waiting } = v.data;
+  $("view-title").textContent = session.title || "(no prompt yet)";
+  const [label, cls] = stateLabel(session);
+  $("view-state").textContent = label;
+  $("view-state").className = `badge ${cls}`;
+  $("view-meta").textContent = `${session.workspace} · ${session.model || "default model"} · ${session.tokens.toLocaleString()} tokens`;
+  $("conversation").replaceChildren(...v.items.map(itemNode));
+  $("permissions").replaceChildren(...waiting.map(permissionNode));
+  $("cancel").hidden = session.state !== "running";
+  $("send").disabled = session.state === "running" || waiting.length > 0;
+  $("prompt").disabled = waiting.length > 0;
+  $("prompt").placeholder = waiting.length ? "Answer the request above first" : "";
+}
+
+function itemNode(item) {
+  let node;
+  if (item.kind === "user") {
+    node = el("li", { class: "msg user" }, el("span", { class: "who-label", text: "You" }), el("p", { class: "plain", text: item.text }));
+  } else if (item.kind === "text") {
+    node = el("li", { class: "msg agent" }, el("span", { class: "who-label", text: "devagent" }), el("div", { class: "md" }, markdown(item.text)));
+  } else if (item.kind === "thought") {
+    node = el("li", { class: "thought" }, el("details", {}, el("summary", { text: "Thinking" }), el("p", { class: "plain", text: item.text })));
+  } else {
+    node = el("li", { class: "tool" }, toolNode(item.call));
+  }
+  item.node = node;
+  return node;
+}
+
+const STATUS = {
+  PENDING: "waiting",
+  EXECUTING: "running",
+  SUCCEEDED: "done",
+  FAILED: "failed",
+  CANCELLED: "cancelled",
+};
+
+function toolNode(call) {
+  const status = call.status || "PENDING";
+  const body = [];
+  const args = call.input_parameters || {};
+  if (Object.keys(args).length) body.push(el("pre", { class: "args", text: JSON.stringify(args, null, 2) }));
+  if (call.live_content) body.push(el("pre", { class: "live", text: call.live_content }));
+  const out = call.output;
+  if (out?.diff?.formatted_diff) body.push(diffNode(out.diff.formatted_diff));
+  else if (out?.text) body.push(el("pre", { class: "output", text: out.text }));
+  else if (out?.structured_data) body.push(el("pre", { class: "output", text: JSON.stringify(out.structured_data, null, 2) }));
+  if (call.error) body.push(el("p", { class: "error", text: call.error.message }));
+  const open = status === "EXECUTING" || (call.live_content && status !== "SUCCEEDED");
+  return el(
+    "details",
+    { open: open || undefined },
+    el(
+      "summary",
+      {},
+      el("span", { class: `badge ${status.toLowerCase()}`, text: STATUS[status] || status }),
+      " ",
+      el("span", { class: "tool-desc", text: call.description || call.tool_name }),
+    ),
+    ...body,
+  );
+}
+
+// A unified diff, coloured by line; a button shows it side by side.
+function diffNode(text) {
+  const wrap = el("div", { class: "diff" });
+  const unified = el("pre", { class: "diff-unified" });
+  for (const line of text.replace(/\n$/, "").split("\n")) {
+    const cls = line.startsWith("+++") || line.startsWith("---") ? "file" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
+    unified.append(el("span", { class: cls, text: line + "\n" }));
+  }
+  const split = sideBySide(text);
+  split.hidden = true;
+  const toggle = el("button", {
+    type: "button",
+    class: "small",
+    text: "Side by side",
+    onclick: () => {
+      split.hidden = !split.hidden;
+      unified.hidden = !split.hidden;
+      toggle.textContent = split.hidden ? "Side by side" : "Unified";
+    },
+  });
+  wrap.append(toggle, unified, split);
+  return wrap;
+}
+
+function sideBySide(text) {
+  const table = el("table", { class: "diff-split" });
+  const rows = [];
+  let dels = [];
+  let adds = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i++) rows.push([dels[i], adds[i]]);
+    dels = [];
+    adds = [];
+  };
+  for (const line of text.replace(/\n$/, "").split("\n")) {
+    if (line.startsWith("+++") || line.startsWith("---")) continue;
+    if (line.startsWith("@@")) {
+      flush();
+      rows.push(["hunk", line]);
+    } else if (line.startsWith("-")) dels.push(line.slice(1));
+    else if (line.startsWith("+")) adds.push(line.slice(1));
+    else {
+      flush();
+      rows.push([line.slice(1), line.slice(1), true]);
+    }
+  }
+  flush();
+  for (const [a, b, same] of rows) {
+    if (a === "hunk") {
+      table.append(el("tr", { class: "hunk" }, el("td", { colspan: "2", text: b })));
+      continue;
+    }
+    table.append(
+      el(
+        "tr",
+        {},
+        el("td", { class: same ? "ctx" : a === undefined ? "none" : "del", text: a ?? "" }),
+        el("td", { class: same ? "ctx" : b === undefined ? "none" : "add", text: b ?? "" }),
+      ),
+    );
+  }
+  return table;
+}
+
+// A call that waits: what it would do, and the answers the server offers for it.
+function permissionNode(call) {
+  const cr = call.confirmation_request;
+  const id = `perm-${call.tool_call_id}`;
+  const box = el("div", { class: "permission", role: "group", "aria-labelledby": id });
+  box.append(el("h2", { id, text: cr ? `devagent asks: ${call.description || call.tool_name}` : `Waiting for its client to run ${call.tool_name}` }));
+  if (!cr) {
+    box.append(el("p", { class: "muted", text: "The client that started this turn runs this tool; only it can answer." }));
+    return box;
+  }
+  const fe = cr.file_edit_details;
+  if (fe) {
+    box.append(el("p", { class: "muted", text: fe.file_path || fe.file_name }));
+    box.append(diffNode(fe.formatted_diff || ""));
+  } else if (cr.execute_details) {
+    box.append(el("p", { class: "muted", text: `in ${cr.execute_details.working_directory || "the workspace"}` }));
+    box.append(el("pre", { class: "command", text: cr.execute_details.command }));
+  } else if (cr.mcp_details) {
+    box.append(el("p", { text: `MCP server ${cr.mcp_details.server_name}, tool ${cr.mcp_details.tool_name}` }));
+  } else if (cr.generic_details) {
+    box.append(el("p", { class: "plain", text: cr.generic_details.description || "" }));
+  }
+  const buttons = el("div", { class: "options" });
+  for (const o of cr.options || []) {
+    buttons.append(el("button", { type: "button", title: o.description || "", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
+  }
+  box.append(buttons);
+  const refuse = (cr.options || []).find((o) => o.id === "cancel");
+  if (refuse) {
+    const reasonId = `reason-${call.tool_call_id}`;
+    const reason = el("textarea", { id: reasonId, rows: "2" });
+    box.append(
+      el(
+        "details",
+        { class: "refuse" },
+        el("summary", { text: "Refuse with a reason" }),
+        el("label", { for: reasonId, text: "What should devagent do instead?" }),
+        reason,
+        el("button", { type: "button", text: "Refuse", onclick: () => answer(call, "cancel", { reason: reason.value }) }),
+      ),
+    );
+  }
+  const once = (cr.options || []).find((o) => o.id === "proceed_once");
+  if (fe && once) {
+    const editId = `edit-${call.tool_call_id}`;
+    const edit = el("textarea", { id: editId, rows: "10", class: "code", spellcheck: "false" });
+    edit.value = fe.new_content ?? "";
+    box.append(
+      el(
+        "details",
+        { class: "edit" },
+        el("summary", { text: "Edit before allowing" }),
+        el("label", { for: editId, text: `New content of ${fe.file_name || fe.file_path}` }),
+        edit,
+        el("button", { type: "button", text: "Allow with my changes", onclick: () => answer(call, "proceed_once", { newContent: edit.value }) }),
+      ),
+    );
+  }
+  return box;
+}
+
+// The answer to a waiting call: the extension's ToolCallConfirmation on the session's task, and
+// the turn it lets go on, followed live. A request that was answered meanwhile is refused by the
+// server; its reason is shown and the view read again.
+async function answer(call, option, { reason, newContent } = {}) {
+  const v = S.view;
+  if (!v || v.stream) return;
+  for (const b of $("permissions").querySelectorAll("button")) b.disabled = true;
+  const conf = { tool_call_id: call.tool_call_id, selected_option_id: option };
+  if (newContent !== undefined) conf.file_details = { new_content: newContent };
+  const parts = [{ data: conf }];
+  if (reason && reason.trim()) parts.push({ text: reason.trim() });
+  const message = {
+    messageId: crypto.randomUUID(),
+    role: "ROLE_USER",
+    contextId: v.contextId,
+    taskId: v.data.session.task_id,
+    parts,
+  };
+  $("view-status").textContent = "";
+  $("permissions").replaceChildren();
+  await follow(v, "SendStreamingMessage", { message }, (e) => {
+    $("view-status").textContent = `Not sent: ${e.message}. The session has moved on; this is how it stands now.`;
+  });
+}
+
+async function sendPrompt(text) {
+  const v = S.view;
+  if (!v || v.stream || !text.trim()) return;
+  const message = {
+    messageId: crypto.randomUUID(),
+    role: "ROLE_USER",
+    contextId: v.contextId,
+    parts: [{ text }],
+    metadata: { [EXT]: { workspace_path: v.data.session.workspace } },
+  };
+  $("prompt").value = "";
+  $("command-hint").textContent = "";
+  $("view-status").textContent = "";
+  v.items.push({ kind: "user", text });
+  $("conversation").append(itemNode(v.items[v.items.length - 1]));
+  await follow(v, "SendStreamingMessage", { message }, (e) => {
+    $("view-status").textContent = `Not sent: ${e.message}`;
+  });
+}
+
+async function cancelTurn() {
+  const v = S.view;
+  const taskId = v && (v.taskId || v.data?.session.task_id);
+  if (!taskId) return;
+  $("cancel").disabled = true;
+  try {
+    await rpc("CancelTask", { id: taskId });
+    $("view-status").textContent = "Cancelled.";
+  } catch (e) {
+    failed(e, $("view-status"));
+  } finally {
+    $("cancel").disabled = false;
+  }
+  if (v.stream) v.stream.abort();
+  v.stream = null;
+  v.shown = "";
+  await refreshView();
+}
+
+async function startSession(workspace, prompt) {
+  const message = {
+    messageId: crypto.randomUUID(),
+    role: "ROLE_USER",
+    parts: [{ text: prompt }],
+    metadata: { [EXT]: { workspace_path: workspace } },
+  };
+  // The first event names the new conversation; the page moves to it and follows the turn there.
+  const ctl = new AbortController();
+  let v = null;
+  await rpcStream(
+    "SendStreamingMessage",
+    { message },
+    (ev) => {
+      if (v === null) {
+        const ctx = ev.task?.contextId || ev.statusUpdate?.contextId;
+        if (!ctx) return;
+        stopView();
+        v = S.view = { contextId: ctx, data: null, items: [{ kind: "user", text: prompt }], stream: ctl, timer: 0, shown: "", live: null };
+        v.data = { session: { title: prompt, workspace, model: "", tokens: 0, state: "running", task_id: ev.task?.id || "" }, waiting: [] };
+        history.replaceState(null, "", `#/s/${encodeURIComponent(ctx)}`);
+        show("view");
+        drawView();
+        setRunning(true);
+      }
+      if (S.view === v) liveEvent(v, ev);
+    },
+    ctl.signal,
+  );
+  if (v === null) throw new Error("the server started no session");
+  if (v.stream === ctl) v.stream = null;
+  if (S.view === v) {
+    v.shown = "";
+    await refreshView();
+  }
+}
+
+// --- routing and wiring -------------------------------------------------------------------------
+
+async function route() {
+  if (!S.token || !S.me) return;
+  const hash = location.hash || "#/";
+  clearTimeout(S.list.timer);
+  if (hash.startsWith("#/s/")) {
+    await openView(decodeURIComponent(hash.slice(4)));
+  } else if (hash === "#/new") {
+    stopView();
+    $("new-error").textContent = "";
+    if (!$("new-workspace").value && S.me.workspaces.length) $("new-workspace").value = S.me.workspaces[0];
+    show("new");
+    $("new-prompt").focus();
+  } else {
+    stopView();
+    show("list");
+    S.list.shown = "";
+    await loadList();
+  }
+}
+
+function wire() {
+  $("signin-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    $("signin-error").textContent = "";
+    try {
+      await signIn($("token").value.trim());
+      $("token").value = "";
+      await route();
+    } catch (err) {
+      signOut(err instanceof Unauthorized ? "That token is not accepted by this server." : err.message);
+    }
+  });
+  $("signout").addEventListener("click", () => signOut(""));
+  $("filter").addEventListener("change", () => {
+    S.list.offset = 0;
+    S.list.shown = "";
+    loadList();
+  });
+  $("newer").addEventListener("click", () => {
+    S.list.offset = Math.max(0, S.list.offset - PAGE);
+    loadList();
+  });
+  $("older").addEventListener("click", () => {
+    S.list.offset += PAGE;
+    loadList();
+  });
+  $("prompt-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    sendPrompt($("prompt").value);
+  });
+  $("prompt").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      sendPrompt($("prompt").value);
+    }
+  });
+  $("prompt").addEventListener("input", () => {
+    const t = $("prompt").value;
+    if (!t.startsWith("/") || t.includes(" ")) {
+      $("command-hint").textContent = "";
+      return;
+    }
+    const want = t.slice(1);
+    const hits = S.commands.filter((c) => c.name.startsWith(want)).slice(0, 6);
+    $("command-hint").textContent = hits.map((c) => `/${c.name} – ${c.description}`).join("   ");
+  });
+  $("cancel").addEventListener("click", cancelTurn);
+  $("new-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    $("new-error").textContent = "";
+    try {
+      await startSession($("new-workspace").value.trim(), $("new-prompt").value);
+      $("new-prompt").value = "";
+    } catch (err) {
+      failed(err, $("new-error"));
+    }
+  });
+  window.addEventListener("hashchange", route);
+}
+
+async function main() {
+  wire();
+  if (!S.token) {
+    signOut("");
+    return;
+  }
+  try {
+    await signIn(S.token);
+  } catch (e) {
+    signOut(e instanceof Unauthorized ? "" : e.message);
+    return;
+  }
+  await route();
+}
+
+main();

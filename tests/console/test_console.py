@@ -1,0 +1,295 @@
+"""The web console in a real browser (issue 23): Debian's Chromium, headless, driven by Playwright,
+against a real `devagent serve` process.
+
+One conversation walks through what a person does with the console: it is started by a plain A2A
+client (no extension) and appears in the list waiting for approval; the write is approved in the
+browser and lands on disk; a follow-up whose write is refused with a reason hands the model that
+reason; an edit-first writes the edited content; a running command is cancelled from the page.
+The model's answer and the file carry `<script>`, an `onerror` image and a `javascript:` link,
+which must stay text. Another test: a wrong token sees nothing, another identity sees none of
+Alice's sessions. Screenshots go to $DEVAGENT_SCREENSHOTS when set (docs/console.md uses them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.a2a.procs import Serve, serving
+
+pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (installed by scripts/test)")
+
+ALICE, BOB = "tok", "tok-bob"  # `tok` is the token tests.a2a.procs checks readiness with
+WAIT = 60_000  # ms a page may take to show what the server did (2 shared cores); never a pass condition
+HOSTILE = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2">'
+BLOCKING = "echo started; while [ ! -e never-created ]; do sleep 0.2; done"
+
+
+def _write(path: str, content: str, call_id: str) -> dict[str, Any]:
+    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": call_id}}
+
+
+SCRIPT = {
+    "steps": [
+        # started by a plain client: a write, approved in the browser
+        {"items": [{"thinking": "A file to write."}, _write("a.txt", HOSTILE + "\n", "w1")]},
+        {
+            "items": [
+                {
+                    "text": "Wrote it. **Bold**, [a link](javascript:window.__pwned=3) and "
+                    "<script>window.__pwned = 4</script> stay text.\n\n- one\n- two"
+                }
+            ]
+        },
+        # a follow-up from the console: a write refused with a reason
+        {"items": [_write("b.txt", "b\n", "w2")]},
+        {"items": [{"text": "The tool said: {last_tool_results}"}]},
+        # edit first
+        {"items": [_write("e.txt", "original\n", "w3")]},
+        {"items": [{"text": "Edited and written."}]},
+        # a command that runs until it is cancelled
+        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": BLOCKING}, "id": "s1"}}]},
+        {"items": [{"text": "unreachable"}]},
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Path]]:
+    base = tmp_path_factory.mktemp("console")
+    root = base / "work"
+    root.mkdir()
+    script = base / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    args = [
+        "--db",
+        f"sqlite+aiosqlite:///{base / 'db.sqlite'}",
+        "--workspace-root",
+        str(root),
+        "--token",
+        f"alice={ALICE}",
+        "--token",
+        f"bob={BOB}",
+        "--model",
+        f"scripted:{script}",
+        "--approval",
+        "ask",
+        "--no-sandbox",
+    ]
+    with serving(args, base / "serve.log") as s:
+        yield s, root / "alice"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def shot(page: Page, name: str) -> None:
+    where = os.environ.get("DEVAGENT_SCREENSHOTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(where) / f"{name}.png"), full_page=True)
+
+
+def sign_in(page: Page, url: str, token: str) -> None:
+    page.goto(url + "ui")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def plain_send(url: str, text: str) -> dict[str, Any]:
+    """message/send from a client without the extension (v0.3 JSON-RPC, blocking)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": str(uuid.uuid4()),
+                "role": "user",
+                "parts": [{"kind": "text", "text": text}],
+            }
+        },
+    }
+    r = httpx.post(url, json=body, headers={"Authorization": f"Bearer {ALICE}"}, timeout=120)
+    result: dict[str, Any] = r.json()["result"]
+    return result
+
+
+def get_task(url: str, task_id: str) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": task_id}}
+    r = httpx.post(url, json=body, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
+    result: dict[str, Any] = r.json()["result"]
+    return result
+
+
+def test_issue23_a_conversation_watched_approved_and_steered_from_the_browser(
+    server: tuple[Serve, Path], browser: Browser
+) -> None:
+    s, workspace = server
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    sign_in(page, s.url, ALICE)
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
+
+    # A plain A2A client starts the conversation; it waits for a permission it cannot show.
+    task = plain_send(s.url, "write the greeting file")
+    assert task["status"]["state"] == "input-required"
+    row = page.locator(".session", has_text="write the greeting file")
+    expect(row.locator(".badge")).to_have_text("waiting for approval", timeout=WAIT)
+    shot(page, "sessions")
+
+    # Opened, it shows the request with its diff; the file's markup is text.
+    row.get_by_role("link").click()
+    permission = page.locator(".permission")
+    expect(permission).to_contain_text("devagent asks: Write a.txt", timeout=WAIT)
+    expect(permission.locator(".diff-unified")).to_contain_text("<script>window.__pwned = 1</script>")
+    shot(page, "permission")
+    permission.get_by_role("button", name="Side by side").click()
+    expect(permission.locator(".diff-split td.add")).to_contain_text('<img src="x"')
+    permission.get_by_role("button", name="Allow once").click()
+
+    answer = page.locator(".msg.agent", has_text="Wrote it.")
+    expect(answer).to_be_visible(timeout=WAIT)
+    assert (workspace / "a.txt").read_text() == HOSTILE + "\n"
+    # The model's markup stayed text: no script ran, no javascript: link exists.
+    expect(answer.locator("strong")).to_have_text("Bold")
+    expect(answer).to_contain_text("<script>window.__pwned = 4</script>")
+    expect(answer).to_contain_text("[a link](javascript:window.__pwned=3)")
+    assert page.locator("a[href^='javascript']").count() == 0
+    assert page.evaluate("window.__pwned") is None and dialogs == []
+    # The plain client's own view of its task agrees: completed, with the answer.
+    assert get_task(s.url, task["id"])["status"]["state"] == "completed"
+
+    # A follow-up from the page; its write is refused with a reason, which reaches the model.
+    page.get_by_label("Message, or a /command").fill("now write b.txt")
+    page.get_by_role("button", name="Send").click()
+    permission = page.locator(".permission", has_text="Write b.txt")
+    expect(permission).to_be_visible(timeout=WAIT)
+    permission.get_by_text("Refuse with a reason").click()
+    permission.get_by_label("What should devagent do instead?").fill("use notes.md instead")
+    permission.get_by_role("button", name="Refuse", exact=True).click()
+    expect(page.locator(".msg.agent", has_text="The tool said:")).to_contain_text(
+        "use notes.md instead", timeout=WAIT
+    )
+    assert not (workspace / "b.txt").exists()
+
+    # Edit first: the person's content is what is written.
+    page.get_by_label("Message, or a /command").fill("write e.txt")
+    page.get_by_role("button", name="Send").click()
+    permission = page.locator(".permission", has_text="Write e.txt")
+    expect(permission).to_be_visible(timeout=WAIT)
+    permission.get_by_text("Edit before allowing").click()
+    editor = permission.get_by_label("New content of e.txt")
+    expect(editor).to_have_value("original\n")
+    editor.fill("edited by a person\n")
+    shot(page, "edit-first")
+    permission.get_by_role("button", name="Allow with my changes").click()
+    expect(page.locator(".msg.agent", has_text="Edited and written.")).to_be_visible(timeout=WAIT)
+    assert (workspace / "e.txt").read_text() == "edited by a person\n"
+
+    # A command that runs until stopped: approved, its live output shown, then cancelled.
+    page.get_by_label("Message, or a /command").fill("run the watcher")
+    page.get_by_role("button", name="Send").click()
+    permission = page.locator(".permission", has_text="echo started")
+    expect(permission).to_be_visible(timeout=WAIT)
+    permission.get_by_role("button", name="Allow once").click()
+    expect(page.locator(".tool pre.live")).to_contain_text("started", timeout=WAIT)
+    shot(page, "running")
+    page.get_by_role("button", name="Cancel turn").click()
+    expect(page.locator("#view-state")).to_have_text("cancelled", timeout=WAIT)
+    expect(page.locator(".tool", has_text="echo started").locator(".badge")).to_have_text(
+        "cancelled", timeout=WAIT
+    )
+    assert not _running(BLOCKING)
+
+    # A reload shows the same conversation (the view is read from the store).
+    page.reload()
+    expect(page.locator(".msg.agent", has_text="Edited and written.")).to_be_visible(timeout=WAIT)
+    expect(page.locator(".msg.user", has_text="write the greeting file")).to_be_visible()
+    shot(page, "session")
+
+    # Answering a request that was answered meanwhile is refused with the server's reason.
+    page.close()
+
+
+def _running(command: str) -> bool:
+    """Whether a process runs `command` (the cancelled shell's process group is gone)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if command.encode() in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_issue23_wrong_token_sees_nothing_and_identities_see_only_their_own(
+    server: tuple[Serve, Path], browser: Browser
+) -> None:
+    s, _ = server
+    plain_send(s.url, "alice's private work")
+    page = browser.new_page()
+    sign_in(page, s.url, "not-a-token")
+    expect(page.locator("#signin-error")).to_have_text(
+        "That token is not accepted by this server.", timeout=WAIT
+    )
+    expect(page.locator("#list")).to_be_hidden()
+    # Bob signs in: his list has none of Alice's sessions, and her session's page is unknown to him.
+    sign_in(page, s.url, BOB)
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
+    expect(page.locator("#sessions-empty")).to_be_visible(timeout=WAIT)
+    alice = httpx.get(s.url + "ui/api/sessions", headers={"Authorization": f"Bearer {ALICE}"}).json()
+    theirs = alice["sessions"][0]["context_id"]
+    assert alice["total"] >= 1
+    r = httpx.get(s.url + f"ui/api/sessions/{theirs}", headers={"Authorization": f"Bearer {BOB}"})
+    assert r.status_code == 404
+    assert httpx.get(s.url + "ui/api/sessions").status_code == 401
+    page.goto(s.url + f"ui#/s/{theirs}")
+    expect(page.locator("#view-status")).to_have_text("no such session", timeout=WAIT)
+    page.close()
+
+
+def test_issue23_page_headers_and_narrow_window(server: tuple[Serve, Path], browser: Browser) -> None:
+    """A Content-Security-Policy without inline scripts, the token never in a URL, and a layout
+    that fits a phone-width window."""
+    s, _ = server
+    r = httpx.get(s.url + "ui")
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert not re.search(r"<script(?![^>]*\bsrc=)", r.text), "no inline script in the page"
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    requests: list[str] = []
+    page.on("request", lambda req: requests.append(req.url))
+    sign_in(page, s.url, ALICE)
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
+    expect(page.locator(".session").first).to_be_visible(timeout=WAIT)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width}px wide in a 390px window"
+    assert not any(ALICE in u for u in requests)
+    assert page.evaluate("sessionStorage.length") == 1 and page.evaluate("localStorage.length") == 0
+    shot(page, "phone")
+    page.close()
