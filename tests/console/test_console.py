@@ -118,7 +118,11 @@ def sign_in(page: Page, url: str, token: str) -> None:
 
 def plain_send(url: str, text: str) -> dict[str, Any]:
     """message/send from a client without the extension (v0.3 JSON-RPC, blocking)."""
-    body = {
+    return plain_send_on(url, text, None)
+
+
+def plain_send_on(url: str, text: str, context_id: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "message/send",
@@ -131,6 +135,8 @@ def plain_send(url: str, text: str) -> dict[str, Any]:
             }
         },
     }
+    if context_id:
+        body["params"]["message"]["contextId"] = context_id
     r = httpx.post(url, json=body, headers={"Authorization": f"Bearer {ALICE}"}, timeout=120)
     result: dict[str, Any] = r.json()["result"]
     return result
@@ -229,8 +235,34 @@ def test_issue23_a_conversation_watched_approved_and_steered_from_the_browser(
     expect(page.locator(".msg.agent", has_text="Edited and written.")).to_be_visible(timeout=WAIT)
     expect(page.locator(".msg.user", has_text="write the greeting file")).to_be_visible()
     shot(page, "session")
+    page.close()
 
-    # Answering a request that was answered meanwhile is refused with the server's reason.
+
+def test_issue23_an_answer_to_a_request_answered_elsewhere_is_refused_clearly(
+    server: tuple[Serve, Path], browser: Browser
+) -> None:
+    """The page shows a waiting request; the client that started the turn answers it first; the
+    page's answer is then refused with the server's reason and the view shows where things stand.
+    The page's clock is held (its polling never fires), so it still shows the old request."""
+    s, _ = server
+    task = plain_send(s.url, "another greeting")
+    assert task["status"]["state"] == "input-required"
+    page = browser.new_page()
+    page.clock.install()
+    sign_in(page, s.url, ALICE)
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
+    page.goto(s.url + f"ui#/s/{task['contextId']}")
+    permission = page.locator(".permission")
+    expect(permission).to_contain_text("Write a.txt", timeout=WAIT)
+    # The plain client answers on the context alone (issue 21 item 1).
+    reply = plain_send_on(s.url, "yes", task["contextId"])
+    assert reply["status"]["state"] == "completed"
+    permission.get_by_role("button", name="Allow once").click()
+    expect(page.locator("#view-status")).to_contain_text(
+        "Not sent: this permission request was already answered", timeout=WAIT
+    )
+    expect(page.locator(".msg.agent", has_text="Wrote it.")).to_be_visible(timeout=WAIT)
+    expect(page.locator(".permission")).to_have_count(0)
     page.close()
 
 

@@ -359,7 +359,7 @@ function drawView() {
   const [label, cls] = stateLabel(session);
   $("view-state").textContent = label;
   $("view-state").className = `badge ${cls}`;
-  $("view-meta").textContent = `${session.workspace} · ${session.model || "default model"} · ${session.tokens.toLocaleString()} tokens`;
+  $("view-meta").textContent = `${session.workspace} · ${session.model || S.me?.model || "default model"} · ${session.tokens.toLocaleString()} tokens`;
   $("conversation").replaceChildren(...v.items.map(itemNode));
   $("permissions").replaceChildren(...waiting.map(permissionNode));
   $("cancel").hidden = session.state !== "running";
