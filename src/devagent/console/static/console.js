@@ -291,6 +291,8 @@ async function follow(v, method, params, onError) {
 function setRunning(running) {
   $("cancel").hidden = !running;
   $("send").disabled = running;
+  $("prompt").disabled = running;
+  $("prompt").placeholder = running ? "devagent is working; Cancel turn stops it" : "";
   if (running) {
     $("view-state").textContent = "running";
     $("view-state").className = "badge running";
