@@ -570,3 +570,40 @@ async def test_internal_error_is_reported_without_details_and_session_survives(
     monkeypatch.setattr(Session, "_classify", original)
     events = await collect(s.advance(UserPrompt("again")))
     assert events[-1].reason == "finished"
+
+
+async def test_issue23_timeline_reads_the_conversation_as_shown(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    """Session.timeline (the web console's and MCP's view): prompts, whole texts and thoughts,
+    each call once: waiting with its confirmation request, then with what became of it."""
+    from devagent.agent.events import TextDelta, ToolCall
+
+    spec = script(
+        [
+            [
+                {"thinking": "plan"},
+                {"text": "Writing."},
+                call("write_file", {"path": "a.txt", "content": "x\n"}, "w1"),
+            ],
+            [call("write_file", {"path": "b.txt", "content": "y\n"}, "w2")],
+            [{"text": "Done."}],
+        ]
+    )
+    core = await core_factory(spec)
+    s = await core.create_session([workspace], approval_mode="ask")
+    await collect(s.advance(UserPrompt("write two")))
+    items = await s.timeline()
+    assert [type(i).__name__ for i in items] == ["UserPrompt", "ThoughtDelta", "TextDelta", "ToolCall"]
+    waiting = items[-1]
+    assert isinstance(waiting, ToolCall) and waiting.status == ToolCallStatus.PENDING
+    assert waiting.confirmation is not None and waiting.args == {"path": "a.txt", "content": "x\n"}
+    await collect(s.advance(Resume(decisions=[Decision("w1", "proceed_once")])))
+    await collect(s.advance(Resume(decisions=[Decision("w2", "cancel", feedback="not b")])))
+    items = await s.timeline()
+    calls = {i.id: i for i in items if isinstance(i, ToolCall)}
+    assert calls["w1"].status == ToolCallStatus.SUCCEEDED and calls["w1"].confirmation is None
+    assert calls["w2"].status in (ToolCallStatus.CANCELLED, ToolCallStatus.FAILED)
+    assert calls["w2"].error is not None and "not b" in calls["w2"].error.message
+    assert isinstance(items[-1], TextDelta) and items[-1].text == "Done."
+    assert [i.text for i in items if isinstance(i, UserPrompt)] == ["write two"]

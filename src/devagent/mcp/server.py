@@ -575,15 +575,14 @@ def _info(sid: str, state: dict[str, Any], updated: float) -> SessionInfo:
 
 
 async def _transcript(session: Session) -> str:
-    from pydantic_ai import messages as pm
+    from devagent.agent.events import TextDelta, ToolCall, UserPrompt
 
     out: list[str] = []
-    for m in await session.messages():
-        for part in m.parts:
-            if isinstance(part, pm.UserPromptPart) and isinstance(part.content, str):
-                out.append(f"user: {part.content}")
-            elif isinstance(part, pm.TextPart):
-                out.append(f"devagent: {part.content}")
-            elif isinstance(part, pm.ToolCallPart):
-                out.append(f"devagent called {part.tool_name}")
+    for item in await session.timeline():
+        if isinstance(item, UserPrompt):
+            out.append(f"user: {item.text}")
+        elif isinstance(item, TextDelta):
+            out.append(f"devagent: {item.text}")
+        elif isinstance(item, ToolCall):
+            out.append(f"devagent called {item.name} ({item.status.value.lower()})")
     return "\n".join(out)[-20_000:]
