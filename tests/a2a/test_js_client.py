@@ -77,3 +77,46 @@ async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: s
     assert second[-1]["state"] == "completed" and second[-1]["final"] is True
     assert res["final"] == "completed"
     assert (workspace / "js.txt").read_text() == "JS\n"
+
+
+PLAIN_WRITE = [
+    {
+        "items": [
+            {"tool_call": {"name": "write_file", "args": {"path": "hello.txt", "content": "hi\n"}, "id": "p1"}}
+        ]
+    },
+    {"items": [{"text": "I wrote hello.txt for you."}]},
+]
+
+
+async def test_issue21_generic_js_client_approves_on_the_context_and_sees_the_answer_once(
+    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+) -> None:
+    """issue 21 items 1 and 2 with a real generic client (@a2a-js/sdk, no extension, contextId
+    only): "yes" on the context continues the waiting task, the file is written once, and what a
+    chat UI shows (status texts and artifact chunks) holds the answer exactly once."""
+    _ensure_installed()
+    async with running_server(script(PLAIN_WRITE), sqlite_url, workspace) as srv:
+        proc = await asyncio.create_subprocess_exec(
+            "node",
+            "plain.mjs",
+            srv.url,
+            TOKEN,
+            cwd=JS,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        res = json.loads(out)
+    question = res["first"][-1]
+    assert question["state"] == "input-required" and "hello.txt" in question["text"]
+    assert "Reply yes" in question["text"]
+    # the answer went to the waiting task (no new task, nothing cancelled)
+    assert {e["taskId"] for e in res["second"]} == {res["firstTask"]}
+    assert res["final"] == "completed"
+    assert (workspace.parent / "hello.txt").read_text() == "hi\n"
+    shown = "".join(e.get("text") or "" for e in res["second"])
+    assert shown.count("I wrote hello.txt for you.") == 1, res["second"]
+    chunks = [e for e in res["second"] if e["kind"] == "artifact"]
+    assert chunks and {c["name"] for c in chunks} == {"reply"} and chunks[-1]["lastChunk"] is True
