@@ -79,12 +79,9 @@ async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: s
     assert (workspace / "js.txt").read_text() == "JS\n"
 
 
+HELLO = {"name": "write_file", "args": {"path": "hello.txt", "content": "hi\n"}, "id": "p1"}
 PLAIN_WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "hello.txt", "content": "hi\n"}, "id": "p1"}}
-        ]
-    },
+    {"items": [{"tool_call": HELLO}]},
     {"items": [{"text": "I wrote hello.txt for you."}]},
 ]
 
