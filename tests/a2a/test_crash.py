@@ -383,3 +383,53 @@ async def test_issue21_a_stored_task_whose_turn_never_began_reads_failed(
             sub = await c.post(srv.url, json=body, headers=auth(HELPER_TOKEN))
             frames = [json.loads(line[5:]) for line in sub.text.splitlines() if line.startswith("data:")]
             assert frames[-1]["result"]["status"]["state"] == "failed", frames
+
+
+async def test_issue21_a_kill_after_a_finished_permission_turn_changes_nothing_in_its_history(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 21 item 3: a server SIGKILLed right after a turn that stopped for a permission and
+    then finished (its task buffered, not yet flushed) reads the same after a restart: the same
+    state, history and status, no agent message twice, the write done once."""
+    import os
+    import signal
+
+    steps = [
+        {
+            "items": [
+                {"text": "Let me write."},
+                {
+                    "tool_call": {
+                        "name": "write_file",
+                        "args": {"path": "x.txt", "content": "x\n"},
+                        "id": "w1",
+                    }
+                },
+            ]
+        },
+        {"items": [{"text": "The final answer."}]},
+    ]
+    logs = workspace.parent
+    args = serve_args(shared_db, workspace, script(steps), "ask")
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log")
+        try:
+            first = first_task(
+                await send_stream(c, a.url, v03_message("write", settings={"workspace_path": str(workspace)}))
+            )
+            done = await send_stream(c, a.url, confirmation(first, "w1"))
+            assert done.last_state == "completed", done.frames
+            before = await get_task(c, a.url, first["id"])
+            os.kill(a.proc.pid, signal.SIGKILL)
+            a.proc.wait(30)
+        finally:
+            a.stop()
+        with serving(args, logs / "b.log") as b:
+            after = await get_task(c, b.url, first["id"])
+    assert after["status"]["state"] == "completed"
+    assert after["history"] == before["history"] and after["status"] == before["status"]
+    agent_texts = [
+        "".join(p.get("text", "") for p in m["parts"]) for m in after["history"] if m["role"] == "agent"
+    ]
+    assert agent_texts.count("The final answer.") <= 1, agent_texts
+    assert (workspace / "x.txt").read_text() == "x\n"
