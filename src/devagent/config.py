@@ -52,6 +52,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "outbound_allow": ("DEVAGENT_OUTBOUND_ALLOW", "outbound_allow"),
     "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
+    "context_tokens": ("DEVAGENT_CONTEXT_TOKENS", "context_tokens"),
+    "compact_at": ("DEVAGENT_COMPACT_AT", "compact_at"),
 }
 
 
@@ -200,6 +202,14 @@ def load_config(
         config.sandbox = sandbox_setting(config.sandbox)
     except ValueError as e:
         raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in the settings file)") from None
+    if config.context_tokens < 0 or (0 < config.context_tokens < 1024):
+        raise ConfigError(
+            "context_tokens (DEVAGENT_CONTEXT_TOKENS) must be 0 (the model's size) or 1024 or more"
+        )
+    if not 0.1 <= config.compact_at <= 0.95:
+        raise ConfigError(
+            "compact_at (DEVAGENT_COMPACT_AT) must be a share of the context between 0.1 and 0.95"
+        )
     if config.approval_mode not in APPROVAL_MODES:
         raise ConfigError(f"approval mode {config.approval_mode!r} is not one of {', '.join(APPROVAL_MODES)}")
     bad = [m for m in config.allowed_approval_modes if m not in APPROVAL_MODES]

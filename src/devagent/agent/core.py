@@ -92,6 +92,11 @@ class CoreConfig:
     outbound_allow: tuple[str, ...] = ()
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
+    # The model's context window in tokens (0: the known size of the session's model, else
+    # 128,000), and the share of it past which a session compacts before its next model request
+    # (issue 24 item 1; devagent/agent/compact.py).
+    context_tokens: int = 0
+    compact_at: float = 0.8
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
     # own), which no tool may change (issue 20 item 2).
     config_path: Path | None = None
@@ -187,6 +192,14 @@ class AgentCore:
             model = create_model(spec, base_url=self.config.model_base_url, api_key=self.config.model_api_key)
             self.models[spec] = model
         return model
+
+    def context_tokens(self, spec: str) -> int:
+        """The context window of a session's model: the operator's setting, else the model's."""
+        if self.config.context_tokens > 0:
+            return self.config.context_tokens
+        from devagent.agent.models import context_window
+
+        return context_window(spec or self.default_model)
 
     @property
     def mcp(self) -> McpManager:

@@ -214,6 +214,7 @@ class StatusUpdate:
 
     usage: Usage  # usage of this step
     context_tokens: int = 0  # input tokens of the step: how full the context is
+    max_context_tokens: int = 0  # the model's context window (0: not known)
 
 
 @dataclass(slots=True)

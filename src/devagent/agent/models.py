@@ -140,6 +140,39 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     return provider, name
 
 
+# Context windows (tokens) of the providers' model families, by name prefix, longest first
+# (the providers' published sizes); a model not listed, and any model of a local or
+# OpenAI-compatible server, gets UNKNOWN_CONTEXT unless the operator sets `context_tokens`.
+_CONTEXT_WINDOWS: dict[str, tuple[tuple[str, int], ...]] = {
+    "openai": (
+        ("gpt-4.1", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("o4", 200_000),
+        ("o3", 200_000),
+        ("o1", 200_000),
+    ),
+    "anthropic": (("claude-", 200_000),),
+    "google": (("gemini-1.5-pro", 2_097_152), ("gemini-", 1_048_576)),
+    "deepseek": (("deepseek-", 128_000),),
+    "moonshot": (("kimi-k2", 256_000), ("moonshot-v1-128k", 128_000)),
+}
+UNKNOWN_CONTEXT = 128_000
+
+
+def context_window(spec: str) -> int:
+    """The context window of a model spec, as far as devagent knows it (see `_CONTEXT_WINDOWS`)."""
+    try:
+        provider, name = parse_model_spec(spec)
+    except ModelConfigError:
+        return UNKNOWN_CONTEXT
+    name = name.lower()
+    for prefix, size in _CONTEXT_WINDOWS.get(provider, ()):
+        if name.startswith(prefix):
+            return size
+    return UNKNOWN_CONTEXT
+
+
 def default_model_spec(environ: Mapping[str, str]) -> tuple[str, str]:
     """The model to use when none is given: `(spec, explanation)` for the user.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -26,6 +27,7 @@ from pydantic_ai import messages as pm
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from devagent.agent import approval
+from devagent.agent.compact import fit_result
 from devagent.agent.events import (
     ClientResult,
     ConfirmationRequest,
@@ -616,6 +618,7 @@ class Session:
             self.state.turn_steps += 1
             emit(StepBegin(self.state.turn_steps))
             try:
+                await self._fit_context(emit)
                 response = await self._model_step(emit)
             except (asyncio.CancelledError, _Cancelled):
                 raise
@@ -649,12 +652,12 @@ class Session:
 
     # --- the model --------------------------------------------------------------------------
 
-    async def _model_step(self, emit: Emit) -> pm.ModelResponse:
-        from pydantic_ai.direct import model_request_stream
+    async def request_parameters(self) -> Any:
+        """What every model request of this session carries besides the messages: the system
+        prompt and the tool definitions (pydantic-ai's ModelRequestParameters)."""
         from pydantic_ai.models import ModelRequestParameters
         from pydantic_ai.tools import ToolDefinition
 
-        model = self.core.model_for(self.state.model)
         tool_defs = [
             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
             for t in self.tools().values()
@@ -662,11 +665,17 @@ class Session:
             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
             for t in self.state.client_tools
         ]
-        params = ModelRequestParameters(
+        return ModelRequestParameters(
             function_tools=tool_defs,
             allow_text_output=True,
             instruction_parts=[pm.InstructionPart(content=await self._system_prompt())],
         )
+
+    async def _model_step(self, emit: Emit) -> pm.ModelResponse:
+        from pydantic_ai.direct import model_request_stream
+
+        model = self.core.model_for(self.state.model)
+        params = await self.request_parameters()
         messages = await self.messages()
         async with model_request_stream(model, messages, model_request_parameters=params) as stream:
             async for ev in stream:
@@ -686,8 +695,19 @@ class Session:
         step_usage = Usage.of_response(response.usage)
         self.state.usage.add(step_usage)
         self.state.turn_usage.add(step_usage)
-        emit(StatusUpdate(step_usage, step_usage.input_tokens))
+        emit(StatusUpdate(step_usage, step_usage.input_tokens, self.core.context_tokens(self.state.model)))
         return response
+
+    async def _fit_context(self, emit: Emit) -> None:
+        """Compact first when the coming request would fill too much of the model's window."""
+        from devagent.agent.compact import compact_if_needed
+
+        params = await self.request_parameters()
+        prefix = sum(len(p.content) for p in params.instruction_parts) + sum(
+            len(t.name) + len(t.description or "") + len(json.dumps(t.parameters_json_schema))
+            for t in params.function_tools
+        )
+        await compact_if_needed(self, emit, prefix)
 
     async def _system_prompt(self) -> str:
         if self._memory is None:
@@ -940,7 +960,7 @@ class Session:
         parts: list[pm.ModelRequestPart] = []
         for p in self.state.pending:
             r = p.result or CallResult.error("no result", "internal")
-            content = r.text
+            content = fit_result(r.text, self.core.context_tokens(self.state.model))
             if r.is_error:
                 content = f"{_ERROR_PREFIX}{r.error_type or 'tool_error'}): {content}"
             parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id))

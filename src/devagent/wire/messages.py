@@ -180,9 +180,11 @@ def status_update(ev: StatusUpdate, plan_mode: bool) -> JSON:
     return event(
         "StatusUpdate",
         {
-            "context_usage": None,
+            "context_usage": (
+                min(1.0, ev.context_tokens / ev.max_context_tokens) if ev.max_context_tokens else None
+            ),
             "context_tokens": ev.context_tokens or None,
-            "max_context_tokens": None,
+            "max_context_tokens": ev.max_context_tokens or None,
             "token_usage": {
                 "input_other": max(0, u.input_tokens - cache_read),
                 "output": u.output_tokens,
