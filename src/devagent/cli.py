@@ -75,6 +75,14 @@ def _options(
             "Never read from the current directory",
         ),
     ] = None,
+    context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--context-tokens",
+            help="The model's context window in tokens (also DEVAGENT_CONTEXT_TOKENS; default: the "
+            "model's known size, else 128000); conversations compact before they fill it",
+        ),
+    ] = None,
 ) -> None:
     """devagent: an open, self-hostable coding agent (A2A server, wire mode, terminal)."""
     if debug:
@@ -586,9 +594,14 @@ def main() -> None:
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
+# Flags every command and door takes anywhere before `--`, moved into the environment that
+# `load_config` reads: the settings file (issue 20 item 2), the model's context window (issue 24).
+GLOBAL_FLAGS = {"--config": "DEVAGENT_CONFIG", "--context-tokens": "DEVAGENT_CONTEXT_TOKENS"}
+
+
 def _take_config(argv: list[str]) -> list[str]:
-    """`--config FILE` (or `--config=FILE`) anywhere before `--`, for every command and door: taken
-    out of the line into DEVAGENT_CONFIG, which `load_config` reads (issue 20 item 2)."""
+    """The GLOBAL_FLAGS (`--flag VALUE` or `--flag=VALUE`) taken out of the line into their
+    environment variables."""
     out: list[str] = []
     i = 0
     while i < len(argv):
@@ -596,12 +609,13 @@ def _take_config(argv: list[str]) -> list[str]:
         if a == "--":
             out += argv[i:]
             break
-        if a == "--config" and i + 1 < len(argv):
-            os.environ["DEVAGENT_CONFIG"] = argv[i + 1]
+        name, eq, value = a.partition("=")
+        if name in GLOBAL_FLAGS and eq:
+            os.environ[GLOBAL_FLAGS[name]] = value
+        elif a in GLOBAL_FLAGS and i + 1 < len(argv):
+            os.environ[GLOBAL_FLAGS[a]] = argv[i + 1]
             i += 2
             continue
-        if a.startswith("--config="):
-            os.environ["DEVAGENT_CONFIG"] = a.split("=", 1)[1]
         else:
             out.append(a)
         i += 1
