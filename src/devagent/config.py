@@ -54,6 +54,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
     "context_tokens": ("DEVAGENT_CONTEXT_TOKENS", "context_tokens"),
     "compact_at": ("DEVAGENT_COMPACT_AT", "compact_at"),
+    "budget_tokens_per_day": ("DEVAGENT_BUDGET_TOKENS_PER_DAY", "budget_tokens_per_day"),
+    "budget_concurrent_turns": ("DEVAGENT_BUDGET_CONCURRENT_TURNS", "budget_concurrent_turns"),
+    "budgets": ("DEVAGENT_BUDGETS", "budgets"),
 }
 
 
@@ -202,6 +205,16 @@ def load_config(
         config.sandbox = sandbox_setting(config.sandbox)
     except ValueError as e:
         raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in the settings file)") from None
+    if config.budget_tokens_per_day < 0 or config.budget_concurrent_turns < 0:
+        raise ConfigError("budget_tokens_per_day and budget_concurrent_turns must be 0 (no limit) or more")
+    for entry in config.budgets:
+        name, eq, limits = entry.partition("=")
+        tokens, _, turns = limits.partition("/")
+        if not eq or not all(v.strip().isdigit() for v in (tokens or "0", turns or "0")):
+            raise ConfigError(
+                f"budgets (DEVAGENT_BUDGETS): {entry!r} is not NAME=TOKENS/TURNS "
+                "(e.g. ci=200000/2; 0 for no limit)"
+            )
     if config.context_tokens < 0 or (0 < config.context_tokens < 1024):
         raise ConfigError(
             "context_tokens (DEVAGENT_CONTEXT_TOKENS) must be 0 (the model's size) or 1024 or more"

@@ -508,3 +508,25 @@ async def test_issue15_plan_from_todos_and_session_flag_continues(
         assert second.text() == "Still here: again"  # step 2 of the script: the same conversation
         other = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
         assert other.session_id != sid  # later sessions are new ones
+
+
+async def test_issue24_acp_prompt_over_the_daily_budget_is_refused(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    """Budgets (issue 24 item 3) through ACP: once the local user's tokens for the day are spent,
+    a prompt is refused with a JSON-RPC error that says why."""
+    usage = {"usage": {"input_tokens": 120, "output_tokens": 30}}
+    steps = [[{"text": "one"}, usage], [{"text": "two"}, usage]]
+    env = {**acp_env, "DEVAGENT_BUDGET_TOKENS_PER_DAY": "100"}
+    client = EditorClient()
+    async with agent(client, acp_argv(script(steps)), env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
+        first = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("a")]), TIMEOUT
+        )
+        assert first.stop_reason == "end_turn"
+        with pytest.raises(RequestError) as refused:
+            await asyncio.wait_for(conn.prompt(session_id=new.session_id, prompt=[text_block("b")]), TIMEOUT)
+    assert "refused by the server's budget" in str(refused.value), refused.value
+    assert "150 of its 100 tokens" in str(refused.value)

@@ -355,6 +355,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     )
     executor = DevagentExecutor(core, settings)
     metrics = executor.metrics = Metrics()  # issue 13 item 4
+    core.usage_listeners.append(metrics.count_usage)  # issue 24 item 3: spend per caller
     quiet_client_mistakes()  # a client's malformed request: one warning line, no traceback
 
     def new_task(task_id: str) -> None:

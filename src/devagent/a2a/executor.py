@@ -238,6 +238,7 @@ class DevagentExecutor(AgentExecutor):
             model=st.model if st else None,
             approval_mode=approval,
             extra={"a2a": {"context_id": context_id, "owner": owner}},
+            identity=owner,
             # B15: the client's MCP servers; the core applies server policy to them.
             mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,
             # A contextId generated for this request: no other request can name it yet, and its

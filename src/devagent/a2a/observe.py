@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
-from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd
+from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd, Usage
 from devagent.lru import LRU
 
 request_log = logging.getLogger("devagent.a2a.requests")
@@ -89,6 +89,24 @@ class Metrics:
         self.open_streams = Gauge(
             "devagent_open_streams", "Open response streams (SSE and gRPC), all tokens", registry=r
         )
+        # Spend per caller (issue 24 item 3), labelled by the token's name, never the token.
+        self.tokens = Counter(
+            "devagent_tokens",
+            "Model tokens used, by caller (token name) and kind: input, cached (of input), output",
+            ["identity", "kind"],
+            registry=r,
+        )
+        self.model_requests = Counter(
+            "devagent_model_requests", "Model requests made, by caller (token name)", ["identity"], registry=r
+        )
+
+    def count_usage(self, identity: str, usage: Usage) -> None:
+        """A core usage listener (AgentCore.usage_listeners)."""
+        who = identity or "-"
+        self.tokens.labels(who, "input").inc(usage.input_tokens)
+        self.tokens.labels(who, "cached").inc(usage.cache_read_tokens)
+        self.tokens.labels(who, "output").inc(usage.output_tokens)
+        self.model_requests.labels(who).inc(usage.requests)
 
     def count_open_streams(self, total: Callable[[], int]) -> None:
         """The open-streams gauge reads the per-token stream count (a2a/streams.py), the one

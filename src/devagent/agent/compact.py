@@ -153,7 +153,7 @@ async def compact(session: Session, emit: Callable[[Event], None], keep_instruct
     summary, usage = await _summarise(
         session, messages, keep_instructions, int(limit * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
     )
-    session.state.usage.add(usage)
+    session.spent(usage)
     emit(StatusUpdate(usage, usage.input_tokens, limit))
     if not summary:
         emit(Notice("The model returned an empty summary; the history was left as it was.", "error"))
@@ -178,8 +178,7 @@ async def compact_if_needed(session: Session, emit: Callable[[Event], None], pre
     summary, usage = await _summarise(
         session, messages[:start], "", int(limit * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
     )
-    session.state.usage.add(usage)
-    session.state.turn_usage.add(usage)
+    session.spent(usage)
     emit(StatusUpdate(usage, usage.input_tokens, limit))
     if not summary:
         emit(Notice("The model returned an empty summary; the conversation was not compacted.", "warning"))

@@ -17,15 +17,18 @@ Adapters use only this module's public surface plus `devagent.agent.events`:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.events import Usage
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.lru import LRU
 from devagent.netpolicy import IPNetwork, parse_networks
@@ -38,6 +41,14 @@ if TYPE_CHECKING:
     from devagent.agent.mcp import McpManager
     from devagent.agent.session import Session
     from devagent.store.db import Store
+
+
+log = logging.getLogger(__name__)
+
+
+def utc_day(ts: float | None = None) -> str:
+    """The UTC day budgets and usage per caller are counted by."""
+    return time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
 @dataclass
@@ -97,9 +108,24 @@ class CoreConfig:
     # (issue 24 item 1; devagent/agent/compact.py).
     context_tokens: int = 0
     compact_at: float = 0.8
+    # Budgets per caller (issue 24 item 3; 0: none): tokens (input and output) per UTC day and
+    # turns running at once, for every identity; `budgets` overrides them per identity
+    # ("NAME=TOKENS/TURNS", "" for the local user's), checked when a turn starts.
+    budget_tokens_per_day: int = 0
+    budget_concurrent_turns: int = 0
+    budgets: tuple[str, ...] = ()
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
     # own), which no tool may change (issue 20 item 2).
     config_path: Path | None = None
+
+    def budget_for(self, identity: str) -> tuple[int, int]:
+        """(tokens per day, concurrent turns) of a caller; 0 means no limit."""
+        for entry in self.budgets:
+            name, _, limits = entry.partition("=")
+            if name.strip() == identity:
+                tokens, _, turns = limits.partition("/")
+                return int(tokens or 0), int(turns or 0)
+        return self.budget_tokens_per_day, self.budget_concurrent_turns
 
     def outbound_networks(self) -> tuple[IPNetwork, ...]:
         return parse_networks(self.outbound_allow)
@@ -173,6 +199,7 @@ class AgentCore:
         # (issue 12 item 5): one dropped is made again from its spec.
         self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
+        self.usage_listeners: list[Callable[[str, Usage], None]] = []
         self.default_model, self.model_explanation = self._default_model()
 
     def _default_model(self) -> tuple[str, str]:
@@ -192,6 +219,36 @@ class AgentCore:
             model = create_model(spec, base_url=self.config.model_base_url, api_key=self.config.model_api_key)
             self.models[spec] = model
         return model
+
+    async def check_budget(self, session: Session) -> None:
+        """Refuse a new turn of a caller over its budget (InputError `budget_exceeded`, which
+        every door turns into its protocol's error), and say so in the log."""
+        from devagent.agent.events import InputError
+
+        identity = session.state.identity
+        tokens, turns = self.config.budget_for(identity)
+        who = f"caller {identity!r}" if identity else "the local user"
+        message = ""
+        if tokens > 0:
+            today = await self.store.usage(utc_day(), identity)
+            used = sum(int(r["input_tokens"]) + int(r["output_tokens"]) for r in today)
+            if used >= tokens:
+                message = (
+                    f"{who} has used {used:,} of its {tokens:,} tokens for today; the budget renews at "
+                    "midnight UTC"
+                )
+        if not message and turns > 0:
+            running = await self.store.running_turns(identity, besides=session.id)
+            if running >= turns:
+                message = f"{who} already has {running} turns running, its limit; try again when one ends"
+        if message:
+            log.warning("budget: refused a turn of session %s: %s", session.id, message)
+            raise InputError(f"refused by the server's budget: {message}", "budget_exceeded")
+
+    def spent(self, identity: str, usage: Usage) -> None:
+        """Tell the listeners (the server's /metrics) what a caller's model request used."""
+        for listener in self.usage_listeners:
+            listener(identity, usage)
 
     def context_tokens(self, spec: str) -> int:
         """The context window of a session's model: the operator's setting, else the model's."""
@@ -261,6 +318,7 @@ class AgentCore:
         extra: dict[str, Any] | None = None,
         mcp_servers: dict[str, dict[str, Any]] | None = None,
         leased: bool = False,
+        identity: str = "",
     ) -> Session:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
@@ -278,6 +336,7 @@ class AgentCore:
             client_tools=list(client_tools or []),
             extra=dict(extra or {}),
             mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
+            identity=identity,
         )
         from devagent.store.leases import SessionExists
 

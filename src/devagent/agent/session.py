@@ -28,6 +28,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from devagent.agent import approval
 from devagent.agent.compact import fit_result
+from devagent.agent.core import utc_day
 from devagent.agent.events import (
     ClientResult,
     ConfirmationRequest,
@@ -436,6 +437,8 @@ class Session:
             if claimed:
                 await self.messages()
                 self._validate(inp)
+                if isinstance(inp, UserPrompt | RunCommand):  # a new turn: within the caller's budget?
+                    await self.core.check_budget(self)
         except BaseException:
             await self._release_lease()
             self._unlock()
@@ -693,10 +696,23 @@ class Session:
                         emit(ThoughtDelta(delta.content_delta))
             response = stream.get()
         step_usage = Usage.of_response(response.usage)
-        self.state.usage.add(step_usage)
-        self.state.turn_usage.add(step_usage)
+        self.spent(step_usage)
         emit(StatusUpdate(step_usage, step_usage.input_tokens, self.core.context_tokens(self.state.model)))
         return response
+
+    def spent(self, usage: Usage) -> None:
+        """A model request's usage: the session's and the turn's, the caller's day in the store
+        (written with the step's next save), and the server's metrics."""
+        self.state.usage.add(usage)
+        self.state.turn_usage.add(usage)
+        amounts = {
+            "input_tokens": usage.input_tokens,
+            "cached_tokens": usage.cache_read_tokens,
+            "output_tokens": usage.output_tokens,
+            "requests": usage.requests,
+        }
+        self._also.append(self.core.store.usage_write(self.state.identity, utc_day(), amounts))
+        self.core.spent(self.state.identity, usage)
 
     async def _fit_context(self, emit: Emit) -> None:
         """Compact first when the coming request would fill too much of the model's window."""
@@ -996,8 +1012,14 @@ class Session:
         """Used by /clear and /compact."""
         self._messages = list(messages)
         rows = [_dump(m) for m in self._messages]
+        also, self._also = self._also, []
         self.revision = await self.core.store.save(
-            self.id, self.state.to_json(), expected=self.revision, owner=self.core.store.owner, replace=rows
+            self.id,
+            self.state.to_json(),
+            expected=self.revision,
+            owner=self.core.store.owner,
+            replace=rows,
+            also=also,
         )
         self._saved_count = len(self._messages)
 

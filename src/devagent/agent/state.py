@@ -124,6 +124,9 @@ class SessionState:
     client_tools: list[ClientTool] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # adapter-owned settings, opaque to the core
+    # Who the session's turns are counted against (budgets, usage per caller: issue 24 item 3):
+    # the token's name on a server, "" for a local user (terminal, stdio doors).
+    identity: str = ""
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -155,6 +158,7 @@ class SessionState:
             "client_tools": [t.to_json() for t in self.client_tools],
             "pending": [p.to_json() for p in self.pending],
             "extra": self.extra,
+            "identity": self.identity,
         }
 
     @classmethod
@@ -182,4 +186,5 @@ class SessionState:
             client_tools=[ClientTool(**t) for t in d.get("client_tools", [])],
             pending=[PendingCall.from_json(p) for p in d.get("pending", [])],
             extra=dict(d.get("extra", {})),
+            identity=str(d.get("identity", "")),
         )

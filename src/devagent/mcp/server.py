@@ -495,6 +495,7 @@ def build_server(door: Door) -> Any:
                 model=model or None,
                 approval_mode=mode,
                 extra={"mcp": {"title": text[:120], "owner": door.owner(ctx)}},
+                identity=door.owner(ctx),
             )
         except (DoorError, ValueError) as e:
             return _error(str(e))

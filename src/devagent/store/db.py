@@ -43,6 +43,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     literal_column,
     or_,
@@ -82,7 +83,23 @@ sessions_table = Table(
     Column("lease_owner", String(200), nullable=True),
     Column("lease_until", Float, nullable=True),
     Column("cancel_requested", Integer, nullable=False, default=0, server_default="0"),
+    # Who its turns are counted against (SessionState.identity): concurrent turns per caller.
+    Column("identity", String(200), nullable=True),
 )
+
+# Tokens and requests per caller and UTC day (issue 24 item 3): added to in the transaction that
+# stores the step that spent them, read for budgets and `devagent sessions`.
+usage_table = Table(
+    "devagent_usage",
+    metadata,
+    Column("identity", String(200), primary_key=True),
+    Column("day", String(10), primary_key=True),
+    Column("input_tokens", BigInteger, nullable=False, default=0),
+    Column("cached_tokens", BigInteger, nullable=False, default=0),
+    Column("output_tokens", BigInteger, nullable=False, default=0),
+    Column("requests", BigInteger, nullable=False, default=0),
+)
+USAGE_KINDS = ("input_tokens", "cached_tokens", "output_tokens", "requests")
 
 messages_table = Table(
     "devagent_messages",
@@ -116,6 +133,7 @@ _ADDED_COLUMNS = {
         ("lease_owner", "VARCHAR(200)"),
         ("lease_until", "FLOAT"),
         ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
+        ("identity", "VARCHAR(200)"),
     ),
 }
 
@@ -157,6 +175,7 @@ class Store:
             else "extract(epoch from clock_timestamp())"
         )
         self._stmts = _Statements(self._now)
+        self._usage_upsert: Any = None
 
     @classmethod
     async def open(cls, url: str) -> Store:
@@ -230,7 +249,12 @@ class Store:
         """Insert a new session; `SessionExists` if one with this id is stored already. With
         `lease_ttl` the row is inserted holding this store's lease for that long, as `claim`
         would leave it: a turn about to start on a new session needs no second write for it."""
-        params: dict[str, Any] = {"b_id": session_id, "b_state": json.dumps(state), "b_now": time.time()}
+        params: dict[str, Any] = {
+            "b_id": session_id,
+            "b_state": json.dumps(state),
+            "b_now": time.time(),
+            "b_identity": state.get("identity") or "",
+        }
         stmt = self._stmts.create
         if lease_ttl is not None:
             stmt = self._stmts.create_leased
@@ -439,6 +463,60 @@ class Store:
                 await write(conn)
         return expected + 1
 
+    def usage_write(
+        self, identity: str, day: str, amounts: dict[str, int]
+    ) -> Callable[[AsyncConnection], Awaitable[object]]:
+        """A write (for `save(also=...)`) adding `amounts` (USAGE_KINDS) to a caller's day."""
+        if self._usage_upsert is None:
+            ins: Any
+            if self.engine.dialect.name == "postgresql":  # each dialect's module only when used
+                from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+                ins = pg_insert(usage_table)
+            else:
+                from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+                ins = sqlite_insert(usage_table)
+            self._usage_upsert = ins.on_conflict_do_update(
+                index_elements=["identity", "day"],
+                set_={k: usage_table.c[k] + ins.excluded[k] for k in USAGE_KINDS},
+            )
+        stmt = self._usage_upsert
+        row = {"identity": identity, "day": day, **{k: int(amounts.get(k, 0)) for k in USAGE_KINDS}}
+
+        async def write(conn: AsyncConnection) -> None:
+            await conn.execute(stmt, row)
+
+        return write
+
+    async def usage(self, day: str | None = None, identity: str | None = None) -> list[dict[str, Any]]:
+        """The usage rows (identity, day and USAGE_KINDS), of one day and/or one caller."""
+        q = select(usage_table)
+        if day is not None:
+            q = q.where(usage_table.c.day == day)
+        if identity is not None:
+            q = q.where(usage_table.c.identity == identity)
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(q.order_by(usage_table.c.day.desc(), usage_table.c.identity))
+            return [dict(r._mapping) for r in rows]
+
+    async def running_turns(self, identity: str, *, besides: str) -> int:
+        """How many sessions of `identity` other than `besides` a live process holds (a turn
+        starting or running, on any replica)."""
+        t = sessions_table
+        q = (
+            select(func.count())
+            .select_from(t)
+            .where(
+                t.c.identity == identity,
+                t.c.id != besides,
+                t.c.lease_owner.is_not(None),
+                t.c.lease_until >= self._now,
+            )
+        )
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(q)).scalar_one())
+
     async def list_sessions(self, limit: int | None = 50) -> list[tuple[str, dict[str, Any], float]]:
         """(id, state, last activity) of the sessions, the most recently active first."""
         async with self.engine.connect() as conn:
@@ -473,6 +551,7 @@ class _Statements:
             created_at=bindparam("b_now"),
             updated_at=bindparam("b_now"),
             cancel_requested=0,
+            identity=bindparam("b_identity"),
         )
         # the same row, born holding the caller's lease (values() adds to the statement's values)
         self.create_leased = self.create.values(lease_owner=owner, lease_until=now + bindparam("b_ttl"))

@@ -151,7 +151,7 @@ def _remote(
 def sessions_command(*, workspace: Path | None, limit: int, db: str | None, as_json: bool) -> int:
     try:
         config = _config({"db_url": db})
-        rows = asyncio.run(_list(config, workspace, limit))
+        rows, spend = asyncio.run(_list(config, workspace, limit))
     except StartError as e:
         return report("devagent", e)
     if as_json:
@@ -163,19 +163,43 @@ def sessions_command(*, workspace: Path | None, limit: int, db: str | None, as_j
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("id", "workspace", "title", "last activity"):
+    for col in ("id", "workspace", "title", "caller", "tokens", "last activity"):
         table.add_column(col, overflow="fold" if col != "title" else "ellipsis")
     for r in rows:
+        u = r["usage"]
         table.add_row(
-            r["id"], r["workspace"], r["title"] or "[dim](no prompt yet)[/dim]", _ago(r["updated_at"])
+            r["id"],
+            Text(r["workspace"]),  # stored text, never markup
+            Text(r["title"]) if r["title"] else Text("(no prompt yet)", style="dim"),
+            Text(r["identity"] or "-"),
+            f"{int(u.get('input_tokens', 0)) + int(u.get('output_tokens', 0)):,}",
+            _ago(r["updated_at"]),
         )
-    Console(highlight=False).print(table)
+    console = Console(highlight=False)
+    console.print(table)
+    if spend:
+        per = Table(box=None, header_style="bold", pad_edge=False, title="Usage per caller (UTC days)")
+        for col in ("day", "caller", "input", "cached", "output", "requests"):
+            per.add_column(col)
+        for s in spend:
+            per.add_row(
+                s["day"],
+                Text(s["identity"] or "-"),
+                *(f"{int(s[k]):,}" for k in ("input_tokens", "cached_tokens", "output_tokens", "requests")),
+            )
+        console.print()
+        console.print(per)
     return 0
 
 
-async def _list(config: Any, workspace: Path | None, limit: int) -> list[dict[str, Any]]:
+async def _list(
+    config: Any, workspace: Path | None, limit: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sessions (newest first), and the spend per caller of the last days."""
+    from devagent.agent.core import utc_day
     from devagent.preflight import open_core
 
     core = await open_core(config)
@@ -194,12 +218,15 @@ async def _list(config: Any, workspace: Path | None, limit: int) -> list[dict[st
                     "title": state.get("title", ""),
                     "model": state.get("model", ""),
                     "status": state.get("status", ""),
+                    "identity": state.get("identity", ""),
+                    "usage": state.get("usage") or {},
                     "updated_at": updated,
                 }
             )
             if len(out) >= limit:
                 break
-        return out
+        spend = [r for r in await core.store.usage() if r["day"] >= utc_day(time.time() - 6 * 86400)]
+        return out, spend
     finally:
         await core.close()
 
