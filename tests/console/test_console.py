@@ -215,6 +215,13 @@ def test_issue23_a_conversation_watched_approved_and_steered_from_the_browser(
     expect(page.locator(".msg.agent", has_text="Edited and written.")).to_be_visible(timeout=WAIT)
     assert (workspace / "e.txt").read_text() == "edited by a person\n"
 
+    # A slash command: its output is shown (not stored in the conversation).
+    page.get_by_label("Message, or a /command").fill("/st")
+    expect(page.locator("#command-hint")).to_contain_text("/stats")
+    page.get_by_label("Message, or a /command").fill("/stats")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.note")).to_contain_text("model requests", timeout=WAIT)
+
     # A command that runs until stopped: approved, its live output shown, then cancelled.
     page.get_by_label("Message, or a /command").fill("run the watcher")
     page.get_by_role("button", name="Send").click()

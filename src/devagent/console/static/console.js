@@ -266,10 +266,11 @@ async function refreshView() {
 
 // Run one streaming request for the open session, drawing its events as they come, then read the
 // stored view again (the authority on what happened).
-async function follow(v, method, params, onError) {
+async function follow(v, method, params, onError, onDone) {
   const ctl = new AbortController();
   v.stream = ctl;
   v.live = null;
+  v.sawText = false;
   setRunning(true);
   try {
     await rpcStream(method, params, (ev) => S.view === v && liveEvent(v, ev), ctl.signal);
@@ -282,6 +283,7 @@ async function follow(v, method, params, onError) {
   } finally {
     if (v.stream === ctl) v.stream = null;
   }
+  if (onDone) onDone();
   if (S.view === v) {
     v.shown = "";
     await refreshView();
@@ -307,6 +309,9 @@ function liveEvent(v, ev) {
     return;
   }
   if (ev.artifactUpdate) {
+    // A plain client's turn streams its answer as artifact chunks; for an extension client the
+    // reply artifact repeats the TEXT_CONTENT already shown.
+    if (v.sawText) return;
     for (const p of ev.artifactUpdate.artifact?.parts || []) if (p.text) appendLive(v, "text", p.text);
     return;
   }
@@ -316,7 +321,10 @@ function liveEvent(v, ev) {
   const kind = (su.metadata?.[EXT] || {}).kind;
   const parts = su.status?.message?.parts || [];
   for (const p of parts) {
-    if (kind === "TEXT_CONTENT" && p.text) appendLive(v, "text", p.text);
+    if (kind === "TEXT_CONTENT" && p.text) {
+      v.sawText = true;
+      appendLive(v, "text", p.text);
+    }
     else if (kind === "THOUGHT" && p.data) appendLive(v, "thought", String(p.data.description || ""));
     else if (kind === "TOOL_CALL_UPDATE" && p.data?.tool_call_id) upsertCall(v, p.data);
   }
@@ -362,7 +370,7 @@ function drawView() {
   $("view-state").textContent = label;
   $("view-state").className = `badge ${cls}`;
   $("view-meta").textContent = `${session.workspace} · ${session.model || S.me?.model || "default model"} · ${session.tokens.toLocaleString()} tokens`;
-  $("conversation").replaceChildren(...v.items.map(itemNode));
+  $("conversation").replaceChildren(...v.items.map(itemNode), ...(v.notes || []).map(itemNode));
   $("permissions").replaceChildren(...waiting.map(permissionNode));
   $("cancel").hidden = session.state !== "running";
   $("send").disabled = session.state === "running" || waiting.length > 0;
@@ -376,6 +384,13 @@ function itemNode(item) {
     node = el("li", { class: "msg user" }, el("span", { class: "who-label", text: "You" }), el("p", { class: "plain", text: item.text }));
   } else if (item.kind === "text") {
     node = el("li", { class: "msg agent" }, el("span", { class: "who-label", text: "devagent" }), el("div", { class: "md" }, markdown(item.text)));
+  } else if (item.kind === "note") {
+    node = el(
+      "li",
+      { class: "msg note" },
+      el("span", { class: "who-label", text: `${item.command} (command output, not part of the conversation)` }),
+      el("div", { class: "md" }, markdown(item.text)),
+    );
   } else if (item.kind === "thought") {
     node = el("li", { class: "thought" }, el("details", {}, el("summary", { text: "Thinking" }), el("p", { class: "plain", text: item.text })));
   } else {
@@ -584,9 +599,23 @@ async function sendPrompt(text) {
   $("view-status").textContent = "";
   v.items.push({ kind: "user", text });
   $("conversation").append(itemNode(v.items[v.items.length - 1]));
-  await follow(v, "SendStreamingMessage", { message }, (e) => {
-    $("view-status").textContent = `Not sent: ${e.message}`;
-  });
+  const mark = v.items.length;
+  const command = text.trim().startsWith("/") ? text.trim().split(/\s/)[0] : null;
+  if (!command) v.notes = [];
+  // A slash command's output is not stored in the conversation: kept on the page until the next prompt.
+  const keep = () => {
+    const out = v.items.slice(mark).filter((i) => i.kind === "text").map((i) => i.text).join("");
+    if (command && out) v.notes = [...(v.notes || []), { kind: "note", command, text: out }];
+  };
+  await follow(
+    v,
+    "SendStreamingMessage",
+    { message },
+    (e) => {
+      $("view-status").textContent = `Not sent: ${e.message}`;
+    },
+    keep,
+  );
 }
 
 async function cancelTurn() {
