@@ -8,8 +8,16 @@ one does, reports reads from the second request on; the cached tokens reach the 
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from devagent.agent.events import ToolKind, UserPrompt
+from devagent.agent.state import ClientTool
+from devagent.agent.tools.base import Tool
 from tests.fakes.anthropic_server import Block, FakeAnthropic, PromptCache, prompt_pieces
 
 
@@ -21,6 +29,47 @@ def reads_the_readme(body: dict[str, Any]) -> tuple[list[Block], tuple[int | Non
         return [("text", "It says hello.")], (None, 6)
     n = sum(1 for m in body["messages"] if m["role"] == "user")
     return [("tool_use", f"toolu_{n}", "read_file", {"path": "README.md"})], (None, 12)
+
+
+def _tool(name: str) -> Tool:
+    attrs: dict[str, Any] = {"name": name, "description": f"The {name} tool.", "kind": ToolKind.MCP}
+    return type(f"Tool_{name}", (Tool,), attrs)()
+
+
+async def test_issue24_every_request_of_a_session_has_the_same_instructions_and_tools(
+    core_factory: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Byte-identical `system` and `tools` across a session's requests, although the day changes
+    at midnight between them, the MCP servers list their tools in another order each time and the
+    client gave its tools out of order."""
+    fake = FakeAnthropic(reads_the_readme)
+    async with fake as base_url:
+        core = await core_factory("anthropic:claude-fake", model_base_url=base_url, model_api_key="k")
+        client_tools = [ClientTool(n, f"{n} on the client", {"type": "object"}) for n in ("zeta", "alpha")]
+        s = await core.create_session([workspace], approval_mode="yolo", client_tools=client_tools)
+        listings = iter(range(100))
+
+        def tools_for(session: Any) -> dict[str, Tool]:
+            names = ["srv__b", "srv__a", "other__c"]
+            turn = next(listings) % 3
+            return {n: _tool(n) for n in names[turn:] + names[:turn]}
+
+        monkeypatch.setattr(core.mcp, "tools_for", tools_for)
+        [e async for e in s.advance(UserPrompt("What does the README say?"))]
+        real = time.strftime
+        monkeypatch.setattr(time, "strftime", lambda fmt, *a: "2099-01-01" if not a else real(fmt, *a))
+        [e async for e in s.advance(UserPrompt("And now?"))]
+    assert len(fake.requests) == 4
+
+    def prefix(body: dict[str, Any]) -> tuple[str, str]:
+        return json.dumps(body["system"]), json.dumps(body["tools"])
+
+    assert len({prefix(b) for b in fake.requests}) == 1
+    names = [t["name"] for t in fake.requests[0]["tools"]]
+    assert names[:2] == ["read_file", "read_many_files"]  # the built-ins first, in their order
+    assert names[-5:] == ["other__c", "srv__a", "srv__b", "alpha", "zeta"]  # then by name
+    assert "2099" not in fake.requests[-1]["system"][0]["text"]
+    assert f"started on {s.state.started_on}" in fake.requests[-1]["system"][0]["text"]
 
 
 # --- the fake's cache itself, as the API documents it -------------------------------------------

@@ -337,6 +337,7 @@ class AgentCore:
             extra=dict(extra or {}),
             mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
             identity=identity,
+            started_on=time.strftime("%Y-%m-%d"),
         )
         from devagent.store.leases import SessionExists
 

@@ -74,7 +74,7 @@ Emit = Callable[[Event], None]
 
 SYSTEM_PROMPT = """You are devagent, a coding agent working in the user's workspace.
 Workspace roots: {roots}
-Approval mode: {mode}. Today is {date}.
+Approval mode: {mode}. This conversation started on {date}.
 
 Work carefully and concretely: read files before you change them, prefer small exact edits
 (`edit`) over rewriting whole files, run commands to check your work, and say plainly what you did.
@@ -661,12 +661,19 @@ class Session:
         from pydantic_ai.models import ModelRequestParameters
         from pydantic_ai.tools import ToolDefinition
 
+        # The same definitions in the same order on every request of the session, so that the
+        # provider's prompt cache keeps them: the built-ins in their fixed order, then the MCP
+        # servers' tools and the client's tools each by name (whichever server became ready first,
+        # whatever order a server or client listed them in).
+        tools = self.tools()
+        ordered = [t for name, t in tools.items() if name in self._tools]
+        ordered += [tools[name] for name in sorted(tools) if name not in self._tools]
         tool_defs = [
             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
-            for t in self.tools().values()
+            for t in ordered
         ] + [
             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
-            for t in self.state.client_tools
+            for t in sorted(self.state.client_tools, key=lambda t: t.name)
         ]
         return ModelRequestParameters(
             function_tools=tool_defs,
@@ -726,12 +733,19 @@ class Session:
         await compact_if_needed(self, emit, prefix)
 
     async def _system_prompt(self) -> str:
+        """The instructions of every request: the same for the whole session (the provider caches
+        them), unless the user changes the approval mode or the memory file through /memory. The
+        date is the session's first day, not today's; the memory file is read once per loaded
+        session (what the save_memory tool adds reaches the prompt after /memory refresh or when
+        the session is next loaded)."""
         if self._memory is None:
             self._memory = self.read_memory()
+        if not self.state.started_on:  # a session stored before the day was kept
+            self.state.started_on = time.strftime("%Y-%m-%d")
         text = SYSTEM_PROMPT.format(
             roots=", ".join(self.state.workspace_roots),
             mode=self.state.approval_mode,
-            date=time.strftime("%Y-%m-%d"),
+            date=self.state.started_on,
         )
         if self._memory.strip():
             text += f"\n\nProject memory ({self.core.config.memory_file}):\n{self._memory.strip()}"

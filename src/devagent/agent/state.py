@@ -127,6 +127,10 @@ class SessionState:
     # Who the session's turns are counted against (budgets, usage per caller: issue 24 item 3):
     # the token's name on a server, "" for a local user (terminal, stdio doors).
     identity: str = ""
+    # The day the session started (local, YYYY-MM-DD), which its system prompt names: fixed for
+    # the session so that the prompt, and the provider's cache of it, stays the same across
+    # midnight. "" in sessions stored before it was kept: the first request sets it.
+    started_on: str = ""
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -159,6 +163,7 @@ class SessionState:
             "pending": [p.to_json() for p in self.pending],
             "extra": self.extra,
             "identity": self.identity,
+            "started_on": self.started_on,
         }
 
     @classmethod
@@ -187,4 +192,5 @@ class SessionState:
             pending=[PendingCall.from_json(p) for p in d.get("pending", [])],
             extra=dict(d.get("extra", {})),
             identity=str(d.get("identity", "")),
+            started_on=str(d.get("started_on", "")),
         )
