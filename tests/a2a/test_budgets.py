@@ -19,7 +19,9 @@ from tests.a2a.helpers import auth, call, rpc, running_server, v03_message
 
 Script = Callable[[list[Any]], str]
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
-USAGE = {"usage": {"input_tokens": 120, "output_tokens": 30}}
+USAGE = {
+    "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_tokens": 90, "cache_write_tokens": 20}
+}
 SPENDY = [{"items": [{"text": f"answer {i}"}, USAGE]} for i in range(6)]
 
 
@@ -54,6 +56,13 @@ async def test_issue24_a_caller_over_its_daily_tokens_is_refused_and_others_go_o
         async with httpx.AsyncClient(timeout=60) as c:
             first = await send(c, srv.url, "tok-alice", "hello")
             assert first["status"]["state"] == "completed"
+            # the conversation's tokens with the final status, cached ones included (issue 24 item 2)
+            usage = first["metadata"]["devagent"]["usage"]
+            assert (usage["inputTokens"], usage["cacheReadTokens"], usage["cacheWriteTokens"]) == (
+                120,
+                90,
+                20,
+            )
             refused = await send(c, srv.url, "tok-alice", "hello again")
             assert refused["status"]["state"] == "failed"
             text = status_text(refused)
@@ -65,6 +74,8 @@ async def test_issue24_a_caller_over_its_daily_tokens_is_refused_and_others_go_o
             core = getattr(srv.app, "app", srv.app).state.executor.core
             rows = {r["identity"]: r for r in await core.store.usage()}
     assert 'devagent_tokens_total{identity="alice",kind="input"} 120.0' in metrics
+    assert 'devagent_tokens_total{identity="alice",kind="cached"} 90.0' in metrics
+    assert 'devagent_tokens_total{identity="alice",kind="cache_write"} 20.0' in metrics
     assert 'devagent_tokens_total{identity="bob",kind="output"} 90.0' in metrics
     assert 'devagent_model_requests_total{identity="bob"} 3.0' in metrics
     assert "tok-alice" not in metrics and "tok-bob" not in metrics

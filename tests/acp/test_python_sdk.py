@@ -514,8 +514,11 @@ async def test_issue24_acp_prompt_over_the_daily_budget_is_refused(
     acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
 ) -> None:
     """Budgets (issue 24 item 3) through ACP: once the local user's tokens for the day are spent,
-    a prompt is refused with a JSON-RPC error that says why."""
-    usage = {"usage": {"input_tokens": 120, "output_tokens": 30}}
+    a prompt is refused with a JSON-RPC error that says why. The prompt's response carries the
+    turn's tokens, cached ones included (issue 24 item 2)."""
+    usage = {
+        "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_tokens": 90, "cache_write_tokens": 20}
+    }
     steps = [[{"text": "one"}, usage], [{"text": "two"}, usage]]
     env = {**acp_env, "DEVAGENT_BUDGET_TOKENS_PER_DAY": "100"}
     client = EditorClient()
@@ -526,6 +529,9 @@ async def test_issue24_acp_prompt_over_the_daily_budget_is_refused(
             conn.prompt(session_id=new.session_id, prompt=[text_block("a")]), TIMEOUT
         )
         assert first.stop_reason == "end_turn"
+        u = first.usage
+        assert u is not None and (u.input_tokens, u.output_tokens, u.total_tokens) == (120, 30, 150)
+        assert (u.cached_read_tokens, u.cached_write_tokens) == (90, 20)
         with pytest.raises(RequestError) as refused:
             await asyncio.wait_for(conn.prompt(session_id=new.session_id, prompt=[text_block("b")]), TIMEOUT)
     assert "refused by the server's budget" in str(refused.value), refused.value

@@ -48,7 +48,10 @@ async def test_issue22_tools_listed_and_a_write_approved_by_elicitation(
     Both eras of MCP: `legacy` (initialize, 2025-11-25: the server sends elicitation/create during
     the call) and `auto` (2026-07-28: the questions come back in an input-required result and the
     client calls again with the answers)."""
-    model = script([[write("hello.txt", "hi\n", "w1")], [{"text": "I wrote hello.txt."}]])
+    usage = {
+        "usage": {"input_tokens": 300, "output_tokens": 9, "cache_read_tokens": 250, "cache_write_tokens": 40}
+    }
+    model = script([[write("hello.txt", "hi\n", "w1")], [{"text": "I wrote hello.txt."}, usage]])
     asked: list[str] = []
 
     async def elicit(context: Any, p: Any) -> ElicitResult:
@@ -72,6 +75,9 @@ async def test_issue22_tools_listed_and_a_write_approved_by_elicitation(
     assert data["status"] == "completed", data
     assert data["answer"] == "I wrote hello.txt."
     assert data["files_changed"] == [{"path": "hello.txt", "summary": "new file, 1 line"}]
+    # the turn's tokens (two requests, the first estimated), cached ones included (issue 24 item 2)
+    u = data["usage"]
+    assert u["requests"] == 2 and (u["cache_read_tokens"], u["cache_write_tokens"]) == (250, 40), u
     assert (workspace / "hello.txt").read_text() == "hi\n"
     assert asked and "create hello.txt" in asked[0] and "+hi" in asked[0]
     assert any("write_file" in m for m in progress)

@@ -37,6 +37,7 @@ def script(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], dict[str, 
     said = "Hello." if "Hello." in text else "?"
     return [[{"text": "It says: " + said}]], {
         "promptTokenCount": 60,
+        "cachedContentTokenCount": 24,  # Gemini caches implicitly: read from its cache
         "candidatesTokenCount": 7,
         "totalTokenCount": 67,
     }
@@ -60,6 +61,7 @@ async def test_g1_gemini_session_round_trip(core_factory: Any, workspace: Path) 
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.reason == "finished"
     assert end.usage.input_tokens == 90 and end.usage.reasoning_tokens == 5
+    assert end.usage.cache_read_tokens == 24  # issue 24 item 2: reported as the others are
 
     first, second = fake.requests
     assert "devagent" in str(first.get("systemInstruction"))

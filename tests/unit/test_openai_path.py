@@ -37,7 +37,13 @@ def script(body: dict[str, Any]) -> Reply:
         )
     return Reply(
         text=["The README says: ", tool_msgs[0]["content"].splitlines()[-1]],
-        usage={"prompt_tokens": 70, "completion_tokens": 8, "total_tokens": 78},
+        usage={
+            "prompt_tokens": 70,
+            "completion_tokens": 8,
+            "total_tokens": 78,
+            # OpenAI caches a repeated prompt prefix by itself and says how much it read
+            "prompt_tokens_details": {"cached_tokens": 32},
+        },
     )
 
 
@@ -55,7 +61,9 @@ async def test_g1_openai_compatible_session_round_trip(core_factory: Any, worksp
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.reason == "finished"
     assert (end.usage.input_tokens, end.usage.output_tokens, end.usage.reasoning_tokens) == (110, 20, 5)
-    assert len([e for e in events if isinstance(e, StatusUpdate)]) == 2
+    steps = [e for e in events if isinstance(e, StatusUpdate)]
+    assert [e.usage.cache_read_tokens for e in steps] == [0, 32]  # issue 24 item 2
+    assert end.usage.cache_read_tokens == 32
 
     first, second = fake.requests
     assert first["stream"] is True

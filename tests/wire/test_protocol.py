@@ -141,7 +141,14 @@ def test_prompt_events_in_the_reference_vocabulary(start_wire: Callable[..., Wir
             "items": [
                 {"thinking": "Let me think."},
                 {"text": "Hello"},
-                {"usage": {"input_tokens": 120, "output_tokens": 8, "cache_read_tokens": 20}},
+                {
+                    "usage": {
+                        "input_tokens": 120,
+                        "output_tokens": 8,
+                        "cache_read_tokens": 20,
+                        "cache_write_tokens": 30,
+                    }
+                },
             ]
         }
     ]
@@ -159,11 +166,11 @@ def test_prompt_events_in_the_reference_vocabulary(start_wire: Callable[..., Wir
     assert all(e["encrypted"] is None for e in think)
     assert text_of(msgs) == "Hello"
     (status,) = events(msgs, "StatusUpdate")
-    assert status["token_usage"] == {
-        "input_other": 100,
+    assert status["token_usage"] == {  # the prompt's three parts, cached ones included
+        "input_other": 70,
         "output": 8,
         "input_cache_read": 20,
-        "input_cache_creation": 0,
+        "input_cache_creation": 30,
     }
     assert status["plan_mode"] is False
     w.close()

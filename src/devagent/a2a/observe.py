@@ -92,7 +92,8 @@ class Metrics:
         # Spend per caller (issue 24 item 3), labelled by the token's name, never the token.
         self.tokens = Counter(
             "devagent_tokens",
-            "Model tokens used, by caller (token name) and kind: input, cached (of input), output",
+            "Model tokens used, by caller (token name) and kind: input, cached (of input, read from "
+            "the provider's prompt cache), cache_write (of input, written to it), output",
             ["identity", "kind"],
             registry=r,
         )
@@ -105,6 +106,7 @@ class Metrics:
         who = identity or "-"
         self.tokens.labels(who, "input").inc(usage.input_tokens)
         self.tokens.labels(who, "cached").inc(usage.cache_read_tokens)
+        self.tokens.labels(who, "cache_write").inc(usage.cache_write_tokens)
         self.tokens.labels(who, "output").inc(usage.output_tokens)
         self.model_requests.labels(who).inc(usage.requests)
 

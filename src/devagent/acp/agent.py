@@ -30,6 +30,7 @@ from acp.schema import (
     SetSessionModeResponse,
     ToolCallUpdate,
 )
+from acp.schema import Usage as AcpUsage
 
 from devagent import __version__
 from devagent.acp import translate as t
@@ -295,7 +296,11 @@ class DevagentAgent:
         reason = t.stop_reason(end)
         if reason is None:
             raise _error(-32603, end.error or "the model failed", details=end.error or "the model failed")
-        return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
+        usage = t.usage(end.usage)
+        return PromptResponse(
+            stop_reason=reason,  # type: ignore[arg-type]
+            usage=None if usage is None else AcpUsage.model_validate(usage),
+        )
 
     async def cancel(self, session_id: str, **kw: Any) -> None:
         o = self.open.get(session_id)
@@ -405,7 +410,7 @@ class DevagentAgent:
             text = ev.text if ev.text.endswith("\n") else ev.text + "\n"
             await self._send(sid, t.text_chunk("agent_message_chunk", text))
         elif isinstance(ev, StepBegin | StatusUpdate):
-            pass  # ACP has no step events; usage is not reported (UsageUpdate is unstable)
+            pass  # ACP has no step events; the turn's usage goes with the prompt's response
 
     # --- the client's side, for backends.py ------------------------------------------------
 

@@ -18,6 +18,7 @@ from devagent.agent.events import (
     ToolCallStatus,
     ToolKind,
     TurnEnd,
+    Usage,
 )
 
 JSON = dict[str, Any]
@@ -119,6 +120,24 @@ def stop_reason(end: TurnEnd) -> str | None:
         "cancelled": "cancelled",
         "max_steps_reached": "max_turn_requests",
     }.get(end.reason)
+
+
+def usage(u: Usage) -> JSON | None:
+    """The turn's tokens as the prompt response's `usage` (unstable in ACP, ignored by clients
+    that do not know it), cache reads and writes included; None for a turn without a model
+    request (a slash command)."""
+    if not u.requests:
+        return None
+    out: JSON = {
+        "totalTokens": u.input_tokens + u.output_tokens,
+        "inputTokens": u.input_tokens,
+        "outputTokens": u.output_tokens,
+        "cachedReadTokens": u.cache_read_tokens,
+        "cachedWriteTokens": u.cache_write_tokens,
+    }
+    if u.reasoning_tokens:
+        out["thoughtTokens"] = u.reasoning_tokens
+    return out
 
 
 def tool_kind(call: ToolCall) -> str:

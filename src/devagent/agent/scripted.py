@@ -81,6 +81,7 @@ class UsageItem:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +194,13 @@ def _parse_item(item: Any, path: str) -> Item:
             raise _Invalid(f"{path}.id", "must be a non-empty string")
         return ToolCallItem(name, args, call_id)
     if kind == "usage":
-        fields = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens")
+        fields = (
+            "input_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+        )
         obj = _object(value, path, required=set(), optional=set(fields))
         for k, v in obj.items():
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -472,6 +479,7 @@ class ScriptedStreamedResponse(StreamedResponse):
                     output_tokens=item.output_tokens,
                     output_reasoning_tokens=item.reasoning_tokens,
                     cache_read_tokens=item.cache_read_tokens,
+                    cache_write_tokens=item.cache_write_tokens,
                 )
             elif isinstance(item, ErrorItem):
                 raise _error(item, self._model_name, in_stream=True)

@@ -70,6 +70,18 @@ class PendingRequest(BaseModel):
     options: list[str] = Field(description="The answers this request accepts")
 
 
+class TurnUsage(BaseModel):
+    input_tokens: int = Field(default=0, description="The prompts' tokens, cached ones included")
+    output_tokens: int = 0
+    cache_read_tokens: int = Field(
+        default=0, description="Of the input: read from the provider's prompt cache"
+    )
+    cache_write_tokens: int = Field(
+        default=0, description="Of the input: written to the provider's prompt cache"
+    )
+    requests: int = Field(default=0, description="Model requests")
+
+
 class TaskResult(BaseModel):
     session_id: str = Field(description="Give it to devagent_continue to go on with this session")
     status: Literal["completed", "input_required", "failed", "cancelled"]
@@ -79,6 +91,7 @@ class TaskResult(BaseModel):
         default_factory=list, description="When input_required: the permission requests waiting"
     )
     workspace: str = ""
+    usage: TurnUsage = Field(default_factory=TurnUsage, description="The tokens this turn used")
 
 
 class SessionInfo(BaseModel):
@@ -343,6 +356,7 @@ class Turn:
         return Resume(decisions=decisions)
 
     def result(self, status: str, pending: list[ToolCall]) -> TaskResult:
+        u = self.session.state.turn_usage  # the turn's, across its pauses for permission
         return TaskResult(
             session_id=self.session.id,
             status=status,  # type: ignore[arg-type]
@@ -358,6 +372,13 @@ class Turn:
                 for c in pending
             ],
             workspace=str(self.session.workspace.primary),
+            usage=TurnUsage(
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_read_tokens=u.cache_read_tokens,
+                cache_write_tokens=u.cache_write_tokens,
+                requests=u.requests,
+            ),
         )
 
 

@@ -176,7 +176,9 @@ def tool_result_event(call: ToolCall) -> JSON:
 
 def status_update(ev: StatusUpdate, plan_mode: bool) -> JSON:
     u = ev.usage
+    # The reference's TokenUsage splits the prompt in three parts that add up to it.
     cache_read = max(0, u.cache_read_tokens)
+    cache_write = max(0, min(u.cache_write_tokens, u.input_tokens - cache_read))
     return event(
         "StatusUpdate",
         {
@@ -186,10 +188,10 @@ def status_update(ev: StatusUpdate, plan_mode: bool) -> JSON:
             "context_tokens": ev.context_tokens or None,
             "max_context_tokens": ev.max_context_tokens or None,
             "token_usage": {
-                "input_other": max(0, u.input_tokens - cache_read),
+                "input_other": max(0, u.input_tokens - cache_read - cache_write),
                 "output": u.output_tokens,
                 "input_cache_read": cache_read,
-                "input_cache_creation": 0,
+                "input_cache_creation": cache_write,
             },
             "message_id": None,
             "plan_mode": plan_mode,

@@ -216,8 +216,9 @@ async def _stats(session: Session, args: str, emit: Callable[[Event], None]) -> 
         f"Session {session.id}",
         f"Model: {session.state.model or session.core.default_model}",
         f"Approval mode: {session.state.approval_mode}",
-        f"Tokens: {u.input_tokens} in, {u.output_tokens} out ({u.reasoning_tokens} reasoning, "
-        f"{u.cache_read_tokens} cached); {u.requests} model requests",
+        f"Tokens: {u.input_tokens} in ({u.cache_read_tokens} read from the cache, "
+        f"{u.cache_write_tokens} written to it), {u.output_tokens} out ({u.reasoning_tokens} reasoning); "
+        f"{u.requests} model requests",
     ]
     if session.state.tool_stats:
         lines.append("Tool calls:")
