@@ -54,6 +54,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
     "context_tokens": ("DEVAGENT_CONTEXT_TOKENS", "context_tokens"),
     "compact_at": ("DEVAGENT_COMPACT_AT", "compact_at"),
+    "prompt_cache": ("DEVAGENT_PROMPT_CACHE", "prompt_cache"),
     "budget_tokens_per_day": ("DEVAGENT_BUDGET_TOKENS_PER_DAY", "budget_tokens_per_day"),
     "budget_concurrent_turns": ("DEVAGENT_BUDGET_CONCURRENT_TURNS", "budget_concurrent_turns"),
     "budgets": ("DEVAGENT_BUDGETS", "budgets"),

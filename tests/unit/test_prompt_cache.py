@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from devagent.agent.events import ToolKind, UserPrompt
+from devagent.agent.events import StatusUpdate, ToolKind, TurnEnd, UserPrompt
 from devagent.agent.state import ClientTool
 from devagent.agent.tools.base import Tool
 from tests.fakes.anthropic_server import Block, FakeAnthropic, PromptCache, prompt_pieces
@@ -29,6 +29,18 @@ def reads_the_readme(body: dict[str, Any]) -> tuple[list[Block], tuple[int | Non
         return [("text", "It says hello.")], (None, 6)
     n = sum(1 for m in body["messages"] if m["role"] == "user")
     return [("tool_use", f"toolu_{n}", "read_file", {"path": "README.md"})], (None, 12)
+
+
+def breakpoints(body: dict[str, Any]) -> list[str]:
+    """Where a request's cache_control marks are, as `tools[i]`, `system[i]`, `messages[i][j]`."""
+    out = [f"tools[{i}]" for i, t in enumerate(body.get("tools") or []) if "cache_control" in t]
+    system = body.get("system")
+    if isinstance(system, list):
+        out += [f"system[{i}]" for i, b in enumerate(system) if "cache_control" in b]
+    for i, m in enumerate(body["messages"]):
+        if isinstance(m["content"], list):
+            out += [f"messages[{i}][{j}]" for j, b in enumerate(m["content"]) if "cache_control" in b]
+    return out
 
 
 def _tool(name: str) -> Tool:
@@ -70,6 +82,71 @@ async def test_issue24_every_request_of_a_session_has_the_same_instructions_and_
     assert names[-5:] == ["other__c", "srv__a", "srv__b", "alpha", "zeta"]  # then by name
     assert "2099" not in fake.requests[-1]["system"][0]["text"]
     assert f"started on {s.state.started_on}" in fake.requests[-1]["system"][0]["text"]
+
+
+async def test_issue24_anthropic_requests_carry_breakpoints_and_read_the_cache(
+    core_factory: Any, workspace: Path
+) -> None:
+    """Three turns of two requests each through pydantic-ai's Anthropic model: every request marks
+    the last tool, the system prompt and the last block of the conversation (three of the API's
+    four breakpoints); from the second request on the whole previous prompt is read from the cache
+    and only the new messages are written, which the session's usage reports."""
+    fake = FakeAnthropic(reads_the_readme)
+    async with fake as base_url:
+        core = await core_factory("anthropic:claude-fake", model_base_url=base_url, model_api_key="k")
+        s = await core.create_session([workspace], approval_mode="yolo")
+        events = []
+        for prompt in ("What does the README say?", "Again, please.", "Once more."):
+            events += [e async for e in s.advance(UserPrompt(prompt))]
+    assert len(fake.requests) == 6
+    for body in fake.requests:
+        last = len(body["messages"]) - 1
+        n_tools = len(body["tools"])
+        assert breakpoints(body) == [
+            f"tools[{n_tools - 1}]",
+            "system[0]",
+            f"messages[{last}][{len(body['messages'][last]['content']) - 1}]",
+        ]
+    usages = fake.usages
+    assert usages[0]["cache_read_input_tokens"] == 0 and usages[0]["cache_creation_input_tokens"] > 1024
+    for before, now, body in zip(usages[:-1], usages[1:], fake.requests[1:], strict=True):
+        whole_before = sum(
+            before[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        assert now["cache_read_input_tokens"] == whole_before  # everything the last request sent
+        assert now["input_tokens"] == 0  # the rest is up to the last breakpoint: written
+        assert now["cache_creation_input_tokens"] == sum(p.tokens for p in prompt_pieces(body)) - whole_before
+    steps = [e.usage for e in events if isinstance(e, StatusUpdate)]
+    assert [u.cache_read_tokens for u in steps] == [u["cache_read_input_tokens"] for u in usages]
+    assert [u.cache_write_tokens for u in steps] == [u["cache_creation_input_tokens"] for u in usages]
+    assert all(
+        u.input_tokens == f["input_tokens"] + f["cache_read_input_tokens"] + f["cache_creation_input_tokens"]
+        for u, f in zip(steps, usages, strict=True)
+    )
+    ends = [e for e in events if isinstance(e, TurnEnd)]
+    assert ends[-1].usage.cache_read_tokens == sum(u["cache_read_input_tokens"] for u in usages[4:])
+    assert s.state.usage.cache_read_tokens == sum(u["cache_read_input_tokens"] for u in usages)
+    assert s.state.usage.cache_read_tokens > 0.8 * s.state.usage.input_tokens
+
+
+async def test_issue24_prompt_cache_off_marks_nothing(core_factory: Any, workspace: Path) -> None:
+    fake = FakeAnthropic(reads_the_readme)
+    async with fake as base_url:
+        core = await core_factory(
+            "anthropic:claude-fake", model_base_url=base_url, model_api_key="k", prompt_cache=False
+        )
+        s = await core.create_session([workspace], approval_mode="yolo")
+        [e async for e in s.advance(UserPrompt("What does the README say?"))]
+    assert [breakpoints(b) for b in fake.requests] == [[], []]
+    assert "cache_control" not in json.dumps(fake.requests)
+    assert s.state.usage.cache_read_tokens == s.state.usage.cache_write_tokens == 0
+
+
+def test_the_setting_reads_from_the_environment() -> None:
+    from devagent.config import load_config
+
+    assert load_config(environ={}).prompt_cache is True
+    assert load_config(environ={"DEVAGENT_PROMPT_CACHE": "off"}).prompt_cache is False
 
 
 # --- the fake's cache itself, as the API documents it -------------------------------------------

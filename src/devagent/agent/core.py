@@ -108,6 +108,10 @@ class CoreConfig:
     # (issue 24 item 1; devagent/agent/compact.py).
     context_tokens: int = 0
     compact_at: float = 0.8
+    # Mark prompt-cache breakpoints on Anthropic requests (issue 24 item 2): the tool
+    # definitions, the system prompt and the conversation so far are read from the provider's
+    # cache by the next request. Other providers cache by themselves.
+    prompt_cache: bool = True
     # Budgets per caller (issue 24 item 3; 0: none): tokens (input and output) per UTC day and
     # turns running at once, for every identity; `budgets` overrides them per identity
     # ("NAME=TOKENS/TURNS", "" for the local user's), checked when a turn starts.
@@ -216,7 +220,12 @@ class AgentCore:
         if model is None:
             from devagent.agent.models import create_model
 
-            model = create_model(spec, base_url=self.config.model_base_url, api_key=self.config.model_api_key)
+            model = create_model(
+                spec,
+                base_url=self.config.model_base_url,
+                api_key=self.config.model_api_key,
+                prompt_cache=self.config.prompt_cache,
+            )
             self.models[spec] = model
         return model
 

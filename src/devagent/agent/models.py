@@ -238,12 +238,14 @@ def create_model(
     base_url: str | None = None,
     api_key: str | None = None,
     environ: Mapping[str, str] | None = None,
+    prompt_cache: bool = True,
 ) -> Model:
     """Build the pydantic-ai model a spec names.
 
     `base_url` and `api_key` (the `--base-url` / `--api-key` flags) override the environment.
-    `environ` defaults to `os.environ` (tests pass their own). Raises `ModelConfigError` with what
-    to set when the provider is unknown or its key or base URL is missing."""
+    `environ` defaults to `os.environ` (tests pass their own). `prompt_cache` marks cache
+    breakpoints on Anthropic requests (`_anthropic`). Raises `ModelConfigError` with what to set
+    when the provider is unknown or its key or base URL is missing."""
     provider, name, key, url = check_model_spec(spec, base_url=base_url, api_key=api_key, environ=environ)
     if provider == DEMO_SPEC:
         from devagent.agent.scripted import DemoModel
@@ -262,6 +264,8 @@ def create_model(
             from devagent.agent.history_memo import memoize_history_mapping
 
             memoize_history_mapping()
+        if provider == "anthropic":
+            return _anthropic(name, key, url, info, prompt_cache=prompt_cache)
         return _BUILDERS[provider](name, key, url, info)
     except ImportError as e:
         raise ModelConfigError(
@@ -573,11 +577,30 @@ def _openrouter(name: str, key: str | None, url: str | None, info: ProviderInfo)
     return OpenRouterModel(name, provider=OpenRouterProvider(api_key=key))
 
 
-def _anthropic(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
-    from pydantic_ai.models.anthropic import AnthropicModel
+def _anthropic(
+    name: str, key: str | None, url: str | None, info: ProviderInfo, *, prompt_cache: bool = True
+) -> Model:
+    """Anthropic bills a prompt at full price unless the request marks what to cache (issue 24
+    item 2). With `prompt_cache`, three of the four breakpoints a request may carry, through
+    pydantic-ai's own settings: after the last tool definition, after the system prompt (both the
+    same all session long: `Session.request_parameters`), and on the last block of the last
+    message, so the next request of the conversation reads everything up to there from the cache
+    and pays for the new messages only. The last one is an explicit breakpoint
+    (`anthropic_cache_messages`), not the API's top-level automatic one (`anthropic_cache`), so
+    gateways that speak the Messages API without that parameter (`--base-url`) cache too."""
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
-    return AnthropicModel(name, provider=AnthropicProvider(api_key=key, base_url=url))
+    settings = (
+        AnthropicModelSettings(
+            anthropic_cache_tool_definitions=True,
+            anthropic_cache_instructions=True,
+            anthropic_cache_messages=True,
+        )
+        if prompt_cache
+        else None
+    )
+    return AnthropicModel(name, provider=AnthropicProvider(api_key=key, base_url=url), settings=settings)
 
 
 def _google(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:
