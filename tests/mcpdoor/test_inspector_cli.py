@@ -87,7 +87,8 @@ class Inspector:
 
 
 def devagent_mcp(workspace: Path, model: str, db: str) -> list[str]:
-    """The server command line the Inspector starts (its target), in the default `ask` mode."""
+    """The server command line the Inspector starts (its target, after `--` so that no flag of
+    devagent's is taken for one of the Inspector's), in the default `ask` mode."""
     return [
         sys.executable, "-m", "devagent", "mcp",
         "--work-dir", str(workspace), "--model", model, "--db", db,
@@ -111,7 +112,7 @@ def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_
     era_flag = ["--protocol-era", era]
 
     # --strict: the Inspector's schema portability check exits 6 on an error-severity problem.
-    listed = inspector.ok(*era_flag, "--strict", *server, "--method", "tools/list")
+    listed = inspector.ok(*era_flag, "--strict", "--method", "tools/list", "--", *server)
     tools = {t["name"]: t for t in listed["tools"]}
     assert set(tools) == {"devagent_start", "devagent_continue", "devagent_sessions"}
     assert all(t["description"].strip() for t in tools.values())
@@ -121,8 +122,8 @@ def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_
     assert "status" in tools["devagent_start"]["outputSchema"]["properties"]
 
     started = inspector.ok(
-        *era_flag, *server, "--method", "tools/call",
-        "--tool-name", "devagent_start", "--tool-arg", "prompt=say hi in a file",
+        *era_flag, "--method", "tools/call",
+        "--tool-name", "devagent_start", "--tool-arg", "prompt=say hi in a file", "--", *server,
     )  # fmt: skip
     assert started["isError"] is False, started
     data = started["structuredContent"]
@@ -135,8 +136,8 @@ def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_
 
     # A second Inspector run starts a second `devagent mcp`: the pause is in the database.
     done = inspector.ok(
-        *era_flag, *server, "--method", "tools/call",
-        "--tool-name", "devagent_continue", "--tool-arg", f"session_id={sid}", "answer=yes",
+        *era_flag, "--method", "tools/call",
+        "--tool-name", "devagent_continue", "--tool-arg", f"session_id={sid}", "answer=yes", "--", *server,
     )  # fmt: skip
     data = done["structuredContent"]
     assert data["status"] == "completed" and data["answer"] == "I wrote hello.txt.", data
