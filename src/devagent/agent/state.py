@@ -127,6 +127,9 @@ class SessionState:
     # Who the session's turns are counted against (budgets, usage per caller: issue 24 item 3):
     # the token's name on a server, "" for a local user (terminal, stdio doors).
     identity: str = ""
+    # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
+    # only when tracing is on): the turn that resumes after a pause links to it, in any process.
+    trace_context: str = ""
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -159,6 +162,7 @@ class SessionState:
             "pending": [p.to_json() for p in self.pending],
             "extra": self.extra,
             "identity": self.identity,
+            **({"trace_context": self.trace_context} if self.trace_context else {}),
         }
 
     @classmethod
@@ -187,4 +191,5 @@ class SessionState:
             pending=[PendingCall.from_json(p) for p in d.get("pending", [])],
             extra=dict(d.get("extra", {})),
             identity=str(d.get("identity", "")),
+            trace_context=str(d.get("trace_context", "")),
         )
