@@ -66,6 +66,9 @@ def _preload() -> None:
 
     import devagent.a2a.app
     import devagent.store.db  # noqa: F401
+    from devagent import telemetry
+
+    telemetry.start()  # the OpenTelemetry SDK and exporter, when tracing is on (else nothing)
 
 
 _preloading: concurrent.futures.Future[None] | None = None
