@@ -111,13 +111,28 @@ def setup(config: CoreConfig) -> None:
 
 def start() -> None:
     """Load the SDK and the OTLP/HTTP exporter and make the tracer (once; a no-op when off). May
-    run in a thread (the server's preload)."""
-    global _tracer
+    run in a thread (the server's preload). A tracing setup that fails (a malformed
+    `OTEL_EXPORTER_OTLP_HEADERS`, say) is a warning, and the agent runs untraced."""
+    global _tracer, _wanted
     if _tracer is not None or not wanted():
         return
     with _lock:
         if _tracer is None:
-            _tracer = _make_tracer()
+            try:
+                _tracer = _make_tracer()
+            except Exception as e:
+                log.warning("traces are off: the OpenTelemetry setup failed: %s", _brief(e))
+                _wanted = False
+
+
+def description() -> str:
+    """Where spans go, for a start-up line."""
+    url = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if not url:
+        base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
+        url = base.rstrip("/") + "/v1/traces"
+    content = " (with prompts, answers and tool data: trace_content)" if _content else ""
+    return f"traces: OpenTelemetry over OTLP/HTTP to {url}{content}"
 
 
 def _make_tracer() -> Any:

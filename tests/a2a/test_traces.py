@@ -12,7 +12,9 @@ stopping server sends every span it still holds (`AgentCore.close`); nothing wai
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,7 +59,9 @@ def write_script(body: dict[str, Any]) -> Reply:
 
 
 @contextmanager
-def traced_server(workspace: Path, base_url: str, receiver: OtlpReceiver, **env: str) -> Iterator[Serve]:
+def traced_server(
+    workspace: Path, base_url: str, receiver: OtlpReceiver, *more: str, **env: str
+) -> Iterator[Serve]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEVAGENT_TRACE"))}
     environ.update({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, **env})
     args = [
@@ -75,6 +79,7 @@ def traced_server(workspace: Path, base_url: str, receiver: OtlpReceiver, **env:
         "k",
         "--approval",
         "ask",
+        *more,
     ]
     with serving(args, workspace.parent / "serve.log", env=environ) as s:
         yield s
@@ -101,6 +106,7 @@ async def test_turn_model_and_tool_spans_in_the_callers_trace(workspace: Path) -
         spans = receiver.spans
 
     assert "Traceback" not in log, log
+    assert f"traces: OpenTelemetry over OTLP/HTTP to {receiver.url}/v1/traces\n" in log, log
     (turn,) = by_name(spans, "invoke_agent devagent")
     chats = by_name(spans, "chat fake-model")
     (tool,) = by_name(spans, "execute_tool read_file")
@@ -203,3 +209,54 @@ async def test_content_and_a_paused_turn_resumed_by_another_request(workspace: P
     assert FILE_TEXT in tool.attributes["gen_ai.tool.call.arguments"]
     assert "call_w" in chat_2.attributes["gen_ai.input.messages"]  # the tool's result goes back
     assert ANSWER in chat_2.attributes["gen_ai.output.messages"]
+
+
+async def test_a_grpc_call_with_traceparent_metadata(workspace: Path) -> None:
+    """The gRPC binding: `traceparent` metadata puts the call's turn in the caller's trace. (A
+    client without the extension works in the server's root, where README.md is not: the tool
+    fails, and its span says so by the error's type only.)"""
+    import grpc  # type: ignore[import-untyped]
+    from a2a.types import Message, Part, Role, SendMessageRequest, TaskState, a2a_pb2_grpc
+
+    trace_id, caller, header = traceparent()
+    fake = FakeOpenAI(read_script)
+    with OtlpReceiver() as receiver:
+        async with fake as base_url:
+            with traced_server(workspace, base_url, receiver, "--grpc-port", "0") as srv:
+                for _ in range(600):  # printed just after "listening"
+                    found = re.search(r"gRPC on (\S+)", srv.stderr())
+                    if found:
+                        break
+                    await asyncio.sleep(0.05)
+                assert found, srv.stderr()
+                message = Message(
+                    message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=PROMPT)]
+                )
+                async with grpc.aio.insecure_channel(found.group(1)) as channel:
+                    reply = await a2a_pb2_grpc.A2AServiceStub(channel).SendMessage(
+                        SendMessageRequest(message=message),
+                        metadata=[("authorization", f"Bearer {TOKEN}"), ("traceparent", header)],
+                    )
+                assert reply.task.status.state == TaskState.TASK_STATE_COMPLETED, reply
+                srv.stop()
+        spans = receiver.spans
+
+    (turn,) = by_name(spans, "invoke_agent devagent")
+    (tool,) = by_name(spans, "execute_tool read_file")
+    # in the caller's trace, under the caller's span (here through the SDK's span of the call)
+    index = {s.span_id: s for s in spans}
+    above, parent = [], turn.parent_id
+    while parent in index:
+        above.append(index[parent])
+        parent = index[parent].parent_id
+    assert turn.trace_id == trace_id and parent == caller
+    assert all(s.scope == "a2a-python-sdk" for s in above)
+    assert tool.parent_id == turn.span_id and len(by_name(spans, "chat fake-model")) == 2
+    assert tool.attributes["devagent.tool.status"] == "failed"
+    assert (tool.status_code, tool.status_message, tool.attributes["error.type"]) == (
+        2,
+        "not_found",
+        "not_found",
+    )
+    for s in spans:
+        assert "README.md" not in s.text() and "prompt-marker" not in s.text(), s
