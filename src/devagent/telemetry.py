@@ -111,8 +111,8 @@ def setup(config: CoreConfig) -> None:
 
 def start() -> None:
     """Load the SDK and the OTLP/HTTP exporter and make the tracer (once; a no-op when off). May
-    run in a thread (the server's preload). A tracing setup that fails (a malformed
-    `OTEL_EXPORTER_OTLP_HEADERS`, say) is a warning, and the agent runs untraced."""
+    run in a thread (the server's preload). A setup that fails is a warning, and the agent runs
+    untraced. (The SDK itself tolerates malformed OTEL_* values, with a warning of its own.)"""
     global _tracer, _wanted
     if _tracer is not None or not wanted():
         return

@@ -56,6 +56,20 @@ async def test_the_wrappers_are_the_identity_when_off() -> None:
     assert await coro == 7
 
 
+def test_a_failing_setup_leaves_tracing_off(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("no exporter today")
+
+    monkeypatch.setattr(telemetry, "_make_tracer", broken)
+    monkeypatch.setattr(telemetry, "_wanted", None)
+    assert telemetry.configure("on", False, {})
+    telemetry.start()
+    assert not telemetry.active() and not telemetry.wanted()
+    assert "traces are off: the OpenTelemetry setup failed: RuntimeError: no exporter today" in caplog.text
+
+
 def test_the_trace_context_is_stored_only_when_set() -> None:
     state = SessionState(workspace_roots=["/w"])
     assert "trace_context" not in state.to_json()  # tracing off: the stored state is as before
