@@ -13,8 +13,19 @@ from typing import Any
 
 import pytest
 
-# Tests never reach a network model, and never pick up the developer's own keys.
-for _var in ("DEVAGENT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+# Tests never reach a network model, and never pick up the developer's own keys (nor send traces
+# to the developer's collector: tests/a2a/test_traces.py runs its own).
+for _var in (
+    "DEVAGENT_MODEL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "DEVAGENT_TRACES",
+    "DEVAGENT_TRACE_CONTENT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+):
     os.environ.pop(_var, None)
 # The gRPC tests run servers and clients in this process; the pty tests then fork it. gRPC's fork
 # handlers (on by default in its C core) would run in the forked child before its exec and may

@@ -19,6 +19,7 @@ from devagent.agent.childenv import check_env_pass
 from devagent.agent.core import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.telemetry import TRACE_MODES
 
 # setting name -> (environment variable, toml key in [devagent])
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -58,6 +59,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "budget_tokens_per_day": ("DEVAGENT_BUDGET_TOKENS_PER_DAY", "budget_tokens_per_day"),
     "budget_concurrent_turns": ("DEVAGENT_BUDGET_CONCURRENT_TURNS", "budget_concurrent_turns"),
     "budgets": ("DEVAGENT_BUDGETS", "budgets"),
+    "traces": ("DEVAGENT_TRACES", "traces"),  # auto | on | off (OpenTelemetry over OTLP/HTTP)
+    "trace_content": ("DEVAGENT_TRACE_CONTENT", "trace_content"),
 }
 
 
@@ -224,6 +227,10 @@ def load_config(
         raise ConfigError(
             "compact_at (DEVAGENT_COMPACT_AT) must be a share of the context between 0.1 and 0.95"
         )
+    config.traces = config.traces.strip().lower()
+    if config.traces not in TRACE_MODES:
+        modes = ", ".join(TRACE_MODES)
+        raise ConfigError(f"traces (DEVAGENT_TRACES) must be one of {modes}, not {config.traces!r}")
     if config.approval_mode not in APPROVAL_MODES:
         raise ConfigError(f"approval mode {config.approval_mode!r} is not one of {', '.join(APPROVAL_MODES)}")
     bad = [m for m in config.allowed_approval_modes if m not in APPROVAL_MODES]

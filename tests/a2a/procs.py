@@ -150,14 +150,18 @@ async def send_stream(
     url: str,
     message: dict[str, Any],
     on_frame: Callable[[dict[str, Any]], None] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Reply:
     """`message/stream` with the extension header, read to its end (or until the server dies).
     `on_frame` sees each frame as it arrives (a kill test opens a gate once the client knows its
-    task)."""
+    task); `headers` go with the request besides the token's."""
     frames: list[dict[str, Any]] = []
     try:
         async with client.stream(
-            "POST", url, json=rpc("message/stream", {"message": message}), headers=auth(TOKEN)
+            "POST",
+            url,
+            json=rpc("message/stream", {"message": message}),
+            headers={**auth(TOKEN), **(headers or {})},
         ) as r:
             if "text/event-stream" not in r.headers.get("content-type", ""):
                 body = (await r.aread()).decode(errors="replace")

@@ -26,24 +26,24 @@ sys.modules.setdefault(GRPC_HANDLER_MODULE, None)  # type: ignore[arg-type]
 # through the OpenTelemetry API's proxy tracer when nothing records them. Its own switch,
 # `OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false`, is read once when that module is imported but
 # would leak into the agent's shell commands if devagent set it, and keeps a wrapper (~6 µs) per
-# call. Instead, when nothing can record a span (the variable is unset and no OpenTelemetry SDK is
-# installed, or it is set to false), the module's decorators are replaced, as it is imported, by
-# ones that return the function or class undecorated (issue 14). With the variable set to true,
-# or with an OpenTelemetry SDK installed, the SDK's tracing is left as it is.
+# call. Instead, when nothing records a span (the variable is unset and devagent's own tracing is
+# off, or the variable is set to false), the module's decorators are replaced, as it is imported,
+# by ones that return the function or class undecorated (issue 14). With the variable set to
+# true, or with devagent's tracing on (devagent/telemetry.py: decided before the server imports
+# the SDK), the SDK's tracing is left as it is: its spans go to devagent's tracer provider, in the
+# trace of the request that caused them (issue 24 item 4).
 TELEMETRY_MODULE = "a2a.utils.telemetry"
 TELEMETRY_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 
 
 def _leave_untraced(module: Any) -> None:
-    import importlib.util
     import os
 
     switch = os.environ.get(TELEMETRY_SWITCH)
     if switch is None:
-        try:
-            recordable = importlib.util.find_spec("opentelemetry.sdk") is not None
-        except (ImportError, ValueError):
-            recordable = False
+        from devagent import telemetry
+
+        recordable = telemetry.wanted()
     else:
         recordable = switch.lower() == "true"
     if recordable:

@@ -612,4 +612,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app.state.push_sender = sender
     app.state.card = card
     app.state.streams = streams
-    return BearerAuth(app, settings.tokens) if settings.tokens else app
+    served: Any = BearerAuth(app, settings.tokens) if settings.tokens else app
+    from devagent import telemetry
+
+    if telemetry.active():  # a request's trace context (`traceparent`) is its turn's parent
+        served = telemetry.TraceContext(served)
+    return served

@@ -185,8 +185,11 @@ def serve_command(
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
+    from devagent import telemetry
     from devagent.a2a.server import start_preload
 
+    # Decided before the preload imports the a2a SDK, whose own tracing follows devagent's.
+    telemetry.configure(config.traces, config.trace_content)
     start_preload()  # the server's imports, in a thread, while the sandbox is probed and uvicorn starts
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
 

@@ -47,6 +47,7 @@ from a2a.utils.errors import (
     VersionNotSupportedError,
 )
 
+from devagent import telemetry
 from devagent.a2a.app import TokenCheck
 from devagent.a2a.streams import StreamLimit
 
@@ -92,6 +93,7 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
                 message=f"A2A version '{headers['a2a-version']}' is not supported: this service is 1.0"
             )
         call_context.state["headers"] = headers
+        telemetry.adopt(headers)  # the call's `traceparent` metadata: its turn's parent
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:

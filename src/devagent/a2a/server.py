@@ -66,6 +66,9 @@ def _preload() -> None:
 
     import devagent.a2a.app
     import devagent.store.db  # noqa: F401
+    from devagent import telemetry
+
+    telemetry.start()  # the OpenTelemetry SDK and exporter, when tracing is on (else nothing)
 
 
 _preloading: concurrent.futures.Future[None] | None = None
@@ -178,6 +181,10 @@ class BootApp:
             self._core = await open_core(self._core_config)
             # Which model serves, said plainly: with none configured that is the offline demo.
             print(f"devagent: {self._core.model_explanation}", file=sys.stderr, flush=True)
+            from devagent import telemetry
+
+            if telemetry.active():
+                print(f"devagent: {telemetry.description()}", file=sys.stderr, flush=True)
             app = create_app(self._core, self._settings)
             self._lifespan = _InnerLifespan(app)
             await self._lifespan.startup()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai import messages as pm
 
+from devagent import telemetry
 from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta, Usage
 
 if TYPE_CHECKING:
@@ -123,10 +124,14 @@ async def _summarise(
     # request that defines no tools).
     params = await session.request_parameters()
     model = session.core.model_for(session.state.model)
-    async with model_request_stream(model, request, model_request_parameters=params) as stream:
-        async for _ in stream:
-            pass
-        response = stream.get()
+
+    async def summarised() -> pm.ModelResponse:
+        async with model_request_stream(model, request, model_request_parameters=params) as stream:
+            async for _ in stream:
+                pass
+            return stream.get()
+
+    response = await telemetry.model_request(session, summarised(), purpose="compaction")
     summary = "".join(p.content for p in response.parts if isinstance(p, pm.TextPart)).strip()
     return summary, Usage.of_response(response.usage)
 

@@ -118,6 +118,11 @@ class CoreConfig:
     budget_tokens_per_day: int = 0
     budget_concurrent_turns: int = 0
     budgets: tuple[str, ...] = ()
+    # Traces (issue 24 item 4; devagent/telemetry.py): auto (on when OTEL_EXPORTER_OTLP_ENDPOINT or
+    # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector) | on | off; and whether spans may
+    # carry prompts, answers, tool arguments and results.
+    traces: str = "auto"
+    trace_content: bool = False
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
     # own), which no tool may change (issue 20 item 2).
     config_path: Path | None = None
@@ -278,8 +283,11 @@ class AgentCore:
 
     @classmethod
     async def open(cls, config: CoreConfig) -> AgentCore:
+        from devagent import telemetry
         from devagent.store.db import Store
 
+        if telemetry.configure(config.traces, config.trace_content) and not telemetry.active():
+            await asyncio.to_thread(telemetry.start)  # the OpenTelemetry SDK, off the loop
         store = await Store.open(config.resolved_db_url())
         core = cls(config, store)
         if not store.is_sqlite:
@@ -303,6 +311,12 @@ class AgentCore:
         if self._mcp is not None:
             await self._mcp.close()
         await self.store.close()
+        from devagent import telemetry
+
+        if telemetry.active():
+            # The spans still buffered, now: a server stopped by SIGTERM never runs the SDK's
+            # exit hook (uvicorn ends it with the signal once it has shut down).
+            await asyncio.to_thread(telemetry.flush)
 
     def effective_approval_mode(self, requested: str | None) -> str:
         """The mode a session gets (G3): what a client asked for if it is no more permissive than

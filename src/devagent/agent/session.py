@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai import messages as pm
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from devagent import telemetry
 from devagent.agent import approval
 from devagent.agent.compact import fit_result
 from devagent.agent.core import utc_day
@@ -449,7 +450,7 @@ class Session:
             return
         queue: asyncio.Queue[Event] = asyncio.Queue()
         self._label = label
-        self._task = asyncio.create_task(self._turn(inp, queue.put_nowait))
+        self._task = asyncio.create_task(telemetry.turn(self, inp, self._turn(inp, queue.put_nowait)))
         # A caller that stops reading (closes this generator) does not stop the turn (A6): the
         # task goes on and stores what it does.
         while True:
@@ -622,7 +623,7 @@ class Session:
             emit(StepBegin(self.state.turn_steps))
             try:
                 await self._fit_context(emit)
-                response = await self._model_step(emit)
+                response = await telemetry.model_request(self, self._model_step(emit))
             except (asyncio.CancelledError, _Cancelled):
                 raise
             except Exception as e:
@@ -888,7 +889,9 @@ class Session:
         if not calls:
             return
         new_content = new_content or {}
-        await asyncio.gather(*(self._run_one(p, emit, new_content.get(p.id)) for p in calls))
+        await asyncio.gather(
+            *(telemetry.tool_call(self, p, self._run_one(p, emit, new_content.get(p.id))) for p in calls)
+        )
         # Not saved here: the caller's `_pause_or_close_step` stores the results next, with no
         # await in between (one write per step, not two).
 

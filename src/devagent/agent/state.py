@@ -131,6 +131,9 @@ class SessionState:
     # the session so that the prompt, and the provider's cache of it, stays the same across
     # midnight. "" in sessions stored before it was kept: the first request sets it.
     started_on: str = ""
+    # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
+    # only when tracing is on): the turn that resumes after a pause links to it, in any process.
+    trace_context: str = ""
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -164,6 +167,7 @@ class SessionState:
             "extra": self.extra,
             "identity": self.identity,
             "started_on": self.started_on,
+            **({"trace_context": self.trace_context} if self.trace_context else {}),
         }
 
     @classmethod
@@ -193,4 +197,5 @@ class SessionState:
             extra=dict(d.get("extra", {})),
             identity=str(d.get("identity", "")),
             started_on=str(d.get("started_on", "")),
+            trace_context=str(d.get("trace_context", "")),
         )

@@ -1,0 +1,135 @@
+"""A tiny OTLP/HTTP trace receiver, so tests see the spans a real process exports.
+
+    with OtlpReceiver() as receiver:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url     # http://127.0.0.1:PORT
+        ...  # run something that traces
+        receiver.spans                                          # every span received so far
+
+It answers `POST /v1/traces` (protobuf `ExportTraceServiceRequest`, optionally gzip-compressed)
+from a thread of its own, so it keeps receiving while the test waits on a process. Spans are
+decoded into plain `Span` records: ids in lower-case hex, attributes as Python values.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+__all__ = ["OtlpReceiver", "Span"]
+
+
+@dataclass
+class Span:
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str  # "" for a root span
+    kind: int  # the OTLP enum: 1 internal, 2 server, 3 client
+    scope: str  # the instrumentation scope (tracer) name
+    service: str  # the resource's service.name
+    attributes: dict[str, Any] = field(default_factory=dict)
+    status_code: int = 0  # 0 unset, 1 ok, 2 error
+    status_message: str = ""
+    links: list[tuple[str, str]] = field(default_factory=list)  # (trace id, span id)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def text(self) -> str:
+        """Everything the span says, for checking what it must not say."""
+        return repr((self.name, self.attributes, self.status_message, self.events))
+
+
+def _value(v: Any) -> Any:
+    which = v.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
+    return getattr(v, which)
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in kvs}
+
+
+class OtlpReceiver:
+    def __init__(self) -> None:
+        self._spans: list[Span] = []
+        self._lock = threading.Lock()
+        self.requests = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path != "/v1/traces":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                receiver._add(ExportTraceServiceRequest.FromString(body))
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _add(self, request: ExportTraceServiceRequest) -> None:
+        spans = []
+        for rs in request.resource_spans:
+            service = str(_attributes(rs.resource.attributes).get("service.name", ""))
+            for ss in rs.scope_spans:
+                for s in ss.spans:
+                    spans.append(
+                        Span(
+                            name=s.name,
+                            trace_id=s.trace_id.hex(),
+                            span_id=s.span_id.hex(),
+                            parent_id=s.parent_span_id.hex(),
+                            kind=s.kind,
+                            scope=ss.scope.name,
+                            service=service,
+                            attributes=_attributes(s.attributes),
+                            status_code=s.status.code,
+                            status_message=s.status.message,
+                            links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
+                            events=[(e.name, _attributes(e.attributes)) for e in s.events],
+                        )
+                    )
+        with self._lock:
+            self._spans += spans
+            self.requests += 1
+
+    @property
+    def spans(self) -> list[Span]:
+        with self._lock:
+            return list(self._spans)
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
