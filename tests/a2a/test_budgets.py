@@ -82,11 +82,13 @@ async def test_issue24_a_caller_over_its_daily_tokens_is_refused_and_others_go_o
     # `devagent sessions` shows each session's caller and tokens, and the spend per caller
     table = await asyncio.to_thread(devagent_sessions, sqlite_url)
     assert "Usage per caller" in table and "alice" in table and "bob" in table, table
+    assert "cache writes" in table, table
     listed = json.loads(await asyncio.to_thread(devagent_sessions, sqlite_url, "--json"))
     assert {r["identity"] for r in listed} == {"alice", "bob"}
     assert sum(r["usage"]["input_tokens"] for r in listed if r["identity"] == "bob") == 360
     alice = rows["alice"]
     assert (alice["input_tokens"], alice["output_tokens"], alice["requests"]) == (120, 30, 1)
+    assert (alice["cached_tokens"], alice["cache_write_tokens"]) == (90, 20)
     assert (rows["bob"]["input_tokens"], rows["bob"]["requests"]) == (360, 3)
 
 

@@ -237,3 +237,31 @@ async def test_writes_passed_to_a_save_share_its_transaction(
 
     assert await a.store.save(sid, state, expected=0, owner=a.store.owner, also=[add]) == 1
     assert seqs == [1] and [r[0] for r in await rows.list_rows(a.store, sid)] == [1]
+
+
+async def test_a_usage_table_of_an_earlier_version_gains_the_cache_write_column(tmp_path: Path) -> None:
+    """Issue 24 item 2: the per-caller usage table made before cache writes were kept is given
+    the column when the store opens; its rows keep their sums and new writes add to them."""
+    import sqlite3
+
+    from devagent.store.db import Store
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE devagent_usage (identity VARCHAR(200) NOT NULL, day VARCHAR(10) NOT NULL,"
+            " input_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL,"
+            " output_tokens BIGINT NOT NULL, requests BIGINT NOT NULL, PRIMARY KEY (identity, day))"
+        )
+        db.execute("INSERT INTO devagent_usage VALUES ('alice', '2026-11-24', 100, 50, 10, 1)")
+    store = await Store.open(f"sqlite:///{path}")
+    try:
+        amounts = {"input_tokens": 7, "cached_tokens": 3, "cache_write_tokens": 2, "output_tokens": 1}
+        write = store.usage_write("alice", "2026-11-24", {**amounts, "requests": 1})
+        async with store.engine.begin() as conn:
+            await write(conn)
+        (row,) = await store.usage(identity="alice")
+    finally:
+        await store.close()
+    assert (row["input_tokens"], row["cached_tokens"], row["cache_write_tokens"]) == (107, 53, 2)
+    assert (row["output_tokens"], row["requests"]) == (11, 2)

@@ -716,6 +716,7 @@ class Session:
         amounts = {
             "input_tokens": usage.input_tokens,
             "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
             "output_tokens": usage.output_tokens,
             "requests": usage.requests,
         }

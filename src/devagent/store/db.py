@@ -95,11 +95,13 @@ usage_table = Table(
     Column("identity", String(200), primary_key=True),
     Column("day", String(10), primary_key=True),
     Column("input_tokens", BigInteger, nullable=False, default=0),
-    Column("cached_tokens", BigInteger, nullable=False, default=0),
+    Column("cached_tokens", BigInteger, nullable=False, default=0),  # read from the prompt cache
     Column("output_tokens", BigInteger, nullable=False, default=0),
     Column("requests", BigInteger, nullable=False, default=0),
+    # written to the prompt cache (Anthropic bills them above the input price)
+    Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
 )
-USAGE_KINDS = ("input_tokens", "cached_tokens", "output_tokens", "requests")
+USAGE_KINDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "requests")
 
 messages_table = Table(
     "devagent_messages",
@@ -135,6 +137,7 @@ _ADDED_COLUMNS = {
         ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
         ("identity", "VARCHAR(200)"),
     ),
+    "devagent_usage": (("cache_write_tokens", "BIGINT NOT NULL DEFAULT 0"),),
 }
 
 

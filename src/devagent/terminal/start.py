@@ -12,6 +12,10 @@ from typing import Any
 
 from devagent.preflight import StartError, report
 
+# The per-caller usage table's columns, in the order `devagent sessions` prints them (the store's
+# USAGE_KINDS; not imported from there, so that this module loads without SQLAlchemy).
+_SPEND_COLUMNS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "requests")
+
 
 def _config(overrides: dict[str, Any]) -> Any:
     from devagent.config import ConfigError, load_config
@@ -182,13 +186,13 @@ def sessions_command(*, workspace: Path | None, limit: int, db: str | None, as_j
     console.print(table)
     if spend:
         per = Table(box=None, header_style="bold", pad_edge=False, title="Usage per caller (UTC days)")
-        for col in ("day", "caller", "input", "cached", "output", "requests"):
+        for col in ("day", "caller", "input", "cached", "cache writes", "output", "requests"):
             per.add_column(col)
         for s in spend:
             per.add_row(
                 s["day"],
                 Text(s["identity"] or "-"),
-                *(f"{int(s[k]):,}" for k in ("input_tokens", "cached_tokens", "output_tokens", "requests")),
+                *(f"{int(s.get(k, 0)):,}" for k in _SPEND_COLUMNS),
             )
         console.print()
         console.print(per)
