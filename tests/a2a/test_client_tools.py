@@ -665,9 +665,10 @@ async def test_c1_c7_js_sdk_design_workflow(
     """C1-C6 with @a2a-js/sdk's A2AClient: the design's send / execute locally / send results loop,
     once as the design writes it (message as params, no ids, `Tool results:` text) and once with
     a `tool_results` DataPart; the design's own `read_file` tool is refused as a collision."""
-    from tests.a2a.test_js_client import JS, _ensure_installed
+    from tests.a2a.test_js_client import JS
+    from tests.npm import ensure_installed
 
-    _ensure_installed()
+    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
     async with running_server(script(JS_STEPS), sqlite_url, workspace) as srv:
         proc = await asyncio.create_subprocess_exec(
             "node",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.a2a.helpers import TOKEN, running_server
+from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
 
@@ -28,22 +27,9 @@ WRITE = [
 ]
 
 
-def _ensure_installed() -> None:
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
-    if not (JS / "node_modules" / "@a2a-js" / "sdk").is_dir():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed")
-        r = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, text=True, timeout=300
-        )
-        if r.returncode != 0:
-            pytest.skip(f"cannot install @a2a-js/sdk: {r.stderr[-300:]}")
-
-
 async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
     """A2 B4-B10: the a2a-js client streams the appendix flow (v0.3) and confirms the write."""
-    _ensure_installed()
+    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
         proc = await asyncio.create_subprocess_exec(
             "node",
@@ -92,7 +78,7 @@ async def test_issue21_generic_js_client_approves_on_the_context_and_sees_the_an
     """issue 21 items 1 and 2 with a real generic client (@a2a-js/sdk, no extension, contextId
     only): "yes" on the context continues the waiting task, the file is written once, and what a
     chat UI shows (status texts and artifact chunks) holds the answer exactly once."""
-    _ensure_installed()
+    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
     async with running_server(script(PLAIN_WRITE), sqlite_url, workspace) as srv:
         proc = await asyncio.create_subprocess_exec(
             "node",

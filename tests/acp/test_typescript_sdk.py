@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -16,21 +15,11 @@ from typing import Any
 import pytest
 
 from tests.acp.conftest import acp_argv
+from tests.npm import ensure_installed
 
 pytestmark = pytest.mark.npm
 
 JS = Path(__file__).parent / "js"
-
-
-def _ensure_modules() -> None:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip(
-            "node/npm are not installed: the @agentclientprotocol/sdk interoperability test needs them"
-        )
-    if not (JS / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS, check=True, timeout=300
-        )
 
 
 def _drive(scenario: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +38,7 @@ def _drive(scenario: str, config: dict[str, Any]) -> dict[str, Any]:
 def test_issue15_typescript_client_permission_refusal_cancel_and_reload(
     acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path]
 ) -> None:
-    _ensure_modules()
+    ensure_installed(JS, JS / "node_modules" / "@agentclientprotocol" / "sdk", "@agentclientprotocol/sdk")
     slow = "echo started; while [ ! -f release ]; do sleep 0.05; done; echo released"
     path = script(
         [

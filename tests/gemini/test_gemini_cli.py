@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,24 +18,12 @@ import pytest
 from tests.a2a.helpers import TOKEN, running_server
 from tests.fakes.gemini_delegate import DelegatingModel
 from tests.fakes.gemini_server import FakeGemini
+from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
 GEMINI = JS / "node_modules" / ".bin" / "gemini"
 
 pytestmark = pytest.mark.npm
-
-
-def _ensure_installed() -> None:
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
-    if not GEMINI.exists():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed")
-        r = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, text=True, timeout=600
-        )
-        if r.returncode != 0 or not GEMINI.exists():
-            pytest.skip(f"cannot install @google/gemini-cli: {r.stderr[-300:]}")
 
 
 def _gemini_home(home: Path, card_url: str) -> None:
@@ -86,7 +72,7 @@ async def test_gemini_cli_delegates_a_write_answered_yes(
     """Issue 11 item 5: Gemini CLI delegates to devagent; devagent asks permission in words (the
     plain dialect); Gemini's model answers "yes" in words on the same task; the file is written
     and the reply reaches Gemini CLI's model."""
-    _ensure_installed()
+    ensure_installed(JS, GEMINI, "@google/gemini-cli")
     model = DelegatingModel("devagent", "Write hello to greeting.txt")
     home, cwd = tmp_path / "home", tmp_path / "project"
     cwd.mkdir()

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.gemini_server import FakeGemini
-from tests.gemini.test_gemini_cli import GEMINI, _ensure_installed
+from tests.gemini.test_gemini_cli import GEMINI, JS
+from tests.npm import ensure_installed
 
 pytestmark = pytest.mark.npm
 
@@ -49,7 +50,7 @@ class CallsDevagent:
 async def test_issue22_gemini_cli_as_an_mcp_host_hands_devagent_a_task(
     script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
-    _ensure_installed()
+    ensure_installed(JS, GEMINI, "@google/gemini-cli")
     steps = [
         {
             "items": [

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.a2a.procs import TOKEN, serving
+from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
 INSPECTOR = JS / "node_modules" / ".bin" / "mcp-inspector"
@@ -35,19 +35,6 @@ RUN_WITHIN = 180  # seconds for one Inspector run: a safety net on 2 shared core
 pytestmark = pytest.mark.npm
 
 Script = Callable[[list[Any]], str]
-
-
-def _ensure_installed() -> None:
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
-    if not INSPECTOR.exists():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed")
-        r = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, text=True, timeout=600
-        )
-        if r.returncode != 0 or not INSPECTOR.exists():
-            pytest.skip(f"cannot install @modelcontextprotocol/inspector: {r.stderr[-300:]}")
 
 
 class Inspector:
@@ -105,7 +92,7 @@ def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_
 ) -> None:
     """Both of MCP's eras, as the Inspector negotiates them (`--protocol-era`): `legacy`
     (initialize, 2025-11-25) and `modern` (2026-07-28)."""
-    _ensure_installed()
+    ensure_installed(JS, INSPECTOR, "@modelcontextprotocol/inspector")
     model = script([[write("hello.txt", "hi\n")], [{"text": "I wrote hello.txt."}]])
     inspector = Inspector(tmp_path / "home")
     server = devagent_mcp(workspace, model, sqlite_url)
@@ -150,7 +137,7 @@ def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_
 def test_issue22_inspector_cli_over_streamable_http_with_a_bearer_token(
     script: Script, sqlite_url: str, tmp_path: Path
 ) -> None:
-    _ensure_installed()
+    ensure_installed(JS, INSPECTOR, "@modelcontextprotocol/inspector")
     steps = [
         [write("h.txt", "over http\n")],
         [{"text": "done over http"}],

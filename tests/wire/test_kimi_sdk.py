@@ -4,7 +4,6 @@ devagent as its executable, through a prompt with an external tool call and an a
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import uuid
@@ -12,23 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.npm import ensure_installed
+
 JS = Path(__file__).parent / "js"
 
 pytestmark = pytest.mark.npm
 
 
-def _ensure_modules() -> None:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node/npm are not installed: the kimi-agent-sdk interoperability test needs them")
-    if not (JS / "node_modules" / "@moonshot-ai" / "kimi-agent-sdk").is_dir():
-        # scripts/test installs them; install here too so the test also runs on its own
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS, check=True, timeout=300
-        )
-
-
 def test_kimi_agent_sdk_drives_devagent(tmp_path: Path, wire_env: dict[str, str], work_dir: Path) -> None:
-    _ensure_modules()
+    ensure_installed(JS, JS / "node_modules" / "@moonshot-ai" / "kimi-agent-sdk", "kimi-agent-sdk")
     script = tmp_path / "script.json"
     script.write_text(
         json.dumps(
