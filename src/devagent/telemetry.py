@@ -17,11 +17,12 @@ The core calls three wrappers, each around a coroutine it already runs:
 A turn is the span `invoke_agent devagent`; each model request a child `chat <model>`, each tool
 call run here a child `execute_tool <name>` (attribute names from OpenTelemetry's GenAI semantic
 conventions). The turn's parent is whatever context is current where the turn starts: a door
-that knows its caller's trace (the A2A server, from a `traceparent` header: `TraceContext`)
-makes it current first. A turn that pauses for a permission ends its span there; the turn that
-applies the answer (perhaps in another process, much later) is a span of its own, parented by
-the answering request, with a link to the span of the part before the pause (its W3C
-traceparent is stored with the session's state).
+that knows its caller's trace makes it current first: the A2A server from a `traceparent` header
+(`TraceContext`, gRPC metadata: `adopt`), ACP from the prompt request's `_meta` (`caller`); on
+MCP the SDK itself makes a `tools/call`'s `_meta` trace context current. A turn that pauses for
+a permission ends its span there; the turn that applies the answer (perhaps in another process,
+much later) is a span of its own, parented by the answering request, with a link to the span of
+the part before the pause (its W3C traceparent is stored with the session's state).
 
 Prompts, answers, tool arguments and results are left out of spans unless `trace_content`
 (`DEVAGENT_TRACE_CONTENT`) is on.
@@ -29,11 +30,12 @@ Prompts, answers, tool arguments and results are left out of spans unless `trace
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -201,6 +203,29 @@ class TraceContext:
             await self.app(scope, receive, send)
         finally:
             context.detach(token)
+
+
+# The keys of a JSON-RPC request's `_meta` that carry W3C trace context (MCP's SEP-414; ACP keeps
+# the same root keys for it).
+META_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+@contextlib.contextmanager
+def caller(meta: Mapping[str, Any] | None) -> Iterator[None]:
+    """While it lasts, the trace context a request's `_meta` carries is current, so a turn started
+    inside is in the caller's trace, a child of the caller's span. A no-op when tracing is off or
+    `meta` carries none; a malformed `traceparent` is ignored (the turn starts a trace of its own)."""
+    fields = {k: v for k, v in (meta or {}).items() if k in META_KEYS and isinstance(v, str)}
+    if _tracer is None or "traceparent" not in fields:
+        yield
+        return
+    from opentelemetry import context, propagate
+
+    token = context.attach(propagate.extract(fields))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 def adopt(headers: Mapping[str, str]) -> None:

@@ -32,7 +32,7 @@ from acp.schema import (
 )
 from acp.schema import Usage as AcpUsage
 
-from devagent import __version__
+from devagent import __version__, telemetry
 from devagent.acp import translate as t
 from devagent.acp.server import AcpOptions
 from devagent.agent.events import (
@@ -282,7 +282,10 @@ class DevagentAgent:
         async with o.lock:
             o.cancelled.clear()
             try:
-                end = await self._drive(o, UserPrompt(text), None)
+                # `_meta` keys come as keyword arguments: an editor inside a trace sends its
+                # `traceparent` there, and the turn joins that trace
+                with telemetry.caller(kw):
+                    end = await self._drive(o, UserPrompt(text), None)
             except InputError as e:
                 raise _invalid(str(e)) from e
             except ConnectionError as e:

@@ -1,0 +1,66 @@
+"""Traces through ACP (issue 24 item 4): an editor that prompts inside a trace sends the W3C trace
+context in the request's `_meta` (`traceparent`, the same root keys as MCP's SEP-414); the turn,
+with its model and tool spans, is in that trace, a child of the editor's span. The ACP Python SDK
+as the editor, a real `devagent acp` process, an OTLP/HTTP receiver in the test whose spans are
+read after the process has ended (it sends what it holds when it stops: nothing waits on a
+timer)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from acp import text_block
+
+from tests.acp.conftest import acp_argv
+from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
+from tests.fakes.otlp_receiver import OtlpReceiver
+
+
+async def test_issue24_an_editors_trace_continues_into_devagent_acp(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    (work_dir / "README.md").write_text("hello\n")
+    steps = [
+        [{"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r1"}}],
+        [{"text": "It says hello (answer-marker-3c9d)."}],
+        [{"text": "Still hello."}],
+    ]
+    trace_id, editor_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    client = EditorClient()
+    with OtlpReceiver() as receiver:
+        env = {k: v for k, v in acp_env.items() if not k.startswith("OTEL_")}
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        argv = acp_argv(script(steps), "--approval", "yolo")
+        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, proc):
+            await start(conn)
+            new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
+            done = await asyncio.wait_for(
+                conn.prompt(
+                    session_id=new.session_id,
+                    prompt=[text_block("what does the readme say? (prompt-marker-6a2e)")],
+                    traceparent=f"00-{trace_id}-{editor_span}-01",
+                ),
+                TIMEOUT,
+            )
+            assert done.stop_reason == "end_turn"
+            # a second prompt without a trace context: a trace of its own
+            await asyncio.wait_for(
+                conn.prompt(session_id=new.session_id, prompt=[text_block("and again")]), TIMEOUT
+            )
+        await asyncio.wait_for(proc.wait(), TIMEOUT)
+        spans = receiver.spans
+
+    turns = [s for s in spans if s.name == "invoke_agent devagent"]
+    assert len(turns) == 2, [s.name for s in spans]
+    first, second = turns if turns[0].trace_id == trace_id else turns[::-1]
+    assert first.trace_id == trace_id and first.parent_id == editor_span, first
+    assert second.trace_id != trace_id, second  # under the ACP SDK's span of its request, if any
+    tool = next(s for s in spans if s.name == "execute_tool read_file")
+    assert tool.trace_id == trace_id and tool.parent_id == first.span_id
+    chats = [s for s in spans if s.name.startswith("chat ") and s.trace_id == trace_id]
+    assert len(chats) == 2 and all(s.parent_id == first.span_id for s in chats)
+    assert not any("prompt-marker-6a2e" in s.text() or "answer-marker-3c9d" in s.text() for s in spans)
