@@ -4,17 +4,12 @@ waits for `initialize`; see server.py)."""
 from __future__ import annotations
 
 import argparse
-import os
-from typing import NoReturn
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+from devagent import stdio_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = stdio_cli.Parser(
         prog="devagent acp",
         description="Serve the Agent Client Protocol (ACP, protocol version 1) on stdin/stdout, for editors "
         "such as Zed, JetBrains IDEs, Neovim and Emacs.",
@@ -24,7 +19,6 @@ def build_parser() -> argparse.ArgumentParser:
         "-w",
         help="workspace root of every session (default: the cwd the editor sends with session/new)",
     )
-    p.add_argument("--model", "-m", help="provider:model, scripted:FILE or demo (default: DEVAGENT_MODEL)")
     p.add_argument(
         "--approval",
         choices=("ask", "auto-edit", "yolo", "plan"),
@@ -36,23 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue this stored session: the editor's first session/new opens it (a pending permission "
         "request is asked again)",
     )
-    p.add_argument("--base-url", help="base URL of an OpenAI-compatible server (default: DEVAGENT_BASE_URL)")
-    p.add_argument("--api-key", help="API key for the model provider (default: the provider's variable)")
-    p.add_argument("--db", help="database URL (default: DEVAGENT_DB, else SQLite under ~/.devagent)")
-    p.add_argument("--log-file", help="write logs to this file instead of stderr")
-    p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more")
+    stdio_cli.add_model(p)
+    stdio_cli.add_db(p)
+    stdio_cli.add_logging(p)
     return p
 
 
 def acp_from_argv(argv: list[str]) -> int:
-    args_in = list(argv)
-    if args_in[:1] == ["acp"]:
-        args_in = args_in[1:]
-    args = build_parser().parse_args(args_in)
-    if args.base_url:
-        os.environ["DEVAGENT_BASE_URL"] = args.base_url
-    if args.api_key:
-        os.environ["DEVAGENT_API_KEY"] = args.api_key
+    args = stdio_cli.parse(build_parser(), argv, "acp")
     from devagent.acp.server import run_acp
 
     return run_acp(

@@ -4,17 +4,12 @@ waits for `initialize`)."""
 from __future__ import annotations
 
 import argparse
-import os
-from typing import NoReturn
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+from devagent import stdio_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = stdio_cli.Parser(
         prog="devagent mcp",
         description="Serve devagent as an MCP server on stdin/stdout: an MCP host hands it coding tasks.",
     )
@@ -23,34 +18,20 @@ def build_parser() -> argparse.ArgumentParser:
         "-w",
         help="the workspace root: tasks run in it or in a folder under it (default: the current directory)",
     )
-    p.add_argument("--model", "-m", help="provider:model, scripted:FILE or demo (default: DEVAGENT_MODEL)")
     p.add_argument(
         "--approval",
         choices=("ask", "auto-edit", "yolo", "plan"),
         help="approval mode of new sessions, and the most permissive a host may ask for (default: ask)",
     )
-    p.add_argument("--db", help="database URL (default: DEVAGENT_DB, else SQLite under ~/.devagent)")
-    p.add_argument(
-        "--sandbox",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run shell commands in the bubblewrap sandbox (default: the sandbox setting, else off)",
-    )
-    p.add_argument("--base-url", help="base URL of an OpenAI-compatible server (default: DEVAGENT_BASE_URL)")
-    p.add_argument("--api-key", help="API key for the model provider (default: the provider's variable)")
-    p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more (on stderr)")
+    stdio_cli.add_model(p)
+    stdio_cli.add_db(p)
+    stdio_cli.add_sandbox(p)
+    stdio_cli.add_logging(p, log_file=False)  # logs go to stderr, which hosts keep
     return p
 
 
 def mcp_from_argv(argv: list[str]) -> int:
-    args_in = list(argv)
-    if args_in[:1] == ["mcp"]:
-        args_in = args_in[1:]
-    args = build_parser().parse_args(args_in)
-    if args.base_url:
-        os.environ["DEVAGENT_BASE_URL"] = args.base_url
-    if args.api_key:
-        os.environ["DEVAGENT_API_KEY"] = args.api_key
+    args = stdio_cli.parse(build_parser(), argv, "mcp")
     from devagent.mcp.fast import run_mcp
 
     return run_mcp(

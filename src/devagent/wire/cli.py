@@ -17,9 +17,8 @@ import json
 import os
 import platform
 import sys
-from typing import NoReturn
 
-from devagent import __version__
+from devagent import __version__, stdio_cli
 from devagent.wire.messages import WIRE_PROTOCOL_VERSION
 
 
@@ -30,14 +29,8 @@ def _positive_float(text: str) -> float:
     return value
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """A bad flag is one line (and exit code 2), not the usage block."""
-        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = stdio_cli.Parser(
         prog="devagent wire",
         description="Serve wire mode: JSON-RPC 2.0 over stdin/stdout, one JSON object per line "
         f"(kimi-cli wire protocol {WIRE_PROTOCOL_VERSION} with KLIP-12 initialize and external tools).",
@@ -52,7 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
         dest="session",
         help="session id: resumed if stored (pending requests are sent again), created if not",
     )
-    p.add_argument("--model", "-m", help="provider:model, scripted:FILE or demo (default: DEVAGENT_MODEL)")
     p.add_argument(
         "--yolo",
         "--yes",
@@ -62,8 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run every tool call without asking (approval mode yolo)",
     )
-    p.add_argument("--base-url", help="base URL of an OpenAI-compatible server (default: DEVAGENT_BASE_URL)")
-    p.add_argument("--api-key", help="API key for the model provider (default: the provider's variable)")
+    stdio_cli.add_model(p)
     p.add_argument(
         "--thinking",
         dest="thinking",
@@ -74,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-thinking", dest="thinking", action="store_false", help="accepted for compatibility; no effect"
     )
-    p.add_argument("--db", help="database URL (default: DEVAGENT_DB, else SQLite under ~/.devagent)")
+    stdio_cli.add_db(p)
     p.add_argument(
         "--approval-timeout",
         type=_positive_float,
@@ -88,14 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail an external tool call the client has not answered in time (default: wait)",
     )
     p.add_argument("--max-steps-per-turn", dest="max_steps", type=int, help="model steps per turn")
-    p.add_argument(
-        "--sandbox",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run shell commands in the bubblewrap sandbox (default: the sandbox setting, else off)",
-    )
-    p.add_argument("--log-file", help="write logs to this file instead of stderr")
-    p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more")
+    stdio_cli.add_sandbox(p)
+    stdio_cli.add_logging(p)
     # Flags of kimi-cli's launchers that have no meaning here.
     p.add_argument("--agent-file", help="accepted for compatibility with kimi-cli's launchers; ignored")
     p.add_argument("--skills-dir", action="append", help="accepted for compatibility; ignored")
@@ -104,16 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def wire_from_argv(argv: list[str]) -> int:
     """Run wire mode from a command line (`devagent wire …` or `devagent --wire …`)."""
-    args_in = list(argv)
-    if args_in[:1] == ["wire"]:
-        args_in = args_in[1:]
-    args = build_parser().parse_args(args_in)
+    args = stdio_cli.parse(build_parser(), argv, "wire")
     from devagent.wire.server import run_wire
-
-    if args.base_url:
-        os.environ["DEVAGENT_BASE_URL"] = args.base_url
-    if args.api_key:
-        os.environ["DEVAGENT_API_KEY"] = args.api_key
 
     if (code := _setup_sandbox(args.sandbox)) is not None:
         return code

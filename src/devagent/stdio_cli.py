@@ -1,0 +1,52 @@
+"""The command-line flags the stdio doors (`devagent wire`, `acp`, `mcp`) share, with argparse so
+that their start-up stays fast (the client waits for `initialize`; Typer and Rich are not loaded).
+Each door's own module adds the flags only it has."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import NoReturn
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad flag is one line (and exit code 2), not the usage block."""
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
+def add_model(p: argparse.ArgumentParser) -> None:
+    """--model, and --base-url / --api-key for its provider (`apply_provider_flags`)."""
+    p.add_argument("--model", "-m", help="provider:model, scripted:FILE or demo (default: DEVAGENT_MODEL)")
+    p.add_argument("--base-url", help="base URL of an OpenAI-compatible server (default: DEVAGENT_BASE_URL)")
+    p.add_argument("--api-key", help="API key for the model provider (default: the provider's variable)")
+
+
+def add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="database URL (default: DEVAGENT_DB, else SQLite under ~/.devagent)")
+
+
+def add_sandbox(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sandbox",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run shell commands in the bubblewrap sandbox (default: the sandbox setting, else off)",
+    )
+
+
+def add_logging(p: argparse.ArgumentParser, *, log_file: bool = True) -> None:
+    if log_file:
+        p.add_argument("--log-file", help="write logs to this file instead of stderr")
+    p.add_argument("--verbose", "--debug", dest="verbose", action="store_true", help="log more")
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str], door: str) -> argparse.Namespace:
+    """The door's flags (`argv` may start with the door's own name), with --base-url and --api-key
+    put where the model's provider reads them."""
+    args = p.parse_args(argv[1:] if argv[:1] == [door] else argv)
+    if args.base_url:
+        os.environ["DEVAGENT_BASE_URL"] = args.base_url
+    if args.api_key:
+        os.environ["DEVAGENT_API_KEY"] = args.api_key
+    return args
