@@ -35,6 +35,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (ins
 ALICE, BOB = "tok", "tok-bob"  # `tok` is the token tests.a2a.procs checks readiness with
 WAIT = 60_000  # ms a page may take to show what the server did (2 shared cores); never a pass condition
 HOSTILE = '<script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2">'
+CODE = 'def b():\n    return "bee" + 42  # refused later\n'
 BLOCKING = "echo started; while [ ! -e never-created ]; do sleep 0.2; done"
 
 
@@ -55,7 +56,7 @@ SCRIPT = {
             ]
         },
         # a follow-up from the console: a write refused with a reason
-        {"items": [_write("b.txt", "b\n", "w2")]},
+        {"items": [_write("b.py", CODE, "w2")]},
         {"items": [{"text": "The tool said: {last_tool_results}"}]},
         # edit first
         {"items": [_write("e.txt", "original\n", "w3")]},
@@ -189,17 +190,25 @@ def test_issue23_a_conversation_watched_approved_and_steered_from_the_browser(
     assert get_task(s.url, task["id"])["status"]["state"] == "completed"
 
     # A follow-up from the page; its write is refused with a reason, which reaches the model.
-    page.get_by_label("Message, or a /command").fill("now write b.txt")
+    page.get_by_label("Message, or a /command").fill("now write b.py")
     page.get_by_role("button", name="Send").click()
-    permission = page.locator(".permission", has_text="Write b.txt")
+    permission = page.locator(".permission", has_text="Write b.py")
     expect(permission).to_be_visible(timeout=WAIT)
+    # code in a diff has syntax colour (as text: spans of the file's own characters)
+    code = permission.locator(".diff-unified .add")
+    expect(code.locator(".tok-kw").first).to_have_text("def")
+    expect(code.locator(".tok-str")).to_have_text('"bee"')
+    expect(code.locator(".tok-num")).to_have_text("42")
+    expect(code.locator(".tok-com")).to_have_text("# refused later")
+    expect(permission.locator(".diff-unified")).to_contain_text('return "bee" + 42  # refused later')
+    shot(page, "syntax")
     permission.get_by_text("Refuse with a reason").click()
     permission.get_by_label("What should devagent do instead?").fill("use notes.md instead")
     permission.get_by_role("button", name="Refuse", exact=True).click()
     expect(page.locator(".msg.agent", has_text="The tool said:")).to_contain_text(
         "use notes.md instead", timeout=WAIT
     )
-    assert not (workspace / "b.txt").exists()
+    assert not (workspace / "b.py").exists()
 
     # Edit first: the person's content is what is written.
     page.get_by_label("Message, or a /command").fill("write e.txt")

@@ -434,15 +434,55 @@ function toolNode(call) {
   );
 }
 
-// A unified diff, coloured by line; a button shows it side by side.
+// Syntax colour for the code in a diff: comments, strings, numbers and keywords, told apart by a
+// small lexer for the languages whose comments start with # or //, chosen by the file's extension
+// (other files stay plain). Every token is a text node in a span: code is never markup.
+const HASH_COMMENTS = new Set(["py", "pyi", "sh", "bash", "zsh", "rb", "pl", "r", "yaml", "yml", "toml", "cfg", "ini", "mk"]);
+const SLASH_COMMENTS = new Set(["js", "mjs", "cjs", "ts", "tsx", "jsx", "go", "rs", "c", "h", "cc", "cpp", "hpp", "java", "kt", "swift", "cs", "php", "scala", "dart"]);
+const KEYWORDS = new Set(
+  ("and as assert async await break case catch class const continue def default defer del do elif else enum except " +
+    "export extends false False finally fn for from func function if impl import in interface is lambda let match mod " +
+    "mut new nil none None not null or package pass pub raise return self static struct super switch this throw " +
+    "true True try type use var void while with yield").split(" "),
+);
+const TOKENS = {
+  "#": /(#.*$)|("(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?)|\b(\d[\w.]*)|\b([A-Za-z_]\w*)\b/g,
+  "//": /(\/\/.*$)|("(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?|`(?:[^`\\]|\\.)*`?)|\b(\d[\w.]*)|\b([A-Za-z_]\w*)\b/g,
+};
+
+function commentStyle(diff) {
+  const file = /^\+\+\+ (?:b\/)?(\S+)/m.exec(diff)?.[1] || "";
+  const ext = file.includes(".") ? file.split(".").pop().toLowerCase() : "";
+  return HASH_COMMENTS.has(ext) ? "#" : SLASH_COMMENTS.has(ext) ? "//" : null;
+}
+
+function codeNodes(code, style) {
+  if (!style) return [code];
+  const out = [];
+  let last = 0;
+  for (const m of code.matchAll(TOKENS[style])) {
+    const [tok, comment, string, number, word] = m;
+    const cls = comment ? "tok-com" : string ? "tok-str" : number ? "tok-num" : KEYWORDS.has(word) ? "tok-kw" : null;
+    if (!cls) continue;
+    if (m.index > last) out.push(code.slice(last, m.index));
+    out.push(el("span", { class: cls, text: tok }));
+    last = m.index + tok.length;
+  }
+  if (last < code.length) out.push(code.slice(last));
+  return out;
+}
+
+// A unified diff, coloured by line and by syntax; a button shows it side by side.
 function diffNode(text) {
   const wrap = el("div", { class: "diff" });
   const unified = el("pre", { class: "diff-unified" });
+  const style = commentStyle(text);
   for (const line of text.replace(/\n$/, "").split("\n")) {
     const cls = line.startsWith("+++") || line.startsWith("---") ? "file" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
-    unified.append(el("span", { class: cls, text: line + "\n" }));
+    if (cls === "file" || cls === "hunk") unified.append(el("span", { class: cls, text: line + "\n" }));
+    else unified.append(el("span", { class: cls }, line.slice(0, 1), ...codeNodes(line.slice(1), style), "\n"));
   }
-  const split = sideBySide(text);
+  const split = sideBySide(text, style);
   split.hidden = true;
   const toggle = el("button", {
     type: "button",
@@ -458,7 +498,7 @@ function diffNode(text) {
   return wrap;
 }
 
-function sideBySide(text) {
+function sideBySide(text, style) {
   const table = el("table", { class: "diff-split" });
   const rows = [];
   let dels = [];
@@ -490,8 +530,8 @@ function sideBySide(text) {
       el(
         "tr",
         {},
-        el("td", { class: same ? "ctx" : a === undefined ? "none" : "del", text: a ?? "" }),
-        el("td", { class: same ? "ctx" : b === undefined ? "none" : "add", text: b ?? "" }),
+        el("td", { class: same ? "ctx" : a === undefined ? "none" : "del" }, ...codeNodes(a ?? "", style)),
+        el("td", { class: same ? "ctx" : b === undefined ? "none" : "add" }, ...codeNodes(b ?? "", style)),
       ),
     );
   }
