@@ -69,13 +69,16 @@ async def send(
     return results(await stream(c, url, rpc("message/stream", {"message": m}), PLAIN))
 
 
+ANSWER = "I wrote demo.txt.\nIt says hello."
+
+
 async def test_plain_write_answered_yes(script: Script, sqlite_url: str, workspace: Path) -> None:
     """Issue 11 item 1: the request in words, answered "Yes, go ahead" on the same task: the file is
     written; thoughts and ToolCalls never reach the client; the reply is an artifact and the final
     status text (item 2)."""
     steps = [
         {"items": [{"thinking": "**Plan** write it"}, write("demo.txt", "hello\n", "w1")]},
-        {"items": [{"text": "I wrote demo.txt."}]},
+        {"items": [{"text": ANSWER}]},
     ]
     async with (
         running_server(script(steps), sqlite_url, workspace) as srv,
@@ -93,18 +96,23 @@ async def test_plain_write_answered_yes(script: Script, sqlite_url: str, workspa
         assert (workspace.parent / "demo.txt").read_text() == "hello\n"
         assert any("Editing demo.txt" in status_text(e) for e in done)
         # issue 21 item 2: the answer as chunks of one artifact, first new, then appended, the last
-        # one marked; no status message repeats any of it
+        # one marked; no status message repeats any of it. A chunk is whole lines (the model
+        # streamed it in word-bounded pieces): a client that draws each chunk shows lines.
         arts = [e for e in done if e.get("kind") == "artifact-update"]
-        assert len(arts) > 1 and len({e["artifact"]["artifactId"] for e in arts}) == 1
-        assert [e.get("append", False) for e in arts] == [False] + [True] * (len(arts) - 1)
-        assert [e.get("lastChunk", False) for e in arts] == [False] * (len(arts) - 1) + [True]
-        assert answer_of(done) == "I wrote demo.txt."
+        assert len({e["artifact"]["artifactId"] for e in arts}) == 1
+        assert [p["text"] for e in arts for p in e["artifact"]["parts"]] == [
+            "I wrote demo.txt.\n",
+            "It says hello.",
+        ]
+        assert [e.get("append", False) for e in arts] == [False, True]
+        assert [e.get("lastChunk", False) for e in arts] == [False, True]
+        assert answer_of(done) == ANSWER
         assert not any("wrote" in status_text(e) for e in done)
         no_extension_content(done)
 
         got = (await call(c, srv.url, rpc("tasks/get", {"id": task["id"]}), PLAIN))["result"]
         assert got["status"]["state"] == "completed"
-        assert [p["text"] for a in got["artifacts"] for p in a["parts"]] == ["I wrote demo.txt."]
+        assert [p["text"] for a in got["artifacts"] for p in a["parts"]] == [ANSWER]
         assert EXTENSION_URI not in json.dumps(got)
         assert json.dumps(got).count("I wrote demo.txt.") == 1  # once, joined, in the artifact
 
@@ -277,3 +285,40 @@ async def test_plain_client_policy(script: Script, sqlite_url: str, workspace: P
             assert evs[-1]["status"]["state"] == "completed"
             assert not (workspace.parent / "p.txt").exists()
             assert "result: Error" in answer_of(evs)
+
+
+async def test_plain_reply_chunks_are_lines_or_bounded_runs() -> None:
+    """A plain client's reply chunks end at line ends, or near CHUNK_CHARS in a long line (at a
+    space, or anywhere in a run without one); the text after the last line end waits, so the
+    last chunk has text and `lastChunk`. The chunks add up to the streamed text exactly."""
+    from a2a.server.events import EventQueue
+
+    from devagent.a2a.plain import CHUNK_CHARS, PlainEmitter
+
+    class Sink(EventQueue):
+        def __init__(self) -> None:
+            self.events: list[Any] = []
+
+        async def enqueue_event(self, event: Any) -> None:
+            self.events.append(event)
+
+    pieces = [
+        "First li",
+        "ne\nsecond",
+        " line\n",
+        "third ",
+        *["word " * 20] * 3,
+        "x" * (CHUNK_CHARS + 50),
+        "end.",
+    ]
+    sink = Sink()
+    emitter = PlainEmitter(sink, "t", "c", "m")
+    for piece in pieces:
+        await emitter.text(piece)
+    await emitter.reply("".join(pieces))
+    chunks = [e.artifact.parts[0].text for e in sink.events]
+    assert "".join(chunks) == "".join(pieces)
+    assert chunks[:2] == ["First line\n", "second line\n"]
+    assert all(len(c) <= CHUNK_CHARS + 100 for c in chunks), [len(c) for c in chunks]
+    assert [e.last_chunk for e in sink.events] == [False] * (len(chunks) - 1) + [True]
+    assert chunks[-1].endswith("end.")

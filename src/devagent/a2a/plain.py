@@ -146,6 +146,9 @@ def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
     return md
 
 
+CHUNK_CHARS = 200  # a plain client's reply chunk without a line end, at most about this long
+
+
 class PlainEmitter(Emitter):
     """The events of one execution for a client without the extension, through the one
     `Emitter` interface: no extension content, permission requests in words.
@@ -154,8 +157,12 @@ class PlainEmitter(Emitter):
     (the first with `append: false`, then `append: true`, the last with `lastChunk: true`),
     never as status messages, and the final status message does not repeat it; status updates
     carry state changes, the questions and a line per edit or command. So a client that shows
-    everything it receives shows the answer once. One chunk is held back so that the last one
-    sent carries `lastChunk` and text."""
+    everything it receives shows the answer once.
+
+    A chunk is whole lines of the answer (or, in a long line, about `CHUNK_CHARS` characters up
+    to a space), not each piece the model streams: clients that draw every chunk as a bubble of
+    its own (the A2A Inspector does) then show lines, not words. The text after the last line end
+    is held back, so that the last chunk sent carries `lastChunk` and text."""
 
     __slots__ = ("_artifact_id", "_held", "_said")
 
@@ -166,9 +173,14 @@ class PlainEmitter(Emitter):
         self._held = ""  # the latest chunk, not sent yet
 
     async def text(self, text: str) -> None:
-        if self._held:
-            await self._chunk(self._held, last=False)
-        self._held = text
+        self._held += text
+        held = self._held
+        cut = held.rfind("\n", 0, len(held) - 1) + 1  # after the last line end with text after it
+        if not cut and len(held) > CHUNK_CHARS:
+            cut = held.rfind(" ", 0, len(held) - 1) + 1 or CHUNK_CHARS
+        if cut:
+            self._held = held[cut:]
+            await self._chunk(held[:cut], last=False)
 
     async def _chunk(self, text: str, *, last: bool) -> None:
         first = self._artifact_id is None
