@@ -437,6 +437,31 @@ async def _traced_tool_call(session: Session, call: PendingCall, work: Coroutine
                 span.set_attribute("gen_ai.tool.call.result", _cap(result.text))
 
 
+def not_run(call: PendingCall, outcome: str) -> None:
+    """A call that ends without running here: `refused` (unknown tool, invalid arguments, denied
+    by policy, failed to prepare), `declined` (by the user), `cancelled` (while it waited: the
+    turn was cancelled or the conversation moved on) or `client` (run by the client, whose result
+    came back). An event `devagent.tool_call` on the current span (the turn's): the call
+    has no `execute_tool` span, since nothing executed here. A no-op when tracing is off."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    attributes: dict[str, Any] = {
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "devagent.tool.kind": call.kind,
+        "devagent.tool.outcome": outcome,
+        "devagent.tool.status": call.status.lower(),
+    }
+    result = call.result
+    if result is not None and result.is_error:
+        attributes["error.type"] = result.error_type or "tool_error"
+        if _content:
+            attributes["devagent.tool.message"] = _cap(result.text)
+    trace.get_current_span().add_event("devagent.tool_call", attributes)
+
+
 # --- helpers ------------------------------------------------------------------------------------
 
 

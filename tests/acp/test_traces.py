@@ -64,3 +64,58 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
     chats = [s for s in spans if s.name.startswith("chat ") and s.trace_id == trace_id]
     assert len(chats) == 2 and all(s.parent_id == first.span_id for s in chats)
     assert not any("prompt-marker-6a2e" in s.text() or "answer-marker-3c9d" in s.text() for s in spans)
+
+
+async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    """A call refused before it runs (an unknown tool) and one the user declines have no
+    `execute_tool` span (nothing executed); each is a `devagent.tool_call` event of its turn's span
+    with its outcome, status and error type; a call that ran is a span, not an event."""
+    (work_dir / "README.md").write_text("hello\n")
+    steps = [
+        [{"tool_call": {"name": "no_such_tool", "args": {}, "id": "u1"}}],
+        [{"tool_call": {"name": "write_file", "args": {"path": "x.txt", "content": "x\n"}, "id": "w1"}}],
+        [{"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r1"}}],
+        [{"text": "Done."}],
+    ]
+    client = EditorClient(answers=["cancel"])
+    with OtlpReceiver() as receiver:
+        env = {k: v for k, v in acp_env.items() if not k.startswith("OTEL_")}
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        argv = acp_argv(script(steps), "--approval", "ask")
+        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, proc):
+            await start(conn)
+            new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
+            done = await asyncio.wait_for(
+                conn.prompt(session_id=new.session_id, prompt=[text_block("go")]), TIMEOUT
+            )
+            assert done.stop_reason == "end_turn"
+        await asyncio.wait_for(proc.wait(), TIMEOUT)
+        spans = receiver.spans
+
+    assert not (work_dir / "x.txt").exists()
+    # the turn pauses for the permission: its span ends there, the answer runs the rest in another
+    turns = [s for s in spans if s.name == "invoke_agent devagent"]
+    tools = [s.name for s in spans if s.name.startswith("execute_tool")]
+    assert tools == ["execute_tool read_file"], tools
+    events = {
+        a["gen_ai.tool.call.id"]: (t.attributes["devagent.turn.input"], a)
+        for t in turns
+        for name, a in t.events
+        if name == "devagent.tool_call"
+    }
+    assert set(events) == {"u1", "w1"}, [t.events for t in turns]
+    assert (events["u1"][0], events["w1"][0]) == ("prompt", "resume")
+    events = {k: a for k, (_, a) in events.items()}
+    assert events["u1"]["gen_ai.tool.name"] == "no_such_tool"
+    assert (events["u1"]["devagent.tool.outcome"], events["u1"]["devagent.tool.status"]) == (
+        "refused",
+        "failed",
+    )
+    assert events["u1"]["error.type"]
+    assert (events["w1"]["devagent.tool.outcome"], events["w1"]["devagent.tool.status"]) == (
+        "declined",
+        "cancelled",
+    )
+    assert events["w1"]["error.type"] == "cancelled"

@@ -803,6 +803,7 @@ class Session:
             pc.status = ToolCallStatus.FAILED.value
             pc.result = CallResult.error(verdict.reason, "denied_by_policy")
             self.state.record_call(name, True)
+            telemetry.not_run(pc, "refused")
         elif verdict.verdict == "ask":
             try:
                 details = await tool.confirmation(args, self._ctx(pc))
@@ -810,6 +811,7 @@ class Session:
                 pc.status = ToolCallStatus.FAILED.value
                 pc.result = CallResult.error(f.message, f.type)
                 self.state.record_call(name, True)
+                telemetry.not_run(pc, "refused")
                 return pc
             pc.needs = "permission"
             pc.confirmation = confirmation_to_json(
@@ -834,6 +836,7 @@ class Session:
                     reason += f"; the user said: {d.feedback.strip()}"
                 p.result = CallResult.error(reason, "cancelled")
                 self.state.record_call(p.name, True)
+                telemetry.not_run(p, "declined")
                 emit(ToolCallUpdate(self._tool_call(p)))
                 continue
             if d.option in ("proceed_always", "proceed_always_server", "proceed_always_tool"):
@@ -843,6 +846,7 @@ class Session:
         for r in inp.results:
             p = pending[r.call_id]
             self._set_client_result(p, r)
+            telemetry.not_run(p, "client")
             emit(ToolCallUpdate(self._tool_call(p)))
         new_content = {p.id: c for p, c in to_run}
         await self._checkpoint([p for p, _ in to_run], new_content)
@@ -965,7 +969,7 @@ class Session:
             else ToolKind.INTERNAL
         )
         self.state.record_call(name, True)
-        return PendingCall(
+        call = PendingCall(
             call_id,
             name,
             args,
@@ -974,6 +978,8 @@ class Session:
             status=ToolCallStatus.FAILED.value,
             result=CallResult.error(message, error_type),
         )
+        telemetry.not_run(call, "refused")
+        return call
 
     def _client_names(self) -> set[str]:
         return {t.name for t in self.state.client_tools}
@@ -986,6 +992,7 @@ class Session:
             if p.result is None:
                 p.status = ToolCallStatus.CANCELLED.value
                 p.result = CallResult.error(reason, kind)
+                telemetry.not_run(p, "cancelled")
 
     def _flush_pending(self) -> None:
         """Turn the finished step's results into the tool-return request the model reads next."""
