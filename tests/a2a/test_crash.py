@@ -1,5 +1,5 @@
 """Kill tests of issue 10: a real `devagent serve` SIGKILLs itself at a named crash point
-(`DEVAGENT_CRASH_AT`, src/devagent/faults.py), a new process is started on the same database, and
+(`DEVAGENT_CRASH_AT`, src/devagent/common/faults.py), a new process is started on the same database, and
 everything is checked from outside: JSON-RPC v0.3 with the extension header, and the workspace."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 through a temporary file in the same directory, fsync and rename, so a crash never leaves a
 truncated file and a hard link to a file outside the workspace is never written through.
 
-The kill tests run a real process that SIGKILLs itself (`devagent.faults`) between writing the
+The kill tests run a real process that SIGKILLs itself (`devagent.common.faults`) between writing the
 temporary file and the rename: the worst moment for a write.
 """
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from devagent.agent.events import Event, Notice
-from devagent.lru import LRU
+from devagent.common.lru import LRU
 from tests.mcp_servers import SERVER
 
 

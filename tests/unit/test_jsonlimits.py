@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from devagent.jsonlimits import nesting_depth, positive_int_from_env, too_deep
+from devagent.common.jsonlimits import nesting_depth, positive_int_from_env, too_deep
 
 
 @pytest.mark.parametrize(

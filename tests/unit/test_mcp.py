@@ -391,7 +391,7 @@ async def test_issue12_item4_client_named_mcp_server_connected_at_the_checked_ad
 ) -> None:
     """The address the policy checked is the one connected to (no second DNS answer: rebinding),
     and the operator's networks (outbound_allow) let a non-global address in."""
-    from devagent import netpolicy
+    from devagent.common import netpolicy
 
     port = http_server.rsplit(":", 1)[1].split("/")[0]
     url = f"http://localhost:{port}/mcp"  # the name the client gives; "DNS" answers below

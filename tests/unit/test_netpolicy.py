@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from devagent.netpolicy import address_allowed, parse_networks, pinned_request, resolve_outbound_url
+from devagent.common.netpolicy import address_allowed, parse_networks, pinned_request, resolve_outbound_url
 from tests.fakes.local_server import LocalServer
 
 

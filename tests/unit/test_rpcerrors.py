@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from devagent.a2a.hygiene import clean_json_body, clean_sse_chunk
-from devagent.rpcerrors import clean_error, client_message, leaks, pydantic_fields
+from devagent.common.rpcerrors import clean_error, client_message, leaks, pydantic_fields
 
 PYDANTIC = (
     "2 validation errors for SendMessageRequest\n"

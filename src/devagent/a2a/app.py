@@ -45,8 +45,8 @@ from devagent.a2a.request import handoff
 from devagent.a2a.settings import REST_PREFIX, A2ASettings
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
+from devagent.common.jsonlimits import depth_message, too_deep
 from devagent.console import console_routes, is_public_path
-from devagent.jsonlimits import depth_message, too_deep
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -38,7 +38,7 @@ ZERO_IS_UNLIMITED = frozenset(("max_streams_per_token",))
 
 def limit_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, int]:
     """The limits given in the environment; ValueError names a bad one."""
-    from devagent.jsonlimits import positive_int_from_env
+    from devagent.common.jsonlimits import positive_int_from_env
 
     out: dict[str, int] = {}
     for name, var in LIMIT_ENV.items():

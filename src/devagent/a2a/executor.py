@@ -46,8 +46,8 @@ from devagent.agent.events import (
     ToolCallUpdate,
     TurnEnd,
 )
-from devagent.faults import crash_point
-from devagent.rpcerrors import internal_error
+from devagent.common.faults import crash_point
+from devagent.common.rpcerrors import internal_error
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext

@@ -1,4 +1,4 @@
-"""Every JSON-RPC error the A2A server sends goes through `devagent.rpcerrors.clean_error`
+"""Every JSON-RPC error the A2A server sends goes through `devagent.common.rpcerrors.clean_error`
 (issue 12 item 3), whichever layer built it: the SDK's dispatcher and its v0.3 adapter put
 `str(exception)` and pydantic's reports into their errors, and devagent's own handlers raise
 the SDK's errors. Checking the answers at the one door they all leave by is what makes the rule
@@ -15,7 +15,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from devagent.rpcerrors import INTERNAL_ERROR, clean_error, data_leaks, internal_error, leaks
+from devagent.common.rpcerrors import INTERNAL_ERROR, clean_error, data_leaks, internal_error, leaks
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
-from devagent.rpcerrors import client_message, internal_error
+from devagent.common.rpcerrors import client_message, internal_error
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd, Usage
-from devagent.lru import LRU
+from devagent.common.lru import LRU
 
 request_log = logging.getLogger("devagent.a2a.requests")
 turn_log = logging.getLogger("devagent.a2a.turns")

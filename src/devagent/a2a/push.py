@@ -31,9 +31,9 @@ from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
-from devagent.faults import crash_point
-from devagent.lru import LRU
-from devagent.netpolicy import IPNetwork, check_outbound_url, pinned_request, resolve_outbound_url
+from devagent.common.faults import crash_point
+from devagent.common.lru import LRU
+from devagent.common.netpolicy import IPNetwork, check_outbound_url, pinned_request, resolve_outbound_url
 from devagent.store import push_queue
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devagent.jsonlimits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH
+from devagent.common.jsonlimits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41242

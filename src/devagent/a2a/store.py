@@ -33,8 +33,8 @@ from a2a.server.tasks import TaskStore
 from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
-from devagent.faults import crash_point
-from devagent.lru import LRU
+from devagent.common.faults import crash_point
+from devagent.common.lru import LRU
 from devagent.store.tasks import Signature, TaskRows
 
 if TYPE_CHECKING:

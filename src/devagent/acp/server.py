@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent import __version__
 from devagent.acp import translate as t
-from devagent.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES, depth_message, too_deep
+from devagent.common.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES, depth_message, too_deep
 
 if TYPE_CHECKING:
     from devagent.agent.core import CoreConfig
@@ -197,7 +197,7 @@ def run_acp(
     verbose: bool = False,
 ) -> int:
     """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code."""
-    from devagent.jsonlimits import positive_int_from_env
+    from devagent.common.jsonlimits import positive_int_from_env
     from devagent.wire.server import Output, _start_reader
 
     wd: Path | None = None

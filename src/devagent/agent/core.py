@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import Usage
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
-from devagent.lru import LRU
-from devagent.netpolicy import IPNetwork, parse_networks
+from devagent.common.lru import LRU
+from devagent.common.netpolicy import IPNetwork, parse_networks
 
 # How much each approval mode lets run without asking (G3).
 PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
@@ -99,7 +99,7 @@ class CoreConfig:
     # May a client name MCP servers at loopback/private addresses (SSRF guard, like webhooks)?
     mcp_client_private_urls: bool = False
     # Networks (CIDR) the operator allows client-named destinations in, webhooks and MCP servers
-    # alike, although they are not global (devagent/netpolicy.py): e.g. "10.20.0.0/16".
+    # alike, although they are not global (devagent/common/netpolicy.py): e.g. "10.20.0.0/16".
     outbound_allow: tuple[str, ...] = ()
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0

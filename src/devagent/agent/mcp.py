@@ -41,8 +41,8 @@ from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, TextDelta, ToolKind
 from devagent.agent.mcp_names import SEPARATOR, server_of
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
-from devagent.lru import LRU
-from devagent.netpolicy import resolve_outbound_url
+from devagent.common.lru import LRU
+from devagent.common.netpolicy import resolve_outbound_url
 
 if TYPE_CHECKING:
     from devagent.agent.core import CoreConfig

@@ -61,8 +61,8 @@ from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
-from devagent.faults import crash_point
-from devagent.rpcerrors import internal_error
+from devagent.common.faults import crash_point
+from devagent.common.rpcerrors import internal_error
 from devagent.store.leases import Lease, StaleSession
 
 if TYPE_CHECKING:

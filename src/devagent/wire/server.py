@@ -48,14 +48,14 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
-from devagent.jsonlimits import (
+from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE_BYTES,
     depth_message,
     positive_int_from_env,
     too_deep,
 )
-from devagent.rpcerrors import internal_error
+from devagent.common.rpcerrors import internal_error
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:

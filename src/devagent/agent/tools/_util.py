@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, TypeVar
 from devagent.agent.events import FileDiff
 from devagent.agent.tools._confine import DIR_READ_FLAGS, Located, locate
 from devagent.agent.tools.base import ToolFailure, Workspace
-from devagent.faults import crash_point
+from devagent.common.faults import crash_point
 
 T = TypeVar("T")
 
