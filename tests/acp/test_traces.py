@@ -1,9 +1,9 @@
 """Traces through ACP (issue 24 item 4): an editor that prompts inside a trace sends the W3C trace
 context in the request's `_meta` (`traceparent`, the same root keys as MCP's SEP-414); the turn,
 with its model and tool spans, is in that trace, a child of the editor's span. The ACP Python SDK
-as the editor, a real `devagent acp` process, an OTLP/HTTP receiver in the test whose spans are
-read after the process has ended (it sends what it holds when it stops: nothing waits on a
-timer)."""
+as the editor, a real `devagent acp` process, an OTLP/HTTP receiver in the test, waited on until
+the spans have arrived (each export wakes it: nothing sleeps), while devagent still runs: the
+SDK's own exit bounds devagent's by a clock, which a test must not depend on."""
 
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
     with OtlpReceiver() as receiver:
         env = {k: v for k, v in acp_env.items() if not k.startswith("OTEL_")}
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms: spans go out soon after they end
         argv = acp_argv(script(steps), "--approval", "yolo")
-        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, proc):
+        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, _proc):
             await start(conn)
             new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
             done = await asyncio.wait_for(
@@ -51,8 +52,13 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
             await asyncio.wait_for(
                 conn.prompt(session_id=new.session_id, prompt=[text_block("and again")]), TIMEOUT
             )
-        await asyncio.wait_for(proc.wait(), TIMEOUT)
-        spans = receiver.spans
+            spans = await asyncio.to_thread(
+                receiver.wait_for,
+                lambda spans: (
+                    sum(s.name == "invoke_agent devagent" for s in spans) >= 2
+                    and sum(s.name.startswith("chat ") for s in spans) >= 3
+                ),
+            )
 
     turns = [s for s in spans if s.name == "invoke_agent devagent"]
     assert len(turns) == 2, [s.name for s in spans]
@@ -83,16 +89,23 @@ async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
     with OtlpReceiver() as receiver:
         env = {k: v for k, v in acp_env.items() if not k.startswith("OTEL_")}
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms: spans go out soon after they end
         argv = acp_argv(script(steps), "--approval", "ask")
-        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, proc):
+        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, _proc):
             await start(conn)
             new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
             done = await asyncio.wait_for(
                 conn.prompt(session_id=new.session_id, prompt=[text_block("go")]), TIMEOUT
             )
             assert done.stop_reason == "end_turn"
-        await asyncio.wait_for(proc.wait(), TIMEOUT)
-        spans = receiver.spans
+            # the turn's two spans (before and after the permission) and the read's
+            spans = await asyncio.to_thread(
+                receiver.wait_for,
+                lambda spans: (
+                    sum(s.name == "invoke_agent devagent" for s in spans) >= 2
+                    and any(s.name == "execute_tool read_file" for s in spans)
+                ),
+            )
 
     assert not (work_dir / "x.txt").exists()
     # the turn pauses for the permission: its span ends there, the answer runs the rest in another

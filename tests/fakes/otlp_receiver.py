@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -65,7 +66,7 @@ def _attributes(kvs: Any) -> dict[str, Any]:
 class OtlpReceiver:
     def __init__(self) -> None:
         self._spans: list[Span] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.requests = 0
         receiver = self
 
@@ -118,6 +119,16 @@ class OtlpReceiver:
         with self._lock:
             self._spans += spans
             self.requests += 1
+            self._lock.notify_all()
+
+    def wait_for(self, done: Callable[[list[Span]], bool], timeout: float = 120) -> list[Span]:
+        """The spans received, once `done(spans)` holds: woken by each export, not by a clock (the
+        timeout is a safety net: it raises). For a process that keeps running, with a short
+        `OTEL_BSP_SCHEDULE_DELAY` so that it exports soon after a span ends."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: done(self._spans), timeout):
+                raise TimeoutError(f"spans received: {[s.name for s in self._spans]}")
+            return list(self._spans)
 
     @property
     def spans(self) -> list[Span]:

@@ -1,8 +1,8 @@
 """Traces through the MCP door (issue 24 item 4): a host that calls a tool inside a trace sends the
 W3C trace context in the request's `params._meta` (`traceparent`, MCP SEP-414); `devagent mcp`
 puts the turn, with its model and tool spans, in that trace. The official `mcp` client over stdio
-against a real `devagent mcp` process; its spans reach an OTLP/HTTP receiver in the test, read
-after the process has ended (it sends what it holds when it stops: nothing waits on a timer)."""
+against a real `devagent mcp` process; its spans reach an OTLP/HTTP receiver in the test, which
+is waited on until they have arrived (each export wakes it: nothing sleeps)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ async def test_issue24_a_hosts_trace_continues_into_devagent_mcp(
     with OtlpReceiver() as receiver:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVAGENT_", "OTEL_"))}
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms: spans go out soon after they end
         server = StdioServerParameters(
             command=sys.executable,
             args=[
@@ -49,7 +50,13 @@ async def test_issue24_a_hosts_trace_continues_into_devagent_mcp(
                 meta={"traceparent": f"00-{trace_id}-{caller}-01"},  # type: ignore[typeddict-unknown-key]
             )
             assert not res.is_error, res
-        spans = receiver.spans  # the process has ended: everything it held was sent
+            # read while devagent still runs: its spans arrive without waiting for its exit
+            # (which the client bounds by a clock of its own)
+            spans = receiver.wait_for(
+                lambda spans: (
+                    sum(s.name.startswith(("invoke_agent", "chat ", "execute_tool")) for s in spans) >= 4
+                )
+            )
 
     by_name = {s.name: s for s in spans}
     turn = by_name["invoke_agent devagent"]
