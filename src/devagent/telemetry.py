@@ -297,14 +297,7 @@ async def _traced_turn(session: Session, inp: object, work: Coroutine[Any, Any, 
         before = _span_context(state.trace_context)
         if before is not None:
             links.append(Link(before, {"devagent.link": "paused_turn"}))
-    with _tracer.start_as_current_span(
-        "invoke_agent devagent",
-        kind=SpanKind.INTERNAL,
-        attributes=attributes,
-        links=links,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    with _span("invoke_agent devagent", SpanKind.INTERNAL, attributes, links) as span:
         if kind in ("prompt", "resume"):  # stored with the turn's first save
             state.trace_context = _traceparent(span.get_span_context())
         try:
@@ -360,13 +353,7 @@ async def _traced_model_request(session: Session, work: Coroutine[Any, Any, T], 
         attributes["devagent.request.purpose"] = purpose
     if _content and not purpose:
         attributes["gen_ai.input.messages"] = _json(_since_last_response(await session.messages()))
-    with _tracer.start_as_current_span(
-        f"chat {name}",
-        kind=SpanKind.CLIENT,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    with _span(f"chat {name}", SpanKind.CLIENT, attributes) as span:
         try:
             response = await work
         except asyncio.CancelledError:
@@ -417,13 +404,7 @@ async def _traced_tool_call(session: Session, call: PendingCall, work: Coroutine
     }
     if _content:
         attributes["gen_ai.tool.call.arguments"] = _json(call.args)
-    with _tracer.start_as_current_span(
-        f"execute_tool {call.name}",
-        kind=SpanKind.INTERNAL,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    with _span(f"execute_tool {call.name}", SpanKind.INTERNAL, attributes) as span:
         try:
             return await work
         finally:
@@ -463,6 +444,20 @@ def not_run(call: PendingCall, outcome: str) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _span(name: str, kind: Any, attributes: dict[str, Any], links: list[Any] | None = None) -> Any:
+    """One of devagent's spans, current while it lasts. Its status and error attributes are set
+    by the caller from what the work reports (a failed call is a result, not an exception), so
+    the SDK records no exception and sets no status of its own."""
+    return _tracer.start_as_current_span(
+        name,
+        kind=kind,
+        attributes=attributes,
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
 
 
 def _context_id(extra: Mapping[str, Any]) -> str:
