@@ -32,9 +32,7 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
     trace_id, editor_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
     client = EditorClient()
     with OtlpReceiver() as receiver:
-        env = {k: v for k, v in acp_env.items() if not k.startswith("OTEL_")}
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
-        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms: spans go out soon after they end
+        env = receiver.environment(acp_env)
         argv = acp_argv(script(steps), "--approval", "yolo")
         async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, _proc):
             await start(conn)
@@ -87,9 +85,7 @@ async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
     ]
     client = EditorClient(answers=["cancel"])
     with OtlpReceiver() as receiver:
-        env = {k: v for k, v in acp_env.items() if not k.startswith("OTEL_")}
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
-        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms: spans go out soon after they end
+        env = receiver.environment(acp_env)
         argv = acp_argv(script(steps), "--approval", "ask")
         async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, _proc):
             await start(conn)

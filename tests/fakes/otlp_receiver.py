@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -120,6 +120,14 @@ class OtlpReceiver:
             self._spans += spans
             self.requests += 1
             self._lock.notify_all()
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """`base` with its own OTEL_* settings dropped, exporting to this receiver soon after each
+        span ends (a short `OTEL_BSP_SCHEDULE_DELAY`, for `wait_for`)."""
+        env = {k: v for k, v in base.items() if not k.startswith("OTEL_")}
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = self.url
+        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms
+        return env
 
     def wait_for(self, done: Callable[[list[Span]], bool], timeout: float = 120) -> list[Span]:
         """The spans received, once `done(spans)` holds: woken by each export, not by a clock (the

@@ -32,9 +32,7 @@ async def test_issue24_a_hosts_trace_continues_into_devagent_mcp(
     )
     trace_id, caller = uuid.uuid4().hex, uuid.uuid4().hex[:16]
     with OtlpReceiver() as receiver:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVAGENT_", "OTEL_"))}
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
-        env["OTEL_BSP_SCHEDULE_DELAY"] = "50"  # ms: spans go out soon after they end
+        env = receiver.environment({k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")})
         server = StdioServerParameters(
             command=sys.executable,
             args=[
