@@ -30,8 +30,6 @@ async def run(turns: int, window: int) -> dict[str, Any]:
     from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 
     from devagent.agent.compact import COMPACT_PROMPT
-    from devagent.agent.core import AgentCore, CoreConfig
-    from devagent.agent.events import UserPrompt
 
     sizes: list[int] = []  # bytes of each turn's second request (the one carrying the result)
     total = [0]
@@ -53,29 +51,44 @@ async def run(turns: int, window: int) -> dict[str, Any]:
         sizes.append(size)
         return Reply(text=["Read it."], usage=usage)
 
+    async with FakeOpenAI(script) as base_url:
+        await converse(
+            base_url, "openai-compatible:fake", ("big.txt", BIG), turns, "read big.txt", context_tokens=window
+        )
+    return {"sizes": sizes, "total": total[0], "summaries": summaries[0]}
+
+
+async def converse(
+    base_url: str, model: str, file: tuple[str, str], turns: int, prompt: str, **config: Any
+) -> None:
+    """One conversation of `turns` prompts (`turn N: PROMPT`) on a core whose model is served at
+    `base_url`, in a fresh workspace holding `file` (name, text), approval yolo; `config`: more
+    CoreConfig fields. Shared with bench/prompt_cache.py."""
+    sys.path.insert(0, str(ROOT))
+    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.events import UserPrompt
+
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
         ws.mkdir()
-        (ws / "big.txt").write_text(BIG)
-        async with FakeOpenAI(script) as base_url:
-            core = await AgentCore.open(
-                CoreConfig(
-                    db_url=f"sqlite+aiosqlite:///{tmp}/bench.db",
-                    default_model="openai-compatible:fake",
-                    model_base_url=base_url,
-                    model_api_key="k",
-                    context_tokens=window,
-                    approval_mode="yolo",
-                )
+        (ws / file[0]).write_text(file[1])
+        core = await AgentCore.open(
+            CoreConfig(
+                db_url=f"sqlite+aiosqlite:///{tmp}/bench.db",
+                default_model=model,
+                model_base_url=base_url,
+                model_api_key="k",
+                approval_mode="yolo",
+                **config,
             )
-            try:
-                s = await core.create_session([ws], approval_mode="yolo")
-                for turn in range(turns):
-                    async for _ in s.advance(UserPrompt(f"turn {turn}: read big.txt")):
-                        pass
-            finally:
-                await core.close()
-    return {"sizes": sizes, "total": total[0], "summaries": summaries[0]}
+        )
+        try:
+            s = await core.create_session([ws], approval_mode="yolo")
+            for turn in range(turns):
+                async for _ in s.advance(UserPrompt(f"turn {turn}: {prompt}")):
+                    pass
+        finally:
+            await core.close()
 
 
 def report(name: str, r: dict[str, Any], turns: int) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,8 @@ READ, WRITE = 0.1, 1.25  # Anthropic's prices of cache reads and 5-minute writes
 
 async def run(turns: int, cache: bool) -> list[dict[str, int]]:
     sys.path.insert(0, str(ROOT))
+    from bench.long_session import converse
     from tests.fakes.anthropic_server import Block, FakeAnthropic
-
-    from devagent.agent.core import AgentCore, CoreConfig
-    from devagent.agent.events import UserPrompt
 
     def script(body: dict[str, Any]) -> tuple[list[Block], tuple[int | None, int]]:
         last = body["messages"][-1]["content"]
@@ -41,28 +38,15 @@ async def run(turns: int, cache: bool) -> list[dict[str, int]]:
         return [("tool_use", f"toolu_{len(body['messages'])}", "read_file", {"path": "app.py"})], (None, 30)
 
     fake = FakeAnthropic(script)
-    with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp) / "ws"
-        ws.mkdir()
-        (ws / "app.py").write_text(FILE)
-        async with fake as base_url:
-            core = await AgentCore.open(
-                CoreConfig(
-                    db_url=f"sqlite+aiosqlite:///{tmp}/bench.db",
-                    default_model="anthropic:claude-sonnet-4-5",
-                    model_base_url=base_url,
-                    model_api_key="k",
-                    approval_mode="yolo",
-                    prompt_cache=cache,
-                )
-            )
-            try:
-                s = await core.create_session([ws], approval_mode="yolo")
-                for turn in range(turns):
-                    async for _ in s.advance(UserPrompt(f"turn {turn}: what is in app.py?")):
-                        pass
-            finally:
-                await core.close()
+    async with fake as base_url:
+        await converse(
+            base_url,
+            "anthropic:claude-sonnet-4-5",
+            ("app.py", FILE),
+            turns,
+            "what is in app.py?",
+            prompt_cache=cache,
+        )
     return fake.usages
 
 
