@@ -288,7 +288,8 @@ async def test_plain_client_policy(script: Script, sqlite_url: str, workspace: P
 
 
 async def test_plain_reply_chunks_are_lines_or_bounded_runs() -> None:
-    """A plain client's reply chunks end at line ends, or near CHUNK_CHARS in a long line (at a
+    """A2 (`message/stream`) for a plain client: its reply chunks end at line ends, or near
+    CHUNK_CHARS in a long line (at a
     space, or anywhere in a run without one); the text after the last line end waits, so the
     last chunk has text and `lastChunk`. The chunks add up to the streamed text exactly."""
     from a2a.server.events import EventQueue

@@ -73,7 +73,7 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
 async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
     acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
 ) -> None:
-    """A call refused before it runs (an unknown tool) and one the user declines have no
+    """G3 in traces: a call refused before it runs (an unknown tool) and one the user declines have no
     `execute_tool` span (nothing executed); each is a `devagent.tool_call` event of its turn's span
     with its outcome, status and error type; a call that ran is a span, not an event."""
     (work_dir / "README.md").write_text("hello\n")

@@ -240,7 +240,8 @@ async def test_writes_passed_to_a_save_share_its_transaction(
 
 
 async def test_a_usage_table_of_an_earlier_version_gains_the_cache_write_column(tmp_path: Path) -> None:
-    """Issue 24 item 2: the per-caller usage table made before cache writes were kept is given
+    """Issue 24 item 2, G6 (a database of an earlier version stays usable): the per-caller usage
+    table made before cache writes were kept is given
     the column when the store opens; its rows keep their sums and new writes add to them."""
     import sqlite3
 

@@ -87,7 +87,8 @@ async def test_issue24_every_request_of_a_session_has_the_same_instructions_and_
 async def test_issue24_anthropic_requests_carry_breakpoints_and_read_the_cache(
     core_factory: Any, workspace: Path
 ) -> None:
-    """Three turns of two requests each through pydantic-ai's Anthropic model: every request marks
+    """G1 (the Anthropic provider). Three turns of two requests each through pydantic-ai's
+    Anthropic model: every request marks
     the last tool, the system prompt and the last block of the conversation (three of the API's
     four breakpoints); from the second request on the whole previous prompt is read from the cache
     and only the new messages are written, which the session's usage reports."""
