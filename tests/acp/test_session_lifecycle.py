@@ -21,7 +21,7 @@ from acp import RequestError, text_block
 from acp.schema import McpServerStdio
 
 from tests.acp.conftest import acp_argv
-from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
+from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, start
 from tests.mcp_servers import SERVER
 
 HISTORY_KINDS = ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call")
@@ -134,3 +134,41 @@ async def test_issue28_item14_acp_close_cancels_the_turn_and_frees_the_session(
         resp = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("hello")]), TIMEOUT)
         assert resp.stop_reason == "end_turn"
         assert "Back after the close: hello" in client.text()
+
+
+async def test_issue28_item14_acp_close_withdraws_a_pending_permission(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    steps = [
+        [{"tool_call": {"name": "write_file", "args": {"path": "w.txt", "content": "no\n"}, "id": "w"}}],
+        # never played: the cancelled turn ends its transcript with a response of its own
+        [{"text": "unused"}],
+        [{"text": "Resumed: {last_user}"}],
+    ]
+    path = script(steps)
+    first = EditorClient()
+    first.request_permission = _hang(first)  # type: ignore[method-assign]
+    async with agent(first, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        sid = (
+            await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
+        ).session_id
+        prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("write it")]))
+        await asyncio.wait_for(first.asked.wait(), TIMEOUT)
+        await asyncio.wait_for(conn.close_session(session_id=sid), TIMEOUT)
+        assert (await asyncio.wait_for(prompt, TIMEOUT)).stop_reason == "cancelled"
+        withdrawn = first.calls("w")[-1]
+        assert withdrawn["status"] == "failed" and "cancelled" in str(withdrawn["rawOutput"]), withdrawn
+    assert not (work_dir / "w.txt").exists()
+
+    # Not left waiting in the store: resumed elsewhere, nothing is asked again.
+    second = EditorClient(answers=["proceed_once"])
+    async with agent(second, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await start(conn)
+        await asyncio.wait_for(
+            conn.resume_session(cwd=str(work_dir), session_id=sid, mcp_servers=[]), TIMEOUT
+        )
+        resp = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("next")]), TIMEOUT)
+        assert resp.stop_reason == "end_turn" and second.text() == "Resumed: next"
+        assert second.permissions == []
+    assert not (work_dir / "w.txt").exists()

@@ -363,8 +363,8 @@ class DevagentAgent:
         while True:
             if inp is not None:
                 if o.cancelled.is_set():
-                    if isinstance(inp, Resume):
-                        await session.cancel()
+                    if isinstance(inp, Resume) and waiting is not None:
+                        await self._withdraw(o, waiting)
                     return TurnEnd("cancelled")
                 waiting = None
                 o.core_turn = session.advance(inp)
@@ -390,9 +390,16 @@ class DevagentAgent:
                     break
                 decisions.append(decision)
             if o.cancelled.is_set() or len(decisions) < len([c for c in waiting if not c.awaiting_client]):
-                await session.cancel()
+                await self._withdraw(o, waiting)
                 return TurnEnd("cancelled")
             inp = Resume(decisions=decisions)
+
+    async def _withdraw(self, o: _Open, waiting: list[ToolCall]) -> None:
+        """End the turn that waits for these calls (cancelled, or its session closed); the client
+        is told how each ended (not run), as the calls of a running turn are."""
+        await o.session.cancel()
+        for call in await o.session.settled_calls({c.id for c in waiting}):
+            await self._emit(o, CoreToolCallUpdate(call))
 
     async def _ask(self, o: _Open, call: ToolCall) -> Decision | None:
         """`session/request_permission` for one call; None when the turn was cancelled first."""
