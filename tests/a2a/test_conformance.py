@@ -222,3 +222,58 @@ async def test_issue21_card_for_clients_that_name_no_version() -> None:
             v1 = (await c.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})).json()
         assert ("url" not in plain) is plain_v1 and plain == (v1 if plain_v1 else said)
         assert "url" in said and "url" not in v1
+
+
+def test_issue28_item14_each_protocol_version_reads_its_card_from_a_real_serve(
+    sqlite_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    """Issue 28 item 14 (TCK 1.0 CARD-STRUCT-001): from outside a real `devagent serve`, a
+    client saying `A2A-Version: 1.0` (header or query parameter, on either well-known path) reads
+    a card that validates against the 1.0 AgentCard schema, with none of the v0.3 fields; so do
+    the extended cards a 1.0 client reads over JSON-RPC and HTTP+JSON. A client saying nothing
+    or 0.3 keeps the v0.3 card, which the v0.3 types read and the strict 1.0 schema refuses."""
+    import jsonschema
+    from a2a.compat.v0_3.types import AgentCard as AgentCardV03
+    from a2a.types import a2a_pb2
+
+    from tests.a2a.card_schema import schema_for
+    from tests.a2a.procs import TOKEN, serve_args, serving
+
+    v1_schema = jsonschema.Draft202012Validator(schema_for(a2a_pb2.AgentCard.DESCRIPTOR))
+    args = [*serve_args(sqlite_url, workspace, "demo", "ask"), "--grpc-port", "0"]
+    with serving(args, tmp_path / "serve.log") as srv, httpx.Client(timeout=60) as c:
+        cards_v1 = [
+            c.get(srv.url + path, headers={"A2A-Version": "1.0"}).json()
+            for path in (".well-known/agent-card.json", ".well-known/agent.json")
+        ]
+        cards_v1.append(c.get(srv.url + ".well-known/agent-card.json?A2A-Version=1.0").json())
+        v1 = cards_v1[0]
+        assert cards_v1 == [v1] * 3
+        assert [e.message for e in v1_schema.iter_errors(v1)] == []
+        assert not set(V03_ONLY) & set(v1) and "additionalInterfaces" not in v1
+        bindings = {(i["protocolBinding"], i["protocolVersion"]) for i in v1["supportedInterfaces"]}
+        assert {("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("GRPC", "1.0")} <= bindings
+        assert v1["supportedInterfaces"][0] == {
+            "url": srv.url,
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": "1.0",
+        }
+
+        headers = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+        rest = c.get(srv.url + "rest/extendedAgentCard", headers=headers).json()
+        jsonrpc = c.post(srv.url, headers=headers, json=rpc("GetExtendedAgentCard", {})).json()["result"]
+        for extended in (rest, jsonrpc):
+            assert [e.message for e in v1_schema.iter_errors(extended)] == []
+
+        plain = c.get(srv.url + ".well-known/agent-card.json").json()
+        said = c.get(srv.url + ".well-known/agent-card.json", headers={"A2A-Version": "0.3"}).json()
+        assert plain == said
+        assert (plain["url"], plain["protocolVersion"], plain["preferredTransport"]) == (
+            srv.url,
+            "0.3",
+            "JSONRPC",
+        )
+        assert plain["security"] == [{"bearer": []}] and plain["supportsAuthenticatedExtendedCard"] is True
+        assert plain["securitySchemes"]["bearer"]["type"] == "http"
+        assert AgentCardV03.model_validate(plain).url == srv.url
+        assert list(v1_schema.iter_errors(plain))  # the schema check is strict: v0.3 fields fail it

@@ -4,7 +4,9 @@ One ACP session is one core session (the same id, stored like every other door's
 one or more `Session.advance` calls: core events become `session/update`s (`translate.py`), a
 call that needs permission becomes `session/request_permission` and the chosen option the core's
 `Decision`, and the turn goes on until it ends (`stopReason`). `session/cancel` goes to the core's
-turn handle. When the client can read and write files, or run terminals, the session's file
+turn handle. A stored session is opened again with `session/load` (its history replayed first) or
+`session/resume` (without it); `session/close` cancels its turn and lets go of what this process
+holds for it. When the client can read and write files, or run terminals, the session's file
 tools and shell commands run through the client (`backends.py`).
 """
 
@@ -21,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 from acp import PROTOCOL_VERSION, RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
+    CloseSessionResponse,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
     SessionNotification,
     SetSessionModeResponse,
     ToolCallUpdate,
@@ -73,6 +77,7 @@ class _Open:
     core_turn: Turn | None = None
     seen: set[str] = field(default_factory=set)  # call ids announced with `tool_call`
     terminals: dict[str, str] = field(default_factory=dict)  # call id -> the client's terminal id
+    closed: bool = False  # session/close: no prompt runs on it any more
 
 
 class DevagentAgent:
@@ -107,6 +112,8 @@ class DevagentAgent:
 
     async def _send(self, session_id: str, update: dict[str, Any]) -> None:
         assert self.conn is not None
+        if session_id not in self.open:
+            return  # closed: the client hears nothing more of it
         note = SessionNotification.model_validate({"sessionId": session_id, "update": update})
         with contextlib.suppress(ConnectionError):
             await self.conn.session_update(session_id=session_id, update=note.update)
@@ -202,36 +209,71 @@ class DevagentAgent:
             )
             log.info("new session %s in %s", session.id, root)
         o = self._attach(session)
-        self._spawn(self._after_open(o, replay=False))
+        self._spawn(self._after_open(o))
         return NewSessionResponse(session_id=session.id, modes=self._modes(core, session))
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kw: Any
     ) -> LoadSessionResponse:
+        o = await self._reopen(session_id, mcp_servers)
+        # The history is replayed before the answer (the protocol's rule), then the commands and,
+        # for a session that waits for permission, the request again.
+        await self._replay(o)
+        self._spawn(self._after_open(o))
+        return LoadSessionResponse(modes=self._modes(await self._core(), o.session))
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kw: Any
+    ) -> ResumeSessionResponse:
+        """As session/load without the history: the client shows the conversation it has. The
+        commands, the plan and a pending permission request follow the answer as after a load."""
+        o = await self._reopen(session_id, mcp_servers)
+        self._spawn(self._after_open(o))
+        return ResumeSessionResponse(modes=self._modes(await self._core(), o.session))
+
+    async def _reopen(self, session_id: str, mcp_servers: list[Any] | None) -> _Open:
+        """A stored session, open on this connection (from the store after a restart)."""
         core = await self._core()
         session = await core.get_session(session_id)
         if session is None:
             raise _error(-32002, f"no stored session {session_id}", uri=session_id)
-        o = self._attach(session)
         servers = _mcp_servers(mcp_servers)
         if servers and servers != session.state.mcp_servers:
-            log.info("session %s: the client's MCP servers are not changed on load", session_id)
-        # The history is replayed before the answer (the protocol's rule), then the commands and,
-        # for a session that waits for permission, the request again.
-        await self._replay(o)
-        self._spawn(self._after_open(o, replay=True))
-        return LoadSessionResponse(modes=self._modes(core, session))
+            log.info("session %s: the client's MCP servers are not changed on reopening", session_id)
+        return self._attach(session)
+
+    async def close_session(self, session_id: str, **kw: Any) -> CloseSessionResponse:
+        """Its turn is cancelled as by session/cancel (a permission request it waits for
+        included) and ends before the answer; then the connection forgets the session, the
+        editor stops being its backend and the core lets go of it (MCP servers only it used
+        stop). Its stored state stays: session/load or session/resume opens it again. A session
+        that is not open is closed already."""
+        o = self.open.get(session_id)
+        if o is None:
+            return CloseSessionResponse()
+        o.closed = True
+        await self.cancel(session_id)
+        async with o.lock:  # the prompt in flight has ended; one waiting for its turn will not run
+            if self.open.get(session_id) is o:
+                del self.open[session_id]
+        if session_id not in self.open:
+            from devagent.agent.tools.backends import ToolBackends
+
+            o.session.use_backends(ToolBackends())
+            await (await self._core()).release(session_id)
+        log.info("session %s closed", session_id)
+        return CloseSessionResponse()
 
     def _attach(self, session: Session) -> _Open:
         o = self.open.get(session.id)
-        if o is None or o.session is not session:
+        if o is None or o.session is not session or o.closed:
             o = self.open[session.id] = _Open(session)
         from devagent.acp.backends import backends_for
 
         session.use_backends(backends_for(self, session.id, session.workspace))
         return o
 
-    async def _after_open(self, o: _Open, *, replay: bool) -> None:
+    async def _after_open(self, o: _Open) -> None:
         from devagent.agent.commands import registry
 
         await self._send(o.session.id, t.available_commands(registry().list()))
@@ -241,7 +283,7 @@ class DevagentAgent:
             # A turn stored waiting for permission (before a restart): ask again; the answer
             # continues it, its updates stream as for a prompt (no prompt to answer).
             async with o.lock:
-                waiting = o.session.waiting_calls()
+                waiting = [] if o.closed else o.session.waiting_calls()
                 if waiting:
                     o.cancelled.clear()
                     with contextlib.suppress(Exception):
@@ -280,6 +322,8 @@ class DevagentAgent:
         if not text.strip():
             raise _invalid("the prompt is empty")
         async with o.lock:
+            if o.closed:
+                raise _error(-32800, "the session was closed before the prompt ran")
             o.cancelled.clear()
             try:
                 # `_meta` keys come as keyword arguments: an editor inside a trace sends its
@@ -319,8 +363,8 @@ class DevagentAgent:
         while True:
             if inp is not None:
                 if o.cancelled.is_set():
-                    if isinstance(inp, Resume):
-                        await session.cancel()
+                    if isinstance(inp, Resume) and waiting is not None:
+                        await self._withdraw(o, waiting)
                     return TurnEnd("cancelled")
                 waiting = None
                 o.core_turn = session.advance(inp)
@@ -346,9 +390,16 @@ class DevagentAgent:
                     break
                 decisions.append(decision)
             if o.cancelled.is_set() or len(decisions) < len([c for c in waiting if not c.awaiting_client]):
-                await session.cancel()
+                await self._withdraw(o, waiting)
                 return TurnEnd("cancelled")
             inp = Resume(decisions=decisions)
+
+    async def _withdraw(self, o: _Open, waiting: list[ToolCall]) -> None:
+        """End the turn that waits for these calls (cancelled, or its session closed); the client
+        is told how each ended (not run), as the calls of a running turn are."""
+        await o.session.cancel()
+        for call in await o.session.settled_calls({c.id for c in waiting}):
+            await self._emit(o, CoreToolCallUpdate(call))
 
     async def _ask(self, o: _Open, call: ToolCall) -> Decision | None:
         """`session/request_permission` for one call; None when the turn was cancelled first."""
@@ -465,7 +516,15 @@ async def run_connection(opts: AcpOptions, transport: Any) -> int:
     """Hand the stdio transport to the SDK's connection; serve until the client closes stdin."""
     agent = DevagentAgent(opts)
     agent.transport = transport
-    conn = AgentSideConnection(agent, transport, listening=False)  # type: ignore[arg-type]
+    # ACP v1 made session/resume and session/close stable; the SDK (0.12.1) still routes them only
+    # with its unstable flag. The flag also routes session/fork, which devagent does not offer
+    # (so it answers "method not found", as before).
+    conn = AgentSideConnection(
+        agent,  # type: ignore[arg-type]
+        transport,
+        listening=False,
+        use_unstable_protocol=True,
+    )
     try:
         await conn.listen()
     finally:

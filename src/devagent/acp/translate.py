@@ -57,7 +57,8 @@ _OPTION_KINDS = {
 
 
 def initialize_result(*, mcp_http: bool, version: str) -> JSON:
-    """The answer to `initialize`: what devagent can do, honestly. Sessions can be loaded; prompts
+    """The answer to `initialize`: what devagent can do, honestly. Sessions can be loaded (history
+    replayed), resumed (without it) and closed; prompts
     take text, resource links and embedded text resources (no images or audio: the model layer
     takes text); MCP servers over stdio (the protocol's baseline, subject to the operator's policy)
     and streamable HTTP when the operator allows it (not the deprecated SSE transport). There is
@@ -68,6 +69,7 @@ def initialize_result(*, mcp_http: bool, version: str) -> JSON:
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": mcp_http, "sse": False},
+            "sessionCapabilities": {"resume": {}, "close": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": "devagent", "title": "devagent", "version": version},
@@ -309,6 +311,7 @@ GENERIC_ERRORS = {
     -32603: "Internal error",
     -32002: "Resource not found",
     -32000: "Authentication required",
+    -32800: "Request cancelled",
 }
 _MAX_SHOWN = 3  # validation errors named in the message; `data` keeps them all
 

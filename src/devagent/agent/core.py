@@ -447,6 +447,15 @@ class AgentCore:
             return True
         return await self.store.request_cancel(session_id) is not None
 
+    async def release(self, session_id: str) -> None:
+        """Let go of a session its door closed: it leaves the recently used ones (it stays in
+        memory only while something still holds it), and the servers its client named that no
+        other session uses stop before this returns. Nothing stored changes: it can be opened
+        again."""
+        self._recent.pop(session_id, None)
+        if self._mcp is not None:
+            await self._mcp.release(session_id)
+
     def _remember(self, session: Session) -> None:
         self._sessions[session.id] = session
         self._recent[session.id] = session

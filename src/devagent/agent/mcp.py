@@ -676,6 +676,16 @@ class McpManager:
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
+    async def release(self, session_id: str) -> None:
+        """A session closed: its view goes, and the client-named servers only it used stop (as
+        when the view is evicted), before this returns."""
+        view = self.views.pop(session_id)
+        if view is None:
+            return
+        before = set(self._closing)
+        self._view_evicted(session_id, view)
+        await asyncio.gather(*(self._closing - before), return_exceptions=True)
+
     def session_servers(self, session: Session) -> list[ServerEntry]:
         """The servers of a session: the operator's, then those its client named (checked
         against policy now, so a changed policy applies after a restart)."""
