@@ -413,6 +413,7 @@ def test_issue28_item9_the_card_says_where_a_command_runs(
     expect(permission.locator(".where")).to_have_text(
         "Not sandboxed: runs as the server's user, with that user's files and network.", timeout=WAIT
     )
+    shot(page, "command")
     page.close()
 
 
@@ -510,3 +511,21 @@ def test_issue28_item9_B6_a_finished_write_shows_its_diff(
     expect(call.locator("pre.args")).to_have_count(0)
     shot(page, "finished-write")
     page.close()
+
+
+def test_issue28_item9_the_card_of_a_sandboxed_server_says_so(tmp_path: Path, browser: Browser) -> None:
+    """The same card on a server whose sandbox is on (bubblewrap), without network."""
+    root = tmp_path / "work"
+    root.mkdir()
+    args = ["--db", f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}", "--workspace-root", str(root)]
+    args += ["--token", f"alice={ALICE}", "--approval", "ask", "--sandbox"]
+    env = {**os.environ, "DEVAGENT_MODEL": f"scripted:{tmp_path / 'issue28.json'}"}
+    env.pop("DEVAGENT_SANDBOX_NETWORK", None)
+    (tmp_path / "issue28.json").write_text(json.dumps(SCRIPT28))
+    with serving(args, tmp_path / "serve.log", env=env) as s:
+        page = open_view(browser, s.url, plain_send(s.url, "run echo")["contextId"])
+        permission = page.locator(".permission", has_text="echo hi")
+        expect(permission.locator(".where")).to_have_text(
+            "Runs in the sandbox: only the workspace is writable, without network.", timeout=WAIT
+        )
+        page.close()

@@ -415,6 +415,7 @@ function drawView() {
   drawItems(v);
   const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: JSON.stringify(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
+  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream); // off while an answer runs
   $("cancel").hidden = session.state !== "running";
   $("send").disabled = session.state === "running" || waiting.length > 0;
   $("prompt").disabled = waiting.length > 0;
@@ -676,7 +677,7 @@ async function answer(call, option, { reason, newContent } = {}) {
     parts,
   };
   $("view-status").textContent = "";
-  $("permissions").replaceChildren();
+  for (const node of [...$("permissions").children]) if (drawn.get(node)?.key === call.tool_call_id) node.remove();
   await follow(v, "SendStreamingMessage", { message }, (e) => {
     $("view-status").textContent = `Not sent: ${e.message}. The session has moved on; this is how it stands now.`;
   });
