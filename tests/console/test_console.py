@@ -485,6 +485,11 @@ def test_issue28_item9_an_expanded_call_stays_open_through_refreshes_and_new_mes
     # nothing new: the page reads the stored view three times and leaves it as it is
     refreshes(page, context_id, 3)
     expect(details).to_have_attribute("open", "")
+    # the view's `updated` is when the session was stored (as in the list), not the time of the read
+    auth = {"Authorization": f"Bearer {ALICE}"}
+    view = httpx.get(s.url + f"ui/api/sessions/{context_id}", headers=auth).json()["session"]
+    listed = httpx.get(s.url + "ui/api/sessions", headers=auth).json()["sessions"]
+    assert view["updated"] == next(r["updated"] for r in listed if r["context_id"] == context_id)
     # the conversation grows (another client's prompt): only the new part is drawn
     plain_send_on(s.url, "write the notes", context_id)
     expect(page.locator(".permission", has_text="Write notes.txt")).to_be_visible(timeout=WAIT)
