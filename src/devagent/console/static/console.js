@@ -353,6 +353,13 @@ function upsertCall(v, call) {
 // signature changed, and nodes that stay are never moved, so an expanded call, a half-typed
 // reason or an edit in progress (and the focus) survive every refresh that did not touch them.
 const drawn = new WeakMap(); // node -> {key, sig}
+const callSigs = new WeakMap(); // a call as received -> its signature (a live update brings a new object)
+
+function callSig(call) {
+  let sig = callSigs.get(call);
+  if (sig === undefined) callSigs.set(call, (sig = JSON.stringify(call)));
+  return sig;
+}
 
 function reconcile(container, entries, build) {
   const have = new Map();
@@ -391,7 +398,7 @@ function itemEntries(items) {
   return items.map((item) => {
     const n = (rank[item.kind] = (rank[item.kind] ?? -1) + 1);
     const key = item.kind === "tool" ? `tool:${item.call.tool_call_id}` : `${item.kind}:${n}`;
-    const sig = JSON.stringify(item.kind === "tool" ? item.call : [item.text, item.command]);
+    const sig = item.kind === "tool" ? callSig(item.call) : JSON.stringify([item.text, item.command]);
     return { key, sig, item };
   });
 }
@@ -413,7 +420,7 @@ function drawView() {
   const model = session.model || S.me?.model;
   $("view-meta").textContent = [session.workspace, model, `${session.tokens.toLocaleString()} tokens`].filter(Boolean).join(" · ");
   drawItems(v);
-  const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: JSON.stringify(call), call }));
+  const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
   for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream); // off while an answer runs
   $("cancel").hidden = session.state !== "running";
