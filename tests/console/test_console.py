@@ -341,3 +341,228 @@ def test_issue23_page_headers_and_narrow_window(server: tuple[Serve, Path], brow
     assert page.evaluate("sessionStorage.length") == 1 and page.evaluate("localStorage.length") == 0
     shot(page, "phone")
     page.close()
+
+
+# --- issue 28 item 10: a view that holds still, and says what it knows ------------------------------
+
+NOTES = "first line\nsecond line\n"
+SCRIPT28 = {
+    "steps": [
+        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi"}}}]},
+        {"items": [{"text": "Ran it."}]},
+        {"items": [_write("notes.txt", NOTES, "n1")]},
+        {"items": [{"text": "Noted: {last_tool_results}"}]},
+        {"items": [{"text": "More text after the note."}]},
+        {"items": [_write("p1.txt", "one\n", "p1"), _write("p2.txt", "two\n", "p2")]},
+        {"items": [{"text": "Both answered: {last_tool_results}"}]},
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def server28(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Path]]:
+    """A server whose model comes from DEVAGENT_MODEL (as a new user sets it), not --model."""
+    base = tmp_path_factory.mktemp("console28")
+    root = base / "work"
+    root.mkdir()
+    script = base / "issue28.json"
+    script.write_text(json.dumps(SCRIPT28))
+    args = ["--db", f"sqlite+aiosqlite:///{base / 'db.sqlite'}", "--workspace-root", str(root)]
+    args += ["--token", f"alice={ALICE}", "--approval", "ask", "--no-sandbox"]
+    env = {**os.environ, "DEVAGENT_MODEL": f"scripted:{script}"}
+    with serving(args, base / "serve.log", env=env) as s:
+        yield s, root
+
+
+def _view_fetch(context_id: str) -> Any:
+    return lambda req: f"/ui/api/sessions/{context_id}" in req.url
+
+
+def refreshes(page: Page, context_id: str, cycles: int) -> None:
+    """Wait until the open session's view has been read and drawn `cycles` more times: the page
+    asks for the next read only after it drew the previous one, so `cycles` + 1 new requests
+    mean `cycles` whole refreshes (a request missed between two waits only makes the wait longer)."""
+    for _ in range(cycles + 1):
+        page.wait_for_event("request", _view_fetch(context_id), timeout=WAIT)
+
+
+def _waiting_on_notes(url: str) -> str:
+    """A conversation (started by a plain client) whose command ran and whose write waits."""
+    task = plain_send(url, "run echo")
+    assert task["status"]["state"] == "input-required"
+    context_id = str(task["contextId"])
+    assert plain_send_on(url, "yes", context_id)["status"]["state"] == "completed"
+    assert plain_send_on(url, "write the notes", context_id)["status"]["state"] == "input-required"
+    return context_id
+
+
+def open_view(browser: Browser, url: str, context_id: str) -> Page:
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    sign_in(page, url, ALICE)
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
+    page.goto(url + f"ui#/s/{context_id}")
+    expect(page.locator("#view-title")).not_to_be_empty(timeout=WAIT)
+    return page
+
+
+def test_issue28_item9_the_card_says_where_a_command_runs(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    """In words on the card, not only in a button's hover title (this server: --no-sandbox)."""
+    s, _ = server28
+    page = open_view(browser, s.url, plain_send(s.url, "run echo")["contextId"])
+    permission = page.locator(".permission", has_text="echo hi")
+    expect(permission.locator(".where")).to_have_text(
+        "Not sandboxed: runs as the server's user, with that user's files and network.", timeout=WAIT
+    )
+    shot(page, "command")
+    page.close()
+
+
+def test_issue28_item9_G1_the_header_names_the_model_the_server_uses(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    """The model from DEVAGENT_MODEL, a script by its file's name only (its path stays private)."""
+    s, _ = server28
+    page = open_view(browser, s.url, plain_send(s.url, "run echo")["contextId"])
+    meta = page.locator("#view-meta")
+    expect(meta).to_contain_text("scripted:issue28.json", timeout=WAIT)
+    expect(meta).not_to_contain_text("default model")
+    expect(meta).not_to_contain_text("/issue28.json")
+    page.close()
+
+
+def test_issue28_item9_the_page_says_how_to_send(server28: tuple[Serve, Path], browser: Browser) -> None:
+    s, _ = server28
+    page = open_view(browser, s.url, plain_send(s.url, "run echo")["contextId"])
+    hint = "or press Ctrl+Enter (⌘+Enter on a Mac)"
+    expect(page.locator("#send-hint")).to_have_text(hint)
+    expect(page.get_by_label("Message, or a /command")).to_have_attribute("aria-describedby", "send-hint")
+    page.goto(s.url + "ui#/new")
+    expect(page.locator("#new-send-hint")).to_have_text(hint)
+    page.close()
+
+
+def test_issue28_item9_a_typed_reason_and_edit_survive_refreshes(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    s, _ = server28
+    context_id = _waiting_on_notes(s.url)
+    page = open_view(browser, s.url, context_id)
+    permission = page.locator(".permission", has_text="Write notes.txt")
+    expect(permission).to_be_visible(timeout=WAIT)
+    permission.get_by_text("Edit before allowing").click()
+    editor = permission.get_by_label("New content of notes.txt")
+    editor.fill("my own notes\n")
+    permission.get_by_text("Refuse with a reason").click()
+    reason = permission.get_by_label("What should devagent do instead?")
+    reason.fill("keep notes in the README")
+    refreshes(page, context_id, 3)
+    expect(reason).to_have_value("keep notes in the README")
+    expect(reason).to_be_focused()
+    expect(editor).to_have_value("my own notes\n")
+    expect(editor).to_be_visible()
+    # and the reason typed before the refreshes is the one the model gets
+    permission.get_by_role("button", name="Refuse", exact=True).click()
+    noted = page.locator(".msg.agent", has_text="Noted:")
+    expect(noted).to_contain_text("keep notes in the README", timeout=WAIT)
+    page.close()
+
+
+def test_issue28_item9_an_expanded_call_stays_open_through_refreshes_and_new_messages(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    s, _ = server28
+    task = plain_send(s.url, "run echo")
+    context_id = str(task["contextId"])
+    assert plain_send_on(s.url, "yes", context_id)["status"]["state"] == "completed"
+    page = open_view(browser, s.url, context_id)
+    call = page.locator(".tool", has_text="echo hi")
+    expect(call.locator(".badge")).to_have_text("done", timeout=WAIT)
+    call.locator("summary").click()
+    details = call.locator("details")
+    expect(details).to_have_attribute("open", "")
+    # nothing new: the page reads the stored view three times and leaves it as it is
+    refreshes(page, context_id, 3)
+    expect(details).to_have_attribute("open", "")
+    # the view's `updated` is when the session was stored (as in the list), not the time of the read
+    auth = {"Authorization": f"Bearer {ALICE}"}
+    view = httpx.get(s.url + f"ui/api/sessions/{context_id}", headers=auth).json()["session"]
+    listed = httpx.get(s.url + "ui/api/sessions", headers=auth).json()["sessions"]
+    assert view["updated"] == next(r["updated"] for r in listed if r["context_id"] == context_id)
+    # the conversation grows (another client's prompt): only the new part is drawn
+    plain_send_on(s.url, "write the notes", context_id)
+    expect(page.locator(".permission", has_text="Write notes.txt")).to_be_visible(timeout=WAIT)
+    expect(details).to_have_attribute("open", "")
+    expect(call.locator("pre.output")).to_contain_text("hi")
+    page.close()
+
+
+def test_issue28_item9_B6_a_finished_write_shows_its_diff(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    s, workspace = server28
+    context_id = _waiting_on_notes(s.url)
+    page = open_view(browser, s.url, context_id)
+    permission = page.locator(".permission", has_text="Write notes.txt")
+    permission.get_by_role("button", name="Allow once").click(timeout=WAIT)
+    expect(page.locator(".msg.agent", has_text="Noted:")).to_be_visible(timeout=WAIT)
+    assert (workspace / "notes.txt").read_text() == NOTES
+    # read again from the store: the finished write shows its diff, not its JSON arguments
+    page.reload()
+    call = page.locator(".tool", has_text="notes.txt")
+    expect(call.locator(".badge")).to_have_text("done", timeout=WAIT)
+    call.locator("summary").click()
+    expect(call.locator(".diff-unified .add")).to_have_text(["+first line\n", "+second line\n"])
+    expect(call.locator("pre.args")).to_have_count(0)
+    shot(page, "finished-write")
+    page.close()
+
+
+def test_issue28_item9_the_card_of_a_sandboxed_server_says_so(tmp_path: Path, browser: Browser) -> None:
+    """The same card on a server whose sandbox is on (bubblewrap), without network."""
+    root = tmp_path / "work"
+    root.mkdir()
+    args = ["--db", f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}", "--workspace-root", str(root)]
+    args += ["--token", f"alice={ALICE}", "--approval", "ask", "--sandbox"]
+    env = {**os.environ, "DEVAGENT_MODEL": f"scripted:{tmp_path / 'issue28.json'}"}
+    env.pop("DEVAGENT_SANDBOX_NETWORK", None)
+    (tmp_path / "issue28.json").write_text(json.dumps(SCRIPT28))
+    with serving(args, tmp_path / "serve.log", env=env) as s:
+        page = open_view(browser, s.url, plain_send(s.url, "run echo")["contextId"])
+        permission = page.locator(".permission", has_text="echo hi")
+        expect(permission.locator(".where")).to_have_text(
+            "Runs in the sandbox: only the workspace is writable, without network.", timeout=WAIT
+        )
+        page.close()
+
+
+def test_issue28_item9_answering_one_request_keeps_what_is_typed_in_another(
+    server28: tuple[Serve, Path], browser: Browser
+) -> None:
+    """Two writes wait at once; a reason typed under the second stays while the first is allowed."""
+    s, workspace = server28
+    context_id = _waiting_on_notes(s.url)
+    assert plain_send_on(s.url, "yes", context_id)["status"]["state"] == "completed"
+    assert plain_send_on(s.url, "go on", context_id)["status"]["state"] == "completed"
+    assert plain_send_on(s.url, "two files", context_id)["status"]["state"] == "input-required"
+    page = open_view(browser, s.url, context_id)
+    first = page.locator(".permission", has_text="Write p1.txt")
+    second = page.locator(".permission", has_text="Write p2.txt")
+    expect(second).to_be_visible(timeout=WAIT)
+    second.get_by_text("Refuse with a reason").click()
+    reason = second.get_by_label("What should devagent do instead?")
+    reason.fill("one file is enough")
+    first.get_by_role("button", name="Allow once").click()
+    expect(page.locator(".tool", has_text="Write p1.txt").locator(".badge")).to_have_text(
+        "done", timeout=WAIT
+    )
+    expect(first).to_have_count(0)
+    expect(reason).to_have_value("one file is enough")
+    expect(second.get_by_role("button", name="Refuse", exact=True)).to_be_enabled(timeout=WAIT)
+    second.get_by_role("button", name="Refuse", exact=True).click()
+    expect(page.locator(".msg.agent", has_text="Both answered:")).to_contain_text(
+        "one file is enough", timeout=WAIT
+    )
+    assert (workspace / "p1.txt").read_text() == "one\n" and not (workspace / "p2.txt").exists()
+    page.close()

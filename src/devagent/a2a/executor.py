@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from devagent.agent.events import (
     ToolCallUpdate,
     TurnEnd,
 )
+from devagent.agent.models import shown_name
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
 
@@ -247,12 +247,10 @@ class DevagentExecutor(AgentExecutor):
         )
 
     def model_name(self, session: Session | None) -> str:
-        """The model as clients see it in event metadata: a scripted model by its file's name
-        only, so the server's paths do not leak."""
-        spec = session.state.model if session is not None and session.state.model else self.core.default_model
-        if spec.startswith("scripted:"):
-            return "scripted:" + os.path.basename(spec[len("scripted:") :])
-        return spec
+        """The model as clients see it in event metadata (`shown_name`)."""
+        return shown_name(
+            session.state.model if session is not None and session.state.model else self.core.default_model
+        )
 
     # --- AgentExecutor ------------------------------------------------------------------------
 

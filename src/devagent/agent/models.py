@@ -30,6 +30,7 @@ __all__ = [
     "create_model",
     "default_model_spec",
     "parse_model_spec",
+    "shown_name",
 ]
 
 DEMO_SPEC = "demo"
@@ -171,6 +172,14 @@ def context_window(spec: str) -> int:
         if name.startswith(prefix):
             return size
     return UNKNOWN_CONTEXT
+
+
+def shown_name(spec: str) -> str:
+    """A model spec as clients see it: a scripted model by its file's name only, so the server's
+    paths do not leak."""
+    if spec.startswith("scripted:"):
+        return "scripted:" + os.path.basename(spec[len("scripted:") :])
+    return spec
 
 
 def default_model_spec(environ: Mapping[str, str]) -> tuple[str, str]:

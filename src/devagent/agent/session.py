@@ -1004,7 +1004,11 @@ class Session:
             content = fit_result(r.text, self.core.context_tokens(self.state.model))
             if r.is_error:
                 content = f"{_ERROR_PREFIX}{r.error_type or 'tool_error'}): {content}"
-            parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id))
+            # An edit's diff rides along for readers (`timeline`); metadata is never sent to a model.
+            shown = {"diff": _shown_diff(r.diff)} if r.diff and not r.is_error else None
+            parts.append(
+                pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id, metadata=shown)
+            )
         assert self._messages is not None
         self._messages.append(pm.ModelRequest(parts=parts))
         self.state.pending = []
@@ -1123,8 +1127,8 @@ class Session:
         return out
 
     def _returned_call(self, call: pm.ToolCallPart, returned: pm.ToolReturnPart | None) -> ToolCall:
-        """A settled call as its transcript entries say (the text `_flush_pending` wrote); with
-        no return yet, the call as the model asked for it."""
+        """A settled call as its transcript entries say (the text and an edit's diff that
+        `_flush_pending` wrote); with no return yet, the call as the model asked for it."""
         text = returned.model_response_str() if returned is not None else ""
         output = error = None
         status = ToolCallStatus.SUCCEEDED if returned is not None else ToolCallStatus.EXECUTING
@@ -1135,7 +1139,8 @@ class Session:
             error = ToolError(rest, kind)
             status = ToolCallStatus.CANCELLED if kind == "cancelled" else ToolCallStatus.FAILED
         else:
-            output = output_from_result(CallResult(text))
+            diff = returned.metadata.get("diff") if isinstance(returned.metadata, dict) else None
+            output = output_from_result(CallResult(text, diff=diff if isinstance(diff, dict) else None))
         try:
             args = call.args_as_dict()
         except Exception:
@@ -1233,6 +1238,13 @@ def _model_error_text(e: Exception) -> str:
     name = type(e).__name__
     msg = str(e) or name
     return f"Model error ({name}): {msg}"
+
+
+def _shown_diff(diff: dict[str, Any]) -> dict[str, Any]:
+    """An edit's FileDiff as the transcript keeps it for readers: its names and unified diff; the
+    old and new contents are left out (the diff is what a reader shows, at a fraction the size)."""
+    keep = ("file_name", "file_path", "formatted_diff")
+    return {**{k: str(diff.get(k) or "") for k in keep}, "old_content": None, "new_content": ""}
 
 
 # Keep Decision importable from here for adapters that only import the session module.

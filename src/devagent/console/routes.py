@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from devagent.agent.models import shown_name
+
 if TYPE_CHECKING:
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
@@ -70,8 +72,8 @@ def _int(v: Any) -> int:
         return 0
 
 
-def summary(state: dict[str, Any], updated: float) -> dict[str, Any]:
-    """One row of the session list, from a session's stored state."""
+def summary(state: dict[str, Any], updated: float, default_model: str) -> dict[str, Any]:
+    """One row of the session list, from a session's stored state and when it was stored."""
     a2a = (state.get("extra") or {}).get("a2a") or {}
     pending = state.get("pending") or []
     status = str(state.get("status", "idle"))
@@ -90,7 +92,7 @@ def summary(state: dict[str, Any], updated: float) -> dict[str, Any]:
         "waiting": waiting,
         "updated": _iso(updated),
         "tokens": _int(usage.get("input_tokens")) + _int(usage.get("output_tokens")),
-        "model": str(state.get("model", "")),
+        "model": shown_name(str(state.get("model") or default_model)),
         "approval_mode": str(state.get("approval_mode", "")),
     }
 
@@ -103,6 +105,20 @@ def _matches(row: dict[str, Any], want: str) -> bool:
     if want == "idle":
         return bool(row["state"] == "idle")
     return True
+
+
+def _sandbox() -> dict[str, bool]:
+    """Where this server runs shell commands: in the sandbox (with network or not), or not
+    sandboxed; `unavailable` when the sandbox is on but cannot start, so commands are refused."""
+    from devagent.agent.tools.shell import active_sandbox, sandbox_missing
+
+    sandbox = active_sandbox()
+    missing = sandbox_missing() is not None
+    return {
+        "on": sandbox is not None or missing,
+        "network": bool(sandbox and sandbox.network),
+        "unavailable": missing,
+    }
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -140,7 +156,8 @@ def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
                 "identity": owner,
                 "workspaces": [str(p) for p in settings.roots_for(owner)],
                 "agent": settings.agent_name,
-                "model": core.config.default_model or "",
+                "model": shown_name(core.default_model),
+                "sandbox": _sandbox(),
             }
         )
 
@@ -159,7 +176,7 @@ def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
             a2a = (state.get("extra") or {}).get("a2a") or {}
             if a2a.get("owner", "") != owner or not a2a.get("context_id"):
                 continue
-            row = summary(state, updated)
+            row = summary(state, updated, core.default_model)
             if _matches(row, want):
                 rows.append(row)
         return _json(
@@ -171,9 +188,11 @@ def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
         context_id = request.path_params["context_id"]
         if not context_id or len(context_id) > 200:
             return _error(404, "no such session")
-        found = await core.inspect(session_id_for(owner, context_id))
+        sid = session_id_for(owner, context_id)
+        found = await core.inspect(sid)
         if found is None or (found.state.extra.get("a2a") or {}).get("owner", "") != owner:
             return _error(404, "no such session")
+        stored = await core.store.read_session(sid)
         items: list[dict[str, Any]] = []
         for item in await found.timeline():
             if isinstance(item, UserPrompt):
@@ -186,7 +205,9 @@ def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
                 items.append({"kind": "tool", "call": tool_call_json(item)})
         return _json(
             {
-                "session": summary(found.state.to_json(), time.time()),
+                "session": summary(
+                    found.state.to_json(), stored.updated_at if stored else time.time(), core.default_model
+                ),
                 "items": items,
                 "waiting": [tool_call_json(c) for c in found.waiting_calls()],
             }

@@ -227,7 +227,7 @@ function stopView() {
 
 async function openView(contextId) {
   stopView();
-  S.view = { contextId, data: null, items: [], stream: null, timer: 0, shown: "", live: null };
+  S.view = { contextId, data: null, items: [], stream: null, timer: 0, shown: "", live: null, open: new Map() };
   $("conversation").replaceChildren();
   $("permissions").replaceChildren();
   $("view-title").textContent = "";
@@ -335,31 +335,79 @@ function appendLive(v, kind, text) {
   if (!last || last.kind !== kind || !last.live) {
     last = { kind, text: "", live: true };
     v.items.push(last);
-    $("conversation").append(itemNode(last));
   }
   last.text += text;
-  replaceNode(last);
+  drawItems(v);
 }
 
 function upsertCall(v, call) {
   for (const item of v.items) if (item.live) item.live = false; // text after a call is a new piece
   const found = v.items.find((i) => i.kind === "tool" && i.call.tool_call_id === call.tool_call_id);
-  if (found) {
-    found.call = call;
-    replaceNode(found);
-  } else {
-    const item = { kind: "tool", call };
-    v.items.push(item);
-    $("conversation").append(itemNode(item));
-  }
+  if (found) found.call = call;
+  else v.items.push({ kind: "tool", call });
+  drawItems(v);
 }
 
-function replaceNode(item) {
-  const old = item.node;
+// Keyed drawing: every entry of a list has a key (a tool call's id, else its kind and its rank
+// among that kind) and a signature (its content). A node is built again only when its entry's
+// signature changed, and nodes that stay are never moved, so an expanded call, a half-typed
+// reason or an edit in progress (and the focus) survive every refresh that did not touch them.
+const drawn = new WeakMap(); // node -> {key, sig}
+const callSigs = new WeakMap(); // a call as received -> its signature (a live update brings a new object)
+
+function callSig(call) {
+  let sig = callSigs.get(call);
+  if (sig === undefined) callSigs.set(call, (sig = JSON.stringify(call)));
+  return sig;
+}
+
+function reconcile(container, entries, build) {
+  const have = new Map();
+  for (const node of container.children) {
+    const d = drawn.get(node);
+    if (d) have.set(d.key, node);
+  }
+  const nodes = entries.map((e) => {
+    const old = have.get(e.key);
+    if (old && drawn.get(old).sig === e.sig) return old;
+    const node = build(e);
+    drawn.set(node, { key: e.key, sig: e.sig });
+    return node;
+  });
+  const keep = new Set(nodes);
+  let changed = false;
+  for (const node of [...container.children]) {
+    if (!keep.has(node)) {
+      node.remove();
+      changed = true;
+    }
+  }
+  let at = container.firstChild;
+  for (const node of nodes) {
+    if (node === at) at = at.nextSibling;
+    else {
+      container.insertBefore(node, at);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+function itemEntries(items) {
+  const rank = {};
+  return items.map((item) => {
+    const n = (rank[item.kind] = (rank[item.kind] ?? -1) + 1);
+    const key = item.kind === "tool" ? `tool:${item.call.tool_call_id}` : `${item.kind}:${n}`;
+    const sig = item.kind === "tool" ? callSig(item.call) : JSON.stringify([item.text, item.command]);
+    return { key, sig, item };
+  });
+}
+
+function drawItems(v) {
   const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-  const node = itemNode(item);
-  if (old && old.parentNode) old.replaceWith(node);
-  if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  const entries = itemEntries([...v.items, ...(v.notes || [])]);
+  const changed = reconcile($("conversation"), entries, (e) => itemNode(e.item, e.key, v.open));
+  if (changed && atBottom && v.stream) window.scrollTo(0, document.body.scrollHeight);
 }
 
 function drawView() {
@@ -369,16 +417,28 @@ function drawView() {
   const [label, cls] = stateLabel(session);
   $("view-state").textContent = label;
   $("view-state").className = `badge ${cls}`;
-  $("view-meta").textContent = `${session.workspace} · ${session.model || S.me?.model || "default model"} · ${session.tokens.toLocaleString()} tokens`;
-  $("conversation").replaceChildren(...v.items.map(itemNode), ...(v.notes || []).map(itemNode));
-  $("permissions").replaceChildren(...waiting.map(permissionNode));
+  const model = session.model || S.me?.model;
+  $("view-meta").textContent = [session.workspace, model, `${session.tokens.toLocaleString()} tokens`].filter(Boolean).join(" · ");
+  drawItems(v);
+  const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
+  reconcile($("permissions"), cards, (e) => permissionNode(e.call));
+  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream); // off while an answer runs
   $("cancel").hidden = session.state !== "running";
   $("send").disabled = session.state === "running" || waiting.length > 0;
   $("prompt").disabled = waiting.length > 0;
   $("prompt").placeholder = waiting.length ? "Answer the request above first" : "";
 }
 
-function itemNode(item) {
+// A <details> whose open state the person chose (by its summary) keeps that choice when its
+// node is built again; until then it opens as its content suggests.
+function folding(open, key, byDefault, summary, ...body) {
+  const chosen = open.get(key);
+  const details = el("details", { open: (chosen ?? byDefault) || undefined }, summary, ...body);
+  summary.addEventListener("click", () => open.set(key, !details.open));
+  return details;
+}
+
+function itemNode(item, key, open) {
   let node;
   if (item.kind === "user") {
     node = el("li", { class: "msg user" }, el("span", { class: "who-label", text: "You" }), el("p", { class: "plain", text: item.text }));
@@ -392,11 +452,10 @@ function itemNode(item) {
       el("div", { class: "md" }, markdown(item.text)),
     );
   } else if (item.kind === "thought") {
-    node = el("li", { class: "thought" }, el("details", {}, el("summary", { text: "Thinking" }), el("p", { class: "plain", text: item.text })));
+    node = el("li", { class: "thought" }, folding(open, key, false, el("summary", { text: "Thinking" }), el("p", { class: "plain", text: item.text })));
   } else {
-    node = el("li", { class: "tool" }, toolNode(item.call));
+    node = el("li", { class: "tool" }, toolNode(item.call, key, open));
   }
-  item.node = node;
   return node;
 }
 
@@ -408,30 +467,28 @@ const STATUS = {
   CANCELLED: "cancelled",
 };
 
-function toolNode(call) {
+// A call: its arguments (for an edit that has run, its diff instead), live output and result.
+function toolNode(call, key, open) {
   const status = call.status || "PENDING";
   const body = [];
   const args = call.input_parameters || {};
-  if (Object.keys(args).length) body.push(el("pre", { class: "args", text: JSON.stringify(args, null, 2) }));
-  if (call.live_content) body.push(el("pre", { class: "live", text: call.live_content }));
   const out = call.output;
-  if (out?.diff?.formatted_diff) body.push(diffNode(out.diff.formatted_diff));
+  const diff = out?.diff?.formatted_diff;
+  if (Object.keys(args).length && !diff) body.push(el("pre", { class: "args", text: JSON.stringify(args, null, 2) }));
+  if (call.live_content) body.push(el("pre", { class: "live", text: call.live_content }));
+  if (diff) body.push(diffNode(diff));
   else if (out?.text) body.push(el("pre", { class: "output", text: out.text }));
   else if (out?.structured_data) body.push(el("pre", { class: "output", text: JSON.stringify(out.structured_data, null, 2) }));
   if (call.error) body.push(el("p", { class: "error", text: call.error.message }));
-  const open = status === "EXECUTING" || (call.live_content && status !== "SUCCEEDED");
-  return el(
-    "details",
-    { open: open || undefined },
-    el(
-      "summary",
-      {},
-      el("span", { class: `badge ${status.toLowerCase()}`, text: STATUS[status] || status }),
-      " ",
-      el("span", { class: "tool-desc", text: call.description || call.tool_name }),
-    ),
-    ...body,
+  const running = status === "EXECUTING" || (Boolean(call.live_content) && status !== "SUCCEEDED");
+  const summary = el(
+    "summary",
+    {},
+    el("span", { class: `badge ${status.toLowerCase()}`, text: STATUS[status] || status }),
+    " ",
+    el("span", { class: "tool-desc", text: call.description || call.tool_name }),
   );
+  return folding(open, key, running, summary, ...body);
 }
 
 // Syntax colour for the code in a diff: comments, strings, numbers and keywords, told apart by a
@@ -538,6 +595,14 @@ function sideBySide(text, style) {
   return table;
 }
 
+// Where this server runs a shell command, in words (the server says whether its sandbox is on).
+function whereCommandsRun(sandbox) {
+  if (!sandbox) return "";
+  if (sandbox.unavailable) return "Will not run: this server's sandbox is on but cannot start here, so commands are refused.";
+  if (sandbox.on) return `Runs in the sandbox: only the workspace is writable, ${sandbox.network ? "with" : "without"} network.`;
+  return "Not sandboxed: runs as the server's user, with that user's files and network.";
+}
+
 // A call that waits: what it would do, and the answers the server offers for it.
 function permissionNode(call) {
   const cr = call.confirmation_request;
@@ -555,6 +620,7 @@ function permissionNode(call) {
   } else if (cr.execute_details) {
     box.append(el("p", { class: "muted", text: `in ${cr.execute_details.working_directory || "the workspace"}` }));
     box.append(el("pre", { class: "command", text: cr.execute_details.command }));
+    box.append(el("p", { class: "where", text: whereCommandsRun(S.me?.sandbox) }));
   } else if (cr.mcp_details) {
     box.append(el("p", { text: `MCP server ${cr.mcp_details.server_name}, tool ${cr.mcp_details.tool_name}` }));
   } else if (cr.generic_details) {
@@ -618,7 +684,7 @@ async function answer(call, option, { reason, newContent } = {}) {
     parts,
   };
   $("view-status").textContent = "";
-  $("permissions").replaceChildren();
+  for (const node of [...$("permissions").children]) if (drawn.get(node)?.key === call.tool_call_id) node.remove();
   await follow(v, "SendStreamingMessage", { message }, (e) => {
     $("view-status").textContent = `Not sent: ${e.message}. The session has moved on; this is how it stands now.`;
   });
@@ -638,7 +704,7 @@ async function sendPrompt(text) {
   $("command-hint").textContent = "";
   $("view-status").textContent = "";
   v.items.push({ kind: "user", text });
-  $("conversation").append(itemNode(v.items[v.items.length - 1]));
+  drawItems(v);
   const mark = v.items.length;
   const command = text.trim().startsWith("/") ? text.trim().split(/\s/)[0] : null;
   if (!command) v.notes = [];
@@ -695,7 +761,7 @@ async function startSession(workspace, prompt) {
         const ctx = ev.task?.contextId || ev.statusUpdate?.contextId;
         if (!ctx) return;
         stopView();
-        v = S.view = { contextId: ctx, data: null, items: [{ kind: "user", text: prompt }], stream: ctl, timer: 0, shown: "", live: null };
+        v = S.view = { contextId: ctx, data: null, items: [{ kind: "user", text: prompt }], stream: ctl, timer: 0, shown: "", live: null, open: new Map() };
         v.data = { session: { title: prompt, workspace, model: "", tokens: 0, state: "running", task_id: ev.task?.id || "" }, waiting: [] };
         history.replaceState(null, "", `#/s/${encodeURIComponent(ctx)}`);
         show("view");
@@ -766,12 +832,15 @@ function wire() {
     e.preventDefault();
     sendPrompt($("prompt").value);
   });
-  $("prompt").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-      e.preventDefault();
-      sendPrompt($("prompt").value);
-    }
-  });
+  // Ctrl+Enter (⌘+Enter) in a prompt box sends it, as the hint beside its button says.
+  for (const form of [$("prompt-form"), $("new-form")]) {
+    form.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && e.target.tagName === "TEXTAREA") {
+        e.preventDefault();
+        form.requestSubmit();
+      }
+    });
+  }
   $("prompt").addEventListener("input", () => {
     const t = $("prompt").value;
     if (!t.startsWith("/") || t.includes(" ")) {
