@@ -90,7 +90,7 @@ def test_g3_issue20_allow_always_grants_what_was_shown() -> None:
     assert not asks("cd lib && ls", s) and not asks("ls", s)
     assert always_text("cd src && ls -la") == (
         "Allow `cd` and `ls` commands for the rest of this session "
-        "(with any arguments that cannot start another program)"
+        "(with any arguments that cannot start another program, and paths inside the workspace)"
     )
     s = allow_always("npm test")
     assert s.grants_shell == [EXACT + "npm test"]

@@ -7,6 +7,7 @@ client never decides: it can only answer a permission request with one of the of
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ Verdict = Literal["run", "ask", "deny", "client"]
 class Decision:
     verdict: Verdict
     reason: str = ""
+    granted: bool = False  # runs because of an "allow always" grant, not because of the mode
 
 
 def shell_root(command: str) -> str:
@@ -85,8 +87,10 @@ def command_roots(command: str) -> list[str] | None:
 # exact command (stored with EXACT in front), or, where every simple command of it is a program
 # that cannot start another one with the arguments given, those programs' prefixes ("ls",
 # "git status"): later commands made only of granted prefixes run unasked, each argument checked
-# again. Programs that run code (shells, interpreters, xargs, env, build tools, package scripts)
-# are never prefixes: allowing `npm test` allows exactly `npm test`.
+# again, and every path among them inside the workspace roots (`paths_inside`). Programs that run
+# code (shells, interpreters, xargs, env, build tools, package scripts) are never prefixes:
+# allowing `npm test` allows exactly `npm test`. What runs under a grant runs with git's
+# program-naming configuration turned off (`gitguard`).
 
 EXACT = "= "  # a stored exact grant: EXACT + the command as it was shown
 
@@ -176,11 +180,69 @@ def _prefixes(command: str) -> list[str] | None:
     return list(dict.fromkeys(p for p in prefixes if p is not None))
 
 
-def _shell_granted(command: str, grants: list[str]) -> bool:
+def _shell_granted(args: dict[str, Any], state: SessionState) -> bool:
+    """Whether the shell call is covered by a grant: its exact command, or its prefixes with
+    every path argument inside the workspace roots (issue 28 item 4)."""
+    command = str(args.get("command", ""))
+    grants = state.grants_shell
     if EXACT + command.strip() in grants:
         return True
     prefixes = _prefixes(command)
-    return prefixes is not None and all(p in grants for p in prefixes)
+    if prefixes is None or not all(p in grants for p in prefixes):
+        return False
+    commands = simple_commands(command) or []
+    return paths_inside(commands, state.workspace_roots, str(args.get("directory") or "."))
+
+
+# --- the paths a prefix grant may name (issue 28 item 4) ------------------------------------------
+#
+# A prefix grant reads or lists what is in the workspace; a path argument leading out (absolute,
+# `..`, a symlink pointing out) is asked again. Checked conservatively: every word is taken as a
+# path (a pattern `/api/` too), an option's attached value as well, and every directory a `cd`
+# of the command may have moved to is a possible working directory of the words after it.
+
+
+MAX_CWDS = 16  # possible working directories followed at most (each `cd` may double them)
+
+
+def _path_words(word: str) -> list[str]:
+    """What in one argument word could name a file: the word; after `=`, its value; for a short
+    option with an attached value (`-f/etc/passwd`, `-rf../x`), each tail after the option letters."""
+    candidates = [word]
+    if "=" in word:
+        candidates.append(word.split("=", 1)[1])
+    if word.startswith("-") and not word.startswith("--"):
+        candidates += [word[i:] for i in range(2, len(word))]
+    return [c for c in candidates if c and c != "-"]
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def paths_inside(commands: list[list[str]], workspace_roots: list[str], directory: str) -> bool:
+    """Whether every word of these simple commands that could name a path stays inside the roots
+    (symlinks resolved), from the working directory `directory` (relative to the first root)."""
+    roots = [os.path.realpath(r) for r in workspace_roots]
+    if not roots:
+        return False
+    cwds = [os.path.realpath(os.path.join(roots[0], directory))]
+    if not _inside(cwds[0], roots):
+        return False
+    for words in commands:
+        for word in words[1:]:
+            for candidate in _path_words(word):
+                if candidate.startswith("~"):
+                    return False
+                if not all(_inside(os.path.realpath(os.path.join(c, candidate)), roots) for c in cwds):
+                    return False
+        if words[0] == "cd":
+            if len(words) != 2 or words[1].startswith("-"):
+                return False  # `cd` alone goes home, `cd -` back to where it was
+            cwds = list(dict.fromkeys([*cwds, *(os.path.realpath(os.path.join(c, words[1])) for c in cwds)]))
+            if len(cwds) > MAX_CWDS:
+                return False
+    return True
 
 
 def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
@@ -198,11 +260,11 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     if mode == "auto-edit" and kind is ToolKind.EDIT:
         return Decision("run")
     if name in state.grants_tools:
-        return Decision("run")
+        return Decision("run", granted=True)
     if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
-        return Decision("run")
-    if kind is ToolKind.EXECUTE and _shell_granted(str(args.get("command", "")), state.grants_shell):
-        return Decision("run")
+        return Decision("run", granted=True)
+    if kind is ToolKind.EXECUTE and _shell_granted(args, state):
+        return Decision("run", granted=True)
     return Decision("ask")
 
 
@@ -279,7 +341,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             shown = " and ".join(f"`{p}`" for p in prefixes)
             always = (
                 f"Allow {shown} commands for the rest of this session "
-                "(with any arguments that cannot start another program)"
+                "(with any arguments that cannot start another program, and paths inside the workspace)"
             )
         sandboxed = _sandbox_note()
         if sandboxed:

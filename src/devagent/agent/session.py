@@ -799,6 +799,7 @@ class Session:
             )
         pc = PendingCall(call_id, name, args, tool.kind.value, description=tool.describe(args))
         verdict = approval.decide(tool.kind, name, args, self.state)
+        pc.granted = verdict.granted
         if verdict.verdict == "deny":
             pc.status = ToolCallStatus.FAILED.value
             pc.result = CallResult.error(verdict.reason, "denied_by_policy")
@@ -953,6 +954,7 @@ class Session:
             command_processes=self.core.config.command_processes,
             memory_file=self.core.config.memory_file,
             backends=self.backends,
+            granted=p.granted,
             **kw,
         )
 
