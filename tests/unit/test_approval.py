@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from devagent.agent.approval import EXACT, command_roots, decide, grant, options_for
@@ -191,3 +193,67 @@ def test_issue15_reject_always_refuses_later_calls_in_every_mode() -> None:
     assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "ls"}, s).verdict == "run"
     assert "refused" in decide(ToolKind.EDIT, "write_file", {}, s).reason
     assert SessionState.from_json(s.to_json()).refusals_shell == ["rm", "make"]
+
+
+def test_issue28_item4_a_prefix_grant_reaches_only_paths_inside_the_workspace(tmp_path: Path) -> None:
+    """Issue 28 item 4: after "allow for the session" of `cat README.md`, a granted program given
+    a path that leads out of the workspace roots (absolute, `..`, a symlink, a `cd` out, an
+    option's value) is asked again; paths inside still run unasked."""
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "README.md").write_text("# hi\n")
+    (tmp_path / "secret").write_text("key\n")
+    (ws / "out").symlink_to(tmp_path / "secret")
+    (ws / "inner").symlink_to(ws / "src")
+    s = SessionState(workspace_roots=[str(ws)], approval_mode="ask")
+    for command in ("cat README.md", "grep -rn x src", "cd src"):
+        grant(ToolKind.EXECUTE, "run_shell_command", {"command": command}, s)
+
+    def verdict_in(command: str, directory: str = ".") -> str:
+        args = {"command": command, "directory": directory}
+        return decide(ToolKind.EXECUTE, "run_shell_command", args, s).verdict
+
+    for inside in (
+        "cat README.md",
+        f"cat {ws}/README.md",
+        "cat src/../README.md",
+        "cat inner/../README.md",
+        "cd src && cat app.py",
+        "grep -rn TODO src",
+        "grep --include=app.py -rn x src",
+    ):
+        assert verdict_in(inside) == "run", inside
+    assert verdict_in("cat ../README.md", "src") == "run"
+    for outside in (
+        f"cat {tmp_path}/secret",
+        "cat /etc/passwd",
+        "cat ../secret",
+        "cat out",
+        "cat src/../../secret",
+        "cd .. && cat secret",
+        "cd / && cat etc/passwd",
+        "cd src | cat ../../secret",
+        "cd && cat .aws/credentials",
+        "cd - && cat x",
+        "grep -f/etc/passwd README.md",
+        "grep -rf../secret README.md",
+        "grep --file=/etc/passwd README.md",
+        "grep -rn x /",
+        "cat '~/.aws/credentials'",
+    ):
+        assert verdict_in(outside) == "ask", outside
+    assert verdict_in("cat ../secret", "src/..") == "ask"
+    assert verdict_in("cat README.md", "..") == "ask"
+    # exactly what was shown stays granted, wherever it points
+    grant(ToolKind.EXECUTE, "run_shell_command", {"command": "npm test"}, s)
+    assert verdict_in("npm test") == "run"
+
+
+def test_issue28_item1_a_decision_says_whether_a_grant_made_it_run() -> None:
+    """Issue 28 item 1: a call that runs because of a grant is marked, so that what it starts
+    is only what was shown (gitguard); one that runs by the mode is not."""
+    s = state("git status")
+    assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "git status"}, s).granted
+    s.approval_mode = "yolo"
+    assert not decide(ToolKind.EXECUTE, "run_shell_command", {"command": "make"}, s).granted
+    assert not decide(ToolKind.EDIT, "write_file", {"path": "a"}, s).granted
