@@ -250,10 +250,13 @@ def test_issue28_item4_a_prefix_grant_reaches_only_paths_inside_the_workspace(tm
 
 
 def test_issue28_item1_a_decision_says_whether_a_grant_made_it_run() -> None:
-    """Issue 28 item 1: a call that runs because of a grant is marked, so that what it starts
-    is only what was shown (gitguard); one that runs by the mode is not."""
-    s = state("git status")
+    """Issue 28 item 1: a call that runs because a prefix grant covers it is marked, so that
+    what it starts is only what was shown (gitguard); one that runs by the mode or by an exact
+    grant (the command as shown) is not."""
+    s = state("git status", EXACT + "git commit -m x")
     assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "git status"}, s).granted
+    exact = decide(ToolKind.EXECUTE, "run_shell_command", {"command": "git commit -m x"}, s)
+    assert exact.verdict == "run" and not exact.granted
     s.approval_mode = "yolo"
     assert not decide(ToolKind.EXECUTE, "run_shell_command", {"command": "make"}, s).granted
     assert not decide(ToolKind.EDIT, "write_file", {"path": "a"}, s).granted

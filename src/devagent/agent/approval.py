@@ -23,7 +23,9 @@ Verdict = Literal["run", "ask", "deny", "client"]
 class Decision:
     verdict: Verdict
     reason: str = ""
-    granted: bool = False  # runs because of an "allow always" grant, not because of the mode
+    # Runs unasked because a prefix grant covers it ("git status"), not because of the mode or
+    # an exact grant: it must start only what was shown (gitguard).
+    granted: bool = False
 
 
 def shell_root(command: str) -> str:
@@ -89,7 +91,7 @@ def command_roots(command: str) -> list[str] | None:
 # "git status"): later commands made only of granted prefixes run unasked, each argument checked
 # again, and every path among them inside the workspace roots (`paths_inside`). Programs that run
 # code (shells, interpreters, xargs, env, build tools, package scripts) are never prefixes:
-# allowing `npm test` allows exactly `npm test`. What runs under a grant runs with git's
+# allowing `npm test` allows exactly `npm test`. What runs under a prefix grant runs with git's
 # program-naming configuration turned off (`gitguard`).
 
 EXACT = "= "  # a stored exact grant: EXACT + the command as it was shown
@@ -180,18 +182,19 @@ def _prefixes(command: str) -> list[str] | None:
     return list(dict.fromkeys(p for p in prefixes if p is not None))
 
 
-def _shell_granted(args: dict[str, Any], state: SessionState) -> bool:
-    """Whether the shell call is covered by a grant: its exact command, or its prefixes with
-    every path argument inside the workspace roots (issue 28 item 4)."""
+def _shell_grant(args: dict[str, Any], state: SessionState) -> Literal["", "exact", "prefix"]:
+    """Which grant covers the shell call: its exact command, or its prefixes with every path
+    argument inside the workspace roots (issue 28 item 4); "" for none."""
     command = str(args.get("command", ""))
     grants = state.grants_shell
     if EXACT + command.strip() in grants:
-        return True
+        return "exact"
     prefixes = _prefixes(command)
     if prefixes is None or not all(p in grants for p in prefixes):
-        return False
+        return ""
     commands = simple_commands(command) or []
-    return paths_inside(commands, state.workspace_roots, str(args.get("directory") or "."))
+    inside = paths_inside(commands, state.workspace_roots, str(args.get("directory") or "."))
+    return "prefix" if inside else ""
 
 
 # --- the paths a prefix grant may name (issue 28 item 4) ------------------------------------------
@@ -260,11 +263,11 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     if mode == "auto-edit" and kind is ToolKind.EDIT:
         return Decision("run")
     if name in state.grants_tools:
-        return Decision("run", granted=True)
+        return Decision("run")
     if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
-        return Decision("run", granted=True)
-    if kind is ToolKind.EXECUTE and _shell_granted(args, state):
-        return Decision("run", granted=True)
+        return Decision("run")
+    if kind is ToolKind.EXECUTE and (covered := _shell_grant(args, state)):
+        return Decision("run", granted=covered == "prefix")
     return Decision("ask")
 
 

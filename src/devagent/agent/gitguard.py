@@ -1,10 +1,10 @@
-"""The environment of a command that runs under an "allow always" grant (issue 28 item 1): git in
-it starts no program that its configuration names.
+"""The environment of a command that runs under a prefix grant (issue 28 item 1): git in it starts
+no program that its configuration names.
 
-A grant covers what the user was shown (`git status`), but git reads configuration that the
+A prefix grant covers what the user was shown (`git status`), but git reads configuration that the
 model may have written or that came with the workspace: `core.fsmonitor`, hooks, an external
 diff, a textconv or filter driver, a signature program, a transport. Every such key is turned off
-for git commands run under a grant:
+for git commands run under a prefix grant:
 
 - the keys with a fixed name through git's own configuration environment (`GIT_CONFIG_COUNT`,
   `GIT_CONFIG_KEY_n`, `GIT_CONFIG_VALUE_n`), which takes precedence over every configuration file;
@@ -68,7 +68,7 @@ _GIT_FUNCTION = (
 
 
 def granted_env() -> dict[str, str]:
-    """The variables a command run under a grant gets on top of its usual environment."""
+    """The variables a command run under a prefix grant gets on top of its usual environment."""
     env = {
         "GIT_CONFIG_COUNT": str(len(NEUTRAL_KEYS)),
         "GIT_ALLOW_PROTOCOL": "",

@@ -177,8 +177,8 @@ class ToolContext:
     command_memory_mb: int = 0
     command_processes: int = 0
     memory_file: str = "AGENTS.md"
-    # The call runs unasked under an "allow always" grant: what it starts must be only what was
-    # shown (a shell command gets `gitguard.granted_env`).
+    # The call runs unasked under a prefix grant ("git status"): what it starts must be only
+    # what was shown (a shell command gets `gitguard.granted_env`).
     granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)

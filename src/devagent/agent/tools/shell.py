@@ -436,7 +436,7 @@ class RunShellCommand(Tool):
         timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
         if ctx.cancelled.is_set():
             raise ToolFailure("the command was cancelled before it started", "cancelled")
-        # Under a grant, git starts no program its configuration names (issue 28 item 1).
+        # Under a prefix grant, git starts no program its configuration names (issue 28 item 1).
         guard = granted_env() if ctx.granted else {}
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
             return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx, guard)
