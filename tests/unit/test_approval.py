@@ -113,6 +113,8 @@ def test_g3_issue20_allow_always_grants_what_was_shown() -> None:
         ("git status", "git st"),  # an alias
         ("git status", "git status; git config alias.st '!sh -c id'"),
         ("git diff", "git diff --ext-diff"),
+        ("git status", "git status --ignore-submodules=none"),
+        ("git diff", "git diff --submodule=diff"),
         ("git log", "git log --output=/tmp/x"),
         ("git log", "git log -O/bin/sh"),
         ("find . -name x", "find . -exec sh -c id \\;"),

@@ -5,6 +5,7 @@ individually approved (not granted) do run them, which shows each attack is real
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -66,8 +67,23 @@ def hostile_repo(ws: Path, marker: Path) -> None:
 
     git("init", "-q")
     (ws / "a.txt").write_text("one\n")
-    git("add", "a.txt")
+    inner = ws / "inner"  # a submodule, with a driver of its own
+    inner.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=inner, check=True)
+    (inner / "i.txt").write_text("a\n")
+    subprocess.run(["git", "add", "i.txt"], cwd=inner, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "i"],
+        cwd=inner,
+        check=True,
+    )
+    with (inner / ".git" / "config").open("a") as f:
+        f.write(f'[filter "evil"]\n\tclean = "{marker_command(marker, "inner-clean")}"\n')
+    (inner / ".gitattributes").write_text("*.txt filter=evil\n")
+    git("add", "a.txt", "inner")
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
+    (inner / "i.txt").write_text("b\n")  # the same size: git must read it (through the filter)
+    os.utime(inner / "i.txt", (1_000_000_000, 1_000_000_000))
     hooks = ws / "hooks"
     hooks.mkdir()
     for hook in ("post-index-change", "pre-commit"):
@@ -102,7 +118,7 @@ async def test_issue28_item1_granted_git_runs_no_program_its_repository_names(tm
     assert "END" in out and " M a.txt" in out
     assert not marker.exists(), marker.read_text()
     await run(ws, command, granted=False)
-    assert {"fsmonitor", "hook", "clean"} <= set(marker.read_text().split())
+    assert {"fsmonitor", "hook", "clean", "inner-clean"} <= set(marker.read_text().split())
 
 
 def test_issue28_item1_head_is_refused_as_an_edit_target(tmp_path: Path) -> None:

@@ -120,6 +120,7 @@ _GIT_REFUSED = (
     "--ext-diff", "--textconv", "-O", "--open-files-in-pager", "--output", "--exec", "--upload-pack",
     "-c", "--config", "-D", "-d", "--delete", "-m", "-M", "--move", "--copy", "-C", "--set-upstream-to",
     "-u", "--unset-upstream", "--edit-description", "-f", "--force",
+    "--ignore-submodules", "--recurse-submodules", "--submodule",
 )  # fmt: skip
 
 

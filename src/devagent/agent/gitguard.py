@@ -15,7 +15,9 @@ for git commands run under a prefix grant:
 - the drivers, whose keys are named by the repository (`diff.NAME.command`, `filter.NAME.clean`,
   ...): the command's shell gets a `git` function that lists those keys in the directory git runs
   in (`git config --get-regexp`) and turns each off for that one git process. A git command
-  whose file needs a driver then fails; it never runs the driver.
+  whose file needs a driver then fails; it never runs the driver;
+- submodules are not looked into (`diff.ignoreSubmodules=all`): each is a repository of its own,
+  whose drivers the listing above does not see.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ NEUTRAL_KEYS: tuple[tuple[str, str], ...] = (
     ("uploadpack.packObjectsHook", ""),
     ("protocol.allow", "never"),
     ("safe.bareRepository", "explicit"),
+    # A submodule is another repository, with configuration of its own that the listing of
+    # drivers does not see: not looked into (its changes are not shown).
+    ("diff.ignoreSubmodules", "all"),
+    ("submodule.recurse", "false"),
 )
 
 # Keys whose middle part the repository names: a diff, filter or merge driver's program.
