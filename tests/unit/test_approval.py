@@ -145,6 +145,34 @@ def test_g3_issue20_each_bypass_of_an_innocent_grant_is_asked_again(allowed: str
     assert asks(bypass, s), (allowed, bypass, s.grants_shell)
 
 
+@pytest.mark.parametrize(
+    ("allowed", "bypass"),
+    [
+        ("grep -rn x src", "grep -rR x src"),
+        ("grep -rn x src", "grep --dereference-recursive x src"),
+        ("rg foo", "rg -L foo"),
+        ("find . -name x", "find -L . -name x"),
+        ("find . -name x", "find . -follow -name x"),
+        ("ls", "ls -RL"),
+        ("du -sh src", "du -shL src"),
+        ("wc a", "wc --files0-from=list"),
+        ("sha256sum a", "sha256sum -c sums"),
+        ("tree src", "tree -l src"),
+        ("sort a", "sort -uo b a"),
+    ],
+)
+def test_issue28_item4_options_that_reach_files_no_argument_names_are_asked(
+    allowed: str, bypass: str
+) -> None:
+    """Issue 28 item 4: an option that follows symlinks while walking a directory, or reads the
+    names of the files to open from a file, could lead out of the workspace where no argument
+    does: such a command is asked again after the innocent one was allowed always (a short
+    option counts within a cluster of them too)."""
+    s = allow_always(allowed)
+    assert not asks(allowed, s)
+    assert asks(bypass, s), (allowed, bypass, s.grants_shell)
+
+
 def test_g3_issue20_allowing_a_dangerous_form_grants_only_it() -> None:
     """Allowing `git st` (maybe an alias) or `find -exec ...` always grants exactly that text."""
     s = allow_always("git st")

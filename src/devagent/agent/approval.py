@@ -105,12 +105,23 @@ _PREFIX_PROGRAMS: dict[str, tuple[str, ...]] = {
         "uname column comm paste rev".split(),
         (),
     ),
-    "rg": ("--pre", "--pre-glob", "--hostname-bin"),
-    "sort": ("--compress-program", "-o", "--output"),
-    "tree": ("-o",),
-    "file": ("-C", "--compile"),
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
-}
+    # Options that follow symlinks while walking a directory, or read the names of the files to
+    # open from a file, would reach paths no argument names (issue 28 item 4).
+    **dict.fromkeys(("grep", "egrep", "fgrep"), ("-R", "--dereference-recursive")),
+    **dict.fromkeys(("ls", "du"), ("-L", "--dereference", "--files0-from")),
+    **dict.fromkeys(("wc",), ("--files0-from",)),
+    **dict.fromkeys(("sha256sum", "sha1sum", "md5sum"), ("-c", "--check")),
+    "rg": ("--pre", "--pre-glob", "--hostname-bin", "-L", "--follow"),
+    "sort": ("--compress-program", "-o", "--output", "--files0-from"),
+    "tree": ("-o", "-l", "--fromfile"),
+    "file": ("-C", "--compile", "-f", "--files-from"),
+    "find": (
+        "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
+        "-L", "-follow", "-files0-from",
+    ),
+}  # fmt: skip
+# Programs whose options are single words (`-name`), not clusters of letters (`-la`).
+_WORD_OPTIONS = frozenset(("find",))
 # git: `git SUBCOMMAND` for read-only subcommands, nothing before the subcommand (`-c`, `-C`,
 # `--exec-path`, `--git-dir`...), and none of the options that run a program or write a file.
 _GIT_READ = frozenset(
@@ -124,13 +135,16 @@ _GIT_REFUSED = (
 )  # fmt: skip
 
 
-def _refused_option(word: str, refused: tuple[str, ...]) -> bool:
-    """Whether `word` is one of `refused` (`--pre=cat` and `-Ofoo` included)."""
+def _refused_option(word: str, refused: tuple[str, ...], clusters: bool = True) -> bool:
+    """Whether `word` is one of `refused` (`--pre=cat` and `-Ofoo` included; with `clusters`, a
+    refused letter anywhere in a cluster of short options too: `-rR`)."""
+    short = word.startswith("-") and not word.startswith("--")
     for r in refused:
         if word == r or (r.startswith("--") and word.startswith(r + "=")):
             return True
-        if len(r) == 2 and r.startswith("-") and word.startswith(r) and not word.startswith("--"):
-            return True  # a short option with its value attached
+        if len(r) == 2 and r.startswith("-") and short:
+            if word.startswith(r) or (clusters and r[1] in word[1:]):
+                return True  # a short option with its value attached, or within a cluster
     return False
 
 
@@ -146,7 +160,8 @@ def shell_prefix(words: list[str]) -> str | None:
             return None
         return f"git {args[0]}"
     refused = _PREFIX_PROGRAMS.get(program)
-    if refused is None or any(_refused_option(a, refused) for a in args):
+    clusters = program not in _WORD_OPTIONS
+    if refused is None or any(_refused_option(a, refused, clusters) for a in args):
         return None
     return program
 
