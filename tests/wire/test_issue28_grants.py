@@ -63,7 +63,7 @@ def play(w: WireProc, answers: dict[str, str], rpc_id: str = "p1") -> tuple[list
         w.approve(last, answers.get(call_id, "reject"))
 
 
-def git_env(wire_env: dict[str, str]) -> None:
+def auto_edit(wire_env: dict[str, str]) -> None:
     wire_env["DEVAGENT_APPROVAL"] = "auto-edit"  # edits run unasked, as in the report
 
 
@@ -75,7 +75,7 @@ def test_issue28_item1_wire_granted_git_runs_nothing_from_a_git_directory_the_mo
     the session before. Writing HEAD is refused; made by a command the user approved, the folder
     is still never used as a git directory by the granted command: nothing writes the marker
     (outside the workspace, as the server's user)."""
-    git_env(wire_env)
+    auto_edit(wire_env)
     (work_dir / "a.txt").write_text("a\n")
     (work_dir / "b.txt").write_text("b\n")
     marker = tmp_path / "pwned"
