@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from acp.schema import (
     ClientCapabilities,
     CreateTerminalResponse,
     DeniedOutcome,
+    EnvVariable,
     FileSystemCapabilities,
     InitializeResponse,
     KillTerminalResponse,
@@ -352,7 +355,13 @@ class TerminalEditor(EditorClient):
         self.changed.set()
 
     async def create_terminal(
-        self, command: str, session_id: str, args: list[str] | None = None, cwd: str | None = None, **kw: Any
+        self,
+        command: str,
+        session_id: str,
+        args: list[str] | None = None,
+        cwd: str | None = None,
+        env: list[EnvVariable] | None = None,
+        **kw: Any,
     ) -> CreateTerminalResponse:
         self.note("create")
         tid = f"term-{len(self.procs)}"
@@ -360,6 +369,7 @@ class TerminalEditor(EditorClient):
             command,
             *(args or []),
             cwd=cwd,
+            env={**os.environ, **{v.name: v.value for v in env or []}},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
@@ -437,6 +447,50 @@ async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_the
         assert (await asyncio.wait_for(running, TIMEOUT)).stop_reason == "cancelled"
         assert "kill" in client.calls_made and client.calls_made[-1] == "release"
         assert await asyncio.wait_for(client.procs["term-1"].wait(), TIMEOUT) < 0  # killed
+
+
+def repo_with_fsmonitor(work_dir: Path, marker: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=work_dir, check=True)
+    with (work_dir / ".git" / "config").open("a") as f:
+        f.write(f'[core]\n\tfsmonitor = "echo ran >> {marker}; false"\n')
+
+
+async def test_issue28_item1_granted_git_in_the_editors_terminal_runs_no_fsmonitor(
+    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+) -> None:
+    """Issue 28 item 1 on ACP, where commands run in the editor's terminal: a workspace arriving
+    with its own .git/config `core.fsmonitor`; `git status` allowed always (that run is the
+    user's); the next, granted `git status` runs it no more."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    marker = tmp_path / "pwned"
+    repo_with_fsmonitor(work_dir, marker)
+    status = {"name": "run_shell_command", "args": {"command": "git status --short"}}
+    steps = [
+        [{"tool_call": {**status, "id": "s1"}}],
+        [{"text": "first"}],
+        [{"tool_call": {**status, "id": "s2"}}],
+        [{"text": "second: {last_tool_results}"}],
+    ]
+    client = TerminalEditor()
+    client.answers = ["proceed_always"]
+    async with agent(client, acp_argv(script(steps)), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
+        await conn.initialize(
+            protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(terminal=True)
+        )
+        new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("a")]), TIMEOUT
+        )
+        assert resp.stop_reason == "end_turn" and marker.exists()  # the approved run: the trap is live
+        marker.unlink()
+        resp = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("b")]), TIMEOUT
+        )
+        assert resp.stop_reason == "end_turn"
+        assert [p["toolCall"]["toolCallId"] for p in client.permissions] == ["s1"]
+        assert "README.md" in client.text()
+        assert not marker.exists()
 
 
 async def test_issue15_stop_reasons_refusal_max_tokens_and_max_turn_requests(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from devagent.agent.approval import EXACT, command_roots, decide, grant, options_for
@@ -90,7 +92,7 @@ def test_g3_issue20_allow_always_grants_what_was_shown() -> None:
     assert not asks("cd lib && ls", s) and not asks("ls", s)
     assert always_text("cd src && ls -la") == (
         "Allow `cd` and `ls` commands for the rest of this session "
-        "(with any arguments that cannot start another program)"
+        "(with any arguments that cannot start another program, and paths inside the workspace)"
     )
     s = allow_always("npm test")
     assert s.grants_shell == [EXACT + "npm test"]
@@ -111,6 +113,8 @@ def test_g3_issue20_allow_always_grants_what_was_shown() -> None:
         ("git status", "git st"),  # an alias
         ("git status", "git status; git config alias.st '!sh -c id'"),
         ("git diff", "git diff --ext-diff"),
+        ("git status", "git status --ignore-submodules=none"),
+        ("git diff", "git diff --submodule=diff"),
         ("git log", "git log --output=/tmp/x"),
         ("git log", "git log -O/bin/sh"),
         ("find . -name x", "find . -exec sh -c id \\;"),
@@ -136,6 +140,34 @@ def test_g3_issue20_allow_always_grants_what_was_shown() -> None:
 )
 def test_g3_issue20_each_bypass_of_an_innocent_grant_is_asked_again(allowed: str, bypass: str) -> None:
     """Issue 20 item 6: after allowing the innocent command always, each of these is asked."""
+    s = allow_always(allowed)
+    assert not asks(allowed, s)
+    assert asks(bypass, s), (allowed, bypass, s.grants_shell)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "bypass"),
+    [
+        ("grep -rn x src", "grep -rR x src"),
+        ("grep -rn x src", "grep --dereference-recursive x src"),
+        ("rg foo", "rg -L foo"),
+        ("find . -name x", "find -L . -name x"),
+        ("find . -name x", "find . -follow -name x"),
+        ("ls", "ls -RL"),
+        ("du -sh src", "du -shL src"),
+        ("wc a", "wc --files0-from=list"),
+        ("sha256sum a", "sha256sum -c sums"),
+        ("tree src", "tree -l src"),
+        ("sort a", "sort -uo b a"),
+    ],
+)
+def test_issue28_item4_options_that_reach_files_no_argument_names_are_asked(
+    allowed: str, bypass: str
+) -> None:
+    """Issue 28 item 4: an option that follows symlinks while walking a directory, or reads the
+    names of the files to open from a file, could lead out of the workspace where no argument
+    does: such a command is asked again after the innocent one was allowed always (a short
+    option counts within a cluster of them too)."""
     s = allow_always(allowed)
     assert not asks(allowed, s)
     assert asks(bypass, s), (allowed, bypass, s.grants_shell)
@@ -191,3 +223,70 @@ def test_issue15_reject_always_refuses_later_calls_in_every_mode() -> None:
     assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "ls"}, s).verdict == "run"
     assert "refused" in decide(ToolKind.EDIT, "write_file", {}, s).reason
     assert SessionState.from_json(s.to_json()).refusals_shell == ["rm", "make"]
+
+
+def test_issue28_item4_a_prefix_grant_reaches_only_paths_inside_the_workspace(tmp_path: Path) -> None:
+    """Issue 28 item 4: after "allow for the session" of `cat README.md`, a granted program given
+    a path that leads out of the workspace roots (absolute, `..`, a symlink, a `cd` out, an
+    option's value) is asked again; paths inside still run unasked."""
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "README.md").write_text("# hi\n")
+    (tmp_path / "secret").write_text("key\n")
+    (ws / "out").symlink_to(tmp_path / "secret")
+    (ws / "inner").symlink_to(ws / "src")
+    s = SessionState(workspace_roots=[str(ws)], approval_mode="ask")
+    for command in ("cat README.md", "grep -rn x src", "cd src"):
+        grant(ToolKind.EXECUTE, "run_shell_command", {"command": command}, s)
+
+    def verdict_in(command: str, directory: str = ".") -> str:
+        args = {"command": command, "directory": directory}
+        return decide(ToolKind.EXECUTE, "run_shell_command", args, s).verdict
+
+    for inside in (
+        "cat README.md",
+        f"cat {ws}/README.md",
+        "cat src/../README.md",
+        "cat inner/../README.md",
+        "cd src && cat app.py",
+        "grep -rn TODO src",
+        "grep --include=app.py -rn x src",
+    ):
+        assert verdict_in(inside) == "run", inside
+    assert verdict_in("cat ../README.md", "src") == "run"
+    for outside in (
+        f"cat {tmp_path}/secret",
+        "cat /etc/passwd",
+        "cat ../secret",
+        "cat out",
+        "cat src/../../secret",
+        "cd .. && cat secret",
+        "cd / && cat etc/passwd",
+        "cd src | cat ../../secret",
+        "cd && cat .aws/credentials",
+        "cd - && cat x",
+        "grep -f/etc/passwd README.md",
+        "grep -rf../secret README.md",
+        "grep --file=/etc/passwd README.md",
+        "grep -rn x /",
+        "cat '~/.aws/credentials'",
+    ):
+        assert verdict_in(outside) == "ask", outside
+    assert verdict_in("cat ../secret", "src/..") == "ask"
+    assert verdict_in("cat README.md", "..") == "ask"
+    # exactly what was shown stays granted, wherever it points
+    grant(ToolKind.EXECUTE, "run_shell_command", {"command": "npm test"}, s)
+    assert verdict_in("npm test") == "run"
+
+
+def test_issue28_item1_a_decision_says_whether_a_grant_made_it_run() -> None:
+    """Issue 28 item 1: a call that runs because a prefix grant covers it is marked, so that
+    what it starts is only what was shown (gitguard); one that runs by the mode or by an exact
+    grant (the command as shown) is not."""
+    s = state("git status", EXACT + "git commit -m x")
+    assert decide(ToolKind.EXECUTE, "run_shell_command", {"command": "git status"}, s).granted
+    exact = decide(ToolKind.EXECUTE, "run_shell_command", {"command": "git commit -m x"}, s)
+    assert exact.verdict == "run" and not exact.granted
+    s.approval_mode = "yolo"
+    assert not decide(ToolKind.EXECUTE, "run_shell_command", {"command": "make"}, s).granted
+    assert not decide(ToolKind.EDIT, "write_file", {"path": "a"}, s).granted

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from devagent.agent.approval import EXACT
 from devagent.agent.events import (
     ClientResult,
     Decision,
@@ -607,3 +608,40 @@ async def test_issue23_timeline_reads_the_conversation_as_shown(
     assert calls["w2"].error is not None and "not b" in calls["w2"].error.message
     assert isinstance(items[-1], TextDelta) and items[-1].text == "Done."
     assert [i.text for i in items if isinstance(i, UserPrompt)] == ["write two"]
+
+
+async def test_issue28_item1_a_prefix_granted_call_starts_after_the_steps_other_calls(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    """Issue 28 item 1: what a prefix grant runs unasked starts once the other calls of its step
+    are done, so no file they write changes under it (git's configuration, read as git starts).
+    Here the other call (an exact grant) writes f.txt only when the test lets it, after it is
+    running: the granted `cat f.txt` of the same step reads what it wrote."""
+    slow = "while [ ! -f go ]; do sleep 0.05; done; echo written > f.txt"
+    spec = script(
+        [
+            [
+                call("run_shell_command", {"command": "cat f.txt"}, "granted"),
+                call("run_shell_command", {"command": slow}, "other"),
+            ],
+            [{"text": "done"}],
+        ]
+    )
+    core = await core_factory(spec)
+    s = await core.create_session([workspace])
+    s.state.grants_shell += ["cat", EXACT + slow]
+    events = []
+    async for e in s.advance(UserPrompt("go")):
+        events.append(e)
+        if (
+            isinstance(e, ToolCallUpdate)
+            and e.call.id == "other"
+            and e.call.status is ToolCallStatus.EXECUTING
+        ):
+            (workspace / "go").write_text("")
+    assert events[-1].reason == "finished"
+    result = next(
+        e.call for e in reversed(events) if isinstance(e, ToolCallUpdate) and e.call.id == "granted"
+    )
+    assert result.status is ToolCallStatus.SUCCEEDED and result.output is not None
+    assert "written" in result.output.text, result.output

@@ -10,10 +10,12 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acp import RequestError
+from acp.schema import EnvVariable
 
 from devagent.agent.tools.backends import CommandResult, ToolBackends
 from devagent.agent.tools.base import ToolContext, ToolFailure
@@ -69,7 +71,9 @@ class EditorTerminal:
         self.agent = agent
         self.session_id = session_id
 
-    async def run(self, command: str, cwd: str, time_limit: float, ctx: ToolContext) -> CommandResult:
+    async def run(
+        self, command: str, cwd: str, time_limit: float, ctx: ToolContext, env: Mapping[str, str]
+    ) -> CommandResult:
         conn = self.agent.conn
         assert conn is not None
         sid = self.session_id
@@ -78,6 +82,7 @@ class EditorTerminal:
                 session_id=sid,
                 command="bash",
                 args=["-c", command],
+                env=[EnvVariable(name=k, value=v) for k, v in env.items()] or None,
                 cwd=cwd,
                 output_byte_limit=TERMINAL_OUTPUT_LIMIT,
             )

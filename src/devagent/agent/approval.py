@@ -7,6 +7,7 @@ client never decides: it can only answer a permission request with one of the of
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ Verdict = Literal["run", "ask", "deny", "client"]
 class Decision:
     verdict: Verdict
     reason: str = ""
+    # Runs unasked because a prefix grant covers it ("git status"), not because of the mode or
+    # an exact grant: it must start only what was shown (gitguard).
+    granted: bool = False
 
 
 def shell_root(command: str) -> str:
@@ -85,8 +89,10 @@ def command_roots(command: str) -> list[str] | None:
 # exact command (stored with EXACT in front), or, where every simple command of it is a program
 # that cannot start another one with the arguments given, those programs' prefixes ("ls",
 # "git status"): later commands made only of granted prefixes run unasked, each argument checked
-# again. Programs that run code (shells, interpreters, xargs, env, build tools, package scripts)
-# are never prefixes: allowing `npm test` allows exactly `npm test`.
+# again, and every path among them inside the workspace roots (`paths_inside`). Programs that run
+# code (shells, interpreters, xargs, env, build tools, package scripts) are never prefixes:
+# allowing `npm test` allows exactly `npm test`. What runs under a prefix grant runs with git's
+# program-naming configuration turned off (`gitguard`).
 
 EXACT = "= "  # a stored exact grant: EXACT + the command as it was shown
 
@@ -99,12 +105,23 @@ _PREFIX_PROGRAMS: dict[str, tuple[str, ...]] = {
         "uname column comm paste rev".split(),
         (),
     ),
-    "rg": ("--pre", "--pre-glob", "--hostname-bin"),
-    "sort": ("--compress-program", "-o", "--output"),
-    "tree": ("-o",),
-    "file": ("-C", "--compile"),
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
-}
+    # Options that follow symlinks while walking a directory, or read the names of the files to
+    # open from a file, would reach paths no argument names (issue 28 item 4).
+    **dict.fromkeys(("grep", "egrep", "fgrep"), ("-R", "--dereference-recursive")),
+    **dict.fromkeys(("ls", "du"), ("-L", "--dereference", "--files0-from")),
+    **dict.fromkeys(("wc",), ("--files0-from",)),
+    **dict.fromkeys(("sha256sum", "sha1sum", "md5sum"), ("-c", "--check")),
+    "rg": ("--pre", "--pre-glob", "--hostname-bin", "-L", "--follow"),
+    "sort": ("--compress-program", "-o", "--output", "--files0-from"),
+    "tree": ("-o", "-l", "--fromfile"),
+    "file": ("-C", "--compile", "-f", "--files-from"),
+    "find": (
+        "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
+        "-L", "-follow", "-files0-from",
+    ),
+}  # fmt: skip
+# Programs whose options are single words (`-name`), not clusters of letters (`-la`).
+_WORD_OPTIONS = frozenset(("find",))
 # git: `git SUBCOMMAND` for read-only subcommands, nothing before the subcommand (`-c`, `-C`,
 # `--exec-path`, `--git-dir`...), and none of the options that run a program or write a file.
 _GIT_READ = frozenset(
@@ -114,16 +131,20 @@ _GIT_REFUSED = (
     "--ext-diff", "--textconv", "-O", "--open-files-in-pager", "--output", "--exec", "--upload-pack",
     "-c", "--config", "-D", "-d", "--delete", "-m", "-M", "--move", "--copy", "-C", "--set-upstream-to",
     "-u", "--unset-upstream", "--edit-description", "-f", "--force",
+    "--ignore-submodules", "--recurse-submodules", "--submodule",
 )  # fmt: skip
 
 
-def _refused_option(word: str, refused: tuple[str, ...]) -> bool:
-    """Whether `word` is one of `refused` (`--pre=cat` and `-Ofoo` included)."""
+def _refused_option(word: str, refused: tuple[str, ...], clusters: bool = True) -> bool:
+    """Whether `word` is one of `refused` (`--pre=cat` and `-Ofoo` included; with `clusters`, a
+    refused letter anywhere in a cluster of short options too: `-rR`)."""
+    short = word.startswith("-") and not word.startswith("--")
     for r in refused:
         if word == r or (r.startswith("--") and word.startswith(r + "=")):
             return True
-        if len(r) == 2 and r.startswith("-") and word.startswith(r) and not word.startswith("--"):
-            return True  # a short option with its value attached
+        if len(r) == 2 and r.startswith("-") and short:
+            if word.startswith(r) or (clusters and r[1] in word[1:]):
+                return True  # a short option with its value attached, or within a cluster
     return False
 
 
@@ -139,7 +160,8 @@ def shell_prefix(words: list[str]) -> str | None:
             return None
         return f"git {args[0]}"
     refused = _PREFIX_PROGRAMS.get(program)
-    if refused is None or any(_refused_option(a, refused) for a in args):
+    clusters = program not in _WORD_OPTIONS
+    if refused is None or any(_refused_option(a, refused, clusters) for a in args):
         return None
     return program
 
@@ -176,11 +198,70 @@ def _prefixes(command: str) -> list[str] | None:
     return list(dict.fromkeys(p for p in prefixes if p is not None))
 
 
-def _shell_granted(command: str, grants: list[str]) -> bool:
+def _shell_grant(args: dict[str, Any], state: SessionState) -> Literal["", "exact", "prefix"]:
+    """Which grant covers the shell call: its exact command, or its prefixes with every path
+    argument inside the workspace roots (issue 28 item 4); "" for none."""
+    command = str(args.get("command", ""))
+    grants = state.grants_shell
     if EXACT + command.strip() in grants:
-        return True
+        return "exact"
     prefixes = _prefixes(command)
-    return prefixes is not None and all(p in grants for p in prefixes)
+    if prefixes is None or not all(p in grants for p in prefixes):
+        return ""
+    commands = simple_commands(command) or []
+    inside = paths_inside(commands, state.workspace_roots, str(args.get("directory") or "."))
+    return "prefix" if inside else ""
+
+
+# --- the paths a prefix grant may name (issue 28 item 4) ------------------------------------------
+#
+# A prefix grant reads or lists what is in the workspace; a path argument leading out (absolute,
+# `..`, a symlink pointing out) is asked again. Checked conservatively: every word is taken as a
+# path (a pattern `/api/` too), an option's attached value as well, and every directory a `cd`
+# of the command may have moved to is a possible working directory of the words after it.
+
+
+MAX_CWDS = 16  # possible working directories followed at most (each `cd` may double them)
+
+
+def _path_words(word: str) -> list[str]:
+    """What in one argument word could name a file: the word; after `=`, its value; for a short
+    option with an attached value (`-f/etc/passwd`, `-rf../x`), each tail after the option letters."""
+    candidates = [word]
+    if "=" in word:
+        candidates.append(word.split("=", 1)[1])
+    if word.startswith("-") and not word.startswith("--"):
+        candidates += [word[i:] for i in range(2, len(word))]
+    return [c for c in candidates if c and c != "-"]
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def paths_inside(commands: list[list[str]], workspace_roots: list[str], directory: str) -> bool:
+    """Whether every word of these simple commands that could name a path stays inside the roots
+    (symlinks resolved), from the working directory `directory` (relative to the first root)."""
+    roots = [os.path.realpath(r) for r in workspace_roots]
+    if not roots:
+        return False
+    cwds = [os.path.realpath(os.path.join(roots[0], directory))]
+    if not _inside(cwds[0], roots):
+        return False
+    for words in commands:
+        for word in words[1:]:
+            for candidate in _path_words(word):
+                if candidate.startswith("~"):
+                    return False
+                if not all(_inside(os.path.realpath(os.path.join(c, candidate)), roots) for c in cwds):
+                    return False
+        if words[0] == "cd":
+            if len(words) != 2 or words[1].startswith("-"):
+                return False  # `cd` alone goes home, `cd -` back to where it was
+            cwds = list(dict.fromkeys([*cwds, *(os.path.realpath(os.path.join(c, words[1])) for c in cwds)]))
+            if len(cwds) > MAX_CWDS:
+                return False
+    return True
 
 
 def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
@@ -201,8 +282,8 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
         return Decision("run")
-    if kind is ToolKind.EXECUTE and _shell_granted(str(args.get("command", "")), state.grants_shell):
-        return Decision("run")
+    if kind is ToolKind.EXECUTE and (covered := _shell_grant(args, state)):
+        return Decision("run", granted=covered == "prefix")
     return Decision("ask")
 
 
@@ -279,7 +360,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             shown = " and ".join(f"`{p}`" for p in prefixes)
             always = (
                 f"Allow {shown} commands for the rest of this session "
-                "(with any arguments that cannot start another program)"
+                "(with any arguments that cannot start another program, and paths inside the workspace)"
             )
         sandboxed = _sandbox_note()
         if sandboxed:

@@ -799,6 +799,7 @@ class Session:
             )
         pc = PendingCall(call_id, name, args, tool.kind.value, description=tool.describe(args))
         verdict = approval.decide(tool.kind, name, args, self.state)
+        pc.granted = verdict.granted
         if verdict.verdict == "deny":
             pc.status = ToolCallStatus.FAILED.value
             pc.result = CallResult.error(verdict.reason, "denied_by_policy")
@@ -894,9 +895,13 @@ class Session:
         if not calls:
             return
         new_content = new_content or {}
-        await asyncio.gather(
-            *(telemetry.tool_call(self, p, self._run_one(p, emit, new_content.get(p.id))) for p in calls)
-        )
+        # Calls a prefix grant lets run unasked start after the step's other calls are done, so
+        # that no file those write changes, while git reads it, the configuration whose programs
+        # the grant turns off (gitguard lists the repository's drivers as git starts).
+        for batch in ([p for p in calls if not p.granted], [p for p in calls if p.granted]):
+            await asyncio.gather(
+                *(telemetry.tool_call(self, p, self._run_one(p, emit, new_content.get(p.id))) for p in batch)
+            )
         # Not saved here: the caller's `_pause_or_close_step` stores the results next, with no
         # await in between (one write per step, not two).
 
@@ -953,6 +958,7 @@ class Session:
             command_processes=self.core.config.command_processes,
             memory_file=self.core.config.memory_file,
             backends=self.backends,
+            granted=p.granted,
             **kw,
         )
 

@@ -73,6 +73,7 @@ class PendingCall:
     kind: str
     description: str = ""
     needs: str = ""  # "" (runs), "permission", "client"
+    granted: bool = False  # runs unasked under a prefix grant ("git status"; issue 28 item 1)
     confirmation: dict[str, Any] | None = None  # the ConfirmationRequest, as stored
     status: str = "PENDING"
     result: CallResult | None = None
@@ -85,6 +86,7 @@ class PendingCall:
             "kind": self.kind,
             "description": self.description,
             "needs": self.needs,
+            "granted": self.granted,
             "confirmation": self.confirmation,
             "status": self.status,
             "result": None if self.result is None else self.result.to_json(),

@@ -13,6 +13,7 @@ never widens what a tool may touch, and approval is decided before any backend i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -41,9 +42,12 @@ class CommandResult:
 
 
 class CommandBackend(Protocol):
-    async def run(self, command: str, cwd: str, time_limit: float, ctx: ToolContext) -> CommandResult:
-        """Run `bash -c command` in `cwd`, reporting output through `ctx.live`; kill it after
-        `time_limit` seconds. Cancelling the awaiting task must kill the command."""
+    async def run(
+        self, command: str, cwd: str, time_limit: float, ctx: ToolContext, env: Mapping[str, str]
+    ) -> CommandResult:
+        """Run `bash -c command` in `cwd` with `env` added to its environment, reporting output
+        through `ctx.live`; kill it after `time_limit` seconds. Cancelling the awaiting task must
+        kill the command."""
         ...
 
 

@@ -116,7 +116,9 @@ class Workspace:
         """A ToolFailure when a tool may not change the file at the real path `real`, in any
         approval mode (issue 20 item 2): devagent's own configuration and state (its settings file,
         data folder, database), and git's own files (`.git/`: its config and hooks choose programs
-        that later `git` commands run, which would turn an edit into running code)."""
+        that later `git` commands run, which would turn an edit into running code), and a file
+        named `HEAD`: with it, `config`, `objects/` and `refs/` make any folder a git directory
+        whose configuration git would read (issue 28 item 1)."""
         what = str(shown if shown is not None else self.display(real))
         for p in self.protected:
             if real == p or real.is_relative_to(p):
@@ -128,6 +130,12 @@ class Workspace:
             raise ToolFailure(
                 f"{what!r} is inside a .git directory, which only git itself may change: "
                 "use git commands (run_shell_command) instead",
+                "protected_path",
+            )
+        if inside is not None and inside.name == "HEAD":
+            raise ToolFailure(
+                f"{what!r}: a file named HEAD makes its folder a git directory, which only git "
+                "itself may create: use git commands (run_shell_command) instead",
                 "protected_path",
             )
 
@@ -169,6 +177,9 @@ class ToolContext:
     command_memory_mb: int = 0
     command_processes: int = 0
     memory_file: str = "AGENTS.md"
+    # The call runs unasked under a prefix grant ("git status"): what it starts must be only
+    # what was shown (a shell command gets `gitguard.granted_env`).
+    granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
+from devagent.agent.gitguard import granted_env
 from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -435,15 +436,17 @@ class RunShellCommand(Tool):
         timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
         if ctx.cancelled.is_set():
             raise ToolFailure("the command was cancelled before it started", "cancelled")
+        # Under a prefix grant, git starts no program its configuration names (issue 28 item 1).
+        guard = granted_env() if ctx.granted else {}
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
-            return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx)
+            return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx, guard)
         self._check_can_run(ctx)
 
         # An allow-list, never the server's environment (issue 20 item 1: tokens, database URL,
         # provider keys stay in the server).
         env = child_env(
             ctx.env_pass,
-            extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"},
+            extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1", **guard},
         )
         argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
         sandbox = active_sandbox()
@@ -569,9 +572,15 @@ class RunShellCommand(Tool):
             raise ToolFailure(missing.message(), "sandbox_unavailable")
 
     async def _run_elsewhere(
-        self, backend: CommandBackend, command: str, cwd: str, time_limit: float, ctx: ToolContext
+        self,
+        backend: CommandBackend,
+        command: str,
+        cwd: str,
+        time_limit: float,
+        ctx: ToolContext,
+        env: dict[str, str],
     ) -> ToolResult:
-        result = await backend.run(command, cwd, time_limit, ctx)
+        result = await backend.run(command, cwd, time_limit, ctx, env)
         body = result.output if result.output.strip() else "(no output)"
         if not body.endswith("\n"):
             body += "\n"
