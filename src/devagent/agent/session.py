@@ -105,6 +105,7 @@ class Session:
         self.revision = revision  # the stored revision `state` is at (saves compare and set it)
         self._leased = False  # this process holds the session's lease in the store
         self._leased_at = 0.0  # when it took it (monotonic)
+        self._slot = False  # this process holds one of the caller's turn slots for this session
         # Writes of other tables (checkpoints) that go into the next save's transaction.
         self._also: list[Callable[[Any], Awaitable[object]]] = []
         self._checkpoints: dict[str, Checkpoint | None] = {}  # the step's, by call id
@@ -250,6 +251,7 @@ class Session:
         lease is held or a turn holds it."""
         if self._leased and not self._lock.locked():
             await self._release_lease()
+            await self._release_slot()
 
     async def _claim(self, inp: Input | _CancelWaiting | None) -> bool:
         """Take the session's lease in the store before changing it (called under `_lock`). While
@@ -307,6 +309,14 @@ class Session:
             except Exception:
                 log.exception("could not release the lease of session %s", self.id)
 
+    async def _release_slot(self) -> None:
+        if self._slot:
+            self._slot = False
+            try:
+                await asyncio.shield(self.core.store.slots.release(self.id))
+            except Exception:
+                log.exception("could not release the turn slot of session %s", self.id)
+
     async def _save_and_release(self) -> None:
         try:
             await self._save(release=True)
@@ -321,6 +331,8 @@ class Session:
             await asyncio.sleep(ttl / 3)
             try:
                 cancel = await self.core.store.renew(self.id, self.core.store.owner, ttl)
+                if self._slot:
+                    await self.core.store.slots.renew(self.id, ttl)
             except Exception:
                 log.warning("could not renew the lease of session %s", self.id, exc_info=True)
                 continue
@@ -350,6 +362,11 @@ class Session:
             if not await self._claim(inp):
                 raise InputError("the answer was cancelled", "cancelled")
             self._validate(inp)
+            try:  # the turn that applies it runs within the caller's budget, holding a slot
+                self._slot = await self.core.check_budget(self)
+            except InputError:
+                await self._release_lease()
+                raise
             for i in ids:
                 self._answering[i] = now
             # The lease stays with this process for the turn that applies the answer.
@@ -438,10 +455,14 @@ class Session:
             if claimed:
                 await self.messages()
                 self._validate(inp)
-                if isinstance(inp, UserPrompt | RunCommand):  # a new turn: within the caller's budget?
-                    await self.core.check_budget(self)
+                if not isinstance(inp, _CancelWaiting):  # a turn runs: within the caller's budget?
+                    self._slot = await self.core.check_budget(self)
         except BaseException:
+            if isinstance(inp, Resume):  # a refused answer may be given again
+                for call_id in [d.call_id for d in inp.decisions] + [r.call_id for r in inp.results]:
+                    self._answering.pop(call_id, None)
             await self._release_lease()
+            await self._release_slot()
             self._unlock()
             raise
         if not claimed:  # cancelled while another process ran a turn of this session
@@ -526,6 +547,7 @@ class Session:
             self._task = None
             self._turn_started = False
             await self._release_lease()
+            await self._release_slot()
             self._unlock()
 
     def _unlock(self) -> None:
@@ -618,6 +640,13 @@ class Session:
                 msg = f"Stopped after {max_steps} model steps in one turn (the server's limit)."
                 emit(Notice(msg, "warning"))
                 await self._end("max_steps_reached", msg, emit)
+                return
+            spent = await self.core.tokens_spent(self.state.identity)
+            if spent:  # no model request past the caller's daily tokens (at most one overspends)
+                msg = f"Stopped by the server's budget: {spent}."
+                log.warning("budget: stopped the turn of session %s: %s", self.id, spent)
+                emit(Notice(msg, "error"))
+                await self._end("error", msg, emit)
                 return
             self.state.turn_steps += 1
             emit(StepBegin(self.state.turn_steps))
