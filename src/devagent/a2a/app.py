@@ -45,6 +45,7 @@ from devagent.a2a.request import handoff
 from devagent.a2a.settings import REST_PREFIX, A2ASettings
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
+from devagent.common import scrub
 from devagent.common.jsonlimits import depth_message, too_deep
 from devagent.console import console_routes, is_public_path
 
@@ -346,6 +347,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
     _patch_v03_final()
     settings.resolve_grpc_port()
+    scrub.remember([*settings.tokens, settings.metrics_token])  # never quoted in error text
     card_version = getattr(devagent, "__version__", "0.1.0")
     card = build_card(settings, card_version)
     engine = core.store.engine

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import Usage
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
+from devagent.common import scrub
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import IPNetwork, parse_networks
 
@@ -214,6 +215,9 @@ class AgentCore:
         self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
+        # Secrets that error text from a provider may quote back: never shown (common/scrub.py).
+        scrub.remember([config.model_api_key])
+        scrub.remember_environment()
         self.default_model, self.model_explanation = self._default_model()
 
     def _default_model(self) -> tuple[str, str]:

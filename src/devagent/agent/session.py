@@ -63,6 +63,7 @@ from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
+from devagent.common.scrub import scrub
 from devagent.store.leases import Lease, StaleSession
 
 if TYPE_CHECKING:
@@ -1259,9 +1260,11 @@ def _json_text(value: Any) -> str:
 
 
 def _model_error_text(e: Exception) -> str:
+    """What the caller, the log and the transcript are told of a failed model request: the
+    provider's text may quote the request it got, so secrets are scrubbed out of it."""
     name = type(e).__name__
     msg = str(e) or name
-    return f"Model error ({name}): {msg}"
+    return scrub(f"Model error ({name}): {msg}")
 
 
 # Keep Decision importable from here for adapters that only import the session module.
