@@ -46,10 +46,11 @@ def servers(
 
 async def settled(tasks: list[asyncio.Task[dict[str, Any]]], folder: Path, prefix: str) -> list[Path]:
     """Once each request was answered or its turn plays its step (a file PREFIX-... exists): the
-    turns that play it. A turn refused answers at once; a turn that runs waits for the gate."""
+    turns that play it. A turn refused answers at once; a turn that runs waits for the gate.
+    Without requests: once a file PREFIX... exists."""
     while True:  # polled; the test's own timeout bounds it
         found = sorted(folder.glob(prefix + "*"))
-        if sum(t.done() for t in tasks) + len(found) >= len(tasks):
+        if sum(t.done() for t in tasks) + len(found) >= max(len(tasks), 1):
             return found
         await asyncio.sleep(0.05)
 
@@ -154,3 +155,28 @@ async def test_issue28_item5_a_daily_token_budget_stops_the_turn_before_the_requ
             await store.close()
     spent = row["input_tokens"] + row["output_tokens"]
     assert row["requests"] == 3 and 3000 <= spent <= 3000 + 1100, row  # over by one request at most
+
+
+async def test_issue28_item5_the_slot_of_a_killed_server_is_free_for_the_next(
+    script: Script, shared_db: str, workspace: Path, tmp_path: Path
+) -> None:
+    """One turn allowed; a server dies (SIGKILL) while a turn holds the slot: another server on the
+    same database runs the caller's next prompt at once, not after the (long) lease."""
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    model = script(
+        [[{"touch": f"{gates}/started-{{last_user}}"}, {"wait_for": f"{gates}/go"}, {"text": "done"}]]
+    )
+    env = {"DEVAGENT_BUDGET_CONCURRENT_TURNS": "1", "DEVAGENT_LEASE_SECONDS": "600"}
+    async with httpx.AsyncClient(timeout=120) as c:
+        with servers(shared_db, workspace, model, "ask", 1, **env) as (first,):
+            body = rpc("message/send", {"message": v03_message("p0"), "configuration": {"blocking": False}})
+            started = await call(c, first.url, body, auth(TOKEN, ext=False))
+            assert started["result"]["status"]["state"] in ("submitted", "working"), started
+            await settled([], gates, "started-p0")  # its turn runs, holding the slot
+            first.proc.kill()
+            first.proc.wait()
+        (gates / "go").touch()
+        with servers(shared_db, workspace, model, "ask", 1, **env) as (second,):
+            got = await send(c, second, v03_message("p1"))
+    assert got["result"]["status"]["state"] == "completed", got
