@@ -458,8 +458,9 @@ class Session:
                 self._validate(inp)
                 if not isinstance(inp, _CancelWaiting):  # a turn runs: within the caller's budget?
                     self._slot = await self.core.check_budget(self)
-        except BaseException:
-            if isinstance(inp, Resume):  # a refused answer may be given again
+        except BaseException as e:
+            if isinstance(inp, Resume) and isinstance(e, InputError) and e.code == "budget_exceeded":
+                # refused by the budget, the answer may be given again
                 for call_id in [d.call_id for d in inp.decisions] + [r.call_id for r in inp.results]:
                     self._answering.pop(call_id, None)
             await self._release_lease()
@@ -646,6 +647,7 @@ class Session:
             if spent:  # no model request past the caller's daily tokens (at most one overspends)
                 msg = f"Stopped by the server's budget: {spent}."
                 log.warning("budget: stopped the turn of session %s: %s", self.id, spent)
+                self._close_request(f"[the turn was stopped by the server's budget: {spent}]")
                 emit(Notice(msg, "error"))
                 await self._end("error", msg, emit)
                 return
