@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from devagent.common import scrub
 
 
@@ -27,3 +29,20 @@ def test_issue28_item7_scrub_removes_known_and_key_shaped_secrets() -> None:
     plain = "maximum context length is 128000 tokens; the token limit was exceeded (abc)"
     assert scrub.scrub(plain) == plain
     assert "/home/someone" in scrub.scrub("cwd /home/someone")
+
+
+def test_issue28_item7_an_internal_errors_log_line_is_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
+    """A provider error that escapes a turn (e.g. from /compact's summary request) is logged with
+    its traceback under a reference: scrubbed like the rest."""
+    from devagent.common.rpcerrors import internal_error
+
+    secret = "sk-test-00112233445566778899"
+    try:
+        raise RuntimeError(f"status_code: 401, body: {{'authorization': 'Bearer {secret}'}}")
+    except RuntimeError as e:
+        with caplog.at_level("ERROR", logger="devagent.errors"):
+            text = internal_error(repr(e), what="the turn", exc_info=e)
+    logged = caplog.text  # formatted: the message and the traceback
+    assert "reference" in text and secret not in text
+    assert "Traceback" in logged and "RuntimeError" in logged and "[redacted]" in logged, logged
+    assert secret not in logged and "00112233" not in logged, logged

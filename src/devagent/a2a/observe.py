@@ -291,7 +291,7 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             out.update(fields)
         if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(out, default=str)
 
 
