@@ -20,6 +20,7 @@ def test_issue28_item7_scrub_removes_known_and_key_shaped_secrets() -> None:
         "token=ghp_abcdefghijklmnopqrstuvwxyz0123": ("ghp_abcdef",),
         "sent operator-token-77Qx and from-env-9b1d2e": ("operator-token-77Qx", "from-env-9b1d2e"),
         "https://example.test/v1?api_key=query-secret-1&x=1": ("query-secret-1",),
+        "cannot reach postgresql://app:db-pass-77@db.internal/devagent": ("db-pass-77",),
     }
     for text, secrets in cases.items():
         out = scrub.scrub(text)

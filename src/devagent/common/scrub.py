@@ -32,6 +32,8 @@ _SHAPED = re.compile(
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWTs
     r"|\bhf_[A-Za-z0-9]{20,}"  # Hugging Face
 )
+# The password in a URL's user info (`scheme://user:password@host`).
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+(?=@)")
 # Environment variables whose values are secrets, by name.
 _SECRET_NAME = re.compile(r"(?i)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
 
@@ -57,4 +59,5 @@ def scrub(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     text = _NAMED.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
     return _SHAPED.sub(REDACTED, text)
