@@ -468,6 +468,15 @@ def serve(
             help="Serve the web console at /ui (same tokens as A2A)",
         ),
     ] = True,
+    metrics_token: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-token",
+            envvar="DEVAGENT_METRICS_TOKEN",
+            help="Bearer token that reads /metrics with each caller's spend (callers' tokens read "
+            "totals only); valid for /metrics alone",
+        ),
+    ] = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -494,6 +503,7 @@ def serve(
             max_streams_per_token=max_streams_per_token,
             mcp=mcp,
             console=console,
+            metrics_token=metrics_token,
         )
     )
 

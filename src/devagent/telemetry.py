@@ -38,6 +38,8 @@ import threading
 from collections.abc import Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from devagent.common.scrub import scrub
+
 if TYPE_CHECKING:
     from devagent.agent.core import CoreConfig
     from devagent.agent.session import Session
@@ -360,8 +362,13 @@ async def _traced_model_request(session: Session, work: Coroutine[Any, Any, T], 
             span.set_attribute("devagent.cancelled", True)
             raise
         except Exception as e:
+            # The provider's message may quote the request (its key): only with trace content,
+            # and scrubbed; the error's type and HTTP status always.
             span.set_attribute("error.type", type(e).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, _brief(e)))
+            status = getattr(e, "status_code", None)
+            if isinstance(status, int):
+                span.set_attribute("http.response.status_code", status)
+            span.set_status(Status(StatusCode.ERROR, scrub(_brief(e)) if _content else type(e).__name__))
             raise
         _describe_response(span, response)
         return response

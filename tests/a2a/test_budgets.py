@@ -52,7 +52,10 @@ async def test_issue24_a_caller_over_its_daily_tokens_is_refused_and_others_go_o
     script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     core_kw = {"budget_tokens_per_day": 100, "budgets": ("bob=1000/0",)}
-    async with running_server(script(SPENDY), sqlite_url, workspace, tokens=TOKENS, core_kw=core_kw) as srv:
+    a2a_kw = {"metrics_token": "tok-metrics"}  # each caller's spend is the operator's to read
+    async with running_server(
+        script(SPENDY), sqlite_url, workspace, tokens=TOKENS, core_kw=core_kw, a2a_kw=a2a_kw
+    ) as srv:
         async with httpx.AsyncClient(timeout=60) as c:
             first = await send(c, srv.url, "tok-alice", "hello")
             assert first["status"]["state"] == "completed"
@@ -70,7 +73,7 @@ async def test_issue24_a_caller_over_its_daily_tokens_is_refused_and_others_go_o
             # Bob has a budget of his own and goes on
             for n in range(3):
                 assert (await send(c, srv.url, "tok-bob", f"hi {n}"))["status"]["state"] == "completed"
-            metrics = (await c.get(srv.url + "metrics", headers=auth("tok-alice", ext=False))).text
+            metrics = (await c.get(srv.url + "metrics", headers=auth("tok-metrics", ext=False))).text
             core = getattr(srv.app, "app", srv.app).state.executor.core
             rows = {r["identity"]: r for r in await core.store.usage()}
     assert 'devagent_tokens_total{identity="alice",kind="input"} 120.0' in metrics

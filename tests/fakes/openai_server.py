@@ -51,6 +51,9 @@ class Reply:
     finish_reason: str | None = None  # default: "tool_calls" if there are calls, else "stop"
     status: int | None = None  # answer with this HTTP error instead of a stream
     error_message: str = "fake error"
+    # the HTTP error's message quotes the request it answers, headers (Authorization) included,
+    # as careless servers and proxies do
+    echo_request: bool = False
 
 
 Script = Callable[[dict[str, Any]], "Reply | list[dict[str, Any]]"]
@@ -71,6 +74,7 @@ class FakeOpenAI(FakeHTTPServer):
         self.script = script
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
 
     # --- the wire format ---
 
@@ -114,9 +118,13 @@ class FakeOpenAI(FakeHTTPServer):
     async def _chat_completions(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        self.request_headers.append(dict(request.headers))
         answer = self.script(body)
         if isinstance(answer, Reply) and answer.status is not None:
-            error = {"error": {"message": answer.error_message, "type": "fake_error", "code": None}}
+            message = answer.error_message
+            if answer.echo_request:
+                message += " for the request " + json.dumps({"headers": dict(request.headers), "body": body})
+            error = {"error": {"message": message, "type": "fake_error", "code": None}}
             return JSONResponse(error, status_code=answer.status)
         if not body.get("stream"):
             return JSONResponse({"error": {"message": "this fake server only streams"}}, status_code=400)

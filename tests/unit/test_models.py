@@ -371,6 +371,19 @@ class TestScriptedModel:
         with pytest.raises(asyncio.CancelledError):
             await task
 
+    async def test_issue28_touch_marks_the_step_and_wait_for_holds_it(self, tmp_path: Path) -> None:
+        steps = [[{"touch": f"{tmp_path}/at-{{last_user}}"}, {"wait_for": f"{tmp_path}/go"}, {"text": "on"}]]
+        model = ScriptedModel(parse_script(steps))
+        task = asyncio.create_task(stream(model, [ModelRequest.user_text_prompt("p7")]))
+        while True:  # until the step is being played
+            if (tmp_path / "at-p7").exists():
+                break
+            await asyncio.sleep(0.01)
+        assert not task.done()  # held until the test says
+        (tmp_path / "go").touch()
+        _, response = await task
+        assert response.parts == [TextPart(content="on")]
+
     async def test_stream_cancel_marks_the_response_interrupted(self) -> None:
         model = ScriptedModel(parse_script([[{"text": "before and more"}, {"sleep": 30}]]))
         async with model.request_stream([ModelRequest.user_text_prompt("a")], None, PARAMS) as s:
@@ -401,6 +414,8 @@ class TestScriptedModel:
             ({"steps": [[{"usage": {"tokens": 1}}]]}, "steps[0][0].usage.tokens"),
             ({"steps": [[{"error": {"message": "m", "status": 200}}]]}, "steps[0][0].error.status"),
             ({"steps": [[{"sleep": "1"}]]}, "steps[0][0].sleep"),
+            ({"steps": [[{"touch": ""}]]}, "steps[0][0].touch"),
+            ({"steps": [[{"wait_for": 3}]]}, "steps[0][0].wait_for"),
             ({"steps": [[{"shout": "x"}]]}, "steps[0][0].shout"),
             ({"steps": [[{"text": "a", "thinking": "b"}]]}, "steps[0][0]"),
         ],

@@ -45,6 +45,7 @@ from devagent.a2a.request import handoff
 from devagent.a2a.settings import REST_PREFIX, A2ASettings
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS, StreamSlots
+from devagent.common import scrub
 from devagent.common.jsonlimits import depth_message, too_deep
 from devagent.console import console_routes, is_public_path
 
@@ -77,6 +78,11 @@ _V03_METHODS = frozenset(
 )
 
 
+# The user of the metrics token (`--metrics-token`); no caller can have this name (identity names
+# have no spaces), and it is given the auth scope "metrics" rather than "authenticated".
+METRICS_READER = "metrics reader"
+
+
 class TokenCheck:
     """The user a bearer `Authorization` header names, or None (every binding checks alike)."""
 
@@ -100,9 +106,11 @@ class BearerAuth:
     """Every route but the public card needs `Authorization: Bearer <token>` (A5). The token's
     name becomes the A2A user, which owns the tasks it creates."""
 
-    def __init__(self, app: ASGIApp, tokens: dict[str, str]) -> None:
+    def __init__(self, app: ASGIApp, tokens: dict[str, str], metrics_token: str = "") -> None:
         self.app = app
         self._user = TokenCheck(tokens)
+        # The operator's metrics reader: /metrics alone, with each caller's spend (METRICS_READER).
+        self._metrics = TokenCheck({metrics_token: METRICS_READER} if metrics_token else {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or is_public_path(scope["path"]):
@@ -114,6 +122,9 @@ class BearerAuth:
                 header = v
                 break
         name = self._user(header)
+        reader = name is None and scope["path"] == "/metrics" and self._metrics(header) is not None
+        if reader:
+            name = METRICS_READER
         if name is None:
             if header and header[:7].lower() == b"bearer ":
                 message = "invalid token: the bearer token is not one this server accepts"
@@ -142,7 +153,7 @@ class BearerAuth:
         from starlette.authentication import AuthCredentials, SimpleUser
 
         scope["user"] = SimpleUser(name)
-        scope["auth"] = AuthCredentials(["authenticated"])
+        scope["auth"] = AuthCredentials(["metrics"] if reader else ["authenticated"])
         await self.app(scope, receive, send)
 
 
@@ -336,6 +347,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
     _patch_v03_final()
     settings.resolve_grpc_port()
+    scrub.remember([*settings.tokens, settings.metrics_token])  # never quoted in error text
     card_version = getattr(devagent, "__version__", "0.1.0")
     card = build_card(settings, card_version)
     engine = core.store.engine
@@ -541,8 +553,10 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def metrics_endpoint(request: Request) -> Response:
-        """Prometheus exposition (behind the bearer auth, like every route but the card)."""
-        data, content_type = metrics.exposition()
+        """Prometheus exposition (behind the bearer auth, like every route but the card): each
+        caller's spend only for the operator's metrics token, the totals for callers' tokens."""
+        reader = "metrics" in getattr(request.scope.get("auth"), "scopes", ())
+        data, content_type = metrics.exposition(per_identity=reader)
         return Response(data, media_type=content_type)
 
     @contextlib.asynccontextmanager
@@ -612,7 +626,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app.state.push_sender = sender
     app.state.card = card
     app.state.streams = streams
-    served: Any = BearerAuth(app, settings.tokens) if settings.tokens else app
+    served: Any = BearerAuth(app, settings.tokens, settings.metrics_token) if settings.tokens else app
     from devagent import telemetry
 
     if telemetry.active():  # a request's trace context (`traceparent`) is its turn's parent

@@ -88,6 +88,7 @@ def serve_command(
     max_streams_per_token: int | None = None,
     mcp: bool = False,
     console: bool = True,
+    metrics_token: str | None = None,
 ) -> int:
     from devagent.config import ConfigError, load_config
     from devagent.preflight import StartError, check_db_url, check_model, report
@@ -176,11 +177,13 @@ def serve_command(
         card_default_version=card_version,
         mcp=mcp,
         console=console,
+        metrics_token=(metrics_token or "").strip(),
         **push,  # type: ignore[arg-type]
         **limits,  # type: ignore[arg-type]
     )
     try:
         settings.check_bind()
+        settings.check_metrics_token()
         settings.check_identities()  # issue 20 item 4: names become workspace folders
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)

@@ -89,36 +89,59 @@ class Metrics:
         self.open_streams = Gauge(
             "devagent_open_streams", "Open response streams (SSE and gRPC), all tokens", registry=r
         )
-        # Spend per caller (issue 24 item 3), labelled by the token's name, never the token.
+        # Spend (issue 24 item 3), in two registries of their own: per caller, labelled by the
+        # token's name (never the token), for the operator's metrics token alone; the totals of
+        # all callers for every other token (issue 28 item 6).
+        kinds = (
+            "kind: input, cached (of input, read from the provider's prompt cache), cache_write (of "
+            "input, written to it), output"
+        )
+        self._by_identity = CollectorRegistry(auto_describe=True)
+        self._totals = CollectorRegistry(auto_describe=True)
         self.tokens = Counter(
             "devagent_tokens",
-            "Model tokens used, by caller (token name) and kind: input, cached (of input, read from "
-            "the provider's prompt cache), cache_write (of input, written to it), output",
+            f"Model tokens used, by caller (token name) and {kinds}",
             ["identity", "kind"],
-            registry=r,
+            registry=self._by_identity,
         )
         self.model_requests = Counter(
-            "devagent_model_requests", "Model requests made, by caller (token name)", ["identity"], registry=r
+            "devagent_model_requests",
+            "Model requests made, by caller (token name)",
+            ["identity"],
+            registry=self._by_identity,
+        )
+        self.all_tokens = Counter(
+            "devagent_tokens", f"Model tokens used, all callers, by {kinds}", ["kind"], registry=self._totals
+        )
+        self.all_model_requests = Counter(
+            "devagent_model_requests", "Model requests made, all callers", registry=self._totals
         )
 
     def count_usage(self, identity: str, usage: Usage) -> None:
         """A core usage listener (AgentCore.usage_listeners)."""
         who = identity or "-"
-        self.tokens.labels(who, "input").inc(usage.input_tokens)
-        self.tokens.labels(who, "cached").inc(usage.cache_read_tokens)
-        self.tokens.labels(who, "cache_write").inc(usage.cache_write_tokens)
-        self.tokens.labels(who, "output").inc(usage.output_tokens)
+        for kind, n in (
+            ("input", usage.input_tokens),
+            ("cached", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("output", usage.output_tokens),
+        ):
+            self.tokens.labels(who, kind).inc(n)
+            self.all_tokens.labels(kind).inc(n)
         self.model_requests.labels(who).inc(usage.requests)
+        self.all_model_requests.inc(usage.requests)
 
     def count_open_streams(self, total: Callable[[], int]) -> None:
         """The open-streams gauge reads the per-token stream count (a2a/streams.py), the one
         place every binding's streams are counted."""
         self.open_streams.set_function(total)
 
-    def exposition(self) -> tuple[bytes, str]:
+    def exposition(self, *, per_identity: bool) -> tuple[bytes, str]:
+        """The metrics; spend per caller with `per_identity`, else the totals of all callers."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        spend = self._by_identity if per_identity else self._totals
+        return generate_latest(self.registry) + generate_latest(spend), CONTENT_TYPE_LATEST
 
     # --- turns --------------------------------------------------------------------------------
 
@@ -268,7 +291,7 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             out.update(fields)
         if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(out, default=str)
 
 

@@ -72,6 +72,10 @@ class A2ASettings:
     max_tools: int = 512
     max_streams_per_token: int = 32
 
+    # The token that reads /metrics with each caller's spend (`--metrics-token`; a Prometheus
+    # scraper's): valid for /metrics alone. Callers' tokens read the totals only.
+    metrics_token: str = ""
+
     # The operator's map of identities (`--token NAME=T`) to their own workspace roots
     # (`--workspace-for NAME=DIR`); identities not in it get a folder of their own under each
     # root, on a server with named tokens (issue 20 item 4).
@@ -122,6 +126,11 @@ class A2ASettings:
         tok = secrets.token_urlsafe(24)
         self.tokens = {tok: "user"}
         return tok
+
+    def check_metrics_token(self) -> None:
+        """ValueError when the metrics token is also a caller's token (it must name no caller)."""
+        if self.metrics_token and self.metrics_token in self.tokens:
+            raise ValueError("--metrics-token must differ from every --token")
 
     def check_bind(self) -> None:
         """A server bound beyond loopback refuses to start without credentials (A5)."""

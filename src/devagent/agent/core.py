@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import Usage
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
+from devagent.common import scrub
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import IPNetwork, parse_networks
 
@@ -114,7 +115,8 @@ class CoreConfig:
     prompt_cache: bool = True
     # Budgets per caller (issue 24 item 3; 0: none): tokens (input and output) per UTC day and
     # turns running at once, for every identity; `budgets` overrides them per identity
-    # ("NAME=TOKENS/TURNS", "" for the local user's), checked when a turn starts.
+    # ("NAME=TOKENS/TURNS", "" for the local user's). Turns hold slots in the store while they
+    # run (devagent/store/slots.py); tokens are checked before every model request.
     budget_tokens_per_day: int = 0
     budget_concurrent_turns: int = 0
     budgets: tuple[str, ...] = ()
@@ -168,6 +170,10 @@ class CoreConfig:
         return _real(*paths)
 
 
+def _who(identity: str) -> str:
+    return f"caller {identity!r}" if identity else "the local user"
+
+
 def _real(*paths: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
 
@@ -209,6 +215,9 @@ class AgentCore:
         self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
+        # Secrets that error text from a provider may quote back: never shown (common/scrub.py).
+        scrub.remember([config.model_api_key])
+        scrub.remember_environment()
         self.default_model, self.model_explanation = self._default_model()
 
     def _default_model(self) -> tuple[str, str]:
@@ -234,30 +243,43 @@ class AgentCore:
             self.models[spec] = model
         return model
 
-    async def check_budget(self, session: Session) -> None:
-        """Refuse a new turn of a caller over its budget (InputError `budget_exceeded`, which
-        every door turns into its protocol's error), and say so in the log."""
+    async def check_budget(self, session: Session) -> bool:
+        """Admit a turn of a caller (a new one, or one going on after a pause) within its
+        budget: its day's tokens are not spent, and one of its concurrent-turn slots is free
+        (taken now, in the store, for the turn; True when a slot was taken). Else refused with
+        InputError `budget_exceeded`, which every door turns into its protocol's error, and a
+        log line."""
         from devagent.agent.events import InputError
 
         identity = session.state.identity
-        tokens, turns = self.config.budget_for(identity)
-        who = f"caller {identity!r}" if identity else "the local user"
-        message = ""
-        if tokens > 0:
-            today = await self.store.usage(utc_day(), identity)
-            used = sum(int(r["input_tokens"]) + int(r["output_tokens"]) for r in today)
-            if used >= tokens:
-                message = (
-                    f"{who} has used {used:,} of its {tokens:,} tokens for today; the budget renews at "
-                    "midnight UTC"
-                )
+        _, turns = self.config.budget_for(identity)
+        message = await self.tokens_spent(identity)
         if not message and turns > 0:
-            running = await self.store.running_turns(identity, besides=session.id)
-            if running >= turns:
-                message = f"{who} already has {running} turns running, its limit; try again when one ends"
+            slots = self.store.slots
+            if not await slots.take(identity, session.id, turns, self.config.lease_seconds):
+                running = max(turns, await slots.held(identity))
+                message = (
+                    f"{_who(identity)} already has {running} turns running, its limit; try again when "
+                    "one ends"
+                )
         if message:
             log.warning("budget: refused a turn of session %s: %s", session.id, message)
             raise InputError(f"refused by the server's budget: {message}", "budget_exceeded")
+        return turns > 0
+
+    async def tokens_spent(self, identity: str) -> str:
+        """Why a caller may make no more model requests today ("" if it may)."""
+        tokens, _ = self.config.budget_for(identity)
+        if tokens <= 0:
+            return ""
+        today = await self.store.usage(utc_day(), identity)
+        used = sum(int(r["input_tokens"]) + int(r["output_tokens"]) for r in today)
+        if used < tokens:
+            return ""
+        return (
+            f"{_who(identity)} has used {used:,} of its {tokens:,} tokens for today; the budget renews "
+            "at midnight UTC"
+        )
 
     def spent(self, identity: str, usage: Usage) -> None:
         """Tell the listeners (the server's /metrics) what a caller's model request used."""

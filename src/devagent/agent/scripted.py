@@ -48,7 +48,9 @@ __all__ = [
     "TextItem",
     "ThinkingItem",
     "ToolCallItem",
+    "TouchItem",
     "UsageItem",
+    "WaitForItem",
     "parse_script",
 ]
 
@@ -96,6 +98,20 @@ class SleepItem:
 
 
 @dataclass(frozen=True, slots=True)
+class TouchItem:
+    """Create an empty file (a test sees the step being played)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForItem:
+    """Wait until a file exists (a test decides when the step goes on)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
 class RefusalItem:
     """Answer text the provider marks as a refusal (finish reason `content_filter`)."""
 
@@ -110,7 +126,16 @@ class TruncatedItem:
 
 
 Item = (
-    TextItem | ThinkingItem | ToolCallItem | UsageItem | ErrorItem | SleepItem | RefusalItem | TruncatedItem
+    TextItem
+    | ThinkingItem
+    | ToolCallItem
+    | UsageItem
+    | ErrorItem
+    | SleepItem
+    | TouchItem
+    | WaitForItem
+    | RefusalItem
+    | TruncatedItem
 )
 Step = tuple[Item, ...]
 
@@ -170,11 +195,26 @@ def _parse_step(step: Any, path: str) -> Step:
 
 
 def _parse_item(item: Any, path: str) -> Item:
-    kinds = ("text", "thinking", "tool_call", "usage", "error", "sleep", "refusal", "truncated")
+    kinds = (
+        "text",
+        "thinking",
+        "tool_call",
+        "usage",
+        "error",
+        "sleep",
+        "touch",
+        "wait_for",
+        "refusal",
+        "truncated",
+    )
     if not isinstance(item, dict) or len(item) != 1:
         raise _Invalid(path, f"an item is an object with exactly one key, one of {', '.join(kinds)}")
     ((kind, value),) = item.items()
     path = f"{path}.{kind}"
+    if kind in ("touch", "wait_for"):
+        if not isinstance(value, str) or not value:
+            raise _Invalid(path, "must be a file path")
+        return TouchItem(value) if kind == "touch" else WaitForItem(value)
     if kind in ("text", "thinking", "refusal", "truncated"):
         if not isinstance(value, str):
             raise _Invalid(path, "must be a string")
@@ -420,6 +460,14 @@ class ScriptedModel(Model):
         )
 
 
+async def _wait_for(gate: Path) -> None:
+    """Until the file exists (looked for every 20 ms: a file has no event to wait on here)."""
+    while True:
+        if gate.exists():
+            return
+        await asyncio.sleep(0.02)
+
+
 def _error(item: ErrorItem, model_name: str, *, in_stream: bool) -> ModelAPIError:
     body = {"error": {"message": item.message}}
     if item.status is None:
@@ -485,6 +533,10 @@ class ScriptedStreamedResponse(StreamedResponse):
                 raise _error(item, self._model_name, in_stream=True)
             elif isinstance(item, SleepItem):
                 await asyncio.sleep(item.seconds)
+            elif isinstance(item, TouchItem):
+                Path(self._text(item.path)).touch()
+            elif isinstance(item, WaitForItem):
+                await _wait_for(Path(self._text(item.path)))
         self.finish_reason = (
             "content_filter" if refused else "length" if truncated else "tool_call" if calls else "stop"
         )

@@ -63,6 +63,7 @@ from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
+from devagent.common.scrub import scrub
 from devagent.store.leases import Lease, StaleSession
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class Session:
         self.revision = revision  # the stored revision `state` is at (saves compare and set it)
         self._leased = False  # this process holds the session's lease in the store
         self._leased_at = 0.0  # when it took it (monotonic)
+        self._slot = False  # this process holds one of the caller's turn slots for this session
         # Writes of other tables (checkpoints) that go into the next save's transaction.
         self._also: list[Callable[[Any], Awaitable[object]]] = []
         self._checkpoints: dict[str, Checkpoint | None] = {}  # the step's, by call id
@@ -250,6 +252,7 @@ class Session:
         lease is held or a turn holds it."""
         if self._leased and not self._lock.locked():
             await self._release_lease()
+            await self._release_slot()
 
     async def _claim(self, inp: Input | _CancelWaiting | None) -> bool:
         """Take the session's lease in the store before changing it (called under `_lock`). While
@@ -307,6 +310,14 @@ class Session:
             except Exception:
                 log.exception("could not release the lease of session %s", self.id)
 
+    async def _release_slot(self) -> None:
+        if self._slot:
+            self._slot = False
+            try:
+                await asyncio.shield(self.core.store.slots.release(self.id))
+            except Exception:
+                log.exception("could not release the turn slot of session %s", self.id)
+
     async def _save_and_release(self) -> None:
         try:
             await self._save(release=True)
@@ -321,6 +332,8 @@ class Session:
             await asyncio.sleep(ttl / 3)
             try:
                 cancel = await self.core.store.renew(self.id, self.core.store.owner, ttl)
+                if self._slot:
+                    await self.core.store.slots.renew(self.id, ttl)
             except Exception:
                 log.warning("could not renew the lease of session %s", self.id, exc_info=True)
                 continue
@@ -350,6 +363,11 @@ class Session:
             if not await self._claim(inp):
                 raise InputError("the answer was cancelled", "cancelled")
             self._validate(inp)
+            try:  # the turn that applies it runs within the caller's budget, holding a slot
+                self._slot = await self.core.check_budget(self)
+            except InputError:
+                await self._release_lease()
+                raise
             for i in ids:
                 self._answering[i] = now
             # The lease stays with this process for the turn that applies the answer.
@@ -438,10 +456,15 @@ class Session:
             if claimed:
                 await self.messages()
                 self._validate(inp)
-                if isinstance(inp, UserPrompt | RunCommand):  # a new turn: within the caller's budget?
-                    await self.core.check_budget(self)
-        except BaseException:
+                if not isinstance(inp, _CancelWaiting):  # a turn runs: within the caller's budget?
+                    self._slot = await self.core.check_budget(self)
+        except BaseException as e:
+            if isinstance(inp, Resume) and isinstance(e, InputError) and e.code == "budget_exceeded":
+                # refused by the budget, the answer may be given again
+                for call_id in [d.call_id for d in inp.decisions] + [r.call_id for r in inp.results]:
+                    self._answering.pop(call_id, None)
             await self._release_lease()
+            await self._release_slot()
             self._unlock()
             raise
         if not claimed:  # cancelled while another process ran a turn of this session
@@ -526,6 +549,7 @@ class Session:
             self._task = None
             self._turn_started = False
             await self._release_lease()
+            await self._release_slot()
             self._unlock()
 
     def _unlock(self) -> None:
@@ -618,6 +642,14 @@ class Session:
                 msg = f"Stopped after {max_steps} model steps in one turn (the server's limit)."
                 emit(Notice(msg, "warning"))
                 await self._end("max_steps_reached", msg, emit)
+                return
+            spent = await self.core.tokens_spent(self.state.identity)
+            if spent:  # no model request past the caller's daily tokens (at most one overspends)
+                msg = f"Stopped by the server's budget: {spent}."
+                log.warning("budget: stopped the turn of session %s: %s", self.id, spent)
+                self._close_request(f"[the turn was stopped by the server's budget: {spent}]")
+                emit(Notice(msg, "error"))
+                await self._end("error", msg, emit)
                 return
             self.state.turn_steps += 1
             emit(StepBegin(self.state.turn_steps))
@@ -1241,9 +1273,11 @@ def _json_text(value: Any) -> str:
 
 
 def _model_error_text(e: Exception) -> str:
+    """What the caller, the log and the transcript are told of a failed model request: the
+    provider's text may quote the request it got, so secrets are scrubbed out of it."""
     name = type(e).__name__
     msg = str(e) or name
-    return f"Model error ({name}): {msg}"
+    return scrub(f"Model error ({name}): {msg}")
 
 
 def _shown_diff(diff: dict[str, Any]) -> dict[str, Any]:

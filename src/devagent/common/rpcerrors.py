@@ -19,6 +19,8 @@ import re
 import uuid
 from typing import Any
 
+from devagent.common.scrub import scrub
+
 log = logging.getLogger("devagent.errors")
 
 INTERNAL_ERROR = -32603
@@ -60,11 +62,25 @@ def new_reference() -> str:
 
 
 def internal_error(detail: str, *, what: str = "request", exc_info: Any = None) -> str:
-    """Logs `detail` (and the exception, if given) under a new reference; the message for the
-    client, which names only the reference."""
+    """Logs `detail` (and the exception, if given) under a new reference, scrubbed of secrets (an
+    exception may quote a provider's error, which may quote its key); the message for the client,
+    which names only the reference."""
     ref = new_reference()
-    log.error("reference %s: %s failed: %s", ref, what, detail, exc_info=exc_info)
+    log.error("reference %s: %s failed: %s", ref, what, scrub(detail), exc_info=exc_info)
     return f"Internal error (reference {ref}); the server log has the details"
+
+
+class _ScrubbedTraceback(logging.Filter):
+    """The traceback of a record of this logger, formatted once and scrubbed, as the record's
+    `exc_text` (which formatters print instead of formatting the exception again)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and not record.exc_text:
+            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+log.addFilter(_ScrubbedTraceback())
 
 
 def client_message(exc: BaseException, *, what: str = "request") -> str:

@@ -254,6 +254,7 @@ class Turn:
 
     async def run(self, inp: Any) -> TaskResult:
         from devagent.agent.events import (
+            InputError,
             NeedsInput,
             Notice,
             TextDelta,
@@ -301,6 +302,9 @@ class Turn:
                 if next_input is None:
                     break
                 inp, pending = next_input, []
+        except InputError as e:
+            # Refused before the turn ran (the caller's budget): the host reads devagent's reason.
+            raise DoorError(str(e)) from None
         except asyncio.CancelledError:
             # The host cancelled the tool call: stop the turn (commands included), then go.
             core = await self.door.core()

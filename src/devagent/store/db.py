@@ -43,7 +43,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
-    func,
     insert,
     literal_column,
     or_,
@@ -67,6 +66,7 @@ from devagent.store.leases import (
 
 if TYPE_CHECKING:
     from devagent.store.notify import Listener
+    from devagent.store.slots import TurnSlots
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
@@ -102,6 +102,20 @@ usage_table = Table(
     Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
 )
 USAGE_KINDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "requests")
+
+# Turns running at once per caller (budgets): a row is a slot a session's turn holds, on any
+# replica, until the turn ends or pauses; `until` is renewed with the session's lease, so a dead
+# process's slots expire like its leases (devagent/store/slots.py).
+turn_slots_table = Table(
+    "devagent_turn_slots",
+    metadata,
+    Column("identity", String(200), primary_key=True),
+    Column("slot", Integer, primary_key=True),
+    Column("session_id", String(64), nullable=False),
+    Column("owner", String(200), nullable=False),
+    Column("until", Float, nullable=False),
+    Index("devagent_turn_slots_session", "session_id"),
+)
 
 messages_table = Table(
     "devagent_messages",
@@ -179,6 +193,7 @@ class Store:
         )
         self._stmts = _Statements(self._now)
         self._usage_upsert: Any = None
+        self._slots: TurnSlots | None = None
 
     @classmethod
     async def open(cls, url: str) -> Store:
@@ -503,22 +518,14 @@ class Store:
             rows = await conn.execute(q.order_by(usage_table.c.day.desc(), usage_table.c.identity))
             return [dict(r._mapping) for r in rows]
 
-    async def running_turns(self, identity: str, *, besides: str) -> int:
-        """How many sessions of `identity` other than `besides` a live process holds (a turn
-        starting or running, on any replica)."""
-        t = sessions_table
-        q = (
-            select(func.count())
-            .select_from(t)
-            .where(
-                t.c.identity == identity,
-                t.c.id != besides,
-                t.c.lease_owner.is_not(None),
-                t.c.lease_until >= self._now,
-            )
-        )
-        async with self.engine.connect() as conn:
-            return int((await conn.execute(q)).scalar_one())
+    @property
+    def slots(self) -> TurnSlots:
+        """The callers' turn slots (concurrent-turn budgets), shared by every replica."""
+        if self._slots is None:
+            from devagent.store.slots import TurnSlots
+
+            self._slots = TurnSlots(self.engine, self._now, self.owner)
+        return self._slots
 
     async def list_sessions(self, limit: int | None = 50) -> list[tuple[str, dict[str, Any], float]]:
         """(id, state, last activity) of the sessions, the most recently active first."""
