@@ -13,6 +13,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -317,11 +318,18 @@ async def test_permission_request_says_sandboxed(bwrap: Sandbox, ws: Path) -> No
 
 
 def _fake_probe(monkeypatch: pytest.MonkeyPatch, result: Sandbox | str) -> None:
-    monkeypatch.setattr(shell, "probe_bwrap", lambda: result)
+    def probe(user: tuple[int, int, str] | None = None) -> Sandbox | str:
+        return result if isinstance(result, str) else replace(result, user=user)
+
+    monkeypatch.setattr(shell, "probe_bwrap", probe)
 
 
 WORKS = Sandbox("/usr/bin/bwrap", "bubblewrap 0.8.0")
 MISSING = "bwrap not installed: apt-get install bubblewrap"
+# What the start-up line adds where the tests run as root (issue 28 item 3): who commands run as
+# with the sandbox on, and that they run as root with it off.
+AS_USER = ", commands run as nobody (uid 65534)" if os.geteuid() == 0 else ""
+AS_ROOT = shell._root_note()
 
 
 def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -330,12 +338,12 @@ def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     config = CoreConfig()
     _fake_probe(monkeypatch, WORKS)
     sandbox, line = choose_sandbox(None, config, "serve")
-    assert line == "Shell sandbox: on (bubblewrap 0.8.0, no network)"
+    assert line == f"Shell sandbox: on (bubblewrap 0.8.0, no network{AS_USER})"
     assert isinstance(sandbox, Sandbox) and not sandbox.network
     home = Path(os.path.realpath(Path.home()))
     assert Path(os.path.realpath(config.data_dir)) in sandbox.hidden and home in sandbox.hidden
     sandbox, line = choose_sandbox(None, CoreConfig(sandbox_network=True), "serve")
-    assert line == "Shell sandbox: on (bubblewrap 0.8.0, network allowed)"
+    assert line == f"Shell sandbox: on (bubblewrap 0.8.0, network allowed{AS_USER})"
     assert isinstance(sandbox, Sandbox) and sandbox.network
 
     # issue 20 item 3: serve's default fails closed where bwrap cannot run; "auto" is the
@@ -346,13 +354,13 @@ def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert line.startswith(f"Shell sandbox: UNAVAILABLE ({MISSING}). Shell commands will fail until")
     assert choose_sandbox(None, CoreConfig(sandbox="auto"), "serve") == (
         None,
-        f"Shell sandbox: off (sandbox = auto and {MISSING})",
+        f"Shell sandbox: off (sandbox = auto and {MISSING}){AS_ROOT}",
     )
     with pytest.raises(SandboxError, match=r"on \(--sandbox\) but bwrap not installed: apt-get install"):
         choose_sandbox(True, config, "serve")
     with pytest.raises(SandboxError, match=r"sandbox = on in the settings"):
         choose_sandbox(None, CoreConfig(sandbox="on"), "run")
-    assert choose_sandbox(False, config, "serve") == (None, "Shell sandbox: off (--no-sandbox)")
+    assert choose_sandbox(False, config, "serve") == (None, f"Shell sandbox: off (--no-sandbox){AS_ROOT}")
 
 
 def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
@@ -374,7 +382,7 @@ def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     _fake_probe(monkeypatch, WORKS)
     assert serve_command(port=0, tokens=["t"]) == 0
     assert started == [True]
-    assert "Shell sandbox: on (bubblewrap 0.8.0, no network)" in capsys.readouterr().err
+    assert f"Shell sandbox: on (bubblewrap 0.8.0, no network{AS_USER})" in capsys.readouterr().err
 
     _fake_probe(monkeypatch, MISSING)
     assert serve_command(port=0, tokens=["t"]) == 0
