@@ -195,7 +195,9 @@ class Sandbox:
             mounts += [(len(a.parts), -1, ["--perms", "0711", "--dir", str(a)]) for a in ways]
         for _depth, _order, mount in sorted(mounts, key=lambda m: (m[0], m[1], m[2])):
             args += mount
-        return [*args, "--chdir", cwd, *self._drop(command)]
+        if self.user is None:
+            return [*args, "--chdir", cwd, *command]
+        return [*args, *self._drop(cwd, command)]
 
     def _isolation(self) -> list[str]:
         """The namespaces and capabilities. As the server's user: all namespaces, its user
@@ -221,25 +223,16 @@ class Sandbox:
             "CAP_SETGID",
         ]
 
-    def _drop(self, command: Sequence[str]) -> list[str]:
-        """`command`, first becoming the sandbox user inside: the Python devagent runs on (always
-        there) takes the user's uid and gid, no other group, and so no capability left, then
-        starts the command (its program found here: Python has no search path there)."""
-        if self.user is None:
-            return list(command)
+    def _drop(self, cwd: str, command: Sequence[str]) -> list[str]:
+        """`command` run in `cwd` as the sandbox user: the Python devagent runs on (always there)
+        takes the user's uid and gid and no other group, so no capability is left, then enters
+        `cwd` as that user and starts the command (its program found here: Python has no search
+        path there)."""
+        assert self.user is not None
         uid, gid, _name = self.user
         program = shutil.which(command[0]) or command[0]
-        return [
-            os.path.realpath(sys.executable),
-            "-I",
-            "-S",
-            "-c",
-            _DROP,
-            str(uid),
-            str(gid),
-            program,
-            *command,
-        ]
+        python = os.path.realpath(sys.executable)
+        return [python, "-I", "-S", "-c", _DROP, str(uid), str(gid), cwd, program, *command]
 
     def unwritable(self, roots: Sequence[Path], cwd: str) -> str | None:
         """Why the sandbox user cannot work in the workspace root holding `cwd`, or None when it
@@ -269,10 +262,11 @@ class Sandbox:
 
 
 # Run by the sandbox's first process as root: become uid argv[1], gid argv[2] (every uid: root
-# keeps no capability), then start the program argv[3] with the arguments argv[4:].
+# keeps no capability), enter the folder argv[3], then start the program argv[4] with the
+# arguments argv[5:].
 _DROP = (
     "import os, sys; os.setgroups([]); os.setgid(int(sys.argv[2])); os.setuid(int(sys.argv[1])); "
-    "os.execv(sys.argv[3], sys.argv[4:])"
+    "os.chdir(sys.argv[3]); os.execv(sys.argv[4], sys.argv[5:])"
 )
 
 

@@ -1,0 +1,137 @@
+"""Issue 28 item 3: a server running as root (the usual container) never runs a sandboxed command
+as root. From outside: a real `devagent serve` as root with two named tokens, the model
+(scripted, yolo) running what an attacker would run. The command's uid is not 0; it reads neither
+/etc/shadow, nor a root-only file outside its workspace, nor what the operator hides with
+`sandbox_hide`; what it creates in its workspace the server's file tools still read and edit, and
+what the server writes there the command can still change. A workspace the sandbox user cannot
+write is refused with the fix, and nothing runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devagent.agent.tools import shell
+from tests.a2a.procs import TOKEN, serving
+from tests.a2a.test_hostile import ALICE, Site, script, shell_step, tool_outputs, turn
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the server must run as root (as the usual container does)"),
+    pytest.mark.skipif(isinstance(shell.probe_bwrap(), str), reason="bubblewrap cannot run here"),
+]
+
+NOBODY = shell.sandbox_account("")[0]
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside every workspace and outside /tmp (which a sandboxed command sees empty
+    anyway): what a command could reach on the disk, were it root."""
+    folder = Path(tempfile.mkdtemp(prefix="devagent-item3-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def tool(name: str, **args: str) -> dict[str, Any]:
+    return {"tool_call": {"name": name, "args": args}}
+
+
+async def test_issue28_item3_sandboxed_command_on_a_root_server_is_not_root_and_reads_no_secret(
+    tmp_path: Path, outside: Path
+) -> None:
+    """issue 28 item 3: as root, `serve`'s sandboxed command runs with a uid other than 0; it
+    cannot read /etc/shadow, a root-only 0600 file outside the workspace, nor a world-readable
+    token file and folder the operator named in DEVAGENT_SANDBOX_HIDE."""
+    root_only = outside / "root-only.txt"
+    root_only.write_text("leak-root-only\n")
+    root_only.chmod(0o600)
+    token_file = outside / "token"  # readable by anyone, as a careless operator left it
+    token_file.write_text("leak-token-file\n")
+    token_file.chmod(0o644)
+    keys = outside / "keys"
+    keys.mkdir()
+    (keys / "id").write_text("leak-hidden-folder\n")
+    (keys / "id").chmod(0o644)
+    shadow = Path("/etc/shadow").read_text().splitlines()[0]  # root's line: the test is root
+
+    site = Site(tmp_path)
+    site.env["DEVAGENT_SANDBOX_HIDE"] = f"{token_file},{keys}"
+    probe = (
+        "echo uid=$(id -u); "
+        "echo shadow bytes: $(cat /etc/shadow | wc -c); cat /etc/shadow; "
+        f"cat {root_only}; cat {token_file}; echo keys: $(ls -A {keys}); cat {keys}/id; "
+        f"echo visible: $(cat {outside}/visible.txt); echo END"
+    )
+    (outside / "visible.txt").write_text("yes\n")  # the same folder, not hidden: the probe works
+    (outside / "visible.txt").chmod(0o644)
+    model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
+    with serving(site.args(model, "--sandbox"), tmp_path / "serve.log", env=site.env) as s:
+        assert "commands run as nobody" in s.stderr()
+        blob = await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice")
+    output = tool_outputs(blob)
+    assert "END" in output and "visible: yes" in output, output
+    assert f"uid={NOBODY}" in output and "uid=0" not in output, output
+    assert "shadow bytes: 0" in output and shadow not in blob
+    for secret in ("leak-root-only", "leak-token-file", "leak-hidden-folder"):
+        assert secret not in blob, secret
+    assert "keys:\\n" in output, output
+
+
+async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_command(
+    tmp_path: Path,
+) -> None:
+    """issue 28 item 3: in the folder the server made for a caller, a sandboxed command (not root)
+    creates a file and a folder; the server's file tools then read and edit that file, and write
+    a new one that the next command can still change. Everything stays the sandbox user's; the
+    server's user can delete it all."""
+    site = Site(tmp_path)
+    site.env["DEVAGENT_TOKEN"] += ",carol=tok-carol"
+    ws = site.root / "carol"  # no folder of carol's yet: the server makes it
+    steps = [
+        shell_step("echo made > made.txt && mkdir -p sub && echo deep > sub/deep.txt && echo MADE"),
+        [tool("read_file", path="made.txt")],
+        [tool("edit", path="made.txt", old_string="made", new_string="edited")],
+        [tool("write_file", path="sub/new.txt", content="written\n")],
+        shell_step(
+            "echo more >> sub/new.txt && echo again >> made.txt && cat made.txt sub/new.txt && echo OK"
+        ),
+        [{"text": "done"}],
+    ]
+    model = script(tmp_path / "s.json", steps)
+    with serving(site.args(model, "--sandbox"), tmp_path / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, "tok-carol", "make some files", ws)
+    output = tool_outputs(blob)
+    assert "MADE" in output and "OK" in output, output
+    assert (ws / "made.txt").read_text() == "edited\nagain\n"
+    assert (ws / "sub" / "new.txt").read_text() == "written\nmore\n"
+    for path in (ws, ws / "made.txt", ws / "sub", ws / "sub" / "deep.txt", ws / "sub" / "new.txt"):
+        assert path.stat().st_uid == NOBODY, path
+    shutil.rmtree(ws)  # the server's user removes what the command made
+
+
+async def test_issue28_item3_a_workspace_the_sandbox_user_cannot_write_is_refused(tmp_path: Path) -> None:
+    """issue 28 item 3: with one token the workspace is the operator's folder; left to root, a
+    sandboxed command there is refused with the fix (give it to the sandbox user, or name its
+    owner in sandbox_user), and runs nothing."""
+    site = Site(tmp_path)
+    site.env["DEVAGENT_TOKEN"] = f"alice={ALICE},alice={TOKEN}"  # one identity: no folders of its own
+    ws = tmp_path / "rootws"
+    ws.mkdir()
+    marker = ws / "ran"
+    model = script(tmp_path / "s.json", [shell_step(f"touch {marker}"), [{"text": "done"}]])
+    args = ["--workspace-root", str(ws), "--model", model, "--sandbox"]
+    with serving(args, tmp_path / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, ALICE, "touch a file", ws)
+    output = tool_outputs(blob)
+    assert not marker.exists()
+    assert "never as root" in output and f"chown -R {NOBODY}:" in output and "sandbox_user" in output, output
