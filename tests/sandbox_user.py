@@ -12,9 +12,19 @@ def for_sandbox_user(folder: Path) -> Path:
     changes where the tests do not run as root: commands run as the tests' own user then."""
     if os.geteuid() != 0:
         return folder
-    from devagent.agent.tools.shell import sandbox_account
-
-    uid, gid, _name = sandbox_account("")
+    uid, gid = nobody()
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, uid, gid, follow_symlinks=False)
     return folder
+
+
+def nobody() -> tuple[int, int]:
+    """The uid and gid of the default sandbox user, nobody (its usual ids where /etc/passwd has
+    none)."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return 65534, 65534
+    return entry.pw_uid, entry.pw_gid

@@ -21,13 +21,14 @@ import pytest
 from devagent.agent.tools import shell
 from tests.a2a.procs import TOKEN, serving
 from tests.a2a.test_hostile import ALICE, Site, script, shell_step, tool_outputs, turn
+from tests.sandbox_user import nobody
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the server must run as root (as the usual container does)"),
     pytest.mark.skipif(isinstance(shell.probe_bwrap(), str), reason="bubblewrap cannot run here"),
 ]
 
-NOBODY = shell.sandbox_account("")[0]
+NOBODY = nobody()[0]  # the default sandbox user
 
 
 @pytest.fixture
@@ -76,11 +77,12 @@ async def test_issue28_item3_sandboxed_command_on_a_root_server_is_not_root_and_
     (outside / "visible.txt").chmod(0o644)
     model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
     with serving(site.args(model, "--sandbox"), tmp_path / "serve.log", env=site.env) as s:
-        assert "commands run as nobody" in s.stderr()
         blob = await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice")
+        log = s.stderr()
     output = tool_outputs(blob)
     assert "END" in output and "visible: yes" in output, output
     assert f"uid={NOBODY}" in output and "uid=0" not in output, output
+    assert f"commands run as nobody (uid {NOBODY})" in log  # the start-up line says it
     assert "shadow bytes: 0" in output and shadow not in blob
     for secret in ("leak-root-only", "leak-token-file", "leak-hidden-folder"):
         assert secret not in blob, secret

@@ -458,3 +458,42 @@ def test_probe_on_this_machine() -> None:
         assert "apt-get install bubblewrap" in probed or "namespaces" in probed or "--no-sandbox" in probed
     else:
         assert probed.version.startswith("bubblewrap")
+
+
+def test_issue28_item3_sandbox_user_and_sandbox_hide(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """issue 28 item 3: `sandbox_hide` (DEVAGENT_SANDBOX_HIDE, comma-separated, or a list in the
+    settings file) and `sandbox_user` are settings; what is named is hidden (a folder) or masked (a
+    file) beside /etc/shadow and /root; the sandbox user is never root; a root server says that
+    its commands run as root when the sandbox is off, and as whom when it is on."""
+    toml = tmp_path / "config.toml"
+    toml.write_text('[devagent]\nsandbox_hide = ["/etc/devagent/token", "~/keys"]\nsandbox_user = "nobody"\n')
+    config = load_config(environ={"DEVAGENT_CONFIG": str(toml)})
+    assert config.sandbox_hide == ("/etc/devagent/token", "~/keys") and config.sandbox_user == "nobody"
+    config = load_config(
+        environ={"DEVAGENT_SANDBOX_HIDE": "/srv/a, /srv/b", "DEVAGENT_SANDBOX_USER": "1234:1234"}
+    )
+    assert config.sandbox_hide == ("/srv/a", "/srv/b") and config.sandbox_user == "1234:1234"
+
+    assert shell.sandbox_account("1234:1234")[:2] == (1234, 1234)
+    assert shell.sandbox_account("")[2] == "nobody"
+    for root in ("0", "root", "1234:0"):
+        with pytest.raises(SandboxError, match="never run as root"):
+            shell.sandbox_account(root)
+    with pytest.raises(SandboxError, match="not a user"):
+        shell.sandbox_account("no-such-user-anywhere")
+
+    _fake_probe(monkeypatch, WORKS)
+    secret = tmp_path / "token"
+    sandbox, line = choose_sandbox(None, CoreConfig(sandbox_hide=(str(secret),)), "serve")
+    assert isinstance(sandbox, Sandbox)
+    assert secret in sandbox.hidden and secret in sandbox.masked  # whichever it is at the time
+    assert Path("/etc/shadow") in sandbox.masked and Path("/root") in sandbox.hidden
+    if os.geteuid() == 0:
+        assert sandbox.user is not None and sandbox.user[0] != 0
+        assert line.endswith(f"commands run as nobody (uid {sandbox.user[0]}))")
+        with pytest.raises(SandboxError, match="never run as root"):
+            choose_sandbox(None, CoreConfig(sandbox_user="root"), "serve")
+        off = choose_sandbox(False, CoreConfig(), "serve")[1]
+        assert off.endswith("The server runs as root: so do its commands, with root's access to every file")
+    else:
+        assert sandbox.user is None
