@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox_user import for_sandbox_user
-
 # Tests never reach a network model, and never pick up the developer's own keys (nor send traces
 # to the developer's collector: tests/a2a/test_traces.py runs its own).
 for _var in (
@@ -77,7 +75,7 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "README.md").write_text("# Demo project\nHello.\n")
-    return for_sandbox_user(ws)  # a server's shell sandbox is on by default
+    return ws
 
 
 @pytest.fixture
