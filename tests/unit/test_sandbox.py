@@ -497,3 +497,44 @@ def test_issue28_item3_sandbox_user_and_sandbox_hide(monkeypatch: pytest.MonkeyP
         assert off.endswith("The server runs as root: so do its commands, with root's access to every file")
     else:
         assert sandbox.user is None
+
+
+_ROOT_SERVER = """
+import asyncio, sys
+from pathlib import Path
+from devagent.agent.core import CoreConfig
+from devagent.agent.state import SessionState
+from devagent.agent.tools import shell
+from devagent.agent.tools.base import ToolContext, Workspace
+
+root = Path(sys.argv[1])
+print(shell.setup_sandbox(True, CoreConfig(), "serve"), flush=True)
+ctx = ToolContext(workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]))
+asyncio.run(shell.RunShellCommand().run({"command": sys.argv[2]}, ctx))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user is root's only")
+async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Sandbox, ws: Path) -> None:
+    """issue 28 item 3: where a root server's commands become the sandbox user inside, everything
+    they start is that user's (not root's) and still ends when the server is killed."""
+    from tests.sandbox_user import for_sandbox_user, nobody
+
+    for_sandbox_user(ws)
+    a, b = _tokens()
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _ROOT_SERVER, str(ws), _tree_command(a, b), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert server.stdout is not None
+        assert "commands run as nobody" in (await server.stdout.readline()).decode()
+        await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+        for pid in (*_pids_running(a), *_pids_running(b)):
+            assert os.stat(f"/proc/{pid}").st_uid == nobody()[0]
+        os.kill(server.pid, signal.SIGKILL)
+        await asyncio.wait_for(server.wait(), WITHIN)
+        await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the server")
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()

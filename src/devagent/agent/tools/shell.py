@@ -156,9 +156,10 @@ class Sandbox:
     version: str = ""  # "bubblewrap 0.8.0"
     network: bool = False
     # Directories shown empty inside (issue 20 item 3): the server's home and data directory, the
-    # user's config folder, and on a server every workspace root (a session sees its own only).
+    # user's config folder, /root, the operator's `sandbox_hide` folders, and on a server every
+    # workspace root (a session sees its own only).
     hidden: tuple[Path, ...] = ()
-    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the home.
+    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the homes.
     readable: tuple[Path, ...] = ()
     # Files shown empty and read-only: the settings file and a SQLite database wherever they are,
     # /etc/shadow and its kin, the operator's `sandbox_hide` files.
@@ -271,8 +272,10 @@ _DROP = (
 
 
 def _made_by_bwrap(folder: Path, tmpfs: Sequence[Path], binds: Sequence[Path]) -> bool:
-    """Whether `folder` is made by bwrap on the way to a mount: the nearest mount above it is an
-    empty tmpfs (not a folder shown from the host)."""
+    """Whether `folder` is made by bwrap on the way to a mount: not a mount itself, and the
+    nearest mount above it is an empty tmpfs (not a folder shown from the host)."""
+    if folder in tmpfs or folder in binds:
+        return False
     above = [m for m in [*tmpfs, *binds] if m != folder and folder.is_relative_to(m)]
     return bool(above) and max(above, key=lambda m: len(m.parts)) in tmpfs
 
@@ -280,8 +283,8 @@ def _made_by_bwrap(folder: Path, tmpfs: Sequence[Path], binds: Sequence[Path]) -
 @functools.cache
 def probe_bwrap(user: tuple[int, int, str] | None = None) -> Sandbox | str:
     """Whether bubblewrap works on this machine (it needs namespaces, which containers may
-    refuse), started as `user` (a root server's sandbox user) or as this process: a Sandbox, or
-    why not with the fix. Runs `bwrap … true` once per process and user."""
+    refuse), running `true` as `user` (a root server's sandbox user) or as this process: a
+    Sandbox, or why not with the fix. Runs bwrap once per process and user."""
     path = shutil.which("bwrap")
     if path is None:
         return f"bwrap not installed: {INSTALL_HINT}"
