@@ -93,14 +93,18 @@ async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_c
     tmp_path: Path,
 ) -> None:
     """issue 28 item 3: in the folder the server made for a caller, a sandboxed command (not root)
-    creates a file and a folder; the server's file tools then read and edit that file, and write
+    creates a file and a folder (and scratch files in its private /tmp and home); the server's
+    file tools then read and edit that file, and write
     a new one that the next command can still change. Everything stays the sandbox user's; the
     server's user can delete it all."""
     site = Site(tmp_path)
     site.env["DEVAGENT_TOKEN"] += ",carol=tok-carol"
     ws = site.root / "carol"  # no folder of carol's yet: the server makes it
     steps = [
-        shell_step("echo made > made.txt && mkdir -p sub && echo deep > sub/deep.txt && echo MADE"),
+        shell_step(
+            "echo made > made.txt && mkdir -p sub && echo deep > sub/deep.txt && echo MADE; "
+            "echo t > /tmp/t && echo h > ~/h && echo SCRATCH"  # its private /tmp and $HOME too
+        ),
         [tool("read_file", path="made.txt")],
         [tool("edit", path="made.txt", old_string="made", new_string="edited")],
         [tool("write_file", path="sub/new.txt", content="written\n")],
@@ -113,7 +117,7 @@ async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_c
     with serving(site.args(model, "--sandbox"), tmp_path / "serve.log", env=site.env) as s:
         blob = await turn(s.url, "tok-carol", "make some files", ws)
     output = tool_outputs(blob)
-    assert "MADE" in output and "OK" in output, output
+    assert "MADE" in output and "SCRATCH" in output and "OK" in output, output
     assert (ws / "made.txt").read_text() == "edited\nagain\n"
     assert (ws / "sub" / "new.txt").read_text() == "written\nmore\n"
     for path in (ws, ws / "made.txt", ws / "sub", ws / "sub" / "deep.txt", ws / "sub" / "new.txt"):

@@ -180,7 +180,10 @@ class Sandbox:
         if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
             tmpfs.append(Path("/run"))
         tmpfs += [h for h in self.hidden if h.is_dir()]
-        mounts = [(len(h.parts), 0, ["--tmpfs", str(h)]) for h in tmpfs]
+        # As the server's user, bwrap's tmpfs are that user's; the sandbox user of a root server
+        # needs them open to it (sticky, as /tmp is), or /tmp and $HOME would be read-only.
+        perms = [] if self.user is None else ["--perms", "1777"]
+        mounts = [(len(h.parts), 0, [*perms, "--tmpfs", str(h)]) for h in tmpfs]
         resolv = Path(os.path.realpath("/etc/resolv.conf"))
         if self.network and resolv.is_relative_to("/run") and resolv.is_file():
             mounts.append((len(resolv.parts), 1, ["--ro-bind", str(resolv), str(resolv)]))
