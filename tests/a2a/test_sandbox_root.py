@@ -94,9 +94,8 @@ async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_c
 ) -> None:
     """issue 28 item 3: in the folder the server made for a caller, a sandboxed command (not root)
     creates a file and a folder (and scratch files in its private /tmp and home); the server's
-    file tools then read and edit that file, and write
-    a new one that the next command can still change. Everything stays the sandbox user's; the
-    server's user can delete it all."""
+    file tools then read and edit that file, and write a new one that the next command can still
+    change. Everything stays the sandbox user's; the server's user can delete it all."""
     site = Site(tmp_path)
     site.env["DEVAGENT_TOKEN"] += ",carol=tok-carol"
     ws = site.root / "carol"  # no folder of carol's yet: the server makes it
