@@ -20,8 +20,8 @@ import pytest
 
 from devagent.agent.tools import shell
 from tests.a2a.procs import TOKEN, serving
-from tests.a2a.test_hostile import ALICE, Site, script, shell_step, tool_outputs, turn
-from tests.sandbox_user import nobody
+from tests.a2a.test_hostile import ALICE, BOB, Site, script, shell_step, tool_outputs, turn
+from tests.sandbox_user import for_sandbox_user, nobody
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the server must run as root (as the usual container does)"),
@@ -140,3 +140,29 @@ async def test_issue28_item3_a_workspace_the_sandbox_user_cannot_write_is_refuse
     output = tool_outputs(blob)
     assert not marker.exists()
     assert "never as root" in output and f"chown -R {NOBODY}:" in output and "sandbox_user" in output, output
+
+
+async def test_issue28_item3_mapped_workspaces_are_hidden_from_other_callers(
+    tmp_path: Path, outside: Path
+) -> None:
+    """issue 28 item 3 (with issue 20 item 4): roots the operator maps to identities
+    (--workspace-for) are hidden like the shared roots: Bob's command sees nothing of Alice's
+    mapped folder, only his own."""
+    site = Site(tmp_path)
+    mine = {who: outside / who for who in ("alice", "bob")}  # not under /tmp, private anyway
+    for folder in mine.values():
+        folder.mkdir(parents=True)
+    alice = mine["alice"]
+    (alice / "plan.txt").write_text("leak-alice-mapped\n")
+    (alice / "plan.txt").chmod(0o644)
+    for folder in mine.values():
+        for_sandbox_user(folder)
+    probe = f"echo alice holds: $(ls -A {alice} | wc -l); cat {alice}/plan.txt; echo b > mine; echo END"
+    model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
+    maps = [arg for who in ("alice", "bob") for arg in ("--workspace-for", f"{who}={mine[who]}")]
+    with serving([*site.args(model, "--sandbox"), *maps], tmp_path / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, BOB, "what does alice have?", mine["bob"])
+    output = tool_outputs(blob)
+    assert "END" in output and "alice holds: 0" in output, output
+    assert "leak-alice-mapped" not in blob
+    assert (mine["bob"] / "mine").read_text() == "b\n"
