@@ -107,8 +107,9 @@ async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_c
         [tool("read_file", path="made.txt")],
         [tool("edit", path="made.txt", old_string="made", new_string="edited")],
         [tool("write_file", path="sub/new.txt", content="written\n")],
+        [tool("write_file", path="by/server/note.txt", content="note\n")],  # folders the server makes
         shell_step(
-            "echo more >> sub/new.txt && echo again >> made.txt && cat made.txt sub/new.txt && echo OK"
+            "echo more >> sub/new.txt && echo again >> made.txt && echo cmd > by/server/cmd.txt && echo OK"
         ),
         [{"text": "done"}],
     ]
@@ -119,7 +120,9 @@ async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_c
     assert "MADE" in output and "SCRATCH" in output and "OK" in output, output
     assert (ws / "made.txt").read_text() == "edited\nagain\n"
     assert (ws / "sub" / "new.txt").read_text() == "written\nmore\n"
-    for path in (ws, ws / "made.txt", ws / "sub", ws / "sub" / "deep.txt", ws / "sub" / "new.txt"):
+    assert (ws / "by" / "server" / "cmd.txt").read_text() == "cmd\n"
+    made = ("made.txt", "sub", "sub/deep.txt", "sub/new.txt", "by", "by/server", "by/server/note.txt")
+    for path in (ws, *(ws / m for m in made)):
         assert path.stat().st_uid == NOBODY, path
     shutil.rmtree(ws)  # the server's user removes what the command made
 
