@@ -169,3 +169,34 @@ async def test_issue28_item3_mapped_workspaces_are_hidden_from_other_callers(
     assert "END" in output and "alice holds: 0" in output, output
     assert "leak-alice-mapped" not in blob
     assert (mine["bob"] / "mine").read_text() == "b\n"
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) drops the capability")
+async def test_issue28_item3_root_without_cap_sys_admin_still_runs_commands_as_the_sandbox_user(
+    outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 28 item 3: root in a container usually lacks CAP_SYS_ADMIN, so bwrap cannot make
+    its namespaces as root; it is then started as the sandbox user (in a user namespace of its
+    own). The server runs so here (setpriv drops the capability): its command is still not
+    root, reads no /etc/shadow and no root-only file, and writes its workspace."""
+    import tests.a2a.procs as procs
+
+    monkeypatch.setattr(procs, "DEVAGENT", ["setpriv", "--bounding-set=-sys_admin", *procs.DEVAGENT])
+    root_only = outside / "root-only.txt"
+    root_only.write_text("leak-root-only\n")
+    root_only.chmod(0o600)
+    site = Site(outside / "site")  # under /var/tmp: folders the sandbox user can pass through
+    probe = (
+        "echo uid=$(id -u); echo shadow bytes: $(cat /etc/shadow | wc -c); "
+        f"cat {root_only}; grep CapEff /proc/self/status; echo w > written; echo END"
+    )
+    model = script(outside / "s.json", [shell_step(probe), [{"text": "done"}]])
+    with serving(site.args(model, "--sandbox"), outside / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice")
+        log = s.stderr()
+    output = tool_outputs(blob)
+    assert "END" in output and f"uid={NOBODY}" in output and "shadow bytes: 0" in output, output
+    assert "CapEff:\\t0000000000000000" in output, output
+    assert "leak-root-only" not in blob
+    assert (site.root / "alice" / "written").stat().st_uid == NOBODY
+    assert f"commands run as nobody (uid {NOBODY})" in log

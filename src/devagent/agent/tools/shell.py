@@ -167,48 +167,75 @@ class Sandbox:
     # The unprivileged user commands run as (uid, gid, name) where the server runs as root; None:
     # the server's own user, never root (`choose_sandbox`).
     user: tuple[int, int, str] | None = None
+    # How a root server's commands become `user`: False, bwrap runs as root (no user namespace:
+    # root in one is still root to every file) and the command's first process becomes the user;
+    # True, where root may not make namespaces without a user namespace (a container without
+    # CAP_SYS_ADMIN), bwrap itself is started as the user, in a user namespace of its own.
+    as_user: bool = False
 
     def argv(self, roots: Sequence[Path], cwd: str, command: Sequence[str]) -> list[str]:
         """The bwrap command line running `command` in `cwd` with `roots` writable."""
-        args = [self.bwrap, *self._isolation()]
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        # Later mounts cover earlier ones: parents first, so a root inside /tmp stays writable and
-        # a hidden directory inside a root stays hidden. At equal depth: hide, then show again
-        # read-only, then the roots (a root wins over a hide), then the masks (a masked file is
-        # never a root).
+        args = [self.bwrap, *self._isolation(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for _depth, _order, mount in sorted(self._mounts(roots), key=lambda m: (m[0], m[1], m[2])):
+            args += mount
+        if self.user is None or self.as_user:
+            return [*args, "--chdir", cwd, *command]
+        return [*args, *self._drop(cwd, command)]
+
+    def _mounts(self, roots: Sequence[Path]) -> list[tuple[int, int, list[str]]]:
+        """The mounts over the read-only root, each with its depth and its order among mounts
+        of equal depth. Later mounts cover earlier ones: parents first, so a root inside /tmp
+        stays writable and a hidden directory inside a root stays hidden. At equal depth: hide,
+        then show again read-only, then the roots (a root wins over a hide), then the masks (a
+        masked file is never a root)."""
         tmpfs = [Path("/tmp")]
         if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
             tmpfs.append(Path("/run"))
-        tmpfs += [h for h in self.hidden if h.is_dir()]
-        # As the server's user, bwrap's tmpfs are that user's; the sandbox user of a root server
-        # needs them open to it (sticky, as /tmp is), or /tmp and $HOME would be read-only.
-        perms = [] if self.user is None else ["--perms", "1777"]
+        for h in sorted((h for h in self.hidden if h.is_dir()), key=lambda h: len(h.parts)):
+            if self._reaches(h, tmpfs):
+                tmpfs.append(h)
+        dropping = self.user is not None and not self.as_user
+        # bwrap's tmpfs are the user's who runs it: where that is root, the sandbox user needs
+        # them open (sticky, as /tmp is), or /tmp and $HOME would be read-only to it.
+        perms = ["--perms", "1777"] if dropping else []
         mounts = [(len(h.parts), 0, [*perms, "--tmpfs", str(h)]) for h in tmpfs]
         resolv = Path(os.path.realpath("/etc/resolv.conf"))
         if self.network and resolv.is_relative_to("/run") and resolv.is_file():
             mounts.append((len(resolv.parts), 1, ["--ro-bind", str(resolv), str(resolv)]))
-        shown = [r for r in self.readable if r.is_dir()]
+        shown = [r for r in self.readable if r.is_dir() and self._reaches(r, tmpfs, whole=True)]
         mounts += [(len(r.parts), 1, ["--ro-bind", str(r), str(r)]) for r in shown]
         mounts += [(len(r.parts), 2, ["--bind", str(r), str(r)]) for r in roots]
-        mounts += [(len(f.parts), 3, ["--ro-bind", "/dev/null", str(f)]) for f in self.masked if f.is_file()]
-        if self.user is not None:
-            # The folders bwrap makes on the way to a root or a toolchain inside an empty tmpfs
-            # are root's and closed: the sandbox user must pass through them.
+        masked = [f for f in self.masked if f.is_file() and self._reaches(f, tmpfs)]
+        mounts += [(len(f.parts), 3, ["--ro-bind", "/dev/null", str(f)]) for f in masked]
+        if dropping:
+            # The folders bwrap (root) makes on the way to a root or a toolchain inside an empty
+            # tmpfs are root's and closed: the sandbox user must pass through them.
             binds = [*shown, *roots]
             ways = {a for r in binds for a in r.parents if _made_by_bwrap(a, tmpfs, binds)}
             mounts += [(len(a.parts), -1, ["--perms", "0711", "--dir", str(a)]) for a in ways]
-        for _depth, _order, mount in sorted(mounts, key=lambda m: (m[0], m[1], m[2])):
-            args += mount
-        if self.user is None:
-            return [*args, "--chdir", cwd, *command]
-        return [*args, *self._drop(cwd, command)]
+        return mounts
+
+    def _reaches(self, path: Path, tmpfs: Sequence[Path], whole: bool = False) -> bool:
+        """Whether bwrap, started as the sandbox user, can reach `path` to mount on it (inside an
+        empty tmpfs it makes the way itself) and, `whole`, read it as a source. What that user
+        cannot reach needs no mask, and a toolchain it cannot read is left out rather than
+        failing every command. Always, where bwrap runs as root or as the server's user."""
+        if not self.as_user or self.user is None:
+            return True
+        uid, gid, _name = self.user
+        for folder in [*reversed(path.parents), *([path] if whole else [])]:
+            if folder in tmpfs and not whole:
+                return True
+            if not _may(folder, uid, gid, 0o1):
+                return False
+        return True
 
     def _isolation(self) -> list[str]:
-        """The namespaces and capabilities. As the server's user: all namespaces, its user
-        namespace included, and no capabilities. As root for the sandbox user: no user namespace
-        (root in one is still root to every file), only the capabilities to become that user,
-        which it loses by becoming it (`_drop`)."""
-        if self.user is None:
+        """The namespaces and capabilities. In a user namespace (bwrap run by the server's user or
+        by the sandbox user): every namespace, no capabilities. Run by root for the sandbox user:
+        no user namespace, and only the capabilities to become that user, which it loses by
+        becoming it (`_drop`)."""
+        if self.user is None or self.as_user:
             args = ["--unshare-all"]  # user (when possible), ipc, pid, net, uts, cgroup
             if self.network:
                 args.append("--share-net")
@@ -216,16 +243,8 @@ class Sandbox:
         args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             args.append("--unshare-net")
-        return [
-            *args,
-            "--die-with-parent",
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-        ]
+        become = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        return [*args, "--die-with-parent", "--cap-drop", "ALL", *become]
 
     def _drop(self, cwd: str, command: Sequence[str]) -> list[str]:
         """`command` run in `cwd` as the sandbox user: the Python devagent runs on (always there)
@@ -238,24 +257,30 @@ class Sandbox:
         python = os.path.realpath(sys.executable)
         return [python, "-I", "-S", "-c", _DROP, str(uid), str(gid), cwd, program, *command]
 
+    def run_as(self) -> dict[str, Any]:
+        """The subprocess arguments starting bwrap as the sandbox user, where it is (`as_user`)."""
+        if self.user is None or not self.as_user:
+            return {}
+        uid, gid, _name = self.user
+        return {"user": uid, "group": gid, "extra_groups": []}
+
     def unwritable(self, roots: Sequence[Path], cwd: str) -> str | None:
         """Why the sandbox user cannot work in the workspace root holding `cwd`, or None when it
-        can (by the root's owner, group and mode: os.access would answer for root)."""
+        can (by owners, groups and modes: os.access would answer for root)."""
         if self.user is None:
             return None
         uid, gid, name = self.user
         here = Path(cwd)
         root = max((r for r in roots if here.is_relative_to(r)), key=lambda r: len(r.parts), default=here)
-        try:
-            st = root.stat()
-        except OSError:
+        if not root.is_dir():
             return None  # the command fails on its own
-        shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
-        if (st.st_mode >> shift) & 0o3 == 0o3:
+        closed = [f for f in root.parents if not _may(f, uid, gid, 0o1)] if self.as_user else []
+        if not closed and _may(root, uid, gid, 0o3):
             return None
+        why = f"cannot reach it ({closed[-1]} is closed to it)" if closed else "cannot write in it"
         return (
-            f"sandboxed commands run as {name} (uid {uid}), never as root, and {name} cannot write "
-            f"in the workspace {root}. The operator must give it to that user (chown -R {uid}:{gid} "
+            f"sandboxed commands run as {name} (uid {uid}), never as root, and {name} {why}: the "
+            f"workspace {root}. The operator must give it to that user (chown -R {uid}:{gid} "
             f"{root}) or set sandbox_user to the user who owns it"
         )
 
@@ -263,6 +288,17 @@ class Sandbox:
         network = "network allowed" if self.network else "no network"
         who = "" if self.user is None else f", commands run as {self.user[2]} (uid {self.user[0]})"
         return f"{self.version or 'bubblewrap'}, {network}{who}"
+
+
+def _may(folder: Path, uid: int, gid: int, want: int) -> bool:
+    """Whether the user `uid`:`gid` (no other group) has the permission bits `want` (0o1 search,
+    0o3 write and search) on `folder`, by its owner, group and mode."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return False
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (st.st_mode >> shift) & want == want
 
 
 # Run by the sandbox's first process as root: become uid argv[1], gid argv[2] (every uid: root
@@ -286,8 +322,9 @@ def _made_by_bwrap(folder: Path, tmpfs: Sequence[Path], binds: Sequence[Path]) -
 @functools.cache
 def probe_bwrap(user: tuple[int, int, str] | None = None) -> Sandbox | str:
     """Whether bubblewrap works on this machine (it needs namespaces, which containers may
-    refuse), running `true` as `user` (a root server's sandbox user) or as this process: a
-    Sandbox, or why not with the fix. Runs bwrap once per process and user."""
+    refuse): a Sandbox, or why not with the fix. Runs `true` in it, once per process and user:
+    as this process's user, or for a root server as `user` (bwrap run by root, else, where root
+    cannot make namespaces, by `user` itself)."""
     path = shutil.which("bwrap")
     if path is None:
         return f"bwrap not installed: {INSTALL_HINT}"
@@ -295,7 +332,21 @@ def probe_bwrap(user: tuple[int, int, str] | None = None) -> Sandbox | str:
         out = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
         )
-        sandbox = Sandbox(path, out.stdout.strip(), user=user)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"bwrap does not run here ({e}): {USERNS_HINT}"
+    failed: list[str] = []
+    for as_user in (False, True) if user is not None else (False,):
+        sandbox = Sandbox(path, out.stdout.strip(), user=user, as_user=as_user)
+        why = _try(sandbox)
+        if why is None:
+            return sandbox
+        failed.append(f"as {user[2]}: {why}" if as_user and user is not None else why)
+    return f"bwrap cannot create its sandbox here ({'; '.join(failed)}): {USERNS_HINT}"
+
+
+def _try(sandbox: Sandbox) -> str | None:
+    """Why `sandbox` cannot run `true`, or None when it can."""
+    try:
         run = subprocess.run(
             sandbox.argv([], "/", ["true"]),
             stdin=subprocess.DEVNULL,
@@ -303,14 +354,15 @@ def probe_bwrap(user: tuple[int, int, str] | None = None) -> Sandbox | str:
             text=True,
             timeout=PROBE_TIMEOUT,
             check=False,
+            cwd="/",
+            **sandbox.run_as(),
         )
     except (OSError, subprocess.SubprocessError) as e:
-        return f"bwrap does not run here ({e}): {USERNS_HINT}"
-    if run.returncode != 0:
-        lines = run.stderr.strip().splitlines()
-        why = lines[-1] if lines else f"exit code {run.returncode}"
-        return f"bwrap cannot create its sandbox here ({why}): {USERNS_HINT}"
-    return sandbox
+        return str(e)
+    if run.returncode == 0:
+        return None
+    lines = run.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit code {run.returncode}"
 
 
 # Never readable by a sandboxed command, whoever the server runs as (issue 28 item 3).
@@ -624,6 +676,7 @@ class RunShellCommand(Tool):
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
+                **(sandbox.run_as() if sandbox is not None else {}),
             )
         except BaseException:
             os.close(read_fd)
