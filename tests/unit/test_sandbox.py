@@ -538,3 +538,40 @@ async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Sandb
         if server.returncode is None:
             server.kill()
             await server.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving folders away takes root")
+def test_issue28_item3_workspace_the_sandbox_user_cannot_use_is_named() -> None:
+    """issue 28 item 3: a workspace the sandbox user cannot write is refused with the fix; where
+    bwrap itself runs as that user, so is one behind a folder closed to it (the outermost one
+    is named: the first to open)."""
+    import shutil
+
+    from tests.sandbox_user import nobody
+
+    tmp_path = Path(tempfile.mkdtemp(dir="/var/tmp"))  # pytest's own folders are closed: not here
+    tmp_path.chmod(0o755)
+    try:
+        _unwritable_cases(tmp_path, *nobody())
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _unwritable_cases(tmp_path: Path, uid: int, gid: int) -> None:
+    from tests.sandbox_user import for_sandbox_user
+
+    user = (uid, gid, "nobody")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "ws").mkdir()
+    ws = for_sandbox_user(closed / "ws")
+    by_root, by_user = Sandbox("bwrap", user=user), Sandbox("bwrap", user=user, as_user=True)
+    assert by_root.unwritable([ws], str(ws)) is None  # root makes the way to it
+    why = by_user.unwritable([ws], str(ws))
+    assert why is not None and f"({closed} is closed to it)" in why and f"chown -R {uid}:{gid} {ws}" in why
+    theirs = tmp_path / "theirs"  # root's, 0755: passable, not writable
+    theirs.mkdir(mode=0o755)
+    for sandbox in (by_root, by_user):
+        why = sandbox.unwritable([theirs], str(theirs))
+        assert why is not None and "nobody cannot write in it" in why and "sandbox_user" in why
+    assert Sandbox("bwrap").unwritable([theirs], str(theirs)) is None  # the server's own user
