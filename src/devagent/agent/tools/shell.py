@@ -7,11 +7,12 @@ operator allows it, no capabilities, and its own PID namespace, so every process
 with it, with the turn, or with the server (`--die-with-parent`). The sandbox is a setting of the
 process (`use_sandbox`), chosen at start-up by `devagent serve|run|wire` (`setup_sandbox`).
 
-Where the server runs as root (issue 28 item 3), a sandboxed command never does: it becomes an
-unprivileged user (`sandbox_user`, default nobody) inside the sandbox, before it starts. A user
-namespace mapping root to another uid would not do: its processes are still root to every file
-outside. Files that hold secrets are hidden whoever runs: /etc/shadow and its kin, /root,
-devagent's own files and the operator's `sandbox_hide`.
+Where the server runs as root (issue 28 item 3), a sandboxed command never does: it runs as an
+unprivileged user (`sandbox_user`, default nobody), becoming it inside a sandbox root made, or,
+where root may not make namespaces (a container without CAP_SYS_ADMIN), in one bwrap made as
+that user. A user namespace mapping root to another uid would not do: its processes are still
+root to every file outside. Files that hold secrets are hidden whoever runs: /etc/shadow and its
+kin, /root, devagent's own files and the operator's `sandbox_hide`.
 """
 
 from __future__ import annotations
