@@ -4,7 +4,9 @@ as root. From outside: a real `devagent serve` as root with two named tokens, th
 /etc/shadow, nor a root-only file outside its workspace, nor what the operator hides with
 `sandbox_hide`; what it creates in its workspace the server's file tools still read and edit, and
 what the server writes there the command can still change. A workspace the sandbox user cannot
-write is refused with the fix, and nothing runs.
+write is refused with the fix, and nothing runs. Roots mapped to identities are hidden from other
+callers (who run as the same sandbox user). Root without CAP_SYS_ADMIN (a container) gets the
+same.
 """
 
 from __future__ import annotations
