@@ -36,6 +36,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
+    "sandbox_hide": ("DEVAGENT_SANDBOX_HIDE", "sandbox_hide"),
+    "sandbox_user": ("DEVAGENT_SANDBOX_USER", "sandbox_user"),
     "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
+from tests.sandbox_user import for_sandbox_user
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
 TOKEN = "tok"
@@ -109,6 +110,9 @@ def serving(
 
 
 def serve_args(db: str, workspace: Path, model: str, approval: str) -> list[str]:
+    """`serve`'s arguments for one workspace (its sandbox, on by default, runs commands as the
+    sandbox user where the tests run as root: the workspace is given to that user)."""
+    for_sandbox_user(workspace)
     return [
         "--db",
         db,

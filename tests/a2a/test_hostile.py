@@ -23,6 +23,7 @@ from devagent.a2a.extension import EXTENSION_URI as EXT
 from devagent.agent.tools import shell
 from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.procs import TOKEN, serving
+from tests.sandbox_user import for_sandbox_user
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-leak-openai",
@@ -62,6 +63,7 @@ class Site:
         for who, secret in (("alice", "alice's own file"), ("bob", "leak-bob-file")):
             (self.root / who).mkdir(parents=True)
             (self.root / who / "secret.txt").write_text(secret + "\n")
+            for_sandbox_user(self.root / who)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
         self.env.update(SECRETS)
         self.env.update(

@@ -13,6 +13,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -317,11 +318,18 @@ async def test_permission_request_says_sandboxed(bwrap: Sandbox, ws: Path) -> No
 
 
 def _fake_probe(monkeypatch: pytest.MonkeyPatch, result: Sandbox | str) -> None:
-    monkeypatch.setattr(shell, "probe_bwrap", lambda: result)
+    def probe(user: tuple[int, int, str] | None = None) -> Sandbox | str:
+        return result if isinstance(result, str) else replace(result, user=user)
+
+    monkeypatch.setattr(shell, "probe_bwrap", probe)
 
 
 WORKS = Sandbox("/usr/bin/bwrap", "bubblewrap 0.8.0")
 MISSING = "bwrap not installed: apt-get install bubblewrap"
+# What the start-up line adds where the tests run as root (issue 28 item 3): who commands run as
+# with the sandbox on, and that they run as root with it off.
+AS_USER = ", commands run as nobody (uid 65534)" if os.geteuid() == 0 else ""
+AS_ROOT = shell._root_note()
 
 
 def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -330,12 +338,12 @@ def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     config = CoreConfig()
     _fake_probe(monkeypatch, WORKS)
     sandbox, line = choose_sandbox(None, config, "serve")
-    assert line == "Shell sandbox: on (bubblewrap 0.8.0, no network)"
+    assert line == f"Shell sandbox: on (bubblewrap 0.8.0, no network{AS_USER})"
     assert isinstance(sandbox, Sandbox) and not sandbox.network
     home = Path(os.path.realpath(Path.home()))
     assert Path(os.path.realpath(config.data_dir)) in sandbox.hidden and home in sandbox.hidden
     sandbox, line = choose_sandbox(None, CoreConfig(sandbox_network=True), "serve")
-    assert line == "Shell sandbox: on (bubblewrap 0.8.0, network allowed)"
+    assert line == f"Shell sandbox: on (bubblewrap 0.8.0, network allowed{AS_USER})"
     assert isinstance(sandbox, Sandbox) and sandbox.network
 
     # issue 20 item 3: serve's default fails closed where bwrap cannot run; "auto" is the
@@ -346,13 +354,13 @@ def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert line.startswith(f"Shell sandbox: UNAVAILABLE ({MISSING}). Shell commands will fail until")
     assert choose_sandbox(None, CoreConfig(sandbox="auto"), "serve") == (
         None,
-        f"Shell sandbox: off (sandbox = auto and {MISSING})",
+        f"Shell sandbox: off (sandbox = auto and {MISSING}){AS_ROOT}",
     )
     with pytest.raises(SandboxError, match=r"on \(--sandbox\) but bwrap not installed: apt-get install"):
         choose_sandbox(True, config, "serve")
     with pytest.raises(SandboxError, match=r"sandbox = on in the settings"):
         choose_sandbox(None, CoreConfig(sandbox="on"), "run")
-    assert choose_sandbox(False, config, "serve") == (None, "Shell sandbox: off (--no-sandbox)")
+    assert choose_sandbox(False, config, "serve") == (None, f"Shell sandbox: off (--no-sandbox){AS_ROOT}")
 
 
 def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
@@ -374,7 +382,7 @@ def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     _fake_probe(monkeypatch, WORKS)
     assert serve_command(port=0, tokens=["t"]) == 0
     assert started == [True]
-    assert "Shell sandbox: on (bubblewrap 0.8.0, no network)" in capsys.readouterr().err
+    assert f"Shell sandbox: on (bubblewrap 0.8.0, no network{AS_USER})" in capsys.readouterr().err
 
     _fake_probe(monkeypatch, MISSING)
     assert serve_command(port=0, tokens=["t"]) == 0
@@ -450,3 +458,120 @@ def test_probe_on_this_machine() -> None:
         assert "apt-get install bubblewrap" in probed or "namespaces" in probed or "--no-sandbox" in probed
     else:
         assert probed.version.startswith("bubblewrap")
+
+
+def test_issue28_item3_sandbox_user_and_sandbox_hide(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """issue 28 item 3: `sandbox_hide` (DEVAGENT_SANDBOX_HIDE, comma-separated, or a list in the
+    settings file) and `sandbox_user` are settings; what is named is hidden (a folder) or masked (a
+    file) beside /etc/shadow and /root; the sandbox user is never root; a root server says that
+    its commands run as root when the sandbox is off, and as whom when it is on."""
+    toml = tmp_path / "config.toml"
+    toml.write_text('[devagent]\nsandbox_hide = ["/etc/devagent/token", "~/keys"]\nsandbox_user = "nobody"\n')
+    config = load_config(environ={"DEVAGENT_CONFIG": str(toml)})
+    assert config.sandbox_hide == ("/etc/devagent/token", "~/keys") and config.sandbox_user == "nobody"
+    config = load_config(
+        environ={"DEVAGENT_SANDBOX_HIDE": "/srv/a, /srv/b", "DEVAGENT_SANDBOX_USER": "1234:1234"}
+    )
+    assert config.sandbox_hide == ("/srv/a", "/srv/b") and config.sandbox_user == "1234:1234"
+
+    assert shell.sandbox_account("1234:1234")[:2] == (1234, 1234)
+    assert shell.sandbox_account("")[2] == "nobody"
+    for root in ("0", "root", "1234:0"):
+        with pytest.raises(SandboxError, match="never run as root"):
+            shell.sandbox_account(root)
+    with pytest.raises(SandboxError, match="not a user"):
+        shell.sandbox_account("no-such-user-anywhere")
+
+    _fake_probe(monkeypatch, WORKS)
+    secret = tmp_path / "token"
+    sandbox, line = choose_sandbox(None, CoreConfig(sandbox_hide=(str(secret),)), "serve")
+    assert isinstance(sandbox, Sandbox)
+    assert secret in sandbox.hidden and secret in sandbox.masked  # whichever it is at the time
+    assert Path("/etc/shadow") in sandbox.masked and Path("/root") in sandbox.hidden
+    if os.geteuid() == 0:
+        assert sandbox.user is not None and sandbox.user[0] != 0
+        assert line.endswith(f"commands run as nobody (uid {sandbox.user[0]}))")
+        with pytest.raises(SandboxError, match="never run as root"):
+            choose_sandbox(None, CoreConfig(sandbox_user="root"), "serve")
+        off = choose_sandbox(False, CoreConfig(), "serve")[1]
+        assert off.endswith("The server runs as root: so do its commands, with root's access to every file")
+    else:
+        assert sandbox.user is None
+
+
+_ROOT_SERVER = """
+import asyncio, sys
+from pathlib import Path
+from devagent.agent.core import CoreConfig
+from devagent.agent.state import SessionState
+from devagent.agent.tools import shell
+from devagent.agent.tools.base import ToolContext, Workspace
+
+root = Path(sys.argv[1])
+print(shell.setup_sandbox(True, CoreConfig(), "serve"), flush=True)
+ctx = ToolContext(workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]))
+asyncio.run(shell.RunShellCommand().run({"command": sys.argv[2]}, ctx))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user is root's only")
+async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Sandbox, ws: Path) -> None:
+    """issue 28 item 3: where a root server's commands become the sandbox user inside, everything
+    they start is that user's (not root's) and still ends when the server is killed."""
+    from tests.sandbox_user import for_sandbox_user, nobody
+
+    for_sandbox_user(ws)
+    a, b = _tokens()
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _ROOT_SERVER, str(ws), _tree_command(a, b), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert server.stdout is not None
+        assert "commands run as nobody" in (await server.stdout.readline()).decode()
+        await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+        for pid in (*_pids_running(a), *_pids_running(b)):
+            assert os.stat(f"/proc/{pid}").st_uid == nobody()[0]
+        os.kill(server.pid, signal.SIGKILL)
+        await asyncio.wait_for(server.wait(), WITHIN)
+        await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the server")
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving folders away takes root")
+def test_issue28_item3_workspace_the_sandbox_user_cannot_use_is_named() -> None:
+    """issue 28 item 3: a workspace the sandbox user cannot write is refused with the fix; where
+    bwrap itself runs as that user, so is one behind a folder closed to it (the outermost one
+    is named: the first to open)."""
+    import shutil
+
+    from tests.sandbox_user import nobody
+
+    tmp_path = Path(tempfile.mkdtemp(dir="/var/tmp"))  # pytest's own folders are closed: not here
+    tmp_path.chmod(0o755)
+    try:
+        _unwritable_cases(tmp_path, *nobody())
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _unwritable_cases(tmp_path: Path, uid: int, gid: int) -> None:
+    from tests.sandbox_user import for_sandbox_user
+
+    user = (uid, gid, "nobody")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "ws").mkdir()
+    ws = for_sandbox_user(closed / "ws")
+    by_root, by_user = Sandbox("bwrap", user=user), Sandbox("bwrap", user=user, as_user=True)
+    assert by_root.unwritable([ws], str(ws)) is None  # root makes the way to it
+    why = by_user.unwritable([ws], str(ws))
+    assert why is not None and f"({closed} is closed to it)" in why and f"chown -R {uid}:{gid} {ws}" in why
+    theirs = tmp_path / "theirs"  # root's, 0755: passable, not writable
+    theirs.mkdir(mode=0o755)
+    for sandbox in (by_root, by_user):
+        why = sandbox.unwritable([theirs], str(theirs))
+        assert why is not None and "nobody cannot write in it" in why and "sandbox_user" in why
+    assert Sandbox("bwrap").unwritable([theirs], str(theirs)) is None  # the server's own user

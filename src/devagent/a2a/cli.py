@@ -197,8 +197,10 @@ def serve_command(
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
 
     try:
-        # Every root hidden: a session's command sees its own workspace only (issue 20 item 4).
-        line = setup_sandbox(sandbox, config, "serve", hide=settings.workspace_roots)
+        # Every root hidden, the operator's mapped ones too: a session's command sees its own
+        # workspace only (issue 20 item 4, issue 28 item 3).
+        identity_roots = [r for roots in settings.workspace_for.values() for r in roots]
+        line = setup_sandbox(sandbox, config, "serve", hide=[*settings.workspace_roots, *identity_roots])
         print(line, file=sys.stderr, flush=True)
     except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)

@@ -103,10 +103,13 @@ class A2ASettings:
         if not self.per_identity or not identity:
             return self.workspace_roots
         check_identity(identity)
+        from devagent.agent.tools.shell import give_to_sandbox_user
+
         own = [root / identity for root in self.workspace_roots]
         for d in own:
             if not d.is_dir():
                 d.mkdir(mode=0o700, exist_ok=True)
+                give_to_sandbox_user(d)
         return own
 
     def check_identities(self) -> None:

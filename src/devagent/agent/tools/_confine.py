@@ -188,6 +188,16 @@ def _open_root(root: Path) -> int:
     return os.open(root, DIR_WALK_FLAGS)
 
 
+def folder_owner(dir_fd: int) -> tuple[int, int] | None:
+    """Where the server runs as root, the owner (uid, gid) a file or folder it creates in the open
+    folder `dir_fd` is given: the folder's own, so that a workspace belonging to the user
+    sandboxed commands run as stays that user's (issue 28 item 3). None: keep the creator's."""
+    if os.geteuid() != 0:
+        return None
+    st = os.fstat(dir_fd)
+    return None if st.st_uid == 0 and st.st_gid == 0 else (st.st_uid, st.st_gid)
+
+
 def _readlink(dir_fd: int, name: str) -> str | None:
     try:
         return os.readlink(name, dir_fd=dir_fd)
@@ -291,6 +301,8 @@ def _locate_walk(
                         raise
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(name, 0o777, dir_fd=cur)
+                        if (owner := folder_owner(cur)) is not None:
+                            os.chown(name, *owner, dir_fd=cur, follow_symlinks=False)
                     pending.insert(0, name)  # and open it, by the same rule
                     continue
                 except OSError as e:

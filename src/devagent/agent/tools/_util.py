@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 from devagent.agent.events import FileDiff
-from devagent.agent.tools._confine import DIR_READ_FLAGS, Located, locate
+from devagent.agent.tools._confine import DIR_READ_FLAGS, Located, folder_owner, locate
 from devagent.agent.tools.base import ToolFailure, Workspace
 from devagent.common.faults import crash_point
 
@@ -277,6 +277,8 @@ def atomic_write(path: Path, content: str | bytes, workspace: Workspace | None =
             with os.fdopen(fd, "wb") as f:
                 if old is not None and stat.S_ISREG(old.st_mode):
                     _copy_permissions(f.fileno(), old)
+                elif (owner := folder_owner(loc.dir_fd)) is not None:
+                    os.fchown(f.fileno(), *owner)
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())

@@ -6,6 +6,13 @@ read-write, the rest of the filesystem read-only, a private /tmp and /run, no ne
 operator allows it, no capabilities, and its own PID namespace, so every process it started ends
 with it, with the turn, or with the server (`--die-with-parent`). The sandbox is a setting of the
 process (`use_sandbox`), chosen at start-up by `devagent serve|run|wire` (`setup_sandbox`).
+
+Where the server runs as root (issue 28 item 3), a sandboxed command never does: it runs as an
+unprivileged user (`sandbox_user`, default nobody), becoming it inside a sandbox root made, or,
+where root may not make namespaces (a container without CAP_SYS_ADMIN), in one bwrap made as
+that user. A user namespace mapping root to another uid would not do: its processes are still
+root to every file outside. Files that hold secrets are hidden whoever runs: /etc/shadow and its
+kin, /root, devagent's own files and the operator's `sandbox_hide`.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -150,47 +158,175 @@ class Sandbox:
     version: str = ""  # "bubblewrap 0.8.0"
     network: bool = False
     # Directories shown empty inside (issue 20 item 3): the server's home and data directory, the
-    # user's config folder, and on a server every workspace root (a session sees its own only).
+    # user's config folder, /root, the operator's `sandbox_hide` folders, and on a server every
+    # workspace root (a session sees its own only).
     hidden: tuple[Path, ...] = ()
-    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the home.
+    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the homes.
     readable: tuple[Path, ...] = ()
-    # Files shown empty and read-only: the settings file and a SQLite database wherever they are.
+    # Files shown empty and read-only: the settings file and a SQLite database wherever they are,
+    # /etc/shadow and its kin, the operator's `sandbox_hide` files.
     masked: tuple[Path, ...] = ()
+    # The unprivileged user commands run as (uid, gid, name) where the server runs as root; None:
+    # the server's own user, never root (`choose_sandbox`).
+    user: tuple[int, int, str] | None = None
+    # How a root server's commands become `user`: False, bwrap runs as root (no user namespace:
+    # root in one is still root to every file) and the command's first process becomes the user;
+    # True, where root may not make namespaces without a user namespace (a container without
+    # CAP_SYS_ADMIN), bwrap itself is started as the user, in a user namespace of its own.
+    as_user: bool = False
 
     def argv(self, roots: Sequence[Path], cwd: str, command: Sequence[str]) -> list[str]:
         """The bwrap command line running `command` in `cwd` with `roots` writable."""
-        args = [self.bwrap, "--unshare-all"]  # user (when possible), ipc, pid, net, uts, cgroup
-        if self.network:
-            args.append("--share-net")
-        args += ["--die-with-parent", "--cap-drop", "ALL"]
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        # Later mounts cover earlier ones: parents first, so a root inside /tmp stays writable and
-        # a hidden directory inside a root stays hidden. At equal depth: hide, then show again
-        # read-only, then the roots (a root wins over a hide), then the masks (a masked file is
-        # never a root).
-        mounts: list[tuple[int, int, list[str]]] = [(2, 0, ["--tmpfs", "/tmp"])]
-        if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
-            mounts.append((2, 0, ["--tmpfs", "/run"]))
-            resolv = Path(os.path.realpath("/etc/resolv.conf"))
-            if self.network and resolv.is_relative_to("/run") and resolv.is_file():
-                mounts.append((len(resolv.parts), 1, ["--ro-bind", str(resolv), str(resolv)]))
-        mounts += [(len(h.parts), 0, ["--tmpfs", str(h)]) for h in self.hidden if h.is_dir()]
-        mounts += [(len(r.parts), 1, ["--ro-bind", str(r), str(r)]) for r in self.readable if r.is_dir()]
-        mounts += [(len(r.parts), 2, ["--bind", str(r), str(r)]) for r in roots]
-        mounts += [(len(f.parts), 3, ["--ro-bind", "/dev/null", str(f)]) for f in self.masked if f.is_file()]
-        for _depth, _order, mount in sorted(mounts, key=lambda m: m[:2]):
+        args = [self.bwrap, *self._isolation(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for _depth, _order, mount in sorted(self._mounts(roots), key=lambda m: (m[0], m[1], m[2])):
             args += mount
-        return [*args, "--chdir", cwd, *command]
+        if self.user is None or self.as_user:
+            return [*args, "--chdir", cwd, *command]
+        return [*args, *self._drop(cwd, command)]
+
+    def _mounts(self, roots: Sequence[Path]) -> list[tuple[int, int, list[str]]]:
+        """The mounts over the read-only root, each with its depth and its order among mounts
+        of equal depth. Later mounts cover earlier ones: parents first, so a root inside /tmp
+        stays writable and a hidden directory inside a root stays hidden. At equal depth: hide,
+        then show again read-only, then the roots (a root wins over a hide), then the masks (a
+        masked file is never a root)."""
+        tmpfs = [Path("/tmp")]
+        if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
+            tmpfs.append(Path("/run"))
+        for h in sorted((h for h in self.hidden if h.is_dir()), key=lambda h: len(h.parts)):
+            if self._reaches(h, tmpfs):
+                tmpfs.append(h)
+        dropping = self.user is not None and not self.as_user
+        # bwrap's tmpfs are the user's who runs it: where that is root, the sandbox user needs
+        # them open (sticky, as /tmp is), or /tmp and $HOME would be read-only to it.
+        perms = ["--perms", "1777"] if dropping else []
+        mounts = [(len(h.parts), 0, [*perms, "--tmpfs", str(h)]) for h in tmpfs]
+        resolv = Path(os.path.realpath("/etc/resolv.conf"))
+        if self.network and resolv.is_relative_to("/run") and resolv.is_file():
+            mounts.append((len(resolv.parts), 1, ["--ro-bind", str(resolv), str(resolv)]))
+        shown = [r for r in self.readable if r.is_dir() and self._reaches(r, tmpfs, whole=True)]
+        mounts += [(len(r.parts), 1, ["--ro-bind", str(r), str(r)]) for r in shown]
+        mounts += [(len(r.parts), 2, ["--bind", str(r), str(r)]) for r in roots]
+        masked = [f for f in self.masked if f.is_file() and self._reaches(f, tmpfs)]
+        mounts += [(len(f.parts), 3, ["--ro-bind", "/dev/null", str(f)]) for f in masked]
+        if dropping:
+            # The folders bwrap (root) makes on the way to a root or a toolchain inside an empty
+            # tmpfs are root's and closed: the sandbox user must pass through them.
+            binds = [*shown, *roots]
+            ways = {a for r in binds for a in r.parents if _made_by_bwrap(a, tmpfs, binds)}
+            mounts += [(len(a.parts), -1, ["--perms", "0711", "--dir", str(a)]) for a in ways]
+        return mounts
+
+    def _reaches(self, path: Path, tmpfs: Sequence[Path], whole: bool = False) -> bool:
+        """Whether bwrap, started as the sandbox user, can reach `path` to mount on it (inside an
+        empty tmpfs it makes the way itself) and, `whole`, read it as a source. What that user
+        cannot reach needs no mask, and a toolchain it cannot read is left out rather than
+        failing every command. Always, where bwrap runs as root or as the server's user."""
+        if not self.as_user or self.user is None:
+            return True
+        uid, gid, _name = self.user
+        for folder in [*reversed(path.parents), *([path] if whole else [])]:
+            if folder in tmpfs and not whole:
+                return True
+            if not _may(folder, uid, gid, 0o1):
+                return False
+        return True
+
+    def _isolation(self) -> list[str]:
+        """The namespaces and capabilities. In a user namespace (bwrap run by the server's user or
+        by the sandbox user): every namespace, no capabilities. Run by root for the sandbox user:
+        no user namespace, and only the capabilities to become that user, which it loses by
+        becoming it (`_drop`)."""
+        if self.user is None or self.as_user:
+            args = ["--unshare-all"]  # user (when possible), ipc, pid, net, uts, cgroup
+            if self.network:
+                args.append("--share-net")
+            return [*args, "--die-with-parent", "--cap-drop", "ALL"]
+        args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        if not self.network:
+            args.append("--unshare-net")
+        become = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        return [*args, "--die-with-parent", "--cap-drop", "ALL", *become]
+
+    def _drop(self, cwd: str, command: Sequence[str]) -> list[str]:
+        """`command` run in `cwd` as the sandbox user: the Python devagent runs on (always there)
+        takes the user's uid and gid and no other group, so no capability is left, then enters
+        `cwd` as that user and starts the command (its program found here: Python has no search
+        path there)."""
+        assert self.user is not None
+        uid, gid, _name = self.user
+        program = shutil.which(command[0]) or command[0]
+        python = os.path.realpath(sys.executable)
+        return [python, "-I", "-S", "-c", _DROP, str(uid), str(gid), cwd, program, *command]
+
+    def run_as(self) -> dict[str, Any]:
+        """The subprocess arguments starting bwrap as the sandbox user, where it is (`as_user`)."""
+        if self.user is None or not self.as_user:
+            return {}
+        uid, gid, _name = self.user
+        return {"user": uid, "group": gid, "extra_groups": []}
+
+    def unwritable(self, roots: Sequence[Path], cwd: str) -> str | None:
+        """Why the sandbox user cannot work in the workspace root holding `cwd`, or None when it
+        can (by owners, groups and modes: os.access would answer for root)."""
+        if self.user is None:
+            return None
+        uid, gid, name = self.user
+        here = Path(cwd)
+        root = max((r for r in roots if here.is_relative_to(r)), key=lambda r: len(r.parts), default=here)
+        if not root.is_dir():
+            return None  # the command fails on its own
+        closed = [f for f in root.parents if not _may(f, uid, gid, 0o1)] if self.as_user else []
+        if not closed and _may(root, uid, gid, 0o3):
+            return None
+        why = f"cannot reach it ({closed[-1]} is closed to it)" if closed else "cannot write in it"
+        return (
+            f"sandboxed commands run as {name} (uid {uid}), never as root, and {name} {why}: the "
+            f"workspace {root}. The operator must give it to that user (chown -R {uid}:{gid} "
+            f"{root}) or set sandbox_user to the user who owns it"
+        )
 
     def summary(self) -> str:
         network = "network allowed" if self.network else "no network"
-        return f"{self.version or 'bubblewrap'}, {network}"
+        who = "" if self.user is None else f", commands run as {self.user[2]} (uid {self.user[0]})"
+        return f"{self.version or 'bubblewrap'}, {network}{who}"
+
+
+def _may(folder: Path, uid: int, gid: int, want: int) -> bool:
+    """Whether the user `uid`:`gid` (no other group) has the permission bits `want` (0o1 search,
+    0o3 write and search) on `folder`, by its owner, group and mode."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return False
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (st.st_mode >> shift) & want == want
+
+
+# Run by the sandbox's first process as root: become uid argv[1], gid argv[2] (every uid: root
+# keeps no capability), enter the folder argv[3], then start the program argv[4] with the
+# arguments argv[5:].
+_DROP = (
+    "import os, sys; os.setgroups([]); os.setgid(int(sys.argv[2])); os.setuid(int(sys.argv[1])); "
+    "os.chdir(sys.argv[3]); os.execv(sys.argv[4], sys.argv[5:])"
+)
+
+
+def _made_by_bwrap(folder: Path, tmpfs: Sequence[Path], binds: Sequence[Path]) -> bool:
+    """Whether `folder` is made by bwrap on the way to a mount: not a mount itself, and the
+    nearest mount above it is an empty tmpfs (not a folder shown from the host)."""
+    if folder in tmpfs or folder in binds:
+        return False
+    above = [m for m in [*tmpfs, *binds] if m != folder and folder.is_relative_to(m)]
+    return bool(above) and max(above, key=lambda m: len(m.parts)) in tmpfs
 
 
 @functools.cache
-def probe_bwrap() -> Sandbox | str:
+def probe_bwrap(user: tuple[int, int, str] | None = None) -> Sandbox | str:
     """Whether bubblewrap works on this machine (it needs namespaces, which containers may
-    refuse): a Sandbox, or why not with the fix. Runs `bwrap … true` once per process."""
+    refuse): a Sandbox, or why not with the fix. Runs `true` in it, once per process and user:
+    as this process's user, or for a root server as `user` (bwrap run by root, else, where root
+    cannot make namespaces, by `user` itself)."""
     path = shutil.which("bwrap")
     if path is None:
         return f"bwrap not installed: {INSTALL_HINT}"
@@ -198,7 +334,21 @@ def probe_bwrap() -> Sandbox | str:
         out = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
         )
-        sandbox = Sandbox(path, out.stdout.strip())
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"bwrap does not run here ({e}): {USERNS_HINT}"
+    failed: list[str] = []
+    for as_user in (False, True) if user is not None else (False,):
+        sandbox = Sandbox(path, out.stdout.strip(), user=user, as_user=as_user)
+        why = _try(sandbox)
+        if why is None:
+            return sandbox
+        failed.append(f"as {user[2]}: {why}" if as_user and user is not None else why)
+    return f"bwrap cannot create its sandbox here ({'; '.join(failed)}): {USERNS_HINT}"
+
+
+def _try(sandbox: Sandbox) -> str | None:
+    """Why `sandbox` cannot run `true`, or None when it can."""
+    try:
         run = subprocess.run(
             sandbox.argv([], "/", ["true"]),
             stdin=subprocess.DEVNULL,
@@ -206,14 +356,59 @@ def probe_bwrap() -> Sandbox | str:
             text=True,
             timeout=PROBE_TIMEOUT,
             check=False,
+            cwd="/",
+            **sandbox.run_as(),
         )
     except (OSError, subprocess.SubprocessError) as e:
-        return f"bwrap does not run here ({e}): {USERNS_HINT}"
-    if run.returncode != 0:
-        lines = run.stderr.strip().splitlines()
-        why = lines[-1] if lines else f"exit code {run.returncode}"
-        return f"bwrap cannot create its sandbox here ({why}): {USERNS_HINT}"
-    return sandbox
+        return str(e)
+    if run.returncode == 0:
+        return None
+    lines = run.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit code {run.returncode}"
+
+
+# Never readable by a sandboxed command, whoever the server runs as (issue 28 item 3).
+SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+SECRET_DIRS = ("/root",)
+
+
+def sandbox_account(spec: str) -> tuple[int, int, str]:
+    """(uid, gid, name) of `sandbox_user` (a name, a uid, either with `:group`; "" is nobody),
+    the user sandboxed commands run as where the server runs as root. SandboxError for root or
+    a name this machine does not know."""
+    import grp
+    import pwd
+
+    text = spec.strip() or "nobody"
+    name, _, group = text.partition(":")
+    try:
+        if name.isdigit():
+            uid, gid, shown = int(name), int(name), name
+            with contextlib.suppress(KeyError):
+                entry = pwd.getpwuid(uid)
+                gid, shown = entry.pw_gid, entry.pw_name
+        else:
+            entry = pwd.getpwnam(name)
+            uid, gid, shown = entry.pw_uid, entry.pw_gid, entry.pw_name
+        if group:
+            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+    except KeyError:
+        if not spec.strip():  # no nobody in /etc/passwd (a minimal image): its usual ids
+            return 65534, 65534, "nobody"
+        raise SandboxError(
+            f"sandbox_user {spec!r} is not a user (and group) of this machine: give a name, a uid "
+            "or uid:gid (DEVAGENT_SANDBOX_USER)"
+        ) from None
+    if uid == 0 or gid == 0:
+        raise SandboxError(f"sandbox_user {spec!r} is root: sandboxed commands never run as root")
+    return uid, gid, shown
+
+
+def _root_note() -> str:
+    """What the start-up line says where the server runs as root and commands run unsandboxed."""
+    if os.geteuid() != 0:
+        return ""
+    return ". The server runs as root: so do its commands, with root's access to every file"
 
 
 def sandbox_setting(value: str) -> str:
@@ -257,25 +452,35 @@ def sandbox_missing() -> SandboxMissing | None:
     return _process_sandbox if isinstance(_process_sandbox, SandboxMissing) else None
 
 
-def _toolchains(home: Path, extra: Sequence[str]) -> tuple[Path, ...]:
-    """What stays readable in the hidden home: each PATH entry under it (with its parent for a
-    `bin` or `shims` folder of a toolchain, e.g. ~/.pyenv, never the home itself or ~/.local),
-    the Python devagent runs on, and the operator's `sandbox_read`."""
-    import sys
+def give_to_sandbox_user(folder: Path) -> None:
+    """A workspace folder the server makes (a caller's own) belongs to the user its sandboxed
+    commands run as, where that is not the server's user (issue 28 item 3)."""
+    sandbox = active_sandbox()
+    if sandbox is not None and sandbox.user is not None:
+        os.chown(folder, sandbox.user[0], sandbox.user[1], follow_symlinks=False)
+
+
+def _toolchains(homes: Sequence[Path], extra: Sequence[str]) -> tuple[Path, ...]:
+    """What stays readable in the hidden homes (the server's, root's): each PATH entry in one
+    (with its parent for a `bin` or `shims` folder of a toolchain, e.g. ~/.pyenv, never the home
+    itself or ~/.local), the Python devagent runs on, and the operator's `sandbox_read`."""
+
+    def home_of(p: Path) -> Path | None:
+        return next((h for h in homes if p.is_relative_to(h) and p != h), None)
 
     found: list[Path] = []
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         p = Path(os.path.realpath(entry))
-        if not p.is_relative_to(home) or p == home:
+        if (home := home_of(p)) is None:
             continue
         found.append(p)
         if p.name in ("bin", "shims") and p.parent not in (home, home / ".local"):
             found.append(p.parent)
     for prefix in (sys.base_prefix, sys.prefix):
         p = Path(os.path.realpath(prefix))
-        if p.is_relative_to(home) and p != home:
+        if home_of(p) is not None:
             found.append(p)
     found += [Path(os.path.realpath(os.path.expanduser(e))) for e in extra]
     return tuple(dict.fromkeys(found))
@@ -300,29 +505,37 @@ def choose_sandbox(
     else:
         mode, source = "off", f"the default of devagent {command}; --sandbox turns it on"
     if mode == "off":
-        return None, f"Shell sandbox: off ({source})"
-    probed = probe_bwrap()
+        return None, f"Shell sandbox: off ({source}){_root_note()}"
+    # Root inside a user namespace is still root to every file outside it: a root server's
+    # commands run as another user (issue 28 item 3).
+    probed = probe_bwrap(sandbox_account(config.sandbox_user) if os.geteuid() == 0 else None)
     if isinstance(probed, str):
         if mode == "on":
             raise SandboxError(f"the shell sandbox is on ({source}) but {probed}")
         if mode == "auto":
-            return None, f"Shell sandbox: off (sandbox = auto and {probed})"
+            return None, f"Shell sandbox: off (sandbox = auto and {probed}){_root_note()}"
         missing = SandboxMissing(probed)
         return missing, (
             f"Shell sandbox: UNAVAILABLE ({probed}). Shell commands will fail until bubblewrap "
             "runs here or the sandbox is turned off explicitly (--no-sandbox, sandbox = off)"
         )
     home = Path(os.path.realpath(Path.home()))
-    hidden = list(config.protected_dirs())
+    # The operator's `sandbox_hide`: a folder is shown empty, a file empty (whichever it is when
+    # a command starts).
+    named = [Path(os.path.realpath(os.path.expanduser(h))) for h in config.sandbox_hide]
+    hidden = [*config.protected_dirs(), *map(Path, SECRET_DIRS), *named]
     if home != Path("/"):
         hidden.append(home)
     hidden += [Path(os.path.realpath(h)) for h in hide]
+    masked = [*config.protected_files(), *map(Path, SECRET_FILES), *named]
     sandbox = replace(
         probed,
         network=config.sandbox_network,
         hidden=tuple(dict.fromkeys(hidden)),
-        readable=_toolchains(home, config.sandbox_read) if home != Path("/") else (),
-        masked=config.protected_files(),  # those that exist when a command starts
+        readable=_toolchains(
+            [h for h in (home, *map(Path, SECRET_DIRS)) if h != Path("/")], config.sandbox_read
+        ),
+        masked=tuple(dict.fromkeys(masked)),  # those that exist when a command starts
     )
     return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
 
@@ -451,6 +664,8 @@ class RunShellCommand(Tool):
         argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
         sandbox = active_sandbox()
         if sandbox is not None:
+            if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
+                raise ToolFailure(why, "sandbox_unavailable")
             argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
             env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
         # Our own pipe rather than asyncio's: we can close our end when background jobs keep the
@@ -465,6 +680,7 @@ class RunShellCommand(Tool):
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
+                **(sandbox.run_as() if sandbox is not None else {}),
             )
         except BaseException:
             os.close(read_fd)
