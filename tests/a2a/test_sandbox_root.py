@@ -142,9 +142,12 @@ async def test_issue28_item3_a_workspace_the_sandbox_user_cannot_write_is_refuse
     args = ["--workspace-root", str(ws), "--model", model, "--sandbox"]
     with serving(args, tmp_path / "serve.log", env=site.env) as s:
         blob = await turn(s.url, ALICE, "touch a file", ws)
+        started = s.stderr()
     output = tool_outputs(blob)
     assert not marker.exists()
     assert "never as root" in output and f"chown -R {NOBODY}:" in output and "sandbox_user" in output, output
+    # said at start too, before any caller meets it
+    assert f"warning: shell commands in {ws.resolve()} will be refused" in started, started
 
 
 async def test_issue28_item3_mapped_workspaces_are_hidden_from_other_callers(

@@ -202,6 +202,7 @@ def serve_command(
         identity_roots = [r for roots in settings.workspace_for.values() for r in roots]
         line = setup_sandbox(sandbox, config, "serve", hide=[*settings.workspace_roots, *identity_roots])
         print(line, file=sys.stderr, flush=True)
+        _warn_unwritable_roots(settings, identity_roots)
     except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
@@ -219,3 +220,18 @@ def serve_command(
         print(f"devagent: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _warn_unwritable_roots(settings: A2ASettings, identity_roots: list[Path]) -> None:
+    """Says at start which roots callers work in directly that the sandbox user cannot write (a
+    root-owned checkout under a root server): every command there would be refused until the
+    operator gives the folder to that user. Folders the server makes per identity are given to it."""
+    from devagent.agent.tools.shell import active_sandbox
+
+    sandbox = active_sandbox()
+    if sandbox is None:
+        return
+    direct = identity_roots if settings.per_identity else [*settings.workspace_roots, *identity_roots]
+    for root in direct:
+        if (why := sandbox.unwritable([root], str(root))) is not None:
+            print(f"devagent: warning: shell commands in {root} will be refused: {why}.", file=sys.stderr)
