@@ -316,3 +316,58 @@ def test_issue22_initialize_is_answered_before_the_sdk_loads_as_the_sdk_would(
     finally:
         raw.proc.kill()
         raw.proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_issue28_item8_a_dismissed_elicitation_waits_for_continue_and_decline_refuses(
+    script: Script, sqlite_url: str, workspace: Path, mode: str
+) -> None:
+    """issue 28 item 8: a host that dismisses the question (a cancelled elicitation, as `claude
+    -p` and `codex exec` do) gets input_required, as a host without elicitation does, and
+    devagent_continue "yes" then runs the call. Declining the question still refuses it, and the
+    model is told so in plain words. Both eras of MCP, as in the test above."""
+    model = script([[write("c.txt", "C\n", "w1")], [{"text": "Told: {last_tool_results}"}]])
+    actions = ["cancel", "decline"]
+
+    async def elicit(context: Any, p: Any) -> ElicitResult:
+        return ElicitResult(action=actions.pop(0))  # type: ignore[arg-type]
+
+    p = params(workspace, model, sqlite_url)
+    async with Client(p, elicitation_callback=elicit, mode=mode) as client:
+        data = structured(await client.call_tool("devagent_start", {"prompt": "write c.txt"}))
+        assert data["status"] == "input_required", data
+        assert data["pending"][0]["description"].startswith("create c.txt"), data
+        assert not (workspace / "c.txt").exists()
+        sid = data["session_id"]
+        data = structured(await client.call_tool("devagent_continue", {"session_id": sid, "answer": "yes"}))
+        assert data["status"] == "completed", data
+        assert (workspace / "c.txt").read_text() == "C\n"
+        (workspace / "c.txt").unlink()
+        data = structured(await client.call_tool("devagent_start", {"prompt": "write c.txt again"}))
+    assert data["status"] == "completed", data
+    assert "declined" in data["answer"] and "canceld" not in data["answer"], data
+    assert not (workspace / "c.txt").exists()
+    assert actions == []
+
+
+async def test_issue28_item8_a_session_read_says_when_it_was_updated_and_a_long_workspace_is_a_tool_error(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """issue 28 item 8: devagent_sessions with a session id gives the time the session was last
+    stored (as the list does), not 0; a 4,000-character workspace is a tool error that says what
+    is wrong (not an unhandled OSError), and the server goes on."""
+    import time
+
+    model = script([[{"text": "fine"}]])
+    before = time.time()
+    async with Client(params(workspace, model, sqlite_url)) as client:
+        res = await client.call_tool("devagent_start", {"prompt": "hi", "workspace": "w" * 4000})
+        assert res.is_error and "not a usable path" in res.content[0].text, res
+        assert len(res.content[0].text) < 400, res.content[0].text
+        sid = structured(await client.call_tool("devagent_start", {"prompt": "hi"}))["session_id"]
+        listed = structured(await client.call_tool("devagent_sessions", {}))["sessions"]
+        read = structured(await client.call_tool("devagent_sessions", {"session_id": sid}))["sessions"]
+    assert read[0]["updated"] == listed[0]["updated"] and before - 5 < read[0]["updated"] < time.time() + 5, (
+        read,
+        listed,
+    )

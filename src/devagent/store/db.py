@@ -289,16 +289,16 @@ class Store:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(t.c.revision, t.c.state, t.c.lease_owner, t.c.lease_until >= self._now).where(
-                        t.c.id == session_id
-                    )
+                    select(
+                        t.c.revision, t.c.state, t.c.lease_owner, t.c.lease_until >= self._now, t.c.updated_at
+                    ).where(t.c.id == session_id)
                 )
             ).first()
         if row is None:
             return None
         owner = row[2]
         live = bool(owner) and bool(row[3]) and not owner_is_dead(owner)
-        return SessionRow(int(row[0]), dict(json.loads(row[1])), owner, live)
+        return SessionRow(int(row[0]), dict(json.loads(row[1])), owner, live, float(row[4]))
 
     async def load_messages(self, session_id: str) -> list[str]:
         async with self.engine.connect() as conn:
