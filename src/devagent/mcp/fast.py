@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -58,6 +59,8 @@ class _Relay:
         self.lock = threading.Lock()
         self.init_id: Any = None
         self.dropped = False
+        self.input_lock = threading.Lock()
+        self.input_ended = False
 
     def _write(self, data: bytes) -> None:
         with self.lock:
@@ -86,7 +89,20 @@ class _Relay:
         except OSError:
             pass
         finally:
-            os.close(self.to_sdk)
+            with self.input_lock:
+                self.input_ended = True
+                os.close(self.to_sdk)
+
+    def end_input(self) -> None:
+        """The SDK reads the end of its input now, as if stdin had closed: the pipe's only write
+        end becomes /dev/null (in place, so the inbound thread's writes go nowhere)."""
+        with self.input_lock:
+            if self.input_ended:
+                return
+            self.input_ended = True
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.to_sdk)
+            os.close(null)
 
     def _fast_initialize(self, line: bytes) -> None:
         try:
@@ -165,6 +181,10 @@ def run_mcp(
     from devagent.mcp.server import Door, McpOptions, build_server
 
     door = Door(McpOptions(config=config, root=root))
+    # SIGINT (a host's first signal to its server) ends the SDK's input, and the SDK stops as at
+    # the end of stdin. Python's KeyboardInterrupt would not: the SDK reads its input in a worker
+    # thread that a cancellation does not interrupt, so it would wait for another line.
+    signal.signal(signal.SIGINT, lambda _sig, _frame: relay.end_input())
     try:
         build_server(door).run("stdio")
     except KeyboardInterrupt:
