@@ -371,3 +371,83 @@ async def test_issue28_item8_a_session_read_says_when_it_was_updated_and_a_long_
         read,
         listed,
     )
+
+
+SDK_GATE = '''
+import os, sys, time
+
+class _WaitForGate:
+    """Holds the first import of the MCP SDK until the file $SDK_GATE exists."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp":
+            sys.meta_path.remove(self)
+            while not os.path.exists(os.environ["SDK_GATE"]):
+                time.sleep(0.01)
+        return None
+
+if os.environ.get("SDK_GATE"):
+    sys.meta_path.insert(0, _WaitForGate())
+'''
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25"])
+def test_issue28_item8_tools_are_listed_right_after_initialize_as_the_sdk_lists_them(
+    script: Script, sqlite_url: str, workspace: Path, tmp_path: Path, version: str
+) -> None:
+    """issue 28 item 8: a host that lists the tools right after `initialize` (Codex CLI does, and
+    does not wait) gets them while the SDK still loads. The test holds the SDK's import (a
+    `sitecustomize` that waits for a file) instead of racing it: `initialize` and `tools/list` are
+    answered while it is held; once it is let go, the SDK's own `tools/list` answer is the same."""
+    import queue
+    import threading
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SDK_GATE)
+    gate = tmp_path / "sdk-may-load"
+    p = params(workspace, script([[{"text": "x"}]]), sqlite_url)
+    assert p.env is not None
+    p.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    p.env["SDK_GATE"] = str(gate)
+    raw = Raw(p)
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                lines.put(raw.read())
+            except (AssertionError, ValueError):
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def response(rid: int) -> dict[str, Any]:
+        while True:
+            try:
+                msg = lines.get(timeout=60)  # a bound on 2 shared cores, never a pace
+            except queue.Empty:
+                raise AssertionError(f"no answer to request {rid} while the SDK is held") from None
+            if msg.get("id") == rid and "method" not in msg:
+                return msg
+
+    try:
+        init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        response(raw.request("initialize", init))
+        raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        early = response(raw.request("tools/list", {}))["result"]
+        assert {t["name"] for t in early["tools"]} == {
+            "devagent_start",
+            "devagent_continue",
+            "devagent_sessions",
+        }
+        gate.touch()
+        response(raw.request("ping", {}))  # the SDK serves now
+        assert response(raw.request("tools/list", {}))["result"] == early, (
+            "the stored tools/list answer is not the SDK's: write it again with "
+            "`python -m devagent.mcp.listing`"
+        )
+    finally:
+        gate.touch()
+        raw.proc.kill()
+        raw.proc.wait()
