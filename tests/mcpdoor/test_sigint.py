@@ -1,7 +1,9 @@
-"""Issue 28 item 8: SIGINT ends the stdio doors (`devagent mcp`, `wire`, `acp`). Agent hosts stop
-their servers with SIGINT first and SIGTERM only after a wait; a door that ignores SIGINT holds
-the host up. Each door is a real subprocess spoken to in its own JSON-RPC lines, signalled while
-idle after its handshake and while a turn runs a command that never ends by itself."""
+"""Issue 28 item 8: SIGINT ends the stdio doors (`devagent mcp`, `wire`, `acp`), and so does
+SIGTERM. Agent hosts stop their servers with SIGINT first and SIGTERM only after a wait; a door
+that ignores SIGINT holds the host up, and one that dies on SIGTERM without stopping its turn
+leaves the turn's command running. Each door is a real subprocess spoken to in its own JSON-RPC
+lines, signalled while idle after its handshake and while a turn runs a command that never ends
+by itself: the door ends, and so does the command."""
 
 from __future__ import annotations
 
@@ -100,13 +102,23 @@ DOORS = {
 }
 
 
+def ended(pid: int) -> bool:
+    """Whether a process has ended (gone, or a zombie its new parent has not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("busy", ["idle", "running"])
 @pytest.mark.parametrize("name", ["mcp", "wire", "acp"])
 def test_issue28_item8_sigint_ends_a_stdio_door(
-    script: Script, sqlite_url: str, workspace: Path, name: str, busy: str
+    script: Script, sqlite_url: str, workspace: Path, name: str, busy: str, sig: signal.Signals
 ) -> None:
     gate = workspace / "started"
-    command = f"touch {gate}; while true; do sleep 0.05; done"
+    command = f"echo $$ > {gate}.tmp; mv {gate}.tmp {gate}; while true; do sleep 0.05; done"
     model = script([[{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "s1"}}]])
     argv, handshake, turn = DOORS[name]
     d = Door([*argv, "--model", model, "--db", sqlite_url], workspace)
@@ -118,11 +130,19 @@ def test_issue28_item8_sigint_ends_a_stdio_door(
             while not gate.exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert gate.exists(), "the command did not start"
-        d.proc.send_signal(signal.SIGINT)
+        d.proc.send_signal(sig)
         try:
             d.proc.wait(WITHIN)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"devagent {name} still runs {WITHIN:.0f} s after SIGINT") from None
+            raise AssertionError(f"devagent {name} still runs {WITHIN:.0f} s after {sig.name}") from None
+        if busy == "running":
+            shell = int(gate.read_text())
+            deadline = time.monotonic() + WITHIN
+            while not ended(shell) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if not ended(shell):
+                os.kill(shell, signal.SIGKILL)
+                raise AssertionError(f"the turn's command still runs after devagent {name} ended")
     finally:
         if d.proc.poll() is None:
             d.proc.kill()

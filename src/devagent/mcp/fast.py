@@ -207,10 +207,13 @@ def run_mcp(
     from devagent.mcp.server import Door, McpOptions, build_server
 
     door = Door(McpOptions(config=config, root=root))
-    # SIGINT (a host's first signal to its server) ends the SDK's input, and the SDK stops as at
-    # the end of stdin. Python's KeyboardInterrupt would not: the SDK reads its input in a worker
-    # thread that a cancellation does not interrupt, so it would wait for another line.
-    signal.signal(signal.SIGINT, lambda _sig, _frame: relay.end_input())
+    # SIGINT (a host's first signal to its server) and SIGTERM (its next) end the SDK's input, and
+    # the SDK stops as at the end of stdin: a running turn is cancelled, its commands with it.
+    # Python's KeyboardInterrupt would not: the SDK reads its input in a worker thread that a
+    # cancellation does not interrupt, so it would wait for another line; SIGTERM's default would
+    # leave the commands running.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda _sig, _frame: relay.end_input())
     try:
         build_server(door).run("stdio")
     except KeyboardInterrupt:
