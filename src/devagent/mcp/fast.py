@@ -65,7 +65,7 @@ class _Relay:
         self.dropped = False
         self.sdk_serving = False  # the SDK has answered something: it answers from now on
         self.tools = listing.stored()  # read now: the threads import nothing while the SDK loads
-        self.input_lock = threading.Lock()
+        self.input_lock = threading.RLock()  # (taken in a signal handler, which may nest)
         self.input_ended = False
 
     def _write(self, data: bytes) -> None:
