@@ -316,3 +316,138 @@ def test_issue22_initialize_is_answered_before_the_sdk_loads_as_the_sdk_would(
     finally:
         raw.proc.kill()
         raw.proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_issue28_item8_a_dismissed_elicitation_waits_for_continue_and_decline_refuses(
+    script: Script, sqlite_url: str, workspace: Path, mode: str
+) -> None:
+    """issue 28 item 8: a host that dismisses the question (a cancelled elicitation, as `claude
+    -p` and `codex exec` do) gets input_required, as a host without elicitation does, and
+    devagent_continue "yes" then runs the call. Declining the question still refuses it, and the
+    model is told so in plain words. Both eras of MCP, as in the test above."""
+    model = script([[write("c.txt", "C\n", "w1")], [{"text": "Told: {last_tool_results}"}]])
+    actions = ["cancel", "decline"]
+
+    async def elicit(context: Any, p: Any) -> ElicitResult:
+        return ElicitResult(action=actions.pop(0))  # type: ignore[arg-type]
+
+    p = params(workspace, model, sqlite_url)
+    async with Client(p, elicitation_callback=elicit, mode=mode) as client:
+        data = structured(await client.call_tool("devagent_start", {"prompt": "write c.txt"}))
+        assert data["status"] == "input_required", data
+        assert data["pending"][0]["description"].startswith("create c.txt"), data
+        assert not (workspace / "c.txt").exists()
+        sid = data["session_id"]
+        data = structured(await client.call_tool("devagent_continue", {"session_id": sid, "answer": "yes"}))
+        assert data["status"] == "completed", data
+        assert (workspace / "c.txt").read_text() == "C\n"
+        (workspace / "c.txt").unlink()
+        data = structured(await client.call_tool("devagent_start", {"prompt": "write c.txt again"}))
+    assert data["status"] == "completed", data
+    assert "declined" in data["answer"] and "canceld" not in data["answer"], data
+    assert not (workspace / "c.txt").exists()
+    assert actions == []
+
+
+async def test_issue28_item8_a_session_read_says_when_it_was_updated_and_a_long_workspace_is_a_tool_error(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """issue 28 item 8: devagent_sessions with a session id gives the time the session was last
+    stored (as the list does), not 0; a 4,000-character workspace is a tool error that says what
+    is wrong (not an unhandled OSError), and the server goes on."""
+    import time
+
+    model = script([[{"text": "fine"}]])
+    before = time.time()
+    async with Client(params(workspace, model, sqlite_url)) as client:
+        res = await client.call_tool("devagent_start", {"prompt": "hi", "workspace": "w" * 4000})
+        assert res.is_error and "not a usable path" in res.content[0].text, res
+        assert len(res.content[0].text) < 400, res.content[0].text
+        sid = structured(await client.call_tool("devagent_start", {"prompt": "hi"}))["session_id"]
+        listed = structured(await client.call_tool("devagent_sessions", {}))["sessions"]
+        read = structured(await client.call_tool("devagent_sessions", {"session_id": sid}))["sessions"]
+    assert read[0]["updated"] == listed[0]["updated"] and before - 5 < read[0]["updated"] < time.time() + 5, (
+        read,
+        listed,
+    )
+
+
+SDK_GATE = '''
+import os, sys, time
+
+class _WaitForGate:
+    """Holds the first import of the MCP SDK until the file $SDK_GATE exists."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp":
+            sys.meta_path.remove(self)
+            while not os.path.exists(os.environ["SDK_GATE"]):
+                time.sleep(0.01)
+        return None
+
+if os.environ.get("SDK_GATE"):
+    sys.meta_path.insert(0, _WaitForGate())
+'''
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25"])
+def test_issue28_item8_tools_are_listed_right_after_initialize_as_the_sdk_lists_them(
+    script: Script, sqlite_url: str, workspace: Path, tmp_path: Path, version: str
+) -> None:
+    """issue 28 item 8: a host that lists the tools right after `initialize` (Codex CLI does, and
+    does not wait) gets them while the SDK still loads. The test holds the SDK's import (a
+    `sitecustomize` that waits for a file) instead of racing it: `initialize` and `tools/list` are
+    answered while it is held; once it is let go, the SDK's own `tools/list` answer is the same."""
+    import queue
+    import threading
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SDK_GATE)
+    gate = tmp_path / "sdk-may-load"
+    p = params(workspace, script([[{"text": "x"}]]), sqlite_url)
+    assert p.env is not None
+    p.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    p.env["SDK_GATE"] = str(gate)
+    raw = Raw(p)
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                lines.put(raw.read())
+            except (AssertionError, ValueError):
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def response(rid: int) -> dict[str, Any]:
+        while True:
+            try:
+                msg = lines.get(timeout=60)  # a bound on 2 shared cores, never a pace
+            except queue.Empty:
+                raise AssertionError(f"no answer to request {rid} while the SDK is held") from None
+            if msg.get("id") == rid and "method" not in msg:
+                return msg
+
+    try:
+        init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        response(raw.request("initialize", init))
+        raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        early = response(raw.request("tools/list", {}))["result"]
+        assert {t["name"] for t in early["tools"]} == {
+            "devagent_start",
+            "devagent_continue",
+            "devagent_sessions",
+        }
+        gate.touch()
+        response(raw.request("ping", {}))  # the SDK serves now
+        assert response(raw.request("tools/list", {}))["result"] == early, (
+            "the stored tools/list answer is not the SDK's: write it again with "
+            "`python -m devagent.mcp.listing`"
+        )
+    finally:
+        gate.touch()
+        raw.proc.kill()
+        raw.proc.wait()

@@ -343,6 +343,13 @@ def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:
     return server.streamable_http_app(streamable_http_path="/", host=settings.host)
 
 
+def _mcp_owned(mcp_app: Any) -> Any:
+    """The MCP app as mounted: each MCP session answers only the identity that opened it."""
+    from devagent.mcp.owner import SessionOwners
+
+    return SessionOwners(mcp_app)
+
+
 def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
     _patch_v03_final()
@@ -587,7 +594,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
 
     mcp_app = _mcp_app(core, settings) if settings.mcp else None
     routes = [
-        *([Mount("/mcp", app=mcp_app)] if mcp_app is not None else []),
+        *([Mount("/mcp", app=_mcp_owned(mcp_app))] if mcp_app is not None else []),
         # the card per protocol version, with caching headers (issue 11 item 3)
         *(Route(path, CardApp(settings, card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),

@@ -1,21 +1,26 @@
-"""`devagent mcp`'s start: `initialize` answered before the MCP SDK is loaded.
+"""`devagent mcp`'s start: `initialize` and `tools/list` answered before the MCP SDK is loaded.
 
 Importing the SDK's server takes about 0.6 s here, and a host waits for `initialize` before it
-does anything else. So the process answers `initialize` itself (the same answer the SDK gives:
-`tests/mcpdoor/test_stdio.py` compares them) while the SDK loads, and passes every line on to the
-SDK, which then answers a second time: that answer is dropped. Done with public means only: the
-SDK's stdio transport reads fd 0 and writes fd 1, which become pipes between it and two threads
-that carry the lines to and from the real stdin and stdout.
+does anything else; some (Codex CLI) list the tools at once and do not wait for a slow answer. So
+the process answers `initialize` itself (the same answer the SDK gives: `tests/mcpdoor/
+test_stdio.py` compares them) while the SDK loads, and passes every line on to the SDK, which
+then answers a second time: that answer is dropped. Until the SDK serves, a `tools/list` is
+answered here too, with the SDK's stored answer (listing.py), and not passed on. Done with public
+means only: the SDK's stdio transport reads fd 0 and writes fd 1, which become pipes between it
+and two threads that carry the lines to and from the real stdin and stdout.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+from devagent.mcp import listing
 
 INSTRUCTIONS = (
     "devagent is a coding agent with its own workspace. Give it a task with devagent_start; "
@@ -58,6 +63,10 @@ class _Relay:
         self.lock = threading.Lock()
         self.init_id: Any = None
         self.dropped = False
+        self.sdk_serving = False  # the SDK has answered something: it answers from now on
+        self.tools = listing.stored()  # read now: the threads import nothing while the SDK loads
+        self.input_lock = threading.RLock()  # (taken in a signal handler, which may nest)
+        self.input_ended = False
 
     def _write(self, data: bytes) -> None:
         with self.lock:
@@ -77,6 +86,8 @@ class _Relay:
                     if first and line.strip():
                         first = False
                         self._fast_initialize(line)
+                    elif self.init_id is not None and not self.sdk_serving and self._fast_list(line):
+                        continue  # answered here; the SDK does not see it
                     os.write(self.to_sdk, line + b"\n")
                 if len(buf) > MAX_LINE:  # the SDK refuses such a line; do not hold it for ever
                     os.write(self.to_sdk, buf)
@@ -86,7 +97,20 @@ class _Relay:
         except OSError:
             pass
         finally:
-            os.close(self.to_sdk)
+            with self.input_lock:
+                self.input_ended = True
+                os.close(self.to_sdk)
+
+    def end_input(self) -> None:
+        """The SDK reads the end of its input now, as if stdin had closed: the pipe's only write
+        end becomes /dev/null (in place, so the inbound thread's writes go nowhere)."""
+        with self.input_lock:
+            if self.input_ended:
+                return
+            self.input_ended = True
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.to_sdk)
+            os.close(null)
 
     def _fast_initialize(self, line: bytes) -> None:
         try:
@@ -98,10 +122,28 @@ class _Relay:
             answer = {"jsonrpc": "2.0", "id": msg["id"], "result": initialize_result(msg.get("params"))}
             self._write(json.dumps(answer, separators=(",", ":")).encode() + b"\n")
 
+    def _fast_list(self, line: bytes) -> bool:
+        """Answers a plain `tools/list` (no cursor) with the SDK's stored answer."""
+        if b'"tools/list"' not in line:
+            return False
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(msg, dict) or msg.get("method") != "tools/list" or msg.get("id") is None:
+            return False
+        params = msg.get("params")
+        if params is not None and (not isinstance(params, dict) or set(params) - {"_meta"}):
+            return False
+        answer = {"jsonrpc": "2.0", "id": msg["id"], "result": self.tools}
+        self._write(json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+        return True
+
     def outbound(self) -> None:
         for line in self.from_sdk:
             if line == _END:
                 return
+            self.sdk_serving = True
             if self.init_id is not None and not self.dropped and b'"result"' in line:
                 try:
                     msg = json.loads(line)
@@ -165,6 +207,13 @@ def run_mcp(
     from devagent.mcp.server import Door, McpOptions, build_server
 
     door = Door(McpOptions(config=config, root=root))
+    # SIGINT (a host's first signal to its server) and SIGTERM (its next) end the SDK's input, and
+    # the SDK stops as at the end of stdin: a running turn is cancelled, its commands with it.
+    # Python's KeyboardInterrupt would not: the SDK reads its input in a worker thread that a
+    # cancellation does not interrupt, so it would wait for another line; SIGTERM's default would
+    # leave the commands running.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda _sig, _frame: relay.end_input())
     try:
         build_server(door).run("stdio")
     except KeyboardInterrupt:

@@ -14,8 +14,10 @@ text for the host's model and as structured content.
 
 A call that needs permission is asked of the host's user with an MCP elicitation (allow once,
 allow always, refuse with a reason; the options are the core's), and the turn goes on in the same
-tool call. A host without elicitation gets an `input_required` result describing the request; its
-model answers with `devagent_continue` (`answer`: yes / always / no and a reason). Either way the
+tool call. A host without elicitation, or one that dismisses the question (a cancelled
+elicitation: headless hosts cancel every one), gets an `input_required` result describing the
+request; its model answers with `devagent_continue` (`answer`: yes / always / no and a reason).
+Declining the question refuses the call. Either way the
 pause is the core's stored pause, so a restarted server (or another process on the same database)
 takes the answer.
 
@@ -173,13 +175,20 @@ class Door:
         roots = self.roots(ctx)
         if not given:
             return roots[0]
-        path = Path(given).expanduser()
-        path = (path if path.is_absolute() else roots[0] / path).resolve()
-        if not any(path == r or path.is_relative_to(r) for r in roots):
+        named = given if len(given) <= 200 else given[:200] + "..."
+        try:
+            path = Path(given).expanduser()
+            path = (path if path.is_absolute() else roots[0] / path).resolve()
+            inside = any(path == r or path.is_relative_to(r) for r in roots)
+            is_dir = inside and path.is_dir()
+        except (OSError, RuntimeError, ValueError) as e:  # too long, a symlink loop, a NUL byte
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise DoorError(f"workspace {named} is not a usable path ({reason})") from None
+        if not inside:
             shown = ", ".join(map(str, roots))
-            raise DoorError(f"workspace {given} is outside the server's workspace root ({shown})")
-        if not path.is_dir():
-            raise DoorError(f"workspace {given} is not a directory")
+            raise DoorError(f"workspace {named} is outside the server's workspace root ({shown})")
+        if not is_dir:
+            raise DoorError(f"workspace {named} is not a directory")
         return path
 
     def approval(self, core: AgentCore, requested: str) -> str | None:
@@ -239,6 +248,9 @@ class Turn:
         self.text: list[str] = []
         self.files: dict[str, FileChange] = {}
         self.steps = 0
+        # Calls whose question the host dismissed in this tool call: not asked again, they wait
+        # (returned as input_required) for devagent_continue.
+        self.dismissed: set[str] = set()
         # Calls to ask in the tool's result, on protocol versions without server-to-client
         # requests (2026-07-28: the client asks its user and calls the tool again).
         self.elicit_later: list[ToolCall] = []
@@ -287,7 +299,7 @@ class Turn:
                         self.text.append(f"\n[{ev.level}] {ev.text}\n")
                     elif isinstance(ev, NeedsInput):
                         asks = ev.permissions
-                        if asks and self._can_elicit():
+                        if asks and self._can_elicit() and not self.dismissed & {c.id for c in asks}:
                             if self._stateless():
                                 self.elicit_later = asks  # asked in the result (2026-07-28)
                             else:
@@ -348,16 +360,19 @@ class Turn:
             return False
 
     async def _ask(self, calls: list[ToolCall]) -> Any:
-        """Each waiting call asked of the host's user; the answers as the core's Resume. A host
-        that declines or cancels the question refuses the call."""
+        """Each waiting call asked of the host's user; the answers as the core's Resume (None
+        when none was answered). Declining the question refuses the call; dismissing it (cancel)
+        answers nothing: that call and the ones after it keep waiting, for devagent_continue."""
         from devagent.agent.events import Resume
 
         decisions = []
-        for call in calls:
+        for i, call in enumerate(calls):
             got = await self.ctx.elicit(_elicit_message(call), Decision)
-            data = got.data if got.action == "accept" else None
-            decisions.append(_decision(call, got.action, data))
-        return Resume(decisions=decisions)
+            if got.action == "cancel":
+                self.dismissed.update(c.id for c in calls[i:])
+                break
+            decisions.append(_decision(call, got.data if got.action == "accept" else None))
+        return Resume(decisions=decisions) if decisions else None
 
     def result(self, status: str, pending: list[ToolCall]) -> TaskResult:
         u = self.session.state.turn_usage  # the turn's, across its pauses for permission
@@ -386,13 +401,13 @@ class Turn:
         )
 
 
-def _decision(call: ToolCall, action: str, data: Decision | None) -> Any:
+def _decision(call: ToolCall, data: Decision | None) -> Any:
     """The core's decision for a call from the host user's answer to its elicitation: accepted
-    with a choice, or declined / cancelled (a refusal)."""
+    with a choice, or declined (None: a refusal)."""
     from devagent.agent.events import Decision as CoreDecision
 
-    if action != "accept" or data is None:
-        return CoreDecision(call.id, "cancel", feedback=f"the user {action}d the question")
+    if data is None:
+        return CoreDecision(call.id, "cancel")
     offered = [o.id for o in call.confirmation.options] if call.confirmation is not None else []
     option = CHOICES[data.decision]
     if option == "proceed_always" and option not in offered:
@@ -401,24 +416,31 @@ def _decision(call: ToolCall, action: str, data: Decision | None) -> Any:
 
 
 def _responses(session: Session, responses: Any) -> Any:
-    """The client's answers to the elicitations of an input-required result, as a Resume."""
+    """The client's answers to the elicitations of an input-required result, as a Resume (None
+    when none was answered). A dismissed (cancelled), missing or malformed answer leaves its call
+    waiting."""
     from devagent.agent.events import Resume
 
     decisions = []
     for call in session.waiting_calls():
         got = (responses or {}).get(call.id)
         action = getattr(got, "action", "cancel")
-        data = None
-        if action == "accept":
+        if action == "decline":
+            decisions.append(_decision(call, None))
+        elif action == "accept":
             try:
                 data = Decision.model_validate(getattr(got, "content", None) or {})
             except ValueError:
-                action = "cancel"
-        decisions.append(_decision(call, action, data))
-    return Resume(decisions=decisions)
+                continue
+            decisions.append(_decision(call, data))
+    return Resume(decisions=decisions) if decisions else None
 
 
 async def _turn_result(turn: Turn, inp: Any) -> CallToolResult | InputRequiredResult:
+    """The turn run on `inp` (None: nothing to run, the session still waits) as the tool's result."""
+    if inp is None:
+        waiting = [c for c in turn.session.waiting_calls() if not c.awaiting_client]
+        return _as_call_result(turn.result("input_required", waiting))
     result = await turn.run(inp)
     if turn.elicit_later:
         return turn.input_required()
@@ -564,7 +586,11 @@ def build_server(door: Door) -> Any:
             session = await door.session(str(ctx.request_state), ctx)
         except DoorError as e:
             return _error(str(e))
-        return await _turn_result(Turn(door, session, ctx), _responses(session, ctx.input_responses))
+        turn = Turn(door, session, ctx)
+        inp = _responses(session, ctx.input_responses)
+        answered = {d.call_id for d in inp.decisions} if inp is not None else set()
+        turn.dismissed = {c.id for c in session.waiting_calls()} - answered
+        return await _turn_result(turn, inp)
 
     @server.tool(
         name="devagent_sessions",
@@ -578,7 +604,8 @@ def build_server(door: Door) -> Any:
         core = await door.core()
         if session_id:
             session = await door.session(session_id, ctx)
-            info = _info(session.id, session.state.to_json(), 0.0)
+            row = await core.store.read_session(session.id)
+            info = _info(session.id, session.state.to_json(), row.updated_at if row is not None else 0.0)
             return SessionList(sessions=[info], transcript=await _transcript(session))
         # (the store lists every door's sessions, newest first: this door's, this caller's, kept)
         owner = door.owner(ctx)

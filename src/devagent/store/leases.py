@@ -42,7 +42,7 @@ class SessionRow:
     state: dict[str, Any]
     lease_owner: str | None
     lease_live: bool  # held by a process that is alive (by expiry and, on this host, by pid)
-    updated_at: float  # when the state was last stored
+    updated_at: float  # when the state was last stored (seconds since the epoch)
 
 
 def new_owner() -> str:
