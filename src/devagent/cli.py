@@ -541,11 +541,17 @@ def mcp(ctx: typer.Context) -> None:
 
 
 @app.command()
-def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
-    """Print versions (devagent, wire protocol, Python)."""
-    from devagent.wire.cli import print_info
+def info(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Also send the model one short request (exit 1 if it fails)")
+    ] = False,
+) -> None:
+    """Print versions and the resolved configuration: model, provider URL, settings file, database,
+    sandbox, workspace roots (never a key)."""
+    from devagent.info import print_info
 
-    print_info(as_json)
+    raise typer.Exit(print_info(as_json, check))
 
 
 def main() -> None:
