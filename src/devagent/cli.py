@@ -330,7 +330,14 @@ ApprovalOpt = Annotated[
 
 @app.command()
 def chat(
-    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root")] = Path("."),
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="Workspace root (default: the current directory; with --url, your first root on the server)",
+        ),
+    ] = None,
     model: ModelOpt = None,
     approval: ApprovalOpt = None,
     session: Annotated[str | None, typer.Option("--session", help="Continue this stored session")] = None,

@@ -608,3 +608,60 @@ def test_issue21_permission_answers_to_one_key_and_asks_again_on_others(
     t.line("es")
     t.expect("third: you said yes")
     assert t.leave() == 0
+
+
+def test_issue28_item10_chat_url_without_workspace_uses_the_servers_first_root(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 28 item 11: `chat --url URL --token T` as the README writes it, from a directory that
+    is not one of the server's roots: the terminal asks the server for the caller's roots before
+    the first prompt, shows the first, and the first prompt works there."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = ["--db", db, "--workspace-root", str(workspace), "--model", _script(tmp_path, STEPS)]
+    args += ["--token", TOKEN, "--no-sandbox"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "home").mkdir(exist_ok=True)
+    with serving(args, tmp_path / "serve.log") as srv:
+        t = Term(["chat", "--url", srv.url, "--token", TOKEN], tmp_path / "home", elsewhere)
+        try:
+            header = t.expect("›")
+            assert f"workspace {workspace.resolve()}" in header
+            t.line("hi there")
+            t.expect("You said")
+            t.prompt()
+            t.line("write it")
+            t.expect(r"\[n\] no")
+            t.prompt()
+            t.key("y")
+            t.expect("wrote it")
+            assert (workspace / "a.txt").read_text() == "A\n"
+            assert not (elsewhere / "a.txt").exists()
+            assert t.leave() == 0
+        finally:
+            t.close()
+
+
+def test_issue28_item10_a_refused_workspace_lists_the_roots_before_the_first_prompt(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A --workspace outside the caller's roots is refused at start, in one line naming them."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = [
+        "--db",
+        db,
+        "--workspace-root",
+        str(workspace),
+        "--model",
+        "demo",
+        "--token",
+        TOKEN,
+        "--no-sandbox",
+    ]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with serving(args, tmp_path / "serve.log") as srv:
+        out, code = _run_chat(["--url", srv.url, "--token", TOKEN, "--workspace", str(outside)], tmp_path)
+    assert code == 2, out
+    assert len(out.strip().splitlines()) == 1, out
+    assert f"--workspace {outside}" in out and f"Your workspace roots there: {workspace.resolve()}" in out

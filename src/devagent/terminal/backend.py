@@ -25,6 +25,7 @@ class Status:
     tokens: int | None = 0  # input + output tokens of the whole session (None: not known)
     context_tokens: int = 0  # input tokens of the last model step
     where: str = ""  # "" (this process) or the server's URL
+    workspace: str = ""  # the session's workspace, where it is known
 
 
 @dataclass(slots=True)
@@ -84,7 +85,8 @@ class LocalBackend:
     def __init__(self, core: AgentCore, session: Session) -> None:
         self.core = core
         self.session = session
-        self.status = Status(session_id=session.id)
+        roots = session.state.workspace_roots
+        self.status = Status(session_id=session.id, workspace=str(roots[0]) if roots else "")
         self._sync()
 
     def _sync(self) -> None:

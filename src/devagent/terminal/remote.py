@@ -94,7 +94,7 @@ class RemoteBackend:
         http: httpx.AsyncClient,
         client: Any,
         *,
-        workspace: Path,
+        workspace: str | None,
         context_id: str | None,
         model: str | None,
         approval: str | None,
@@ -124,11 +124,13 @@ class RemoteBackend:
         url: str,
         token: str | None,
         *,
-        workspace: Path,
+        workspace: Path | None,
         context_id: str | None,
         model: str | None,
         approval: str | None,
     ) -> RemoteBackend:
+        """Reads the card, the commands and the caller's workspace roots: the workspace is the one
+        given (StartError listing the roots when the server refuses it), else the first root."""
         from a2a.client import ClientConfig, create_client
 
         base = url if url.endswith("/") else url + "/"
@@ -149,6 +151,7 @@ class RemoteBackend:
                 raise StartError(f"{base} answered with something that is not an agent card", 1) from e
             check_card(card, base)
             commands = await _commands(http, base)
+            chosen = await _workspace(http, base, workspace)
             client = await create_client(base, ClientConfig(streaming=True, httpx_client=http))
         except BaseException:
             await http.aclose()
@@ -157,12 +160,13 @@ class RemoteBackend:
             base,
             http,
             client,
-            workspace=workspace,
+            workspace=chosen,
             context_id=context_id,
             model=model,
             approval=approval,
             commands=commands,
         )
+        backend.status.workspace = chosen or ""  # shown before the first prompt
         await backend.find_waiting()
         return backend
 
@@ -268,7 +272,7 @@ class RemoteBackend:
         else:
             assert isinstance(inp, UserPrompt)
             text = inp.text
-        settings: dict[str, Any] = {"workspace_path": str(self.workspace)}
+        settings: dict[str, Any] = {"workspace_path": self.workspace} if self.workspace else {}
         if self.approval:
             settings["approval_mode"] = self.approval
         if self.model:
@@ -475,3 +479,39 @@ async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandEntry]:
         return CommandEntry(str(c.get("name", "")), str(c.get("description", "")), [], subs)
 
     return [entry(c) for c in cmds or [] if isinstance(c, dict)]
+
+
+async def _workspace(http: httpx.AsyncClient, base: str, given: Path | None) -> str | None:
+    """The workspace to send (the extension's `workspaces/get`): `given`, once the server allows
+    it, else the first of the caller's roots there. None for a server without the method: it
+    then picks its own (the first root) for a message that names none."""
+    params = {"workspace_path": str(given)} if given is not None else {}
+    try:
+        resp = await http.post(
+            base, json={"jsonrpc": "2.0", "id": 2, "method": "workspaces/get", "params": params}
+        )
+        body = resp.json()
+    except httpx.HTTPError as e:
+        raise StartError(f"cannot reach {base}: {e or type(e).__name__}", 1) from e
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return str(given) if given is not None else None
+    err = body.get("error")
+    if isinstance(err, dict):
+        data = err.get("data")
+        roots = data.get("workspaces") if isinstance(data, dict) else None
+        if not isinstance(roots, list):  # a server without the method: it checks the first message
+            return str(given) if given is not None else None
+        listed = ", ".join(str(r) for r in roots) or "none"
+        raise StartError(
+            f"{base} refused --workspace {given}: {err.get('message', '')}. Your workspace roots there: "
+            f"{listed} (give one, or a folder in one, with --workspace; without it the first is used)",
+            2,
+        )
+    found = body.get("result")
+    result: dict[str, Any] = found if isinstance(found, dict) else {}
+    if given is not None:
+        return str(result.get("workspace_path") or given)
+    roots = result.get("workspaces")
+    return str(roots[0]) if isinstance(roots, list) and roots else None

@@ -152,8 +152,9 @@ class Chat:
 
     async def run(self) -> int:
         s = self.backend.status
+        where = f" · workspace {_escape(s.workspace)}" if s.workspace else ""
         self.console.print(
-            f"[dim]devagent chat · model {_escape(s.model)} · session {s.session_id or '(new)'}[/dim]",
+            f"[dim]devagent chat · model {_escape(s.model)} · session {s.session_id or '(new)'}{where}[/dim]",
             highlight=False,
             soft_wrap=True,
         )
