@@ -665,3 +665,30 @@ def test_issue28_item10_a_refused_workspace_lists_the_roots_before_the_first_pro
     assert code == 2, out
     assert len(out.strip().splitlines()) == 1, out
     assert f"--workspace {outside}" in out and f"Your workspace roots there: {workspace.resolve()}" in out
+
+
+def test_issue28_item12_continue_shows_the_earlier_turn_and_never_picks_an_empty_session(
+    term: Callable[..., Term], tmp_path: Path
+) -> None:
+    """Issue 28 item 14: `chat --continue` shows the conversation it continues (the prompt, the
+    answer, a tool call) before its prompt; a chat opened and left at once is not what it picks."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
+    model = _script(tmp_path, STEPS)
+    t = term("chat", "--model", model, "--db", db, "--approval", "yolo")
+    t.prompt()
+    t.line("hi there")
+    t.expect("You said")
+    t.prompt()
+    t.line("write it")
+    t.expect("wrote it")
+    assert t.leave() == 0
+    t = term("chat", "--model", model, "--db", db)
+    assert t.leave() == 0  # opened and left at once
+    t = term("chat", "--continue", "--db", db)
+    shown = t.expect("the conversation goes on from here")
+    assert "› hi there" in shown and "You said hi there" in shown and "Hello" in shown
+    assert "› write it" in shown and "✓ write_file" in shown and "wrote it" in shown
+    t.prompt()
+    t.line("/status")
+    t.expect("session")
+    assert t.leave() == 0

@@ -49,6 +49,7 @@ from devagent.agent.events import (
 )
 from devagent.preflight import StartError
 from devagent.terminal.backend import CommandEntry, Status
+from devagent.terminal.history import PastTurn
 
 
 def understands(version: str) -> bool:
@@ -177,6 +178,9 @@ class RemoteBackend:
 
     def waiting(self) -> list[ToolCall]:
         return self._waiting
+
+    async def history(self) -> list[PastTurn]:
+        return []  # the server keeps the conversation; its tasks' history is not replayed here
 
     async def find_waiting(self) -> None:
         """A continued conversation (`--session`) that stopped at a permission request: its task
