@@ -434,6 +434,16 @@ def test_ctrl_c_at_a_permission_prompt_cancels_the_turn(
     assert t.leave() == 0
 
 
+def _await_log(srv: Any, *words: str) -> None:
+    """Wait for a line of the server's log holding all `words` (an event; HANG bounds a hang)."""
+    import time
+
+    deadline = time.monotonic() + HANG
+    while not any(all(w in line for w in words) for line in srv.stderr().splitlines()):
+        assert time.monotonic() < deadline, f"the server never logged {words}:\n{srv.stderr()}"
+        time.sleep(0.05)
+
+
 def test_chat_remote_session_waiting_is_asked_again(
     term: Callable[..., Term], tmp_path: Path, workspace: Path
 ) -> None:
@@ -457,6 +467,11 @@ def test_chat_remote_session_waiting_is_asked_again(
         t.expect("Allow")
         t.expect(r"\[n\] no")
         t.close()  # the terminal goes away without answering
+        # Issue 28 item 16: the next terminal talks to the task only once the server is done with
+        # this request (its turn and its stream ended, as its log says), whatever the machine's
+        # load; a quick user meets the same server, after the same steps.
+        _await_log(srv, "turns: turn task=", "state=input-required")
+        _await_log(srv, "request SendStreamingMessage task=", "state=input-required")
 
         t = term("chat", "--url", srv.url, "--token", TOKEN, "--session", context)
         t.expect("waits for your answer")
