@@ -474,6 +474,9 @@ def test_chat_remote_session_waiting_is_asked_again(
         _await_log(srv, "request SendStreamingMessage task=", "state=input-required")
 
         t = term("chat", "--url", srv.url, "--token", TOKEN, "--session", context)
+        # issue 28 item 14: the conversation so far is shown first, as it was drawn live
+        shown = t.expect("the conversation goes on from here")
+        assert "› hi there" in shown and "You said hi there" in shown and "› write it" in shown
         t.expect("waits for your answer")
         assert "● Write a.txt" in t.expect("Allow")
         t.expect(r"\[n\] no")

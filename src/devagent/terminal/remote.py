@@ -51,6 +51,9 @@ from devagent.preflight import StartError
 from devagent.terminal.backend import CommandEntry, Status
 from devagent.terminal.history import PastTurn
 
+# How many of a continued conversation's last tasks (turns) are read to show it.
+HISTORY_TASKS = 20
+
 
 def understands(version: str) -> bool:
     """Whether an extension version is one this client speaks: the same major version (and, for a
@@ -180,7 +183,24 @@ class RemoteBackend:
         return self._waiting
 
     async def history(self) -> list[PastTurn]:
-        return []  # the server keeps the conversation; its tasks' history is not replayed here
+        """A continued conversation's turns, from its tasks' histories (tasks/list, newest first;
+        the last HISTORY_TASKS of them)."""
+        from a2a.types import ListTasksRequest
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+        if not self.context_id:
+            return []
+        try:
+            listed = await self.client.list_tasks(
+                ListTasksRequest(context_id=self.context_id, page_size=HISTORY_TASKS, history_length=1000),
+                context=self._ctx(),
+            )
+        except Exception:  # a server without tasks/list: nothing to show
+            return []
+        turns: list[PastTurn] = []
+        for task in reversed(listed.tasks):
+            turns += turns_of([MessageToDict(m) for m in task.history])
+        return turns
 
     async def find_waiting(self) -> None:
         """A continued conversation (`--session`) that stopped at a permission request: its task
@@ -391,6 +411,40 @@ class RemoteTurn:
                 text = md.get("error") or " ".join(p.text for p in parts if p.HasField("text")) or "failed"
                 out.append(TurnEnd("error", error=text))
         return out
+
+
+def turns_of(history: list[dict[str, Any]]) -> list[PastTurn]:
+    """A task's history as turns: the user's text messages are prompts (their answers to
+    permission requests are not); the agent's text, thoughts, and each tool call once, in its last
+    state (one still waiting is asked again after the history, not shown in it)."""
+    turns: list[PastTurn] = []
+    calls: dict[str, int] = {}  # call id -> its event's index in the turn
+    for m in history:
+        parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
+        if m.get("role") == "ROLE_USER":
+            if not any("data" in p for p in parts):
+                turns.append(PastTurn(" ".join(str(p.get("text", "")) for p in parts if "text" in p)))
+                calls = {}
+            continue
+        if not turns:
+            turns.append(PastTurn(""))
+        events = turns[-1].events
+        for p in parts:
+            d = p.get("data")
+            if p.get("text"):
+                events.append(TextDelta(str(p["text"])))
+            elif isinstance(d, dict) and "tool_call_id" in d:
+                update = ToolCallUpdate(tool_call_from_json(d))
+                if str(d["tool_call_id"]) in calls:
+                    events[calls[str(d["tool_call_id"])]] = update
+                else:
+                    calls[str(d["tool_call_id"])] = len(events)
+                    events.append(update)
+            elif isinstance(d, dict) and "description" in d:
+                events.append(ThoughtDelta(str(d["description"]), str(d.get("subject", ""))))
+    for t in turns:
+        t.events = [e for e in t.events if not isinstance(e, ToolCallUpdate) or e.call.status.terminal]
+    return turns
 
 
 def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
