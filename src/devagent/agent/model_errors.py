@@ -26,6 +26,9 @@ def describe(e: BaseException, url: str | None) -> str:
     status = getattr(e, "status_code", None)
     if isinstance(status, int):
         answer = _status_line(status, getattr(e, "body", None))
+        suggested = getattr(e, "suggested_model_id", None)
+        if suggested:
+            answer += f" (did you mean {suggested!r}?)"
         return f"Model error: the model server{at} answered HTTP {answer}"
     text = _one_line(str(e))
     if _is_connection_error(e):
