@@ -708,5 +708,5 @@ def test_issue28_item12_continue_shows_the_earlier_turn_and_never_picks_an_empty
     assert "› write it" in shown and "✓ write_file" in shown and "wrote it" in shown
     t.prompt()
     t.line("/status")
-    t.expect("session")
+    t.expect(r"· session [0-9a-f-]{36}")  # (the full id: /status's line, not the status bar)
     assert t.leave() == 0
