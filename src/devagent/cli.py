@@ -330,7 +330,14 @@ ApprovalOpt = Annotated[
 
 @app.command()
 def chat(
-    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root")] = Path("."),
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="Workspace root (default: the current directory; with --url, your first root on the server)",
+        ),
+    ] = None,
     model: ModelOpt = None,
     approval: ApprovalOpt = None,
     session: Annotated[str | None, typer.Option("--session", help="Continue this stored session")] = None,
@@ -551,11 +558,17 @@ def mcp(ctx: typer.Context) -> None:
 
 
 @app.command()
-def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
-    """Print versions (devagent, wire protocol, Python)."""
-    from devagent.wire.cli import print_info
+def info(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Also send the model one short request (exit 1 if it fails)")
+    ] = False,
+) -> None:
+    """Print versions and the resolved configuration: model, provider URL, settings file, database,
+    sandbox, workspace roots (never a key)."""
+    from devagent.info import print_info
 
-    print_info(as_json)
+    raise typer.Exit(print_info(as_json, check))
 
 
 def main() -> None:

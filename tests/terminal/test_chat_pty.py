@@ -434,6 +434,16 @@ def test_ctrl_c_at_a_permission_prompt_cancels_the_turn(
     assert t.leave() == 0
 
 
+def _await_log(srv: Any, *words: str) -> None:
+    """Wait for a line of the server's log holding all `words` (an event; HANG bounds a hang)."""
+    import time
+
+    deadline = time.monotonic() + HANG
+    while not any(all(w in line for w in words) for line in srv.stderr().splitlines()):
+        assert time.monotonic() < deadline, f"the server never logged {words}:\n{srv.stderr()}"
+        time.sleep(0.05)
+
+
 def test_chat_remote_session_waiting_is_asked_again(
     term: Callable[..., Term], tmp_path: Path, workspace: Path
 ) -> None:
@@ -457,8 +467,16 @@ def test_chat_remote_session_waiting_is_asked_again(
         t.expect("Allow")
         t.expect(r"\[n\] no")
         t.close()  # the terminal goes away without answering
+        # Issue 28 item 16: the next terminal talks to the task only once the server is done with
+        # this request (its turn and its stream ended, as its log says), whatever the machine's
+        # load; a quick user meets the same server, after the same steps.
+        _await_log(srv, "turns: turn task=", "state=input-required")
+        _await_log(srv, "request SendStreamingMessage task=", "state=input-required")
 
         t = term("chat", "--url", srv.url, "--token", TOKEN, "--session", context)
+        # issue 28 item 14: the conversation so far is shown first, as it was drawn live
+        shown = t.expect("the conversation goes on from here")
+        assert "› hi there" in shown and "You said hi there" in shown and "› write it" in shown
         t.expect("waits for your answer")
         assert "● Write a.txt" in t.expect("Allow")
         t.expect(r"\[n\] no")
@@ -607,4 +625,88 @@ def test_issue21_permission_answers_to_one_key_and_asks_again_on_others(
     t.prompt()  # the early "y" waits in this prompt's line
     t.line("es")
     t.expect("third: you said yes")
+    assert t.leave() == 0
+
+
+def test_issue28_item10_chat_url_without_workspace_uses_the_servers_first_root(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    """Issue 28 item 11: `chat --url URL --token T` as the README writes it, from a directory that
+    is not one of the server's roots: the terminal asks the server for the caller's roots before
+    the first prompt, shows the first, and the first prompt works there."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = ["--db", db, "--workspace-root", str(workspace), "--model", _script(tmp_path, STEPS)]
+    args += ["--token", TOKEN, "--no-sandbox"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "home").mkdir(exist_ok=True)
+    with serving(args, tmp_path / "serve.log") as srv:
+        t = Term(["chat", "--url", srv.url, "--token", TOKEN], tmp_path / "home", elsewhere)
+        try:
+            header = t.expect("›")
+            assert f"workspace {workspace.resolve()}" in header
+            t.line("hi there")
+            t.expect("You said")
+            t.prompt()
+            t.line("write it")
+            t.expect(r"\[n\] no")
+            t.prompt()
+            t.key("y")
+            t.expect("wrote it")
+            assert (workspace / "a.txt").read_text() == "A\n"
+            assert not (elsewhere / "a.txt").exists()
+            assert t.leave() == 0
+        finally:
+            t.close()
+
+
+def test_issue28_item10_a_refused_workspace_lists_the_roots_before_the_first_prompt(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A --workspace outside the caller's roots is refused at start, in one line naming them."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = [
+        "--db",
+        db,
+        "--workspace-root",
+        str(workspace),
+        "--model",
+        "demo",
+        "--token",
+        TOKEN,
+        "--no-sandbox",
+    ]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with serving(args, tmp_path / "serve.log") as srv:
+        out, code = _run_chat(["--url", srv.url, "--token", TOKEN, "--workspace", str(outside)], tmp_path)
+    assert code == 2, out
+    assert len(out.strip().splitlines()) == 1, out
+    assert f"--workspace {outside}" in out and f"Your workspace roots there: {workspace.resolve()}" in out
+
+
+def test_issue28_item12_continue_shows_the_earlier_turn_and_never_picks_an_empty_session(
+    term: Callable[..., Term], tmp_path: Path
+) -> None:
+    """Issue 28 item 14: `chat --continue` shows the conversation it continues (the prompt, the
+    answer, a tool call) before its prompt; a chat opened and left at once is not what it picks."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
+    model = _script(tmp_path, STEPS)
+    t = term("chat", "--model", model, "--db", db, "--approval", "yolo")
+    t.prompt()
+    t.line("hi there")
+    t.expect("You said")
+    t.prompt()
+    t.line("write it")
+    t.expect("wrote it")
+    assert t.leave() == 0
+    t = term("chat", "--model", model, "--db", db)
+    assert t.leave() == 0  # opened and left at once
+    t = term("chat", "--continue", "--db", db)
+    shown = t.expect("the conversation goes on from here")
+    assert "› hi there" in shown and "You said hi there" in shown and "Hello" in shown
+    assert "› write it" in shown and "✓ write_file" in shown and "wrote it" in shown
+    t.prompt()
+    t.line("/status")
+    t.expect(r"· session [0-9a-f-]{36}")  # (the full id: /status's line, not the status bar)
     assert t.leave() == 0

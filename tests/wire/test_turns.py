@@ -323,27 +323,6 @@ def test_resume_of_an_external_tool_call_for_a_client_without_initialize(
     w2.close()
 
 
-def test_stdin_closing_stops_the_running_turn_and_drops_queued_prompts(
-    start_wire: Callable[..., WireProc],
-) -> None:
-    steps = [{"items": [shell("tc-1", "sleep 30")]}, {"items": [{"text": "never"}]}]
-    w = start_wire(steps, "--yolo")
-    w.prompt("one", "p1")
-    w.until(lambda m: m.get("method") == "event" and m["params"]["type"] == "ToolCall")
-    w.prompt("two", "p2")
-    t0 = time.monotonic()
-    assert w.close() == 0
-    assert time.monotonic() - t0 < 8
-    rest = []
-    while True:
-        line = w.lines.get(timeout=5)
-        if line is None:
-            break
-        rest.append(json.loads(line))
-    assert any(is_response(m, "p1") and m["result"] == {"status": "cancelled"} for m in rest)
-    assert not [m for m in rest if m.get("method") == "event" and m["params"]["type"] == "TurnBegin"]
-
-
 def test_parallel_requests_answered_one_by_one(start_wire: Callable[..., WireProc], work_dir: Path) -> None:
     steps = [
         {

@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 # A5: only the card is public (a health probe authenticates like any client).
 PUBLIC_PATHS = frozenset(CARD_PATHS)
-CUSTOM_METHODS = ("commands/get", "command/execute")
+CUSTOM_METHODS = ("commands/get", "command/execute", "workspaces/get")
 
 _V03_METHODS = frozenset(
     (
@@ -410,6 +410,24 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         cmds = [ext.slash_command_json(c) for c in registry().list()]
         return {"jsonrpc": "2.0", "id": rid, "result": {"commands": cmds}}
 
+    def workspaces_get(request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """The caller's workspace roots (the first is its workspace when a message names none), and
+        with `workspace_path` whether that one is allowed: a client asks before its first message."""
+        from devagent.a2a.executor import owner_of
+
+        roots = settings.roots_for(owner_of(ctx_builder.build(request)))
+        result: dict[str, Any] = {"workspaces": [str(r) for r in roots]}
+        path = params.get("workspace_path")
+        if path is None:
+            return {"jsonrpc": "2.0", "id": rid, "result": result}
+        if not isinstance(path, str):
+            return _rpc_error(rid, -32602, "workspace_path must be a string")
+        try:
+            result["workspace_path"] = ext.validate_workspace(path, roots)
+        except ext.SettingsError as e:
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": str(e), "data": result}}
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
     def _known_command(path: list[str]) -> bool:
         try:
             from devagent.agent.commands import registry
@@ -523,6 +541,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
             p = params if isinstance(params, dict) else {}
             if method == "commands/get":
                 return JSONResponse(await commands_get(rid, p))
+            if method == "workspaces/get":
+                return JSONResponse(workspaces_get(request, rid, p))
             return JSONResponse(await command_execute(request, rid, p))
         if method == "tasks/pushNotificationConfig/get" and isinstance(params, dict):
             # v0.3 allows omitting the config id: the default config's id is the task id

@@ -68,7 +68,7 @@ def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
                     "description": EXTENSION_DESCRIPTION,
                     "params": {
                         "version": EXTENSION_VERSION,
-                        "methods": ["commands/get", "command/execute"],
+                        "methods": ["commands/get", "command/execute", "workspaces/get"],
                         "dialects": ["rfc", "coderAgent"],
                     },
                     # plain A2A clients are served too (B14 keeps A2A's rules for them)

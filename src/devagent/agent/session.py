@@ -55,6 +55,7 @@ from devagent.agent.events import (
     Usage,
     UserPrompt,
 )
+from devagent.agent.model_errors import describe as describe_model_error
 from devagent.agent.serial import confirmation_from_json, confirmation_to_json, output_from_result
 from devagent.agent.state import CallResult, ClientTool, PendingCall, SessionState
 from devagent.agent.tools import builtin_tools
@@ -659,8 +660,10 @@ class Session:
             except (asyncio.CancelledError, _Cancelled):
                 raise
             except Exception as e:
-                text = _model_error_text(e)
-                log.warning("model error: %s", text)
+                text = scrub(describe_model_error(e, self._model_url()))
+                # every caller is told (the notice, the turn's end); a warning would be printed a
+                # second time by the terminal commands, where the log is stderr
+                log.info("%s", text)
                 self._close_request(f"[the model request failed: {text}]")
                 emit(Notice(text, "error"))
                 await self._end("error", text, emit)
@@ -713,6 +716,12 @@ class Session:
             allow_text_output=True,
             instruction_parts=[pm.InstructionPart(content=await self._system_prompt())],
         )
+
+    def _model_url(self) -> str | None:
+        """The base URL of this session's model, if it was created and talks to a server."""
+        model = self.core.models.get(self.state.model or self.core.default_model)
+        url = getattr(model, "base_url", None)
+        return str(url) if url else None
 
     async def _model_step(self, emit: Emit) -> pm.ModelResponse:
         from pydantic_ai.direct import model_request_stream
@@ -1270,14 +1279,6 @@ def _json_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
-
-
-def _model_error_text(e: Exception) -> str:
-    """What the caller, the log and the transcript are told of a failed model request: the
-    provider's text may quote the request it got, so secrets are scrubbed out of it."""
-    name = type(e).__name__
-    msg = str(e) or name
-    return scrub(f"Model error ({name}): {msg}")
 
 
 def _shown_diff(diff: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from devagent.agent.events import Event, Input, StatusUpdate, ToolCall, TurnEnd
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
     from devagent.agent.session import Session, Turn
+    from devagent.terminal.history import PastTurn
 
 
 @dataclass(slots=True)
@@ -25,6 +26,7 @@ class Status:
     tokens: int | None = 0  # input + output tokens of the whole session (None: not known)
     context_tokens: int = 0  # input tokens of the last model step
     where: str = ""  # "" (this process) or the server's URL
+    workspace: str = ""  # the session's workspace, where it is known
 
 
 @dataclass(slots=True)
@@ -57,6 +59,10 @@ class Backend(Protocol):
         """The calls the session waits on (a resumed session paused at a permission request)."""
         ...
 
+    async def history(self) -> list[PastTurn]:
+        """The conversation so far (a resumed session's earlier turns), oldest first."""
+        ...
+
     async def end_waiting(self) -> None:
         """Give up the calls the session waits on (Ctrl-C at a permission prompt)."""
         ...
@@ -84,7 +90,8 @@ class LocalBackend:
     def __init__(self, core: AgentCore, session: Session) -> None:
         self.core = core
         self.session = session
-        self.status = Status(session_id=session.id)
+        roots = session.state.workspace_roots
+        self.status = Status(session_id=session.id, workspace=str(roots[0]) if roots else "")
         self._sync()
 
     def _sync(self) -> None:
@@ -103,6 +110,11 @@ class LocalBackend:
 
     async def end_waiting(self) -> None:
         await self.session.cancel()
+
+    async def history(self) -> list[PastTurn]:
+        from devagent.terminal.history import past_turns
+
+        return await past_turns(self.session)
 
     def can_edit(self, call: ToolCall) -> bool:
         from devagent.agent.events import ExecuteDetails, FileDiff
@@ -148,11 +160,12 @@ class LocalBackend:
 
 
 async def latest_session_id(core: AgentCore, workspace: Path) -> str | None:
-    """The id of the session last active in this workspace (its first root), or None."""
+    """The id of the session last active in this workspace (its first root) that has a prompt, or
+    None: one opened and left at once has nothing to continue."""
     want = str(workspace.resolve())
     for sid, state, _updated in await core.store.list_sessions(limit=None):
         roots = state.get("workspace_roots") or []
-        if roots and roots[0] == want:
+        if roots and roots[0] == want and state.get("title"):  # (a session never prompted is empty)
             return sid
     return None
 

@@ -49,6 +49,10 @@ from devagent.agent.events import (
 )
 from devagent.preflight import StartError
 from devagent.terminal.backend import CommandEntry, Status
+from devagent.terminal.history import PastTurn
+
+# How many of a continued conversation's last tasks (turns) are read to show it.
+HISTORY_TASKS = 20
 
 
 def understands(version: str) -> bool:
@@ -94,7 +98,7 @@ class RemoteBackend:
         http: httpx.AsyncClient,
         client: Any,
         *,
-        workspace: Path,
+        workspace: str | None,
         context_id: str | None,
         model: str | None,
         approval: str | None,
@@ -124,11 +128,13 @@ class RemoteBackend:
         url: str,
         token: str | None,
         *,
-        workspace: Path,
+        workspace: Path | None,
         context_id: str | None,
         model: str | None,
         approval: str | None,
     ) -> RemoteBackend:
+        """Reads the card, the commands and the caller's workspace roots: the workspace is the one
+        given (StartError listing the roots when the server refuses it), else the first root."""
         from a2a.client import ClientConfig, create_client
 
         base = url if url.endswith("/") else url + "/"
@@ -149,6 +155,7 @@ class RemoteBackend:
                 raise StartError(f"{base} answered with something that is not an agent card", 1) from e
             check_card(card, base)
             commands = await _commands(http, base)
+            chosen = await _workspace(http, base, workspace)
             client = await create_client(base, ClientConfig(streaming=True, httpx_client=http))
         except BaseException:
             await http.aclose()
@@ -157,12 +164,13 @@ class RemoteBackend:
             base,
             http,
             client,
-            workspace=workspace,
+            workspace=chosen,
             context_id=context_id,
             model=model,
             approval=approval,
             commands=commands,
         )
+        backend.status.workspace = chosen or ""  # shown before the first prompt
         await backend.find_waiting()
         return backend
 
@@ -173,6 +181,26 @@ class RemoteBackend:
 
     def waiting(self) -> list[ToolCall]:
         return self._waiting
+
+    async def history(self) -> list[PastTurn]:
+        """A continued conversation's turns, from its tasks' histories (tasks/list, newest first;
+        the last HISTORY_TASKS of them)."""
+        from a2a.types import ListTasksRequest
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+        if not self.context_id:
+            return []
+        try:
+            listed = await self.client.list_tasks(
+                ListTasksRequest(context_id=self.context_id, page_size=HISTORY_TASKS, history_length=1000),
+                context=self._ctx(),
+            )
+        except Exception:  # a server without tasks/list: nothing to show
+            return []
+        turns: list[PastTurn] = []
+        for task in reversed(listed.tasks):
+            turns += turns_of([MessageToDict(m) for m in task.history])
+        return turns
 
     async def find_waiting(self) -> None:
         """A continued conversation (`--session`) that stopped at a permission request: its task
@@ -268,7 +296,7 @@ class RemoteBackend:
         else:
             assert isinstance(inp, UserPrompt)
             text = inp.text
-        settings: dict[str, Any] = {"workspace_path": str(self.workspace)}
+        settings: dict[str, Any] = {"workspace_path": self.workspace} if self.workspace else {}
         if self.approval:
             settings["approval_mode"] = self.approval
         if self.model:
@@ -385,6 +413,40 @@ class RemoteTurn:
         return out
 
 
+def turns_of(history: list[dict[str, Any]]) -> list[PastTurn]:
+    """A task's history as turns: the user's text messages are prompts (their answers to
+    permission requests are not); the agent's text, thoughts, and each tool call once, in its last
+    state (one still waiting is asked again after the history, not shown in it)."""
+    turns: list[PastTurn] = []
+    calls: dict[str, int] = {}  # call id -> its event's index in the turn
+    for m in history:
+        parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
+        if m.get("role") == "ROLE_USER":
+            if not any("data" in p for p in parts):
+                turns.append(PastTurn(" ".join(str(p.get("text", "")) for p in parts if "text" in p)))
+                calls = {}
+            continue
+        if not turns:
+            turns.append(PastTurn(""))
+        events = turns[-1].events
+        for p in parts:
+            d = p.get("data")
+            if p.get("text"):
+                events.append(TextDelta(str(p["text"])))
+            elif isinstance(d, dict) and "tool_call_id" in d:
+                update = ToolCallUpdate(tool_call_from_json(d))
+                if str(d["tool_call_id"]) in calls:
+                    events[calls[str(d["tool_call_id"])]] = update
+                else:
+                    calls[str(d["tool_call_id"])] = len(events)
+                    events.append(update)
+            elif isinstance(d, dict) and "description" in d:
+                events.append(ThoughtDelta(str(d["description"]), str(d.get("subject", ""))))
+    for t in turns:
+        t.events = [e for e in t.events if not isinstance(e, ToolCallUpdate) or e.call.status.terminal]
+    return turns
+
+
 def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
     """The core's ToolCall from the extension's ToolCall JSON (the inverse of
     `a2a.extension.tool_call_json`)."""
@@ -475,3 +537,39 @@ async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandEntry]:
         return CommandEntry(str(c.get("name", "")), str(c.get("description", "")), [], subs)
 
     return [entry(c) for c in cmds or [] if isinstance(c, dict)]
+
+
+async def _workspace(http: httpx.AsyncClient, base: str, given: Path | None) -> str | None:
+    """The workspace to send (the extension's `workspaces/get`): `given`, once the server allows
+    it, else the first of the caller's roots there. None for a server without the method: it
+    then picks its own (the first root) for a message that names none."""
+    params = {"workspace_path": str(given)} if given is not None else {}
+    try:
+        resp = await http.post(
+            base, json={"jsonrpc": "2.0", "id": 2, "method": "workspaces/get", "params": params}
+        )
+        body = resp.json()
+    except httpx.HTTPError as e:
+        raise StartError(f"cannot reach {base}: {e or type(e).__name__}", 1) from e
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return str(given) if given is not None else None
+    err = body.get("error")
+    if isinstance(err, dict):
+        data = err.get("data")
+        roots = data.get("workspaces") if isinstance(data, dict) else None
+        if not isinstance(roots, list):  # a server without the method: it checks the first message
+            return str(given) if given is not None else None
+        listed = ", ".join(str(r) for r in roots) or "none"
+        raise StartError(
+            f"{base} refused --workspace {given}: {err.get('message', '')}. Your workspace roots there: "
+            f"{listed} (give one, or a folder in one, with --workspace; without it the first is used)",
+            2,
+        )
+    found = body.get("result")
+    result: dict[str, Any] = found if isinstance(found, dict) else {}
+    if given is not None:
+        return str(result.get("workspace_path") or given)
+    roots = result.get("workspaces")
+    return str(roots[0]) if isinstance(roots, list) and roots else None

@@ -135,7 +135,7 @@ class Renderer:
             self.finish()
             style = {"info": "cyan", "warning": "yellow", "error": "red"}[ev.level]
             self._error_shown = self._error_shown or ev.level == "error"
-            self.console.print(ev.text, style=style, highlight=False, markup=False)
+            self.console.print(ev.text, style=style, highlight=False, markup=False, soft_wrap=True)
         elif isinstance(ev, NeedsInput | TurnEnd):
             self.finish()
             if isinstance(ev, TurnEnd) and ev.reason != "finished":

@@ -62,6 +62,10 @@ LOCAL_COMMANDS = [
 ]
 
 
+# How many of a resumed session's last turns are shown when it opens.
+HISTORY_TURNS = 10
+
+
 class Leave(Exception):
     """The user leaves (a second Ctrl-C, Ctrl-D, /exit)."""
 
@@ -152,13 +156,15 @@ class Chat:
 
     async def run(self) -> int:
         s = self.backend.status
+        where = f" · workspace {_escape(s.workspace)}" if s.workspace else ""
         self.console.print(
-            f"[dim]devagent chat · model {_escape(s.model)} · session {s.session_id or '(new)'}[/dim]",
+            f"[dim]devagent chat · model {_escape(s.model)} · session {s.session_id or '(new)'}{where}[/dim]",
             highlight=False,
             soft_wrap=True,
         )
         self.console.print("[dim]/help lists the commands · Ctrl-C cancels a turn · Ctrl-D leaves[/dim]")
         try:
+            await self._show_history()
             waiting = self.backend.waiting()
             if waiting:  # a resumed session paused at a permission request
                 self.console.print("[yellow]This session waits for your answer:[/yellow]")
@@ -202,6 +208,25 @@ class Chat:
                         self.console.print_exception()
         except Leave:
             return 0
+
+    async def _show_history(self) -> None:
+        """A resumed session's last turns, drawn as live ones were (the prompt, then its answer)."""
+        from rich.text import Text
+
+        turns = await self.backend.history()
+        if not turns:
+            return
+        shown = turns[-HISTORY_TURNS:]
+        if len(turns) > len(shown):
+            self.console.print(f"[dim]… {len(turns) - len(shown)} earlier turns not shown[/dim]")
+        for t in shown:
+            if t.prompt:
+                self.console.print(Text("› " + t.prompt, style="bold"), soft_wrap=True)
+            self.renderer.new_turn(markdown=not t.prompt.startswith("/"))
+            for ev in t.events:
+                self.renderer.render(ev)
+            self.renderer.finish()
+        self.console.print("[dim]── the conversation goes on from here ──[/dim]")
 
     # --- turns --------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ def _config(overrides: dict[str, Any]) -> Any:
 
 def chat_command(
     *,
-    workspace: Path,
+    workspace: Path | None,
     model: str | None,
     approval: str | None,
     session: str | None,
@@ -49,10 +49,11 @@ def chat_command(
             )
         if session and cont:
             raise StartError("--session and --continue both name a session: give one", 2)
+        if url:  # the workspace is a path on the server's machine
+            return _remote(url, token, workspace, session, cont, model, approval, thoughts)
+        workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
-        if url:
-            return _remote(url, token, workspace, session, cont, model, approval, thoughts)
         config = _config(
             {
                 "db_url": db,
@@ -129,7 +130,7 @@ async def _local(
 def _remote(
     url: str,
     token: str | None,
-    workspace: Path,
+    workspace: Path | None,
     session: str | None,
     cont: bool,
     model: str | None,
@@ -142,8 +143,10 @@ def _remote(
     from devagent.terminal.repl import chat
 
     async def main() -> int:
+        # a relative --workspace is taken from here (the same machine); none: the server's first root
+        where = workspace.resolve() if workspace is not None and not workspace.is_absolute() else workspace
         backend = await RemoteBackend.connect(
-            url, token, workspace=workspace.resolve(), context_id=session, model=model, approval=approval
+            url, token, workspace=where, context_id=session, model=model, approval=approval
         )
         from devagent.agent.core import CoreConfig
 

@@ -13,7 +13,6 @@ ignored, so those clients run unchanged.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -137,12 +136,3 @@ def info() -> dict[str, object]:
         "wire_protocol_version": WIRE_PROTOCOL_VERSION,
         "python_version": platform.python_version(),
     }
-
-
-def print_info(as_json: bool) -> None:
-    data = info()
-    if as_json:
-        sys.stdout.write(json.dumps(data) + "\n")
-    else:
-        for k, v in data.items():
-            sys.stdout.write(f"{k}: {v}\n")

@@ -276,6 +276,8 @@ class WireServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resume_checked = False
         self._stopping = False
+        self._prompts: set[asyncio.Task[Any]] = set()  # prompts read and not yet answered
+        self._stalled = asyncio.Event()  # a turn began to wait for the client's answers
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -306,7 +308,7 @@ class WireServer:
                     break
                 line = get.result()
                 if line is None:
-                    log.info("stdin closed, wire server exiting")
+                    await self._end_of_input(stop_wait)
                     break
                 self.handle_line(line)
                 # answers the client does not read: past the hard limit, its input waits too
@@ -318,6 +320,38 @@ class WireServer:
             stop_wait.cancel()
             await self.shutdown()
         return 0
+
+    async def _end_of_input(self, stop: asyncio.Future[Any]) -> None:
+        """Standard input ended: the prompts already read run to their end (a client that wants
+        the running turn stopped sends `cancel` before it closes), unless a turn waits for an
+        answer only the client could give: that turn stays waiting in the store. Said on stderr,
+        since no client may be reading stdout. A signal still stops everything at once."""
+        told = False
+        while self._prompts:
+            if self.turn is not None and self.turn.waiting:
+                sid = self.session.id if self.session is not None else "?"
+                _say(
+                    "end of input while the turn waits for an answer from the client; it stays "
+                    f"waiting in session {sid} (devagent wire --session {sid} asks again)"
+                )
+                queued = len(self._prompts) - (1 if self.turn.prompt_id is not None else 0)
+                if queued > 0:
+                    _say(f"{queued} prompt(s) read after it were not run")
+                return
+            if not told:
+                _say(f"end of input: finishing {len(self._prompts)} prompt(s) before exiting")
+                told = True
+            self._stalled.clear()
+            stalled = asyncio.ensure_future(self._stalled.wait())
+            try:
+                await asyncio.wait({*self._prompts, stalled, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stalled.cancel()
+            if stop.done():
+                return
+        if told:
+            _say("the prompts ended; exiting")
+        log.info("stdin closed, wire server exiting")
 
     async def shutdown(self) -> None:
         self._stopping = True
@@ -392,7 +426,9 @@ class WireServer:
                 self._handle_initialize(rpc_id, params)
             elif method == "prompt":
                 user_input = m.parse_user_input(params)
-                self._spawn(self._handle_prompt(rpc_id, user_input))
+                task = self._spawn(self._handle_prompt(rpc_id, user_input))
+                self._prompts.add(task)
+                task.add_done_callback(self._prompts.discard)
             elif method == "cancel":
                 self._spawn(self._handle_cancel(rpc_id))
         except m.ParamsError as e:
@@ -699,6 +735,7 @@ class WireServer:
                 if call.id not in turn.requested:
                     self._send_request(session, turn, call)
             turn.waiting = True
+            self._stalled.set()
             try:
                 inp = await self._collect_answers(turn)
             finally:
@@ -903,6 +940,11 @@ def _valid_envelope(msg: Any) -> bool:
             isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str)
         )
     return True
+
+
+def _say(text: str) -> None:
+    """A line for the person who started the server (stdout is the protocol's)."""
+    print(f"devagent wire: {text}", file=sys.stderr, flush=True)
 
 
 def _option_for(response: str, options: list[str]) -> str:

@@ -1,0 +1,102 @@
+"""How a user meets the model's configuration and its failures (issue 28 item 15, "What to build"
+item 12), from a real `python -m devagent` process against fake provider servers: a model error is
+one line with the URL (an HTML page cut to its status line); `devagent info` prints the resolved
+configuration without the key; `devagent info --check` tries the model once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from tests.fakes.html_page import HtmlNotFound
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+SECRET = "sk-test-DO-NOT-SHOW-4242"
+HANG = 120.0  # only bounds a hang
+
+
+async def devagent(args: list[str], tmp_path: Path, **env: str) -> tuple[int, str, str]:
+    """`devagent ARGS` in a clean environment (no keys, no DEVAGENT_* but `env`); exit code,
+    stdout, stderr."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_") and "_API_KEY" not in k}
+    base.update({"DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1", "HOME": str(tmp_path)})
+    base.update(env)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "devagent",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=base,
+        cwd=tmp_path,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), HANG)
+    return int(proc.returncode or 0), out.decode(), err.decode()
+
+
+def _lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+async def test_issue28_item15_a_wrong_base_url_is_one_line(tmp_path: Path) -> None:
+    """A base URL that reaches a web server's HTML 404 page: one line naming the URL and the
+    status, no class name, no page; said once (not by a log line too)."""
+    (tmp_path / "ws").mkdir()
+    async with HtmlNotFound() as url:
+        code, out, err = await devagent(
+            ["run", "hi", "-w", "ws", "-m", "openai-compatible:m", "--base-url", url, "--api-key", SECRET],
+            tmp_path,
+            COLUMNS="60",  # a narrow terminal does not break the line either
+        )
+    said = [ln for ln in _lines(out + err) if "Model error" in ln or "404" in ln or "html" in ln.lower()]
+    assert code == 1, (out, err)
+    assert len(said) == 1, out + err
+    assert url in said[0] and "404 Not Found" in said[0], said
+    assert "<" not in said[0] and "ModelNotFoundError" not in out + err and "Error (" not in out + err
+
+
+async def test_issue28_item15_info_prints_the_resolved_configuration_without_the_key(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text(f'[devagent]\nmodel = "openai:gpt-4.1"\napi_key = "{SECRET}"\nsandbox = "off"\n')
+    db = f"sqlite+aiosqlite:///{tmp_path / 'info.db'}"
+    roots = tmp_path / "repos"
+    roots.mkdir()
+    env = {"DEVAGENT_BASE_URL": "http://models.internal:8000/v1", "DEVAGENT_DB": db}
+    env["CODER_AGENT_WORKSPACE_PATH"] = str(roots)
+    code, out, err = await devagent(["--config", str(settings), "info"], tmp_path, **env)
+    assert code == 0, err
+    for shown in ("openai:gpt-4.1", "http://models.internal:8000/v1", str(settings), db, str(roots)):
+        assert shown in out, (shown, out)
+    assert "Shell sandbox: off" in out and "api_key: set" in out
+    assert SECRET not in out + err
+    code, out, err = await devagent(["--config", str(settings), "info", "--json"], tmp_path, **env)
+    data = json.loads(out)
+    assert data["model"]["spec"] == "openai:gpt-4.1" and data["database"] == db
+    assert data["settings_file"] == str(settings) and data["workspace_roots"] == [str(roots)]
+    assert data["wire_protocol_version"] and SECRET not in out
+
+
+async def test_issue28_item15_info_check_tries_the_model_once(tmp_path: Path) -> None:
+    ok = FakeOpenAI(lambda body: Reply(text=["ok"]))
+    async with ok as url:
+        env = {"DEVAGENT_MODEL": "openai-compatible:m", "DEVAGENT_BASE_URL": url, "DEVAGENT_API_KEY": SECRET}
+        code, out, err = await devagent(["info", "--check"], tmp_path, **env)
+    assert code == 0, (out, err)
+    assert len(ok.requests) == 1 and "answered in" in out and url in out
+    refused = FakeOpenAI(lambda body: Reply(status=401, error_message="invalid api key"))
+    async with refused as url:
+        env["DEVAGENT_BASE_URL"] = url
+        code, out, err = await devagent(["info", "--check"], tmp_path, **env)
+    assert code == 1 and len(refused.requests) == 1
+    assert len(_lines(err)) == 1, err
+    assert "401 Unauthorized: invalid api key" in err and url in err
+    async with HtmlNotFound() as url:
+        env["DEVAGENT_BASE_URL"] = url
+        code, out, err = await devagent(["info", "--check"], tmp_path, **env)
+    assert code == 1 and len(_lines(err)) == 1 and "404 Not Found" in err and "<" not in err, err
+    assert SECRET not in out + err
