@@ -147,7 +147,7 @@ async def test_issue28_item3_a_workspace_the_sandbox_user_cannot_write_is_refuse
     assert not marker.exists()
     assert "never as root" in output and f"chown -R {NOBODY}:" in output and "sandbox_user" in output, output
     # said at start too, before any caller meets it
-    assert f"warning: shell commands in {ws.resolve()} will be refused" in started, started
+    assert f"Shell sandbox: commands in {ws.resolve()} will be refused" in started, started
 
 
 async def test_issue28_item3_mapped_workspaces_are_hidden_from_other_callers(

@@ -234,4 +234,4 @@ def _warn_unwritable_roots(settings: A2ASettings, identity_roots: list[Path]) ->
     direct = identity_roots if settings.per_identity else [*settings.workspace_roots, *identity_roots]
     for root in direct:
         if (why := sandbox.unwritable([root], str(root))) is not None:
-            print(f"devagent: warning: shell commands in {root} will be refused: {why}.", file=sys.stderr)
+            print(f"Shell sandbox: commands in {root} will be refused: {why}.", file=sys.stderr)
