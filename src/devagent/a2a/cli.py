@@ -198,7 +198,7 @@ def serve_command(
 
     try:
         # Every root hidden, the operator's mapped ones too: a session's command sees its own
-        # workspace only (issue 20 item 4, issue 28 item 3).
+        # workspace only.
         identity_roots = [r for roots in settings.workspace_for.values() for r in roots]
         line = setup_sandbox(sandbox, config, "serve", hide=[*settings.workspace_roots, *identity_roots])
         print(line, file=sys.stderr, flush=True)

@@ -91,7 +91,7 @@ class Metrics:
         )
         # Spend (issue 24 item 3), in two registries of their own: per caller, labelled by the
         # token's name (never the token), for the operator's metrics token alone; the totals of
-        # all callers for every other token (issue 28 item 6).
+        # all callers for every other token.
         kinds = (
             "kind: input, cached (of input, read from the provider's prompt cache), cache_write (of "
             "input, written to it), output"

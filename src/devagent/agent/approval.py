@@ -106,7 +106,7 @@ _PREFIX_PROGRAMS: dict[str, tuple[str, ...]] = {
         (),
     ),
     # Options that follow symlinks while walking a directory, or read the names of the files to
-    # open from a file, would reach paths no argument names (issue 28 item 4).
+    # open from a file, would reach paths no argument names.
     **dict.fromkeys(("grep", "egrep", "fgrep"), ("-R", "--dereference-recursive")),
     **dict.fromkeys(("ls", "du"), ("-L", "--dereference", "--files0-from")),
     **dict.fromkeys(("wc",), ("--files0-from",)),
@@ -200,7 +200,7 @@ def _prefixes(command: str) -> list[str] | None:
 
 def _shell_grant(args: dict[str, Any], state: SessionState) -> Literal["", "exact", "prefix"]:
     """Which grant covers the shell call: its exact command, or its prefixes with every path
-    argument inside the workspace roots (issue 28 item 4); "" for none."""
+    argument inside the workspace roots; "" for none."""
     command = str(args.get("command", ""))
     grants = state.grants_shell
     if EXACT + command.strip() in grants:
@@ -213,7 +213,7 @@ def _shell_grant(args: dict[str, Any], state: SessionState) -> Literal["", "exac
     return "prefix" if inside else ""
 
 
-# --- the paths a prefix grant may name (issue 28 item 4) ------------------------------------------
+# --- the paths a prefix grant may name ------------------------------------------
 #
 # A prefix grant reads or lists what is in the workspace; a path argument leading out (absolute,
 # `..`, a symlink pointing out) is asked again. Checked conservatively: every word is taken as a

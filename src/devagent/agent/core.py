@@ -77,10 +77,10 @@ class CoreConfig:
     # cannot read): toolchains beyond those on PATH (issue 20 item 3).
     sandbox_read: tuple[str, ...] = ()
     # Files and folders no sandboxed command may read, beyond those devagent hides itself (token
-    # files, keys elsewhere on the machine; issue 28 item 3).
+    # files, keys elsewhere on the machine).
     sandbox_hide: tuple[str, ...] = ()
     # The unprivileged user sandboxed commands run as where the server runs as root: a name, a
-    # uid or uid:gid; "" is nobody (issue 28 item 3).
+    # uid or uid:gid; "" is nobody.
     sandbox_user: str = ""
     # What every program the agent starts gets from the server's environment beyond the
     # allow-list (devagent/agent/childenv.py): names, or prefixes ending in `*` (issue 20 item 1).

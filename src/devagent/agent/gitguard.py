@@ -1,4 +1,4 @@
-"""The environment of a command that runs under a prefix grant (issue 28 item 1): git in it starts
+"""The environment of a command that runs under a prefix grant: git in it starts
 no program that its configuration names.
 
 A prefix grant covers what the user was shown (`git status`), but git reads configuration that the

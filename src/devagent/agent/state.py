@@ -73,7 +73,7 @@ class PendingCall:
     kind: str
     description: str = ""
     needs: str = ""  # "" (runs), "permission", "client"
-    granted: bool = False  # runs unasked under a prefix grant ("git status"; issue 28 item 1)
+    granted: bool = False  # runs unasked under a prefix grant ("git status")
     confirmation: dict[str, Any] | None = None  # the ConfirmationRequest, as stored
     status: str = "PENDING"
     result: CallResult | None = None

@@ -191,7 +191,7 @@ def _open_root(root: Path) -> int:
 def folder_owner(dir_fd: int) -> tuple[int, int] | None:
     """Where the server runs as root, the owner (uid, gid) a file or folder it creates in the open
     folder `dir_fd` is given: the folder's own, so that a workspace belonging to the user
-    sandboxed commands run as stays that user's (issue 28 item 3). None: keep the creator's."""
+    sandboxed commands run as stays that user's. None: keep the creator's."""
     if os.geteuid() != 0:
         return None
     st = os.fstat(dir_fd)

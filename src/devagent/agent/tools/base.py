@@ -118,7 +118,7 @@ class Workspace:
         data folder, database), and git's own files (`.git/`: its config and hooks choose programs
         that later `git` commands run, which would turn an edit into running code), and a file
         named `HEAD`: with it, `config`, `objects/` and `refs/` make any folder a git directory
-        whose configuration git would read (issue 28 item 1)."""
+        whose configuration git would read."""
         what = str(shown if shown is not None else self.display(real))
         for p in self.protected:
             if real == p or real.is_relative_to(p):

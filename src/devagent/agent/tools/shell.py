@@ -7,7 +7,7 @@ operator allows it, no capabilities, and its own PID namespace, so every process
 with it, with the turn, or with the server (`--die-with-parent`). The sandbox is a setting of the
 process (`use_sandbox`), chosen at start-up by `devagent serve|run|wire` (`setup_sandbox`).
 
-Where the server runs as root (issue 28 item 3), a sandboxed command never does: it runs as an
+Where the server runs as root, a sandboxed command never does: it runs as an
 unprivileged user (`sandbox_user`, default nobody), becoming it inside a sandbox root made, or,
 where root may not make namespaces (a container without CAP_SYS_ADMIN), in one bwrap made as
 that user. A user namespace mapping root to another uid would not do: its processes are still
@@ -367,7 +367,7 @@ def _try(sandbox: Sandbox) -> str | None:
     return lines[-1] if lines else f"exit code {run.returncode}"
 
 
-# Never readable by a sandboxed command, whoever the server runs as (issue 28 item 3).
+# Never readable by a sandboxed command, whoever the server runs as.
 SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 SECRET_DIRS = ("/root",)
 
@@ -454,7 +454,7 @@ def sandbox_missing() -> SandboxMissing | None:
 
 def give_to_sandbox_user(folder: Path) -> None:
     """A workspace folder the server makes (a caller's own) belongs to the user its sandboxed
-    commands run as, where that is not the server's user (issue 28 item 3)."""
+    commands run as, where that is not the server's user."""
     sandbox = active_sandbox()
     if sandbox is not None and sandbox.user is not None:
         os.chown(folder, sandbox.user[0], sandbox.user[1], follow_symlinks=False)
@@ -507,7 +507,7 @@ def choose_sandbox(
     if mode == "off":
         return None, f"Shell sandbox: off ({source}){_root_note()}"
     # Root inside a user namespace is still root to every file outside it: a root server's
-    # commands run as another user (issue 28 item 3).
+    # commands run as another user.
     probed = probe_bwrap(sandbox_account(config.sandbox_user) if os.geteuid() == 0 else None)
     if isinstance(probed, str):
         if mode == "on":
@@ -649,7 +649,7 @@ class RunShellCommand(Tool):
         timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
         if ctx.cancelled.is_set():
             raise ToolFailure("the command was cancelled before it started", "cancelled")
-        # Under a prefix grant, git starts no program its configuration names (issue 28 item 1).
+        # Under a prefix grant, git starts no program its configuration names.
         guard = granted_env() if ctx.granted else {}
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
             return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx, guard)
