@@ -39,7 +39,7 @@ def _script(path: Path, chunks: int) -> None:
 
 def serve_devagent(port: int, tmp: Path, chunks: int) -> None:
     from devagent.a2a import A2ASettings, run_server
-    from devagent.agent.core import CoreConfig
+    from devagent.agent.settings import CoreConfig
 
     script = tmp / "script.json"
     _script(script, chunks)

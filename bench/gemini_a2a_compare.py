@@ -268,8 +268,9 @@ def _tail(log: Path) -> str:
 
 async def run_devagent(turns: int, window: int, compact_at: float, tmp: Path) -> dict[str, Any]:
     from devagent.agent.compact import COMPACT_PROMPT
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
     from devagent.agent.events import UserPrompt
+    from devagent.agent.settings import CoreConfig
 
     meter = Meter("path", (COMPACT_PROMPT[:40],))
     ws = tmp / f"devagent-ws-{window}-{compact_at}"

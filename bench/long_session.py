@@ -65,8 +65,9 @@ async def converse(
     `base_url`, in a fresh workspace holding `file` (name, text), approval yolo; `config`: more
     CoreConfig fields. Shared with bench/prompt_cache.py."""
     sys.path.insert(0, str(ROOT))
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
     from devagent.agent.events import UserPrompt
+    from devagent.agent.settings import CoreConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"

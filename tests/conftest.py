@@ -120,7 +120,8 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 async def core_factory(sqlite_url: str) -> AsyncIterator[Callable[..., Any]]:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
     opened: list[AgentCore] = []
 

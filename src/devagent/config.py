@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.childenv import check_env_pass
-from devagent.agent.core import CoreConfig, user_config_dir
+from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
 from devagent.telemetry import TRACE_MODES

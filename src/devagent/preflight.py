@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
 DB_HELP = "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST/DB (--db or DEVAGENT_DB)"
 

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from devagent.common.scrub import scrub
 
 if TYPE_CHECKING:
-    from devagent.agent.core import CoreConfig
     from devagent.agent.session import Session
+    from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,8 @@ async def running_server(
     import uvicorn
 
     from devagent.a2a import A2ASettings, create_app
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

@@ -186,7 +186,7 @@ async def test_boot_app_serves_the_same_card() -> None:
     the app serves, with the same headers (one CardApp)."""
     from devagent.a2a.server import BootApp
     from devagent.a2a.settings import A2ASettings
-    from devagent.agent.core import CoreConfig
+    from devagent.agent.settings import CoreConfig
 
     settings = A2ASettings(host="127.0.0.1", port=1234, tokens={"t": "u"})
     boot = BootApp(CoreConfig(db_url="sqlite+aiosqlite://"), settings, "1.2.3")

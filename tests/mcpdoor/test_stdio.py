@@ -122,7 +122,8 @@ async def test_issue22_without_elicitation_the_host_answers_with_continue_after_
 async def test_issue22_bad_input_is_a_tool_error_and_the_server_goes_on(
     script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
     model = script([[{"text": "fine"}]])
     outside = tmp_path / "outside"

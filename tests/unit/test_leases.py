@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from devagent.agent.core import AgentCore, CoreConfig
+from devagent.agent.core import AgentCore
+from devagent.agent.settings import CoreConfig
 from devagent.store.leases import Holder, Lease, StaleSession
 from tests.conftest import fresh_pg_database, pg_available
 

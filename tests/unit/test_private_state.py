@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from devagent.agent.core import CoreConfig
+from devagent.agent.settings import CoreConfig
 from devagent.store.db import Store
 
 

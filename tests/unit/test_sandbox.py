@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from devagent.agent import approval
-from devagent.agent.core import CoreConfig
 from devagent.agent.events import ExecuteDetails, ToolKind
+from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
 from devagent.agent.tools import shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
@@ -502,7 +502,7 @@ def test_issue28_item3_sandbox_user_and_sandbox_hide(monkeypatch: pytest.MonkeyP
 _ROOT_SERVER = """
 import asyncio, sys
 from pathlib import Path
-from devagent.agent.core import CoreConfig
+from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
 from devagent.agent.tools import shell
 from devagent.agent.tools.base import ToolContext, Workspace

@@ -324,7 +324,8 @@ async def test_new_prompt_while_waiting_cancels_waiting_calls(
 
 
 async def test_g6_same_session_on_sqlite_and_postgres(script: Any, workspace: Path, db_url: str) -> None:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
     spec = script([[call("write_file", {"path": "p.txt", "content": "P"}, "w")], [{"text": "stored"}]])
     core = await AgentCore.open(CoreConfig(db_url=db_url, default_model=spec))
@@ -347,7 +348,8 @@ async def test_g6_same_session_on_sqlite_and_postgres(script: Any, workspace: Pa
 FIRST_HALF = textwrap.dedent(
     """
     import asyncio, os, sys
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
     from devagent.agent.events import NeedsInput, UserPrompt
 
     async def main():
@@ -364,7 +366,8 @@ FIRST_HALF = textwrap.dedent(
 
 
 async def test_g6_decision_given_to_a_fresh_process(script: Any, workspace: Path, sqlite_url: str) -> None:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
     spec = script(
         [
@@ -479,7 +482,8 @@ async def test_refusal_feedback_reaches_the_model(core_factory: Any, script: Any
 CRASH_MID_TOOL = textwrap.dedent(
     """
     import asyncio, os, sys
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
     from devagent.agent.events import ToolCallUpdate, UserPrompt
 
     async def main():
@@ -497,7 +501,8 @@ CRASH_MID_TOOL = textwrap.dedent(
 
 
 async def test_g6_turn_cut_off_by_a_crash_recovers(script: Any, workspace: Path, sqlite_url: str) -> None:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
     spec = script(
         [

@@ -85,7 +85,8 @@ from pathlib import Path
 
 import devagent.a2a.app  # the server's modules, the a2a SDK's tracing module among them
 from a2a.server.events.event_queue_v2 import EventQueueSource
-from devagent.agent.core import AgentCore, CoreConfig
+from devagent.agent.core import AgentCore
+from devagent.agent.settings import CoreConfig
 from devagent.agent.events import TurnEnd, UserPrompt
 
 async def main():

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from devagent.agent.childenv import check_env_pass, child_env
-from devagent.agent.core import CoreConfig, sqlite_file
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, UserPrompt
+from devagent.agent.settings import CoreConfig, sqlite_file
 from devagent.agent.state import SessionState
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.shell import RunShellCommand

@@ -140,7 +140,8 @@ if not any(type(f) is _SDKImportHooks for f in sys.meta_path):
     sys.meta_path.insert(0, _SDKImportHooks())
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
 __all__ = ["A2ASettings", "create_app", "run_server", "serve"]
 

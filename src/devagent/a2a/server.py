@@ -28,7 +28,8 @@ from devagent.a2a.settings import A2ASettings
 if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope, Send
 
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
+    from devagent.agent.settings import CoreConfig
 
 log = logging.getLogger(__name__)
 

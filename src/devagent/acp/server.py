@@ -32,7 +32,7 @@ from devagent.acp import translate as t
 from devagent.common.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES, depth_message, too_deep
 
 if TYPE_CHECKING:
-    from devagent.agent.core import CoreConfig
+    from devagent.agent.settings import CoreConfig
 
 log = logging.getLogger("devagent.acp")
 

@@ -45,8 +45,8 @@ from devagent.common.lru import LRU
 from devagent.common.netpolicy import resolve_outbound_url
 
 if TYPE_CHECKING:
-    from devagent.agent.core import CoreConfig
     from devagent.agent.session import Session
+    from devagent.agent.settings import CoreConfig
 
 log = logging.getLogger("devagent.mcp")
 

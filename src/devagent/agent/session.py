@@ -29,7 +29,6 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from devagent import telemetry
 from devagent.agent import approval
 from devagent.agent.compact import fit_result
-from devagent.agent.core import utc_day
 from devagent.agent.events import (
     ClientResult,
     ConfirmationRequest,
@@ -57,6 +56,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.model_errors import describe as describe_model_error
 from devagent.agent.serial import confirmation_from_json, confirmation_to_json, output_from_result
+from devagent.agent.settings import utc_day
 from devagent.agent.state import CallResult, ClientTool, PendingCall, SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.backends import ToolBackends

@@ -24,7 +24,7 @@ def current() -> dict[str, Any]:
     sends it on the handshake protocol versions (`initialize`: no caching fields)."""
     import asyncio
 
-    from devagent.agent.core import CoreConfig
+    from devagent.agent.settings import CoreConfig
     from devagent.mcp.server import Door, McpOptions, build_server
 
     server = build_server(Door(McpOptions(config=CoreConfig(), root=Path.cwd())))

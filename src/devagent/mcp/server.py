@@ -49,9 +49,10 @@ from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp.fast import INSTRUCTIONS
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
     from devagent.agent.events import ToolCall
     from devagent.agent.session import Session
+    from devagent.agent.settings import CoreConfig
 
 log = logging.getLogger("devagent.mcp")
 

@@ -148,7 +148,7 @@ def _remote(
         backend = await RemoteBackend.connect(
             url, token, workspace=where, context_id=session, model=model, approval=approval
         )
-        from devagent.agent.core import CoreConfig
+        from devagent.agent.settings import CoreConfig
 
         return await chat(backend, _console(), CoreConfig().data_dir / "chat_history", show_thoughts=thoughts)
 
@@ -206,7 +206,7 @@ async def _list(
     config: Any, workspace: Path | None, limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The sessions (newest first), and the spend per caller of the last days."""
-    from devagent.agent.core import utc_day
+    from devagent.agent.settings import utc_day
     from devagent.preflight import open_core
 
     core = await open_core(config)

@@ -59,8 +59,9 @@ from devagent.common.rpcerrors import internal_error
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore, CoreConfig
+    from devagent.agent.core import AgentCore
     from devagent.agent.session import Session
+    from devagent.agent.settings import CoreConfig
 
 log = logging.getLogger("devagent.wire")
 

@@ -40,7 +40,7 @@ from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 if TYPE_CHECKING:
-    from devagent.agent.core import CoreConfig
+    from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import CommandBackend
 
 OUTPUT_MAX_CHARS = 30_000  # what the model gets: the tail of the output

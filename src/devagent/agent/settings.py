@@ -1,0 +1,168 @@
+"""The core's settings (`CoreConfig`) and the facts about paths they imply: a leaf module every
+layer may read (the settings file loader fills it; the core, its tools and the doors read it)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devagent.common.netpolicy import IPNetwork, parse_networks
+
+# How much each approval mode lets run without asking (G3).
+PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
+
+
+def utc_day(ts: float | None = None) -> str:
+    """The UTC day budgets and usage per caller are counted by."""
+    return time.strftime("%Y-%m-%d", time.gmtime(ts))
+
+
+@dataclass
+class CoreConfig:
+    """Server-side settings of the core. Adapters never widen these on a client's say-so (G3)."""
+
+    db_url: str = ""  # "" -> sqlite file under data_dir
+    data_dir: Path = field(default_factory=lambda: Path.home() / ".devagent")
+    default_model: str = ""  # "" -> environment, then the offline demo model
+    model_base_url: str | None = None
+    model_api_key: str | None = None
+    approval_mode: str = "ask"  # the default mode of new sessions
+    # Modes a client may choose beyond those no more permissive than `approval_mode` (which it may
+    # always choose). A client asking for another gets the default.
+    allowed_approval_modes: tuple[str, ...] = ()
+    allow_client_model: bool = True  # may a client pick the model of its session
+    max_steps: int = 50  # model requests per turn (C5)
+    shell_timeout: float = 120.0
+    # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
+    # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
+    # off unless `sandbox_network`.
+    sandbox: str = ""
+    sandbox_network: bool = False
+    # Directories a sandboxed command may read although they are in the server's home (which it
+    # cannot read): toolchains beyond those on PATH (issue 20 item 3).
+    sandbox_read: tuple[str, ...] = ()
+    # Files and folders no sandboxed command may read, beyond those devagent hides itself (token
+    # files, keys elsewhere on the machine).
+    sandbox_hide: tuple[str, ...] = ()
+    # The unprivileged user sandboxed commands run as where the server runs as root: a name, a
+    # uid or uid:gid; "" is nobody.
+    sandbox_user: str = ""
+    # What every program the agent starts gets from the server's environment beyond the
+    # allow-list (devagent/agent/childenv.py): names, or prefixes ending in `*` (issue 20 item 1).
+    env_pass: tuple[str, ...] = ()
+    # Per-command limits of shell commands run here (0: none): data memory in MiB, and processes
+    # of the server's user (not enforced for root, which the kernel exempts).
+    command_memory_mb: int = 4096
+    command_processes: int = 1024
+    memory_file: str = "AGENTS.md"
+    sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
+    # A process changes a session only while it holds the session's lease in the database; a
+    # running turn renews it every third of this. A process that died is replaced after this long
+    # (at once when it ran on this host).
+    lease_seconds: float = 10.0
+    client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed (C7)
+    client_tool_deny: tuple[str, ...] = ()
+    # MCP (B15; devagent/agent/mcp.py): the operator's servers, given to every session
+    # ({name: {command, args, env, cwd} | {url, headers}}), and what a client may name for its session.
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mcp_client_commands: tuple[str, ...] = ()  # stdio commands a client may start; empty: none
+    mcp_client_http: bool = True  # may a client name streamable-HTTP servers
+    mcp_client_url_prefixes: tuple[str, ...] = ()  # non-empty: a client's server URL must start with one
+    # May a client name MCP servers at loopback/private addresses (SSRF guard, like webhooks)?
+    mcp_client_private_urls: bool = False
+    # Networks (CIDR) the operator allows client-named destinations in, webhooks and MCP servers
+    # alike, although they are not global (devagent/common/netpolicy.py): e.g. "10.20.0.0/16".
+    outbound_allow: tuple[str, ...] = ()
+    mcp_start_timeout: float = 30.0
+    mcp_call_timeout: float = 300.0
+    # The model's context window in tokens (0: the known size of the session's model, else
+    # 128,000), and the share of it past which a session compacts before its next model request
+    # (issue 24 item 1; devagent/agent/compact.py).
+    context_tokens: int = 0
+    compact_at: float = 0.8
+    # Mark prompt-cache breakpoints on Anthropic requests (issue 24 item 2): the tool
+    # definitions, the system prompt and the conversation so far are read from the provider's
+    # cache by the next request. Other providers cache by themselves.
+    prompt_cache: bool = True
+    # Budgets per caller (issue 24 item 3; 0: none): tokens (input and output) per UTC day and
+    # turns running at once, for every identity; `budgets` overrides them per identity
+    # ("NAME=TOKENS/TURNS", "" for the local user's). Turns hold slots in the store while they
+    # run (devagent/store/slots.py); tokens are checked before every model request.
+    budget_tokens_per_day: int = 0
+    budget_concurrent_turns: int = 0
+    budgets: tuple[str, ...] = ()
+    # Traces (issue 24 item 4; devagent/telemetry.py): auto (on when OTEL_EXPORTER_OTLP_ENDPOINT or
+    # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector) | on | off; and whether spans may
+    # carry prompts, answers, tool arguments and results.
+    traces: str = "auto"
+    trace_content: bool = False
+    # Not a setting: the settings file that was read (the operator's `--config`, or the user's
+    # own), which no tool may change (issue 20 item 2).
+    config_path: Path | None = None
+
+    def budget_for(self, identity: str) -> tuple[int, int]:
+        """(tokens per day, concurrent turns) of a caller; 0 means no limit."""
+        for entry in self.budgets:
+            name, _, limits = entry.partition("=")
+            if name.strip() == identity:
+                tokens, _, turns = limits.partition("/")
+                return int(tokens or 0), int(turns or 0)
+        return self.budget_tokens_per_day, self.budget_concurrent_turns
+
+    def outbound_networks(self) -> tuple[IPNetwork, ...]:
+        return parse_networks(self.outbound_allow)
+
+    def resolved_db_url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        # Private state (issue 12 item 6): the data directory is created 0700 (its database holds
+        # transcripts); an existing one is left as its owner set it, the database file is 0600.
+        if not self.data_dir.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.data_dir.chmod(0o700)  # mkdir's mode is reduced by the umask
+        return f"sqlite+aiosqlite:///{self.data_dir / 'devagent.db'}"
+
+    def protected_paths(self) -> tuple[Path, ...]:
+        """What configures devagent or holds its state: no tool writes there, in any approval mode,
+        and a sandboxed command cannot read it (issue 20 items 2-3). The data directory, the user's
+        config folder, the settings file read, and a SQLite database file with its companions
+        wherever it is. Real paths, and a path is protected with everything under it."""
+        return self.protected_dirs() + self.protected_files()
+
+    def protected_dirs(self) -> tuple[Path, ...]:
+        return _real(self.data_dir, user_config_dir())
+
+    def protected_files(self) -> tuple[Path, ...]:
+        """The settings file and a SQLite database's files (whether they exist yet or not)."""
+        paths = [] if self.config_path is None else [self.config_path]
+        db = sqlite_file(self.db_url)
+        if db is not None:
+            paths += [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))]
+        return _real(*paths)
+
+
+def _real(*paths: Path) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
+
+
+def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own devagent config folder: $XDG_CONFIG_HOME/devagent or ~/.config/devagent."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "devagent"
+
+
+def sqlite_file(db_url: str) -> Path | None:
+    """The file of a SQLite database URL (`sqlite+aiosqlite:///path`), None for another database
+    or an in-memory one."""
+    scheme, sep, rest = db_url.partition(":///")
+    if not sep or not scheme.split("+", 1)[0] == "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    return Path(path) if os.path.isabs(path) else Path(os.path.abspath(path))
