@@ -557,23 +557,23 @@ async def test_sessions_in_memory_are_bounded_and_never_doubled(
 async def test_internal_error_is_reported_without_details_and_session_survives(
     core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    from devagent.agent.session import Session
+    from devagent.agent.calls import StepCalls
 
     spec = script([[call("list_directory", {"path": "."}, "l")], [{"text": "ok"}], [{"text": "fine"}]])
     core = await core_factory(spec)
     s = await core.create_session([workspace])
-    original = Session._classify
+    original = StepCalls.classify
 
-    async def broken(self: Session, part: Any) -> Any:
+    async def broken(self: StepCalls, part: Any) -> Any:
         raise RuntimeError("INSERT INTO secret_table VALUES ('password')")
 
-    monkeypatch.setattr(Session, "_classify", broken)
+    monkeypatch.setattr(StepCalls, "classify", broken)
     events = await collect(s.advance(UserPrompt("go")))
     end = events[-1]
     assert end.reason == "error" and "Internal error" in (end.error or "")
     assert "secret_table" not in (end.error or "") and all("secret_table" not in str(e) for e in events)
     assert "secret_table" in caplog.text  # the details are in the server log
-    monkeypatch.setattr(Session, "_classify", original)
+    monkeypatch.setattr(StepCalls, "classify", original)
     events = await collect(s.advance(UserPrompt("again")))
     assert events[-1].reason == "finished"
 

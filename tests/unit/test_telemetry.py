@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from devagent import telemetry
+from devagent.agent import traces
 from devagent.agent.state import SessionState
 from devagent.config import ConfigError, load_config
 
@@ -50,9 +51,9 @@ async def test_the_wrappers_are_the_identity_when_off() -> None:
         return 7
 
     coro = work()
-    assert telemetry.turn(None, None, coro) is coro  # type: ignore[arg-type]
-    assert telemetry.model_request(None, coro) is coro  # type: ignore[arg-type]
-    assert telemetry.tool_call(None, None, coro) is coro  # type: ignore[arg-type]
+    assert traces.turn(None, None, None, coro) is coro  # type: ignore[arg-type]
+    assert traces.model_request(None, coro) is coro  # type: ignore[arg-type]
+    assert traces.tool_call(None, None, coro) is coro  # type: ignore[arg-type]
     assert await coro == 7
 
 

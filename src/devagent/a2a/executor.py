@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from devagent.a2a.observe import Metrics, TurnRecord
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session, Turn
+    from devagent.agent.session import Session
+    from devagent.agent.turn import Turn
 
 log = logging.getLogger(__name__)
 

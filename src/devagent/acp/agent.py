@@ -60,7 +60,8 @@ from devagent.agent.events import (
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session, Turn
+    from devagent.agent.session import Session
+    from devagent.agent.turn import Turn
 
 log = logging.getLogger("devagent.acp")
 

@@ -1,4 +1,4 @@
-"""Checkpoints before edits, and `/restore` (G5).
+"""Checkpoints before edits, which `/restore` undoes.
 
 Before a tool of kind EDIT runs (write_file, edit, save_memory) the session takes a checkpoint:
 the files the call will touch (their bytes, or "absent") and the conversation position (the
@@ -13,15 +13,15 @@ session does (a fresh process on the same database, a server on PostgreSQL with 
 nothing is written into the workspace, and nothing touches the user's git history. Files larger than
 `MAX_FILE_BYTES` are noted but not saved (they cannot be restored).
 
-`/restore ID` undoes every checkpointed edit from checkpoint ID on, newest first, and truncates the
-conversation to just before the model step that made the first of them (a short note takes its
-place, so the model knows). The rule that keeps a restore from destroying work: for each file,
-its current content must be either what the agent's last checkpointed edit left there, or already
-the content being restored. Anything else means the file changed in another way since (the user,
-a shell command, another program), and the restore is refused with the list of those files;
-nothing is changed. A checkpoint whose edit never recorded its outcome (the process died during
-the write) restores only files that are already back to their old content. Files are put back
-with `atomic_write`, like the edits wrote them.
+`/restore ID` (`commands/restore.py`) undoes every checkpointed edit from checkpoint ID on,
+newest first, and truncates the conversation to just before the model step that made the first
+of them (a short note takes its place, so the model knows). The rule that keeps a restore from
+destroying work: for each file, its current content must be either what the agent's last
+checkpointed edit left there, or already the content being restored. Anything else means the
+file changed in another way since (the user, a shell command, another program), and the restore
+is refused with the list of those files; nothing is changed. A checkpoint whose edit never
+recorded its outcome (the process died during the write) restores only files that are already
+back to their old content. Files are put back with `atomic_write`, like the edits wrote them.
 """
 
 from __future__ import annotations
@@ -33,17 +33,16 @@ import json
 import logging
 import stat
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import Event, Notice, TextDelta, ToolKind
-from devagent.agent.tools._util import atomic_write, file_status, read_bytes, remove_file
+from devagent.agent.events import ToolKind
+from devagent.agent.tools._util import file_status, read_bytes
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 
 if TYPE_CHECKING:
-    from devagent.agent.session import Session
+    from devagent.agent.context import SessionContext
     from devagent.agent.state import PendingCall
 
 log = logging.getLogger("devagent.checkpoints")
@@ -117,7 +116,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _current_state(path: Path, workspace: Workspace) -> str:
+def current_state(path: Path, workspace: Workspace) -> str:
     """What the file is now, read through the confined walk (issue 12 item 1)."""
     try:
         status = file_status(path, workspace)
@@ -151,7 +150,7 @@ def _before(path: Path, workspace: Workspace) -> FileState | None:
         return None
 
 
-def _message_hash(m: Any) -> str:
+def message_hash(m: Any) -> str:
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
     return _sha(ModelMessagesTypeAdapter.dump_json([m]))
@@ -179,7 +178,9 @@ def touched_paths(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[Pa
 # --- taking checkpoints --------------------------------------------------------------------------
 
 
-async def before_edit(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
+async def before_edit(
+    session: SessionContext, p: PendingCall, tool: Tool, ctx: ToolContext
+) -> Checkpoint | None:
     """Called by the session for each call about to run, before the save that precedes the run;
     None for tools other than EDIT. The checkpoint (the files as they are now) is written in that
     save's transaction (`Session.write_with_next_save`), so it is stored before the edit runs at
@@ -194,7 +195,7 @@ async def before_edit(session: Session, p: PendingCall, tool: Tool, ctx: ToolCon
         return None
 
 
-async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
+async def _take(session: SessionContext, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
     paths = touched_paths(tool, p.args, ctx)
     if not paths:
         return None
@@ -204,7 +205,7 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
         return None
     msgs = await session.messages()
     position = len(msgs)
-    anchor = _message_hash(msgs[-1]) if msgs else ""
+    anchor = message_hash(msgs[-1]) if msgs else ""
     from devagent.store import checkpoints as rows
 
     ckpt = Checkpoint(
@@ -218,7 +219,7 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
         files=files,
         step_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in session.state.pending],
     )
-    await rows.ensure_table(session.core.store)
+    await rows.ensure_table(session.store)
     sid, data = session.id, json.dumps(ckpt.to_json())
 
     async def write(conn: Any) -> None:
@@ -228,7 +229,7 @@ async def _take(session: Session, p: PendingCall, tool: Tool, ctx: ToolContext) 
     return ckpt
 
 
-async def after_edit(session: Session, ckpt: Checkpoint | None) -> None:
+async def after_edit(session: SessionContext, ckpt: Checkpoint | None) -> None:
     """Records what the edit left in each file (also when it failed: then nothing changed), in
     the transaction of the session's next save: the one that stores the step's results. A crash
     before it loses the outcome with the results (the call is then reported interrupted, and its
@@ -241,10 +242,10 @@ async def after_edit(session: Session, ckpt: Checkpoint | None) -> None:
         log.exception("could not record the outcome of checkpoint %d", ckpt.seq)
 
 
-async def _record_after(session: Session, ckpt: Checkpoint) -> None:
+async def _record_after(session: SessionContext, ckpt: Checkpoint) -> None:
     def after() -> None:
         for f in ckpt.files:
-            f.after = _current_state(Path(f.path), session.workspace)
+            f.after = current_state(Path(f.path), session.workspace)
 
     await asyncio.to_thread(after)
     from devagent.store import checkpoints as rows
@@ -263,151 +264,13 @@ async def _record_after(session: Session, ckpt: Checkpoint) -> None:
     session.write_with_next_save(write)
 
 
-async def list_checkpoints(session: Session) -> list[Checkpoint]:
+async def list_checkpoints(session: SessionContext) -> list[Checkpoint]:
     from devagent.store import checkpoints as rows
 
-    return [Checkpoint.from_row(*r) for r in await rows.list_rows(session.core.store, session.id)]
+    return [Checkpoint.from_row(*r) for r in await rows.list_rows(session.store, session.id)]
 
 
-async def _delete_from(session: Session, seq: int) -> None:
+async def delete_from(session: SessionContext, seq: int) -> None:
     from devagent.store import checkpoints as rows
 
-    await rows.delete_from(session.core.store, session.id, seq)
-
-
-# --- /restore ------------------------------------------------------------------------------------
-
-
-def _fmt_time(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def format_list(cps: list[Checkpoint]) -> str:
-    if not cps:
-        return "No checkpoints in this session yet (one is taken before every file edit)."
-    lines = ["Checkpoints (restore one with /restore ID):"]
-    for c in cps:
-        files = ", ".join(f.display for f in c.files)
-        when = _fmt_time(c.created_at)
-        lines.append(f"  {c.seq}  {when}  {c.description} [{c.tool_name} {c.call_id}]  files: {files}")
-    return "\n".join(lines)
-
-
-@dataclass(slots=True)
-class _FilePlan:
-    path: Path
-    display: str
-    first: FileState  # the earliest edit from the restored point on: its `before` is restored
-    last_after: str | None  # what the latest edit left
-
-
-async def restore_command(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
-    """`/restore` lists the checkpoints; `/restore ID` restores one."""
-    cps = await list_checkpoints(session)
-    arg = args.strip()
-    if not arg:
-        _say(emit, format_list(cps))
-        return None
-    try:
-        seq = int(arg.split()[0])
-    except ValueError:
-        emit(Notice(f"Usage: /restore [ID]; {arg!r} is not a checkpoint id. /restore lists them.", "error"))
-        return None
-    target = next((c for c in cps if c.seq == seq), None)
-    if target is None:
-        emit(Notice(f"There is no checkpoint {seq} in this session; /restore lists them.", "error"))
-        return None
-    undone = [c for c in cps if c.seq >= seq]
-    plans: dict[str, _FilePlan] = {}
-    for c in undone:
-        for f in c.files:
-            plan = plans.get(f.path)
-            if plan is None:
-                plans[f.path] = _FilePlan(Path(f.path), f.display, f, f.after)
-            else:
-                plan.last_after = f.after
-    problems: list[str] = []
-    writes: list[_FilePlan] = []
-    for plan in plans.values():
-        if plan.first.too_large:
-            limit = MAX_FILE_BYTES // (1024 * 1024)
-            problems.append(f"{plan.display}: it was larger than {limit} MiB, so it was not saved")
-            continue
-        if not session.workspace.contains(plan.path):
-            # G4 at restore time too: a root or a directory swapped for a symlink since the edit
-            problems.append(f"{plan.display}: it now resolves outside the workspace roots")
-            continue
-        current = await asyncio.to_thread(_current_state, plan.path, session.workspace)
-        if current == plan.first.before_state:
-            continue  # already as it was
-        if plan.last_after is not None and current == plan.last_after:
-            writes.append(plan)
-        elif plan.last_after is None:
-            problems.append(
-                f"{plan.display}: the edit's outcome was not recorded (interrupted), so it cannot be verified"
-            )
-        else:
-            problems.append(
-                f"{plan.display}: changed since the agent's last edit (by you, a command or another program)"
-            )
-    if problems:
-        emit(
-            Notice(
-                f"Cannot restore checkpoint {seq}; nothing was changed:\n  "
-                + "\n  ".join(problems)
-                + "\nRestoring would overwrite those changes. Undo or save them elsewhere, then try again.",
-                "error",
-            )
-        )
-        return None
-
-    def put_back() -> None:
-        # Through the confined walk (issue 12 item 1): relative to the open parent directory, so a
-        # swap since the check above cannot redirect it; atomic, like the edit it undoes.
-        for plan in writes:
-            if plan.first.before is None:
-                remove_file(plan.path, session.workspace)
-            else:
-                atomic_write(plan.path, base64.b64decode(plan.first.before), session.workspace)
-
-    try:
-        await asyncio.to_thread(put_back)
-    except (OSError, ToolFailure) as e:
-        emit(Notice(f"Restoring checkpoint {seq} failed part way: {e}", "error"))
-        return None
-
-    msgs = await session.messages()
-    pos = target.position
-    conversation = ""
-    if 0 < pos <= len(msgs) and _message_hash(msgs[pos - 1]) == target.anchor:
-        from pydantic_ai import messages as pm
-
-        keep = list(msgs[: pos - 1] if isinstance(msgs[pos - 1], pm.ModelResponse) else msgs[:pos])
-        files = ", ".join(p.display for p in plans.values())
-        keep.append(
-            pm.ModelResponse(
-                parts=[
-                    pm.TextPart(
-                        content=f"[The user restored checkpoint {seq}: the files ({files}) are back as they "
-                        f"were before `{target.description}`, and the conversation continues from before "
-                        "that step.]"
-                    )
-                ]
-            )
-        )
-        session.state.pending = []
-        await session.replace_messages(keep)
-        removed = len(msgs) - len(keep) + 1
-        conversation = f" The conversation is back to before that step ({removed} messages removed)."
-    else:
-        conversation = (
-            " The conversation was cleared or compacted since the checkpoint, so it was left as it is."
-        )
-    await _delete_from(session, seq)
-    restored = ", ".join(p.display for p in writes) or "no file needed changing"
-    _say(emit, f"Restored checkpoint {seq} ({target.description}): {restored}.{conversation}")
-    return None
-
-
-def _say(emit: Callable[[Event], None], text: str) -> None:
-    emit(TextDelta(text if text.endswith("\n") else text + "\n"))
+    await rows.delete_from(session.store, session.id, seq)

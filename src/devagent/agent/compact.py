@@ -1,7 +1,7 @@
 """Compaction: summarise the older part of a conversation through the model and continue from the
 summary, the latest messages kept verbatim. `/compact` asks for it; a session does it on its own
-before a model request that would pass `compact_at` of the model's context window (issue 24
-item 1), and a tool result too large for the window is cut before the model reads it.
+before a model request that would pass `compact_at` of the model's context window, and a tool
+result too large for the window is cut before the model reads it.
 
 Sizes are estimated at four characters a token (what the providers' tokenizers give for English
 and code, within a factor that the threshold's margin absorbs): a request is never sent to learn
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai import messages as pm
 
-from devagent import telemetry
+from devagent.agent import traces
 from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta, Usage
 
 if TYPE_CHECKING:
-    from devagent.agent.session import Session
+    from devagent.agent.context import SessionContext
 
 COMPACT_PROMPT = """Summarise our conversation so far for your own later use: the user's goals, what was
 done (files read and changed, commands run, results), decisions and their reasons, open problems and
@@ -114,7 +114,7 @@ def _summary_request(
 
 
 async def _summarise(
-    session: Session, messages: Sequence[pm.ModelMessage], keep_instructions: str, budget_chars: int
+    session: SessionContext, messages: Sequence[pm.ModelMessage], keep_instructions: str, budget_chars: int
 ) -> tuple[str, Usage]:
     from pydantic_ai.direct import model_request_stream
 
@@ -123,7 +123,7 @@ async def _summarise(
     # (a provider's prompt cache serves it; some providers refuse tool calls in the history of a
     # request that defines no tools).
     params = await session.request_parameters()
-    model = session.core.model_for(session.state.model)
+    model = session.model()
 
     async def summarised() -> pm.ModelResponse:
         async with model_request_stream(model, request, model_request_parameters=params) as stream:
@@ -131,7 +131,7 @@ async def _summarise(
                 pass
             return stream.get()
 
-    response = await telemetry.model_request(session, summarised(), purpose="compaction")
+    response = await traces.model_request(session, summarised(), purpose="compaction")
     summary = "".join(p.content for p in response.parts if isinstance(p, pm.TextPart)).strip()
     return summary, Usage.of_response(response.usage)
 
@@ -145,7 +145,9 @@ def _rebuilt(summary: str, tail: Sequence[pm.ModelMessage]) -> list[pm.ModelMess
     return [*head, *tail]
 
 
-async def compact(session: Session, emit: Callable[[Event], None], keep_instructions: str = "") -> None:
+async def compact(
+    session: SessionContext, emit: Callable[[Event], None], keep_instructions: str = ""
+) -> None:
     """`/compact`: everything but the latest exchange becomes a summary."""
     if session.state.pending:
         emit(Notice("Cannot compact while tool calls wait for an answer.", "error"))
@@ -154,7 +156,7 @@ async def compact(session: Session, emit: Callable[[Event], None], keep_instruct
     if len(messages) <= KEEP_TAIL + 1:
         emit(TextDelta("Nothing to compact yet.\n"))
         return
-    limit = session.core.context_tokens(session.state.model)
+    limit = session.context_tokens()
     summary, usage = await _summarise(
         session, messages, keep_instructions, int(limit * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
     )
@@ -168,14 +170,16 @@ async def compact(session: Session, emit: Callable[[Event], None], keep_instruct
     emit(TextDelta(f"Compacted {before} messages into a summary ({len(summary)} characters).\n"))
 
 
-async def compact_if_needed(session: Session, emit: Callable[[Event], None], prefix_chars: int) -> None:
+async def compact_if_needed(
+    session: SessionContext, emit: Callable[[Event], None], prefix_chars: int
+) -> None:
     """Before a model request: when the request would pass `compact_at` of the window, the older
     messages become a summary and the latest stay verbatim (never a call without its result).
     Only between steps, so no call is waiting; stored at once, like `/compact`."""
-    limit = session.core.context_tokens(session.state.model)
+    limit = session.context_tokens()
     messages = await session.messages()
     used = estimate_tokens(messages, prefix_chars)
-    if session.state.pending or used < limit * session.core.config.compact_at:
+    if session.state.pending or used < limit * session.config.compact_at:
         return
     start = _tail_start(messages, int(limit * TAIL_SHARE))
     if start < 2:  # nothing older than the tail worth a summary

@@ -94,7 +94,7 @@ class AgentCore:
             self.models[spec] = model
         return model
 
-    async def check_budget(self, session: Session) -> bool:
+    async def check_budget(self, identity: str, session_id: str) -> bool:
         """Admit a turn of a caller (a new one, or one going on after a pause) within its
         budget: its day's tokens are not spent, and one of its concurrent-turn slots is free
         (taken now, in the store, for the turn; True when a slot was taken). Else refused with
@@ -102,19 +102,18 @@ class AgentCore:
         log line."""
         from devagent.agent.events import InputError
 
-        identity = session.state.identity
         _, turns = self.config.budget_for(identity)
         message = await self.tokens_spent(identity)
         if not message and turns > 0:
             slots = self.store.slots
-            if not await slots.take(identity, session.id, turns, self.config.lease_seconds):
+            if not await slots.take(identity, session_id, turns, self.config.lease_seconds):
                 running = max(turns, await slots.held(identity))
                 message = (
                     f"{_who(identity)} already has {running} turns running, its limit; try again when "
                     "one ends"
                 )
         if message:
-            log.warning("budget: refused a turn of session %s: %s", session.id, message)
+            log.warning("budget: refused a turn of session %s: %s", session_id, message)
             raise InputError(f"refused by the server's budget: {message}", "budget_exceeded")
         return turns > 0
 
@@ -136,6 +135,10 @@ class AgentCore:
         """Tell the listeners (the server's /metrics) what a caller's model request used."""
         for listener in self.usage_listeners:
             listener(identity, usage)
+
+    def known_model(self, spec: str) -> Any | None:
+        """The model for a spec if it was created already (nothing is created)."""
+        return self.models.get(spec or self.default_model)
 
     def context_tokens(self, spec: str) -> int:
         """The context window of a session's model: the operator's setting, else the model's."""

@@ -35,18 +35,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.childenv import child_env
-from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, TextDelta, ToolKind
+from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, ToolKind
 from devagent.agent.mcp_names import SEPARATOR, server_of
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import resolve_outbound_url
 
 if TYPE_CHECKING:
-    from devagent.agent.session import Session
     from devagent.agent.settings import CoreConfig
+    from devagent.agent.state import SessionState
 
 log = logging.getLogger("devagent.mcp")
 
@@ -646,6 +646,16 @@ class _SessionView:
 MCP_VIEWS_IN_MEMORY = 1024
 
 
+class HasServers(Protocol):
+    """What the manager needs of a session: its id and the servers its state names."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+
 class McpManager:
     """The MCP connections of one core (process resources; never stored)."""
 
@@ -686,12 +696,12 @@ class McpManager:
         self._view_evicted(session_id, view)
         await asyncio.gather(*(self._closing - before), return_exceptions=True)
 
-    def session_servers(self, session: Session) -> list[ServerEntry]:
+    def session_servers(self, session: HasServers) -> list[ServerEntry]:
         """The servers of a session: the operator's, then those its client named (checked
         against policy now, so a changed policy applies after a restart)."""
         return self._view(session).entries
 
-    def _view(self, session: Session) -> _SessionView:
+    def _view(self, session: HasServers) -> _SessionView:
         view = self.views.get(session.id)
         key = json.dumps(session.state.mcp_servers, sort_keys=True)
         if view is None or view.key != key:
@@ -701,7 +711,7 @@ class McpManager:
                 e.conn = self._connection(e.spec, e.cwd, e.pin)
         return view
 
-    def _build(self, session: Session, key: str) -> _SessionView:
+    def _build(self, session: HasServers, key: str) -> _SessionView:
         old = self.views.peek(session.id)
         entries: list[ServerEntry] = []
         for name, raw in self.config.mcp_servers.items():
@@ -746,7 +756,7 @@ class McpManager:
             self._conns[key] = conn
         return conn
 
-    async def prepare(self, session: Session, emit: Callable[[Event], None] | None = None) -> None:
+    async def prepare(self, session: HasServers, emit: Callable[[Event], None] | None = None) -> None:
         """Starts the session's servers that have not started yet (concurrently, bounded by the
         start timeout) and reports, once per session, servers refused or failed since."""
         view = self._view(session)  # held across the awaits below (other sessions may evict it)
@@ -788,7 +798,7 @@ class McpManager:
                         )
                     )
 
-    def tools_for(self, session: Session) -> dict[str, Tool]:
+    def tools_for(self, session: HasServers) -> dict[str, Tool]:
         """The tools of the session's ready servers, by the name the model sees."""
         if not self.config.mcp_servers and not session.state.mcp_servers:
             return {}
@@ -798,7 +808,7 @@ class McpManager:
                 tools.update(e.conn.tool_objects)
         return tools
 
-    async def restart(self, session: Session, names: list[str]) -> list[str]:
+    async def restart(self, session: HasServers, names: list[str]) -> list[str]:
         """Starts the named servers of the session afresh (none named: those that failed)."""
         done: list[str] = []
         for e in self.session_servers(session):
@@ -834,59 +844,3 @@ class McpManager:
         self._conns.clear()
         self.views.clear()
         await asyncio.gather(*(c.close() for c in conns), *self._closing, return_exceptions=True)
-
-
-# --- /mcp ----------------------------------------------------------------------------------------
-
-
-async def mcp_command(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
-    """`/mcp`: the session's MCP servers, their state and their tools (starting them if needed)."""
-    manager = session.core.mcp
-    await manager.prepare(session)
-    entries = manager.session_servers(session)
-    if not entries:
-        text = (
-            "No MCP servers are configured for this session. Add [mcp_servers.NAME] tables to the "
-            "settings file (--config; command/args/env/cwd or url/headers); see docs/mcp-and-checkpoints.md."
-        )
-        emit(TextDelta(text + "\n"))
-        return None
-    lines = ["MCP servers:"]
-    for e in entries:
-        origin = "server config" if e.origin == "config" else "session settings"
-        head = f"  {e.spec.name} ({e.spec.transport}, from {origin})"
-        if e.refused:
-            lines.append(f"{head}: refused: {e.refused}")
-            continue
-        conn = e.conn
-        assert conn is not None
-        if conn.state == "ready":
-            info = f", {conn.server_info}" if conn.server_info else ""
-            lines.append(f"{head}: ready{info}: {e.spec.target()}")
-            granted = e.spec.name in session.state.grants_mcp_servers
-            for name, tool in conn.tool_objects.items():
-                always = " [always allowed]" if granted or name in session.state.grants_tools else ""
-                first = (tool.info.description or "").strip().splitlines()
-                lines.append(f"    {name}{always}: {first[0] if first else tool.info.name}")
-            if not conn.tool_objects:
-                lines.append("    (no tools)")
-        else:
-            detail = f": {conn.error}" if conn.error else ""
-            lines.append(f"{head}: {conn.state}{detail}: {e.spec.target()}")
-    emit(TextDelta("\n".join(lines) + "\n"))
-    return None
-
-
-async def mcp_restart_command(session: Session, args: str, emit: Callable[[Event], None]) -> str | None:
-    """`/mcp restart [NAME ...]`: start servers afresh (by default, those that failed)."""
-    names = args.split()
-    known = {e.spec.name for e in session.core.mcp.session_servers(session)}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        emit(Notice(f"No MCP server named {', '.join(unknown)} in this session; /mcp lists them.", "error"))
-        return None
-    done = await session.core.mcp.restart(session, names)
-    if not done:
-        emit(TextDelta("No MCP server needed restarting.\n"))
-        return None
-    return await mcp_command(session, "", emit)

@@ -12,7 +12,8 @@ from devagent.agent.events import Event, Input, StatusUpdate, ToolCall, TurnEnd
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session, Turn
+    from devagent.agent.session import Session
+    from devagent.agent.turn import Turn
     from devagent.terminal.history import PastTurn
 
 

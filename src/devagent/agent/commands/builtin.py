@@ -1,0 +1,66 @@
+"""The small commands: `/init`, `/compact`, `/clear`, `/tools` and `/stats`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from devagent.agent.commands.registry import Emit, say
+
+if TYPE_CHECKING:
+    from devagent.agent.context import SessionContext
+
+INIT_PROMPT = """Create or update the file AGENTS.md at the root of this workspace: a concise guide for
+coding agents working on this project. First look around (list the directory, read the build files,
+README and main sources; grep where useful). Then write AGENTS.md with write_file: what the project
+is, how it is laid out, how to build, run and test it, the coding conventions you observed, and
+anything a newcomer would trip over. Keep it factual and short (under 80 lines). If AGENTS.md
+already exists, read it first and improve it rather than starting over."""
+
+
+async def init(session: SessionContext, args: str, emit: Emit) -> str | None:
+    return INIT_PROMPT + (f"\n\nThe user adds: {args}" if args.strip() else "")
+
+
+async def compact(session: SessionContext, args: str, emit: Emit) -> str | None:
+    # Imported when the command runs: compaction loads pydantic-ai, and listing the commands
+    # (a stdio door's `initialize`) must stay cheap.
+    from devagent.agent.compact import compact
+
+    await compact(session, emit, keep_instructions=args)
+    return None
+
+
+async def clear(session: SessionContext, args: str, emit: Emit) -> str | None:
+    session.state.pending = []
+    session.state.todos = []
+    await session.replace_messages([])
+    say(emit, "Conversation cleared.")
+    return None
+
+
+async def tools(session: SessionContext, args: str, emit: Emit) -> str | None:
+    lines = ["Tools:"]
+    for d in session.tool_definitions():
+        first = (d["description"] or "").strip().splitlines()[0] if d["description"] else ""
+        lines.append(f"  {d['name']} ({d['kind']}): {first}")
+    say(emit, "\n".join(lines))
+    return None
+
+
+async def stats(session: SessionContext, args: str, emit: Emit) -> str | None:
+    state = session.state
+    u = state.usage
+    lines = [
+        f"Session {session.id}",
+        f"Model: {session.model_name}",
+        f"Approval mode: {state.approval_mode}",
+        f"Tokens: {u.input_tokens} in ({u.cache_read_tokens} read from the cache, "
+        f"{u.cache_write_tokens} written to it), {u.output_tokens} out ({u.reasoning_tokens} reasoning); "
+        f"{u.requests} model requests",
+    ]
+    if state.tool_stats:
+        lines.append("Tool calls:")
+        for name, s in sorted(state.tool_stats.items()):
+            lines.append(f"  {name}: {s['calls']} calls, {s['failures']} failed")
+    say(emit, "\n".join(lines))
+    return None

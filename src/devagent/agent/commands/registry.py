@@ -1,0 +1,99 @@
+"""What a slash command is: a name, a description, its arguments and sub-commands, and a handler
+that gets the session's narrow context, the argument text and the event sink. A handler either
+does its work and reports it as text, or returns a prompt the session then runs as an ordinary
+model turn (so the normal tools and approval policy apply)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from devagent.agent.events import Event, TextDelta
+
+if TYPE_CHECKING:
+    from devagent.agent.context import SessionContext
+
+Emit = Callable[[Event], None]
+# A handler returns a prompt to run through the model, or None when it is done.
+Handler = Callable[["SessionContext", str, Emit], Awaitable[str | None]]
+
+
+@dataclass(slots=True)
+class ArgumentInfo:
+    name: str
+    description: str
+    required: bool = False
+
+
+@dataclass(slots=True)
+class CommandInfo:
+    name: str
+    description: str
+    arguments: list[ArgumentInfo] = field(default_factory=list)
+    sub_commands: list[CommandInfo] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    handler: Handler | None = None
+
+
+class Registry:
+    def __init__(self, commands: builtins.list[CommandInfo]) -> None:
+        self._commands = commands
+
+    def list(self) -> builtins.list[CommandInfo]:
+        return list(self._commands)
+
+    def find(self, path: builtins.list[str]) -> CommandInfo | None:
+        """The command at `path`, or None. A parent without a handler needs a sub-command."""
+        found = self._walk(path)
+        if found is None:
+            return None
+        cmd, rest = found
+        if rest or cmd.handler is None:
+            return None
+        return cmd
+
+    def _walk(self, path: builtins.list[str]) -> tuple[CommandInfo, builtins.list[str]] | None:
+        if not path:
+            return None
+        cmd = _match(self._commands, path[0])
+        if cmd is None:
+            return None
+        i = 1
+        while i < len(path):
+            sub = _match(cmd.sub_commands, path[i])
+            if sub is None:
+                break
+            cmd = sub
+            i += 1
+        return cmd, path[i:]
+
+    def resolve(self, words: builtins.list[str]) -> tuple[builtins.list[str], int] | None:
+        """The canonical command path for a command line's leading words (aliases resolved)
+        and how many words it used; None when the first word names no command."""
+        found = self._walk(words)
+        if found is None:
+            return None
+        _cmd, rest = found
+        used = len(words) - len(rest)
+        names: builtins.list[str] = []
+        cmds = self._commands
+        for w in words[:used]:
+            c = _match(cmds, w)
+            assert c is not None
+            names.append(c.name)
+            cmds = c.sub_commands
+        return names, used
+
+
+def _match(commands: list[CommandInfo], name: str) -> CommandInfo | None:
+    for c in commands:
+        if c.name == name or name in c.aliases:
+            return c
+    return None
+
+
+def say(emit: Emit, text: str) -> None:
+    """A command's report, as text of the turn."""
+    emit(TextDelta(text if text.endswith("\n") else text + "\n"))

@@ -1,0 +1,162 @@
+"""`/restore` lists the checkpoints taken before edits; `/restore ID` undoes every checkpointed edit
+from ID on, newest first, and rewinds the conversation to just before the step that made the
+first of them (`checkpoints.py` says what a checkpoint holds and the rule that keeps a restore
+from destroying work: a file changed since the agent's last edit is never overwritten)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from devagent.agent.checkpoints import (
+    MAX_FILE_BYTES,
+    Checkpoint,
+    FileState,
+    current_state,
+    delete_from,
+    list_checkpoints,
+    message_hash,
+)
+from devagent.agent.commands.registry import Emit, say
+from devagent.agent.events import Notice
+from devagent.agent.tools._util import atomic_write, remove_file
+from devagent.agent.tools.base import ToolFailure
+
+if TYPE_CHECKING:
+    from devagent.agent.context import SessionContext
+    from devagent.agent.tools.base import Workspace
+
+
+@dataclass(slots=True)
+class _FilePlan:
+    path: Path
+    display: str
+    first: FileState  # the earliest edit from the restored point on: its `before` is restored
+    last_after: str | None  # what the latest edit left
+
+
+async def restore(session: SessionContext, args: str, emit: Emit) -> str | None:
+    cps = await list_checkpoints(session)
+    arg = args.strip()
+    if not arg:
+        say(emit, format_list(cps))
+        return None
+    try:
+        seq = int(arg.split()[0])
+    except ValueError:
+        emit(Notice(f"Usage: /restore [ID]; {arg!r} is not a checkpoint id. /restore lists them.", "error"))
+        return None
+    target = next((c for c in cps if c.seq == seq), None)
+    if target is None:
+        emit(Notice(f"There is no checkpoint {seq} in this session; /restore lists them.", "error"))
+        return None
+    plans = _plans([c for c in cps if c.seq >= seq])
+    writes, problems = await _check(plans, session.workspace)
+    if problems:
+        emit(
+            Notice(
+                f"Cannot restore checkpoint {seq}; nothing was changed:\n  "
+                + "\n  ".join(problems)
+                + "\nRestoring would overwrite those changes. Undo or save them elsewhere, then try again.",
+                "error",
+            )
+        )
+        return None
+    try:
+        await asyncio.to_thread(_put_back, writes, session.workspace)
+    except (OSError, ToolFailure) as e:
+        emit(Notice(f"Restoring checkpoint {seq} failed part way: {e}", "error"))
+        return None
+    conversation = await _rewind(session, target, ", ".join(p.display for p in plans.values()))
+    await delete_from(session, seq)
+    restored = ", ".join(p.display for p in writes) or "no file needed changing"
+    say(emit, f"Restored checkpoint {seq} ({target.description}): {restored}.{conversation}")
+    return None
+
+
+def _plans(undone: list[Checkpoint]) -> dict[str, _FilePlan]:
+    """Per file: the state before the first undone edit, and what the last one left."""
+    plans: dict[str, _FilePlan] = {}
+    for c in undone:
+        for f in c.files:
+            plan = plans.get(f.path)
+            if plan is None:
+                plans[f.path] = _FilePlan(Path(f.path), f.display, f, f.after)
+            else:
+                plan.last_after = f.after
+    return plans
+
+
+async def _check(plans: dict[str, _FilePlan], workspace: Workspace) -> tuple[list[_FilePlan], list[str]]:
+    """The files to write back, and why any may not be (a restore is all or nothing)."""
+    problems: list[str] = []
+    writes: list[_FilePlan] = []
+    for plan in plans.values():
+        if plan.first.too_large:
+            limit = MAX_FILE_BYTES // (1024 * 1024)
+            problems.append(f"{plan.display}: it was larger than {limit} MiB, so it was not saved")
+            continue
+        if not workspace.contains(plan.path):
+            # confinement at restore time too: a root or a directory swapped for a symlink since
+            problems.append(f"{plan.display}: it now resolves outside the workspace roots")
+            continue
+        current = await asyncio.to_thread(current_state, plan.path, workspace)
+        if current == plan.first.before_state:
+            continue  # already as it was
+        if plan.last_after is not None and current == plan.last_after:
+            writes.append(plan)
+        elif plan.last_after is None:
+            problems.append(
+                f"{plan.display}: the edit's outcome was not recorded (interrupted), so it cannot be verified"
+            )
+        else:
+            problems.append(
+                f"{plan.display}: changed since the agent's last edit (by you, a command or another program)"
+            )
+    return writes, problems
+
+
+def _put_back(writes: list[_FilePlan], workspace: Workspace) -> None:
+    """Through the confined walk, relative to the open parent directory (a swap since the check
+    cannot redirect it); atomic, like the edit it undoes."""
+    for plan in writes:
+        if plan.first.before is None:
+            remove_file(plan.path, workspace)
+        else:
+            atomic_write(plan.path, base64.b64decode(plan.first.before), workspace)
+
+
+async def _rewind(session: SessionContext, target: Checkpoint, files: str) -> str:
+    """The conversation back to before the step that made the checkpoint's edit (a note in its
+    place), when it is still the conversation the checkpoint points into. Says what it did."""
+    from pydantic_ai import messages as pm  # loaded when a restore runs, not when commands are listed
+
+    msgs = await session.messages()
+    pos = target.position
+    if not (0 < pos <= len(msgs) and message_hash(msgs[pos - 1]) == target.anchor):
+        return " The conversation was cleared or compacted since the checkpoint, so it was left as it is."
+    keep = list(msgs[: pos - 1] if isinstance(msgs[pos - 1], pm.ModelResponse) else msgs[:pos])
+    note = (
+        f"[The user restored checkpoint {target.seq}: the files ({files}) are back as they were before "
+        f"`{target.description}`, and the conversation continues from before that step.]"
+    )
+    keep.append(pm.ModelResponse(parts=[pm.TextPart(content=note)]))
+    session.state.pending = []
+    await session.replace_messages(keep)
+    removed = len(msgs) - len(keep) + 1
+    return f" The conversation is back to before that step ({removed} messages removed)."
+
+
+def format_list(cps: list[Checkpoint]) -> str:
+    if not cps:
+        return "No checkpoints in this session yet (one is taken before every file edit)."
+    lines = ["Checkpoints (restore one with /restore ID):"]
+    for c in cps:
+        files = ", ".join(f.display for f in c.files)
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.created_at))
+        lines.append(f"  {c.seq}  {when}  {c.description} [{c.tool_name} {c.call_id}]  files: {files}")
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""The narrow views the core's parts get of each other: what a session hands the parts that act
+on it (`SessionContext`), and what the core hands a session (`CoreServices`).
+
+Slash commands, compaction, checkpoints, the tool-call step and traces each need a few things of
+the session they work for: its state, its transcript, its settings and store, its model. They
+receive this narrow view instead of the `Session` class, so none of them imports the loop (and
+the loop imports them without a circle). `Session` is the one implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pydantic_ai import messages as pm
+
+    from devagent.agent.events import ToolCall, Usage
+    from devagent.agent.mcp import McpManager
+    from devagent.agent.settings import CoreConfig
+    from devagent.agent.state import PendingCall, SessionState
+    from devagent.agent.tools.base import Tool, ToolContext, Workspace
+    from devagent.store.db import Store
+
+
+class SessionContext(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def revision(self) -> int:
+        """The stored revision the state is at (-1: another process changed it under a turn)."""
+        ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def model_name(self) -> str:
+        """The session's model spec, the server's default when the session names none."""
+        ...
+
+    @property
+    def mcp(self) -> McpManager:
+        """The MCP connections of this process (the session's servers among them)."""
+        ...
+
+    def model(self) -> Any:
+        """The pydantic-ai model of the session."""
+        ...
+
+    def context_tokens(self) -> int:
+        """The context window of the session's model, in tokens."""
+        ...
+
+    async def messages(self) -> list[pm.ModelMessage]: ...
+
+    async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
+        """Replace the whole transcript and store it with the state (/clear, /compact, /restore)."""
+        ...
+
+    def write_with_next_save(self, write: Callable[[Any], Awaitable[object]]) -> None:
+        """`write(connection)` runs in the transaction of the session's next save."""
+        ...
+
+    async def request_parameters(self) -> Any:
+        """The instructions and tool definitions every model request of the session carries."""
+        ...
+
+    def spent(self, usage: Usage) -> None:
+        """Count a model request's usage (the session's, the turn's, the caller's day)."""
+        ...
+
+    def tools(self) -> dict[str, Tool]: ...
+
+    def tool_definitions(self) -> list[dict[str, Any]]: ...
+
+    def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
+        """The context a tool runs a call of this session in."""
+        ...
+
+    def waiting_calls(self) -> list[ToolCall]: ...
+
+    def read_memory(self) -> str: ...
+
+    def refresh_memory(self) -> str: ...
+
+
+class CoreServices(Protocol):
+    """What a session needs of the core that owns it (`AgentCore` is the one implementation)."""
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def default_model(self) -> str: ...
+
+    @property
+    def mcp(self) -> McpManager: ...
+
+    def model_for(self, spec: str) -> Any:
+        """The pydantic-ai model for a spec ("" = the server default), created once per spec."""
+        ...
+
+    def known_model(self, spec: str) -> Any | None:
+        """The model for a spec if it was created already (nothing is created)."""
+        ...
+
+    def context_tokens(self, spec: str) -> int: ...
+
+    async def check_budget(self, identity: str, session_id: str) -> bool:
+        """Admit a turn within its caller's budget (True when a turn slot was taken for it)."""
+        ...
+
+    async def tokens_spent(self, identity: str) -> str:
+        """Why a caller may make no more model requests today ("" if it may)."""
+        ...
+
+    def spent(self, identity: str, usage: Usage) -> None: ...

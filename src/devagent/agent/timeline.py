@@ -1,0 +1,149 @@
+"""The conversation as readers show it: the read model of the web console, MCP's session view, and
+the doors that rebuild a client's view after a restart.
+
+Built from the stored transcript and the waiting step only (`transcript.py` writes what it needs:
+each call's result, an edit's diff in the return's metadata), so any process can build it for a
+session another process runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from pydantic_ai import messages as pm
+
+from devagent.agent.events import (
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    ToolCallStatus,
+    ToolError,
+    ToolKind,
+    UserPrompt,
+)
+from devagent.agent.serial import confirmation_from_json, output_from_result
+from devagent.agent.state import CallResult, PendingCall
+from devagent.agent.transcript import ERROR_PREFIX, json_text
+
+if TYPE_CHECKING:
+    from devagent.agent.tools.base import Tool
+
+Item = UserPrompt | TextDelta | ThoughtDelta | ToolCall
+
+
+def call_view(p: PendingCall, live_output: str | None = None) -> ToolCall:
+    """A call of the current step as doors show it."""
+    r = p.result
+    output = error = None
+    if r is not None:
+        if r.is_error:
+            error = ToolError(r.text, r.error_type or "tool_error")
+        else:
+            output = output_from_result(r)
+    return ToolCall(
+        id=p.id,
+        name=p.name,
+        args=p.args,
+        kind=ToolKind(p.kind),
+        description=p.description,
+        status=ToolCallStatus(p.status),
+        live_output=live_output,
+        output=output,
+        error=error,
+        confirmation=confirmation_from_json(p.confirmation) if p.confirmation else None,
+        awaiting_client=p.needs == "client" and r is None,
+    )
+
+
+def returned_call(
+    call: pm.ToolCallPart, returned: pm.ToolReturnPart | None, tools: Mapping[str, Tool]
+) -> ToolCall:
+    """A settled call as its transcript entries say (the text and an edit's diff); with no
+    return yet, the call as the model asked for it."""
+    text = returned.model_response_str() if returned is not None else ""
+    output = error = None
+    status = ToolCallStatus.SUCCEEDED if returned is not None else ToolCallStatus.EXECUTING
+    kind, _, rest = text.removeprefix(ERROR_PREFIX).partition("): ")
+    if returned is None:
+        pass
+    elif text.startswith(ERROR_PREFIX) and rest:
+        error = ToolError(rest, kind)
+        status = ToolCallStatus.CANCELLED if kind == "cancelled" else ToolCallStatus.FAILED
+    else:
+        diff = returned.metadata.get("diff") if isinstance(returned.metadata, dict) else None
+        output = output_from_result(CallResult(text, diff=diff if isinstance(diff, dict) else None))
+    try:
+        args = call.args_as_dict()
+    except Exception:
+        args = {}
+    tool = tools.get(call.tool_name)
+    return ToolCall(
+        id=call.tool_call_id,
+        name=call.tool_name,
+        args=args,
+        kind=tool.kind if tool is not None else ToolKind.INTERNAL,
+        description=tool.describe(args) if tool is not None else call.tool_name,
+        status=status,
+        output=output,
+        error=error,
+    )
+
+
+def timeline(
+    messages: Iterable[pm.ModelMessage], pending: list[PendingCall], tools: Mapping[str, Tool]
+) -> list[Item]:
+    """The user's prompts, the model's whole texts and thoughts, and each tool call once with what
+    became of it; the waiting step's calls as they wait (with their confirmation request)."""
+    out: list[Item] = []
+    asked: dict[str, tuple[int, pm.ToolCallPart]] = {}
+    for m in messages:
+        for part in m.parts:
+            if isinstance(part, pm.UserPromptPart):
+                content = part.content
+                out.append(UserPrompt(content if isinstance(content, str) else json_text(content)))
+            elif isinstance(part, pm.TextPart) and part.content:
+                out.append(TextDelta(part.content))
+            elif isinstance(part, pm.ThinkingPart) and part.content:
+                out.append(ThoughtDelta(part.content))
+            elif isinstance(part, pm.ToolCallPart):
+                asked[part.tool_call_id] = (len(out), part)
+                out.append(returned_call(part, None, tools))
+            elif isinstance(part, pm.ToolReturnPart) and part.tool_call_id in asked:
+                at, call = asked[part.tool_call_id]
+                out[at] = returned_call(call, part, tools)
+    waiting = {p.id: p for p in pending}
+    for i, item in enumerate(out):
+        if isinstance(item, ToolCall) and item.id in waiting:
+            out[i] = call_view(waiting[item.id])
+    return out
+
+
+def settled_calls(
+    messages: Iterable[pm.ModelMessage], pending: list[PendingCall], ids: set[str], tools: Mapping[str, Tool]
+) -> list[ToolCall]:
+    """What became of these calls, for a reader that rebuilds a client's view after a crash: each
+    call among `ids` that has a result, from the waiting step or else from the transcript's tool
+    returns (the model's call gives its name and arguments). Calls without a result are left out."""
+    out = {p.id: call_view(p) for p in pending if p.id in ids and p.result is not None}
+    missing = ids - set(out)
+    if missing:
+        asked: dict[str, pm.ToolCallPart] = {}
+        for m in messages:
+            for part in m.parts:
+                if isinstance(part, pm.ToolCallPart) and part.tool_call_id in missing:
+                    asked[part.tool_call_id] = part
+                elif isinstance(part, pm.ToolReturnPart) and part.tool_call_id in asked:
+                    out[part.tool_call_id] = returned_call(asked[part.tool_call_id], part, tools)
+    return [out[i] for i in ids if i in out]
+
+
+def answered_calls(messages: Iterable[pm.ModelMessage], call_ids: set[str]) -> set[str]:
+    """Which of these calls have a result in the transcript."""
+    done: set[str] = set()
+    for m in messages:
+        if isinstance(m, pm.ModelRequest):
+            for part in m.parts:
+                if isinstance(part, pm.ToolReturnPart) and part.tool_call_id in call_ids:
+                    done.add(part.tool_call_id)
+    return done
