@@ -39,12 +39,12 @@ from acp.schema import Usage as AcpUsage
 from devagent import __version__, telemetry
 from devagent.acp import translate as t
 from devagent.acp.server import AcpOptions
+from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     Decision,
+    Event,
     InputError,
-    NeedsInput,
     Notice,
-    Resume,
     StatusUpdate,
     StepBegin,
     TextDelta,
@@ -61,7 +61,6 @@ from devagent.agent.events import (
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
     from devagent.agent.session import Session
-    from devagent.agent.turn import Turn
 
 log = logging.getLogger("devagent.acp")
 
@@ -75,7 +74,7 @@ class _Open:
     session: Session
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one prompt at a time, in order
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    core_turn: Turn | None = None
+    driver: TurnDriver | None = None  # the prompt's turn, while it runs
     seen: set[str] = field(default_factory=set)  # call ids announced with `tool_call`
     terminals: dict[str, str] = field(default_factory=dict)  # call id -> the client's terminal id
     closed: bool = False  # session/close: no prompt runs on it any more
@@ -134,9 +133,9 @@ class DevagentAgent:
         """After the connection closed: a running turn is stopped (its state is stored); a turn
         that waits for permission stays waiting in the store, for a later session/load."""
         for o in self.open.values():
-            if o.core_turn is not None:
+            if o.driver is not None and o.driver.running:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(o.core_turn.cancel(), 10)
+                    await asyncio.wait_for(o.driver.cancel(), 10)
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -355,52 +354,18 @@ class DevagentAgent:
         if o is None:
             return
         o.cancelled.set()
-        if o.core_turn is not None:  # the core's turn handle stops it, running command included
-            await o.core_turn.cancel()
+        if o.driver is not None:  # stops the turn, a running command or a question included
+            await o.driver.cancel()
 
     async def _drive(self, o: _Open, first: UserPrompt | None, waiting: list[ToolCall] | None) -> TurnEnd:
-        session = o.session
-        inp: UserPrompt | Resume | None = first
-        while True:
-            if inp is not None:
-                if o.cancelled.is_set():
-                    if isinstance(inp, Resume) and waiting is not None:
-                        await self._withdraw(o, waiting)
-                    return TurnEnd("cancelled")
-                waiting = None
-                o.core_turn = session.advance(inp)
-                try:
-                    async for ev in o.core_turn:
-                        if isinstance(ev, TurnEnd):
-                            return ev
-                        if isinstance(ev, NeedsInput):
-                            waiting = ev.calls
-                        else:
-                            await self._emit(o, ev)
-                finally:
-                    o.core_turn = None
-                if waiting is None:
-                    return TurnEnd("error", error="the turn ended unexpectedly")
-            assert waiting is not None
-            decisions: list[Decision] = []
-            for call in waiting:
-                if call.awaiting_client:  # ACP has no client-run tools; the core never asks here
-                    continue
-                decision = await self._ask(o, call)
-                if decision is None:
-                    break
-                decisions.append(decision)
-            if o.cancelled.is_set() or len(decisions) < len([c for c in waiting if not c.awaiting_client]):
-                await self._withdraw(o, waiting)
-                return TurnEnd("cancelled")
-            inp = Resume(decisions=decisions)
-
-    async def _withdraw(self, o: _Open, waiting: list[ToolCall]) -> None:
-        """End the turn that waits for these calls (cancelled, or its session closed); the client
-        is told how each ended (not run), as the calls of a running turn are."""
-        await o.session.cancel()
-        for call in await o.session.settled_calls({c.id for c in waiting}):
-            await self._emit(o, CoreToolCallUpdate(call))
+        o.driver = driver = TurnDriver(o.session, _AcpDoor(self, o))
+        try:
+            outcome = await driver.run(first, waiting)
+        finally:
+            o.driver = None
+        if isinstance(outcome, Paused):  # the core asks ACP for permissions only
+            return TurnEnd("error", error="the turn waits for a client tool, which ACP cannot run")
+        return outcome
 
     async def _ask(self, o: _Open, call: ToolCall) -> Decision | None:
         """`session/request_permission` for one call; None when the turn was cancelled first."""
@@ -437,7 +402,7 @@ class DevagentAgent:
             o.cancelled.set()  # the client cancelled the prompt
             return None
         option = outcome.option_id  # type: ignore[union-attr]
-        offered = [x["optionId"] for x in options]
+        offered = call.option_ids()
         if option not in offered:
             log.warning("the client chose option %r, which was not offered; taken as a refusal", option)
             option = "cancel"
@@ -535,3 +500,29 @@ async def run_connection(opts: AcpOptions, transport: Any) -> int:
             await conn.close()
         await agent.aclose()
     return 0
+
+
+class _AcpDoor(Door):
+    """A prompt's turn as ACP shows it: `session/update`s, and `session/request_permission` for
+    each call that asks (the editor's choice is the answer; its cancel cancels the prompt)."""
+
+    def __init__(self, agent: DevagentAgent, o: _Open) -> None:
+        self.agent = agent
+        self.o = o
+
+    async def show(self, event: Event) -> None:
+        await self.agent._emit(self.o, event)
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        if call.awaiting_client:  # ACP has no client-run tools; the core never asks here
+            driver.park()
+            return
+        decision = await self.agent._ask(self.o, call)
+        if decision is None:
+            await driver.cancel()
+        else:
+            driver.answer(decision)
+
+    async def withdrawn(self, calls: list[ToolCall]) -> None:
+        for call in calls:
+            await self.agent._emit(self.o, CoreToolCallUpdate(call))

@@ -121,6 +121,15 @@ class ToolCall:
     # Set when the call waits for the client that supplied the tool to run it (C4, W6).
     awaiting_client: bool = False
 
+    def option_ids(self) -> list[str]:
+        """The ids of its permission request's options (none when it asks nothing)."""
+        return [o.id for o in self.confirmation.options] if self.confirmation is not None else []
+
+    def always_option(self) -> str | None:
+        """Its "allow always" option: `proceed_always`, or for an MCP call the per-tool one (its
+        per-server option is the other choice), None when it offers none."""
+        return next((o for o in self.option_ids() if o.startswith("proceed_always")), None)
+
 
 # --- events --------------------------------------------------------------------------------------
 

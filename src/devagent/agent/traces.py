@@ -106,7 +106,7 @@ async def _traced_turn(
             links.append(Link(before, {"devagent.link": "paused_turn"}))
     with _span("invoke_agent devagent", SpanKind.INTERNAL, attributes, links) as span:
         if kind in ("prompt", "resume"):  # stored with the turn's first save
-            state.trace_context = telemetry.traceparent(span.gettelemetry.span_context())
+            state.trace_context = telemetry.traceparent(span.get_span_context())
         try:
             await work
         finally:
