@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent import __version__
+from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     ClientResult,
     Decision,
+    Event,
     InputError,
     NeedsInput,
     Notice,
-    Resume,
     StatusUpdate,
     StepBegin,
     TextDelta,
@@ -237,16 +238,22 @@ def _start_reader(
 class Turn:
     id: str
     prompt_id: m.RpcId | None  # None for a turn resumed from the store (no prompt to answer)
-    answers: asyncio.Queue[Decision | ClientResult] = field(default_factory=asyncio.Queue)
-    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)  # a cancel came (maybe early)
     begun: bool = False  # the core works on it (until then `initialize` may still change tools)
-    core_turn: Any = None  # the core's handle of the running advance (cancels it at any point)
-    waiting: bool = False  # stopped for input; answers are being collected
+    driver: TurnDriver | None = None  # drives it once it has begun
     seen: set[str] = field(default_factory=set)  # call ids whose ToolCall event was sent
     finished: set[str] = field(default_factory=set)  # call ids whose ToolResult event was sent
-    requested: dict[str, str] = field(default_factory=dict)  # call id -> request id
     notices: list[Notice] = field(default_factory=list)  # held until the next event
     task: asyncio.Task[Any] | None = None  # the task driving it
+
+    @property
+    def waiting(self) -> bool:
+        """Stopped for input: the client's answers are awaited."""
+        return self.driver is not None and self.driver.awaiting_answers
+
+    def answer(self, answer: Decision | ClientResult) -> None:
+        if self.driver is not None:
+            self.driver.answer(answer)
 
 
 @dataclass(eq=False)
@@ -256,7 +263,7 @@ class PendingRequest:
     call_id: str
     turn: Turn
     message: m.JSON  # the request as sent, to send again after a re-initialize
-    options: list[str] = field(default_factory=list)
+    always: str | None = None  # the call's "allow always" option
     timer: asyncio.TimerHandle | None = None
 
 
@@ -357,13 +364,13 @@ class WireServer:
     async def shutdown(self) -> None:
         self._stopping = True
         turn = self.turn
-        if turn is not None and turn.core_turn is not None:
+        if turn is not None and turn.driver is not None and turn.driver.running:
             # A running turn is stopped (its state is stored); a turn that waits for the client
             # stays waiting in the store, and a later `--session` resumes it. Queued prompts do
             # not start (`_stopping`).
             turn.cancel_event.set()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(turn.core_turn.cancel(), 10)
+                await asyncio.wait_for(turn.driver.cancel(), 10)
             if turn.task is not None:
                 # Let it write its TurnEnd and the prompt's answer: stdout may still be read.
                 await asyncio.wait({turn.task}, timeout=3)
@@ -646,8 +653,8 @@ class WireServer:
         turn.cancel_event.set()
         if rpc_id is not None:
             self.send(m.result_response(rpc_id, {}))
-        if turn.core_turn is not None:  # the core's turn handle stops it at any point
-            await turn.core_turn.cancel()
+        if turn.driver is not None:  # stops it at any point, a wait for answers included
+            await turn.driver.cancel()
 
     async def _run_turn(
         self,
@@ -700,74 +707,12 @@ class WireServer:
         first: UserPrompt | None,
         waiting: list[ToolCall] | None,
     ) -> TurnEnd:
-        inp: UserPrompt | Resume | None = first
-        while True:
-            if inp is not None:
-                if turn.cancel_event.is_set():
-                    if isinstance(inp, UserPrompt):
-                        return TurnEnd("cancelled")
-                    await session.cancel()
-                    return TurnEnd("cancelled")
-                waiting = None
-                turn.core_turn = session.advance(inp)
-                try:
-                    async for ev in turn.core_turn:
-                        if isinstance(ev, Notice):
-                            turn.notices.append(ev)
-                            continue
-                        self._flush_notices(turn, ev)
-                        if isinstance(ev, TurnEnd):
-                            return ev
-                        if isinstance(ev, NeedsInput):
-                            waiting = ev.calls
-                        else:
-                            self._emit(session, turn, ev)
-                            # a client that does not read pauses this turn, not the process
-                            await self.out.drain()
-                finally:
-                    turn.core_turn = None
-                if waiting is None:  # the stream ended without NeedsInput or TurnEnd
-                    return TurnEnd("error", error="the turn ended unexpectedly")
-            assert waiting is not None
-            if turn.cancel_event.is_set():
-                await session.cancel()
-                return TurnEnd("cancelled")
-            for call in waiting:
-                if call.id not in turn.requested:
-                    self._send_request(session, turn, call)
-            turn.waiting = True
-            self._stalled.set()
-            try:
-                inp = await self._collect_answers(turn)
-            finally:
-                turn.waiting = False
-            if inp is None:
-                await session.cancel()
-                return TurnEnd("cancelled")
-
-    async def _collect_answers(self, turn: Turn) -> Resume | None:
-        """The answers that came, as one Resume (several if the client answered quickly), or None
-        when the turn is cancelled first."""
-        get = asyncio.ensure_future(turn.answers.get())
-        cancelled = asyncio.ensure_future(turn.cancel_event.wait())
-        try:
-            await asyncio.wait({get, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
-            if not get.done():
-                get.cancel()
-        if turn.cancel_event.is_set() or not get.done() or get.cancelled():
-            return None
-        answers = [get.result()]
-        while not turn.answers.empty():
-            answers.append(turn.answers.get_nowait())
-        resume = Resume()
-        for a in answers:
-            if isinstance(a, Decision):
-                resume.decisions.append(a)
-            else:
-                resume.results.append(a)
-        return resume
+        turn.driver = driver = TurnDriver(session, _WireDoor(self, session, turn))
+        if turn.cancel_event.is_set():  # cancelled before it began
+            await driver.cancel()
+        outcome = await driver.run(first, waiting)
+        assert isinstance(outcome, TurnEnd)  # the wire door waits for its client's answers
+        return outcome
 
     # --- core events -> wire events --------------------------------------------------------
 
@@ -816,13 +761,11 @@ class WireServer:
             # Stable across restarts, so a resumed session asks with the same id.
             rid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"devagent:{session.id}:{call.id}"))
             msg = m.request(rid, "ApprovalRequest", m.approval_request_payload(rid, call, turn.id))
-            options = [o.id for o in call.confirmation.options] if call.confirmation else []
-            pr = PendingRequest(rid, "approval", call.id, turn, msg, options)
+            pr = PendingRequest(rid, "approval", call.id, turn, msg, call.always_option())
             timeout = self.opts.approval_timeout
         if rid in self.pending:
             log.warning("request id %s is already pending; replacing it", rid)
         self.pending[rid] = pr
-        turn.requested[call.id] = rid
         if timeout is not None and timeout > 0:
             pr.timer = asyncio.get_running_loop().call_later(timeout, self._on_timeout, rid, timeout)
         self.send(msg)
@@ -842,15 +785,15 @@ class WireServer:
         if pr.kind == "approval":
             self._answer_approval(pr, "reject", f"no answer within {timeout:g} s")
         else:
-            pr.turn.answers.put_nowait(
+            pr.turn.answer(
                 ClientResult(
                     pr.call_id, error=f"The client did not return a result within {timeout:g} s (timed out)."
                 )
             )
 
     def _answer_approval(self, pr: PendingRequest, response: str, feedback: str = "") -> None:
-        option = _option_for(response, pr.options)
-        pr.turn.answers.put_nowait(Decision(pr.call_id, option, feedback=feedback or None))
+        option = _option_for(response, pr.always)
+        pr.turn.answer(Decision(pr.call_id, option, feedback=feedback or None))
         self.send(m.approval_response_event(pr.rpc_id, response, feedback))
 
     def _handle_response(self, msg: m.JSON) -> None:
@@ -869,7 +812,7 @@ class WireServer:
             if pr.kind == "approval":
                 self._answer_approval(pr, "reject", text)
             else:
-                pr.turn.answers.put_nowait(ClientResult(pr.call_id, error=text))
+                pr.turn.answer(ClientResult(pr.call_id, error=text))
             return
         type_, payload = m.unwrap_result(msg.get("result"))
         expected = (
@@ -898,10 +841,10 @@ class WireServer:
                     text = result.message or result.output or "the external tool failed"
                     if result.message and result.output and result.output != result.message:
                         text = f"{result.message}\n{result.output}"
-                    pr.turn.answers.put_nowait(ClientResult(pr.call_id, error=text))
+                    pr.turn.answer(ClientResult(pr.call_id, error=text))
                 else:
                     out = result.output or result.message
-                    pr.turn.answers.put_nowait(ClientResult(pr.call_id, output=out))
+                    pr.turn.answer(ClientResult(pr.call_id, output=out))
                 return
         # An answer the server cannot read: say so, and do not leave the turn hanging.
         log.warning("invalid answer to %s %s: %s", pr.kind, pr.rpc_id, problem)
@@ -913,9 +856,7 @@ class WireServer:
         if pr.kind == "approval":
             self._answer_approval(pr, "reject", "invalid answer")
         else:
-            pr.turn.answers.put_nowait(
-                ClientResult(pr.call_id, error="Invalid tool result payload from client.")
-            )
+            pr.turn.answer(ClientResult(pr.call_id, error="Invalid tool result payload from client."))
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -948,21 +889,12 @@ def _say(text: str) -> None:
     print(f"devagent wire: {text}", file=sys.stderr, flush=True)
 
 
-def _option_for(response: str, options: list[str]) -> str:
-    prefs = {
-        "approve": ("proceed_once",),
-        "approve_for_session": (
-            "proceed_always",
-            "proceed_always_tool",
-            "proceed_always_server",
-            "proceed_once",
-        ),
-        "reject": ("cancel",),
-    }[response]
-    for p in prefs:
-        if not options or p in options:
-            return p
-    return prefs[0]
+def _option_for(response: str, always: str | None) -> str:
+    """The core's option for a wire approval answer (approving for the session takes the call's
+    "allow always" option, or allows it once where it offers none)."""
+    if response == "approve_for_session":
+        return always or "proceed_once"
+    return "cancel" if response == "reject" else "proceed_once"
 
 
 def _slash_commands() -> list[m.JSON]:
@@ -1067,3 +999,30 @@ def run_wire(
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
+
+
+class _WireDoor(Door):
+    """A turn as wire shows it: events as they come (notices held until the next event), and for
+    each waiting call an ApprovalRequest or a ToolCallRequest whose answer comes back later, as a
+    response line, through `Turn.answer`."""
+
+    def __init__(self, server: WireServer, session: Session, turn: Turn) -> None:
+        self.server = server
+        self.session = session
+        self.turn = turn
+
+    async def show(self, event: Event) -> None:
+        if isinstance(event, Notice):
+            self.turn.notices.append(event)
+            return
+        self.server._flush_notices(self.turn, event)
+        if isinstance(event, NeedsInput | TurnEnd):
+            return
+        self.server._emit(self.session, self.turn, event)
+        await self.server.out.drain()  # a client that does not read pauses this turn, not the process
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        self.server._send_request(self.session, self.turn, call)
+
+    async def waiting(self, calls: list[ToolCall]) -> None:
+        self.server._stalled.set()
