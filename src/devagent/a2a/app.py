@@ -336,10 +336,10 @@ def _json_content_type(value: str | None) -> bool:
 def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The MCP door (devagent/mcp/) over streamable HTTP, on this server's core: each caller's
     workspaces are its roots here (`roots_for`), and its sessions are its own."""
-    from devagent.mcp.server import Door, McpOptions, build_server
+    from devagent.mcp.server import McpDoor, McpOptions, build_server
 
     opts = McpOptions(config=core.config, root=settings.workspace_roots[0], roots_for=settings.roots_for)
-    server = build_server(Door(opts, core=core))
+    server = build_server(McpDoor(opts, core=core))
     return server.streamable_http_app(streamable_http_path="/", host=settings.host)
 
 

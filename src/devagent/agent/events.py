@@ -130,6 +130,10 @@ class ToolCall:
         per-server option is the other choice), None when it offers none."""
         return next((o for o in self.option_ids() if o.startswith("proceed_always")), None)
 
+    def allow_always(self) -> str:
+        """The option a user's "always" answer takes: the call's own, else "allow once"."""
+        return self.always_option() or "proceed_once"
+
 
 # --- events --------------------------------------------------------------------------------------
 

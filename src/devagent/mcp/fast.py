@@ -204,9 +204,9 @@ def run_mcp(
     out = threading.Thread(target=relay.outbound, name="mcp-out", daemon=True)
     out.start()
 
-    from devagent.mcp.server import Door, McpOptions, build_server
+    from devagent.mcp.server import McpDoor, McpOptions, build_server
 
-    door = Door(McpOptions(config=config, root=root))
+    door = McpDoor(McpOptions(config=config, root=root))
     # SIGINT (a host's first signal to its server) and SIGTERM (its next) end the SDK's input, and
     # the SDK stops as at the end of stdin: a running turn is cancelled, its commands with it.
     # Python's KeyboardInterrupt would not: the SDK reads its input in a worker thread that a

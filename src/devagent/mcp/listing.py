@@ -25,9 +25,9 @@ def current() -> dict[str, Any]:
     import asyncio
 
     from devagent.agent.settings import CoreConfig
-    from devagent.mcp.server import Door, McpOptions, build_server
+    from devagent.mcp.server import McpDoor, McpOptions, build_server
 
-    server = build_server(Door(McpOptions(config=CoreConfig(), root=Path.cwd())))
+    server = build_server(McpDoor(McpOptions(config=CoreConfig(), root=Path.cwd())))
     tools = asyncio.run(server.list_tools())
     return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
 

@@ -45,12 +45,13 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
 from devagent import __version__
+from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp.fast import INSTRUCTIONS
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
-    from devagent.agent.events import ToolCall
+    from devagent.agent.events import Event, ToolCall
     from devagent.agent.session import Session
     from devagent.agent.settings import CoreConfig
 
@@ -134,7 +135,7 @@ class McpOptions:
     roots_for: Callable[[str], list[Path]] | None = None
 
 
-class Door:
+class McpDoor:
     """The core and the turn handling behind the tools (no agent logic: the core decides)."""
 
     def __init__(self, opts: McpOptions, core: AgentCore | None = None) -> None:
@@ -238,20 +239,22 @@ def _elicit_message(call: ToolCall) -> str:
     return text
 
 
-class Turn:
-    """One tool call's worth of a session: runs `session.advance` until the turn ends or waits
-    for input, telling the host as it goes, and gathers the result."""
+class HostTurn(Door):
+    """One tool call's worth of a session, driven by the core's turn driver: the host is told
+    as the turn goes (progress, log messages), each call that asks is put to the host's user as
+    an elicitation where the host can answer one, and the result is gathered."""
 
-    def __init__(self, door: Door, session: Session, ctx: Any) -> None:
+    def __init__(self, door: McpDoor, session: Session, ctx: Any) -> None:
         self.door = door
         self.session = session
         self.ctx = ctx
         self.text: list[str] = []
         self.files: dict[str, FileChange] = {}
         self.steps = 0
-        # Calls whose question the host dismissed in this tool call: not asked again, they wait
-        # (returned as input_required) for devagent_continue.
-        self.dismissed: set[str] = set()
+        self.asks: list[ToolCall] = []  # the permissions the turn waits for now
+        # Set once the host dismissed a question in this tool call: no question is put again;
+        # the calls wait (returned as input_required) for devagent_continue.
+        self.dismissed = False
         # Calls to ask in the tool's result, on protocol versions without server-to-client
         # requests (2026-07-28: the client asks its user and calls the tool again).
         self.elicit_later: list[ToolCall] = []
@@ -266,55 +269,11 @@ class Turn:
             await self.ctx.info(message, logger_name="devagent")
 
     async def run(self, inp: Any) -> TaskResult:
-        from devagent.agent.events import (
-            InputError,
-            NeedsInput,
-            Notice,
-            TextDelta,
-            ToolCallStatus,
-            ToolCallUpdate,
-            TurnEnd,
-        )
+        from devagent.agent.events import InputError, TurnEnd
 
-        status: str = "failed"
-        pending: list[ToolCall] = []
+        driver = TurnDriver(self.session, self)
         try:
-            while True:
-                next_input = None
-                async for ev in self.session.advance(inp):
-                    if isinstance(ev, TextDelta):
-                        self.text.append(ev.text)
-                    elif isinstance(ev, ToolCallUpdate):
-                        c = ev.call
-                        if c.status is ToolCallStatus.EXECUTING:
-                            await self._tell(f"{c.name}: {c.description or ''}".strip())
-                        elif c.status is ToolCallStatus.SUCCEEDED and c.output is not None and c.output.diff:
-                            d = c.output.diff
-                            self.files[d.file_path] = FileChange(
-                                path=self.session.workspace.display(Path(d.file_path)),
-                                summary=diff_summary(d),
-                            )
-                        elif c.status is ToolCallStatus.FAILED and c.error is not None:
-                            await self._tell(f"{c.name} failed: {c.error.message[:200]}")
-                    elif isinstance(ev, Notice) and ev.level != "info":
-                        self.text.append(f"\n[{ev.level}] {ev.text}\n")
-                    elif isinstance(ev, NeedsInput):
-                        asks = ev.permissions
-                        if asks and self._can_elicit() and not self.dismissed & {c.id for c in asks}:
-                            if self._stateless():
-                                self.elicit_later = asks  # asked in the result (2026-07-28)
-                            else:
-                                next_input = await self._ask(asks)
-                        status, pending = "input_required", asks
-                    elif isinstance(ev, TurnEnd):
-                        status = {"finished": "completed", "cancelled": "cancelled"}.get(ev.reason, "failed")
-                        if ev.reason not in ("finished", "cancelled") and ev.error:
-                            self.text.append(f"\n{ev.error}")
-                        elif ev.reason == "max_steps_reached":
-                            status = "completed"
-                if next_input is None:
-                    break
-                inp, pending = next_input, []
+            outcome = await driver.run(inp)
         except InputError as e:
             # Refused before the turn ran (the caller's budget): the host reads devagent's reason.
             raise DoorError(str(e)) from None
@@ -324,7 +283,50 @@ class Turn:
             with contextlib.suppress(Exception):
                 await asyncio.shield(core.request_cancel(self.session.id))
             raise
-        return self.result(status, pending)
+        if not isinstance(outcome, TurnEnd):
+            return self.result("input_required", [c for c in outcome.calls if not c.awaiting_client])
+        if outcome.reason not in ("finished", "cancelled") and outcome.error:
+            self.text.append(f"\n{outcome.error}")
+        status = {"finished": "completed", "cancelled": "cancelled", "max_steps_reached": "completed"}
+        return self.result(status.get(outcome.reason, "failed"), [])
+
+    async def show(self, event: Event) -> None:
+        from devagent.agent.events import NeedsInput, Notice, TextDelta, ToolCallStatus, ToolCallUpdate
+
+        if isinstance(event, TextDelta):
+            self.text.append(event.text)
+        elif isinstance(event, ToolCallUpdate):
+            c = event.call
+            if c.status is ToolCallStatus.EXECUTING:
+                await self._tell(f"{c.name}: {c.description or ''}".strip())
+            elif c.status is ToolCallStatus.SUCCEEDED and c.output is not None and c.output.diff:
+                d = c.output.diff
+                self.files[d.file_path] = FileChange(
+                    path=self.session.workspace.display(Path(d.file_path)), summary=diff_summary(d)
+                )
+            elif c.status is ToolCallStatus.FAILED and c.error is not None:
+                await self._tell(f"{c.name} failed: {c.error.message[:200]}")
+        elif isinstance(event, Notice) and event.level != "info":
+            self.text.append(f"\n[{event.level}] {event.text}\n")
+        elif isinstance(event, NeedsInput):
+            self.asks = event.permissions
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        """The host's user is asked (an elicitation) where the host can answer: declining
+        refuses the call, dismissing it answers nothing (it waits for devagent_continue)."""
+        if call.awaiting_client or self.dismissed or not self._can_elicit():
+            driver.park()
+            return
+        if self._stateless():
+            self.elicit_later = list(self.asks)  # asked in the result (2026-07-28)
+            driver.park()
+            return
+        got = await self.ctx.elicit(_elicit_message(call), Decision)
+        if got.action == "cancel":
+            self.dismissed = True
+            driver.park()
+            return
+        driver.answer(_decision(call, got.data if got.action == "accept" else None))
 
     def _stateless(self) -> bool:
         """Whether this request came on a protocol version where the server cannot send the
@@ -360,21 +362,6 @@ class Turn:
         except Exception:
             return False
 
-    async def _ask(self, calls: list[ToolCall]) -> Any:
-        """Each waiting call asked of the host's user; the answers as the core's Resume (None
-        when none was answered). Declining the question refuses the call; dismissing it (cancel)
-        answers nothing: that call and the ones after it keep waiting, for devagent_continue."""
-        from devagent.agent.events import Resume
-
-        decisions = []
-        for i, call in enumerate(calls):
-            got = await self.ctx.elicit(_elicit_message(call), Decision)
-            if got.action == "cancel":
-                self.dismissed.update(c.id for c in calls[i:])
-                break
-            decisions.append(_decision(call, got.data if got.action == "accept" else None))
-        return Resume(decisions=decisions) if decisions else None
-
     def result(self, status: str, pending: list[ToolCall]) -> TaskResult:
         u = self.session.state.turn_usage  # the turn's, across its pauses for permission
         return TaskResult(
@@ -409,10 +396,9 @@ def _decision(call: ToolCall, data: Decision | None) -> Any:
 
     if data is None:
         return CoreDecision(call.id, "cancel")
-    offered = [o.id for o in call.confirmation.options] if call.confirmation is not None else []
     option = CHOICES[data.decision]
-    if option == "proceed_always" and option not in offered:
-        option = next((o for o in offered if o.startswith("proceed_always")), "proceed_once")
+    if option == "proceed_always":
+        option = call.allow_always()
     return CoreDecision(call.id, option, feedback=(data.reason or None) if option == "cancel" else None)
 
 
@@ -437,7 +423,7 @@ def _responses(session: Session, responses: Any) -> Any:
     return Resume(decisions=decisions) if decisions else None
 
 
-async def _turn_result(turn: Turn, inp: Any) -> CallToolResult | InputRequiredResult:
+async def _turn_result(turn: HostTurn, inp: Any) -> CallToolResult | InputRequiredResult:
     """The turn run on `inp` (None: nothing to run, the session still waits) as the tool's result."""
     if inp is None:
         waiting = [c for c in turn.session.waiting_calls() if not c.awaiting_client]
@@ -488,16 +474,13 @@ def _answer(session: Session, answer: str) -> Any:
         raise DoorError('answer with "yes", "always" or "no" (optionally followed by what to do instead)')
     decisions = []
     for c in waiting:
-        offered = [o.id for o in c.confirmation.options] if c.confirmation is not None else []
-        chosen = option
-        if chosen == "proceed_always" and chosen not in offered:
-            chosen = next((o for o in offered if o.startswith("proceed_always")), "proceed_once")
+        chosen = c.allow_always() if option == "proceed_always" else option
         feedback = reason.strip() or None if chosen == "cancel" else None
         decisions.append(CoreDecision(c.id, chosen, feedback=feedback))
     return Resume(decisions=decisions)
 
 
-def build_server(door: Door) -> Any:
+def build_server(door: McpDoor) -> Any:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> Any:
@@ -549,7 +532,7 @@ def build_server(door: Door) -> Any:
             return _error(str(e))
         from devagent.agent.events import UserPrompt
 
-        return await _turn_result(Turn(door, session, ctx), UserPrompt(text))
+        return await _turn_result(HostTurn(door, session, ctx), UserPrompt(text))
 
     @server.tool(
         name="devagent_continue",
@@ -580,17 +563,17 @@ def build_server(door: Door) -> Any:
                 inp = UserPrompt(_prompt(prompt))
         except DoorError as e:
             return _error(str(e))
-        return await _turn_result(Turn(door, session, ctx), inp)
+        return await _turn_result(HostTurn(door, session, ctx), inp)
 
     async def _answered(ctx: Context) -> CallToolResult | InputRequiredResult:
         try:
             session = await door.session(str(ctx.request_state), ctx)
         except DoorError as e:
             return _error(str(e))
-        turn = Turn(door, session, ctx)
+        turn = HostTurn(door, session, ctx)
         inp = _responses(session, ctx.input_responses)
         answered = {d.call_id for d in inp.decisions} if inp is not None else set()
-        turn.dismissed = {c.id for c in session.waiting_calls()} - answered
+        turn.dismissed = bool({c.id for c in session.waiting_calls()} - answered)
         return await _turn_result(turn, inp)
 
     @server.tool(
