@@ -34,13 +34,16 @@ from devagent.a2a.emitter import (
 )
 from devagent.a2a.plain import PlainEmitter
 from devagent.a2a.request import Prepared, handoff
+from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
+    Event,
     Input,
     InputError,
     NeedsInput,
     Notice,
     TextDelta,
     ThoughtDelta,
+    ToolCall,
     ToolCallStatus,
     ToolCallUpdate,
     TurnEnd,
@@ -57,7 +60,6 @@ if TYPE_CHECKING:
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
     from devagent.agent.session import Session
-    from devagent.agent.turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +172,9 @@ _Item = _Text | _Tool | _Thought | _Notice | _End | _Refused | _Done
 
 @dataclass(slots=True)
 class _Running:
-    """An execution of this process: its turn once made (the one handle that cancels it)."""
+    """An execution of this process: its turn's driver once made (the one handle that cancels it)."""
 
-    turn: Turn | None = None
+    driver: TurnDriver | None = None
     cancelled: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     record: TurnRecord | None = None  # metrics and the turn's log line (observe.py)
@@ -371,168 +373,76 @@ class DevagentExecutor(AgentExecutor):
         previous_state: TaskState | None,
         running: _Running,
     ) -> None:
-        """Runs the core's turn in a pump task that turns events into items at once (the core
-        keeps mutating its ToolCall objects) and emits them from here. When the SDK's consumer
-        is slower than the model, the items waiting are merged before they are sent: text pieces
-        into one text, thought pieces of one subject into one thought, and successive EXECUTING
-        snapshots of one call into the latest (its `live_content` replaces the earlier one
-        anyway). An idle stream sends every piece as it comes."""
-        buf: deque[_Item] = deque()
-        wake = asyncio.Event()
-        tool_json = em.tool_json
-
-        turn = running.turn = session.advance(inp, label=em.task_id)
+        """Runs the core's turn through the turn driver in a pump task whose door turns events
+        into items at once (the core keeps mutating its ToolCall objects), and sends the items
+        from here (`_Outbox` merges those waiting when the SDK's consumer is slower than the
+        model)."""
+        outbox = _Outbox()
+        door = _A2aDoor(outbox, em, running.record)
+        # A cancel that comes before the turn begins is recorded by it (it begins cancelled).
+        driver = running.driver = TurnDriver(session, door, label=em.task_id, record_early_cancel=True)
         if running.cancelled:  # tasks/cancel came before the turn was made: it ends at once
-            await turn.cancel()
-
-        reply: list[str] = []  # the text of the model's last response (the turn's reply)
-
-        record = running.record
+            await driver.cancel()
 
         async def pump() -> None:
-            thought_subject = held = ""
-            in_thought = False
             try:
-                async for ev in turn:
-                    if record is not None:
-                        record.event(ev)
-                    if in_thought and not isinstance(ev, ThoughtDelta):
-                        if held:
-                            buf.append(_Thought(thought_subject, held))
-                        thought_subject = held = ""
-                        in_thought = False
-                    if isinstance(ev, TextDelta):
-                        if ev.text:
-                            buf.append(_Text(ev.text))
-                            reply.append(ev.text)
-                    elif isinstance(ev, ToolCallUpdate):
-                        reply.clear()  # text before a tool call is not the reply
-                        c = ev.call
-                        buf.append(_Tool(c.id, c.status, tool_json(c)))
-                    elif isinstance(ev, ThoughtDelta):
-                        if ev.subject:
-                            thought_subject = ev.subject
-                            buf.append(_Thought(ev.subject, ev.text))
-                        elif held or (not in_thought and ev.text.startswith("*")):
-                            # A thought opening with a bold title: hold it until the title is whole.
-                            held += ev.text
-                            if held.startswith("**") and "**" in held[2:]:
-                                thought_subject, rest = split_subject(held)
-                                held = ""
-                                if rest:
-                                    buf.append(_Thought(thought_subject, rest))
-                            elif len(held) > 200 or not held.startswith("**"[: len(held)]):
-                                buf.append(_Thought(thought_subject, held))
-                                held = ""
-                        else:
-                            buf.append(_Thought(thought_subject, ev.text))
-                        in_thought = True
-                    elif isinstance(ev, Notice):
-                        buf.append(_Notice(ev.text, ev.level))
-                    elif isinstance(ev, NeedsInput):
-                        # the requests and the calls the client runs go out with the pause itself
-                        buf.append(_End(INPUT_REQUIRED, parts=em.pause_parts(ev.calls)))
-                    elif isinstance(ev, TurnEnd):
-                        if ev.reason == "cancelled":
-                            buf.append(_End(CANCELED))
-                        elif ev.reason in ("error", "interrupted"):
-                            text = ev.error or ev.reason
-                            buf.append(_End(FAILED, text, [Part(text=text)]))
-                        elif ev.reason == "max_steps_reached":
-                            msg = ev.error or "maximum number of steps reached"
-                            buf.append(_End(COMPLETED, "maximum number of steps reached", [Part(text=msg)]))
-                        else:
-                            buf.append(_End(COMPLETED, reply="".join(reply)))
-                    else:  # StepBegin / StatusUpdate carry nothing the extension sends
-                        continue
-                    wake.set()
+                await driver.run(inp)
             except InputError as e:
                 # Refused before anything changed: the task stays as it was.
                 state = previous_state if previous_state == INPUT_REQUIRED else FAILED
-                buf.append(_Refused(state, str(e)))
+                outbox.put(_Refused(state, str(e)))
             except Exception as e:
-                # the client gets a reference, the log the detail (issue 12 item 3)
+                # the client gets a reference, the log the detail
                 text = internal_error(repr(e), what=f"the turn of session {session.id}", exc_info=e)
-                buf.append(_End(FAILED, text, [Part(text=text)]))
-            buf.append(_DONE)
-            wake.set()
+                outbox.put(_End(FAILED, text, [Part(text=text)]))
+            outbox.put(_DONE)
 
         # Let the SDK deliver what is already queued (the Task, `working`) before the turn's
         # first synchronous stretch (building the model request) holds the loop.
         for _ in range(_HANDOFF_YIELDS):
             await asyncio.sleep(0)
         pumping = asyncio.create_task(pump(), name=f"advance:{session.id}")
-        ended = False
         try:
-            while True:
-                if not buf:
-                    wake.clear()
-                    await wake.wait()
-                    continue
-                item = buf.popleft()
-                if isinstance(item, _Text):
-                    text = item.text
-                    if buf and isinstance(buf[0], _Text):
-                        pieces = [text]
-                        while buf and isinstance(more := buf[0], _Text):
-                            pieces.append(more.text)
-                            buf.popleft()
-                        text = "".join(pieces)
-                    await em.text(text)
-                elif isinstance(item, _Tool):
-                    latest = item
-                    if item.status == ToolCallStatus.EXECUTING:
-                        while (
-                            buf
-                            and isinstance(newer := buf[0], _Tool)
-                            and newer.call_id == item.call_id
-                            and newer.status == item.status
-                        ):
-                            latest = newer
-                            buf.popleft()
-                    await em.data(ext.TOOL_CALL_UPDATE, latest.json)
-                elif isinstance(item, _Thought):
-                    thought = item.text
-                    if buf and isinstance(buf[0], _Thought):
-                        pieces = [thought]
-                        while buf and isinstance(same := buf[0], _Thought) and same.subject == item.subject:
-                            pieces.append(same.text)
-                            buf.popleft()
-                        thought = "".join(pieces)
-                    await em.data(ext.THOUGHT, ext.thought_json(item.subject, thought))
-                elif isinstance(item, _Notice):
-                    await em.emit(
-                        WORKING,
-                        ext.TEXT_CONTENT,
-                        Part(text=item.text),
-                        item.text if item.level == "error" else None,
-                    )
-                elif isinstance(item, _End):
-                    if not ended:
-                        ended = True
-                        # (the session has stored the pause or the end; the task store not yet)
-                        crash_point("a2a.turn_stored")
-                        parts = item.parts
-                        if item.reply:  # the reply: an artifact, the final message
-                            parts = await em.reply(item.reply)
-                        await em.emit(
-                            item.state, ext.STATE_CHANGE, parts, error=item.error, extra=task_extra(session)
-                        )
-                elif isinstance(item, _Refused):
-                    ended = True
-                    parts = [Part(text=item.text)]
-                    waiting = [c for c in session.waiting_calls() if c.awaiting_client]
-                    if item.state == INPUT_REQUIRED and waiting:  # the calls still wait: say so again
-                        parts.append(tool_calls_part(waiting))
-                    await em.emit(item.state, ext.STATE_CHANGE, parts, error=item.text)
-                else:  # done
-                    break
+            ended = await self._send_items(outbox, em, session)
         finally:
             if not pumping.done():
                 pumping.cancel()
                 await asyncio.gather(pumping, return_exceptions=True)
         if not ended:
             await em.emit(FAILED, ext.STATE_CHANGE, error="the turn ended without a result")
+
+    async def _send_items(self, outbox: _Outbox, em: Emitter, session: Session) -> bool:
+        """Send the turn's items as A2A events until it is done; True when its end was sent."""
+        ended = False
+        while True:
+            item = await outbox.next()
+            if isinstance(item, _Text):
+                await em.text(item.text)
+            elif isinstance(item, _Tool):
+                await em.data(ext.TOOL_CALL_UPDATE, item.json)
+            elif isinstance(item, _Thought):
+                await em.data(ext.THOUGHT, ext.thought_json(item.subject, item.text))
+            elif isinstance(item, _Notice):
+                error = item.text if item.level == "error" else None
+                await em.emit(WORKING, ext.TEXT_CONTENT, Part(text=item.text), error)
+            elif isinstance(item, _End):
+                if not ended:
+                    ended = True
+                    # (the session has stored the pause or the end; the task store not yet)
+                    crash_point("a2a.turn_stored")
+                    parts = await em.reply(item.reply) if item.reply else item.parts
+                    await em.emit(
+                        item.state, ext.STATE_CHANGE, parts, error=item.error, extra=task_extra(session)
+                    )
+            elif isinstance(item, _Refused):
+                ended = True
+                parts = [Part(text=item.text)]
+                waiting = [c for c in session.waiting_calls() if c.awaiting_client]
+                if item.state == INPUT_REQUIRED and waiting:  # the calls still wait: say so again
+                    parts.append(tool_calls_part(waiting))
+                await em.emit(item.state, ext.STATE_CHANGE, parts, error=item.text)
+            else:  # done
+                return ended
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
@@ -543,8 +453,8 @@ class DevagentExecutor(AgentExecutor):
             # The turn ends with TurnEnd("cancelled"), which execute() turns into CANCELED; a
             # turn not made yet begins cancelled.
             running.cancelled = True
-            if running.turn is not None:
-                await running.turn.cancel()
+            if running.driver is not None:
+                await running.driver.cancel()
             try:
                 await asyncio.wait_for(running.done.wait(), timeout=10)
             except TimeoutError:
@@ -561,3 +471,127 @@ class DevagentExecutor(AgentExecutor):
             cc = context.call_context
             plain = cc is None or ext.EXTENSION_URI not in cc.requested_extensions
             await self.emitter(event_queue, task, session, plain=plain).emit(CANCELED, ext.STATE_CHANGE)
+
+
+class _Outbox:
+    """The items of a turn, put by the door as events happen and taken by the emitting loop. When
+    the loop is slower than the model, the items waiting are merged as they are taken: text
+    pieces into one text, thought pieces of one subject into one thought, and successive
+    EXECUTING snapshots of one call into the latest (its `live_content` replaces the earlier one
+    anyway). An idle stream sends every piece as it comes."""
+
+    def __init__(self) -> None:
+        self._buf: deque[_Item] = deque()
+        self._wake = asyncio.Event()
+
+    def put(self, item: _Item) -> None:
+        self._buf.append(item)
+        self._wake.set()
+
+    async def next(self) -> _Item:
+        while not self._buf:
+            self._wake.clear()
+            await self._wake.wait()
+        item = self._buf.popleft()
+        buf = self._buf
+        if isinstance(item, _Text) and buf and isinstance(buf[0], _Text):
+            pieces = [item.text]
+            while buf and isinstance(more := buf[0], _Text):
+                pieces.append(more.text)
+                buf.popleft()
+            return _Text("".join(pieces))
+        if isinstance(item, _Tool) and item.status == ToolCallStatus.EXECUTING:
+            while (
+                buf
+                and isinstance(newer := buf[0], _Tool)
+                and (newer.call_id, newer.status)
+                == (
+                    item.call_id,
+                    item.status,
+                )
+            ):
+                item = newer
+                buf.popleft()
+            return item
+        if isinstance(item, _Thought) and buf and isinstance(buf[0], _Thought):
+            pieces = [item.text]
+            while buf and isinstance(same := buf[0], _Thought) and same.subject == item.subject:
+                pieces.append(same.text)
+                buf.popleft()
+            return _Thought(item.subject, "".join(pieces))
+        return item
+
+
+class _A2aDoor(Door):
+    """A turn as A2A streams it: each core event becomes an item of the outbox, taken when it
+    happens; a call that waits parks the turn (input-required: its answer comes in a later
+    request, perhaps to another process). Thoughts are sent with their subject: a thought that
+    opens with a bold title is held until the title is whole."""
+
+    def __init__(self, outbox: _Outbox, em: Emitter, record: TurnRecord | None) -> None:
+        self.outbox = outbox
+        self.em = em
+        self.record = record  # metrics and the turn's log line
+        self.reply: list[str] = []  # the text of the model's last response (the turn's reply)
+        self.subject = ""
+        self.held = ""
+        self.in_thought = False
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        driver.park()
+
+    async def show(self, event: Event) -> None:
+        if self.record is not None:
+            self.record.event(event)
+        if self.in_thought and not isinstance(event, ThoughtDelta):
+            if self.held:
+                self.outbox.put(_Thought(self.subject, self.held))
+            self.subject = self.held = ""
+            self.in_thought = False
+        if isinstance(event, TextDelta):
+            if event.text:
+                self.outbox.put(_Text(event.text))
+                self.reply.append(event.text)
+        elif isinstance(event, ToolCallUpdate):
+            self.reply.clear()  # text before a tool call is not the reply
+            c = event.call
+            self.outbox.put(_Tool(c.id, c.status, self.em.tool_json(c)))
+        elif isinstance(event, ThoughtDelta):
+            self._thought(event)
+        elif isinstance(event, Notice):
+            self.outbox.put(_Notice(event.text, event.level))
+        elif isinstance(event, NeedsInput):
+            # the requests and the calls the client runs go out with the pause itself
+            self.outbox.put(_End(INPUT_REQUIRED, parts=self.em.pause_parts(event.calls)))
+        elif isinstance(event, TurnEnd):
+            self.outbox.put(self._end(event))
+
+    def _thought(self, ev: ThoughtDelta) -> None:
+        if ev.subject:
+            self.subject = ev.subject
+            self.outbox.put(_Thought(ev.subject, ev.text))
+        elif self.held or (not self.in_thought and ev.text.startswith("*")):
+            # A thought opening with a bold title: hold it until the title is whole.
+            self.held += ev.text
+            if self.held.startswith("**") and "**" in self.held[2:]:
+                self.subject, rest = split_subject(self.held)
+                self.held = ""
+                if rest:
+                    self.outbox.put(_Thought(self.subject, rest))
+            elif len(self.held) > 200 or not self.held.startswith("**"[: len(self.held)]):
+                self.outbox.put(_Thought(self.subject, self.held))
+                self.held = ""
+        else:
+            self.outbox.put(_Thought(self.subject, ev.text))
+        self.in_thought = True
+
+    def _end(self, ev: TurnEnd) -> _End:
+        if ev.reason == "cancelled":
+            return _End(CANCELED)
+        if ev.reason in ("error", "interrupted"):
+            text = ev.error or ev.reason
+            return _End(FAILED, text, [Part(text=text)])
+        if ev.reason == "max_steps_reached":
+            msg = ev.error or "maximum number of steps reached"
+            return _End(COMPLETED, "maximum number of steps reached", [Part(text=msg)])
+        return _End(COMPLETED, reply="".join(self.reply))

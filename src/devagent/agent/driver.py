@@ -88,10 +88,15 @@ Outcome = TurnEnd | Paused
 
 
 class TurnDriver:
-    def __init__(self, session: Drivable, door: Door, *, label: str | None = None) -> None:
+    def __init__(
+        self, session: Drivable, door: Door, *, label: str | None = None, record_early_cancel: bool = False
+    ) -> None:
         self.session = session
         self.door = door
         self.label = label  # the door's name for the turn (an A2A taskId), stored with it
+        # A cancel before the turn began: with this, the turn still begins (cancelled at once), so
+        # the session records it (an A2A task reads canceled from it); without, nothing is run.
+        self.record_early_cancel = record_early_cancel
         self.awaiting_answers = False  # every question is out; answers are being waited for
         self._answers: asyncio.Queue[Decision | ClientResult] = asyncio.Queue()
         self._cancelled = asyncio.Event()
@@ -128,7 +133,7 @@ class TurnDriver:
         inp: Input | None = first
         while True:
             if inp is not None:
-                if self.cancelled:
+                if self.cancelled and not self.record_early_cancel:
                     if not isinstance(inp, UserPrompt):
                         await self._withdraw(waiting or [])
                     return TurnEnd("cancelled")
@@ -147,6 +152,8 @@ class TurnDriver:
     async def _advance(self, inp: Input) -> TurnEnd | list[ToolCall]:
         waiting: list[ToolCall] | None = None
         self._turn = turn = self.session.advance(inp, label=self.label)
+        if self.cancelled:  # it begins cancelled, and ends at once
+            await turn.cancel()
         try:
             async for ev in turn:
                 await self.door.show(ev)
