@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devagent import __version__
+from devagent.agent.driver import Door, TurnDriver
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -205,14 +206,7 @@ async def _run(
         # thoughts shown whole: a one-shot run has no /thoughts to unfold them
         renderer = Renderer(out, show_thoughts=True, sandboxed=active_sandbox() is not None)
         renderer.new_turn()
-        inp: Any = UserPrompt(prompt)
-        while True:
-            result = await _drive(s, inp, renderer)
-            if result is None:
-                return 0
-            if isinstance(result, int):
-                return result
-            inp = result
+        return await _drive(s, UserPrompt(prompt), renderer)
     finally:
         await core.close()
 
@@ -224,26 +218,12 @@ def _announce_model(core: AgentCore, err: Console) -> None:
         err.print(f"[dim]{core.model_explanation}[/dim]")
 
 
-async def _drive(s: Any, inp: Any, r: Renderer) -> Any:
-    """Advance once; returns None (done), an exit code, or the next input (permission answers)."""
-    from devagent.agent.events import NeedsInput, Resume, TurnEnd
-
-    gen = s.advance(inp)
+async def _drive(s: Any, prompt: Any, r: Renderer) -> int:
+    """The turn through the core's turn driver, its permission questions asked at the terminal;
+    the exit code: 0 finished, 3 at the step limit, 130 cancelled, 2 refused to ask, 1 failed."""
+    door = _RunDoor(r)
     try:
-        async for ev in gen:
-            r.render(ev)
-            if isinstance(ev, TurnEnd):
-                r.finish()
-                if ev.reason == "finished":
-                    return None
-                return {"max_steps_reached": 3, "cancelled": 130}.get(ev.reason, 1)
-            if isinstance(ev, NeedsInput):
-                r.finish()
-                decisions = _ask(r.console, ev.calls)
-                if decisions is None:
-                    await s.cancel()
-                    return 2
-                return Resume(decisions=decisions)
+        end = await TurnDriver(s, door).run(prompt)
     except (KeyboardInterrupt, EOFError, asyncio.CancelledError) as e:
         # Ctrl-C during the turn (asyncio.run cancels this task) or at the prompt, or Ctrl-D there
         task = asyncio.current_task()
@@ -254,47 +234,69 @@ async def _drive(s: Any, inp: Any, r: Renderer) -> Any:
         print(f"devagent: cancelled ({why}); the session is stored, --session continues it.", file=sys.stderr)
         await s.cancel()
         return 130
-    return 1
+    if door.refused:
+        return 2
+    reason = getattr(end, "reason", "error")
+    return {"finished": 0, "max_steps_reached": 3, "cancelled": 130}.get(reason, 1)
 
 
-def _ask(console: Console, calls: list[ToolCall]) -> list[Any] | None:
+class _RunDoor(Door):
+    """`devagent run`'s side of a turn: events rendered, each permission asked at the terminal
+    (a session waiting with stdin not a terminal, or for a client tool, is cancelled: refused)."""
+
+    def __init__(self, r: Renderer) -> None:
+        self.r = r
+        self.refused = False
+        self.calls: list[ToolCall] = []  # those the turn waits for now
+
+    async def show(self, event: Any) -> None:
+        from devagent.agent.events import NeedsInput, TurnEnd
+
+        self.r.render(event)
+        if isinstance(event, NeedsInput | TurnEnd):
+            self.r.finish()
+        if isinstance(event, NeedsInput):
+            self.calls = event.calls
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        decision = None if self.refused else _ask(self.r.console, call, self.calls)
+        if decision is None:
+            self.refused = True
+            await driver.cancel()
+        else:
+            driver.answer(decision)
+
+
+def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
+    """The user's decision on one call, or None when it cannot be asked here."""
     from devagent.agent.events import Decision, FileDiff
 
     if not sys.stdin.isatty():
-        names = ", ".join(c.description or c.name for c in calls)
+        names = ", ".join(w.description or w.name for w in waiting)
         console.print(
             f"[red]Permission needed for: {names}, but standard input is not a terminal.[/red]\n"
             "Run in a terminal, or choose a mode that does not ask: --approval auto-edit | yolo | plan."
         )
         return None
-    decisions = []
-    for c in calls:
-        if c.awaiting_client:
-            console.print(f"[red]{c.name} is a client tool; the terminal cannot run it.[/red]")
-            return None
-        console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
-        details = c.confirmation.details if c.confirmation else None
-        can_edit = isinstance(details, FileDiff)
-        prompt = r"  \[y] once  \[a] always (this session)  \[n] no"
-        prompt += r"  \[e] edit first > " if can_edit else " > "
-        offered = [o.id for o in c.confirmation.options] if c.confirmation else []
-        # MCP calls offer proceed_always_tool / _server instead of proceed_always (B15)
-        always = next((o for o in offered if o.startswith("proceed_always")), "proceed_always")
-        while True:
-            answer = _read_answer(console, prompt)
-            if answer == "e" and isinstance(details, FileDiff):
-                from devagent.terminal.editor import edit_in_editor
+    if c.awaiting_client:
+        console.print(f"[red]{c.name} is a client tool; the terminal cannot run it.[/red]")
+        return None
+    console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
+    details = c.confirmation.details if c.confirmation else None
+    prompt = r"  \[y] once  \[a] always (this session)  \[n] no"
+    prompt += r"  \[e] edit first > " if isinstance(details, FileDiff) else " > "
+    while True:
+        answer = _read_answer(console, prompt)
+        if answer == "e" and isinstance(details, FileDiff):
+            from devagent.terminal.editor import edit_in_editor
 
-                edited = edit_in_editor(details.new_content, details.file_name, console)
-                if edited is not None:
-                    decisions.append(Decision(c.id, "proceed_once", new_content=edited))
-                    break
-                continue
-            option = {"y": "proceed_once", "a": always, "n": "cancel"}.get(answer)
-            if option:
-                decisions.append(Decision(c.id, option))
-                break
-    return decisions
+            edited = edit_in_editor(details.new_content, details.file_name, console)
+            if edited is not None:
+                return Decision(c.id, "proceed_once", new_content=edited)
+            continue
+        option = {"y": "proceed_once", "a": c.allow_always(), "n": "cancel"}.get(answer)
+        if option:
+            return Decision(c.id, option)
 
 
 def _read_answer(console: Console, prompt: str) -> str:

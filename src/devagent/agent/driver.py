@@ -40,6 +40,10 @@ class TurnHandle(Protocol):
 
     async def cancel(self) -> None: ...
 
+    async def aclose(self) -> None:
+        """Stop reading its events (the turn itself goes on, and stores what it does)."""
+        ...
+
 
 class Drivable(Protocol):
     """What the driver drives: a core session (or a door's stand-in for one, such as a remote
@@ -163,6 +167,7 @@ class TurnDriver:
                     waiting = ev.calls
         finally:
             self._turn = None
+            await turn.aclose()
         if waiting is None:  # the stream ended without NeedsInput or TurnEnd
             return TurnEnd("error", error="the turn ended unexpectedly")
         return waiting

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +35,14 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import FormattedTextControl, Layout, Window
 
+from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     Decision,
+    Event,
     ExecuteDetails,
     FileDiff,
     Input,
     NeedsInput,
-    Resume,
     ToolCall,
     TurnEnd,
     UserPrompt,
@@ -231,88 +232,24 @@ class Chat:
     # --- turns --------------------------------------------------------------------------------
 
     async def _turns(self, inp: Input | None, waiting: list[ToolCall]) -> None:
-        """Run a turn and the turns its permission answers start, until it ends."""
+        """Run a turn and the turns its permission answers start, until it ends: Ctrl-C while it
+        runs cancels it, a second one leaves once it stopped."""
         # a slash command's report is plain lines; the model's answer is Markdown
         command = isinstance(inp, UserPrompt) and inp.text.startswith("/")
         self.renderer.new_turn(markdown=not command)
-        while True:
-            if waiting:
-                decisions = await self._ask(waiting)
-                if decisions is None:  # Ctrl-C at the permission prompt
-                    await self.backend.end_waiting()
-                    self.console.print("[yellow]Cancelled.[/yellow]")
-                    self._armed = True
-                    return
-                inp = Resume(decisions=decisions)
-                waiting = []
-            assert inp is not None
-            end = await self._one(inp)
-            if isinstance(end, NeedsInput):
-                waiting = end.permissions
-                if end.client_calls:
-                    self.console.print(
-                        "[red]The session waits for a client tool this terminal cannot run.[/red]"
-                    )
-                    await self.backend.end_waiting()
-                    return
-                continue
-            return
-
-    async def _one(self, inp: Input) -> NeedsInput | TurnEnd | None:
-        """One turn, rendered; Ctrl-C cancels it, a second Ctrl-C leaves once it stopped."""
-        turn = self.backend.start(inp)
-        loop = asyncio.get_running_loop()
-        presses = 0
-        cancelling: list[asyncio.Task[None]] = []
-
-        def on_sigint() -> None:
-            nonlocal presses
-            presses += 1
-            if presses == 1:
-                self.renderer.finish()
-                self.console.print("[yellow]Cancelling… (Ctrl-C again leaves)[/yellow]")
-                cancelling.append(asyncio.ensure_future(turn.cancel()))
-
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        last: NeedsInput | TurnEnd | None = None
-        try:
-            async for ev in turn:
-                self.backend.observe(ev)
-                self.renderer.render(ev)
-                if isinstance(ev, NeedsInput | TurnEnd):
-                    last = ev
-                    break
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-            self.renderer.finish()
-            await turn.aclose()
-            if cancelling:
-                await asyncio.gather(*cancelling, return_exceptions=True)
-        if presses:
+        session = _Interruptible(self)
+        driver = session.driver = TurnDriver(session, _TerminalDoor(self))
+        await driver.run(inp, waiting or None)
+        if session.presses:
             self._armed = True
-            if isinstance(last, NeedsInput):  # cancelled while it stopped to ask: end the wait
-                await self.backend.end_waiting()
-                last = None
-            if presses > 1:
+            if session.presses > 1:
                 raise Leave()
-        return last
 
     # --- permission prompts -------------------------------------------------------------------
 
-    async def _ask(self, calls: list[ToolCall]) -> list[Decision] | None:
-        decisions: list[Decision] = []
-        for c in calls:
-            d = await self._ask_one(c)
-            if d is None:
-                return None
-            decisions.append(d)
-        return decisions
-
     async def _ask_one(self, c: ToolCall) -> Decision | None:
-        options = [o.id for o in c.confirmation.options] if c.confirmation else []
-        # MCP calls offer proceed_always_tool / _server instead of proceed_always
-        always = next((o for o in options if o.startswith("proceed_always")), None)
-        never = "cancel_always" in options  # refuse it for the rest of the session
+        always = c.always_option()
+        never = "cancel_always" in c.option_ids()  # refuse it for the rest of the session
         can_edit = self.backend.can_edit(c)
         keys = (
             "[y] once  "
@@ -499,3 +436,95 @@ async def chat(backend: Backend, console: Console, history_file: Path, **kw: Any
         return await Chat(backend, console, history_file=history_file, **kw).run()
     finally:
         await backend.close()
+
+
+class _Interruptible:
+    """The terminal's backend as the turn driver drives it, with Ctrl-C bound to the driver's
+    cancel while a turn runs (at a permission question the prompt reads Ctrl-C itself)."""
+
+    def __init__(self, repl: Chat) -> None:
+        self.repl = repl
+        self.driver: TurnDriver | None = None
+        self.presses = 0
+
+    def advance(self, inp: Input, *, label: str | None = None) -> _SignalledTurn:
+        return _SignalledTurn(self, self.repl.backend.start(inp))
+
+    async def cancel(self) -> None:
+        await self.repl.backend.end_waiting()
+
+    async def settled_calls(self, ids: set[str]) -> list[ToolCall]:
+        return []  # the terminal shows nothing more of calls a cancel settled
+
+
+class _SignalledTurn:
+    def __init__(self, owner: _Interruptible, turn: Any) -> None:
+        self.owner = owner
+        self.turn = turn
+        self._cancelling: list[asyncio.Future[None]] = []
+        self._gen: AsyncGenerator[Event, None] | None = None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        self._gen = self._events()
+        return self._gen
+
+    async def _events(self) -> AsyncGenerator[Event, None]:
+        owner, repl = self.owner, self.owner.repl
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            owner.presses += 1
+            if owner.presses == 1 and owner.driver is not None:
+                repl.renderer.finish()
+                repl.console.print("[yellow]Cancelling… (Ctrl-C again leaves)[/yellow]")
+                self._cancelling.append(asyncio.ensure_future(owner.driver.cancel()))
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            async for ev in self.turn:
+                yield ev
+                if isinstance(ev, NeedsInput | TurnEnd):
+                    break
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            repl.renderer.finish()
+            await self.turn.aclose()
+            if self._cancelling:
+                await asyncio.gather(*self._cancelling, return_exceptions=True)
+
+    async def cancel(self) -> None:
+        await self.turn.cancel()
+
+    async def aclose(self) -> None:
+        if self._gen is not None:
+            await self._gen.aclose()
+
+
+class _TerminalDoor(Door):
+    """A turn as the terminal shows it, and each permission question asked inline (one key)."""
+
+    def __init__(self, repl: Chat) -> None:
+        self.repl = repl
+        self.client_calls: list[ToolCall] = []
+
+    async def show(self, event: Event) -> None:
+        self.repl.backend.observe(event)
+        self.repl.renderer.render(event)
+        if isinstance(event, NeedsInput):
+            self.client_calls = event.client_calls
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        if self.client_calls:
+            self.client_calls = []
+            self.repl.console.print(
+                "[red]The session waits for a client tool this terminal cannot run.[/red]"
+            )
+            await driver.cancel()
+            return
+        decision = await self.repl._ask_one(call)
+        if decision is None:  # Ctrl-C at the permission prompt
+            await driver.cancel()
+            self.repl.console.print("[yellow]Cancelled.[/yellow]")
+            self.repl._armed = True
+            return
+        driver.answer(decision)
