@@ -199,6 +199,8 @@ def mend_v03_conversions(plain_numbers: Callable[[Any], Any]) -> None:
             part.root.data = plain_numbers(part.root.data)
         return part
 
+    to_compat_task_status_update_event.__wrapped__ = original_event  # type: ignore[attr-defined]
+    to_compat_part.__wrapped__ = original_part  # type: ignore[attr-defined]
     conversions.to_compat_task_status_update_event = to_compat_task_status_update_event
     conversions.to_compat_part = to_compat_part
     setattr(conversions, _MENDED, True)
