@@ -7,11 +7,12 @@ In this process, per call (median of `--rounds` rounds), on the inputs of a conv
 - pydantic-ai: the tools' JSON schemas transformed for the model (`customize_request_parameters`);
   the transcript's special tokens broken and its messages mapped to chat completions;
 - openai: the request body's transform (`async_maybe_transform`), one streamed chunk built.
-- aiosqlite: one SELECT and one INSERT through SQLAlchemy's engine on a SQLite file, and a
-  commit (patches/aiosqlite.py).
-In fresh processes (median of 5): the import time of the a2a server's SDK modules without and
-with devagent's import hooks (patches/a2a_sdk.py); of httpx without and with its command-line
-client skipped (patches/httpx.py).
+- aiosqlite: a SELECT through SQLAlchemy's engine on a SQLite file, the connection taken from
+  the pool and returned (patches/aiosqlite.py).
+- a2a-sdk: one call through its tracing decorator (nothing recording) and without it.
+In fresh processes (the least of 7): the CPU time and peak RSS of importing the a2a server's SDK
+modules without and with devagent's import hooks (patches/a2a_sdk.py); the CPU time of importing
+httpx without and with its command-line client skipped (patches/httpx.py).
 """
 
 from __future__ import annotations
@@ -160,21 +161,6 @@ def openai_patches(turns: int, rounds: int) -> None:
     loop.close()
 
 
-_IMPORT_SERVER = (
-    "import time; t = time.perf_counter();{hooks}"
-    "import a2a.server.request_handlers, a2a.server.routes, a2a.compat.v0_3.context_builders, "
-    "a2a.compat.v0_3.extension_headers, a2a.server.tasks;"
-    "print((time.perf_counter() - t) * 1000)"
-)
-_HOOKS = "import devagent.patches.a2a_sdk as p; p.install_import_hooks(lambda: False);"
-
-
-def a2a_import_hooks() -> None:
-    without = import_time(_IMPORT_SERVER.format(hooks=""))
-    with_hooks = import_time(_IMPORT_SERVER.format(hooks=_HOOKS))
-    print(f"{'a2a-sdk: server modules imported':<48} without {without:8.0f} ms     with {with_hooks:6.0f} ms")
-
-
 def aiosqlite_patch(rounds: int) -> None:
     import tempfile
 
@@ -185,43 +171,91 @@ def aiosqlite_patch(rounds: int) -> None:
 
     async def per_statement(one_hop: bool, path: str) -> float:
         engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=1, max_overflow=0)
-        if one_hop:
-            event.listen(engine.sync_engine, "connect", lambda c, _r: one_hop_cursors(c._connection))
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def connect(dbapi_conn: Any, _record: Any) -> None:
+            if one_hop:
+                one_hop_cursors(dbapi_conn._connection)
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")  # as the store's engine (store/db.py)
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
         async with engine.begin() as conn:
-            await conn.execute(text("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, n INT)"))
+            await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, n INT)"))
+            await conn.execute(text("INSERT INTO t (n) VALUES (1)"))
         times = []
         for _ in range(rounds):
             t = time.perf_counter()
-            for i in range(100):
-                async with engine.begin() as conn:
-                    await conn.execute(text("INSERT INTO t (n) VALUES (:n)"), {"n": i})
+            for _ in range(200):
+                async with engine.connect() as conn:  # returned to the pool: rolled back
                     (await conn.execute(text("SELECT n FROM t WHERE id = 1"))).all()
-            times.append((time.perf_counter() - t) / 100 * 1e6)
+            times.append((time.perf_counter() - t) / 200 * 1e6)
         await engine.dispose()
         return statistics.median(times)
 
     with tempfile.TemporaryDirectory() as d:
         without = asyncio.run(per_statement(False, f"{d}/a.db"))
         with_patch = asyncio.run(per_statement(True, f"{d}/b.db"))
-    show("aiosqlite: INSERT + SELECT + commit", without, with_patch)
+    show("aiosqlite: a SELECT on a pooled connection", without, with_patch)
 
 
-def import_time(code: str, runs: int = 5) -> float:
-    """Median milliseconds `code` (which prints them) reports in fresh processes."""
+_IMPORT_SERVER = (
+    "import resource;{hooks}"
+    "import a2a.server.request_handlers, a2a.server.routes, a2a.compat.v0_3.context_builders, "
+    "a2a.compat.v0_3.extension_headers, a2a.server.tasks;"
+    "r = resource.getrusage(resource.RUSAGE_SELF);"
+    "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM')][0].split()[1];"
+    "print((r.ru_utime + r.ru_stime) * 1000, int(hwm) / 1024)"
+)
+_HOOKS = "import devagent.patches.a2a_sdk as p; p.install_import_hooks(lambda: False);"
 
-    def once() -> float:
+
+def fresh_processes(code: str, runs: int = 7) -> tuple[float, float]:
+    """The least CPU milliseconds (user + system) and peak RSS (MiB) of `code`, which prints them,
+    over fresh processes: the least, as other work on a shared machine only ever adds to it."""
+
+    def once() -> tuple[float, float]:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        return float(out.stdout.strip())
+        cpu, rss = out.stdout.split()
+        return float(cpu), float(rss)
 
     once()  # the file cache warm
-    return statistics.median(once() for _ in range(runs))
+    return min(once() for _ in range(runs))
+
+
+def a2a_import_hooks() -> None:
+    without, rss_without = fresh_processes(_IMPORT_SERVER.format(hooks=""))
+    with_hooks, rss_with = fresh_processes(_IMPORT_SERVER.format(hooks=_HOOKS))
+    print(
+        f"{'a2a-sdk: server modules imported (CPU, RSS)':<48} "
+        f"without {without:6.0f} ms {rss_without:5.1f} MiB   with {with_hooks:6.0f} ms {rss_with:5.1f} MiB"
+    )
+
+
+def a2a_tracing_wrapper(rounds: int) -> None:
+    """A function under the SDK's `trace_function` (nothing records the span) and without it: the
+    cost of each SDK call the import hook leaves undecorated."""
+    import a2a.utils.telemetry as telemetry
+
+    def bare(x: int) -> int:
+        return x
+
+    traced = telemetry.trace_function(bare)
+    show(
+        "a2a-sdk: one traced call",
+        per_call(lambda: traced(1), rounds, 2000),
+        per_call(lambda: bare(1), rounds, 2000),
+    )
 
 
 def httpx_patch() -> None:
-    code = "import time; t = time.perf_counter();{skip}import httpx; print((time.perf_counter() - t) * 1000)"
+    code = "import resource;{skip}import httpx; r = resource.getrusage(resource.RUSAGE_SELF);"
+    code += "print((r.ru_utime + r.ru_stime) * 1000, r.ru_maxrss / 1024)"
     skip = "import devagent.patches.httpx as p; p.skip_command_line_client();"
-    without, with_patch = import_time(code.format(skip="")), import_time(code.format(skip=skip))
-    print(f"{'httpx: imported':<48} without {without:8.0f} ms     with {with_patch:6.0f} ms")
+    without, _ = fresh_processes(code.format(skip=""))
+    with_patch, _ = fresh_processes(code.format(skip=skip))
+    print(f"{'httpx: imported (CPU)':<48} without {without:6.0f} ms   with {with_patch:6.0f} ms")
 
 
 def main() -> None:
@@ -234,6 +268,7 @@ def main() -> None:
     pydantic_ai_patches(args.turns, args.rounds)
     openai_patches(args.turns, args.rounds)
     aiosqlite_patch(args.rounds)
+    a2a_tracing_wrapper(args.rounds)
     a2a_import_hooks()
     httpx_patch()
 

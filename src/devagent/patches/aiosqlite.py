@@ -11,7 +11,9 @@ three or four calls a statement: create a cursor, execute, fetch the rows (when 
 close the cursor. Each is a trip to that thread and back: a queue put, the thread's wake-up, then
 `call_soon_threadsafe`, a write to the event loop's self-pipe and the loop's wake-up for the
 result. A tool turn made about 60 of them for its ~14 statements, 7 commits and 7 rollbacks
-(the pool's reset of a returned connection); now 21. MEASURE_SQLITE
+(the pool's reset of a returned connection); now 21. bench/library_patches.py (the shared
+2-core test machine under a load of ~5): a SELECT on a connection taken from the pool and
+returned, 816 µs without the patch, 523 µs with it.
 
 `one_hop_cursors(connection)` makes the aiosqlite connection's `cursor()` return a cursor that
 does all of a statement on that thread in one call: a new sqlite3 cursor, execute, fetch every row

@@ -4,7 +4,8 @@ Written for httpx 0.28.1 (`WRITTEN_FOR`, the pin in pyproject.toml). `httpx/__in
 its own command-line client (`httpx._main`, which loads Click, Rich and Pygments) whenever those
 are installed, as they are beside devagent's terminal, and defines a stub `main` when that import
 fails. `skip_command_line_client` makes it fail: devagent never runs httpx's command line, and
-every start-up of devagent's pays for it otherwise. MEASURE_HTTPX
+every start-up of devagent's pays for it otherwise: importing httpx took 112 ms of CPU without
+the patch, 68 ms with it (bench/library_patches.py, the least of 7 fresh processes).
 """
 
 from __future__ import annotations

@@ -7,11 +7,12 @@ pyproject.toml, brings it). Both are applied once, when an OpenAI-family model i
 (tests/unit/test_patches.py fails then). The SDK offers no hook for either: the request body's
 transform and the chunk's construction are internal steps of its client.
 
-`skip_message_transform` (`openai.resources.chat.completions.completions.async_maybe_transform`):
-MEASURE_TRANSFORM
-
-`validate_stream_chunks` (`openai._base_client.BaseClient._process_response_data`):
-MEASURE_CHUNKS
+What they buy (bench/library_patches.py, the shared 2-core test machine under a load of ~5):
+- `skip_message_transform` (`openai.resources.chat.completions.completions.async_maybe_transform`):
+  the body of a request carrying 800 messages (200 tool turns) and devagent's ten tools, 300 ms
+  without the patch, 66 µs with it;
+- `validate_stream_chunks` (`openai._base_client.BaseClient._process_response_data`): a streamed
+  text chunk, 121 µs without, 2.8 µs with.
 """
 
 from __future__ import annotations

@@ -8,14 +8,16 @@ without the private function it wraps (tests/unit/test_patches.py fails then).
 `cache_tool_schemas`: before each request pydantic-ai passes every tool definition through the
 provider profile's `JsonSchemaTransformer` (`pydantic_ai.models._customize_tool_def`, called by
 `Model.customize_request_parameters`), a recursive walk in Python over the same schemas every
-time. MEASURE_SCHEMAS
+time. bench/library_patches.py (the shared 2-core test machine under a load of ~5): with
+devagent's ten tools, 710 µs a request without the patch, 76 µs with it.
 
 `memoize_history_mapping`: a chat-completions request carries the whole conversation, and before
 each one pydantic-ai walks all of it twice in Python: it breaks chat-template special tokens in
 the text of every part (`pydantic_ai._special_tokens._break_message`, when the model's profile
 says the model may tokenize them) and maps every message to the chat-completions format
 (`OpenAIChatModel._map_user_message` / `_map_model_response`). The history only grows, so that
-work grew with every turn. MEASURE_HISTORY
+work grew with every turn. bench/library_patches.py: for a transcript of 800 messages (200
+tool turns), 12.5 ms a request without the patch, 2.8 ms with it.
 
 The results are remembered on each message object. devagent's transcript is append-only and its
 messages are never changed in place (/clear and /compact replace the list with new objects), and
