@@ -13,10 +13,11 @@ Import hooks (`install_import_hooks`, run when `devagent.a2a` is imported, befor
   dispatchers in OpenTelemetry spans: each call (~60 a tool turn) starts a no-op span through
   the API's proxy tracer when nothing records them. The SDK's own switch,
   `OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false`, is read once when that module is imported but
-  would leak into the agent's shell commands if devagent set it, and keeps a wrapper per call. Instead, when nothing records a span (the variable unset and devagent's tracing off, or
-  the variable set to false), the module's decorators are replaced, as it is imported, by ones
-  that return the function or class undecorated. With the variable set to true, or with
-  devagent's tracing on, the SDK's tracing is left as it is.
+  would leak into the agent's shell commands if devagent set it, and keeps a wrapper per call.
+  Instead, when nothing records a span (the variable unset and devagent's tracing off, or the
+  variable set to false), the module's decorators are replaced, as it is imported, by ones that
+  return the function or class undecorated. With the variable set to true, or with devagent's
+  tracing on, the SDK's tracing is left as it is.
 - `a2a.compat.v0_3.extension_headers`, which the v0.3 server side imports, takes one type alias
   from `a2a.client.service_parameters`; importing that runs `a2a/client/__init__.py`, which
   loads the whole client and grpcio with its reflection and tools packages. The package's own
