@@ -578,10 +578,9 @@ def main() -> None:
 
     Every error a user can cause ends as one line on stderr and exit code 2 (usage) or 1 (runtime);
     `--debug` anywhere on the line (or DEVAGENT_DEBUG=1) also prints the traceback."""
-    # httpx imports its own command-line client with the package whenever Click, Rich and Pygments
-    # are installed (they are: devagent's terminal uses Rich): ~40 ms of every start-up for a
-    # command this process never runs. Unimportable, httpx defines a stub instead (issue 14).
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    from devagent.patches import httpx as httpx_patch
+
+    httpx_patch.skip_command_line_client()  # a client this process never runs, not imported
     argv = sys.argv[1:]
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]
     acp_mode = argv[:1] == ["acp"]

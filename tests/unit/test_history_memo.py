@@ -11,7 +11,7 @@ import pytest
 from pydantic_ai import messages as pm
 from pydantic_ai.models import ModelRequestParameters
 
-from devagent.agent import history_memo
+from devagent.patches import pydantic_ai as history_memo
 
 
 def _model() -> Any:

@@ -11,14 +11,14 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from devagent.patches.aiosqlite import OneHopCursor
 from devagent.store.db import Store
-from devagent.store.sqlite_hops import OneHopCursor
 
 
 async def run(url: str, one_hop: bool) -> list[Any]:
     engine = create_async_engine(url, pool_size=1, max_overflow=0)
     if one_hop:
-        from devagent.store.sqlite_hops import one_hop_cursors
+        from devagent.patches.aiosqlite import one_hop_cursors
 
         event.listen(engine.sync_engine, "connect", lambda c, _r: one_hop_cursors(c._connection))
     seen: list[Any] = []

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from a2a.types import AgentCard
     from starlette.types import Receive, Scope, Send
 
+# Where the card is served: the well-known path of A2A 1.0, and the one of v0.3.
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 _AUTH_DESCRIPTION = "Authorization: Bearer <token> (devagent serve --token)"
 # What a message's parts may hold: text, and JSON (DataParts). A file part of another media type
 # is refused with ContentTypeNotSupportedError (-32005).

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.settings import (
     DEFAULT_HOST,
@@ -14,6 +16,9 @@ from devagent.a2a.settings import (
     parse_token_args,
     parse_workspace_for,
 )
+
+if TYPE_CHECKING:
+    from devagent.agent.core import CoreConfig
 
 # A2ASettings field -> environment variable (server-only settings without a flag)
 PUSH_ENV = {
@@ -24,7 +29,7 @@ PUSH_ENV = {
     "push_lease": "DEVAGENT_PUSH_LEASE",
 }
 
-# A2ASettings field -> environment variable: limits on what a client sends (issue 12 item 2)
+# A2ASettings field -> environment variable: limits on what a client sends
 LIMIT_ENV = {
     "max_body_bytes": "DEVAGENT_MAX_BODY_BYTES",
     "max_json_depth": "DEVAGENT_MAX_JSON_DEPTH",
@@ -36,7 +41,7 @@ LIMIT_ENV = {
 ZERO_IS_UNLIMITED = frozenset(("max_streams_per_token",))
 
 
-def limit_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, int]:
+def limit_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, int]:
     """The limits given in the environment; ValueError names a bad one."""
     from devagent.common.jsonlimits import positive_int_from_env
 
@@ -48,7 +53,7 @@ def limit_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, 
     return out
 
 
-def push_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, float | int]:
+def push_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, float | int]:
     """The push settings given in the environment; ValueError names a bad one."""
     env = os.environ if environ is None else environ
     out: dict[str, float | int] = {}
@@ -64,6 +69,106 @@ def push_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, f
             raise ValueError(f"{var} must be positive")
         out[name] = value
     return out
+
+
+def _check_listen_flags(port: int, grpc_port: int | None, log_format: str) -> None:
+    """ValueError names a flag with a value the server cannot use."""
+    if log_format not in ("text", "json"):
+        raise ValueError(f"--log-format must be text or json, not {log_format!r}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port {port} is not a port: give 1-65535, or 0 for any free port")
+    if grpc_port is not None and not 0 <= grpc_port <= 65535:
+        raise ValueError(f"--grpc-port {grpc_port} is not a port: give 1-65535 or 0")
+
+
+def _choice(
+    environ: Mapping[str, str],
+    var: str,
+    default: str,
+    allowed: tuple[str, ...],
+    said: str,
+    *,
+    lower: bool = True,
+) -> str:
+    """One of `allowed` from the variable (in lower case, unless not `lower`), else ValueError."""
+    value = environ.get(var, default).strip()
+    value = value.lower() if lower else value
+    if value not in allowed:
+        raise ValueError(f"{var} must be {said}, not {value!r}")
+    return value
+
+
+def server_env_settings(environ: Mapping[str, str], max_streams_per_token: int | None) -> dict[str, Any]:
+    """The A2ASettings fields the environment gives (push, limits, the plain clients' approval,
+    replica events, the card's default version), `--max-streams-per-token` over its variable;
+    ValueError names a bad one."""
+    out: dict[str, Any] = {**push_settings_from_env(environ), **limit_settings_from_env(environ)}
+    if max_streams_per_token is not None:  # the flag over the environment
+        if max_streams_per_token < 0:
+            raise ValueError("--max-streams-per-token must be 0 (no limit) or more")
+        out["max_streams_per_token"] = max_streams_per_token
+    out["plain_approval"] = _choice(
+        environ, "DEVAGENT_PLAIN_APPROVAL", "ask", ("ask", "deny", "server"), "ask, deny or server"
+    )
+    replica_events = _choice(
+        environ, "DEVAGENT_REPLICA_EVENTS", "on", ("on", "off", "true", "false", "1", "0"), "on or off"
+    )
+    out["replica_events"] = replica_events in ("on", "true", "1")
+    out["card_default_version"] = _choice(
+        environ, "DEVAGENT_CARD_VERSION", "0.3", ("0.3", "1.0"), "0.3 or 1.0", lower=False
+    )
+    return out
+
+
+def _flag_or_env(values: list[str] | None, environ: Mapping[str, str], var: str) -> list[str]:
+    """A repeatable flag's values, else the one its environment variable holds."""
+    given = list(values or [])
+    if not given and environ.get(var):
+        given = [environ[var]]
+    return given
+
+
+def serve_settings(
+    environ: Mapping[str, str],
+    *,
+    host: str,
+    port: int,
+    grpc_port: int | None,
+    workspace_roots: list[Path],
+    tokens: list[str] | None,
+    workspace_for: list[str] | None,
+    allow_private_webhooks: bool,
+    public_url: str | None,
+    max_streams_per_token: int | None,
+    mcp: bool,
+    console: bool,
+    metrics_token: str | None,
+) -> A2ASettings:
+    """The server's settings from its flags, and the environment where a flag is not given;
+    ValueError says what is wrong."""
+    for r in workspace_roots:
+        if not r.is_dir():
+            raise ValueError(f"workspace root {r} is not a directory")
+    from_env = server_env_settings(environ, max_streams_per_token)
+    mapped = parse_workspace_for(_flag_or_env(workspace_for, environ, "DEVAGENT_WORKSPACE_FOR"))
+    settings = A2ASettings(
+        host=host,
+        port=port,
+        grpc_port=grpc_port,
+        workspace_roots=workspace_roots,
+        workspace_for=mapped,
+        tokens=parse_token_args(_flag_or_env(tokens, environ, "DEVAGENT_TOKEN")),
+        allow_private_webhooks=allow_private_webhooks,
+        public_url=public_url or "",
+        mcp=mcp,
+        console=console,
+        metrics_token=(metrics_token or "").strip(),
+        **from_env,
+    )
+    settings.check_bind()
+    settings.check_metrics_token()
+    settings.check_identities()  # names become workspace folders
+    return settings
 
 
 def serve_command(
@@ -93,103 +198,55 @@ def serve_command(
     from devagent.config import ConfigError, load_config
     from devagent.preflight import StartError, check_db_url, check_model, report
 
+    flags = {
+        "db_url": db,
+        "default_model": model,
+        "model_base_url": base_url,
+        "model_api_key": api_key,
+        "approval_mode": approval,
+        "lease_seconds": lease_seconds,
+    }
     try:
-        config = load_config(
-            {
-                "db_url": db,
-                "default_model": model,
-                "model_base_url": base_url,
-                "model_api_key": api_key,
-                "approval_mode": approval,
-                "lease_seconds": lease_seconds,
-            }
-        )
-    except ConfigError as e:
+        config = load_config(flags)
+        _check_listen_flags(port, grpc_port, log_format)
+    except (ConfigError, ValueError) as e:
         print(f"devagent: {e}", file=sys.stderr)
-        return 2
-    if log_format not in ("text", "json"):
-        print(f"devagent: --log-format must be text or json, not {log_format!r}", file=sys.stderr)
-        return 2
-    if not 0 <= port <= 65535:
-        print(f"devagent: --port {port} is not a port: give 1-65535, or 0 for any free port", file=sys.stderr)
-        return 2
-    if grpc_port is not None and not 0 <= grpc_port <= 65535:
-        print(f"devagent: --grpc-port {grpc_port} is not a port: give 1-65535 or 0", file=sys.stderr)
         return 2
     try:  # what can be known without the database or a provider, before anything listens
         check_model(config)
         check_db_url(config.db_url)
     except StartError as e:
         return report("devagent", e)
-    roots = list(workspace_roots or [])
-    for r in roots:
-        if not r.is_dir():
-            print(f"devagent: workspace root {r} is not a directory", file=sys.stderr)
-            return 2
     try:
-        push = push_settings_from_env()
-        limits = limit_settings_from_env()
-    except ValueError as e:
-        print(f"devagent: {e}", file=sys.stderr)
-        return 2
-    if max_streams_per_token is not None:  # the flag over the environment
-        if max_streams_per_token < 0:
-            print("devagent: --max-streams-per-token must be 0 (no limit) or more", file=sys.stderr)
-            return 2
-        limits["max_streams_per_token"] = max_streams_per_token
-    plain_approval = os.environ.get("DEVAGENT_PLAIN_APPROVAL", "ask").strip().lower()
-    if plain_approval not in ("ask", "deny", "server"):
-        print(
-            f"devagent: DEVAGENT_PLAIN_APPROVAL must be ask, deny or server, not {plain_approval!r}",
-            file=sys.stderr,
+        settings = serve_settings(
+            os.environ,
+            host=host,
+            port=port,
+            grpc_port=grpc_port,
+            workspace_roots=list(workspace_roots or []),
+            tokens=tokens,
+            workspace_for=workspace_for,
+            allow_private_webhooks=allow_private_webhooks,
+            public_url=public_url,
+            max_streams_per_token=max_streams_per_token,
+            mcp=mcp,
+            console=console,
+            metrics_token=metrics_token,
         )
-        return 2
-    replica_events = os.environ.get("DEVAGENT_REPLICA_EVENTS", "on").strip().lower()
-    if replica_events not in ("on", "off", "true", "false", "1", "0"):
-        print(f"devagent: DEVAGENT_REPLICA_EVENTS must be on or off, not {replica_events!r}", file=sys.stderr)
-        return 2
-    card_version = os.environ.get("DEVAGENT_CARD_VERSION", "0.3").strip()
-    if card_version not in ("0.3", "1.0"):
-        print(f"devagent: DEVAGENT_CARD_VERSION must be 0.3 or 1.0, not {card_version!r}", file=sys.stderr)
-        return 2
-    token_values = list(tokens or [])
-    if not token_values and os.environ.get("DEVAGENT_TOKEN"):
-        token_values = [os.environ["DEVAGENT_TOKEN"]]
-    mapping = list(workspace_for or [])
-    if not mapping and os.environ.get("DEVAGENT_WORKSPACE_FOR"):
-        mapping = [os.environ["DEVAGENT_WORKSPACE_FOR"]]
-    try:
-        mapped = parse_workspace_for(mapping)
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
-    settings = A2ASettings(
-        host=host,
-        port=port,
-        grpc_port=grpc_port,
-        workspace_roots=roots,
-        workspace_for=mapped,
-        tokens=parse_token_args(token_values),
-        allow_private_webhooks=allow_private_webhooks,
-        public_url=public_url or "",
-        replica_events=replica_events in ("on", "true", "1"),
-        plain_approval=plain_approval,
-        card_default_version=card_version,
-        mcp=mcp,
-        console=console,
-        metrics_token=(metrics_token or "").strip(),
-        **push,  # type: ignore[arg-type]
-        **limits,  # type: ignore[arg-type]
-    )
-    try:
-        settings.check_bind()
-        settings.check_metrics_token()
-        settings.check_identities()  # issue 20 item 4: names become workspace folders
-    except ValueError as e:
-        print(f"devagent: {e}", file=sys.stderr)
-        return 2
+    return _serve(config, settings, sandbox=sandbox, log_format=log_format, log_level=log_level)
+
+
+def _serve(
+    config: CoreConfig, settings: A2ASettings, *, sandbox: bool | None, log_format: str, log_level: str
+) -> int:
+    """Tracing decided, the server's imports started, the shell sandbox set up; then the server
+    runs until it is stopped."""
     from devagent import telemetry
     from devagent.a2a.server import start_preload
+    from devagent.preflight import StartError, report
 
     # Decided before the preload imports the a2a SDK, whose own tracing follows devagent's.
     telemetry.configure(config.traces, config.trace_content)
@@ -217,7 +274,8 @@ def serve_command(
     except StartError as e:
         return report("devagent", e)
     except OSError as e:
-        print(f"devagent: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        where = f"{settings.host}:{settings.port}"
+        print(f"devagent: cannot listen on {where}: {e.strerror or e}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,4 +1,4 @@
-"""The gRPC binding of A2A 1.0 (`lf.a2a.v1.A2AService`) on its own port (issue 11 item 4).
+"""The gRPC binding of A2A 1.0 (`lf.a2a.v1.A2AService`) on its own port.
 
 The SDK's `GrpcHandler` maps the service onto the same request handler the JSON-RPC and
 HTTP+JSON bindings use, so dialects and behaviour are the same on all three. What devagent adds:
@@ -12,19 +12,18 @@ Imported only when `serve --grpc-port` asks for gRPC: grpcio adds to the cold st
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
-from devagent.a2a import GRPC_HANDLER_MODULE
+from devagent.patches import a2a_sdk
 
-if sys.modules.get(GRPC_HANDLER_MODULE, False) is None:
-    del sys.modules[GRPC_HANDLER_MODULE]  # deferred by devagent.a2a: loaded now
-
+if a2a_sdk.grpc_handler_deferred():  # by devagent.a2a: loaded now
+    a2a_sdk.allow_grpc_handler()
 
 # grpcio with its fork handlers off, unless the operator says otherwise: devagent forks only to
 # exec (shell commands, MCP servers), and gRPC's handlers, on by default in its C core, would run
-# in each such child before its exec (and may log there). The variable is read when grpc is
-# imported; it is set for that moment only, so the agent's commands do not inherit it.
+# in each such child before its exec (and may log there). The environment variable is grpcio's
+# only documented switch for them (doc/fork_support.md; no Python API), read once when grpc is
+# imported: it is set for that moment only, so the agent's commands do not inherit it.
 if "GRPC_ENABLE_FORK_SUPPORT" not in os.environ:
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     try:
@@ -35,20 +34,24 @@ if "GRPC_ENABLE_FORK_SUPPORT" not in os.environ:
 import grpc  # type: ignore[import-untyped]
 import grpc.aio  # type: ignore[import-untyped]
 from a2a.auth.user import UnauthenticatedUser, User
-from a2a.server.request_handlers import grpc_handler
 from a2a.server.request_handlers.grpc_handler import (
     DefaultGrpcServerCallContextBuilder,
     GrpcHandler,
 )
 from a2a.types import a2a_pb2_grpc
 from a2a.utils.errors import (
+    A2A_ERROR_REASONS,
+    A2AError,
     PushNotificationNotSupportedError,
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
+from a2a.utils.grpc_status import status_to_grpc
+from google.protobuf import any_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 from devagent import telemetry
-from devagent.a2a.app import TokenCheck
+from devagent.a2a.auth import TokenCheck
 from devagent.a2a.streams import StreamLimit
 
 if TYPE_CHECKING:
@@ -141,18 +144,44 @@ class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return grpc.unary_unary_rpc_method_handler(deny_unary, **kw)
 
 
+# A2A 1.0's table of error mappings (5.4) says UNIMPLEMENTED for these three; a2a-sdk 1.3.0 maps
+# them to FAILED_PRECONDITION.
+UNIMPLEMENTED_ERRORS = (
+    UnsupportedOperationError,
+    PushNotificationNotSupportedError,
+    VersionNotSupportedError,
+)
+
+
+async def _abort_unimplemented(error: A2AError, context: grpc.aio.ServicerContext) -> None:
+    """Ends the call with UNIMPLEMENTED and the rich status the SDK gives its other errors: the
+    error's reason in a google.rpc.ErrorInfo, in the `grpc-status-details-bin` trailer."""
+    info = any_pb2.Any()
+    info.Pack(
+        error_details_pb2.ErrorInfo(
+            reason=A2A_ERROR_REASONS.get(type(error), "UNKNOWN_ERROR"), domain="a2a-protocol.org"
+        )
+    )
+    message = getattr(error, "message", None) or str(error)
+    status = status_pb2.Status(code=grpc.StatusCode.UNIMPLEMENTED.value[0], message=message, details=[info])
+    rich = status_to_grpc(status)
+    context.set_trailing_metadata((*(context.trailing_metadata() or ()), *rich.trailing_metadata))
+    await context.abort(rich.code, rich.details)
+
+
 async def _aclose(stream: AsyncIterable[Any]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
         await aclose()
 
 
-class _StreamCounting(GrpcHandler):
-    """The SDK's servicer, with its two streaming methods counted against the open streams per
-    token (issue 12 item 2): refused RESOURCE_EXHAUSTED before the handler is called, released
-    in the call's own `finally` however the stream ends (a cancelled call included). The methods
-    write with `context.write` instead of being generators, so that a cancellation always lands
-    in this frame (a generator left suspended at a `yield` would be closed only when collected)."""
+class _Servicer(GrpcHandler):
+    """The SDK's servicer, with A2A 1.0's error codes (`abort_context`) and its two streaming
+    methods counted against the open streams per token: refused RESOURCE_EXHAUSTED before the
+    handler is called, released in the call's own `finally` however the stream ends (a cancelled
+    call included). The methods write with `context.write` instead of being generators, so that
+    a cancellation always lands in this frame (a generator left suspended at a `yield` would be
+    closed only when collected)."""
 
     def __init__(
         self,
@@ -179,6 +208,13 @@ class _StreamCounting(GrpcHandler):
             slot.release()
             await _aclose(stream)
 
+    async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
+        """The SDK's error mapping, with A2A 1.0's code for the errors it maps otherwise."""
+        if type(error) in UNIMPLEMENTED_ERRORS:
+            await _abort_unimplemented(error, context)
+        else:
+            await super().abort_context(error, context)
+
     async def SendStreamingMessage(self, request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
         await self._counted(GrpcHandler.SendStreamingMessage(self, request, context), context)
 
@@ -186,18 +222,12 @@ class _StreamCounting(GrpcHandler):
         await self._counted(GrpcHandler.SubscribeToTask(self, request, context), context)
 
 
-# A2A 1.0's table of error mappings (5.4) says UNIMPLEMENTED for these three; a2a-sdk 1.3.0 maps
-# them to FAILED_PRECONDITION. Its handler reads this module-level table per error.
-for _error in (UnsupportedOperationError, PushNotificationNotSupportedError, VersionNotSupportedError):
-    grpc_handler._ERROR_CODE_MAP[_error] = grpc.StatusCode.UNIMPLEMENTED
-
-
 async def start_grpc(handler: RequestHandler, settings: A2ASettings) -> grpc.aio.Server:
     """Serves `handler` over gRPC on `settings.grpc_port` (already resolved, not 0)."""
     check = TokenCheck(settings.tokens) if settings.tokens else None
     server = grpc.aio.server(interceptors=[_BearerInterceptor(check)] if check else [])
     streams = getattr(handler, "streams", None) or StreamLimit(settings.max_streams_per_token)
-    servicer = _StreamCounting(handler, _ContextBuilder(check), streams, check)
+    servicer = _Servicer(handler, _ContextBuilder(check), streams, check)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     server.add_insecure_port(f"{host}:{settings.grpc_port}")

@@ -44,7 +44,7 @@ from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
-from devagent.a2a.request import Prepared, handoff
+from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.streams import StreamLimit
 from devagent.agent.events import InputError, Resume
 
@@ -207,62 +207,33 @@ class DevagentRequestHandler(DefaultRequestHandler):
         self.streams = StreamLimit(executor.settings.max_streams_per_token)
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """Checks and parses a message before the SDK runs it; a bad one is a JSON-RPC error and
+        no task is touched. What was worked out goes to the executor in the hand-off."""
         msg = params.message
-        if len(msg.task_id) > MAX_ID_LEN:  # no task has such an id (TCK CORE-MULTI-004)
-            raise TaskNotFoundError(f"Task {msg.task_id} not found")
-        if len(msg.context_id) > MAX_ID_LEN:
-            raise InvalidParamsError(message=f"contextId longer than {MAX_ID_LEN} characters")
-        limits = self.devagent.settings  # issue 12 item 2
-        if len(msg.parts) > limits.max_parts:
-            raise InvalidParamsError(message=f"more than {limits.max_parts} parts in one message")
-        for part in msg.parts:  # TCK CORE-SEND-003: a media type outside the card's input modes
-            media = part.media_type.split(";", 1)[0].strip().lower()
-            kind = part.WhichOneof("content")
-            if not media or media in INPUT_MODES or (kind == "text" and media.startswith("text/")):
-                continue  # text of any text/* type is read as text
-            what = "file" if kind in ("raw", "url") else kind or "empty"
-            raise ContentTypeNotSupportedError(f"{what} parts of type {media} are not supported")
+        self._check_limits(msg)
         req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
-        prepared = parse_message(msg, req_md)
-        if len(prepared.tools or ()) + len(prepared.tools_rejected) > limits.max_tools:
-            raise InvalidParamsError(message=f"more than {limits.max_tools} tool definitions in one message")
-        prepared.command = handoff(context).command
-        if prepared.settings is not None and prepared.settings.workspace_path:
-            try:
-                prepared.workspace = ext.validate_workspace(
-                    prepared.settings.workspace_path, self.devagent.settings.roots_for(owner_of(context))
-                )
-            except ext.SettingsError as e:
-                raise InvalidParamsError(message=str(e)) from None
-        if not prepared.text and not prepared.confirmations and not prepared.raw_results:
-            raise InvalidParamsError(
-                message="the message has no text, no ToolCallConfirmation and no tool_results"
-            )
-
+        prepared = self._parse(msg, req_md, context)
         results = prepared.raw_results or (prepared.text_results.entries if prepared.text_results else [])
         if results and not msg.task_id:
             # The design's client sends results without taskId: find the task waiting for them.
             await self._route_results(msg, prepared, context)
-        lreq: legacy.LegacyRequest | None = None
+        lreq: LegacyRequest | None = None
         if not msg.task_id and legacy.is_legacy_message(
             MessageToDict(msg.metadata) if msg.HasField("metadata") else None,
             req_md,
             context.requested_extensions,
         ):
-            lreq = legacy.LegacyRequest()
+            lreq = LegacyRequest()
         context_id = msg.context_id or None
         task: Task | None = None
         if not msg.task_id and context_id:
-            # Issue 21 item 1: a client that keeps contextIds only (the A2A Inspector,
-            # a2a-handler) answers a question on the context: the task waiting there continues.
+            # A client that keeps contextIds only (the A2A Inspector, a2a-handler) answers a
+            # question on the context: the task waiting there continues.
             msg.task_id = await self._waiting_task_of(context_id, context)
         if msg.task_id:
-            task = await self.store.get(msg.task_id, context)
-            if task is None:
-                raise TaskNotFoundError(f"Task {msg.task_id} not found")
-            task = await self._reconcile(task, context)
+            task = await self._task_named(msg.task_id, context)
             if legacy.is_legacy_task(task):
-                lreq = legacy.LegacyRequest()
+                lreq = LegacyRequest()
             context_id = task.context_id
             handoff(context).context_id = context_id
             if results:
@@ -272,37 +243,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if plain and task is not None and prepared.text and not prepared.confirmations and not results:
             await self._plain_answer(task, prepared, context)
         if prepared.confirmations:
-            session = (
-                await self.devagent.core.inspect(session_id_for(owner_of(context), context_id))
-                if context_id
-                else None
-            )
-            if session is None:
-                raise InvalidParamsError(message="no tool call waits for confirmation in this context")
-            waiting = {c.id for c in session.waiting_calls()}
-            unknown = [c.tool_call_id for c in prepared.confirmations if c.tool_call_id not in waiting]
-            if unknown and await session.answered(unknown) == unknown:
-                raise InvalidParamsError(
-                    message=f"this permission request was already answered (tool call {', '.join(unknown)})"
-                )
-            if unknown:
-                raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
-            if lreq is not None:
-                try:
-                    if legacy.apply_confirmations(session, prepared, lreq):
-                        await session.save_state()
-                except ext.SettingsError as e:
-                    raise InvalidParamsError(message=str(e)) from None
+            await self._check_confirmations(prepared, lreq, context_id, context)
         if (prepared.confirmations or prepared.results) and context_id and prepared.command is None:
-            # Taken here, so that an answer given already (through this process or another) is
-            # a JSON-RPC error, and of two answers raced through two processes one runs.
-            answer = prepared.to_input()
-            session = await self.devagent.session_for(owner_of(context), context_id, None, create=False)
-            if session is not None and isinstance(answer, Resume) and (answer.decisions or answer.results):
-                try:
-                    await session.accept_answers(answer)
-                except InputError as e:
-                    raise InvalidParamsError(message=_answer_error(e)) from None
+            await self._take_answers(prepared, context_id, context)
         if (
             task is not None
             and task.status.state in TERMINAL_TASK_STATES
@@ -316,6 +259,93 @@ class DevagentRequestHandler(DefaultRequestHandler):
         given = handoff(context)
         given.legacy = lreq
         given.prepared = prepared
+
+    def _check_limits(self, msg: Message) -> None:
+        """The message's ids, its number of parts and their media types, within bounds."""
+        if len(msg.task_id) > MAX_ID_LEN:  # no task has such an id (TCK CORE-MULTI-004)
+            raise TaskNotFoundError(f"Task {msg.task_id} not found")
+        if len(msg.context_id) > MAX_ID_LEN:
+            raise InvalidParamsError(message=f"contextId longer than {MAX_ID_LEN} characters")
+        limits = self.devagent.settings
+        if len(msg.parts) > limits.max_parts:
+            raise InvalidParamsError(message=f"more than {limits.max_parts} parts in one message")
+        for part in msg.parts:  # TCK CORE-SEND-003: a media type outside the card's input modes
+            media = part.media_type.split(";", 1)[0].strip().lower()
+            kind = part.WhichOneof("content")
+            if not media or media in INPUT_MODES or (kind == "text" and media.startswith("text/")):
+                continue  # text of any text/* type is read as text
+            what = "file" if kind in ("raw", "url") else kind or "empty"
+            raise ContentTypeNotSupportedError(f"{what} parts of type {media} are not supported")
+
+    def _parse(self, msg: Message, req_md: dict[str, Any] | None, context: ServerCallContext) -> Prepared:
+        """The message parsed: its text, confirmations, settings (the workspace validated), client
+        tools and results; refused when it carries nothing to act on."""
+        prepared = parse_message(msg, req_md)
+        limits = self.devagent.settings
+        if len(prepared.tools or ()) + len(prepared.tools_rejected) > limits.max_tools:
+            raise InvalidParamsError(message=f"more than {limits.max_tools} tool definitions in one message")
+        prepared.command = handoff(context).command
+        if prepared.settings is not None and prepared.settings.workspace_path:
+            try:
+                prepared.workspace = ext.validate_workspace(
+                    prepared.settings.workspace_path, limits.roots_for(owner_of(context))
+                )
+            except ext.SettingsError as e:
+                raise InvalidParamsError(message=str(e)) from None
+        if not prepared.text and not prepared.confirmations and not prepared.raw_results:
+            raise InvalidParamsError(
+                message="the message has no text, no ToolCallConfirmation and no tool_results"
+            )
+        return prepared
+
+    async def _task_named(self, task_id: str, context: ServerCallContext) -> Task:
+        """The caller's task with this id, its state brought up to date with its session's."""
+        task = await self.store.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError(f"Task {task_id} not found")
+        return await self._reconcile(task, context)
+
+    async def _check_confirmations(
+        self,
+        prepared: Prepared,
+        lreq: LegacyRequest | None,
+        context_id: str | None,
+        context: ServerCallContext,
+    ) -> None:
+        """Every confirmation answers a call waiting in this context (an answer given already is
+        said to be so); a legacy client's outcomes are applied to the session."""
+        session = (
+            await self.devagent.core.inspect(session_id_for(owner_of(context), context_id))
+            if context_id
+            else None
+        )
+        if session is None:
+            raise InvalidParamsError(message="no tool call waits for confirmation in this context")
+        waiting = {c.id for c in session.waiting_calls()}
+        unknown = [c.tool_call_id for c in prepared.confirmations if c.tool_call_id not in waiting]
+        if unknown and await session.answered(unknown) == unknown:
+            raise InvalidParamsError(
+                message=f"this permission request was already answered (tool call {', '.join(unknown)})"
+            )
+        if unknown:
+            raise InvalidParamsError(message=f"no tool call waiting with id {', '.join(unknown)}")
+        if lreq is not None:
+            try:
+                if legacy.apply_confirmations(session, prepared, lreq):
+                    await session.save_state()
+            except ext.SettingsError as e:
+                raise InvalidParamsError(message=str(e)) from None
+
+    async def _take_answers(self, prepared: Prepared, context_id: str, context: ServerCallContext) -> None:
+        """The answers are taken here, so that an answer given already (through this process or
+        another) is a JSON-RPC error, and of two answers raced through two processes one runs."""
+        answer = prepared.to_input()
+        session = await self.devagent.session_for(owner_of(context), context_id, None, create=False)
+        if session is not None and isinstance(answer, Resume) and (answer.decisions or answer.results):
+            try:
+                await session.accept_answers(answer)
+            except InputError as e:
+                raise InvalidParamsError(message=_answer_error(e)) from None
 
     async def _waiting_task_of(self, context_id: str, context: ServerCallContext) -> str:
         """The caller's task that waits `input-required` in this context, or ""."""

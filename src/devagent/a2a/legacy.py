@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from a2a.types import (
@@ -36,6 +35,10 @@ from google.protobuf import struct_pb2  # type: ignore[import-untyped]
 
 from devagent.a2a import extension as ext
 from devagent.a2a.emitter import Emitter, tool_calls_part
+
+# The request's legacy part lives with the rest of the hand-off (request.py); named here too, as
+# the executor refers to it.
+from devagent.a2a.request import LegacyRequest as LegacyRequest
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
@@ -194,17 +197,6 @@ def apply_confirmations(session: Session, prepared: Prepared, lreq: LegacyReques
         lreq.reannounce = True
         lreq.edits = dict(edits)
     return changed
-
-
-@dataclass(slots=True)
-class LegacyRequest:
-    """What the request handler worked out for a legacy request."""
-
-    outcomes: dict[str, str] = field(default_factory=dict)  # call id -> the client's outcome
-    # modify_with_editor only: nothing for the core; the waiting calls are announced again,
-    # with the content the client edited.
-    reannounce: bool = False
-    edits: dict[str, str] = field(default_factory=dict)  # call id -> content from modify_with_editor
 
 
 # --- agent -> client -----------------------------------------------------------------------------

@@ -13,17 +13,37 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
+
+from a2a.compat.v0_3 import conversions
+from a2a.types import (
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils import proto_utils
+from a2a.utils.errors import A2AError
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
+from devagent.a2a.executor import owner_of
+from devagent.a2a.request import Prepared, handoff
+from devagent.agent.commands import registry
+from devagent.agent.events import InputError, Notice, TextDelta
 from devagent.common.rpcerrors import client_message, internal_error
 
 if TYPE_CHECKING:
+    from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
+    from a2a.server.context import ServerCallContext
     from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
 
     from devagent.a2a.executor import DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
@@ -54,56 +74,94 @@ def command_json(info: CommandInfo, prefix: str = "") -> dict[str, Any]:
 
 
 def state_name(state: int) -> str:
-    from a2a.types import TaskState
-
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")  # type: ignore[arg-type]
 
 
 def _error(status: int, message: str) -> Response:
-    from starlette.responses import JSONResponse
-
     return JSONResponse({"error": message}, status_code=status)
 
 
-def rest_routes(
-    handler: DevagentRequestHandler,
-    executor: DevagentExecutor,
-    ctx_builder: Any,
-    on_new_task: Callable[[str], None] | None = None,
-) -> list[Route]:
-    from a2a.types import (
-        ListTasksRequest,
-        Message,
-        Part,
-        Role,
-        SendMessageRequest,
-        Task,
-        TaskState,
-        TaskStatus,
-    )
-    from a2a.utils.errors import A2AError
-    from starlette.responses import JSONResponse, StreamingResponse
-    from starlette.routing import Route
+async def _body_of(request: Request) -> dict[str, Any]:
+    """The request's JSON object ({} for anything else)."""
+    try:
+        body = await request.json()
+    except Exception:
+        return {}
+    return body if isinstance(body, dict) else {}
 
-    from devagent.a2a.executor import owner_of
-    from devagent.a2a.request import Prepared, handoff
-    from devagent.agent.commands import registry
-    from devagent.agent.events import InputError, Notice, TextDelta
 
-    settings = executor.settings
+async def _run_command(session: Session, path: list[str], args: str) -> Any:
+    """A command's output as the original answers it: its text, or an error message."""
+    out: list[str] = []
+    errors: list[str] = []
+    async for ev in session.run_command(path, args):
+        if isinstance(ev, TextDelta):
+            out.append(ev.text)
+        elif isinstance(ev, Notice):
+            (errors if ev.level == "error" else out).append(ev.text)
+    if errors:
+        return {"type": "message", "messageType": "error", "content": "\n".join(errors)}
+    return "".join(out).rstrip("\n")
 
-    async def body_of(request: Request) -> Any:
-        try:
-            return await request.json()
-        except Exception:
-            return None
 
-    async def list_commands(request: Request) -> Response:
+def _sse_frame(ev: Any) -> str:
+    """One event as a v0.3 stream response in a `data:` frame."""
+    tid = ev.id if isinstance(ev, Task) else getattr(ev, "task_id", "")
+    resp = conversions.to_compat_stream_response(proto_utils.to_stream_response(ev), tid)
+    return f"data: {resp.model_dump_json(by_alias=True, exclude_none=True)}\n\n"
+
+
+async def _sse_frames(first: Any, events: AsyncGenerator[Any, None]) -> AsyncIterator[str]:
+    try:
+        yield _sse_frame(first)
+        async for ev in events:
+            yield _sse_frame(ev)
+    except A2AError as e:
+        err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": e.message}}
+        yield f"event: error\ndata: {json.dumps(err)}\n\n"
+    finally:
+        await events.aclose()
+
+
+def _mcp_servers_json(entries: list[Any]) -> list[dict[str, Any]]:
+    """A session's MCP servers as the original's task metadata lists them."""
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        conn = e.conn
+        out.append(
+            {
+                "name": e.spec.name,
+                "status": _MCP_STATUS.get(conn.state, "disconnected") if conn is not None else "disconnected",
+                "tools": [
+                    {"name": t.name, "description": t.description, "parameterSchema": t.input_schema}
+                    for t in (conn.tools if conn is not None else [])
+                ],
+            }
+        )
+    return out
+
+
+class LegacyRest:
+    """The endpoints of Gemini CLI's a2a-server routes, over devagent's request handler."""
+
+    def __init__(
+        self,
+        handler: DevagentRequestHandler,
+        executor: DevagentExecutor,
+        ctx_builder: V03ServerCallContextBuilder,
+        on_new_task: Callable[[str], None] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.executor = executor
+        self.settings = executor.settings
+        self.ctx_builder = ctx_builder
+        self.on_new_task = on_new_task
+
+    async def list_commands(self, request: Request) -> Response:
         return JSONResponse({"commands": [command_json(c) for c in registry().list()]})
 
-    async def execute_command(request: Request) -> Response:
-        body = await body_of(request)
-        body = body if isinstance(body, dict) else {}
+    async def execute_command(self, request: Request) -> Response:
+        body = await _body_of(request)
         command = body.get("command")
         if not isinstance(command, str):
             return _error(400, 'Invalid "command" field.')
@@ -117,42 +175,23 @@ def rest_routes(
         arg_text = " ".join(str(a) for a in args or [])
         cid = body.get("contextId")
         context_id = cid if isinstance(cid, str) and cid else None
-        call_context = ctx_builder.build(request)
+        call_context = self.ctx_builder.build(request)
         if path[0] in STREAMING:
-            return await _stream_command(request, call_context, path, arg_text, context_id)
+            return await self._stream_command(request, call_context, path, arg_text, context_id)
         owner = owner_of(call_context)
         try:
-            session = await executor.session_for(owner, context_id or REST_CONTEXT, None)
+            session = await self.executor.session_for(owner, context_id or REST_CONTEXT, None)
             assert session is not None
-            return JSONResponse({"name": command, "data": await _run(session, path, arg_text)})
+            return JSONResponse({"name": command, "data": await _run_command(session, path, arg_text)})
         except InputError as e:
             return _error(400, str(e))
-        except Exception as e:  # issue 12 item 3: the detail to the log, a reference to the client
+        except Exception as e:  # the detail to the log, a reference to the client
             return _error(500, internal_error(repr(e), what=f"/{command}", exc_info=True))
 
-    async def _run(session: Session, path: list[str], args: str) -> Any:
-        out: list[str] = []
-        errors: list[str] = []
-        async for ev in session.run_command(path, args):
-            if isinstance(ev, TextDelta):
-                out.append(ev.text)
-            elif isinstance(ev, Notice):
-                (errors if ev.level == "error" else out).append(ev.text)
-        if errors:
-            return {"type": "message", "messageType": "error", "content": "\n".join(errors)}
-        return "".join(out).rstrip("\n")
-
-    async def _stream_command(
-        request: Request, call_context: Any, path: list[str], args: str, context_id: str | None
-    ) -> Response:
-        """A command acting through the model runs as a legacy task; its events stream as SSE,
-        one `data:` frame per event, blank-line separated. The task can be continued (answer a
-        permission request) with message/stream on its taskId."""
-        from a2a.compat.v0_3 import conversions
-        from a2a.utils import proto_utils
-
-        if not handler.streams.enter(request.scope):  # issue 12 item 2: before any task exists
-            return _error(429, handler.streams.message())
+    def _command_message(
+        self, call_context: ServerCallContext, path: list[str], args: str, context_id: str | None
+    ) -> Message:
+        """The legacy message that runs `/path args` in the caller's first workspace root."""
         msg = Message(
             message_id=str(uuid.uuid4()),
             role=Role.ROLE_USER,
@@ -160,17 +199,28 @@ def rest_routes(
         )
         if context_id:
             msg.context_id = context_id
-        msg.metadata.update(
-            {
-                legacy.KEY: {
-                    "kind": legacy.AGENT_SETTINGS,
-                    "workspacePath": str(settings.roots_for(owner_of(call_context))[0]),
-                }
-            }
-        )
+        workspace = str(self.settings.roots_for(owner_of(call_context))[0])
+        msg.metadata.update({legacy.KEY: {"kind": legacy.AGENT_SETTINGS, "workspacePath": workspace}})
+        return msg
+
+    async def _stream_command(
+        self,
+        request: Request,
+        call_context: ServerCallContext,
+        path: list[str],
+        args: str,
+        context_id: str | None,
+    ) -> Response:
+        """A command acting through the model runs as a legacy task; its events stream as SSE,
+        one `data:` frame per event, blank-line separated. The task can be continued (answer a
+        permission request) with message/stream on its taskId."""
+        streams = self.handler.streams
+        if not streams.enter(request.scope):  # before any task exists
+            return _error(429, streams.message())
+        msg = self._command_message(call_context, path, args, context_id)
         call_context.state["method"] = "message/stream"
         handoff(call_context).command = (path, args)
-        agen = handler.on_message_send_stream(SendMessageRequest(message=msg), call_context)
+        agen = self.handler.on_message_send_stream(SendMessageRequest(message=msg), call_context)
         try:
             first = await agen.__anext__()
         except StopAsyncIteration:
@@ -179,33 +229,15 @@ def rest_routes(
             return _error(400, e.message or "the command was refused")
         except Exception as e:
             return _error(500, internal_error(repr(e), what=f"/{' '.join(path)}", exc_info=True))
-
-        def frame(ev: Any) -> str:
-            tid = ev.id if isinstance(ev, Task) else getattr(ev, "task_id", "")
-            resp = conversions.to_compat_stream_response(proto_utils.to_stream_response(ev), tid)
-            return f"data: {resp.model_dump_json(by_alias=True, exclude_none=True)}\n\n"
-
-        async def frames() -> AsyncIterator[str]:
-            try:
-                yield frame(first)
-                async for ev in agen:
-                    yield frame(ev)
-            except A2AError as e:
-                err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": e.message}}
-                yield f"event: error\ndata: {json.dumps(err)}\n\n"
-            finally:
-                await agen.aclose()
-
         return StreamingResponse(
-            frames(),
+            _sse_frames(first, agen),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def create_task(request: Request) -> Response:
+    async def create_task(self, request: Request) -> Response:
         """Creates a legacy task without running it: 201 and the id as a JSON string."""
-        body = await body_of(request)
-        body = body if isinstance(body, dict) else {}
+        body = await _body_of(request)
         cid = body.get("contextId")
         context_id = cid if isinstance(cid, str) and cid else str(uuid.uuid4())
         if len(context_id) > 36:
@@ -213,15 +245,15 @@ def rest_routes(
         raw = body.get("agentSettings")
         st = ext.AgentSettings.from_metadata({legacy.KEY: raw}) if isinstance(raw, dict) else None
         prepared = Prepared(settings=st)
-        call_context = ctx_builder.build(request)
+        call_context = self.ctx_builder.build(request)
         if st is not None and st.workspace_path:
             try:
-                roots = settings.roots_for(owner_of(call_context))
+                roots = self.settings.roots_for(owner_of(call_context))
                 prepared.workspace = ext.validate_workspace(st.workspace_path, roots)
             except ext.SettingsError as e:
                 return _error(400, str(e))
         try:
-            session = await executor.session_for(owner_of(call_context), context_id, prepared)
+            session = await self.executor.session_for(owner_of(call_context), context_id, prepared)
         except Exception as e:  # a model or approval mode this server refuses, said plainly
             return _error(400, client_message(e, what="creating a task"))
         task_id = str(uuid.uuid4())
@@ -229,19 +261,19 @@ def rest_routes(
             id=task_id, context_id=context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         )
         task.status.timestamp.GetCurrentTime()
-        task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, executor.model_name(session)))
-        if on_new_task is not None:
-            on_new_task(task_id)
-        await handler.store.save(task, call_context)
+        task.metadata.update(legacy.event_metadata(legacy.STATE_CHANGE, self.executor.model_name(session)))
+        if self.on_new_task is not None:
+            self.on_new_task(task_id)
+        await self.handler.store.save(task, call_context)
         return JSONResponse(task_id, status_code=201)
 
-    async def metadata_of(task: Task, owner: str) -> dict[str, Any]:
-        session = await executor.session_for(owner, task.context_id, None, create=False)
+    async def _metadata_of(self, task: Task, owner: str) -> dict[str, Any]:
+        session = await self.executor.session_for(owner, task.context_id, None, create=False)
         md: dict[str, Any] = {
             "id": task.id,
             "contextId": task.context_id,
             "taskState": state_name(task.status.state),
-            "model": executor.model_name(session),
+            "model": self.executor.model_name(session),
             "mcpServers": [],
             "availableTools": [],
         }
@@ -252,36 +284,23 @@ def rest_routes(
             for d in session.tool_definitions()
         ]
         try:
-            entries = executor.core.mcp.session_servers(session)
+            entries = self.executor.core.mcp.session_servers(session)
         except Exception:
             entries = []
-        for e in entries:
-            conn = e.conn
-            md["mcpServers"].append(
-                {
-                    "name": e.spec.name,
-                    "status": _MCP_STATUS.get(conn.state, "disconnected")
-                    if conn is not None
-                    else "disconnected",
-                    "tools": [
-                        {"name": t.name, "description": t.description, "parameterSchema": t.input_schema}
-                        for t in (conn.tools if conn is not None else [])
-                    ],
-                }
-            )
+        md["mcpServers"] = _mcp_servers_json(entries)
         return md
 
-    async def task_metadata(request: Request) -> Response:
-        call_context = ctx_builder.build(request)
-        task = await handler.store.get(request.path_params["task_id"], call_context)
+    async def task_metadata(self, request: Request) -> Response:
+        call_context = self.ctx_builder.build(request)
+        task = await self.handler.store.get(request.path_params["task_id"], call_context)
         if task is None:
             return _error(404, "Task not found")
-        return JSONResponse({"metadata": await metadata_of(task, owner_of(call_context))})
+        return JSONResponse({"metadata": await self._metadata_of(task, owner_of(call_context))})
 
-    async def all_task_metadata(request: Request) -> Response:
+    async def all_task_metadata(self, request: Request) -> Response:
         """The caller's tasks that are not finished (the original lists the tasks it holds in
         memory, which are those), newest first; 204 when there are none."""
-        call_context = ctx_builder.build(request)
+        call_context = self.ctx_builder.build(request)
         owner = owner_of(call_context)
         out: list[dict[str, Any]] = []
         for state in (
@@ -289,19 +308,28 @@ def rest_routes(
             TaskState.TASK_STATE_WORKING,
             TaskState.TASK_STATE_INPUT_REQUIRED,
         ):
-            resp = await handler.store.list(ListTasksRequest(status=state, page_size=100), call_context)
+            resp = await self.handler.store.list(ListTasksRequest(status=state, page_size=100), call_context)
             for t in resp.tasks:
-                out.append(await metadata_of(t, owner))
+                out.append(await self._metadata_of(t, owner))
         if not out:
-            from starlette.responses import Response as Plain
-
-            return Plain(status_code=204)
+            return Response(status_code=204)
         return JSONResponse(out)
 
-    return [
-        Route("/listCommands", list_commands, methods=["GET"]),
-        Route("/executeCommand", execute_command, methods=["POST"]),
-        Route("/tasks", create_task, methods=["POST"]),
-        Route("/tasks/metadata", all_task_metadata, methods=["GET"]),
-        Route("/tasks/{task_id}/metadata", task_metadata, methods=["GET"]),
-    ]
+    def routes(self) -> list[Route]:
+        return [
+            Route("/listCommands", self.list_commands, methods=["GET"]),
+            Route("/executeCommand", self.execute_command, methods=["POST"]),
+            Route("/tasks", self.create_task, methods=["POST"]),
+            Route("/tasks/metadata", self.all_task_metadata, methods=["GET"]),
+            Route("/tasks/{task_id}/metadata", self.task_metadata, methods=["GET"]),
+        ]
+
+
+def rest_routes(
+    handler: DevagentRequestHandler,
+    executor: DevagentExecutor,
+    ctx_builder: V03ServerCallContextBuilder,
+    on_new_task: Callable[[str], None] | None = None,
+) -> list[Route]:
+    """The routes of Gemini CLI's a2a-server."""
+    return LegacyRest(handler, executor, ctx_builder, on_new_task).routes()

@@ -14,7 +14,6 @@ from devagent.agent.events import ClientResult, Decision, Input, Resume, RunComm
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
 
-    from devagent.a2a.legacy import LegacyRequest
     from devagent.agent.state import ClientTool
 
 
@@ -58,6 +57,17 @@ class Prepared:
                 results=list(self.results),
             )
         return UserPrompt(self.text)
+
+
+@dataclass(slots=True)
+class LegacyRequest:
+    """What the request handler worked out for a request in Gemini CLI's coderAgent dialect."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)  # call id -> the client's outcome
+    # modify_with_editor only: nothing for the core; the waiting calls are announced again,
+    # with the content the client edited.
+    reannounce: bool = False
+    edits: dict[str, str] = field(default_factory=dict)  # call id -> content from modify_with_editor
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ only the one the spec names.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -266,13 +266,15 @@ def create_model(
         return ScriptedModel.from_file(name)
     info = PROVIDERS[provider]
     try:
-        _cache_tool_schemas()
-        if provider not in ("anthropic", "google"):
-            _skip_message_transform()  # every other builder makes an OpenAI-SDK model
-            _validate_stream_chunks()
-            from devagent.agent.history_memo import memoize_history_mapping
+        from devagent.patches import pydantic_ai as pydantic_ai_patches
 
-            memoize_history_mapping()
+        pydantic_ai_patches.cache_tool_schemas()
+        if provider not in ("anthropic", "google"):  # every other builder makes an OpenAI-SDK model
+            from devagent.patches import openai as openai_patches
+
+            openai_patches.skip_message_transform()
+            openai_patches.validate_stream_chunks()
+            pydantic_ai_patches.memoize_history_mapping()
         if provider == "anthropic":
             return _anthropic(name, key, url, info, prompt_cache=prompt_cache)
         return _BUILDERS[provider](name, key, url, info)
@@ -301,178 +303,6 @@ def _either(names: tuple[str, ...]) -> str:
 
 
 # --- builders: each imports only its own provider ------------------------------------------------
-
-
-_TRANSFORM_SKIPPED = False
-_CHUNKS_VALIDATED = False
-_SCHEMAS_CACHED = False
-_SCHEMA_CACHE_SIZE = 512
-
-
-def _cache_tool_schemas() -> None:
-    """Transform each tool's JSON schema for the model once, not on every request (issue 14).
-
-    Before each request pydantic-ai passes every tool definition through the provider profile's
-    `JsonSchemaTransformer` (`pydantic_ai.models._customize_tool_def`), a recursive walk in
-    Python: with devagent's ten tools it was an eighth of a tool turn's CPU (yappi), for the same
-    schemas every time. The wrapper remembers each result by the transformer, the strictness and
-    the schema dict itself (the same object for a tool across requests); an entry is used only
-    while the schema is that object and still equal to a copy taken when it was stored, so a
-    schema changed in place is transformed again. pydantic-ai does not change the transformed
-    schema afterwards (it is put in the request as it is). Applied once; a pydantic-ai without
-    that module-level function is left alone."""
-    global _SCHEMAS_CACHED
-    if _SCHEMAS_CACHED:
-        return
-    _SCHEMAS_CACHED = True
-    import copy
-    import dataclasses
-
-    try:
-        from pydantic_ai import models as pai_models
-    except ImportError:
-        return
-    original = getattr(pai_models, "_customize_tool_def", None)
-    if original is None:
-        return
-    # (transformer, id(schema), strict) -> (the schema, a copy of it, the transformed definition)
-    cache: dict[tuple[Any, int, Any], tuple[Any, Any, Any]] = {}
-
-    def customize(transformer: Any, tool_def: Any) -> Any:
-        schema = tool_def.parameters_json_schema
-        key = (transformer, id(schema), tool_def.strict)
-        hit = cache.get(key)
-        if hit is not None and hit[0] is schema and hit[1] == schema:
-            done = hit[2]
-            return dataclasses.replace(
-                tool_def, parameters_json_schema=done.parameters_json_schema, strict=done.strict
-            )
-        done = original(transformer, tool_def)
-        if len(cache) >= _SCHEMA_CACHE_SIZE:
-            cache.clear()
-        cache[key] = (schema, copy.deepcopy(schema), done)
-        return done
-
-    pai_models._customize_tool_def = customize
-
-
-def _skip_message_transform() -> None:
-    """Stop the OpenAI SDK from walking the whole transcript on every request (issue 14).
-
-    `chat.completions.create` passes its body through the SDK's `async_maybe_transform`, which
-    walks every value against its TypedDict annotation to apply `PropertyInfo` aliases and formats.
-    The chat message and tool types have none (openai/types/chat/*_param.py), so for plain dicts
-    the walk returns what it was given, but it costs ~10 µs per key through `typing`
-    introspection: at turn 200 of a conversation it was three quarters of the server's CPU, and
-    the reason time per turn grew with the history; the tool definitions (JSON schemas) cost
-    another 4% of every request. The wrapper transforms the body without `messages` and `tools`
-    and puts them back as they are; when an entry is not a plain dict (never from pydantic-ai) the
-    SDK's own walk runs. The other parameters (model, stream, stream_options, tool_choice and
-    some thirty not given; ~200 µs a request) are walked by the SDK the first time their shape
-    (the keys given, nesting, value types of plain JSON data; the keys not given) is seen; when
-    the walk gave back the given ones unchanged, later requests of that shape skip it and leave
-    out the ones not given, as the walk does (issue 14), so an SDK that does rename or format
-    one of them keeps doing so.
-    Applied once, when an OpenAI-family model is first built; a newer SDK without that
-    module-level name is left alone."""
-    global _TRANSFORM_SKIPPED
-    if _TRANSFORM_SKIPPED:
-        return
-    _TRANSFORM_SKIPPED = True
-    try:
-        from openai.resources.chat.completions import completions
-    except ImportError:
-        return
-    original = getattr(completions, "async_maybe_transform", None)
-    if original is None:
-        return
-    from openai import _utils as sdk_utils
-
-    # without it, nothing counts as given and the other parameters keep the SDK's walk every time
-    is_given: Callable[[object], bool] = getattr(sdk_utils, "is_given", lambda _: False)
-
-    def plain(value: object) -> bool:
-        return isinstance(value, list) and all(type(v) is dict for v in value)
-
-    def shape(value: object) -> Hashable:
-        """The structure of plain JSON data (keys, nesting, value types), or None if not plain."""
-        kind = type(value)
-        if kind is dict:
-            items = []
-            for k, v in value.items():  # type: ignore[attr-defined]
-                s = shape(v)
-                if s is None or type(k) is not str:
-                    return None
-                items.append((k, s))
-            return ("d", tuple(items))
-        if kind is list:
-            parts = tuple(shape(v) for v in value)  # type: ignore[attr-defined]
-            return None if None in parts else ("l", parts)
-        return kind.__name__ if kind in (str, int, float, bool) or value is None else None
-
-    # the shape of the other parameters -> whether the SDK's walk gave them back unchanged
-    unchanged: dict[tuple[Hashable, tuple[str, ...], object], bool] = {}
-
-    async def transform(data: object, expected_type: object) -> Any:
-        if isinstance(data, dict) and plain(data.get("messages")):
-            kept = {k: data[k] for k in ("messages", "tools") if k in data and plain(data[k])}
-            others = {k: v for k, v in data.items() if k not in kept}
-            # the parameters not given (the SDK's `omit` sentinels), which its walk leaves out
-            given = {k: v for k, v in others.items() if is_given(v)}
-            form = shape(given)
-            key = (form, tuple(k for k in others if k not in given), expected_type)
-            if form is not None and unchanged.get(key):
-                return {**kept, **given}
-            rest = await original(others, expected_type)
-            if form is not None and len(unchanged) < _SCHEMA_CACHE_SIZE:
-                unchanged[key] = type(rest) is dict and rest == given and list(rest) == list(given)
-            if isinstance(rest, dict):
-                return {**kept, **rest}
-        return await original(data, expected_type)
-
-    completions.async_maybe_transform = transform  # type: ignore[attr-defined]
-
-
-def _validate_stream_chunks() -> None:
-    """Build each streamed chat chunk with pydantic-core, not the OpenAI SDK's loose constructor.
-
-    The SDK turns every SSE chunk of a streamed completion into a `ChatCompletionChunk` with
-    `construct_type`, a recursive walk in Python over the model's annotations: ~100 µs a chunk
-    (a tool turn's two requests stream ~11), where `model_validate(strict=True)` builds the same
-    model in ~5 µs (issue 14; a tenth of a tool turn's CPU under yappi). Strict, so a chunk that
-    validates holds exactly the values the constructor would have kept (no coercion); a chunk
-    that does not (an unknown `finish_reason`, `choices: null` from a loose OpenAI-compatible
-    server, any type the SDK does not declare) goes to the SDK's own constructor as before. The
-    models are equal, attribute by attribute and dump by dump (extra keys such as
-    `reasoning_content` land in `model_extra` either way); the one difference is that a validated
-    model also lists its extra keys in `model_fields_set`, which nothing reads. Only for
-    `ChatCompletionChunk` and without `_strict_response_validation` (whose own path is kept);
-    applied once, and a newer SDK without that method is left alone."""
-    global _CHUNKS_VALIDATED
-    if _CHUNKS_VALIDATED:
-        return
-    _CHUNKS_VALIDATED = True
-    try:
-        import pydantic
-        from openai._base_client import BaseClient
-        from openai.types.chat import ChatCompletionChunk
-    except ImportError:
-        return
-    original = getattr(BaseClient, "_process_response_data", None)
-    if original is None:
-        return
-    validate = ChatCompletionChunk.model_validate
-    invalid = pydantic.ValidationError
-
-    def process(self: Any, *, data: object, cast_to: Any, response: Any) -> Any:
-        if cast_to is ChatCompletionChunk and type(data) is dict and not self._strict_response_validation:
-            try:
-                return validate(data, strict=True)
-            except invalid:
-                pass
-        return original(self, data=data, cast_to=cast_to, response=response)
-
-    BaseClient._process_response_data = process  # type: ignore[method-assign]
 
 
 def _openai(name: str, key: str | None, url: str | None, info: ProviderInfo) -> Model:

@@ -218,7 +218,7 @@ class Store:
         if url.startswith("sqlite"):
             from sqlalchemy import event
 
-            from devagent.store.sqlite_hops import one_hop_cursors
+            from devagent.patches.aiosqlite import one_hop_cursors
 
             @event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:

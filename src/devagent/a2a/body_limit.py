@@ -1,0 +1,79 @@
+"""The request body limit of the HTTP bindings (`max_body_bytes`)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from devagent.a2a.jsonrpc import rpc_error
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Requests whose body is larger than `limit` bytes get HTTP 413 with a JSON-RPC error,
+    before the body is read: at once when Content-Length says so, else as soon as the streamed
+    body grows past the limit (the app's reading stops there and whatever it would have answered
+    is dropped)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _refuse(self, send: Send) -> None:
+        message = f"request body larger than {self.limit} bytes"
+        body = json.dumps(rpc_error(None, -32600, message)).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _declared_too_large(self, scope: Scope) -> bool:
+        for k, v in scope["headers"]:
+            if k == b"content-length":
+                return bool(v.strip().isdigit() and int(v) > self.limit)
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._declared_too_large(scope):
+            await self._refuse(send)
+            return
+        received = 0
+        refused = started = False
+
+        async def limited_receive() -> Any:
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    refused = True
+                    raise _BodyTooLarge
+            return message
+
+        async def guarded_send(message: Any) -> None:
+            nonlocal started
+            if refused:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
+        if refused and not started:
+            await self._refuse(send)
