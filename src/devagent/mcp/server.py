@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field
 
 from devagent import __version__
 from devagent.agent.wording import diff_summary, request_text
-from devagent.mcp.fast import INSTRUCTIONS
+from devagent.mcp.instructions import INSTRUCTIONS
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore, CoreConfig
