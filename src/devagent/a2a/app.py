@@ -34,7 +34,7 @@ from starlette.routing import Mount, Route
 import devagent
 from devagent.a2a import extension as ext
 from devagent.a2a.card import CardApp, build_card
-from devagent.a2a.executor import DevagentExecutor
+from devagent.a2a.executor import DevagentExecutor, session_id_for
 from devagent.a2a.handler import DevagentRequestHandler
 from devagent.a2a.hygiene import ErrorHygiene
 from devagent.a2a.legacy_rest import rest_routes
@@ -619,7 +619,7 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
         *(Route(path, CardApp(settings, card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
-        *(console_routes(core, settings) if settings.console else []),
+        *(console_routes(core, settings, session_id_for, ext.tool_call_json) if settings.console else []),
         Route("/", rpc, methods=["POST"]),
         # B16: the REST routes of Gemini CLI's a2a-server (behind the same authentication)
         *rest_routes(handler, executor, ctx_builder, new_task),
