@@ -497,6 +497,7 @@ def _answer(session: Session, answer: str) -> Any:
 
 
 def build_server(door: Door) -> Any:
+    """devagent's MCP server over `door`: its tools, in the order hosts list them."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> Any:
@@ -511,6 +512,14 @@ def build_server(door: Door) -> Any:
         instructions=INSTRUCTIONS,
         version=__version__,
     )
+    _add_start(server, door)
+    _add_continue(server, door)
+    _add_sessions(server, door)
+    return server
+
+
+def _add_start(server: MCPServer, door: Door) -> None:
+    """devagent_start: a task in a new session."""
 
     @server.tool(
         name="devagent_start",
@@ -531,7 +540,7 @@ def build_server(door: Door) -> Any:
         ] = "",
     ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
         if ctx.request_state:  # the retry after an input-required result: the answers
-            return await _answered(ctx)
+            return await _answered(door, ctx)
         try:
             text = _prompt(prompt)
             core = await door.core()
@@ -550,6 +559,10 @@ def build_server(door: Door) -> Any:
 
         return await _turn_result(Turn(door, session, ctx), UserPrompt(text))
 
+
+def _add_continue(server: MCPServer, door: Door) -> None:
+    """devagent_continue: a session's next prompt, or its answer to a permission."""
+
     @server.tool(
         name="devagent_continue",
         description=(
@@ -566,7 +579,7 @@ def build_server(door: Door) -> Any:
         from devagent.agent.events import UserPrompt
 
         if ctx.request_state:
-            return await _answered(ctx)
+            return await _answered(door, ctx)
         try:
             session = await door.session(session_id, ctx)
             if answer.strip():
@@ -581,16 +594,9 @@ def build_server(door: Door) -> Any:
             return _error(str(e))
         return await _turn_result(Turn(door, session, ctx), inp)
 
-    async def _answered(ctx: Context) -> CallToolResult | InputRequiredResult:
-        try:
-            session = await door.session(str(ctx.request_state), ctx)
-        except DoorError as e:
-            return _error(str(e))
-        turn = Turn(door, session, ctx)
-        inp = _responses(session, ctx.input_responses)
-        answered = {d.call_id for d in inp.decisions} if inp is not None else set()
-        turn.dismissed = {c.id for c in session.waiting_calls()} - answered
-        return await _turn_result(turn, inp)
+
+def _add_sessions(server: MCPServer, door: Door) -> None:
+    """devagent_sessions: the caller's sessions, or one with its conversation."""
 
     @server.tool(
         name="devagent_sessions",
@@ -612,7 +618,18 @@ def build_server(door: Door) -> Any:
         rows = [r for r in await core.store.list_sessions(None) if door.owns(r[1], owner)][:limit]
         return SessionList(sessions=[_info(sid, state, updated) for sid, state, updated in rows])
 
-    return server
+
+async def _answered(door: Door, ctx: Context) -> CallToolResult | InputRequiredResult:
+    """The retry of a tool call after an input-required result: the turn goes on with the answers."""
+    try:
+        session = await door.session(str(ctx.request_state), ctx)
+    except DoorError as e:
+        return _error(str(e))
+    turn = Turn(door, session, ctx)
+    inp = _responses(session, ctx.input_responses)
+    answered = {d.call_id for d in inp.decisions} if inp is not None else set()
+    turn.dismissed = {c.id for c in session.waiting_calls()} - answered
+    return await _turn_result(turn, inp)
 
 
 def _info(sid: str, state: dict[str, Any], updated: float) -> SessionInfo:
