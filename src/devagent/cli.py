@@ -16,6 +16,7 @@ import typer
 
 from devagent import __version__
 from devagent.agent.driver import Door, TurnDriver
+from devagent.global_flags import GlobalFlags, lend, take
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,6 +62,7 @@ def _version_flag(value: bool) -> None:
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[
         bool | None,
         typer.Option("--version", callback=_version_flag, is_eager=True, help="Print the version and exit"),
@@ -86,10 +88,14 @@ def _options(
     ] = None,
 ) -> None:
     """devagent: an open, self-hostable coding agent (A2A server, wire mode, terminal)."""
-    if debug:
-        os.environ["DEVAGENT_DEBUG"] = "1"
-    if config is not None:
-        os.environ["DEVAGENT_CONFIG"] = str(config)
+    if ctx.obj is None:  # the app run without main(), which takes these flags out of any place
+        tokens = None if context_tokens is None else str(context_tokens)
+        ctx.obj = GlobalFlags(str(config) if config else None, tokens, debug)
+
+
+def _flags(ctx: typer.Context) -> GlobalFlags:
+    """The global flags of this command line (main() or the callback put them in the context)."""
+    return ctx.obj if isinstance(ctx.obj, GlobalFlags) else GlobalFlags()
 
 
 @app.command()
@@ -114,6 +120,7 @@ def commands() -> None:
 
 @app.command()
 def run(
+    ctx: typer.Context,
     prompt: Annotated[str, typer.Argument(help="What to do")],
     workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root")] = Path("."),
     model: ModelOpt = None,
@@ -131,9 +138,11 @@ def run(
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
     from devagent.config import ConfigError, load_config
 
+    flags = _flags(ctx)
     try:
         config = load_config(
             {
+                **flags.settings(),
                 "db_url": db,
                 "default_model": model,
                 "model_base_url": base_url,
@@ -162,7 +171,7 @@ def run(
             check_model(config)
         code = asyncio.run(_run(config, prompt, workspace, session, model))
     except StartError as e:
-        raise typer.Exit(report("devagent", e)) from None
+        raise typer.Exit(report("devagent", e, flags.debug)) from None
     except KeyboardInterrupt:  # a second Ctrl-C while the turn was being cancelled
         typer.echo("devagent: cancelled (Ctrl-C).", err=True)
         raise typer.Exit(130) from None
@@ -332,6 +341,7 @@ ApprovalOpt = Annotated[
 
 @app.command()
 def chat(
+    ctx: typer.Context,
     workspace: Annotated[
         Path | None,
         typer.Option(
@@ -380,12 +390,14 @@ def chat(
             max_steps=max_steps,
             sandbox=sandbox,
             thoughts=thoughts,
+            flags=_flags(ctx),
         )
     )
 
 
 @app.command()
 def sessions(
+    ctx: typer.Context,
     workspace: Annotated[
         Path | None, typer.Option("--workspace", "-w", help="Only the sessions of this workspace")
     ] = None,
@@ -396,103 +408,120 @@ def sessions(
     """List stored sessions: id, workspace, title, last activity (`chat --session ID` continues one)."""
     from devagent.terminal.start import sessions_command
 
-    raise typer.Exit(sessions_command(workspace=workspace, limit=limit, db=db, as_json=as_json))
+    raise typer.Exit(
+        sessions_command(workspace=workspace, limit=limit, db=db, as_json=as_json, flags=_flags(ctx))
+    )
+
+
+# The options of `devagent serve`.
+HostOpt = Annotated[str, typer.Option("--host", help="Address to listen on")]
+PortOpt = Annotated[int, typer.Option("--port", envvar="CODER_AGENT_PORT", help="Port (0: any free port)")]
+GrpcPortOpt = Annotated[
+    int | None,
+    typer.Option("--grpc-port", help="Also serve A2A's gRPC binding on this port (0: any free port)"),
+]
+WorkspaceRootOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--workspace-root",
+        envvar="CODER_AGENT_WORKSPACE_PATH",
+        help="Directory clients' workspaces must lie in (repeatable)",
+    ),
+]
+ServeTokenOpt = Annotated[
+    list[str] | None,
+    typer.Option("--token", help="Bearer token, or NAME=TOKEN (repeatable; default $DEVAGENT_TOKEN)"),
+]
+WorkspaceForOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--workspace-for",
+        help="NAME=DIR: the workspace root of identity NAME (repeatable; default "
+        "$DEVAGENT_WORKSPACE_FOR; otherwise, with named tokens, each identity gets ROOT/NAME)",
+    ),
+]
+ServeApprovalOpt = Annotated[
+    str | None, typer.Option("--approval", help="Default approval mode: ask | auto-edit | yolo | plan")
+]
+PrivateWebhooksOpt = Annotated[
+    bool, typer.Option("--allow-private-webhooks", help="Allow push notifications to private addresses")
+]
+PublicUrlOpt = Annotated[str | None, typer.Option("--public-url", help="URL the agent card advertises")]
+LeaseSecondsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--lease-seconds",
+        help="Seconds before another replica takes over the turns of one that died (default 10)",
+    ),
+]
+LogFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        envvar="DEVAGENT_LOG_FORMAT",
+        help="Log lines (one per request and per turn) as text or json",
+    ),
+]
+MaxStreamsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-streams-per-token",
+        help="Streams one token may hold open at once, all bindings together (0: no limit; "
+        "default 32, or $DEVAGENT_MAX_STREAMS_PER_TOKEN)",
+    ),
+]
+McpOpt = Annotated[
+    bool, typer.Option("--mcp", help="Also serve the MCP door (streamable HTTP) at /mcp, same tokens")
+]
+ConsoleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--console/--no-console",
+        envvar="DEVAGENT_CONSOLE",
+        help="Serve the web console at /ui (same tokens as A2A)",
+    ),
+]
+MetricsTokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-token",
+        envvar="DEVAGENT_METRICS_TOKEN",
+        help="Bearer token that reads /metrics with each caller's spend (callers' tokens read "
+        "totals only); valid for /metrics alone",
+    ),
+]
 
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option("--port", envvar="CODER_AGENT_PORT", help="Port (0: any free port)")
-    ] = 41242,
-    grpc_port: Annotated[
-        int | None,
-        typer.Option("--grpc-port", help="Also serve A2A's gRPC binding on this port (0: any free port)"),
-    ] = None,
-    workspace_root: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--workspace-root",
-            envvar="CODER_AGENT_WORKSPACE_PATH",
-            help="Directory clients' workspaces must lie in (repeatable)",
-        ),
-    ] = None,
+    ctx: typer.Context,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 41242,
+    grpc_port: GrpcPortOpt = None,
+    workspace_root: WorkspaceRootOpt = None,
     db: DbOpt = None,
-    token: Annotated[
-        list[str] | None,
-        typer.Option("--token", help="Bearer token, or NAME=TOKEN (repeatable; default $DEVAGENT_TOKEN)"),
-    ] = None,
-    workspace_for: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--workspace-for",
-            help="NAME=DIR: the workspace root of identity NAME (repeatable; default "
-            "$DEVAGENT_WORKSPACE_FOR; otherwise, with named tokens, each identity gets ROOT/NAME)",
-        ),
-    ] = None,
+    token: ServeTokenOpt = None,
+    workspace_for: WorkspaceForOpt = None,
     model: ModelOpt = None,
-    approval: Annotated[
-        str | None, typer.Option("--approval", help="Default approval mode: ask | auto-edit | yolo | plan")
-    ] = None,
-    allow_private_webhooks: Annotated[
-        bool, typer.Option("--allow-private-webhooks", help="Allow push notifications to private addresses")
-    ] = False,
-    public_url: Annotated[
-        str | None, typer.Option("--public-url", help="URL the agent card advertises")
-    ] = None,
-    lease_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--lease-seconds",
-            help="Seconds before another replica takes over the turns of one that died (default 10)",
-        ),
-    ] = None,
+    approval: ServeApprovalOpt = None,
+    allow_private_webhooks: PrivateWebhooksOpt = False,
+    public_url: PublicUrlOpt = None,
+    lease_seconds: LeaseSecondsOpt = None,
     sandbox: SandboxOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
-    log_format: Annotated[
-        str,
-        typer.Option(
-            "--log-format",
-            envvar="DEVAGENT_LOG_FORMAT",
-            help="Log lines (one per request and per turn) as text or json",
-        ),
-    ] = "text",
-    max_streams_per_token: Annotated[
-        int | None,
-        typer.Option(
-            "--max-streams-per-token",
-            help="Streams one token may hold open at once, all bindings together (0: no limit; "
-            "default 32, or $DEVAGENT_MAX_STREAMS_PER_TOKEN)",
-        ),
-    ] = None,
-    mcp: Annotated[
-        bool, typer.Option("--mcp", help="Also serve the MCP door (streamable HTTP) at /mcp, same tokens")
-    ] = False,
-    console: Annotated[
-        bool,
-        typer.Option(
-            "--console/--no-console",
-            envvar="DEVAGENT_CONSOLE",
-            help="Serve the web console at /ui (same tokens as A2A)",
-        ),
-    ] = True,
-    metrics_token: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-token",
-            envvar="DEVAGENT_METRICS_TOKEN",
-            help="Bearer token that reads /metrics with each caller's spend (callers' tokens read "
-            "totals only); valid for /metrics alone",
-        ),
-    ] = None,
+    log_format: LogFormatOpt = "text",
+    max_streams_per_token: MaxStreamsOpt = None,
+    mcp: McpOpt = False,
+    console: ConsoleOpt = True,
+    metrics_token: MetricsTokenOpt = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
     from devagent.a2a.cli import serve_command
 
-    raise typer.Exit(
-        serve_command(
+    with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
+        code = serve_command(
             host=host,
             port=port,
             grpc_port=grpc_port,
@@ -514,7 +543,7 @@ def serve(
             console=console,
             metrics_token=metrics_token,
         )
-    )
+    raise typer.Exit(code)
 
 
 @app.command(
@@ -528,7 +557,7 @@ def wire(ctx: typer.Context) -> None:
     `devagent --wire …` is the same."""
     from devagent.wire.cli import wire_from_argv
 
-    raise typer.Exit(wire_from_argv(list(ctx.args)))
+    raise typer.Exit(wire_from_argv(list(ctx.args), _flags(ctx)))
 
 
 @app.command(
@@ -542,7 +571,7 @@ def acp(ctx: typer.Context) -> None:
     lists the flags."""
     from devagent.acp.cli import acp_from_argv
 
-    raise typer.Exit(acp_from_argv(list(ctx.args)))
+    raise typer.Exit(acp_from_argv(list(ctx.args), _flags(ctx)))
 
 
 @app.command(
@@ -556,11 +585,12 @@ def mcp(ctx: typer.Context) -> None:
     lists the flags."""
     from devagent.mcp.cli import mcp_from_argv
 
-    raise typer.Exit(mcp_from_argv(list(ctx.args)))
+    raise typer.Exit(mcp_from_argv(list(ctx.args), _flags(ctx)))
 
 
 @app.command()
 def info(
+    ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
     check: Annotated[
         bool, typer.Option("--check", help="Also send the model one short request (exit 1 if it fails)")
@@ -570,7 +600,7 @@ def info(
     sandbox, workspace roots (never a key)."""
     from devagent.info import print_info
 
-    raise typer.Exit(print_info(as_json, check))
+    raise typer.Exit(print_info(as_json, check, _flags(ctx).settings()))
 
 
 def main() -> None:
@@ -585,73 +615,43 @@ def main() -> None:
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]
     acp_mode = argv[:1] == ["acp"]
     mcp_mode = argv[:1] == ["mcp"]
-    if "--debug" in argv:
-        os.environ["DEVAGENT_DEBUG"] = "1"
-        if not (wire_mode or acp_mode or mcp_mode):  # their own --debug also turns their logging up
-            argv = [a for a in argv if a != "--debug"]
-    argv = _take_config(argv)
+    # the stdio doors' own --debug also turns their logging up
+    argv, flags = take(argv, keep_debug=wire_mode or acp_mode or mcp_mode)
     from devagent.preflight import report
 
     try:
         if wire_mode:  # fast path: no Typer parsing for wire mode
             from devagent.wire.cli import wire_from_argv
 
-            code: Any = wire_from_argv(argv)
+            code: Any = wire_from_argv(argv, flags)
         elif mcp_mode:  # and for MCP: a host waits for `initialize`
             from devagent.mcp.cli import mcp_from_argv
 
-            code = mcp_from_argv(argv)
+            code = mcp_from_argv(argv, flags)
         elif acp_mode:  # the same for ACP: an editor waits for `initialize`
             from devagent.acp.cli import acp_from_argv
 
-            code = acp_from_argv(argv)
+            code = acp_from_argv(argv, flags)
         else:
             os.environ.setdefault("PYTHONUNBUFFERED", "1")
             if not argv and sys.stdin.isatty() and sys.stdout.isatty():
                 argv = ["chat"]  # `devagent` alone in a terminal opens the interactive session
-            code = _typer_main(argv)
+            code = _typer_main(argv, flags)
     except KeyboardInterrupt:
         print("devagent: cancelled (Ctrl-C).", file=sys.stderr)
         code = 130
     except Exception as e:
-        code = report("devagent", e)
+        code = report("devagent", e, flags.debug)
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
-# Flags every command and door takes anywhere before `--`, moved into the environment that
-# `load_config` reads: the settings file (issue 20 item 2), the model's context window (issue 24).
-GLOBAL_FLAGS = {"--config": "DEVAGENT_CONFIG", "--context-tokens": "DEVAGENT_CONTEXT_TOKENS"}
-
-
-def _take_config(argv: list[str]) -> list[str]:
-    """The GLOBAL_FLAGS (`--flag VALUE` or `--flag=VALUE`) taken out of the line into their
-    environment variables."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--":
-            out += argv[i:]
-            break
-        name, eq, value = a.partition("=")
-        if name in GLOBAL_FLAGS and eq:
-            os.environ[GLOBAL_FLAGS[name]] = value
-        elif a in GLOBAL_FLAGS and i + 1 < len(argv):
-            os.environ[GLOBAL_FLAGS[a]] = argv[i + 1]
-            i += 2
-            continue
-        else:
-            out.append(a)
-        i += 1
-    return out
-
-
-def _typer_main(argv: list[str]) -> Any:
-    """Typer without its own error handling: a usage error is one line, not a framed box."""
+def _typer_main(argv: list[str], flags: GlobalFlags) -> Any:
+    """Typer without its own error handling: a usage error is one line, not a framed box. The
+    commands find the global flags in their context's `obj`."""
     from typer._click import exceptions as click  # Typer's own copy of Click's exceptions
 
     try:
-        return app(args=argv, prog_name="devagent", standalone_mode=False)
+        return app(args=argv, prog_name="devagent", standalone_mode=False, obj=flags)
     except click.NoArgsIsHelpError as e:
         typer.echo(e.ctx.get_help() if e.ctx else e.format_message())
         return 0

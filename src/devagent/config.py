@@ -19,6 +19,7 @@ from devagent.agent.childenv import check_env_pass
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
 # setting name -> (environment variable, toml key in [devagent])
@@ -70,10 +71,11 @@ class ConfigError(ValueError):
     pass
 
 
-def config_file(environ: Mapping[str, str]) -> Path | None:
-    """The settings file to read: the operator's (`--config`, `DEVAGENT_CONFIG`), else the user's
-    own config.toml in their config folder, else none. Never one from the current directory."""
-    explicit = environ.get("DEVAGENT_CONFIG")
+def config_file(environ: Mapping[str, str], flag: str | Path | None = None) -> Path | None:
+    """The settings file to read: the operator's (the `--config` flag, else `DEVAGENT_CONFIG`),
+    else the user's own config.toml in their config folder, else none. Never one from the current
+    directory."""
+    explicit = environ.get("DEVAGENT_CONFIG") if flag is None else flag
     if explicit:
         p = Path(explicit).expanduser()
         if not p.is_file():
@@ -179,9 +181,14 @@ def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> CoreConfig:
+    """The settings: `overrides` (the command line's flags by setting name, None: not given;
+    `config_path` names the settings file) over `environ`'s `DEVAGENT_*` (default `os.environ`)
+    over the settings file over the defaults. ConfigError names a bad value."""
     env = os.environ if environ is None else environ
+    flags = {k: v for k, v in lent().settings().items() if v is not None}
+    flags.update((k, v) for k, v in (overrides or {}).items() if v is not None)
     values: dict[str, Any] = {}
-    path = config_file(env)
+    path = config_file(env, flags.pop("config_path", None))
     if path is not None:
         try:
             doc = tomllib.loads(path.read_text())
@@ -197,9 +204,8 @@ def load_config(
     for name, (var, key) in SETTINGS.items():
         if env.get(var):
             values[name] = _convert(name, env[var], f"{var} ({key})")
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            values[name] = _convert(name, value)
+    for name, value in flags.items():
+        values[name] = _convert(name, value)
     config = CoreConfig(**values, config_path=path)
     try:
         check_env_pass(config.env_pass)

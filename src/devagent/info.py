@@ -1,7 +1,8 @@
-"""`devagent info`: the versions, and the configuration as devagent resolves it (flags aside) from
-the `DEVAGENT_*` variables, the settings file and the defaults: the model and where its requests
-go, the settings file, the database, the shell sandbox, the workspace roots `serve` would use.
-Never a key: only whether one is set, and where from. `--check` sends the model one small request.
+"""`devagent info`: the versions, and the configuration as devagent resolves it from the global
+flags (`--config`, `--context-tokens`), the `DEVAGENT_*` variables, the settings file and the
+defaults: the model and where its requests go, the settings file, the database, the shell sandbox,
+the workspace roots `serve` would use. Never a key: only whether one is set, and where from.
+`--check` sends the model one small request.
 """
 
 from __future__ import annotations
@@ -11,19 +12,23 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from devagent.preflight import safe_url
 
 
-def resolved(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """The resolved configuration, as `devagent info --json` prints it (besides the versions)."""
+def resolved(
+    environ: dict[str, str] | None = None, settings: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The resolved configuration, as `devagent info --json` prints it (besides the versions);
+    `settings`: the global flags, as `load_config` overrides."""
     from devagent.agent.models import PROVIDERS, ModelConfigError, check_model_spec, default_model_spec
     from devagent.config import load_config
 
     env = dict(os.environ if environ is None else environ)
-    config = load_config(environ=env)
+    config = load_config(settings, environ=env)
     if config.default_model:
         spec, why = config.default_model, "DEVAGENT_MODEL or model in the settings file"
     else:
@@ -79,14 +84,16 @@ def _serve_roots(env: dict[str, str]) -> list[str]:
     return [str(Path(p).expanduser().resolve()) for p in given] or [str(Path.cwd().resolve())]
 
 
-def check_model(environ: dict[str, str] | None = None) -> tuple[bool, str]:
+def check_model(
+    environ: dict[str, str] | None = None, settings: Mapping[str, Any] | None = None
+) -> tuple[bool, str]:
     """One small request to the configured model: (it answered, the line to print)."""
     from devagent.agent.model_errors import describe
     from devagent.agent.models import ModelConfigError, create_model, default_model_spec
     from devagent.config import load_config
 
     env = dict(os.environ if environ is None else environ)
-    config = load_config(environ=env)
+    config = load_config(settings, environ=env)
     spec = config.default_model or default_model_spec(env)[0]
     try:
         model = create_model(spec, base_url=config.model_base_url, api_key=config.model_api_key, environ=env)
@@ -114,19 +121,20 @@ async def _ask(model: Any) -> None:
             pass
 
 
-def print_info(as_json: bool, check: bool) -> int:
-    """`devagent info [--json] [--check]`; the exit code (1 when the check failed)."""
+def print_info(as_json: bool, check: bool, settings: Mapping[str, Any] | None = None) -> int:
+    """`devagent info [--json] [--check]`; the exit code (1 when the check failed). `settings`:
+    the global flags, as `load_config` overrides."""
     import json
 
     from devagent.config import ConfigError
     from devagent.wire.cli import info as versions
 
     try:
-        data: dict[str, Any] = {**versions(), **resolved()}
+        data: dict[str, Any] = {**versions(), **resolved(settings=settings)}
     except ConfigError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
-    ok, line = check_model() if check else (True, "")
+    ok, line = check_model(settings=settings) if check else (True, "")
     if check:
         data["model_check"] = {"ok": ok, "message": line}
     if as_json:

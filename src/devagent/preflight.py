@@ -13,7 +13,9 @@ import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from devagent.global_flags import lent
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
@@ -31,13 +33,17 @@ class StartError(Exception):
         self.code = code
 
 
-def debug_enabled() -> bool:
+def debug_enabled(flag: bool = False) -> bool:
+    """Whether an error's traceback is printed: the `--debug` flag, else `DEVAGENT_DEBUG`."""
+    if flag or lent().debug:
+        return True
     return os.environ.get("DEVAGENT_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def report(prog: str, e: BaseException) -> int:
-    """Print `e` as one line on stderr (and its traceback with --debug); returns the exit code."""
-    if debug_enabled():
+def report(prog: str, e: BaseException, debug: bool = False) -> int:
+    """Print `e` as one line on stderr (and its traceback with `debug`, the --debug flag, or
+    DEVAGENT_DEBUG=1); returns the exit code."""
+    if debug_enabled(debug):
         traceback.print_exception(e, file=sys.stderr)
     if isinstance(e, StartError):
         print(f"{prog}: {e.message}", file=sys.stderr, flush=True)
@@ -126,16 +132,25 @@ async def open_core(config: CoreConfig) -> AgentCore:
         raise db_error(config.db_url, e) from e
 
 
-def stdio_door_config(prog: str, *, db_url: str, model: str | None, approval: str | None) -> CoreConfig | int:
+def stdio_door_config(
+    prog: str,
+    *,
+    db_url: str,
+    model: str | None,
+    approval: str | None,
+    settings: Mapping[str, Any] | None = None,
+    debug: bool = False,
+) -> CoreConfig | int:
     """The settings of a stdio door (`devagent acp`, `devagent mcp`), checked before it serves:
-    the flags over the settings, `approval` the default and the ceiling of its sessions, the
-    model and the database URL checked. An exit code (after one line on stderr) when they are
-    wrong."""
+    the flags (the door's and `settings`, the other flags of its command line) over the settings,
+    `approval` the default and the ceiling of its sessions, the model and the database URL
+    checked. An exit code (after one line on stderr, the traceback too with `debug`) when they
+    are wrong."""
     from devagent.agent.state import APPROVAL_MODES
     from devagent.config import ConfigError, load_config
 
     try:
-        config = load_config({"db_url": db_url or None, "default_model": model})
+        config = load_config({**(settings or {}), "db_url": db_url or None, "default_model": model})
     except ConfigError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -149,5 +164,5 @@ def stdio_door_config(prog: str, *, db_url: str, model: str | None, approval: st
             check_model(config)
         check_db_url(config.db_url)
     except StartError as e:
-        return report(prog, e)
+        return report(prog, e, debug)
     return config

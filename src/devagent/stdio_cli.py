@@ -5,8 +5,9 @@ Each door's own module adds the flags only it has."""
 from __future__ import annotations
 
 import argparse
-import os
-from typing import NoReturn
+from typing import Any, NoReturn
+
+from devagent.global_flags import GlobalFlags
 
 
 class Parser(argparse.ArgumentParser):
@@ -16,7 +17,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_model(p: argparse.ArgumentParser) -> None:
-    """--model, and --base-url / --api-key for its provider (`apply_provider_flags`)."""
+    """--model, and --base-url / --api-key for its provider (`settings`)."""
     p.add_argument("--model", "-m", help="provider:model, scripted:FILE or demo (default: DEVAGENT_MODEL)")
     p.add_argument("--base-url", help="base URL of an OpenAI-compatible server (default: DEVAGENT_BASE_URL)")
     p.add_argument("--api-key", help="API key for the model provider (default: the provider's variable)")
@@ -42,11 +43,11 @@ def add_logging(p: argparse.ArgumentParser, *, log_file: bool = True) -> None:
 
 
 def parse(p: argparse.ArgumentParser, argv: list[str], door: str) -> argparse.Namespace:
-    """The door's flags (`argv` may start with the door's own name), with --base-url and --api-key
-    put where the model's provider reads them."""
-    args = p.parse_args(argv[1:] if argv[:1] == [door] else argv)
-    if args.base_url:
-        os.environ["DEVAGENT_BASE_URL"] = args.base_url
-    if args.api_key:
-        os.environ["DEVAGENT_API_KEY"] = args.api_key
-    return args
+    """The door's flags (`argv` may start with the door's own name)."""
+    return p.parse_args(argv[1:] if argv[:1] == [door] else argv)
+
+
+def settings(args: argparse.Namespace, flags: GlobalFlags) -> dict[str, Any]:
+    """--base-url, --api-key and the global flags as `load_config` overrides (None: not given)."""
+    given = {"model_base_url": args.base_url or None, "model_api_key": args.api_key or None}
+    return {**flags.settings(), **given}

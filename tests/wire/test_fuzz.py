@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devagent.config import load_config
+from devagent.stdio import json_line
 from devagent.wire import messages as m
 from devagent.wire.server import OverlongLine, WireOptions, WireServer
 from tests.a2a.test_fuzz import LEAK, json_leaf, json_value
@@ -29,7 +30,7 @@ class Captured:
         self.lines: list[bytes] = []
 
     def send(self, msg: m.JSON) -> None:
-        self.lines.append(m.dumps(msg))
+        self.lines.append(json_line(msg))
 
     async def drain(self) -> None:
         return None

@@ -23,11 +23,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 import devagent
+from devagent.a2a import extension as ext
 from devagent.a2a.auth import BearerAuth
 from devagent.a2a.body_limit import BodyLimit
 from devagent.a2a.card import CARD_PATHS, CardApp, build_card
 from devagent.a2a.client_tools import plain_numbers
-from devagent.a2a.executor import DevagentExecutor
+from devagent.a2a.executor import DevagentExecutor, session_id_for
 from devagent.a2a.extension_methods import ExtensionMethods
 from devagent.a2a.handler import DevagentRequestHandler
 from devagent.a2a.hygiene import ErrorHygiene
@@ -221,6 +222,10 @@ def _jsonrpc_endpoint(parts: ServerParts) -> JsonRpcEndpoint:
     )
 
 
+def _console(parts: ServerParts) -> list[Route]:
+    return console_routes(parts.core, parts.settings, session_id_for, ext.tool_call_json)
+
+
 def _routes(parts: ServerParts) -> list[BaseRoute]:
     settings = parts.settings
     return [
@@ -229,7 +234,11 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         *(Route(path, CardApp(settings, parts.card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
-        *(console_routes(parts.core, settings) if settings.console else []),
+        *(
+            console_routes(parts.core, settings, session_id_for, ext.tool_call_json)
+            if settings.console
+            else []
+        ),
         Route("/", _jsonrpc_endpoint(parts).handle, methods=["POST"]),
         # the REST routes of Gemini CLI's a2a-server (behind the same authentication)
         *rest_routes(parts.handler, parts.executor, parts.ctx_builder, parts.new_task),

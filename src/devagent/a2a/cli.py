@@ -18,7 +18,7 @@ from devagent.a2a.settings import (
 )
 
 if TYPE_CHECKING:
-    from devagent.agent.core import CoreConfig
+    from devagent.agent.settings import CoreConfig
 
 # A2ASettings field -> environment variable (server-only settings without a flag)
 PUSH_ENV = {

@@ -38,7 +38,7 @@ from acp.schema import Usage as AcpUsage
 
 from devagent import __version__, telemetry
 from devagent.acp import translate as t
-from devagent.acp.server import AcpOptions
+from devagent.acp.options import AcpOptions
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     Decision,
@@ -270,7 +270,7 @@ class DevagentAgent:
             o = self.open[session.id] = _Open(session)
         from devagent.acp.backends import backends_for
 
-        session.use_backends(backends_for(self, session.id, session.workspace))
+        session.use_backends(backends_for(self, session.id, session.workspace, o.terminals))
         return o
 
     async def _after_open(self, o: _Open) -> None:

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from acp import RequestError
 from acp.schema import EnvVariable
@@ -21,7 +21,8 @@ from devagent.agent.tools.backends import CommandResult, ToolBackends
 from devagent.agent.tools.base import ToolContext, ToolFailure
 
 if TYPE_CHECKING:
-    from devagent.acp.agent import DevagentAgent
+    from acp.agent.connection import AgentSideConnection
+
     from devagent.agent.tools.base import Workspace
 
 log = logging.getLogger("devagent.acp")
@@ -30,8 +31,17 @@ log = logging.getLogger("devagent.acp")
 TERMINAL_OUTPUT_LIMIT = 256 * 1024
 
 
+class Editor(Protocol):
+    """The side of the ACP connection the backends use: the connection to the client (None
+    until it is made) and what the client offered in `initialize`."""
+
+    conn: AgentSideConnection | None
+
+    def client_can(self, *path: str) -> bool: ...
+
+
 class EditorFiles:
-    def __init__(self, agent: DevagentAgent, session_id: str, workspace: Workspace) -> None:
+    def __init__(self, agent: Editor, session_id: str, workspace: Workspace) -> None:
         self.agent = agent
         self.session_id = session_id
         self.workspace = workspace
@@ -67,9 +77,13 @@ class EditorFiles:
 
 
 class EditorTerminal:
-    def __init__(self, agent: DevagentAgent, session_id: str) -> None:
+    """Commands in the editor's terminal; `terminals` notes each call's terminal id (call id ->
+    terminal id), which the call's updates embed."""
+
+    def __init__(self, agent: Editor, session_id: str, terminals: dict[str, str]) -> None:
         self.agent = agent
         self.session_id = session_id
+        self.terminals = terminals
 
     async def run(
         self, command: str, cwd: str, time_limit: float, ctx: ToolContext, env: Mapping[str, str]
@@ -89,9 +103,7 @@ class EditorTerminal:
         except RequestError as e:
             raise ToolFailure(f"the editor could not start a terminal: {e}", "os_error") from e
         tid = created.terminal_id
-        o = self.agent.open.get(sid)
-        if o is not None:
-            o.terminals[ctx.call_id] = tid
+        self.terminals[ctx.call_id] = tid
         await ctx.live("")  # the call's update now embeds the terminal: the editor shows it live
         timed_out = False
         try:
@@ -126,12 +138,15 @@ class EditorTerminal:
         )
 
 
-def backends_for(agent: DevagentAgent, session_id: str, workspace: Workspace) -> ToolBackends:
-    """What the client offered in `initialize` (clientCapabilities)."""
+def backends_for(
+    agent: Editor, session_id: str, workspace: Workspace, terminals: dict[str, str]
+) -> ToolBackends:
+    """What the client offered in `initialize` (clientCapabilities); `terminals`: where the
+    session notes its calls' terminals."""
     files = None
     if agent.client_can("fs", "readTextFile") and agent.client_can("fs", "writeTextFile"):
         files = EditorFiles(agent, session_id, workspace)
     elif agent.client_can("fs", "readTextFile") or agent.client_can("fs", "writeTextFile"):
         log.info("the client offers only one of fs/read_text_file and fs/write_text_file; files stay on disk")
-    commands = EditorTerminal(agent, session_id) if agent.client_can("terminal") else None
+    commands = EditorTerminal(agent, session_id, terminals) if agent.client_can("terminal") else None
     return ToolBackends(files=files, commands=commands)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from devagent import stdio_cli
+from devagent.global_flags import GlobalFlags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def acp_from_argv(argv: list[str]) -> int:
+def acp_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "acp")
     from devagent.acp.server import run_acp
 
@@ -48,4 +49,6 @@ def acp_from_argv(argv: list[str]) -> int:
         db_url=args.db or "",
         log_file=args.log_file,
         verbose=args.verbose,
+        settings=stdio_cli.settings(args, flags),
+        debug=flags.debug,
     )

@@ -20,19 +20,17 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from devagent import __version__
 from devagent.acp import translate as t
-from devagent.common.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES, depth_message, too_deep
-
-if TYPE_CHECKING:
-    from devagent.agent.settings import CoreConfig
+from devagent.acp.options import AcpOptions
+from devagent.common.jsonlimits import depth_message, too_deep
+from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
 
 log = logging.getLogger("devagent.acp")
 
@@ -40,16 +38,6 @@ PARSE_ERROR = -32700
 # How long the server waits for a first message before loading the SDK and the core anyway.
 IDLE_PRELOAD_DELAY = 0.3
 INVALID_REQUEST = -32600
-
-
-@dataclass(slots=True)
-class AcpOptions:
-    config: CoreConfig  # the server's settings (flags over DEVAGENT_* over the settings file)
-    work_dir: Path | None = None  # the operator's workspace root; None: each session's cwd
-    session_id: str | None = None  # `--session`: the first session/new continues this session
-    model: str | None = None
-    max_json_depth: int = DEFAULT_MAX_DEPTH
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
 
 class _LineTransport:
@@ -74,7 +62,7 @@ class _LineTransport:
         if isinstance(error, dict):  # the SDK's own errors say what went wrong in `message` too
             message = {**message, "error": t.explain_error(error)}
         self._out.send(message)
-        # Back-pressure (wire's writer thread, issue 12): while the client does not read, what
+        # Back-pressure (the writer thread of devagent.stdio.Output): while the client does not read, what
         # sends to it waits here; the loop goes on reading stdin (a cancel is still taken).
         await self._out.drain()
 
@@ -88,8 +76,6 @@ class _LineTransport:
         return None
 
     def parse(self, raw: bytes | None) -> dict[str, Any] | None:
-        from devagent.wire.server import OverlongLine
-
         if raw is None:
             self._eof = True
             return None
@@ -195,11 +181,11 @@ def run_acp(
     db_url: str = "",
     log_file: str | None = None,
     verbose: bool = False,
+    settings: Mapping[str, Any] | None = None,
+    debug: bool = False,
 ) -> int:
-    """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code."""
-    from devagent.common.jsonlimits import positive_int_from_env
-    from devagent.wire.server import Output, _start_reader
-
+    """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code.
+    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
     wd: Path | None = None
     if work_dir:
         wd = Path(work_dir).expanduser().resolve()
@@ -208,55 +194,41 @@ def run_acp(
             return 2
     from devagent.preflight import stdio_door_config
 
-    config = stdio_door_config("devagent acp", db_url=db_url, model=model, approval=approval)
+    config = stdio_door_config(
+        "devagent acp", db_url=db_url, model=model, approval=approval, settings=settings, debug=debug
+    )
     if isinstance(config, int):
         return config
-    limits: dict[str, int] = {}
     try:
-        for name, var in (
-            ("max_json_depth", "DEVAGENT_MAX_JSON_DEPTH"),
-            ("max_line_bytes", "DEVAGENT_MAX_LINE_BYTES"),
-        ):
-            value = positive_int_from_env(var)
-            if value is not None:
-                limits[name] = value
+        limits = line_limits()
     except ValueError as e:
         print(f"devagent acp: {e}", file=sys.stderr)
         return 2
-    # stdout carries only protocol (as in wire mode): a private handle on it, fd 1 -> stderr.
-    sys.stdout.flush()
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    handler: logging.Handler = (
-        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    proto_fd = guard_stdout()
+    setup_logging(verbose, log_file)
     opts = AcpOptions(config=config, work_dir=wd, session_id=session_id, model=model, **limits)
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        _start_reader(0, loop, queue, opts.max_line_bytes)
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        out = Output(proto_fd)
-        serving = asyncio.ensure_future(serve(opts, queue, out))
-        stopping = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not serving.done():  # a signal: EOF for the connection, which then shuts down
-            queue.put_nowait(None)
-            await asyncio.wait({serving}, timeout=15)
-        stopping.cancel()
-        await out.flush(10)  # the last answers reach a client that reads
-        return serving.result() if serving.done() and not serving.cancelled() else 0
-
     try:
-        return asyncio.run(main())
+        return asyncio.run(_serve_stdio(opts, proto_fd))
     except KeyboardInterrupt:
         return 130
+
+
+async def _serve_stdio(opts: AcpOptions, proto_fd: int) -> int:
+    """Serve the lines of stdin, answering on `proto_fd`, until stdin closes or a signal comes."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    start_reader(0, loop, queue, opts.max_line_bytes)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    out = Output(proto_fd)
+    serving = asyncio.ensure_future(serve(opts, queue, out))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not serving.done():  # a signal: EOF for the connection, which then shuts down
+        queue.put_nowait(None)
+        await asyncio.wait({serving}, timeout=15)
+    stopping.cancel()
+    await out.flush(10)  # the last answers reach a client that reads
+    return serving.result() if serving.done() and not serving.cancelled() else 0

@@ -1,16 +1,19 @@
 """The console's routes: its static page, and the read-only views of sessions it draws from.
 
 Tenancy is A2A's: the bearer token's name is the owner, and a session is listed and shown only to
-the owner of the A2A context it belongs to (its core session id is derived from both, as the A2A
-executor derives it), so another token's session is as unknown here as it is to `tasks/get`.
+the owner of the A2A context it belongs to (its core session id is derived from both, by the
+function the A2A server passes in), so another token's session is as unknown here as it is to
+`tasks/get`. The console imports nothing of the A2A server: what it needs of it comes as arguments.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -19,8 +22,8 @@ from starlette.routing import Route
 from devagent.agent.models import shown_name
 
 if TYPE_CHECKING:
-    from devagent.a2a.settings import A2ASettings
     from devagent.agent.core import AgentCore
+    from devagent.agent.events import ToolCall
 
 CONSOLE_PREFIX = "/ui"
 _API = CONSOLE_PREFIX + "/api"
@@ -45,6 +48,14 @@ _HEADERS = {
 }
 STATES = ("all", "waiting", "running", "idle")
 PAGE_SIZE = 25
+
+
+class ServerSettings(Protocol):
+    """What the console shows of the server's settings (the A2A server's A2ASettings)."""
+
+    agent_name: str
+
+    def roots_for(self, identity: str) -> list[Path]: ...
 
 
 def is_public_path(path: str) -> bool:
@@ -129,11 +140,8 @@ def _json(body: dict[str, Any]) -> JSONResponse:
     return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
 
-def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
-    from devagent.a2a.executor import session_id_for
-    from devagent.a2a.extension import tool_call_json
-    from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
-
+def _page_routes() -> list[Route]:
+    """The page and its files."""
     index = _asset("index.html")
     started = time.time()
 
@@ -148,6 +156,39 @@ def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
         if request.headers.get("if-none-match") == headers["ETag"]:
             return Response(status_code=304, headers=headers)
         return Response(_asset(name), media_type=_FILES[name], headers=headers)
+
+    return [
+        Route(CONSOLE_PREFIX, page, methods=["GET"]),
+        Route(CONSOLE_PREFIX + "/", page, methods=["GET"]),
+        Route(_STATIC + "{name}", static, methods=["GET"]),
+    ]
+
+
+def _items(timeline: list[Any], tool_call_json: Callable[[ToolCall], dict[str, Any]]) -> list[dict[str, Any]]:
+    """A session's conversation as the page draws it: prompts, text, thoughts and tool calls."""
+    from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
+
+    items: list[dict[str, Any]] = []
+    for item in timeline:
+        if isinstance(item, UserPrompt):
+            items.append({"kind": "user", "text": item.text})
+        elif isinstance(item, TextDelta):
+            items.append({"kind": "text", "text": item.text})
+        elif isinstance(item, ThoughtDelta):
+            items.append({"kind": "thought", "text": item.text})
+        elif isinstance(item, ToolCall):
+            items.append({"kind": "tool", "call": tool_call_json(item)})
+    return items
+
+
+def console_routes(
+    core: AgentCore,
+    settings: ServerSettings,
+    session_id_for: Callable[[str, str], str],
+    tool_call_json: Callable[[ToolCall], dict[str, Any]],
+) -> list[Route]:
+    """The console's routes over `core`. `session_id_for(owner, context_id)`: the core session of
+    an owner's A2A context; `tool_call_json`: a tool call as the A2A extension shows it."""
 
     async def me(request: Request) -> Response:
         owner = _owner(request)
@@ -193,30 +234,18 @@ def console_routes(core: AgentCore, settings: A2ASettings) -> list[Route]:
         if found is None or (found.state.extra.get("a2a") or {}).get("owner", "") != owner:
             return _error(404, "no such session")
         stored = await core.store.read_session(sid)
-        items: list[dict[str, Any]] = []
-        for item in await found.timeline():
-            if isinstance(item, UserPrompt):
-                items.append({"kind": "user", "text": item.text})
-            elif isinstance(item, TextDelta):
-                items.append({"kind": "text", "text": item.text})
-            elif isinstance(item, ThoughtDelta):
-                items.append({"kind": "thought", "text": item.text})
-            elif isinstance(item, ToolCall):
-                items.append({"kind": "tool", "call": tool_call_json(item)})
         return _json(
             {
                 "session": summary(
                     found.state.to_json(), stored.updated_at if stored else time.time(), core.default_model
                 ),
-                "items": items,
+                "items": _items(await found.timeline(), tool_call_json),
                 "waiting": [tool_call_json(c) for c in found.waiting_calls()],
             }
         )
 
     return [
-        Route(CONSOLE_PREFIX, page, methods=["GET"]),
-        Route(CONSOLE_PREFIX + "/", page, methods=["GET"]),
-        Route(_STATIC + "{name}", static, methods=["GET"]),
+        *_page_routes(),
         Route(_API + "/me", me, methods=["GET"]),
         Route(_API + "/sessions", sessions, methods=["GET"]),
         Route(_API + "/sessions/{context_id}", session, methods=["GET"]),

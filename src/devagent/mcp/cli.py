@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from devagent import stdio_cli
+from devagent.global_flags import GlobalFlags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def mcp_from_argv(argv: list[str]) -> int:
+def mcp_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "mcp")
     from devagent.mcp.fast import run_mcp
 
@@ -41,4 +42,6 @@ def mcp_from_argv(argv: list[str]) -> int:
         db_url=args.db or "",
         sandbox=args.sandbox,
         verbose=args.verbose,
+        settings=stdio_cli.settings(args, flags),
+        debug=flags.debug,
     )

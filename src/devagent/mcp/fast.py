@@ -17,17 +17,14 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from devagent.mcp import listing
+from devagent.mcp.instructions import INSTRUCTIONS
+from devagent.stdio import setup_logging
 
-INSTRUCTIONS = (
-    "devagent is a coding agent with its own workspace. Give it a task with devagent_start; "
-    "it reads, edits and runs commands in the workspace, asking permission where its policy "
-    "says, and returns its answer, the files it changed and a session id. Go on with "
-    "devagent_continue (a new prompt, or the answer to a permission it waits for)."
-)
 # The protocol versions the SDK's handshake accepts; another one gets the latest (as the SDK does).
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MAX_LINE = 64 * 1024 * 1024
@@ -163,10 +160,11 @@ def run_mcp(
     db_url: str = "",
     sandbox: bool | None = None,
     verbose: bool = False,
+    settings: Mapping[str, Any] | None = None,
+    debug: bool = False,
 ) -> int:
-    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code."""
-    import logging
-
+    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code.
+    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
     root = Path(work_dir or os.getcwd()).expanduser().resolve()
     if not root.is_dir():
         print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
@@ -174,7 +172,9 @@ def run_mcp(
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
     from devagent.preflight import stdio_door_config
 
-    config = stdio_door_config("devagent mcp", db_url=db_url, model=model, approval=approval)
+    config = stdio_door_config(
+        "devagent mcp", db_url=db_url, model=model, approval=approval, settings=settings, debug=debug
+    )
     if isinstance(config, int):
         return config
     try:
@@ -182,11 +182,7 @@ def run_mcp(
     except SandboxError as e:
         print(f"devagent mcp: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(verbose)
     if verbose:
         print(f"devagent mcp: {line}", file=sys.stderr)
 

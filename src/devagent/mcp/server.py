@@ -47,7 +47,7 @@ from pydantic import BaseModel, Field
 from devagent import __version__
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.wording import diff_summary, request_text
-from devagent.mcp.fast import INSTRUCTIONS
+from devagent.mcp.instructions import INSTRUCTIONS
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
@@ -481,6 +481,7 @@ def _answer(session: Session, answer: str) -> Any:
 
 
 def build_server(door: McpDoor) -> Any:
+    """devagent's MCP server over `door`: its tools, in the order hosts list them."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> Any:
@@ -495,6 +496,14 @@ def build_server(door: McpDoor) -> Any:
         instructions=INSTRUCTIONS,
         version=__version__,
     )
+    _add_start(server, door)
+    _add_continue(server, door)
+    _add_sessions(server, door)
+    return server
+
+
+def _add_start(server: MCPServer, door: McpDoor) -> None:
+    """devagent_start: a task in a new session."""
 
     @server.tool(
         name="devagent_start",
@@ -515,7 +524,7 @@ def build_server(door: McpDoor) -> Any:
         ] = "",
     ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
         if ctx.request_state:  # the retry after an input-required result: the answers
-            return await _answered(ctx)
+            return await _answered(door, ctx)
         try:
             text = _prompt(prompt)
             core = await door.core()
@@ -534,6 +543,10 @@ def build_server(door: McpDoor) -> Any:
 
         return await _turn_result(HostTurn(door, session, ctx), UserPrompt(text))
 
+
+def _add_continue(server: MCPServer, door: McpDoor) -> None:
+    """devagent_continue: a session's next prompt, or its answer to a permission."""
+
     @server.tool(
         name="devagent_continue",
         description=(
@@ -550,7 +563,7 @@ def build_server(door: McpDoor) -> Any:
         from devagent.agent.events import UserPrompt
 
         if ctx.request_state:
-            return await _answered(ctx)
+            return await _answered(door, ctx)
         try:
             session = await door.session(session_id, ctx)
             if answer.strip():
@@ -565,16 +578,9 @@ def build_server(door: McpDoor) -> Any:
             return _error(str(e))
         return await _turn_result(HostTurn(door, session, ctx), inp)
 
-    async def _answered(ctx: Context) -> CallToolResult | InputRequiredResult:
-        try:
-            session = await door.session(str(ctx.request_state), ctx)
-        except DoorError as e:
-            return _error(str(e))
-        turn = HostTurn(door, session, ctx)
-        inp = _responses(session, ctx.input_responses)
-        answered = {d.call_id for d in inp.decisions} if inp is not None else set()
-        turn.dismissed = bool({c.id for c in session.waiting_calls()} - answered)
-        return await _turn_result(turn, inp)
+
+def _add_sessions(server: MCPServer, door: McpDoor) -> None:
+    """devagent_sessions: the caller's sessions, or one with its conversation."""
 
     @server.tool(
         name="devagent_sessions",
@@ -596,7 +602,18 @@ def build_server(door: McpDoor) -> Any:
         rows = [r for r in await core.store.list_sessions(None) if door.owns(r[1], owner)][:limit]
         return SessionList(sessions=[_info(sid, state, updated) for sid, state, updated in rows])
 
-    return server
+
+async def _answered(door: McpDoor, ctx: Context) -> CallToolResult | InputRequiredResult:
+    """The retry of a tool call after an input-required result: the turn goes on with the answers."""
+    try:
+        session = await door.session(str(ctx.request_state), ctx)
+    except DoorError as e:
+        return _error(str(e))
+    turn = HostTurn(door, session, ctx)
+    inp = _responses(session, ctx.input_responses)
+    answered = {d.call_id for d in inp.decisions} if inp is not None else set()
+    turn.dismissed = bool({c.id for c in session.waiting_calls()} - answered)
+    return await _turn_result(turn, inp)
 
 
 def _info(sid: str, state: dict[str, Any], updated: float) -> SessionInfo:

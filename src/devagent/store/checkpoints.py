@@ -95,7 +95,7 @@ async def replace_data_in(conn: AsyncConnection, session_id: str, seq: int, data
 
 
 async def delete_one_in(conn: AsyncConnection, session_id: str, seq: int) -> None:
-    """`delete_one` in the caller's transaction."""
+    """Deletes one checkpoint of the session, in the caller's transaction."""
     await conn.execute(_DELETE_ONE, {"b_sid": session_id, "b_seq": seq})
 
 
@@ -116,13 +116,6 @@ async def replace_data(store: Store, session_id: str, seq: int, data: str) -> No
     engine = await _engine(store)
     async with engine.begin() as conn:
         await conn.execute(_REPLACE, {"b_sid": session_id, "b_seq": seq, "b_data": data})
-
-
-async def delete_one(store: Store, session_id: str, seq: int) -> None:
-    t = checkpoints_table
-    engine = await _engine(store)
-    async with engine.begin() as conn:
-        await conn.execute(delete(t).where(t.c.session_id == session_id, t.c.seq == seq))
 
 
 async def delete_from(store: Store, session_id: str, seq: int) -> None:

@@ -103,8 +103,10 @@ class Chat:
         history_file: Path,
         show_thoughts: bool = False,
         sandboxed: bool = False,
+        debug: bool = False,
     ) -> None:
         self.backend = backend
+        self.debug = debug  # --debug: an error's traceback too
         self.console = console
         self.renderer = Renderer(console, show_thoughts=show_thoughts, sandboxed=sandboxed)
         self.commands = [*LOCAL_COMMANDS, *backend.commands()]
@@ -205,7 +207,7 @@ class Chat:
                     )
                     from devagent.preflight import debug_enabled
 
-                    if debug_enabled():
+                    if debug_enabled(self.debug):
                         self.console.print_exception()
         except Leave:
             return 0

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devagent.global_flags import GlobalFlags
 from devagent.preflight import StartError, report
 
 # The per-caller usage table's columns, in the order `devagent sessions` prints them (the store's
@@ -17,11 +18,11 @@ from devagent.preflight import StartError, report
 _SPEND_COLUMNS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "requests")
 
 
-def _config(overrides: dict[str, Any]) -> Any:
+def _config(overrides: dict[str, Any], flags: GlobalFlags) -> Any:
     from devagent.config import ConfigError, load_config
 
     try:
-        return load_config(overrides)
+        return load_config({**flags.settings(), **overrides})
     except ConfigError as e:
         raise StartError(str(e), 2) from e
 
@@ -41,6 +42,7 @@ def chat_command(
     max_steps: int | None,
     sandbox: bool | None,
     thoughts: bool,
+    flags: GlobalFlags,
 ) -> int:
     try:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -50,7 +52,7 @@ def chat_command(
         if session and cont:
             raise StartError("--session and --continue both name a session: give one", 2)
         if url:  # the workspace is a path on the server's machine
-            return _remote(url, token, workspace, session, cont, model, approval, thoughts)
+            return _remote(url, token, workspace, session, cont, model, approval, thoughts, flags.debug)
         workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
@@ -62,7 +64,8 @@ def chat_command(
                 "model_api_key": api_key,
                 "approval_mode": approval,
                 "max_steps": max_steps,
-            }
+            },
+            flags,
         )
         from devagent.agent.tools.shell import SandboxError, setup_sandbox
 
@@ -76,9 +79,9 @@ def chat_command(
 
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
-        return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts))
+        return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts, flags.debug))
     except StartError as e:
-        return report("devagent", e)
+        return report("devagent", e, flags.debug)
 
 
 def _console() -> Any:
@@ -95,6 +98,7 @@ async def _local(
     model: str | None,
     approval: str | None,
     thoughts: bool,
+    debug: bool,
 ) -> int:
     from devagent.preflight import open_core
     from devagent.terminal.backend import LocalBackend, latest_session_id, open_local_session
@@ -124,6 +128,7 @@ async def _local(
         config.data_dir / "chat_history",
         show_thoughts=thoughts,
         sandboxed=active_sandbox() is not None,
+        debug=debug,
     )
 
 
@@ -136,6 +141,7 @@ def _remote(
     model: str | None,
     approval: str | None,
     thoughts: bool,
+    debug: bool,
 ) -> int:
     if cont:
         raise StartError("--continue is for local sessions; with --url give --session CONTEXT_ID", 2)
@@ -150,17 +156,20 @@ def _remote(
         )
         from devagent.agent.settings import CoreConfig
 
-        return await chat(backend, _console(), CoreConfig().data_dir / "chat_history", show_thoughts=thoughts)
+        history = CoreConfig().data_dir / "chat_history"
+        return await chat(backend, _console(), history, show_thoughts=thoughts, debug=debug)
 
     return asyncio.run(main())
 
 
-def sessions_command(*, workspace: Path | None, limit: int, db: str | None, as_json: bool) -> int:
+def sessions_command(
+    *, workspace: Path | None, limit: int, db: str | None, as_json: bool, flags: GlobalFlags
+) -> int:
     try:
-        config = _config({"db_url": db})
+        config = _config({"db_url": db}, flags)
         rows, spend = asyncio.run(_list(config, workspace, limit))
     except StartError as e:
-        return report("devagent", e)
+        return report("devagent", e, flags.debug)
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -16,8 +16,11 @@ import argparse
 import os
 import platform
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from devagent import __version__, stdio_cli
+from devagent.global_flags import GlobalFlags
 from devagent.wire.messages import WIRE_PROTOCOL_VERSION
 
 
@@ -86,12 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def wire_from_argv(argv: list[str]) -> int:
+def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     """Run wire mode from a command line (`devagent wire …` or `devagent --wire …`)."""
     args = stdio_cli.parse(build_parser(), argv, "wire")
+    settings = stdio_cli.settings(args, flags)
     from devagent.wire.server import run_wire
 
-    if (code := _setup_sandbox(args.sandbox)) is not None:
+    if (code := _setup_sandbox(args.sandbox, settings)) is not None:
         return code
     timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
     tool_env = os.environ.get("DEVAGENT_WIRE_TOOL_CALL_TIMEOUT")
@@ -107,16 +111,18 @@ def wire_from_argv(argv: list[str]) -> int:
         max_steps=args.max_steps,
         log_file=args.log_file,
         verbose=args.verbose,
+        settings=settings,
+        debug=flags.debug,
     )
 
 
-def _setup_sandbox(flag: bool | None) -> int | None:
+def _setup_sandbox(flag: bool | None, settings: Mapping[str, Any]) -> int | None:
     """Chooses the shell sandbox (off unless asked); an exit code when it cannot be had."""
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
     from devagent.config import ConfigError, load_config
 
     try:
-        config = load_config()
+        config = load_config(settings)
     except ConfigError:
         return None  # run_wire reports it
     try:

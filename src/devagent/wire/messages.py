@@ -57,11 +57,6 @@ APPROVAL_ANSWERS: tuple[str, ...] = ("approve", "approve_for_session", "reject")
 LEGACY_APPROVAL_RESPONSE = "ApprovalRequestResolved"
 
 
-def dumps(msg: JSON) -> bytes:
-    """One protocol line: compact JSON, non-ASCII kept, newline-terminated."""
-    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-
-
 def version_tuple(v: str) -> tuple[int, ...] | None:
     try:
         parts = tuple(int(p) for p in v.strip().split("."))

@@ -17,16 +17,13 @@ the background, after the first message or a short idle delay, with the heavy im
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import errno
 import json
 import logging
-import os
 import signal
 import sys
-import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,10 +50,10 @@ from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE_BYTES,
     depth_message,
-    positive_int_from_env,
     too_deep,
 )
 from devagent.common.rpcerrors import internal_error
+from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
@@ -81,154 +78,7 @@ class WireOptions:
     tool_call_timeout: float | None = None
     max_json_depth: int = DEFAULT_MAX_DEPTH  # deeper lines are refused before parsing (issue 12 item 2)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # longer lines are dropped and refused
-
-
-# --- stdio ---------------------------------------------------------------------------------------
-
-
-class Output:
-    """Protocol lines to a file descriptor, written by a thread of their own (issue 12 item 5).
-
-    `send` queues one whole line (lines never interleave) and returns at once, so the event loop
-    never blocks on a client that does not read. `drain()` is the back-pressure: it waits while
-    more than `high_water` bytes are queued. The turn awaits it between events, so a client that
-    stops reading pauses its own turn while the loop goes on (stdin is read, `cancel` is taken,
-    timers fire); input waits only past `hard_limit` queued bytes (a client that sends requests
-    and never reads their answers). A thread rather than an asyncio pipe transport because stdout
-    may be a pipe, a tty or a regular file alike (the reader is a thread for the same reason)."""
-
-    def __init__(self, fd: int, high_water: int = 1 << 20, hard_limit: int = 64 << 20) -> None:
-        self.fd = fd
-        self.high_water = high_water
-        self.hard_limit = hard_limit
-        self.closed = False
-        self._lines: collections.deque[bytes] = collections.deque()
-        self._queued = 0  # bytes queued and not yet written
-        self._lock = threading.Condition()
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def queued(self) -> int:
-        return self._queued
-
-    def send(self, msg: m.JSON) -> None:
-        if self.closed:
-            return
-        data = m.dumps(msg)
-        if self._thread is None:
-            with contextlib.suppress(RuntimeError):
-                self._loop = asyncio.get_running_loop()
-            self._thread = threading.Thread(target=self._write_loop, name="wire-stdout", daemon=True)
-            self._thread.start()
-        with self._lock:
-            self._lines.append(data)
-            self._queued += len(data)
-            self._lock.notify()
-
-    async def drain(self, limit: int | None = None) -> None:
-        """Waits until at most `limit` (default `high_water`) bytes are queued, or the output is
-        closed."""
-        limit = self.high_water if limit is None else limit
-        while True:
-            with self._lock:
-                if self.closed or self._queued <= limit:
-                    return
-                fut = asyncio.get_running_loop().create_future()
-                self._waiters.append((limit, fut))
-            await fut
-
-    async def flush(self, within: float) -> None:
-        """Waits (at most `within` seconds) until everything queued is written."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.drain(0), within)
-
-    def _wake(self) -> None:
-        with self._lock:
-            due = [f for limit, f in self._waiters if self.closed or self._queued <= limit]
-            self._waiters = [(limit, f) for limit, f in self._waiters if f not in due]
-        for f in due:
-            if not f.done():
-                f.set_result(None)
-
-    def _write_loop(self) -> None:
-        while True:
-            with self._lock:
-                while not self._lines:
-                    self._lock.wait()
-                data = self._lines.popleft()
-            ok = self._write(data)
-            with self._lock:
-                self._queued -= len(data)
-                if not ok:
-                    self.closed = True
-                    self._lines.clear()
-                    self._queued = 0
-                wake = any(self.closed or self._queued <= limit for limit, _ in self._waiters)
-            if wake and self._loop is not None:
-                with contextlib.suppress(RuntimeError):  # the loop is gone
-                    self._loop.call_soon_threadsafe(self._wake)
-            if not ok:
-                return
-
-    def _write(self, data: bytes) -> bool:
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self.fd, view)
-            except InterruptedError:
-                continue
-            except BlockingIOError:
-                import select
-
-                select.select([], [self.fd], [])
-                continue
-            except OSError as e:
-                if e.errno not in (errno.EPIPE, errno.EBADF):
-                    log.exception("writing to stdout failed")
-                log.warning("the client closed stdout; no more output")
-                return False
-            view = view[n:]
-        return True
-
-
-class OverlongLine(bytes):
-    """Stands in for an input line longer than the limit, which was read and dropped in pieces
-    (never held whole): the server answers it with an error."""
-
-
-def _start_reader(
-    fd: int,
-    loop: asyncio.AbstractEventLoop,
-    queue: asyncio.Queue[bytes | None],
-    max_line: int = DEFAULT_MAX_LINE_BYTES,
-) -> None:
-    """Read lines from `fd` in a daemon thread (works for pipes, ttys and files alike) and hand
-    them to the loop; None marks the end of input. A line longer than `max_line` bytes (its
-    final newline not counted) becomes an `OverlongLine`."""
-
-    def put(item: bytes | None) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is gone
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-
-    def run() -> None:
-        try:
-            with open(fd, "rb", closefd=False) as f:
-                while line := f.readline(max_line + 1):
-                    if line.endswith(b"\n") or len(line) <= max_line:  # at most max_line + newline
-                        put(line)
-                        continue
-                    while not line.endswith(b"\n"):  # drop the rest of it
-                        line = f.readline(1 << 20)
-                        if not line:
-                            break
-                    put(OverlongLine())
-        except Exception:
-            log.exception("reading stdin failed")
-        put(None)
-
-    threading.Thread(target=run, name="wire-stdin", daemon=True).start()
+    debug: bool = False  # --debug: tracebacks in the log
 
 
 # --- per-turn and per-request state ---------------------------------------------------------------
@@ -606,7 +456,7 @@ class WireServer:
                 self.turn = None
                 if isinstance(e, StartError):  # the database cannot be opened: one line, the fix
                     text = e.message
-                    if debug_enabled():
+                    if debug_enabled(self.opts.debug):
                         log.exception("could not open the session")
                     else:
                         log.error("could not open the session: %s", text)
@@ -924,56 +774,29 @@ def run_wire(
     max_steps: int | None = None,
     log_file: str | None = None,
     verbose: bool = False,
+    settings: Mapping[str, Any] | None = None,
+    debug: bool = False,
 ) -> int:
-    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code."""
-    from devagent.config import ConfigError, load_config
-
+    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code.
+    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
     wd = Path(work_dir).expanduser().resolve()
     if not wd.is_dir():
         print(f"devagent wire: --work-dir {work_dir} is not a directory", file=sys.stderr)
         return 2
+    overrides = {**(settings or {}), "db_url": db_url or None, "default_model": model, "max_steps": max_steps}
+    config = _checked_config(overrides, check_model_first=bool(model or not session_id), debug=debug)
+    if isinstance(config, int):
+        return config
     try:
-        config = load_config({"db_url": db_url or None, "default_model": model, "max_steps": max_steps})
-    except ConfigError as e:
-        print(f"devagent wire: {e}", file=sys.stderr)
-        return 2
-    from devagent.preflight import StartError, check_db_url, check_model, report
-
-    try:  # what can be told before the client starts talking (the database is opened later)
-        if model or not session_id:
-            check_model(config)
-        check_db_url(config.db_url)
-    except StartError as e:
-        return report("devagent wire", e)
-    limits: dict[str, int] = {}
-    try:  # issue 12 item 2: the same variables as `devagent serve` where they apply
-        for name, var in (
-            ("max_json_depth", "DEVAGENT_MAX_JSON_DEPTH"),
-            ("max_line_bytes", "DEVAGENT_MAX_LINE_BYTES"),
-        ):
-            value = positive_int_from_env(var)
-            if value is not None:
-                limits[name] = value
+        limits = line_limits()
     except ValueError as e:
         print(f"devagent wire: {e}", file=sys.stderr)
         return 2
     if yolo:
         # --yolo is the operator's choice when starting the server, not a client's request.
         config.approval_mode = "yolo"
-    # stdout carries only protocol: keep a private handle on it and point file descriptor 1 at
-    # stderr, so nothing else (a stray print, a library) can write into the protocol stream.
-    sys.stdout.flush()
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    handler: logging.Handler = (
-        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO if verbose else logging.WARNING)
-
+    proto_fd = guard_stdout()
+    setup_logging(verbose, log_file)
     opts = WireOptions(
         work_dir=wd,
         config=config,
@@ -982,23 +805,46 @@ def run_wire(
         thinking=thinking,
         approval_timeout=approval_timeout,
         tool_call_timeout=tool_call_timeout,
+        debug=debug,
         **limits,
     )
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        _start_reader(0, loop, queue, opts.max_line_bytes)
-        out = Output(proto_fd)
-        server = WireServer(opts, out)
-        code = await server.serve(queue)
-        await out.flush(10)  # the last lines (a TurnEnd, answers) reach a client that reads
-        return code
-
     try:
-        return asyncio.run(main())
+        return asyncio.run(_serve_stdio(opts, proto_fd))
     except KeyboardInterrupt:
         return 130
+
+
+def _checked_config(overrides: dict[str, Any], *, check_model_first: bool, debug: bool) -> CoreConfig | int:
+    """The server's settings, with what can be told before the client starts talking checked
+    (the model unless a resumed session keeps its own; the database URL, opened later); an exit
+    code after one line on stderr when they are wrong."""
+    from devagent.config import ConfigError, load_config
+
+    try:
+        config = load_config(overrides)
+    except ConfigError as e:
+        print(f"devagent wire: {e}", file=sys.stderr)
+        return 2
+    from devagent.preflight import StartError, check_db_url, check_model, report
+
+    try:
+        if check_model_first:
+            check_model(config)
+        check_db_url(config.db_url)
+    except StartError as e:
+        return report("devagent wire", e, debug)
+    return config
+
+
+async def _serve_stdio(opts: WireOptions, proto_fd: int) -> int:
+    """Serve the lines of stdin, answering on `proto_fd`, until stdin closes."""
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    start_reader(0, asyncio.get_running_loop(), queue, opts.max_line_bytes)
+    out = Output(proto_fd)
+    server = WireServer(opts, out)
+    code = await server.serve(queue)
+    await out.flush(10)  # the last lines (a TurnEnd, answers) reach a client that reads
+    return code
 
 
 class _WireDoor(Door):

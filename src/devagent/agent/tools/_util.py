@@ -215,15 +215,6 @@ def sniff_binary(f: BinaryIO) -> bool:
     return binary
 
 
-def is_binary(path: Path, workspace: Workspace | None = None) -> bool:
-    """A file is binary when its first bytes hold a NUL byte (what git and ripgrep assume)."""
-    try:
-        with open_file(path, workspace) as f:
-            return sniff_binary(f)
-    except OSError:
-        return False
-
-
 def read_text(path: Path, workspace: Workspace | None = None) -> str:
     """The whole file as text, newlines untouched; invalid UTF-8 is replaced, not fatal."""
     with open_file(path, workspace) as f:

@@ -569,6 +569,111 @@ def limited(command: str, memory_mb: int, processes: int) -> list[str]:
     return ["bash", "-c", " && ".join([*steps, 'exec bash -c "$1"']), "bash", command]
 
 
+async def _start_command(
+    command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], sandbox: Sandbox | None
+) -> tuple[asyncio.subprocess.Process, int]:
+    """Starts `command` in its own process group (in the sandbox, if on) with the agent's
+    environment and limits; the process and the read end of its output pipe."""
+    # An allow-list, never the server's environment (tokens, database URL, provider keys stay in
+    # the server).
+    env = child_env(
+        ctx.env_pass,
+        extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1", **guard},
+    )
+    argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
+    if sandbox is not None:
+        if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
+            raise ToolFailure(why, "sandbox_unavailable")
+        argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
+        env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
+    # Our own pipe rather than asyncio's: we can close our end when background jobs keep the
+    # write end open after the shell exited, and the process transport holds no pipes.
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            **(sandbox.run_as() if sandbox is not None else {}),
+        )
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return proc, read_fd
+
+
+async def _follow_command(
+    proc: asyncio.subprocess.Process, read_fd: int, time_limit: float, ctx: ToolContext
+) -> tuple[str, _Output]:
+    """Reads the command's output (shown live) until it ends, runs past `time_limit` seconds, is
+    cancelled or leaves background processes holding the pipe; how it ended ("done", "timeout",
+    "cancelled", "detached") and its output. A timed out or cancelled command's group is killed."""
+    loop = asyncio.get_running_loop()
+    stdout = asyncio.StreamReader(loop=loop)
+    try:
+        pipe, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stdout, loop=loop), os.fdopen(read_fd, "rb", buffering=0)
+        )
+    except BaseException:
+        await asyncio.shield(kill_group(proc))
+        raise
+    out = _Output(OUTPUT_MAX_CHARS)
+
+    async def read() -> None:
+        while data := await stdout.read(READ_CHUNK):
+            out.feed(data)
+        out.feed(b"", final=True)
+
+    reader = asyncio.create_task(read())
+    cancel = asyncio.create_task(ctx.cancelled.wait())
+    deadline = loop.time() + time_limit
+    eof_deadline: float | None = None
+    outcome = "done"
+    try:
+        while not (reader.done() and proc.returncode is not None):
+            now = loop.time()
+            if now >= deadline:
+                outcome = "timeout"
+                break
+            if eof_deadline is not None and now >= eof_deadline:
+                outcome = "detached"  # background processes still hold the pipe
+                break
+            pending = {t for t in (reader, cancel) if not t.done()}
+            await asyncio.wait(pending, timeout=min(LIVE_INTERVAL, deadline - now))
+            if out.changed:
+                out.changed = False
+                await ctx.live(out.render())
+            if cancel.done():
+                outcome = "cancelled"
+                break
+            if proc.returncode is not None and not reader.done() and eof_deadline is None:
+                eof_deadline = loop.time() + EOF_GRACE
+        if outcome in ("timeout", "cancelled"):
+            await kill_group(proc)
+        if outcome != "detached" and not reader.done():
+            # The pipe closes once every process of the group is gone: collect the last output.
+            await asyncio.wait({reader}, timeout=1.0)
+    except BaseException:
+        # The turn was cancelled (asyncio.CancelledError) or the live callback failed: leave
+        # nothing running behind us.
+        await asyncio.shield(kill_group(proc))
+        raise
+    finally:
+        for task in (reader, cancel):
+            if not task.done():
+                task.cancel()
+        pipe.close()
+    if proc.returncode is None:  # pragma: no cover - the loop ends only after exit or a kill
+        await _wait_exit(proc, KILL_GRACE)
+    return outcome, out
+
+
 class RunShellCommand(Tool):
     name = "run_shell_command"
     description = (
@@ -654,96 +759,9 @@ class RunShellCommand(Tool):
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
             return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx, guard)
         self._check_can_run(ctx)
-
-        # An allow-list, never the server's environment (issue 20 item 1: tokens, database URL,
-        # provider keys stay in the server).
-        env = child_env(
-            ctx.env_pass,
-            extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1", **guard},
-        )
-        argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
         sandbox = active_sandbox()
-        if sandbox is not None:
-            if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
-                raise ToolFailure(why, "sandbox_unavailable")
-            argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
-            env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
-        # Our own pipe rather than asyncio's: we can close our end when background jobs keep the
-        # write end open after the shell exited, and the process transport holds no pipes.
-        read_fd, write_fd = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=cwd,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=write_fd,
-                start_new_session=True,
-                **(sandbox.run_as() if sandbox is not None else {}),
-            )
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        loop = asyncio.get_running_loop()
-        stdout = asyncio.StreamReader(loop=loop)
-        try:
-            pipe, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(stdout, loop=loop), os.fdopen(read_fd, "rb", buffering=0)
-            )
-        except BaseException:
-            await asyncio.shield(kill_group(proc))
-            raise
-        out = _Output(OUTPUT_MAX_CHARS)
-
-        async def read() -> None:
-            while data := await stdout.read(READ_CHUNK):
-                out.feed(data)
-            out.feed(b"", final=True)
-
-        reader = asyncio.create_task(read())
-        cancel = asyncio.create_task(ctx.cancelled.wait())
-        deadline = loop.time() + timeout
-        eof_deadline: float | None = None
-        outcome = "done"
-        try:
-            while not (reader.done() and proc.returncode is not None):
-                now = loop.time()
-                if now >= deadline:
-                    outcome = "timeout"
-                    break
-                if eof_deadline is not None and now >= eof_deadline:
-                    outcome = "detached"  # background processes still hold the pipe
-                    break
-                pending = {t for t in (reader, cancel) if not t.done()}
-                await asyncio.wait(pending, timeout=min(LIVE_INTERVAL, deadline - now))
-                if out.changed:
-                    out.changed = False
-                    await ctx.live(out.render())
-                if cancel.done():
-                    outcome = "cancelled"
-                    break
-                if proc.returncode is not None and not reader.done() and eof_deadline is None:
-                    eof_deadline = loop.time() + EOF_GRACE
-            if outcome in ("timeout", "cancelled"):
-                await kill_group(proc)
-            if outcome != "detached" and not reader.done():
-                # The pipe closes once every process of the group is gone: collect the last output.
-                await asyncio.wait({reader}, timeout=1.0)
-        except BaseException:
-            # The turn was cancelled (asyncio.CancelledError) or the live callback failed: leave
-            # nothing running behind us.
-            await asyncio.shield(kill_group(proc))
-            raise
-        finally:
-            for task in (reader, cancel):
-                if not task.done():
-                    task.cancel()
-            pipe.close()
-        if proc.returncode is None:  # pragma: no cover - the loop ends only after exit or a kill
-            await _wait_exit(proc, KILL_GRACE)
+        proc, read_fd = await _start_command(command, cwd, ctx, guard, sandbox)
+        outcome, out = await _follow_command(proc, read_fd, timeout, ctx)
         code = proc.returncode if proc.returncode is not None else -9
         await ctx.live(out.render())
         text = out.render()
