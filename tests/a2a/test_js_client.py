@@ -33,7 +33,7 @@ async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: s
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
         proc = await asyncio.create_subprocess_exec(
             "node",
-            "appendix.mjs",
+            "confirmation_flow.mjs",
             srv.url,
             TOKEN,
             str(workspace),
