@@ -51,13 +51,6 @@ def bwrap() -> Sandbox:
     return probed
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 def make_ctx(root: Path, **kw: Any) -> ToolContext:
     return ToolContext(
         workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1", **kw
