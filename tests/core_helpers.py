@@ -1,4 +1,5 @@
-"""Helpers for tests that drive the core directly."""
+"""Helpers for tests that drive the core directly, and the scripted model's steps (tool calls and
+texts) that the tests of every door give it."""
 
 from __future__ import annotations
 
@@ -19,9 +20,27 @@ def notices(events: list[Any]) -> list[str]:
     return [e.text for e in events if isinstance(e, Notice)]
 
 
-def call(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
-    """A scripted-model tool call item."""
-    return {"tool_call": {"name": name, "args": args, "id": cid}}
+def call(name: str, args: dict[str, Any], cid: str | None = None) -> dict[str, Any]:
+    """A scripted-model tool call item (without `cid`, the model numbers the call itself)."""
+    tool: dict[str, Any] = {"name": name, "args": args}
+    if cid is not None:
+        tool["id"] = cid
+    return {"tool_call": tool}
+
+
+def write_call(path: str, content: str, cid: str | None = None) -> dict[str, Any]:
+    """A scripted-model `write_file` call item."""
+    return call("write_file", {"path": path, "content": content}, cid)
+
+
+def shell_call(command: str, cid: str | None = None) -> dict[str, Any]:
+    """A scripted-model `run_shell_command` call item."""
+    return call("run_shell_command", {"command": command}, cid)
+
+
+def call_then_text(tool_call: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    """A scripted model's two steps: the tool call, then (once its result is in) the text."""
+    return [{"items": [tool_call]}, {"items": [{"text": text}]}]
 
 
 def updates(events: list[Any], call_id: str) -> list[ToolCallStatus]:

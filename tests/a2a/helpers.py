@@ -15,8 +15,10 @@ from typing import Any
 import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
+from tests.npm import ensure_installed
 
 TOKEN = "test-token"
+JS = Path(__file__).parent / "js"  # the npm clients (package.json and lock)
 
 
 @dataclass
@@ -156,3 +158,19 @@ def parts_of(ev: dict[str, Any]) -> list[dict[str, Any]]:
     msg = (ev.get("status") or {}).get("message") or {}
     p: list[dict[str, Any]] = msg.get("parts") or []
     return p
+
+
+def need_js_sdk() -> None:
+    """Skips the calling test unless @a2a-js/sdk is installed in tests/a2a/js (installing it first)."""
+    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
+
+
+async def run_js_client(script: str, *args: str) -> Any:
+    """Runs `node SCRIPT ARGS` in tests/a2a/js to its end (a minute at most); what it printed,
+    parsed as JSON."""
+    proc = await asyncio.create_subprocess_exec(
+        "node", script, *args, cwd=JS, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out)

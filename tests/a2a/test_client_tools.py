@@ -3,7 +3,6 @@ as `tool_calls`, results coming back as `tool_results` or in the design's plain-
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import Callable
@@ -13,7 +12,19 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.helpers import TOKEN, auth, call, dev_meta, parts_of, results, rpc, running_server, stream
+from tests.a2a.helpers import (
+    TOKEN,
+    auth,
+    call,
+    dev_meta,
+    need_js_sdk,
+    parts_of,
+    results,
+    rpc,
+    run_js_client,
+    running_server,
+    stream,
+)
 
 WEATHER = {
     "type": "function",
@@ -665,23 +676,9 @@ async def test_c1_c7_js_sdk_design_workflow(
     """C1-C6 with @a2a-js/sdk's A2AClient: the design's send / execute locally / send results loop,
     once as the design writes it (message as params, no ids, `Tool results:` text) and once with
     a `tool_results` DataPart; the design's own `read_file` tool is refused as a collision."""
-    from tests.a2a.test_js_client import JS
-    from tests.npm import ensure_installed
-
-    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
+    need_js_sdk()
     async with running_server(script(JS_STEPS), sqlite_url, workspace) as srv:
-        proc = await asyncio.create_subprocess_exec(
-            "node",
-            "client_tools.mjs",
-            srv.url,
-            TOKEN,
-            cwd=JS,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err.decode()
-        res = json.loads(out)
+        res = await run_js_client("client_tools.mjs", srv.url, TOKEN)
     for name in ("design", "structured"):
         rounds = res[name]["rounds"]
         assert [r["state"] for r in rounds] == ["input-required", "completed"]

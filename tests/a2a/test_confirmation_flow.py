@@ -9,20 +9,10 @@ from typing import Any
 import httpx
 
 from tests.a2a.helpers import auth, dev_meta, parts_of, results, rpc, running_server, stream, v03_message
+from tests.core_helpers import call_then_text, write_call
 
 WRITE_THEN_ANSWER = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "write_file",
-                    "args": {"path": "hello.txt", "content": "hi\n"},
-                    "id": "c1",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "I wrote hello.txt."}]},
+    *call_then_text(write_call("hello.txt", "hi\n", "c1"), "I wrote hello.txt."),
     {"items": [{"text": "Second turn: {last_user}"}]},
 ]
 

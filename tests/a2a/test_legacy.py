@@ -17,6 +17,7 @@ import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import TOKEN, call, results, rpc, running_server, stream
+from tests.core_helpers import call_then_text, shell_call, write_call
 
 H = {"Authorization": f"Bearer {TOKEN}"}  # no X-A2A-Extensions: these clients never activate it
 
@@ -281,20 +282,7 @@ async def test_cancel_outcome_unknown_call_and_task_cancel(
             assert not (workspace / "f.txt").exists()
 
 
-SHELL = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "run_shell_command",
-                    "args": {"command": "echo line1; sleep 0.3; echo line2; sleep 0.3; echo line3"},
-                    "id": "sh",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "ok"}]},
-]
+SHELL = call_then_text(shell_call("echo line1; sleep 0.3; echo line2; sleep 0.3; echo line3", "sh"), "ok")
 
 
 async def test_shell_live_output_as_artifacts(
@@ -381,20 +369,7 @@ async def test_model_error_leaves_task_usable(
             assert "error" not in evs2[-1]["metadata"]
 
 
-INIT = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "write_file",
-                    "args": {"path": "AGENTS.md", "content": "# Guide\n"},
-                    "id": "init-w",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "Wrote AGENTS.md."}]},
-]
+INIT = call_then_text(write_call("AGENTS.md", "# Guide\n", "init-w"), "Wrote AGENTS.md.")
 
 
 async def test_rest_commands(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, dev_meta, parts_of, results, rpc, running_server, stream, v03_message
+from tests.core_helpers import write_call
 from tests.mcp_servers import start_http_server
 
 
@@ -36,13 +37,7 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
         {
             "items": [
                 {"tool_call": {"name": "web__picture", "args": {}, "id": "p1"}},  # the server is allowed now
-                {
-                    "tool_call": {
-                        "name": "write_file",
-                        "args": {"path": "f.txt", "content": "x\n"},
-                        "id": "w1",
-                    }
-                },
+                write_call("f.txt", "x\n", "w1"),
             ]
         },
         {"items": [{"text": "sum and file done"}]},

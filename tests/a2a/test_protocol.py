@@ -25,14 +25,10 @@ from tests.a2a.helpers import (
     stream,
     v03_message,
 )
+from tests.core_helpers import call_then_text, write_call
 
 WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}, "id": "w1"}}
-        ]
-    },
-    {"items": [{"text": "done"}]},
+    *call_then_text(write_call("a.txt", "A\n", "w1"), "done"),
     {"items": [{"text": "again: {last_user}"}]},
 ]
 TEXT = [{"items": [{"text": "hello there"}]}, {"items": [{"text": "second: {last_user}"}]}]

@@ -4,7 +4,6 @@ that must not slow the stream, a failing one retried, and the address allowlist.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +15,7 @@ import httpx
 
 from devagent.a2a.push import check_webhook_url
 from tests.a2a.helpers import auth, call, results, rpc, running_server, stream, v03_message
+from tests.fakes.local_server import request_body, serving_app
 
 
 class Hook:
@@ -29,12 +29,7 @@ class Hook:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await request_body(receive)
         import json
 
         if self.fail_first > 0:
@@ -63,22 +58,10 @@ class Hook:
 
 @asynccontextmanager
 async def webhook() -> AsyncIterator[Hook]:
-    import uvicorn
-
     hook = Hook()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    hook.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
-    server = uvicorn.Server(uvicorn.Config(hook, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
-    try:
+    async with serving_app(hook) as base_url:
+        hook.url = f"{base_url}/hook"
         yield hook
-    finally:
-        server.should_exit = True
-        await task
 
 
 SLOW = [{"items": [{"text": "a"}, {"sleep": 0.2}, {"text": "b"}]}]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +21,7 @@ import pytest
 from devagent.store import push_queue
 from tests.a2a.helpers import auth, results, rpc, stream, v03_message
 from tests.conftest import fresh_pg_database, pg_available
+from tests.fakes.local_server import request_body, serving_app
 
 WITHIN = 60.0  # generous bound for anything a test waits on
 
@@ -69,12 +69,7 @@ class CountingHook:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await request_body(receive)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         nid = headers.get("x-devagent-notification-id", "")
         if self.delay:
@@ -104,22 +99,10 @@ class CountingHook:
 
 @asynccontextmanager
 async def counting_webhook() -> AsyncIterator[CountingHook]:
-    import uvicorn
-
     hook = CountingHook()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    hook.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
-    server = uvicorn.Server(uvicorn.Config(hook, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
-    try:
+    async with serving_app(hook) as base_url:
+        hook.url = f"{base_url}/hook"
         yield hook
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def _is_zero(n: Any) -> bool:

@@ -25,15 +25,9 @@ from google.protobuf.struct_pb2 import Struct, Value
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import TOKEN, running_server
+from tests.core_helpers import call_then_text, write_call
 
-WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "s.txt", "content": "S\n"}, "id": "s1"}}
-        ]
-    },
-    {"items": [{"text": "sdk done"}]},
-]
+WRITE = call_then_text(write_call("s.txt", "S\n", "s1"), "sdk done")
 
 
 def _meta(d: dict[str, Any]) -> Struct:

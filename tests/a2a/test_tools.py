@@ -22,6 +22,7 @@ from tests.a2a.helpers import (
     stream,
     v03_message,
 )
+from tests.core_helpers import call_then_text, shell_call, write_call
 
 
 def tool_updates(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -52,14 +53,7 @@ async def _confirm(
     return results(await stream(c, url, rpc("message/stream", {"message": m}), auth()))
 
 
-WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "f.txt", "content": "model\n"}, "id": "w"}}
-        ]
-    },
-    {"items": [{"text": "result: {last_tool_results}"}]},
-]
+WRITE = call_then_text(write_call("f.txt", "model\n", "w"), "result: {last_tool_results}")
 
 
 async def test_cancel_option_skips_execution(
@@ -91,20 +85,7 @@ async def test_modified_content_is_written(
             assert (workspace / "f.txt").read_text() == "user edit\n"
 
 
-SHELL = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "run_shell_command",
-                    "args": {"command": "for i in 1 2 3; do echo line$i; sleep 0.3; done"},
-                    "id": "sh",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "ok"}]},
-]
+SHELL = call_then_text(shell_call("for i in 1 2 3; do echo line$i; sleep 0.3; done", "sh"), "ok")
 
 
 async def test_shell_live_output(

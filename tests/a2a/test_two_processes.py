@@ -23,22 +23,12 @@ from tests.a2a.procs import (
     serve_args,
     serving,
 )
+from tests.core_helpers import call_then_text, shell_call
 
 Script = Callable[[list[Any]], str]
 
 STEPS = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "run_shell_command",
-                    "args": {"command": "echo x >> count.txt"},
-                    "id": "c1",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "counted"}]},
+    *call_then_text(shell_call("echo x >> count.txt", "c1"), "counted"),
     {"items": [{"text": "more: {last_user}"}]},
 ]
 

@@ -14,6 +14,7 @@ from tests.conftest import child_env, folder_with
 
 @pytest.fixture
 def acp_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of the `devagent acp` processes the tests start."""
     return child_env(tmp_path, "acp.db")
 
 
