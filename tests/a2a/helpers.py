@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
+from tests.fakes.local_server import serving_app
 from tests.npm import ensure_installed
 
 TOKEN = "test-token"
@@ -174,3 +175,20 @@ async def run_js_client(script: str, *args: str) -> Any:
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     return json.loads(out)
+
+
+class _Webhook(Protocol):
+    url: str
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
+
+
+Hook = TypeVar("Hook", bound=_Webhook)
+
+
+@asynccontextmanager
+async def listening(hook: Hook) -> AsyncIterator[Hook]:
+    """`hook` (an ASGI app) served on 127.0.0.1 for the block, its `url` set to its `/hook` there."""
+    async with serving_app(hook) as base_url:
+        hook.url = f"{base_url}/hook"
+        yield hook

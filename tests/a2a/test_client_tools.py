@@ -625,22 +625,14 @@ async def test_c4_g6_restart_between_call_and_result(
 ) -> None:
     """C4 G6: `devagent serve` stops while the task waits for the client's result; after a restart
     the result, sent without taskId as the design's client does, finds the task and completes it."""
+    from tests.a2a.procs import serve_argv
     from tests.a2a.test_restart import serve_process
 
     steps = [
         {"items": [tc("get_weather", {"location": "SF"}, "call_restart_1")]},
         {"items": [{"text": "after restart: {last_tool_results}"}]},
     ]
-    args = [
-        "--db",
-        sqlite_url,
-        "--workspace-root",
-        str(workspace.parent),
-        "--token",
-        "tok",
-        "--model",
-        script(steps),
-    ]
+    args = serve_argv(sqlite_url, workspace.parent, script(steps))
     async with httpx.AsyncClient(timeout=30) as c:
         with serve_process(args) as url:
             t = await send_ok(c, url, message("weather", tools_part([WEATHER])), token="tok")

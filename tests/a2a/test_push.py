@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from devagent.a2a.push import check_webhook_url
-from tests.a2a.helpers import auth, call, results, rpc, running_server, stream, v03_message
-from tests.fakes.local_server import request_body, serving_app
+from tests.a2a.helpers import auth, call, listening, results, rpc, running_server, stream, v03_message
+from tests.fakes.local_server import request_body
 
 
 class Hook:
@@ -56,12 +56,8 @@ class Hook:
                 pass
 
 
-@asynccontextmanager
-async def webhook() -> AsyncIterator[Hook]:
-    hook = Hook()
-    async with serving_app(hook) as base_url:
-        hook.url = f"{base_url}/hook"
-        yield hook
+def webhook() -> AbstractAsyncContextManager[Hook]:
+    return listening(Hook())
 
 
 SLOW = [{"items": [{"text": "a"}, {"sleep": 0.2}, {"text": "b"}]}]

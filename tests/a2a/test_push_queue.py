@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ import httpx
 import pytest
 
 from devagent.store import push_queue
-from tests.a2a.helpers import auth, results, rpc, stream, v03_message
+from tests.a2a.helpers import auth, listening, results, rpc, stream, v03_message
+from tests.a2a.procs import serve_argv
 from tests.conftest import fresh_pg_database, pg_available
-from tests.fakes.local_server import request_body, serving_app
+from tests.fakes.local_server import request_body
 
 WITHIN = 60.0  # generous bound for anything a test waits on
 
@@ -97,12 +98,8 @@ class CountingHook:
                 pass
 
 
-@asynccontextmanager
-async def counting_webhook() -> AsyncIterator[CountingHook]:
-    hook = CountingHook()
-    async with serving_app(hook) as base_url:
-        hook.url = f"{base_url}/hook"
-        yield hook
+def counting_webhook() -> AbstractAsyncContextManager[CountingHook]:
+    return listening(CountingHook())
 
 
 async def _is_zero(n: Any) -> bool:
@@ -221,17 +218,7 @@ async def test_two_replicas_deliver_each_notification_once(shared_db: str) -> No
 
 
 def _serve_args(db: str, model: str, workspace: Path) -> list[str]:
-    return [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace.parent),
-        "--token",
-        "tok",
-        "--model",
-        model,
-        "--allow-private-webhooks",
-    ]
+    return serve_argv(db, workspace.parent, model, "--allow-private-webhooks")
 
 
 def _push_env(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:

@@ -13,12 +13,6 @@ from tests.conftest import child_env, folder_with
 
 
 @pytest.fixture
-def acp_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of the `devagent acp` processes the tests start."""
-    return child_env(tmp_path, "acp.db")
-
-
-@pytest.fixture
 def work_dir(tmp_path: Path) -> Path:
     """The project folder `devagent acp` works in, as it is on disk (editor buffers may differ)."""
     return folder_with(tmp_path / "work", {"README.md": "# Demo on disk\n"})
@@ -28,6 +22,12 @@ def work_dir(tmp_path: Path) -> Path:
 def script(script_file: Callable[[list[Any]], Path]) -> Callable[[list[Any]], Path]:
     """The ACP tests' `script`: the scripted model's file (`acp_argv` makes the spec of it)."""
     return script_file
+
+
+@pytest.fixture
+def acp_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of the `devagent acp` processes the tests start."""
+    return child_env(tmp_path, "acp.db")
 
 
 def acp_argv(script: Path, *flags: str) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.procs import Serve, serving
+from tests.a2a.procs import Serve, serve_argv, serving
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -75,21 +75,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Pa
     root.mkdir()
     script = base / "script.json"
     script.write_text(json.dumps(SCRIPT))
-    args = [
-        "--db",
-        f"sqlite+aiosqlite:///{base / 'db.sqlite'}",
-        "--workspace-root",
-        str(root),
-        "--token",
-        f"alice={ALICE}",
-        "--token",
-        f"bob={BOB}",
-        "--model",
-        f"scripted:{script}",
-        "--approval",
-        "ask",
-        "--no-sandbox",
-    ]
+    more = ["--token", f"bob={BOB}", "--approval", "ask", "--no-sandbox"]
+    db = f"sqlite+aiosqlite:///{base / 'db.sqlite'}"
+    args = serve_argv(db, root, f"scripted:{script}", *more, token=f"alice={ALICE}")
     with serving(args, base / "serve.log") as s:
         yield s, root / "alice"
 

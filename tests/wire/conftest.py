@@ -178,7 +178,6 @@ def wire_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def work_dir(tmp_path: Path) -> Path:
-    """The folder the wire server works in (`--work-dir`)."""
     return folder_with(tmp_path / "work", {"README.md": "# Demo\n"})
 
 
