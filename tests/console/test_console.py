@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from tests.a2a.procs import Serve, serve_argv, serving
+from tests.core_helpers import write_call
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -39,14 +40,10 @@ CODE = 'def b():\n    return "bee" + 42  # refused later\n'
 BLOCKING = "echo started; while [ ! -e never-created ]; do sleep 0.2; done"
 
 
-def _write(path: str, content: str, call_id: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": call_id}}
-
-
 SCRIPT = {
     "steps": [
         # started by a plain client: a write, approved in the browser
-        {"items": [{"thinking": "A file to write."}, _write("a.txt", HOSTILE + "\n", "w1")]},
+        {"items": [{"thinking": "A file to write."}, write_call("a.txt", HOSTILE + "\n", "w1")]},
         {
             "items": [
                 {
@@ -56,10 +53,10 @@ SCRIPT = {
             ]
         },
         # a follow-up from the console: a write refused with a reason
-        {"items": [_write("b.py", CODE, "w2")]},
+        {"items": [write_call("b.py", CODE, "w2")]},
         {"items": [{"text": "The tool said: {last_tool_results}"}]},
         # edit first
-        {"items": [_write("e.txt", "original\n", "w3")]},
+        {"items": [write_call("e.txt", "original\n", "w3")]},
         {"items": [{"text": "Edited and written."}]},
         # a command that runs until it is cancelled
         {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": BLOCKING}, "id": "s1"}}]},
@@ -338,10 +335,10 @@ SCRIPT28 = {
     "steps": [
         {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi"}}}]},
         {"items": [{"text": "Ran it."}]},
-        {"items": [_write("notes.txt", NOTES, "n1")]},
+        {"items": [write_call("notes.txt", NOTES, "n1")]},
         {"items": [{"text": "Noted: {last_tool_results}"}]},
         {"items": [{"text": "More text after the note."}]},
-        {"items": [_write("p1.txt", "one\n", "p1"), _write("p2.txt", "two\n", "p2")]},
+        {"items": [write_call("p1.txt", "one\n", "p1"), write_call("p2.txt", "two\n", "p2")]},
         {"items": [{"text": "Both answered: {last_tool_results}"}]},
     ]
 }
