@@ -162,5 +162,14 @@ async def core_factory(sqlite_url: str) -> AsyncIterator[Callable[..., Any]]:
         await c.close()
 
 
+def process_ended(pid: int) -> bool:
+    """Whether a process has ended (gone, or a zombie its parent has not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def new_id() -> str:
     return str(uuid.uuid4())

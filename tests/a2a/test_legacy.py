@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
-from tests.a2a.helpers import TOKEN, call, results, rpc, running_server, stream
+from tests.a2a.helpers import TOKEN, call, results, rpc, running_server, stream, v03_message
 from tests.core_helpers import call_then_text, shell_call, write_call
 
 H = {"Authorization": f"Bearer {TOKEN}"}  # no X-A2A-Extensions: these clients never activate it
@@ -31,16 +30,7 @@ def legacy_message(
     workspace: Path | None = None,
     auto_execute: bool | None = None,
 ) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = []
-    if text is not None:
-        parts.append({"kind": "text", "text": text})
-    for d in data or []:
-        parts.append({"kind": "data", "data": d})
-    msg: dict[str, Any] = {"kind": "message", "role": "user", "messageId": str(uuid.uuid4()), "parts": parts}
-    if task_id:
-        msg["taskId"] = task_id
-    if context_id:
-        msg["contextId"] = context_id
+    msg = v03_message(text, data=data, task_id=task_id, context_id=context_id)
     if workspace is not None:
         settings: dict[str, Any] = {"kind": "agent-settings", "workspacePath": str(workspace)}
         if auto_execute is not None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import process_ended
+
 Script = Callable[[list[Any]], str]
 WITHIN = 60.0  # seconds: a bound for the events awaited on 2 shared cores, never a pace
 
@@ -102,15 +104,6 @@ DOORS = {
 }
 
 
-def ended(pid: int) -> bool:
-    """Whether a process has ended (gone, or a zombie its new parent has not reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("busy", ["idle", "running"])
 @pytest.mark.parametrize("name", ["mcp", "wire", "acp"])
@@ -138,9 +131,9 @@ def test_issue28_item8_sigint_ends_a_stdio_door(
         if busy == "running":
             shell = int(gate.read_text())
             deadline = time.monotonic() + WITHIN
-            while not ended(shell) and time.monotonic() < deadline:
+            while not process_ended(shell) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            if not ended(shell):
+            if not process_ended(shell):
                 os.kill(shell, signal.SIGKILL)
                 raise AssertionError(f"the turn's command still runs after devagent {name} ended")
     finally:

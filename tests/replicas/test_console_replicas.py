@@ -7,7 +7,6 @@ and cancelled from there."""
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.helpers import TOKEN
+from tests.a2a.helpers import TOKEN, rpc, v03_message
 from tests.replicas.conftest import StartCluster
 from tests.replicas.test_scale_out import tc
 
@@ -51,19 +50,7 @@ async def test_issue23_console_on_two_replicas(
 ) -> None:
     cl = await start_cluster(script(STEPS), n=2)
     one, two = (r.url for r in cl.replicas)
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "messageId": str(uuid.uuid4()),
-                "role": "user",
-                "parts": [{"kind": "text", "text": "write hello"}],
-            }
-        },
-    }
+    body = rpc("message/send", {"message": v03_message("write hello")})
     async with httpx.AsyncClient(timeout=120) as c:
         r = await c.post(two, json=body, headers={"Authorization": f"Bearer {TOKEN}"})
     task = r.json()["result"]

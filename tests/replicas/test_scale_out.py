@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, call, dev_meta, parts_of, rpc, v03_message
+from tests.conftest import process_ended
 from tests.replicas.conftest import LEASE_SECONDS, StartCluster
 from tests.replicas.helpers import (
     SSE,
@@ -53,14 +54,6 @@ async def tasks_get(c: httpx.AsyncClient, url: str, task_id: str) -> dict[str, A
     assert "error" not in got, got
     task: dict[str, Any] = got["result"]
     return task
-
-
-def pid_gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 WRITE_THEN_ANSWER = [
@@ -371,7 +364,7 @@ async def test_cancel_on_another_replica_stops_the_turn(
         assert sum(1 for e in a_evs if e.get("final")) == 1
         assert "never reached" not in texts(a_evs)
         deadline = time.monotonic() + WITHIN
-        while not pid_gone(pid):
+        while not process_ended(pid):
             assert time.monotonic() < deadline, f"the command (pid {pid}) still runs after the cancel"
             await asyncio.sleep(0.1)
         for r in cl.replicas:
