@@ -76,6 +76,17 @@ async def running_server(
         await core.close()
 
 
+@asynccontextmanager
+async def server_and_client(
+    model: str, db_url: str, workspace: Path, *, client_timeout: float = 30, **kw: Any
+) -> AsyncIterator[tuple[Server, httpx.AsyncClient]]:
+    """`running_server(model, db_url, workspace, **kw)` and an HTTP client for it (at most
+    `client_timeout` seconds a request) for the block."""
+    async with running_server(model, db_url, workspace, **kw) as srv:
+        async with httpx.AsyncClient(timeout=client_timeout) as c:
+            yield srv, c
+
+
 def auth(token: str = TOKEN, *, ext: bool = True, v1: bool = False) -> dict[str, str]:
     h = {"Authorization": f"Bearer {token}"}
     if ext:
@@ -159,6 +170,18 @@ def parts_of(ev: dict[str, Any]) -> list[dict[str, Any]]:
     msg = (ev.get("status") or {}).get("message") or {}
     p: list[dict[str, Any]] = msg.get("parts") or []
     return p
+
+
+def text_of(evs: list[dict[str, Any]]) -> str:
+    """The text the extension's events carry (their TEXT_CONTENT parts), joined."""
+    return "".join(parts_of(e)[0]["text"] for e in evs if dev_meta(e).get("kind") == "TEXT_CONTENT")
+
+
+def tool_updates(
+    evs: list[dict[str, Any]], kinds: tuple[str, ...] = ("TOOL_CALL_UPDATE",)
+) -> list[dict[str, Any]]:
+    """The ToolCall objects of the extension's events of these kinds, in order."""
+    return [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") in kinds]
 
 
 def need_js_sdk() -> None:

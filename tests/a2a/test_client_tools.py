@@ -24,6 +24,7 @@ from tests.a2a.helpers import (
     run_js_client,
     running_server,
     stream,
+    tool_updates,
 )
 
 WEATHER = {
@@ -157,10 +158,6 @@ def said(evs: list[dict[str, Any]]) -> str:
         out += [p.get("text", "") for p in parts_of(e)]
         out += [p.get("text", "") for p in (e.get("artifact") or {}).get("parts") or []]
     return "".join(out)
-
-
-def tool_updates(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") == "TOOL_CALL_UPDATE"]
 
 
 async def test_c1_c4_single_call_message_send(

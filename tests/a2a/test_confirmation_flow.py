@@ -8,7 +8,17 @@ from typing import Any
 
 import httpx
 
-from tests.a2a.helpers import auth, dev_meta, parts_of, results, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import (
+    auth,
+    dev_meta,
+    parts_of,
+    results,
+    rpc,
+    running_server,
+    stream,
+    text_of,
+    v03_message,
+)
 from tests.core_helpers import call_then_text, write_call
 
 WRITE_THEN_ANSWER = [
@@ -78,7 +88,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
                 if dev_meta(e).get("kind") == "TOOL_CALL_UPDATE"
             ]
             assert statuses[0] == "EXECUTING" and statuses[-1] == "SUCCEEDED", statuses
-            texts = "".join(parts_of(e)[0]["text"] for e in evs2 if dev_meta(e).get("kind") == "TEXT_CONTENT")
+            texts = text_of(evs2)
             assert texts == "I wrote hello.txt."
             assert kinds[-1] == ("STATE_CHANGE", "completed") and evs2[-1]["final"] is True
             assert sum(1 for e in evs2 if e.get("final")) == 1  # A3: exactly one final event
@@ -97,7 +107,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
                 )
             )
             evs3 = [e for e in evs3 if "status" in e]
-            texts = "".join(parts_of(e)[0]["text"] for e in evs3 if dev_meta(e).get("kind") == "TEXT_CONTENT")
+            texts = text_of(evs3)
             assert texts == "Second turn: and now?"
             assert evs3[-1]["status"]["state"] == "completed" and evs3[-1]["final"] is True
             assert sum(1 for e in evs3 if e.get("final")) == 1

@@ -16,10 +16,11 @@ import pytest
 
 from tests.a2a.helpers import TOKEN, rpc, v03_message
 from tests.replicas.conftest import StartCluster
-from tests.replicas.test_scale_out import tc
 
 pytest.importorskip("playwright.async_api", reason="playwright is installed by scripts/test ([dev])")
 from playwright.async_api import Page, async_playwright, expect
+
+from tests.core_helpers import shell_call, write_call
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -31,9 +32,9 @@ TICKS = "echo started; for i in $(seq 600); do echo tick $i; sleep 0.2; done"
 WAIT = 60_000  # ms: how long a page may take to show what the servers did; never a pass condition
 
 STEPS = [
-    {"items": [tc("write_file", {"path": "hello.txt", "content": "hi\n"}, "w1")]},
+    {"items": [write_call("hello.txt", "hi\n", "w1")]},
     {"items": [{"text": "I wrote hello.txt."}]},
-    {"items": [tc("run_shell_command", {"command": TICKS}, "s1")]},
+    {"items": [shell_call(TICKS, "s1")]},
     {"items": [{"text": "unreachable"}]},
 ]
 
