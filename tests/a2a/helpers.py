@@ -96,6 +96,19 @@ def auth(token: str = TOKEN, *, ext: bool = True, v1: bool = False) -> dict[str,
     return h
 
 
+def client_tool(
+    name: str, description: str, properties: dict[str, Any], required: list[str] | None = None
+) -> dict[str, Any]:
+    """A client tool's definition as LangChain and OpenAI write it (`type: function`)."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        parameters["required"] = required
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
 def v03_message(
     text: str | None = None,
     *,

@@ -16,6 +16,7 @@ from tests.a2a.helpers import (
     TOKEN,
     auth,
     call,
+    client_tool,
     dev_meta,
     need_js_sdk,
     parts_of,
@@ -27,33 +28,18 @@ from tests.a2a.helpers import (
     tool_updates,
 )
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather information for a given location",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "location": {"type": "string", "description": "The city and state"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["location"],
-        },
+WEATHER = client_tool(
+    "get_weather",
+    "Get the current weather information for a given location",
+    {
+        "location": {"type": "string", "description": "The city and state"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
     },
-}
-CONFIG = {
-    "type": "function",
-    "function": {
-        "name": "read_config",
-        "description": "Read a file on the client's machine",
-        "parameters": {
-            "type": "object",
-            "properties": {"file_path": {"type": "string"}},
-            "required": ["file_path"],
-        },
-    },
-}
+    ["location"],
+)
+CONFIG = client_tool(
+    "read_config", "Read a file on the client's machine", {"file_path": {"type": "string"}}, ["file_path"]
+)
 TOOLS = [WEATHER, CONFIG]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.helpers import auth, call, dev_meta, parts_of, rpc, text_of, v03_message
+from tests.a2a.helpers import auth, call, client_tool, dev_meta, parts_of, rpc, text_of, v03_message
 from tests.conftest import process_ended
 from tests.core_helpers import call_then_text, shell_call, write_call
 from tests.replicas.conftest import LEASE_SECONDS, StartCluster
@@ -131,26 +131,10 @@ async def test_appendix_flow_across_replicas(
     assert all(n >= 1 for n in cl.balancer.counts), cl.balancer.counts
 
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a location",
-        "parameters": {
-            "type": "object",
-            "properties": {"location": {"type": "string"}},
-            "required": ["location"],
-        },
-    },
-}
-CONFIG = {
-    "type": "function",
-    "function": {
-        "name": "read_config",
-        "description": "Read a file on the client's machine",
-        "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}}},
-    },
-}
+WEATHER = client_tool(
+    "get_weather", "Current weather for a location", {"location": {"type": "string"}}, ["location"]
+)
+CONFIG = client_tool("read_config", "Read a file on the client's machine", {"file_path": {"type": "string"}})
 
 
 def client_message(text: str | None, *parts: dict[str, Any], task_id: str | None = None) -> dict[str, Any]:
