@@ -154,6 +154,15 @@ async def stream(
     return out
 
 
+async def stream_message(
+    client: httpx.AsyncClient, url: str, message: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """All frames of a `message/stream` of `message` (with the extension's headers, or `headers`)."""
+    return await stream(
+        client, url, rpc("message/stream", {"message": message}), auth() if headers is None else headers
+    )
+
+
 def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for f in frames:
         assert "error" not in f, f

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,9 @@ from google.protobuf.struct_pb2 import Value
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import TOKEN, running_server
+from tests.conftest import Script
 from tests.core_helpers import write_call
 
-Script = Callable[[list[Any]], str]
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 
 

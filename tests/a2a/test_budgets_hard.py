@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ import httpx
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
 from tests.a2a.procs import TOKEN, Serve, confirmation, serve_args, serving, status_text
+from tests.conftest import Script
 
-Script = Callable[[list[Any]], str]
 REFUSED = "refused by the server's budget"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from tests.a2a.helpers import (
     stream,
     tool_updates,
 )
+from tests.conftest import Script
 
 WEATHER = client_tool(
     "get_weather",
@@ -146,9 +146,7 @@ def said(evs: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-async def test_c1_c4_single_call_message_send(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_c1_c4_single_call_message_send(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C1 C2 C4 C7: blocking message/send with tools; the call comes back as `tool_calls` with
     input-required; the result continues the turn; stats in the task's metadata."""
     steps = [
@@ -175,7 +173,7 @@ async def test_c1_c4_single_call_message_send(
 
 
 async def test_c5_several_calls_in_one_step_answered_in_two_messages(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 C5: two client calls in one step (message/stream); answered one message at a time, the
     task keeps waiting for the other, announcing it again."""
@@ -213,7 +211,7 @@ async def test_c5_several_calls_in_one_step_answered_in_two_messages(
 
 
 async def test_c5_chain_across_turns_and_c3_tool_sets(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C3 C5: a chain of client calls, each answered by a new message; a follow-up without tools
     keeps the task's set, a follow-up with a set replaces it."""
@@ -262,9 +260,7 @@ async def test_c5_chain_across_turns_and_c3_tool_sets(
         assert meta(t3)["client_tools"]["accepted"] == ["read_config"]
 
 
-async def test_c5_client_tool_error(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_c5_client_tool_error(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C5 C7: a result with `error` fails the call; the model sees the error; stats count it."""
     steps = [
         {"items": [tc("get_weather", {"location": "Atlantis"}, "e1")]},
@@ -286,7 +282,7 @@ async def test_c5_client_tool_error(
 
 
 async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 and issue 4 item 5: a local call and a client call in one step; the local one runs first;
     only the client call goes out as tool_calls; an extension client sees the client call as a
@@ -329,7 +325,7 @@ async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
 
 
 async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C2 C6 C7: every refused definition comes back with its reason (a DataPart in the reply and
     the task's metadata); the valid ones are used; a built-in name is refused as a collision; the
@@ -390,7 +386,7 @@ async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
         assert md["accepted"] == ["get_weather"] and {r["name"] for r in md["rejected"]} == set(reasons)
 
 
-async def test_c5_step_limit(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_c5_step_limit(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C5: the server's maximum number of model steps per turn ends a tool loop with a clear message."""
     steps = [{"items": [tc("get_weather", {"location": "SF"}, f"s{i}")]} for i in range(5)]
     async with (
@@ -414,7 +410,7 @@ async def test_c5_step_limit(script: Callable[[list[Any]], str], sqlite_url: str
 
 
 async def test_c4_plain_text_results_of_the_design_without_ids(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4: the design's sample client answers in text, without taskId/contextId, re-sending its
     tools (metadata without count): `Tool "X" returned: ...` one call per message, `Tool results:
@@ -470,7 +466,7 @@ async def test_c4_plain_text_results_of_the_design_without_ids(
 
 
 async def test_c4_followup_without_ids_same_owner_only(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4: a tool_results DataPart without taskId/contextId finds its task by the call ids, among
     the sender's own tasks only."""
@@ -501,7 +497,7 @@ async def test_c4_followup_without_ids_same_owner_only(
 
 
 async def test_c4_bad_results_are_refused_and_change_nothing(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4: unknown ids, a result without result/error, a call answered twice, results for a call
     no longer pending, a text result naming no waiting call: each a JSON-RPC error; the task keeps
@@ -561,7 +557,7 @@ async def test_c4_bad_results_are_refused_and_change_nothing(
         assert "is not waiting for tool results (it is completed)" in res["error"]["message"]
 
 
-async def test_c1_c4_a2a_v1(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_c1_c4_a2a_v1(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C1 C4 over A2A 1.0: SendMessage with `{"data": {"tools": ...}}`, the calls in the task's
     status, the results as a 1.0 data part without ids; SendStreamingMessage too."""
     steps = [
@@ -604,7 +600,7 @@ async def test_c1_c4_a2a_v1(script: Callable[[list[Any]], str], sqlite_url: str,
 
 
 async def test_c4_g6_restart_between_call_and_result(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 G6: `devagent serve` stops while the task waits for the client's result; after a restart
     the result, sent without taskId as the design's client does, finds the task and completes it."""
@@ -645,9 +641,7 @@ JS_STEPS = [
 
 
 @pytest.mark.npm
-async def test_c1_c7_js_sdk_design_workflow(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_c1_c7_js_sdk_design_workflow(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C1-C6 with @a2a-js/sdk's A2AClient: the design's send / execute locally / send results loop,
     once as the design writes it (message as params, no ids, `Tool results:` text) and once with
     a `tool_results` DataPart; the design's own `read_file` tool is refused as a collision."""
@@ -678,7 +672,7 @@ async def test_c1_c7_js_sdk_design_workflow(
 
 
 async def test_c4_permission_and_client_call_in_one_step(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 B10: a step with an edit needing permission and a client call waits for both; one message
     carrying the ToolCallConfirmation and the tool_results answers both."""

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from tests.a2a.helpers import (
-    auth,
     dev_meta,
     parts_of,
     results,
-    rpc,
     running_server,
-    stream,
+    stream_message,
     text_of,
     v03_message,
 )
+from tests.conftest import Script
 from tests.core_helpers import call_then_text, write_call
 
 WRITE_THEN_ANSWER = [
@@ -27,20 +24,14 @@ WRITE_THEN_ANSWER = [
 ]
 
 
-async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str, workspace: Path) -> None:
+async def test_appendix_flow_v03(script: Script, db_url: str, workspace: Path) -> None:
     """A3 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B14 A6: the appendix, event by event, on SQLite and
     PostgreSQL (the task store shares the core's database)."""
     async with running_server(script(WRITE_THEN_ANSWER), db_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             # 1-2: message/stream with AgentSettings
-            frames = await stream(
-                c,
-                srv.url,
-                rpc(
-                    "message/stream",
-                    {"message": v03_message("write hello", settings={"workspace_path": str(workspace)})},
-                ),
-                auth(),
+            frames = await stream_message(
+                c, srv.url, v03_message("write hello", settings={"workspace_path": str(workspace)})
             )
             evs = results(frames)
             assert evs[0]["kind"] == "task" and evs[0]["status"]["state"] == "submitted"
@@ -67,15 +58,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
             # 6-9: the confirmation
             conf = {"tool_call_id": "c1", "selected_option_id": "proceed_once"}
             evs2 = results(
-                await stream(
-                    c,
-                    srv.url,
-                    rpc(
-                        "message/stream",
-                        {"message": v03_message(data=[conf], task_id=task_id, context_id=ctx)},
-                    ),
-                    auth(),
-                )
+                await stream_message(c, srv.url, v03_message(data=[conf], task_id=task_id, context_id=ctx))
             )
             # the reply also comes as an artifact holding it whole, before the final event
             replies = [e for e in evs2 if e.get("kind") == "artifact-update"]
@@ -96,15 +79,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
 
             # 10: the same taskId continues (extension client)
             evs3 = results(
-                await stream(
-                    c,
-                    srv.url,
-                    rpc(
-                        "message/stream",
-                        {"message": v03_message("and now?", task_id=task_id, context_id=ctx)},
-                    ),
-                    auth(),
-                )
+                await stream_message(c, srv.url, v03_message("and now?", task_id=task_id, context_id=ctx))
             )
             evs3 = [e for e in evs3 if "status" in e]
             texts = text_of(evs3)

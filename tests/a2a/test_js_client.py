@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.a2a.helpers import TOKEN, need_js_sdk, run_js_client, running_server
+from tests.conftest import Script
 from tests.core_helpers import call_then_text, write_call
 
 pytestmark = pytest.mark.npm
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.npm
 WRITE = call_then_text(write_call("js.txt", "JS\n", "j1"), "written for node")
 
 
-async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_js_sdk_appendix(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A2 B4-B10: the a2a-js client streams the appendix flow (v0.3) and confirms the write."""
     need_js_sdk()
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
@@ -46,7 +45,7 @@ PLAIN_WRITE = call_then_text(write_call("hello.txt", "hi\n", "p1"), "I wrote hel
 
 
 async def test_issue21_generic_js_client_approves_on_the_context_and_sees_the_answer_once(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """issue 21 items 1 and 2 with a real generic client (@a2a-js/sdk, no extension, contextId
     only): "yes" on the context continues the waiting task, the file is written once, and what a

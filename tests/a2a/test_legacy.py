@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import TOKEN, call, results, rpc, running_server, stream, v03_message
+from tests.conftest import Script
 from tests.core_helpers import call_then_text, shell_call, write_call
 
 H = {"Authorization": f"Bearer {TOKEN}"}  # no X-A2A-Extensions: these clients never activate it
@@ -74,9 +74,7 @@ def assert_turn_end(ev: dict[str, Any]) -> None:
 TEXT = [{"items": [{"thinking": "**Planning** Say hello."}, {"text": "Hello "}, {"text": "there."}]}]
 
 
-async def test_settings_and_text_turn(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_settings_and_text_turn(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: agent-settings in message.metadata.coderAgent select the legacy dialect (§2.1); the
     stream is task(submitted), working state-change, thought and text-content pieces sharing one
     messageId, then input-required final (§3.3-§3.6, §4.3); no RFC metadata; tasks/get history
@@ -136,9 +134,7 @@ def assert_tool_call(tc: dict[str, Any], call_id: str, name: str, status: str) -
     assert "tool_call_id" not in tc and "PENDING" not in json.dumps(tc)
 
 
-async def test_edit_confirmation_with_new_content(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_edit_confirmation_with_new_content(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: a write asks with confirmationDetails type `edit` (fileName, filePath, fileDiff,
     originalContent, newContent) in a tool-call-confirmation after a `scheduled` update (§4.3);
     `autoExecute` does not skip it (server policy keeps `ask`); `{callId, outcome: proceed_once,
@@ -187,9 +183,7 @@ async def test_edit_confirmation_with_new_content(
             assert text_of(evs3) == "again" and evs3[-1]["status"]["state"] == "input-required"
 
 
-async def test_modify_with_editor_then_proceed(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_modify_with_editor_then_proceed(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: modify_with_editor with newContent decides nothing: the call is announced again with
     the edited content and keeps waiting; the next proceed_once writes that content."""
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
@@ -212,7 +206,7 @@ async def test_modify_with_editor_then_proceed(
 
 
 async def test_modify_with_editor_content_survives_a_restart(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B16, G6: the content a client edited with modify_with_editor is stored with the session, so
     a proceed sent to a restarted server writes it."""
@@ -233,7 +227,7 @@ async def test_modify_with_editor_content_survives_a_restart(
 
 
 async def test_cancel_outcome_unknown_call_and_task_cancel(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B16: outcome `cancel` skips the call (status cancelled, a readable error in `response`, never
     `{}`); an unknown callId or outcome is reported as a JSON-RPC error, not ignored; tasks/cancel
@@ -275,9 +269,7 @@ async def test_cancel_outcome_unknown_call_and_task_cancel(
 SHELL = call_then_text(shell_call("echo line1; sleep 0.3; echo line2; sleep 0.3; echo line3", "sh"), "ok")
 
 
-async def test_shell_live_output_as_artifacts(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_shell_live_output_as_artifacts(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: a shell command asks with type `exec` (command, rootCommand); after proceed_once its
     output streams as artifact-update events `tool-<callId>-output` whose flags are truthful: the
     first creates the artifact (append false), later ones carry only the new text (append true),
@@ -321,7 +313,7 @@ async def test_shell_live_output_as_artifacts(
 
 
 async def test_connection_close_keeps_the_pending_call(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B16 (where the original fails, §1.13): a client that sends `Connection: close` and closes
     after the first stream still finds its tool call waiting when it confirms."""
@@ -341,9 +333,7 @@ async def test_connection_close_keeps_the_pending_call(
 ERR = [{"items": [{"error": {"message": "quota exceeded", "status": 429}}]}, {"items": [{"text": "back"}]}]
 
 
-async def test_model_error_leaves_task_usable(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_model_error_leaves_task_usable(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16 (where the original fails, §3.11): a model error is reported (text and
     `metadata.error`) and the turn ends input-required, not `failed`; the same task continues."""
     async with running_server(script(ERR), sqlite_url, workspace) as srv:
@@ -362,7 +352,7 @@ async def test_model_error_leaves_task_usable(
 INIT = call_then_text(write_call("AGENTS.md", "# Guide\n", "init-w"), "Wrote AGENTS.md.")
 
 
-async def test_rest_commands(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_rest_commands(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16 REST mirrors (§1.4, §3.13): GET /listCommands in the original's shape with `init`
     listed; POST /executeCommand with the original's status codes and error bodies, `{name, data}`
     for plain commands, and `init` streaming as valid SSE (blank-line separated frames of JSON-RPC
@@ -429,7 +419,7 @@ async def test_rest_commands(script: Callable[[list[Any]], str], sqlite_url: str
             assert (workspace.parent / "AGENTS.md").read_text() == "# Guide\n"
 
 
-async def test_rest_tasks(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_rest_tasks(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16 REST mirrors: POST /tasks answers 201 with the id as a JSON string and creates a task
     that message/stream then runs in the dialect; GET /tasks/{id}/metadata and GET /tasks/metadata
     in the original's shape (404 `{"error": "Task not found"}`); `autoExecute`/`isTrusted` in the

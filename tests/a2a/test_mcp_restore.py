@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +11,14 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import (
-    auth,
     results,
-    rpc,
     running_server,
-    stream,
+    stream_message,
     text_of,
     tool_updates,
     v03_message,
 )
+from tests.conftest import Script
 from tests.core_helpers import write_call
 from tests.mcp_servers import start_http_server
 
@@ -34,7 +33,7 @@ def updates_and_confirmations(evs: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 async def test_b15_g5_mcp_tool_and_restore_over_a2a(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, http_server: str
+    script: Script, sqlite_url: str, workspace: Path, http_server: str
 ) -> None:
     steps = [
         {"items": [{"tool_call": {"name": "web__add", "args": {"a": 40, "b": 2}, "id": "m1"}}]},
@@ -60,7 +59,7 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
                 "mcp_servers": {"web": {"url": http_server}},
             }
             m = v03_message("add and write", settings=settings)
-            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+            evs = results(await stream_message(c, srv.url, m))
             task = evs[0]
             assert evs[-1]["status"]["state"] == "input-required" and evs[-1]["final"] is True
             pending = updates_and_confirmations(evs)[-1]
@@ -77,7 +76,7 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
 
             conf = {"tool_call_id": "m1", "selected_option_id": "proceed_always_server"}
             m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
-            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+            evs = results(await stream_message(c, srv.url, m))
             ups = updates_and_confirmations(evs)
             done = [u for u in ups if u["tool_call_id"] == "m1"][-1]
             assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "42"}
@@ -92,7 +91,7 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
             # /mcp and /restore as prompts of the same task (B14 with the extension)
             async def say(text: str) -> str:
                 m = v03_message(text, task_id=task["id"], context_id=task["contextId"])
-                evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+                evs = results(await stream_message(c, srv.url, m))
                 return text_of(evs)
 
             assert "web (http, from session settings): ready" in await say("/mcp")

@@ -6,7 +6,6 @@ artifact, never repeated in status messages."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,9 @@ import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import auth, call, results, rpc, running_server, stream, v03_message
+from tests.conftest import Script
 from tests.core_helpers import write_call
 
-Script = Callable[[list[Any]], str]
 PLAIN = auth(ext=False)
 
 

@@ -15,6 +15,7 @@ import httpx
 
 from devagent.a2a.push import check_webhook_url
 from tests.a2a.helpers import auth, call, listening, results, rpc, running_server, stream, v03_message
+from tests.conftest import Script
 from tests.fakes.local_server import request_body
 
 
@@ -67,9 +68,7 @@ def _v03_final_state(bodies: list[Any]) -> bool:
     return any(b.get("kind") == "task" and b["status"]["state"] == "completed" for b in bodies)
 
 
-async def test_push_v03_with_message_stream(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_push_v03_with_message_stream(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A4: a config given with message/stream; the webhook gets v0.3 Task payloads with the token
     and the Authorization header the config names; a slow webhook does not slow the stream."""
     async with webhook() as hook, running_server(script(SLOW), sqlite_url, workspace) as srv:
@@ -93,9 +92,7 @@ async def test_push_v03_with_message_stream(
             assert body["id"] == evs[0]["id"] and body["kind"] == "task"
 
 
-async def test_push_v1_config_set_and_retry(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_push_v1_config_set_and_retry(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A4: a config set with the 1.0 method gets 1.0 StreamResponse payloads; a webhook failing
     twice is retried with backoff until it takes the event."""
     steps = [
@@ -146,7 +143,7 @@ async def test_push_v1_config_set_and_retry(
             assert states[0] == "TASK_STATE_WORKING"  # the first event survived two failures
 
 
-async def test_push_allowlist(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_push_allowlist(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A4: loopback and private webhook addresses are refused unless the operator allows them."""
     assert await check_webhook_url("http://127.0.0.1:9/x", False)
     assert await check_webhook_url("http://10.0.0.5/x", False)

@@ -21,7 +21,7 @@ import pytest
 from devagent.store import push_queue
 from tests.a2a.helpers import auth, listening, results, rpc, stream, v03_message
 from tests.a2a.procs import serve_argv
-from tests.conftest import fresh_pg_database, pg_available
+from tests.conftest import Script, fresh_pg_database, pg_available
 from tests.fakes.local_server import request_body
 
 WITHIN = 60.0  # generous bound for anything a test waits on
@@ -237,7 +237,7 @@ def _completed(body: Any) -> bool:
 
 
 async def test_push_queue_survives_a_killed_replica(
-    script: Callable[[list[Any]], str],
+    script: Script,
     shared_db: str,
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -277,7 +277,7 @@ async def test_push_queue_survives_a_killed_replica(
 
 
 async def test_claim_of_a_killed_replica_is_taken_over_after_its_lease(
-    script: Callable[[list[Any]], str],
+    script: Script,
     sqlite_url: str,
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -313,7 +313,7 @@ async def test_claim_of_a_killed_replica_is_taken_over_after_its_lease(
 
 @pytest.mark.postgres
 async def test_two_server_apps_on_postgres_deliver_each_once(
-    script: Callable[[list[Any]], str], pg_db: str, workspace: Path
+    script: Script, pg_db: str, workspace: Path
 ) -> None:
     """A4, issue 10 item 3: two A2A apps, each with its own AgentCore and engine, on one
     PostgreSQL database; turns run on both with 1.0 webhooks, and the replicas poll each other's

@@ -19,6 +19,7 @@ from tests.a2a.helpers import (
     rpc,
     server_and_client,
     stream,
+    stream_message,
     text_of,
     tool_updates,
     v03_message,
@@ -29,7 +30,7 @@ from tests.core_helpers import call_then_text, shell_call, write_call
 
 async def _start(c: httpx.AsyncClient, url: str, text: str, ws: Path) -> list[dict[str, Any]]:
     m = v03_message(text, settings={"workspace_path": str(ws)})
-    return results(await stream(c, url, rpc("message/stream", {"message": m}), auth()))
+    return results(await stream_message(c, url, m))
 
 
 async def _confirm(
@@ -44,7 +45,7 @@ async def _confirm(
     if new_content is not None:
         conf["file_details"] = {"new_content": new_content}
     m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
-    return results(await stream(c, url, rpc("message/stream", {"message": m}), auth()))
+    return results(await stream_message(c, url, m))
 
 
 WRITE = call_then_text(write_call("f.txt", "model\n", "w"), "result: {last_tool_results}")
@@ -124,7 +125,7 @@ async def test_model_error_reported_and_conversation_usable(
         assert evs[-1]["status"]["state"] == "failed" and evs[-1]["final"] is True
         assert "overloaded" in dev_meta(evs[-1])["error"]
         again = v03_message("retry", task_id=evs[0]["id"], context_id=evs[0]["contextId"])
-        evs2 = results(await stream(c, srv.url, rpc("message/stream", {"message": again}), auth()))
+        evs2 = results(await stream_message(c, srv.url, again))
         assert evs2[0]["status"]["state"] == "working"
         assert evs2[-1]["final"] is True and dev_meta(evs2[-1])["kind"] == "STATE_CHANGE"
 
@@ -239,6 +240,6 @@ async def test_cancel_waiting_task(script: Script, sqlite_url: str, workspace: P
         ok = v03_message(
             data=[{"tool_call_id": "w", "selected_option_id": "proceed_once"}], task_id=evs[0]["id"]
         )
-        frames = await stream(c, srv.url, rpc("message/stream", {"message": ok}), auth())
+        frames = await stream_message(c, srv.url, ok)
         assert frames[0]["error"]["code"] == -32602  # nothing waits any more
         assert not (workspace / "f.txt").exists()

@@ -5,7 +5,7 @@ and one answer sent to both at once. On the SQLite file and on a fresh PostgreSQ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,8 @@ from tests.a2a.procs import (
     serve_args,
     serving,
 )
+from tests.conftest import Script
 from tests.core_helpers import call_then_text, shell_call
-
-Script = Callable[[list[Any]], str]
 
 STEPS = [
     *call_then_text(shell_call("echo x >> count.txt", "c1"), "counted"),

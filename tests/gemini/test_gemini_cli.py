@@ -7,13 +7,12 @@ land."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.a2a.helpers import TOKEN, running_server
+from tests.conftest import Script
 from tests.core_helpers import call_then_text, write_call
 from tests.fakes.gemini_delegate import DelegatingModel
 from tests.fakes.gemini_server import FakeGemini
@@ -45,7 +44,7 @@ WRITE = call_then_text(write_call("greeting.txt", "hello\n", "g1"), "I wrote gre
 
 
 async def test_gemini_cli_delegates_a_write_answered_yes(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
+    script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
     """Issue 11 item 5: Gemini CLI delegates to devagent; devagent asks permission in words (the
     plain dialect); Gemini's model answers "yes" in words on the same task; the file is written

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import Script
 from tests.fakes.gemini_server import FakeGemini
 from tests.gemini.helpers import SETTINGS, need_gemini_cli, run_gemini
 
@@ -45,7 +45,7 @@ class CallsDevagent:
 
 
 async def test_issue22_gemini_cli_as_an_mcp_host_hands_devagent_a_task(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
+    script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
     need_gemini_cli()
     steps = [

@@ -5,7 +5,6 @@ her own workspace folder, Bob unable to see or continue her session, no token re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.a2a.procs import TOKEN, serving
-
-Script = Callable[[list[Any]], str]
+from tests.conftest import Script
 
 
 def client(url: str, token: str) -> Client:

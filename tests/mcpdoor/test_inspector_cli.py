@@ -19,13 +19,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.a2a.procs import TOKEN, serving
+from tests.conftest import Script
 from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
@@ -33,8 +33,6 @@ INSPECTOR = JS / "node_modules" / ".bin" / "mcp-inspector"
 RUN_WITHIN = 180  # seconds for one Inspector run: a safety net on 2 shared cores, never a pace
 
 pytestmark = pytest.mark.npm
-
-Script = Callable[[list[Any]], str]
 
 
 class Inspector:

@@ -13,15 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import process_ended
+from tests.conftest import Script, process_ended
 
-Script = Callable[[list[Any]], str]
 WITHIN = 60.0  # seconds: a bound for the events awaited on 2 shared cores, never a pace
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import ElicitResult
 
+from tests.conftest import Script
 from tests.core_helpers import write_call
-
-Script = Callable[[list[Any]], str]
 
 
 def params(workspace: Path, model: str, db: str, *extra: str) -> StdioServerParameters:

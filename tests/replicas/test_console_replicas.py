@@ -7,9 +7,7 @@ and cancelled from there."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +18,7 @@ from tests.replicas.conftest import StartCluster
 pytest.importorskip("playwright.async_api", reason="playwright is installed by scripts/test ([dev])")
 from playwright.async_api import Page, async_playwright, expect
 
+from tests.conftest import Script
 from tests.core_helpers import shell_call, write_call
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -47,7 +46,7 @@ async def sign_in(page: Page, url: str) -> None:
 
 
 async def test_issue23_console_on_two_replicas(
-    script: Callable[[list[Any]], str], start_cluster: StartCluster, workspace: Path
+    script: Script, start_cluster: StartCluster, workspace: Path
 ) -> None:
     cl = await start_cluster(script(STEPS), n=2)
     one, two = (r.url for r in cl.replicas)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, call, client_tool, dev_meta, parts_of, rpc, text_of, v03_message
-from tests.conftest import process_ended
+from tests.conftest import Script, process_ended
 from tests.core_helpers import call_then_text, shell_call, write_call
 from tests.replicas.conftest import LEASE_SECONDS, StartCluster
 from tests.replicas.helpers import (
@@ -32,8 +32,6 @@ from tests.replicas.helpers import (
 )
 
 pytestmark = pytest.mark.postgres
-
-Script = Callable[[list[Any]], str]
 
 
 def tc(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
