@@ -72,6 +72,8 @@ async def fresh_pg_database(prefix: str = "devagent_t") -> AsyncIterator[str]:
 
 Script = Callable[[list[Any]], str]
 """The `script` fixture: the scripted model's steps in, its `scripted:FILE` spec out."""
+ScriptFile = Callable[[list[Any]], Path]
+"""The `script_file` fixture: the scripted model's steps in, the file holding them out."""
 
 
 def folder_with(path: Path, files: dict[str, str]) -> Path:
@@ -101,7 +103,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def script_file(tmp_path: Path) -> Callable[[list[Any]], Path]:
+def script_file(tmp_path: Path) -> ScriptFile:
     """Writes a scripted-model file (its steps) and returns its path."""
     counter = iter(range(1000))
 
@@ -114,7 +116,7 @@ def script_file(tmp_path: Path) -> Callable[[list[Any]], Path]:
 
 
 @pytest.fixture
-def script(script_file: Callable[[list[Any]], Path]) -> Script:
+def script(script_file: ScriptFile) -> Script:
     """Writes a scripted-model file and returns the `scripted:FILE` spec."""
     return lambda steps: f"scripted:{script_file(steps)}"
 

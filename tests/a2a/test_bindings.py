@@ -15,15 +15,7 @@ import httpx
 import pytest
 from a2a.client import ClientCallContext, ClientConfig, create_client
 from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
-    TaskState,
-)
+from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 

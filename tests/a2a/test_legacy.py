@@ -64,6 +64,11 @@ async def send(
     return results(await stream(c, url, rpc("message/stream", {"message": msg}, "req-1"), headers))
 
 
+async def answer(c: httpx.AsyncClient, url: str, task_id: str, outcome: str) -> list[dict[str, Any]]:
+    """The dialect's answer `outcome` to the waiting call `w` of the task; the events it streams."""
+    return await send(c, url, legacy_message(data=[{"callId": "w", "outcome": outcome}], task_id=task_id))
+
+
 def assert_turn_end(ev: dict[str, Any]) -> None:
     """§3.5: every normal turn ends input-required, state-change, final."""
     assert ev["kind"] == "status-update" and ev["final"] is True
@@ -114,11 +119,7 @@ async def test_settings_and_text_turn(script: Script, sqlite_url: str, workspace
 
 
 WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "f.txt", "content": "model\n"}, "id": "w"}}
-        ]
-    },
+    {"items": [write_call("f.txt", "model\n", "w")]},
     {"items": [{"text": "done: {last_tool_results}"}]},
     {"items": [{"text": "again"}]},
 ]
@@ -198,9 +199,7 @@ async def test_modify_with_editor_then_proceed(script: Script, sqlite_url: str, 
             assert "+edited" in again["confirmationDetails"]["fileDiff"]
             assert_turn_end(evs2[-1])
             assert not (workspace / "f.txt").exists()
-            evs3 = await send(
-                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "proceed_once"}], task_id=tid)
-            )
+            evs3 = await answer(c, srv.url, tid, "proceed_once")
             assert tool_calls(evs3)[-1]["status"] == "success"
             assert (workspace / "f.txt").read_text() == "edited\n"
 
@@ -219,9 +218,7 @@ async def test_modify_with_editor_content_survives_a_restart(
             await send(c, srv.url, legacy_message(data=[mod], task_id=tid))
     async with running_server(model, sqlite_url, workspace) as srv:  # a fresh core and app
         async with httpx.AsyncClient(timeout=30) as c:
-            evs3 = await send(
-                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "proceed_once"}], task_id=tid)
-            )
+            evs3 = await answer(c, srv.url, tid, "proceed_once")
             assert tool_calls(evs3)[-1]["status"] == "success"
     assert (workspace / "f.txt").read_text() == "edited before restart\n"
 
@@ -245,9 +242,7 @@ async def test_cancel_outcome_unknown_call_and_task_cancel(
                     c, srv.url, rpc("message/stream", {"message": legacy_message(data=[bad], task_id=tid)}), H
                 )
                 assert frames[0]["error"]["code"] == -32602 and needle in frames[0]["error"]["message"]
-            evs2 = await send(
-                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "cancel"}], task_id=tid)
-            )
+            evs2 = await answer(c, srv.url, tid, "cancel")
             tcs = tool_calls(evs2)
             assert "executing" not in [t["status"] for t in tcs]
             last = tcs[-1]

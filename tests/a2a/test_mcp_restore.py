@@ -10,14 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.helpers import (
-    results,
-    running_server,
-    stream_message,
-    text_of,
-    tool_updates,
-    v03_message,
-)
+from tests.a2a.helpers import results, running_server, stream_message, text_of, tool_updates, v03_message
 from tests.conftest import Script
 from tests.core_helpers import write_call
 from tests.mcp_servers import start_http_server

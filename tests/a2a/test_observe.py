@@ -14,13 +14,10 @@ import pytest
 
 from tests.a2a.helpers import auth, v03_message
 from tests.a2a.procs import TOKEN, confirmation, get_task, send_stream, serve_argv, serving
+from tests.core_helpers import write_call
 
 STEPS = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "m.txt", "content": "M\n"}, "id": "w1"}}
-        ]
-    },
+    {"items": [write_call("m.txt", "M\n", "w1")]},
     {"items": [{"text": "done"}]},
 ]
 

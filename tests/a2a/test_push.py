@@ -16,6 +16,7 @@ import httpx
 from devagent.a2a.push import check_webhook_url
 from tests.a2a.helpers import auth, call, listening, results, rpc, running_server, stream, v03_message
 from tests.conftest import Script
+from tests.core_helpers import write_call
 from tests.fakes.local_server import request_body
 
 
@@ -96,11 +97,7 @@ async def test_push_v1_config_set_and_retry(script: Script, sqlite_url: str, wor
     """A4: a config set with the 1.0 method gets 1.0 StreamResponse payloads; a webhook failing
     twice is retried with backoff until it takes the event."""
     steps = [
-        {
-            "items": [
-                {"tool_call": {"name": "write_file", "args": {"path": "p.txt", "content": "P"}, "id": "p"}}
-            ]
-        },
+        {"items": [write_call("p.txt", "P", "p")]},
         {"items": [{"text": "pushed"}]},
     ]
     async with webhook() as hook, running_server(script(steps), sqlite_url, workspace) as srv:

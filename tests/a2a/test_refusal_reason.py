@@ -10,9 +10,10 @@ import httpx
 
 from tests.a2a.helpers import running_server, stream_message, v03_message
 from tests.conftest import Script
+from tests.core_helpers import write_call
 
 STEPS = [
-    {"items": [{"tool_call": {"name": "write_file", "args": {"path": "r.txt", "content": "R"}, "id": "r1"}}]},
+    {"items": [write_call("r.txt", "R", "r1")]},
     {"items": [{"text": "model saw: {last_tool_results}"}]},
 ]
 

@@ -10,15 +10,7 @@ import httpx
 import pytest
 from a2a.client import ClientCallContext, ClientConfig, ClientFactory, create_client
 from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types import (
-    AgentCard,
-    GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
-    TaskState,
-)
+from a2a.types import AgentCard, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct, Value
 

@@ -14,15 +14,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import v03_message
-from tests.a2a.procs import (
-    Serve,
-    confirmation,
-    get_task,
-    lines,
-    send_stream,
-    serve_args,
-    serving,
-)
+from tests.a2a.procs import Serve, confirmation, get_task, lines, send_stream, serve_args, serving
 from tests.conftest import Script
 from tests.core_helpers import call_then_text, shell_call
 

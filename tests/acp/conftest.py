@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import child_env, folder_with
+from tests.conftest import ScriptFile, child_env, folder_with
 
 
 @pytest.fixture
@@ -19,7 +17,7 @@ def work_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def script(script_file: Callable[[list[Any]], Path]) -> Callable[[list[Any]], Path]:
+def script(script_file: ScriptFile) -> ScriptFile:
     """The ACP tests' `script`: the scripted model's file (`acp_argv` makes the spec of it)."""
     return script_file
 

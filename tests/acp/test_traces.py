@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,8 @@ from acp import text_block
 
 from tests.acp.conftest import acp_argv
 from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
+from tests.conftest import ScriptFile
+from tests.core_helpers import write_call
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 
@@ -35,7 +37,7 @@ async def traced_session(
 
 
 async def test_issue24_an_editors_trace_continues_into_devagent_acp(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     (work_dir / "README.md").write_text("hello\n")
     steps = [
@@ -80,7 +82,7 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
 
 
 async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     """G3 in traces: a call refused before it runs (an unknown tool) and one the user declines have no
     `execute_tool` span (nothing executed); each is a `devagent.tool_call` event of its turn's span
@@ -88,7 +90,7 @@ async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
     (work_dir / "README.md").write_text("hello\n")
     steps = [
         [{"tool_call": {"name": "no_such_tool", "args": {}, "id": "u1"}}],
-        [{"tool_call": {"name": "write_file", "args": {"path": "x.txt", "content": "x\n"}, "id": "w1"}}],
+        [write_call("x.txt", "x\n", "w1")],
         [{"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r1"}}],
         [{"text": "Done."}],
     ]

@@ -25,7 +25,7 @@ import pytest
 
 from tests.a2a.helpers import rpc, v03_message
 from tests.a2a.procs import Serve, serve_argv, serving
-from tests.core_helpers import write_call
+from tests.core_helpers import shell_call, write_call
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
@@ -59,7 +59,7 @@ SCRIPT = {
         {"items": [write_call("e.txt", "original\n", "w3")]},
         {"items": [{"text": "Edited and written."}]},
         # a command that runs until it is cancelled
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": BLOCKING}, "id": "s1"}}]},
+        {"items": [shell_call(BLOCKING, "s1")]},
         {"items": [{"text": "unreachable"}]},
     ]
 }
@@ -328,7 +328,7 @@ def test_issue23_page_headers_and_narrow_window(server: tuple[Serve, Path], brow
 NOTES = "first line\nsecond line\n"
 SCRIPT28 = {
     "steps": [
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi"}}}]},
+        {"items": [shell_call("echo hi")]},
         {"items": [{"text": "Ran it."}]},
         {"items": [write_call("notes.txt", NOTES, "n1")]},
         {"items": [{"text": "Noted: {last_tool_results}"}]},

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Script
+from tests.core_helpers import write_call
 from tests.fakes.gemini_server import FakeGemini
 from tests.gemini.helpers import SETTINGS, need_gemini_cli, run_gemini
 
@@ -49,11 +50,7 @@ async def test_issue22_gemini_cli_as_an_mcp_host_hands_devagent_a_task(
 ) -> None:
     need_gemini_cli()
     steps = [
-        {
-            "items": [
-                {"tool_call": {"name": "write_file", "args": {"path": "mcp.txt", "content": "via mcp\n"}}}
-            ]
-        },
+        {"items": [write_call("mcp.txt", "via mcp\n")]},
         {"items": [{"text": "I wrote mcp.txt."}]},
     ]
     model = CallsDevagent("Write 'via mcp' to mcp.txt")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Script, process_ended
+from tests.core_helpers import shell_call
 
 WITHIN = 60.0  # seconds: a bound for the events awaited on 2 shared cores, never a pace
 
@@ -110,7 +111,7 @@ def test_issue28_item8_sigint_ends_a_stdio_door(
 ) -> None:
     gate = workspace / "started"
     command = f"echo $$ > {gate}.tmp; mv {gate}.tmp {gate}; while true; do sleep 0.05; done"
-    model = script([[{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "s1"}}]])
+    model = script([[shell_call(command, "s1")]])
     argv, handshake, turn = DOORS[name]
     d = Door([*argv, "--model", model, "--db", sqlite_url], workspace)
     try:

@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import ElicitResult
 
 from tests.conftest import Script
-from tests.core_helpers import write_call
+from tests.core_helpers import shell_call, write_call
 
 
 def params(workspace: Path, model: str, db: str, *extra: str) -> StdioServerParameters:
@@ -250,7 +250,7 @@ def test_issue22_cancel_from_the_host_stops_the_running_command(
     pidfile = workspace / "pid"
     command = f"echo $$ > {pidfile}; touch {gate}; while [ ! -e {workspace}/never ]; do sleep 0.05; done"
     steps = [
-        [{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "s1"}}],
+        [shell_call(command, "s1")],
         [{"text": "unreachable"}],
         [{"text": "back again"}],
     ]

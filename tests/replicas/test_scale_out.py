@@ -21,15 +21,7 @@ from tests.a2a.helpers import auth, call, client_tool, dev_meta, parts_of, rpc, 
 from tests.conftest import Script, process_ended
 from tests.core_helpers import call_then_text, shell_call, write_call
 from tests.replicas.conftest import LEASE_SECONDS, StartCluster
-from tests.replicas.helpers import (
-    SSE,
-    WITHIN,
-    event_key,
-    final_state,
-    status_text,
-    tool_status,
-    tool_update,
-)
+from tests.replicas.helpers import SSE, WITHIN, event_key, final_state, status_text, tool_status, tool_update
 
 pytestmark = pytest.mark.postgres
 

@@ -9,12 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import (
-    StatusUpdate,
-    TextDelta,
-    TurnEnd,
-    UserPrompt,
-)
+from devagent.agent.events import StatusUpdate, TextDelta, TurnEnd, UserPrompt
 from tests.core_helpers import ask_about_the_readme, assert_read_the_readme
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 

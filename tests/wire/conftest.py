@@ -10,11 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import pytest
 
-from tests.conftest import child_env, folder_with
+from tests.conftest import ScriptFile, child_env, folder_with
 
 Msg = dict[str, Any]
 
@@ -24,14 +25,7 @@ class WireProc:
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         self.argv = argv
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-        )
+        self.proc = subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr_chunks: list[bytes] = []
         self.received: list[Msg] = []
@@ -183,7 +177,7 @@ def work_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def start_wire(
-    script_file: Callable[[list[Any]], Path], wire_env: dict[str, str], work_dir: Path
+    script_file: ScriptFile, wire_env: dict[str, str], work_dir: Path
 ) -> Iterator[Callable[..., WireProc]]:
     """start_wire(steps, *flags, session=None, top_level=True) -> a running server."""
     procs: list[WireProc] = []
