@@ -70,25 +70,55 @@ async def fresh_pg_database(prefix: str = "devagent_t") -> AsyncIterator[str]:
         await conn.close()
 
 
+Script = Callable[[list[Any]], str]
+"""The `script` fixture: the scripted model's steps in, its `scripted:FILE` spec out."""
+ScriptFile = Callable[[list[Any]], Path]
+"""The `script_file` fixture: the scripted model's steps in, the file holding them out."""
+
+
+def folder_with(path: Path, files: dict[str, str]) -> Path:
+    """Makes the folder `path` holding `files` (name: text); the folder."""
+    path.mkdir()
+    for name, text in files.items():
+        (path / name).write_text(text)
+    return path
+
+
+def child_env(tmp_path: Path, db_file: str) -> dict[str, str]:
+    """The environment of a devagent child process: this one's without devagent's settings and
+    the model providers' keys, its data folder and SQLite database (`db_file`) under `tmp_path`,
+    its output unbuffered."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        env.pop(var, None)
+    env["DEVAGENT_DATA_DIR"] = str(tmp_path / "data")
+    env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp_path / db_file}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "README.md").write_text("# Demo project\nHello.\n")
-    return ws
+    return folder_with(tmp_path / "ws", {"README.md": "# Demo project\nHello.\n"})
 
 
 @pytest.fixture
-def script(tmp_path: Path) -> Callable[[list[Any]], str]:
-    """Writes a scripted-model file and returns the `scripted:FILE` spec."""
+def script_file(tmp_path: Path) -> ScriptFile:
+    """Writes a scripted-model file (its steps) and returns its path."""
     counter = iter(range(1000))
 
-    def make(steps: list[Any]) -> str:
+    def write(steps: list[Any]) -> Path:
         path = tmp_path / f"script{next(counter)}.json"
         path.write_text(json.dumps({"steps": steps}))
-        return f"scripted:{path}"
+        return path
 
-    return make
+    return write
+
+
+@pytest.fixture
+def script(script_file: ScriptFile) -> Script:
+    """Writes a scripted-model file and returns the `scripted:FILE` spec."""
+    return lambda steps: f"scripted:{script_file(steps)}"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -133,6 +163,15 @@ async def core_factory(sqlite_url: str) -> AsyncIterator[Callable[..., Any]]:
     yield make
     for c in opened:
         await c.close()
+
+
+def process_ended(pid: int) -> bool:
+    """Whether a process has ended (gone, or a zombie its parent has not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def new_id() -> str:

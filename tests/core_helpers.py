@@ -1,10 +1,20 @@
-"""Helpers for tests that drive the core directly."""
+"""Helpers for tests that drive the core directly, and the scripted model's steps (tool calls and
+texts) that the tests of every door give it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import Notice, TextDelta, ToolCallStatus, ToolCallUpdate
+from devagent.agent.events import (
+    Notice,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallStatus,
+    ToolCallUpdate,
+    TurnEnd,
+    UserPrompt,
+)
 
 
 async def collect(gen: Any) -> list[Any]:
@@ -19,9 +29,27 @@ def notices(events: list[Any]) -> list[str]:
     return [e.text for e in events if isinstance(e, Notice)]
 
 
-def call(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
-    """A scripted-model tool call item."""
-    return {"tool_call": {"name": name, "args": args, "id": cid}}
+def call(name: str, args: dict[str, Any], cid: str | None = None) -> dict[str, Any]:
+    """A scripted-model tool call item (without `cid`, the model numbers the call itself)."""
+    tool: dict[str, Any] = {"name": name, "args": args}
+    if cid is not None:
+        tool["id"] = cid
+    return {"tool_call": tool}
+
+
+def write_call(path: str, content: str, cid: str | None = None) -> dict[str, Any]:
+    """A scripted-model `write_file` call item."""
+    return call("write_file", {"path": path, "content": content}, cid)
+
+
+def shell_call(command: str, cid: str | None = None) -> dict[str, Any]:
+    """A scripted-model `run_shell_command` call item."""
+    return call("run_shell_command", {"command": command}, cid)
+
+
+def call_then_text(tool_call: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    """A scripted model's two steps: the tool call, then (once its result is in) the text."""
+    return [{"items": [tool_call]}, {"items": [{"text": text}]}]
 
 
 def updates(events: list[Any], call_id: str) -> list[ToolCallStatus]:
@@ -31,3 +59,24 @@ def updates(events: list[Any], call_id: str) -> list[ToolCallStatus]:
         if isinstance(e, ToolCallUpdate) and e.call.id == call_id and (not seen or seen[-1] != e.call.status):
             seen.append(e.call.status)
     return seen
+
+
+async def ask_about_the_readme(core_factory: Any, spec: str, base_url: str, workspace: Path) -> list[Any]:
+    """One turn of a new session in `workspace` on the model `spec` served at `base_url`, asked
+    "What does the README say?"; its events."""
+    core = await core_factory(spec, model_base_url=base_url, model_api_key="k")
+    s = await core.create_session([workspace], approval_mode="ask")
+    return [e async for e in s.advance(UserPrompt("What does the README say?"))]
+
+
+def assert_read_the_readme(events: list[Any], thought: str, answer: str) -> TurnEnd:
+    """The turn thought `thought`, said "Reading it.", read the README (the call asked, ran and
+    succeeded) and finished saying `answer`; its TurnEnd."""
+    assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == thought
+    text = text_of(events)
+    assert text.startswith("Reading it.") and text.endswith(answer)
+    statuses = [e.call.status for e in events if isinstance(e, ToolCallUpdate)]
+    assert statuses == [ToolCallStatus.PENDING, ToolCallStatus.EXECUTING, ToolCallStatus.SUCCEEDED]
+    end = events[-1]
+    assert isinstance(end, TurnEnd) and end.reason == "finished"
+    return end

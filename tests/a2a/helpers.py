@@ -10,13 +10,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
+from tests.fakes.local_server import serving_app
+from tests.npm import ensure_installed
 
 TOKEN = "test-token"
+JS = Path(__file__).parent / "js"  # the npm clients (package.json and lock)
 
 
 @dataclass
@@ -74,6 +77,17 @@ async def running_server(
         await core.close()
 
 
+@asynccontextmanager
+async def server_and_client(
+    model: str, db_url: str, workspace: Path, *, client_timeout: float = 30, **kw: Any
+) -> AsyncIterator[tuple[Server, httpx.AsyncClient]]:
+    """`running_server(model, db_url, workspace, **kw)` and an HTTP client for it (at most
+    `client_timeout` seconds a request) for the block."""
+    async with running_server(model, db_url, workspace, **kw) as srv:
+        async with httpx.AsyncClient(timeout=client_timeout) as c:
+            yield srv, c
+
+
 def auth(token: str = TOKEN, *, ext: bool = True, v1: bool = False) -> dict[str, str]:
     h = {"Authorization": f"Bearer {token}"}
     if ext:
@@ -81,6 +95,19 @@ def auth(token: str = TOKEN, *, ext: bool = True, v1: bool = False) -> dict[str,
     if v1:
         h["A2A-Version"] = "1.0"
     return h
+
+
+def client_tool(
+    name: str, description: str, properties: dict[str, Any], required: list[str] | None = None
+) -> dict[str, Any]:
+    """A client tool's definition as LangChain and OpenAI write it (`type: function`)."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        parameters["required"] = required
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
 def v03_message(
@@ -128,6 +155,15 @@ async def stream(
     return out
 
 
+async def stream_message(
+    client: httpx.AsyncClient, url: str, message: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """All frames of a `message/stream` of `message` (with the extension's headers, or `headers`)."""
+    return await stream(
+        client, url, rpc("message/stream", {"message": message}), auth() if headers is None else headers
+    )
+
+
 def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for f in frames:
         assert "error" not in f, f
@@ -157,3 +193,48 @@ def parts_of(ev: dict[str, Any]) -> list[dict[str, Any]]:
     msg = (ev.get("status") or {}).get("message") or {}
     p: list[dict[str, Any]] = msg.get("parts") or []
     return p
+
+
+def text_of(evs: list[dict[str, Any]]) -> str:
+    """The text the extension's events carry (their TEXT_CONTENT parts), joined."""
+    return "".join(parts_of(e)[0]["text"] for e in evs if dev_meta(e).get("kind") == "TEXT_CONTENT")
+
+
+def tool_updates(
+    evs: list[dict[str, Any]], kinds: tuple[str, ...] = ("TOOL_CALL_UPDATE",)
+) -> list[dict[str, Any]]:
+    """The ToolCall objects of the extension's events of these kinds, in order."""
+    return [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") in kinds]
+
+
+def need_js_sdk() -> None:
+    """Skips the calling test unless @a2a-js/sdk is installed in tests/a2a/js (installing it first)."""
+    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
+
+
+async def run_js_client(script: str, *args: str) -> Any:
+    """Runs `node SCRIPT ARGS` in tests/a2a/js to its end (a minute at most); what it printed,
+    parsed as JSON."""
+    proc = await asyncio.create_subprocess_exec(
+        "node", script, *args, cwd=JS, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out)
+
+
+class _Webhook(Protocol):
+    url: str
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
+
+
+Hook = TypeVar("Hook", bound=_Webhook)
+
+
+@asynccontextmanager
+async def listening(hook: Hook) -> AsyncIterator[Hook]:
+    """`hook` (an ASGI app) served on 127.0.0.1 for the block, its `url` set to its `/hook` there."""
+    async with serving_app(hook) as base_url:
+        hook.url = f"{base_url}/hook"
+        yield hook

@@ -109,22 +109,17 @@ def serving(
         s.stop()
 
 
+def serve_argv(db: str, root: Path, model: str, *more: str, token: str = TOKEN) -> list[str]:
+    """`serve`'s arguments: its database, a workspace root, its model, a caller's `--token`
+    (`TOKEN`, or `name=token`), then `more`."""
+    return ["--db", db, "--workspace-root", str(root), "--token", token, "--model", model, *more]
+
+
 def serve_args(db: str, workspace: Path, model: str, approval: str) -> list[str]:
     """`serve`'s arguments for one workspace (its sandbox, on by default, runs commands as the
     sandbox user where the tests run as root: the workspace is given to that user)."""
     for_sandbox_user(workspace)
-    return [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace.parent),
-        "--token",
-        TOKEN,
-        "--model",
-        model,
-        "--approval",
-        approval,
-    ]
+    return serve_argv(db, workspace.parent, model, "--approval", approval)
 
 
 @dataclass

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,40 +15,35 @@ import httpx
 import pytest
 from a2a.client import ClientCallContext, ClientConfig, create_client
 from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
-    TaskState,
-)
+from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import TOKEN, running_server
+from tests.conftest import Script
+from tests.core_helpers import write_call
 
-Script = Callable[[list[Any]], str]
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 
 
-def write(path: str, content: str, call_id: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": call_id}}
-
-
-async def client_for(url: str, binding: str, token: str = TOKEN) -> tuple[Any, httpx.AsyncClient]:
+@asynccontextmanager
+async def client_for(url: str, binding: str, token: str = TOKEN) -> AsyncIterator[Any]:
+    """The SDK's client of the server at `url` on `binding`, closed after the block."""
     import grpc
 
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    config = ClientConfig(
-        streaming=True,
-        httpx_client=http,
-        supported_protocol_bindings=[binding],
-        grpc_channel_factory=grpc.aio.insecure_channel,
-    )
-    return await create_client(url, config), http
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        config = ClientConfig(
+            streaming=True,
+            httpx_client=http,
+            supported_protocol_bindings=[binding],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+        client = await create_client(url, config)
+        try:
+            yield client
+        finally:
+            await client.close()
 
 
 def ctx(*extensions: str, token: str = TOKEN) -> ClientCallContext:
@@ -88,39 +84,37 @@ async def test_binding_plain_write_get_cancel(
     """Issue 11 item 4, plain dialect on each binding: the permission request in words, answered
     "yes" on the same task, the file written, the reply an artifact; GetTask reads it; a second
     task waiting for permission is cancelled."""
-    steps = [{"items": [write("b.txt", "bound\n", "w1")]}, {"items": [{"text": "wrote b.txt"}]}]
-    async with running_server(script(steps), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv:
-        client, http = await client_for(srv.url, binding)
-        try:
-            assert client._transport.__class__.__name__.lower().startswith(  # the binding asked for
-                {"JSONRPC": "jsonrpc", "HTTP+JSON": "rest", "GRPC": "grpc"}[binding]
-            )
-            evs = await run(client, message("write b.txt"), ctx())
-            first = evs[0][1]
-            task_id, context_id = first.id, first.context_id
-            last = evs[-1][1]
-            assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-            assert "Reply yes" in status_text(last)
-            assert EXTENSION_URI not in str([MessageToDict(e) for _, e in evs])  # plain: no extension content
+    steps = [{"items": [write_call("b.txt", "bound\n", "w1")]}, {"items": [{"text": "wrote b.txt"}]}]
+    async with (
+        running_server(script(steps), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv,
+        client_for(srv.url, binding) as client,
+    ):
+        assert client._transport.__class__.__name__.lower().startswith(  # the binding asked for
+            {"JSONRPC": "jsonrpc", "HTTP+JSON": "rest", "GRPC": "grpc"}[binding]
+        )
+        evs = await run(client, message("write b.txt"), ctx())
+        first = evs[0][1]
+        task_id, context_id = first.id, first.context_id
+        last = evs[-1][1]
+        assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "Reply yes" in status_text(last)
+        assert EXTENSION_URI not in str([MessageToDict(e) for _, e in evs])  # plain: no extension content
 
-            done = await run(client, message("yes", task_id=task_id, context_id=context_id), ctx())
-            assert done[-1][1].status.state == TaskState.TASK_STATE_COMPLETED
-            assert (workspace.parent / "b.txt").read_text() == "bound\n"
-            arts = [e.artifact for k, e in done if k == "artifact_update"]  # chunks of one artifact
-            assert "".join(p.text for a in arts for p in a.parts) == "wrote b.txt"
-            assert len({a.artifact_id for a in arts}) == 1
+        done = await run(client, message("yes", task_id=task_id, context_id=context_id), ctx())
+        assert done[-1][1].status.state == TaskState.TASK_STATE_COMPLETED
+        assert (workspace.parent / "b.txt").read_text() == "bound\n"
+        arts = [e.artifact for k, e in done if k == "artifact_update"]  # chunks of one artifact
+        assert "".join(p.text for a in arts for p in a.parts) == "wrote b.txt"
+        assert len({a.artifact_id for a in arts}) == 1
 
-            task = await client.get_task(GetTaskRequest(id=task_id), context=ctx())
-            assert task.status.state == TaskState.TASK_STATE_COMPLETED
-            assert [p.text for a in task.artifacts for p in a.parts] == ["wrote b.txt"]
+        task = await client.get_task(GetTaskRequest(id=task_id), context=ctx())
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert [p.text for a in task.artifacts for p in a.parts] == ["wrote b.txt"]
 
-            evs2 = await run(client, message("write b.txt again"), ctx())
-            assert evs2[-1][1].status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-            canceled = await client.cancel_task(CancelTaskRequest(id=evs2[0][1].id), context=ctx())
-            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        finally:
-            await client.close()
-            await http.aclose()
+        evs2 = await run(client, message("write b.txt again"), ctx())
+        assert evs2[-1][1].status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        canceled = await client.cancel_task(CancelTaskRequest(id=evs2[0][1].id), context=ctx())
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -129,25 +123,23 @@ async def test_binding_extension_confirmation(
 ) -> None:
     """Issue 11 item 4, the development-tool extension on each binding: the ToolCall DataPart,
     answered with a ToolCallConfirmation."""
-    steps = [{"items": [write("e.txt", "ext\n", "e1")]}, {"items": [{"text": "ok"}]}]
-    async with running_server(script(steps), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv:
-        client, http = await client_for(srv.url, binding)
-        try:
-            evs = await run(client, message("write e.txt"), ctx(EXTENSION_URI))
-            last = evs[-1][1]
-            assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-            tool = MessageToDict(last.status.message.parts[0].data)
-            assert tool["tool_call_id"] == "e1" and tool["status"] == "PENDING"
-            conf = {"tool_call_id": "e1", "selected_option_id": "proceed_once"}
-            first = evs[0][1]
-            done = await run(
-                client, message(task_id=first.id, context_id=first.context_id, data=conf), ctx(EXTENSION_URI)
-            )
-            assert done[-1][1].status.state == TaskState.TASK_STATE_COMPLETED
-            assert (workspace.parent / "e.txt").read_text() == "ext\n"
-        finally:
-            await client.close()
-            await http.aclose()
+    steps = [{"items": [write_call("e.txt", "ext\n", "e1")]}, {"items": [{"text": "ok"}]}]
+    async with (
+        running_server(script(steps), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv,
+        client_for(srv.url, binding) as client,
+    ):
+        evs = await run(client, message("write e.txt"), ctx(EXTENSION_URI))
+        last = evs[-1][1]
+        assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        tool = MessageToDict(last.status.message.parts[0].data)
+        assert tool["tool_call_id"] == "e1" and tool["status"] == "PENDING"
+        conf = {"tool_call_id": "e1", "selected_option_id": "proceed_once"}
+        first = evs[0][1]
+        done = await run(
+            client, message(task_id=first.id, context_id=first.context_id, data=conf), ctx(EXTENSION_URI)
+        )
+        assert done[-1][1].status.state == TaskState.TASK_STATE_COMPLETED
+        assert (workspace.parent / "e.txt").read_text() == "ext\n"
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -155,15 +147,13 @@ async def test_binding_refuses_a_wrong_token(
     binding: str, script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """A5 on each binding: a call with a token the server does not know is refused."""
-    async with running_server(script([]), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv:
-        client, http = await client_for(srv.url, binding, token="wrong")
-        try:
-            with pytest.raises(Exception) as info:
-                await client.get_task(GetTaskRequest(id="x"), context=ctx(token="wrong"))
-            assert any(w in str(info.value).lower() for w in ("401", "unauthenticated", "token")), info.value
-        finally:
-            await client.close()
-            await http.aclose()
+    async with (
+        running_server(script([]), sqlite_url, workspace, a2a_kw={"grpc_port": 0}) as srv,
+        client_for(srv.url, binding, token="wrong") as client,
+    ):
+        with pytest.raises(Exception) as info:
+            await client.get_task(GetTaskRequest(id="x"), context=ctx(token="wrong"))
+        assert any(w in str(info.value).lower() for w in ("401", "unauthenticated", "token")), info.value
 
 
 def test_grpc_is_imported_only_when_served() -> None:

@@ -9,15 +9,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.a2a.helpers import auth, call, rpc, running_server, v03_message
+from tests.conftest import Script
 
-Script = Callable[[list[Any]], str]
 TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
 USAGE = {
     "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_tokens": 90, "cache_write_tokens": 20}

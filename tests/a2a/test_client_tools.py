@@ -3,45 +3,43 @@ as `tool_calls`, results coming back as `tool_results` or in the design's plain-
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.a2a.helpers import TOKEN, auth, call, dev_meta, parts_of, results, rpc, running_server, stream
+from tests.a2a.helpers import (
+    TOKEN,
+    auth,
+    call,
+    client_tool,
+    dev_meta,
+    need_js_sdk,
+    parts_of,
+    results,
+    rpc,
+    run_js_client,
+    running_server,
+    stream,
+    tool_updates,
+)
+from tests.conftest import Script
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather information for a given location",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "location": {"type": "string", "description": "The city and state"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["location"],
-        },
+WEATHER = client_tool(
+    "get_weather",
+    "Get the current weather information for a given location",
+    {
+        "location": {"type": "string", "description": "The city and state"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
     },
-}
-CONFIG = {
-    "type": "function",
-    "function": {
-        "name": "read_config",
-        "description": "Read a file on the client's machine",
-        "parameters": {
-            "type": "object",
-            "properties": {"file_path": {"type": "string"}},
-            "required": ["file_path"],
-        },
-    },
-}
+    ["location"],
+)
+CONFIG = client_tool(
+    "read_config", "Read a file on the client's machine", {"file_path": {"type": "string"}}, ["file_path"]
+)
 TOOLS = [WEATHER, CONFIG]
 
 
@@ -148,13 +146,7 @@ def said(evs: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def tool_updates(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") == "TOOL_CALL_UPDATE"]
-
-
-async def test_c1_c4_single_call_message_send(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_c1_c4_single_call_message_send(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C1 C2 C4 C7: blocking message/send with tools; the call comes back as `tool_calls` with
     input-required; the result continues the turn; stats in the task's metadata."""
     steps = [
@@ -181,7 +173,7 @@ async def test_c1_c4_single_call_message_send(
 
 
 async def test_c5_several_calls_in_one_step_answered_in_two_messages(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 C5: two client calls in one step (message/stream); answered one message at a time, the
     task keeps waiting for the other, announcing it again."""
@@ -219,7 +211,7 @@ async def test_c5_several_calls_in_one_step_answered_in_two_messages(
 
 
 async def test_c5_chain_across_turns_and_c3_tool_sets(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C3 C5: a chain of client calls, each answered by a new message; a follow-up without tools
     keeps the task's set, a follow-up with a set replaces it."""
@@ -268,9 +260,7 @@ async def test_c5_chain_across_turns_and_c3_tool_sets(
         assert meta(t3)["client_tools"]["accepted"] == ["read_config"]
 
 
-async def test_c5_client_tool_error(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_c5_client_tool_error(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C5 C7: a result with `error` fails the call; the model sees the error; stats count it."""
     steps = [
         {"items": [tc("get_weather", {"location": "Atlantis"}, "e1")]},
@@ -292,7 +282,7 @@ async def test_c5_client_tool_error(
 
 
 async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 and issue 4 item 5: a local call and a client call in one step; the local one runs first;
     only the client call goes out as tool_calls; an extension client sees the client call as a
@@ -335,7 +325,7 @@ async def test_c4_mixed_local_and_client_calls_rfc_dialect_sees_them(
 
 
 async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C2 C6 C7: every refused definition comes back with its reason (a DataPart in the reply and
     the task's metadata); the valid ones are used; a built-in name is refused as a collision; the
@@ -396,7 +386,7 @@ async def test_c2_c6_c7_invalid_definitions_collision_and_policy(
         assert md["accepted"] == ["get_weather"] and {r["name"] for r in md["rejected"]} == set(reasons)
 
 
-async def test_c5_step_limit(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_c5_step_limit(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C5: the server's maximum number of model steps per turn ends a tool loop with a clear message."""
     steps = [{"items": [tc("get_weather", {"location": "SF"}, f"s{i}")]} for i in range(5)]
     async with (
@@ -420,7 +410,7 @@ async def test_c5_step_limit(script: Callable[[list[Any]], str], sqlite_url: str
 
 
 async def test_c4_plain_text_results_of_the_design_without_ids(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4: the design's sample client answers in text, without taskId/contextId, re-sending its
     tools (metadata without count): `Tool "X" returned: ...` one call per message, `Tool results:
@@ -476,7 +466,7 @@ async def test_c4_plain_text_results_of_the_design_without_ids(
 
 
 async def test_c4_followup_without_ids_same_owner_only(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4: a tool_results DataPart without taskId/contextId finds its task by the call ids, among
     the sender's own tasks only."""
@@ -507,7 +497,7 @@ async def test_c4_followup_without_ids_same_owner_only(
 
 
 async def test_c4_bad_results_are_refused_and_change_nothing(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4: unknown ids, a result without result/error, a call answered twice, results for a call
     no longer pending, a text result naming no waiting call: each a JSON-RPC error; the task keeps
@@ -567,7 +557,7 @@ async def test_c4_bad_results_are_refused_and_change_nothing(
         assert "is not waiting for tool results (it is completed)" in res["error"]["message"]
 
 
-async def test_c1_c4_a2a_v1(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_c1_c4_a2a_v1(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C1 C4 over A2A 1.0: SendMessage with `{"data": {"tools": ...}}`, the calls in the task's
     status, the results as a 1.0 data part without ids; SendStreamingMessage too."""
     steps = [
@@ -610,26 +600,18 @@ async def test_c1_c4_a2a_v1(script: Callable[[list[Any]], str], sqlite_url: str,
 
 
 async def test_c4_g6_restart_between_call_and_result(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 G6: `devagent serve` stops while the task waits for the client's result; after a restart
     the result, sent without taskId as the design's client does, finds the task and completes it."""
+    from tests.a2a.procs import serve_argv
     from tests.a2a.test_restart import serve_process
 
     steps = [
         {"items": [tc("get_weather", {"location": "SF"}, "call_restart_1")]},
         {"items": [{"text": "after restart: {last_tool_results}"}]},
     ]
-    args = [
-        "--db",
-        sqlite_url,
-        "--workspace-root",
-        str(workspace.parent),
-        "--token",
-        "tok",
-        "--model",
-        script(steps),
-    ]
+    args = serve_argv(sqlite_url, workspace.parent, script(steps))
     async with httpx.AsyncClient(timeout=30) as c:
         with serve_process(args) as url:
             t = await send_ok(c, url, message("weather", tools_part([WEATHER])), token="tok")
@@ -659,29 +641,13 @@ JS_STEPS = [
 
 
 @pytest.mark.npm
-async def test_c1_c7_js_sdk_design_workflow(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_c1_c7_js_sdk_design_workflow(script: Script, sqlite_url: str, workspace: Path) -> None:
     """C1-C6 with @a2a-js/sdk's A2AClient: the design's send / execute locally / send results loop,
     once as the design writes it (message as params, no ids, `Tool results:` text) and once with
     a `tool_results` DataPart; the design's own `read_file` tool is refused as a collision."""
-    from tests.a2a.test_js_client import JS
-    from tests.npm import ensure_installed
-
-    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
+    need_js_sdk()
     async with running_server(script(JS_STEPS), sqlite_url, workspace) as srv:
-        proc = await asyncio.create_subprocess_exec(
-            "node",
-            "client_tools.mjs",
-            srv.url,
-            TOKEN,
-            cwd=JS,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err.decode()
-        res = json.loads(out)
+        res = await run_js_client("client_tools.mjs", srv.url, TOKEN)
     for name in ("design", "structured"):
         rounds = res[name]["rounds"]
         assert [r["state"] for r in rounds] == ["input-required", "completed"]
@@ -706,7 +672,7 @@ async def test_c1_c7_js_sdk_design_workflow(
 
 
 async def test_c4_permission_and_client_call_in_one_step(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """C4 B10: a step with an edit needing permission and a client call waits for both; one message
     carrying the ToolCallConfirmation and the tool_results answers both."""

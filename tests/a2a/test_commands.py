@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.a2a.helpers import auth, call, results, rpc, running_server, stream
+from tests.conftest import Script
 
 TEXT = [{"items": [{"text": "hello"}]}]
 
@@ -23,7 +23,7 @@ async def _wait_final(c: httpx.AsyncClient, url: str, task_id: str) -> dict[str,
     raise AssertionError("command did not finish")
 
 
-async def test_commands_get(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_commands_get(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B12: GetAllSlashCommandsResponse with SlashCommand{name, description, arguments, sub_commands}."""
     async with running_server(script(TEXT), sqlite_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
@@ -38,7 +38,7 @@ async def test_commands_get(script: Callable[[list[Any]], str], sqlite_url: str,
             assert all(set(a) == {"name", "description", "is_required"} for a in add["arguments"])
 
 
-async def test_command_execute(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_command_execute(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B13: STARTED with an execution_id at once; the command's progress is a task the client
     follows with tasks/get or tasks/resubscribe; an unknown command fails to start."""
     async with running_server(script(TEXT), sqlite_url, workspace) as srv:

@@ -5,20 +5,18 @@ caching headers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.a2a.helpers import auth, call, rpc, running_server, v03_message
+from tests.conftest import Script
 
 TEXT = [{"items": [{"text": "hello there"}]}, {"items": [{"text": "second: {last_user}"}]}]
 
 
-async def test_invalid_request_objects_answer_32600(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_invalid_request_objects_answer_32600(script: Script, sqlite_url: str, workspace: Path) -> None:
     """Issue 11 item 3: a request object that is not JSON-RPC 2.0 is -32600 (Invalid Request),
     for v0.3 and 1.0 methods alike, never -32602 or HTTP 500 (TCK 0.3.x
     test_rejects_invalid_json_rpc_requests[invalid_request0/3], test_invalid_jsonrpc_version);
@@ -53,7 +51,7 @@ async def test_invalid_request_objects_answer_32600(
 
 
 async def test_body_that_is_not_json_by_content_type(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """Issue 11 item 3: a body that is not JSON sent with another Content-Type is -32005
     (ContentTypeNotSupportedError, TCK 1.0-dev JSONRPC-SSE-002); sent as JSON it stays -32700;
@@ -73,7 +71,7 @@ async def test_body_that_is_not_json_by_content_type(
 
 
 async def test_unknown_task_id_and_unsupported_content(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """Issue 11 item 3: a message naming a taskId no task has is TaskNotFoundError (-32001) however
     long the id (TCK 1.0-dev CORE-MULTI-004); a file part of a media type the card's input modes
@@ -129,7 +127,7 @@ V03_ONLY = ("preferredTransport", "protocolVersion", "url", "supportsAuthenticat
 
 
 async def test_card_per_version_with_caching_headers(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """Issue 11 item 3: a client saying A2A-Version 1.0 (header or query parameter) gets a card
     that parses strictly as the 1.0 AgentCard, with none of the v0.3 fields (TCK 1.0-dev

@@ -23,6 +23,7 @@ from devagent.a2a.extension import EXTENSION_URI as EXT
 from devagent.agent.tools import shell
 from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.procs import TOKEN, serving
+from tests.core_helpers import shell_call, write_call
 from tests.sandbox_user import for_sandbox_user
 
 SECRETS = {
@@ -45,7 +46,7 @@ def script(path: Path, steps: list[list[dict[str, Any]]]) -> str:
 
 
 def shell_step(command: str) -> list[dict[str, Any]]:
-    return [{"tool_call": {"name": "run_shell_command", "args": {"command": command}}}]
+    return [shell_call(command)]
 
 
 class Site:
@@ -236,7 +237,7 @@ async def test_g3_issue20_allow_always_bypasses_are_asked_again(tmp_path: Path) 
     git_init(ws)
 
     def sh(command: str, call_id: str) -> dict[str, Any]:
-        return {"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": call_id}}
+        return shell_call(command, call_id)
 
     steps = [
         [sh("git status", "a1"), sh("find . -name x", "a2")],
@@ -293,7 +294,7 @@ async def test_issue20_each_caller_has_its_own_workspace(tmp_path: Path) -> None
     and her read_file of ../bob/secret.txt fails."""
     site = Site(tmp_path)
     steps = [
-        [{"tool_call": {"name": "write_file", "args": {"path": "mine.txt", "content": "x\n"}}}],
+        [write_call("mine.txt", "x\n")],
         [{"tool_call": {"name": "read_file", "args": {"path": "../bob/secret.txt"}}}],
         [{"text": "done"}],
     ]

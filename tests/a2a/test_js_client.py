@@ -2,48 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.a2a.helpers import TOKEN, running_server
-from tests.npm import ensure_installed
-
-JS = Path(__file__).parent / "js"
+from tests.a2a.helpers import TOKEN, need_js_sdk, run_js_client, running_server
+from tests.conftest import Script
+from tests.core_helpers import call_then_text, write_call
 
 pytestmark = pytest.mark.npm
 
-WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "js.txt", "content": "JS\n"}, "id": "j1"}}
-        ]
-    },
-    {"items": [{"text": "written for node"}]},
-]
+WRITE = call_then_text(write_call("js.txt", "JS\n", "j1"), "written for node")
 
 
-async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_js_sdk_appendix(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A2 B4-B10: the a2a-js client streams the appendix flow (v0.3) and confirms the write."""
-    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
+    need_js_sdk()
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
-        proc = await asyncio.create_subprocess_exec(
-            "node",
-            "appendix.mjs",
-            srv.url,
-            TOKEN,
-            str(workspace),
-            cwd=JS,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err.decode()
-        res = json.loads(out)
+        res = await run_js_client("confirmation_flow.mjs", srv.url, TOKEN, str(workspace))
     assert res["card"]["extension"].endswith("developer-profile/v0/spec.md")
     first, second = res["first"], res["second"]
     assert first[0]["kind"] == "task" and first[0]["state"] == "submitted"
@@ -65,33 +41,18 @@ async def test_js_sdk_appendix(script: Callable[[list[Any]], str], sqlite_url: s
     assert (workspace / "js.txt").read_text() == "JS\n"
 
 
-HELLO = {"name": "write_file", "args": {"path": "hello.txt", "content": "hi\n"}, "id": "p1"}
-PLAIN_WRITE = [
-    {"items": [{"tool_call": HELLO}]},
-    {"items": [{"text": "I wrote hello.txt for you."}]},
-]
+PLAIN_WRITE = call_then_text(write_call("hello.txt", "hi\n", "p1"), "I wrote hello.txt for you.")
 
 
 async def test_issue21_generic_js_client_approves_on_the_context_and_sees_the_answer_once(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """issue 21 items 1 and 2 with a real generic client (@a2a-js/sdk, no extension, contextId
     only): "yes" on the context continues the waiting task, the file is written once, and what a
     chat UI shows (status texts and artifact chunks) holds the answer exactly once."""
-    ensure_installed(JS, JS / "node_modules" / "@a2a-js" / "sdk", "@a2a-js/sdk")
+    need_js_sdk()
     async with running_server(script(PLAIN_WRITE), sqlite_url, workspace) as srv:
-        proc = await asyncio.create_subprocess_exec(
-            "node",
-            "plain.mjs",
-            srv.url,
-            TOKEN,
-            cwd=JS,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err.decode()
-        res = json.loads(out)
+        res = await run_js_client("plain.mjs", srv.url, TOKEN)
     question = res["first"][-1]
     assert question["state"] == "input-required" and "hello.txt" in question["text"]
     assert "Reply yes" in question["text"]

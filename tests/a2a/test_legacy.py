@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
-from tests.a2a.helpers import TOKEN, call, results, rpc, running_server, stream
+from tests.a2a.helpers import TOKEN, call, results, rpc, running_server, stream, v03_message
+from tests.conftest import Script
+from tests.core_helpers import call_then_text, shell_call, write_call
 
 H = {"Authorization": f"Bearer {TOKEN}"}  # no X-A2A-Extensions: these clients never activate it
 
@@ -30,16 +30,7 @@ def legacy_message(
     workspace: Path | None = None,
     auto_execute: bool | None = None,
 ) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = []
-    if text is not None:
-        parts.append({"kind": "text", "text": text})
-    for d in data or []:
-        parts.append({"kind": "data", "data": d})
-    msg: dict[str, Any] = {"kind": "message", "role": "user", "messageId": str(uuid.uuid4()), "parts": parts}
-    if task_id:
-        msg["taskId"] = task_id
-    if context_id:
-        msg["contextId"] = context_id
+    msg = v03_message(text, data=data, task_id=task_id, context_id=context_id)
     if workspace is not None:
         settings: dict[str, Any] = {"kind": "agent-settings", "workspacePath": str(workspace)}
         if auto_execute is not None:
@@ -73,6 +64,11 @@ async def send(
     return results(await stream(c, url, rpc("message/stream", {"message": msg}, "req-1"), headers))
 
 
+async def answer(c: httpx.AsyncClient, url: str, task_id: str, outcome: str) -> list[dict[str, Any]]:
+    """The dialect's answer `outcome` to the waiting call `w` of the task; the events it streams."""
+    return await send(c, url, legacy_message(data=[{"callId": "w", "outcome": outcome}], task_id=task_id))
+
+
 def assert_turn_end(ev: dict[str, Any]) -> None:
     """§3.5: every normal turn ends input-required, state-change, final."""
     assert ev["kind"] == "status-update" and ev["final"] is True
@@ -83,9 +79,7 @@ def assert_turn_end(ev: dict[str, Any]) -> None:
 TEXT = [{"items": [{"thinking": "**Planning** Say hello."}, {"text": "Hello "}, {"text": "there."}]}]
 
 
-async def test_settings_and_text_turn(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_settings_and_text_turn(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: agent-settings in message.metadata.coderAgent select the legacy dialect (§2.1); the
     stream is task(submitted), working state-change, thought and text-content pieces sharing one
     messageId, then input-required final (§3.3-§3.6, §4.3); no RFC metadata; tasks/get history
@@ -125,11 +119,7 @@ async def test_settings_and_text_turn(
 
 
 WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "f.txt", "content": "model\n"}, "id": "w"}}
-        ]
-    },
+    {"items": [write_call("f.txt", "model\n", "w")]},
     {"items": [{"text": "done: {last_tool_results}"}]},
     {"items": [{"text": "again"}]},
 ]
@@ -145,9 +135,7 @@ def assert_tool_call(tc: dict[str, Any], call_id: str, name: str, status: str) -
     assert "tool_call_id" not in tc and "PENDING" not in json.dumps(tc)
 
 
-async def test_edit_confirmation_with_new_content(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_edit_confirmation_with_new_content(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: a write asks with confirmationDetails type `edit` (fileName, filePath, fileDiff,
     originalContent, newContent) in a tool-call-confirmation after a `scheduled` update (§4.3);
     `autoExecute` does not skip it (server policy keeps `ask`); `{callId, outcome: proceed_once,
@@ -196,9 +184,7 @@ async def test_edit_confirmation_with_new_content(
             assert text_of(evs3) == "again" and evs3[-1]["status"]["state"] == "input-required"
 
 
-async def test_modify_with_editor_then_proceed(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_modify_with_editor_then_proceed(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: modify_with_editor with newContent decides nothing: the call is announced again with
     the edited content and keeps waiting; the next proceed_once writes that content."""
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
@@ -213,15 +199,13 @@ async def test_modify_with_editor_then_proceed(
             assert "+edited" in again["confirmationDetails"]["fileDiff"]
             assert_turn_end(evs2[-1])
             assert not (workspace / "f.txt").exists()
-            evs3 = await send(
-                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "proceed_once"}], task_id=tid)
-            )
+            evs3 = await answer(c, srv.url, tid, "proceed_once")
             assert tool_calls(evs3)[-1]["status"] == "success"
             assert (workspace / "f.txt").read_text() == "edited\n"
 
 
 async def test_modify_with_editor_content_survives_a_restart(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B16, G6: the content a client edited with modify_with_editor is stored with the session, so
     a proceed sent to a restarted server writes it."""
@@ -234,15 +218,13 @@ async def test_modify_with_editor_content_survives_a_restart(
             await send(c, srv.url, legacy_message(data=[mod], task_id=tid))
     async with running_server(model, sqlite_url, workspace) as srv:  # a fresh core and app
         async with httpx.AsyncClient(timeout=30) as c:
-            evs3 = await send(
-                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "proceed_once"}], task_id=tid)
-            )
+            evs3 = await answer(c, srv.url, tid, "proceed_once")
             assert tool_calls(evs3)[-1]["status"] == "success"
     assert (workspace / "f.txt").read_text() == "edited before restart\n"
 
 
 async def test_cancel_outcome_unknown_call_and_task_cancel(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B16: outcome `cancel` skips the call (status cancelled, a readable error in `response`, never
     `{}`); an unknown callId or outcome is reported as a JSON-RPC error, not ignored; tasks/cancel
@@ -260,9 +242,7 @@ async def test_cancel_outcome_unknown_call_and_task_cancel(
                     c, srv.url, rpc("message/stream", {"message": legacy_message(data=[bad], task_id=tid)}), H
                 )
                 assert frames[0]["error"]["code"] == -32602 and needle in frames[0]["error"]["message"]
-            evs2 = await send(
-                c, srv.url, legacy_message(data=[{"callId": "w", "outcome": "cancel"}], task_id=tid)
-            )
+            evs2 = await answer(c, srv.url, tid, "cancel")
             tcs = tool_calls(evs2)
             assert "executing" not in [t["status"] for t in tcs]
             last = tcs[-1]
@@ -281,25 +261,10 @@ async def test_cancel_outcome_unknown_call_and_task_cancel(
             assert not (workspace / "f.txt").exists()
 
 
-SHELL = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "run_shell_command",
-                    "args": {"command": "echo line1; sleep 0.3; echo line2; sleep 0.3; echo line3"},
-                    "id": "sh",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "ok"}]},
-]
+SHELL = call_then_text(shell_call("echo line1; sleep 0.3; echo line2; sleep 0.3; echo line3", "sh"), "ok")
 
 
-async def test_shell_live_output_as_artifacts(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_shell_live_output_as_artifacts(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16: a shell command asks with type `exec` (command, rootCommand); after proceed_once its
     output streams as artifact-update events `tool-<callId>-output` whose flags are truthful: the
     first creates the artifact (append false), later ones carry only the new text (append true),
@@ -343,7 +308,7 @@ async def test_shell_live_output_as_artifacts(
 
 
 async def test_connection_close_keeps_the_pending_call(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B16 (where the original fails, §1.13): a client that sends `Connection: close` and closes
     after the first stream still finds its tool call waiting when it confirms."""
@@ -363,9 +328,7 @@ async def test_connection_close_keeps_the_pending_call(
 ERR = [{"items": [{"error": {"message": "quota exceeded", "status": 429}}]}, {"items": [{"text": "back"}]}]
 
 
-async def test_model_error_leaves_task_usable(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_model_error_leaves_task_usable(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16 (where the original fails, §3.11): a model error is reported (text and
     `metadata.error`) and the turn ends input-required, not `failed`; the same task continues."""
     async with running_server(script(ERR), sqlite_url, workspace) as srv:
@@ -381,23 +344,10 @@ async def test_model_error_leaves_task_usable(
             assert "error" not in evs2[-1]["metadata"]
 
 
-INIT = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "write_file",
-                    "args": {"path": "AGENTS.md", "content": "# Guide\n"},
-                    "id": "init-w",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "Wrote AGENTS.md."}]},
-]
+INIT = call_then_text(write_call("AGENTS.md", "# Guide\n", "init-w"), "Wrote AGENTS.md.")
 
 
-async def test_rest_commands(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_rest_commands(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16 REST mirrors (§1.4, §3.13): GET /listCommands in the original's shape with `init`
     listed; POST /executeCommand with the original's status codes and error bodies, `{name, data}`
     for plain commands, and `init` streaming as valid SSE (blank-line separated frames of JSON-RPC
@@ -464,7 +414,7 @@ async def test_rest_commands(script: Callable[[list[Any]], str], sqlite_url: str
             assert (workspace.parent / "AGENTS.md").read_text() == "# Guide\n"
 
 
-async def test_rest_tasks(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_rest_tasks(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B16 REST mirrors: POST /tasks answers 201 with the id as a JSON string and creates a task
     that message/stream then runs in the dialect; GET /tasks/{id}/metadata and GET /tasks/metadata
     in the original's shape (404 `{"error": "Task not found"}`); `autoExecute`/`isTrusted` in the

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from devagent.a2a.cli import LIMIT_ENV, limit_settings_from_env
 from tests.a2a.helpers import TOKEN, auth, call, rpc, running_server, v03_message
+from tests.conftest import Script
 
 TEXT = [{"items": [{"text": "hello there"}]}, {"items": [{"text": "second: {last_user}"}]}]
 MiB = 1024 * 1024
@@ -41,7 +41,7 @@ async def _raw_post(url: str, head: dict[str, str], body: bytes = b"") -> tuple[
 
 
 async def test_body_over_the_limit_is_refused_unread(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """issue 12 item 2: a Content-Length of 50 MB gets HTTP 413 with a JSON-RPC error at once,
     before any of the body is sent; the next request is served."""
@@ -63,7 +63,7 @@ async def test_body_over_the_limit_is_refused_unread(
 
 
 async def test_streamed_body_stops_being_read_at_the_limit(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """issue 12 item 2: a 50 MB body without Content-Length (chunked), given to the whole app:
     it is read only until it passes the limit (1 MiB here), then answered with 413; what the app
@@ -114,9 +114,7 @@ async def test_streamed_body_stops_being_read_at_the_limit(
             await _still_serves(c, srv.url)
 
 
-async def test_deep_json_is_refused_before_parsing(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_deep_json_is_refused_before_parsing(script: Script, sqlite_url: str, workspace: Path) -> None:
     """issue 12 item 2: JSON nested 100,000 deep gets -32600 "JSON nested deeper than 64 levels"
     (not Python's RecursionError text); 64 levels are still parsed; the server goes on."""
     async with running_server(script(TEXT), sqlite_url, workspace) as srv:
@@ -144,7 +142,7 @@ async def test_deep_json_is_refused_before_parsing(
 
 
 async def test_parts_and_tool_definitions_per_message(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """issue 12 item 2: more parts or tool definitions in one message than allowed: -32602 with
     the reason; at the limit the message is accepted; the server goes on."""
@@ -183,9 +181,7 @@ async def test_parts_and_tool_definitions_per_message(
             await _still_serves(c, srv.url)
 
 
-async def test_limits_are_settings(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_limits_are_settings(script: Script, sqlite_url: str, workspace: Path) -> None:
     """issue 12 item 2: each limit is an A2ASettings field, read from DEVAGENT_* by `serve`."""
     env = {
         "DEVAGENT_MAX_BODY_BYTES": "1_000",

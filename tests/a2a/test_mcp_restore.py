@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.a2a.helpers import auth, dev_meta, parts_of, results, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import results, running_server, stream_message, text_of, tool_updates, v03_message
+from tests.conftest import Script
+from tests.core_helpers import write_call
 from tests.mcp_servers import start_http_server
 
 
@@ -19,30 +21,19 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield from start_http_server(tmp_path_factory.mktemp("mcp_http_a2a"))
 
 
-def tool_updates(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    kinds = ("TOOL_CALL_UPDATE", "TOOL_CALL_CONFIRMATION")
-    return [parts_of(e)[0]["data"] for e in evs if dev_meta(e).get("kind") in kinds]
-
-
-def text_of(evs: list[dict[str, Any]]) -> str:
-    return "".join(parts_of(e)[0]["text"] for e in evs if dev_meta(e).get("kind") == "TEXT_CONTENT")
+def updates_and_confirmations(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return tool_updates(evs, ("TOOL_CALL_UPDATE", "TOOL_CALL_CONFIRMATION"))
 
 
 async def test_b15_g5_mcp_tool_and_restore_over_a2a(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, http_server: str
+    script: Script, sqlite_url: str, workspace: Path, http_server: str
 ) -> None:
     steps = [
         {"items": [{"tool_call": {"name": "web__add", "args": {"a": 40, "b": 2}, "id": "m1"}}]},
         {
             "items": [
                 {"tool_call": {"name": "web__picture", "args": {}, "id": "p1"}},  # the server is allowed now
-                {
-                    "tool_call": {
-                        "name": "write_file",
-                        "args": {"path": "f.txt", "content": "x\n"},
-                        "id": "w1",
-                    }
-                },
+                write_call("f.txt", "x\n", "w1"),
             ]
         },
         {"items": [{"text": "sum and file done"}]},
@@ -61,10 +52,10 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
                 "mcp_servers": {"web": {"url": http_server}},
             }
             m = v03_message("add and write", settings=settings)
-            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+            evs = results(await stream_message(c, srv.url, m))
             task = evs[0]
             assert evs[-1]["status"]["state"] == "input-required" and evs[-1]["final"] is True
-            pending = tool_updates(evs)[-1]
+            pending = updates_and_confirmations(evs)[-1]
             assert pending["tool_name"] == "web__add" and pending["status"] == "PENDING"
             req = pending["confirmation_request"]
             assert req["mcp_details"] == {"server_name": "web", "tool_name": "add"}  # B8
@@ -78,8 +69,8 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
 
             conf = {"tool_call_id": "m1", "selected_option_id": "proceed_always_server"}
             m = v03_message(data=[conf], task_id=task["id"], context_id=task["contextId"])
-            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
-            ups = tool_updates(evs)
+            evs = results(await stream_message(c, srv.url, m))
+            ups = updates_and_confirmations(evs)
             done = [u for u in ups if u["tool_call_id"] == "m1"][-1]
             assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "42"}
             pic = [u for u in ups if u["tool_call_id"] == "p1"][-1]["output"]["structured_data"]
@@ -93,7 +84,7 @@ async def test_b15_g5_mcp_tool_and_restore_over_a2a(
             # /mcp and /restore as prompts of the same task (B14 with the extension)
             async def say(text: str) -> str:
                 m = v03_message(text, task_id=task["id"], context_id=task["contextId"])
-                evs = results(await stream(c, srv.url, rpc("message/stream", {"message": m}), auth()))
+                evs = results(await stream_message(c, srv.url, m))
                 return text_of(evs)
 
             assert "web (http, from session settings): ready" in await say("/mcp")

@@ -13,14 +13,11 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, v03_message
-from tests.a2a.procs import TOKEN, confirmation, get_task, send_stream, serving
+from tests.a2a.procs import TOKEN, confirmation, get_task, send_stream, serve_argv, serving
+from tests.core_helpers import write_call
 
 STEPS = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "m.txt", "content": "M\n"}, "id": "w1"}}
-        ]
-    },
+    {"items": [write_call("m.txt", "M\n", "w1")]},
     {"items": [{"text": "done"}]},
 ]
 
@@ -52,19 +49,7 @@ async def test_metrics_and_json_log_lines(tmp_path: Path, workspace: Path) -> No
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"steps": STEPS}))
     db = f"sqlite+aiosqlite:///{tmp_path / 'o.db'}"
-    args = [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace),
-        "--token",
-        TOKEN,
-        "--model",
-        f"scripted:{script}",
-        "--no-sandbox",
-        "--log-format",
-        "json",
-    ]
+    args = serve_argv(db, workspace, f"scripted:{script}", "--no-sandbox", "--log-format", "json")
     log = tmp_path / "serve.log"
     with serving(args, log) as srv:
         async with httpx.AsyncClient(timeout=60) as client:
@@ -119,17 +104,7 @@ async def test_metrics_and_json_log_lines(tmp_path: Path, workspace: Path) -> No
 async def test_text_log_lines(fmt: str, tmp_path: Path, workspace: Path) -> None:
     """The default format: one readable line per request and per turn, at info level."""
     db = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
-    args = [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace),
-        "--token",
-        TOKEN,
-        "--model",
-        "demo",
-        "--no-sandbox",
-    ]
+    args = serve_argv(db, workspace, "demo", "--no-sandbox")
     log = tmp_path / "serve.log"
     with serving(args, log) as srv:
         async with httpx.AsyncClient(timeout=60) as client:

@@ -6,7 +6,6 @@ artifact, never repeated in status messages."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,10 @@ import httpx
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import auth, call, results, rpc, running_server, stream, v03_message
+from tests.conftest import Script
+from tests.core_helpers import write_call
 
-Script = Callable[[list[Any]], str]
 PLAIN = auth(ext=False)
-
-
-def write(path: str, content: str, call_id: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": call_id}}
 
 
 def status_text(ev: dict[str, Any]) -> str:
@@ -77,7 +73,7 @@ async def test_plain_write_answered_yes(script: Script, sqlite_url: str, workspa
     written; thoughts and ToolCalls never reach the client; the reply is an artifact and the final
     status text (item 2)."""
     steps = [
-        {"items": [{"thinking": "**Plan** write it"}, write("demo.txt", "hello\n", "w1")]},
+        {"items": [{"thinking": "**Plan** write it"}, write_call("demo.txt", "hello\n", "w1")]},
         {"items": [{"text": ANSWER}]},
     ]
     async with (
@@ -122,7 +118,7 @@ async def test_plain_refusal_with_feedback_reaches_the_model(
 ) -> None:
     """Issue 11 item 1: "no, …" cancels the call and the rest is feedback the model reads."""
     steps = [
-        {"items": [write("a.txt", "A\n", "w1")]},
+        {"items": [write_call("a.txt", "A\n", "w1")]},
         {"items": [{"text": "Understood: {last_tool_results}"}]},
     ]
     async with (
@@ -139,9 +135,9 @@ async def test_plain_refusal_with_feedback_reaches_the_model(
 async def test_plain_always_then_no_more_questions(script: Script, sqlite_url: str, workspace: Path) -> None:
     """Issue 11 item 1: "always" allows the call and calls like it for the rest of the conversation."""
     steps = [
-        {"items": [write("one.txt", "1\n", "w1")]},
+        {"items": [write_call("one.txt", "1\n", "w1")]},
         {"items": [{"text": "one done"}]},
-        {"items": [write("two.txt", "2\n", "w2")]},
+        {"items": [write_call("two.txt", "2\n", "w2")]},
         {"items": [{"text": "two done"}]},
     ]
     async with (
@@ -163,9 +159,9 @@ async def test_issue21_other_text_refuses_with_the_users_words(
     the waiting call with the user's words for the model, so the conversation goes on instead of
     asking the same question for ever; nothing runs. The RFC's confirmation DataPart works too."""
     steps = [
-        {"items": [write("c.txt", "C\n", "w1")]},
+        {"items": [write_call("c.txt", "C\n", "w1")]},
         {"items": [{"text": "You said: {last_tool_results}"}]},
-        {"items": [write("d.txt", "D\n", "w2")]},
+        {"items": [write_call("d.txt", "D\n", "w2")]},
         {"items": [{"text": "ok"}]},
     ]
     async with (
@@ -194,9 +190,9 @@ async def test_issue21_a_client_that_keeps_only_the_context_continues_the_waitin
     the file is written, no second question, no task canceled; with no waiting task a message on
     the context starts a new task as before."""
     steps = [
-        {"items": [write("a.txt", "A\n", "w1")]},
+        {"items": [write_call("a.txt", "A\n", "w1")]},
         {"items": [{"text": "written a"}]},
-        {"items": [write("b.txt", "B\n", "w2")]},
+        {"items": [write_call("b.txt", "B\n", "w2")]},
         {"items": [{"text": "written b"}]},
         {"items": [{"text": "hello again"}]},
     ]
@@ -271,7 +267,10 @@ async def test_plain_blocking_send_reply_in_artifact(
 async def test_plain_client_policy(script: Script, sqlite_url: str, workspace: Path) -> None:
     """Issue 11 item 1: the server's policy for plain clients: asked in words by default even on a
     yolo server; "deny" refuses edits (the model reads why) without asking."""
-    steps = [{"items": [write("p.txt", "P\n", "w1")]}, {"items": [{"text": "result: {last_tool_results}"}]}]
+    steps = [
+        {"items": [write_call("p.txt", "P\n", "w1")]},
+        {"items": [{"text": "result: {last_tool_results}"}]},
+    ]
     yolo = {"approval_mode": "yolo"}
     async with running_server(script(steps), sqlite_url, workspace, core_kw=yolo) as srv:
         async with httpx.AsyncClient(timeout=30) as c:

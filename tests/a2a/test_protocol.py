@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,24 +21,20 @@ from tests.a2a.helpers import (
     rpc,
     running_server,
     stream,
+    stream_message,
     v03_message,
 )
+from tests.conftest import Script
+from tests.core_helpers import call_then_text, write_call
 
 WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}, "id": "w1"}}
-        ]
-    },
-    {"items": [{"text": "done"}]},
+    *call_then_text(write_call("a.txt", "A\n", "w1"), "done"),
     {"items": [{"text": "again: {last_user}"}]},
 ]
 TEXT = [{"items": [{"text": "hello there"}]}, {"items": [{"text": "second: {last_user}"}]}]
 
 
-async def test_card_on_both_paths_public(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_card_on_both_paths_public(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A1 A5 B1: the card on both well-known paths, without credentials, declaring the extension."""
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
@@ -62,7 +56,7 @@ async def test_card_on_both_paths_public(
     assert agent_card_to_dict(build_card(s, "1.0.0")) == card_json(s, "1.0.0")
 
 
-async def test_auth_refusals(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_auth_refusals(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A5: no token and a wrong token are refused on every route but the card; owners are separate."""
     async with running_server(
         script(TEXT), sqlite_url, workspace, tokens={TOKEN: "alice", "bob-token": "bob"}
@@ -112,7 +106,7 @@ def test_refuses_public_bind_without_token() -> None:
     A2ASettings(host="0.0.0.0", tokens={"t": "u"}).check_bind()
 
 
-async def test_v1_appendix_flow(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_v1_appendix_flow(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A2 B4-B10: the appendix with the A2A 1.0 method names and shapes on the same endpoint."""
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
@@ -157,7 +151,7 @@ async def test_v1_appendix_flow(script: Callable[[list[Any]], str], sqlite_url: 
 
 
 async def test_b14_plain_client_gets_32004_and_continues_in_context(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
+    script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """B14 A3: without the extension a finished task refuses (-32004); a new task in the same
     contextId continues the conversation (one session per contextId)."""
@@ -183,9 +177,7 @@ async def test_b14_plain_client_gets_32004_and_continues_in_context(
             assert answer == ["second: two"], t2
 
 
-async def test_settings_validation(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
-) -> None:
+async def test_settings_validation(script: Script, sqlite_url: str, workspace: Path, tmp_path: Path) -> None:
     """B3: workspace_path must be absolute and inside the allowed roots; approval mode only
     within server policy (G3: nothing more permissive than the server's default unless the operator
     lists it; this server lists auto-edit)."""
@@ -215,9 +207,7 @@ async def test_settings_validation(
             assert (workspace / "a.txt").read_text() == "A\n"
 
 
-async def test_bad_confirmations(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_bad_confirmations(script: Script, sqlite_url: str, workspace: Path) -> None:
     """B10: an unknown tool_call_id is refused with -32602 and the task keeps waiting."""
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
@@ -226,7 +216,7 @@ async def test_bad_confirmations(
             bad = v03_message(
                 data=[{"tool_call_id": "nope", "selected_option_id": "proceed_once"}], task_id=t["id"]
             )
-            frames = await stream(c, srv.url, rpc("message/stream", {"message": bad}), auth())
+            frames = await stream_message(c, srv.url, bad)
             assert frames[0]["error"]["code"] == -32602
             got = await call(c, srv.url, rpc("tasks/get", {"id": t["id"]}), auth())
             assert got["result"]["status"]["state"] == "input-required"
@@ -234,12 +224,12 @@ async def test_bad_confirmations(
             ok = v03_message(
                 data=[{"tool_call_id": "w1", "selected_option_id": "proceed_once"}], task_id=t["id"]
             )
-            evs = results(await stream(c, srv.url, rpc("message/stream", {"message": ok}), auth()))
+            evs = results(await stream_message(c, srv.url, ok))
             assert all(e["contextId"] == t["contextId"] for e in evs)
             assert evs[-1]["status"]["state"] == "completed"
 
 
-async def test_v03_error_shapes(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_v03_error_shapes(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A2: v0.3 invalid params answer -32602; unknown methods -32601; a v0.3 delete has a result."""
     async with running_server(script(TEXT), sqlite_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
@@ -262,9 +252,7 @@ async def test_v03_error_shapes(script: Callable[[list[Any]], str], sqlite_url: 
             assert json.loads(r.content) == {"jsonrpc": "2.0", "id": 1, "result": None}
 
 
-async def test_extended_card_and_long_ids(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_extended_card_and_long_ids(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A2: the authenticated extended card (v0.3 and 1.0); ids the task table cannot hold are
     refused with -32602 rather than a database error."""
     async with running_server(script(TEXT), sqlite_url, workspace) as srv:

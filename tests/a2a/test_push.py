@@ -4,18 +4,20 @@ that must not slow the stream, a failing one retried, and the address allowlist.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from devagent.a2a.push import check_webhook_url
-from tests.a2a.helpers import auth, call, results, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import auth, call, listening, results, rpc, running_server, stream, v03_message
+from tests.conftest import Script
+from tests.core_helpers import write_call
+from tests.fakes.local_server import request_body
 
 
 class Hook:
@@ -29,12 +31,7 @@ class Hook:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await request_body(receive)
         import json
 
         if self.fail_first > 0:
@@ -61,24 +58,8 @@ class Hook:
                 pass
 
 
-@asynccontextmanager
-async def webhook() -> AsyncIterator[Hook]:
-    import uvicorn
-
-    hook = Hook()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    hook.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
-    server = uvicorn.Server(uvicorn.Config(hook, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
-    try:
-        yield hook
-    finally:
-        server.should_exit = True
-        await task
+def webhook() -> AbstractAsyncContextManager[Hook]:
+    return listening(Hook())
 
 
 SLOW = [{"items": [{"text": "a"}, {"sleep": 0.2}, {"text": "b"}]}]
@@ -88,9 +69,7 @@ def _v03_final_state(bodies: list[Any]) -> bool:
     return any(b.get("kind") == "task" and b["status"]["state"] == "completed" for b in bodies)
 
 
-async def test_push_v03_with_message_stream(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_push_v03_with_message_stream(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A4: a config given with message/stream; the webhook gets v0.3 Task payloads with the token
     and the Authorization header the config names; a slow webhook does not slow the stream."""
     async with webhook() as hook, running_server(script(SLOW), sqlite_url, workspace) as srv:
@@ -114,17 +93,11 @@ async def test_push_v03_with_message_stream(
             assert body["id"] == evs[0]["id"] and body["kind"] == "task"
 
 
-async def test_push_v1_config_set_and_retry(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_push_v1_config_set_and_retry(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A4: a config set with the 1.0 method gets 1.0 StreamResponse payloads; a webhook failing
     twice is retried with backoff until it takes the event."""
     steps = [
-        {
-            "items": [
-                {"tool_call": {"name": "write_file", "args": {"path": "p.txt", "content": "P"}, "id": "p"}}
-            ]
-        },
+        {"items": [write_call("p.txt", "P", "p")]},
         {"items": [{"text": "pushed"}]},
     ]
     async with webhook() as hook, running_server(script(steps), sqlite_url, workspace) as srv:
@@ -167,7 +140,7 @@ async def test_push_v1_config_set_and_retry(
             assert states[0] == "TASK_STATE_WORKING"  # the first event survived two failures
 
 
-async def test_push_allowlist(script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path) -> None:
+async def test_push_allowlist(script: Script, sqlite_url: str, workspace: Path) -> None:
     """A4: loopback and private webhook addresses are refused unless the operator allows them."""
     assert await check_webhook_url("http://127.0.0.1:9/x", False)
     assert await check_webhook_url("http://10.0.0.5/x", False)

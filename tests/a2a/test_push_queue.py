@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,10 @@ import httpx
 import pytest
 
 from devagent.store import push_queue
-from tests.a2a.helpers import auth, results, rpc, stream, v03_message
-from tests.conftest import fresh_pg_database, pg_available
+from tests.a2a.helpers import auth, listening, results, rpc, stream, v03_message
+from tests.a2a.procs import serve_argv
+from tests.conftest import Script, fresh_pg_database, pg_available
+from tests.fakes.local_server import request_body
 
 WITHIN = 60.0  # generous bound for anything a test waits on
 
@@ -69,12 +70,7 @@ class CountingHook:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await request_body(receive)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         nid = headers.get("x-devagent-notification-id", "")
         if self.delay:
@@ -102,24 +98,8 @@ class CountingHook:
                 pass
 
 
-@asynccontextmanager
-async def counting_webhook() -> AsyncIterator[CountingHook]:
-    import uvicorn
-
-    hook = CountingHook()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    hook.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
-    server = uvicorn.Server(uvicorn.Config(hook, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
-    try:
-        yield hook
-    finally:
-        server.should_exit = True
-        await task
+def counting_webhook() -> AbstractAsyncContextManager[CountingHook]:
+    return listening(CountingHook())
 
 
 async def _is_zero(n: Any) -> bool:
@@ -238,17 +218,7 @@ async def test_two_replicas_deliver_each_notification_once(shared_db: str) -> No
 
 
 def _serve_args(db: str, model: str, workspace: Path) -> list[str]:
-    return [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace.parent),
-        "--token",
-        "tok",
-        "--model",
-        model,
-        "--allow-private-webhooks",
-    ]
+    return serve_argv(db, workspace.parent, model, "--allow-private-webhooks")
 
 
 def _push_env(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
@@ -267,7 +237,7 @@ def _completed(body: Any) -> bool:
 
 
 async def test_push_queue_survives_a_killed_replica(
-    script: Callable[[list[Any]], str],
+    script: Script,
     shared_db: str,
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -307,7 +277,7 @@ async def test_push_queue_survives_a_killed_replica(
 
 
 async def test_claim_of_a_killed_replica_is_taken_over_after_its_lease(
-    script: Callable[[list[Any]], str],
+    script: Script,
     sqlite_url: str,
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -343,7 +313,7 @@ async def test_claim_of_a_killed_replica_is_taken_over_after_its_lease(
 
 @pytest.mark.postgres
 async def test_two_server_apps_on_postgres_deliver_each_once(
-    script: Callable[[list[Any]], str], pg_db: str, workspace: Path
+    script: Script, pg_db: str, workspace: Path
 ) -> None:
     """A4, issue 10 item 3: two A2A apps, each with its own AgentCore and engine, on one
     PostgreSQL database; turns run on both with 1.0 webhooks, and the replicas poll each other's

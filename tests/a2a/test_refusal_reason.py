@@ -3,16 +3,17 @@ in the same message as a `cancel` ToolCallConfirmation reaches the model."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.a2a.helpers import auth, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import running_server, stream_message, v03_message
+from tests.conftest import Script
+from tests.core_helpers import write_call
 
 STEPS = [
-    {"items": [{"tool_call": {"name": "write_file", "args": {"path": "r.txt", "content": "R"}, "id": "r1"}}]},
+    {"items": [write_call("r.txt", "R", "r1")]},
     {"items": [{"text": "model saw: {last_tool_results}"}]},
 ]
 
@@ -25,21 +26,13 @@ def _texts(frames: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-async def test_text_beside_a_refusal_is_the_reason(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_text_beside_a_refusal_is_the_reason(script: Script, sqlite_url: str, workspace: Path) -> None:
     async with (
         running_server(script(STEPS), sqlite_url, workspace) as srv,
         httpx.AsyncClient(timeout=60) as c,
     ):
-        first = await stream(
-            c,
-            srv.url,
-            rpc(
-                "message/stream",
-                {"message": v03_message("write", settings={"workspace_path": str(workspace)})},
-            ),
-            auth(),
+        first = await stream_message(
+            c, srv.url, v03_message("write", settings={"workspace_path": str(workspace)})
         )
         task = first[0]["result"]
         assert first[-1]["result"]["status"]["state"] == "input-required"
@@ -49,7 +42,7 @@ async def test_text_beside_a_refusal_is_the_reason(
             task_id=task["id"],
             context_id=task["contextId"],
         )
-        frames = await stream(c, srv.url, rpc("message/stream", {"message": answer}), auth())
+        frames = await stream_message(c, srv.url, answer)
         assert frames[-1]["result"]["status"]["state"] == "completed"
         assert "the user said: use q.txt instead" in _texts(frames)
         assert not (workspace / "r.txt").exists()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,29 +10,16 @@ import httpx
 import pytest
 from a2a.client import ClientCallContext, ClientConfig, ClientFactory, create_client
 from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types import (
-    AgentCard,
-    GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
-    TaskState,
-)
+from a2a.types import AgentCard, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct, Value
 
 from devagent.a2a.extension import EXTENSION_URI
 from tests.a2a.helpers import TOKEN, running_server
+from tests.conftest import Script
+from tests.core_helpers import call_then_text, write_call
 
-WRITE = [
-    {
-        "items": [
-            {"tool_call": {"name": "write_file", "args": {"path": "s.txt", "content": "S\n"}, "id": "s1"}}
-        ]
-    },
-    {"items": [{"text": "sdk done"}]},
-]
+WRITE = call_then_text(write_call("s.txt", "S\n", "s1"), "sdk done")
 
 
 def _meta(d: dict[str, Any]) -> Struct:
@@ -43,9 +29,7 @@ def _meta(d: dict[str, Any]) -> Struct:
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
-async def test_sdk_client_appendix(
-    version: str, script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path
-) -> None:
+async def test_sdk_client_appendix(version: str, script: Script, sqlite_url: str, workspace: Path) -> None:
     """A2 B4-B10: a2a-sdk's client over the 1.0 transport and over its v0.3 transport."""
     async with running_server(script(WRITE), sqlite_url, workspace) as srv:
         http = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)

@@ -18,9 +18,19 @@ import pytest
 
 from devagent.a2a.cli import limit_settings_from_env
 from devagent.a2a.streams import StreamLimit
-from tests.a2a.helpers import TOKEN, auth, call, results, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import (
+    TOKEN,
+    auth,
+    call,
+    results,
+    rpc,
+    running_server,
+    stream,
+    stream_message,
+    v03_message,
+)
+from tests.conftest import Script
 
-Script = Callable[[list[Any]], str]
 BOB = "bob-token"
 TOKENS = {TOKEN: "alice", BOB: "bob"}  # two identities: each works in ROOT/NAME (issue 20)
 CALL = {"name": "write_file", "args": {"path": "f.txt", "content": "x\n"}, "id": "w"}
@@ -95,7 +105,7 @@ class Held:
 async def _parked_task(c: httpx.AsyncClient, url: str, workspace: Path) -> dict[str, Any]:
     """A task waiting for a permission (input-required): 1.0 subscriptions to it stay open."""
     m = v03_message("write it")  # in the caller's own workspace
-    evs = results(await stream(c, url, rpc("message/stream", {"message": m}), auth()))
+    evs = results(await stream_message(c, url, m))
     assert evs[-1]["status"]["state"] == "input-required", evs[-1]
     task: dict[str, Any] = evs[0]
     return task
@@ -172,7 +182,7 @@ async def test_json_rpc_streams_per_token(script: Script, sqlite_url: str, works
             await until(lambda: limit.open_count("alice") == 1, "two closed")
             confirm = {"tool_call_id": "w", "selected_option_id": "proceed_once"}
             answer = v03_message(data=[confirm], task_id=task["id"], context_id=task["contextId"])
-            done = results(await stream(c, srv.url, rpc("message/stream", {"message": answer}), auth()))
+            done = results(await stream_message(c, srv.url, answer))
             assert done[-1]["status"]["state"] == "completed"
             await held[2].ended()
             last = held[2].frames[-1]["result"]
@@ -195,7 +205,7 @@ async def test_streams_that_fail_give_their_slot_back(
                 assert r["error"]["code"] == -32001, r  # TaskNotFoundError
                 assert limit.total() == 0  # released before the answer's last bytes went out
                 empty = v03_message()
-                frames = await stream(c, srv.url, rpc("message/stream", {"message": empty}), auth())
+                frames = await stream_message(c, srv.url, empty)
                 assert [f["error"]["code"] for f in frames] == [-32602], frames  # (v0.3: as SSE)
                 assert limit.total() == 0  # released before the answer's last bytes went out
             task = await _parked_task(c, srv.url, workspace)

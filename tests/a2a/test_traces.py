@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from tests.a2a.helpers import v03_message
-from tests.a2a.procs import TOKEN, Serve, confirmation, send_stream, serving
+from tests.a2a.procs import TOKEN, Serve, confirmation, send_stream, serve_argv, serving
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 from tests.fakes.otlp_receiver import OtlpReceiver, Span
 
@@ -64,23 +64,14 @@ def traced_server(
 ) -> Iterator[Serve]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEVAGENT_TRACE"))}
     environ.update({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, **env})
-    args = [
-        "--db",
-        f"sqlite+aiosqlite:///{workspace.parent / 'traces.db'}",
-        "--workspace-root",
-        str(workspace.parent),
-        "--token",
-        f"alice={TOKEN}",
-        "--model",
+    db = f"sqlite+aiosqlite:///{workspace.parent / 'traces.db'}"
+    args = serve_argv(
+        db,
+        workspace.parent,
         "openai-compatible:fake-model",
-        "--base-url",
-        base_url,
-        "--api-key",
-        "k",
-        "--approval",
-        "ask",
-        *more,
-    ]
+        *("--base-url", base_url, "--api-key", "k", "--approval", "ask", *more),
+        token=f"alice={TOKEN}",
+    )
     with serving(args, workspace.parent / "serve.log", env=environ) as s:
         yield s
 

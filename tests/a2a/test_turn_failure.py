@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from devagent.agent.session import Session
-from tests.a2a.helpers import auth, results, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import auth, results, rpc, running_server, stream, stream_message, v03_message
 
 
 class _Exploding:
@@ -57,7 +57,7 @@ async def test_unexpected_failure_gives_a_reference_not_internals(
 
         monkeypatch.setattr(Session, "advance", real_advance)
         again = v03_message("again", context_id=evs[0]["contextId"])
-        evs = results(await stream(c, srv.url, rpc("message/stream", {"message": again}), auth()))
+        evs = results(await stream_message(c, srv.url, again))
         assert evs[-1]["status"]["state"] == "completed", evs[-1]
 
 

@@ -5,7 +5,7 @@ and one answer sent to both at once. On the SQLite file and on a fresh PostgreSQ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -14,31 +14,12 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import v03_message
-from tests.a2a.procs import (
-    Serve,
-    confirmation,
-    get_task,
-    lines,
-    send_stream,
-    serve_args,
-    serving,
-)
-
-Script = Callable[[list[Any]], str]
+from tests.a2a.procs import Serve, confirmation, get_task, lines, send_stream, serve_args, serving
+from tests.conftest import Script
+from tests.core_helpers import call_then_text, shell_call
 
 STEPS = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "run_shell_command",
-                    "args": {"command": "echo x >> count.txt"},
-                    "id": "c1",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "counted"}]},
+    *call_then_text(shell_call("echo x >> count.txt", "c1"), "counted"),
     {"items": [{"text": "more: {last_user}"}]},
 ]
 

@@ -2,45 +2,30 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-
-@pytest.fixture
-def acp_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
-        env.pop(var, None)
-    env["DEVAGENT_DATA_DIR"] = str(tmp_path / "data")
-    env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp_path / 'acp.db'}"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+from tests.conftest import ScriptFile, child_env, folder_with
 
 
 @pytest.fixture
 def work_dir(tmp_path: Path) -> Path:
-    wd = tmp_path / "work"
-    wd.mkdir()
-    (wd / "README.md").write_text("# Demo on disk\n")
-    return wd
+    """The project folder `devagent acp` works in, as it is on disk (editor buffers may differ)."""
+    return folder_with(tmp_path / "work", {"README.md": "# Demo on disk\n"})
 
 
 @pytest.fixture
-def script(tmp_path: Path) -> Callable[[list[Any]], Path]:
-    counter = iter(range(1000))
+def script(script_file: ScriptFile) -> ScriptFile:
+    """The ACP tests' `script`: the scripted model's file (`acp_argv` makes the spec of it)."""
+    return script_file
 
-    def write(steps: list[Any]) -> Path:
-        path = tmp_path / f"script{next(counter)}.json"
-        path.write_text(json.dumps({"steps": steps}))
-        return path
 
-    return write
+@pytest.fixture
+def acp_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of the `devagent acp` processes the tests start."""
+    return child_env(tmp_path, "acp.db")
 
 
 def acp_argv(script: Path, *flags: str) -> list[str]:

@@ -39,6 +39,8 @@ from acp.schema import (
 )
 
 from tests.acp.conftest import acp_argv
+from tests.conftest import ScriptFile
+from tests.core_helpers import shell_call, write_call
 
 TIMEOUT = 120  # a hang guard only; nothing waits for time to pass
 
@@ -127,7 +129,7 @@ async def start(conn: Any, *, fs: bool = False) -> InitializeResponse:
 
 
 async def test_issue15_initialize_new_session_and_permission_allowed_then_rejected(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     steps = [
         [
@@ -142,10 +144,10 @@ async def test_issue15_initialize_new_session_and_permission_allowed_then_reject
             },
         ],
         [{"text": "Result: {last_tool_results}"}],
-        [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "no\n"}, "id": "w2"}}],
+        [write_call("b.txt", "no\n", "w2")],
         [{"text": "Refused: {last_tool_results}"}],
-        [{"tool_call": {"name": "write_file", "args": {"path": "c.txt", "content": "no\n"}, "id": "w3"}}],
-        [{"tool_call": {"name": "write_file", "args": {"path": "c.txt", "content": "again\n"}, "id": "w4"}}],
+        [write_call("c.txt", "no\n", "w3")],
+        [write_call("c.txt", "again\n", "w4")],
         [{"text": "Gave up."}],
     ]
     client = EditorClient(answers=["proceed_once", "cancel", "cancel_always"])
@@ -214,11 +216,11 @@ async def test_issue15_initialize_new_session_and_permission_allowed_then_reject
 
 
 async def test_issue15_cancel_stops_a_running_command(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     # The command records its process id, then waits for a file nobody creates until after the cancel.
     command = "echo started; echo $$ > pid; while [ ! -f release ]; do sleep 0.05; done; echo released"
-    steps = [[{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "sh"}}]]
+    steps = [[shell_call(command, "sh")]]
     client = EditorClient()
     argv = acp_argv(script(steps), "--approval", "yolo")
     async with agent(client, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):
@@ -236,7 +238,7 @@ async def test_issue15_cancel_stops_a_running_command(
 
 
 async def test_issue15_file_tools_go_through_the_editor(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     readme = str(work_dir / "README.md")
     steps = [
@@ -267,12 +269,9 @@ async def test_issue15_file_tools_go_through_the_editor(
 
 
 async def test_issue15_modes_are_approval_modes_within_server_policy(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
-    steps = [
-        [{"tool_call": {"name": "write_file", "args": {"path": "p.txt", "content": "x"}, "id": "p"}}],
-        [{"text": "ok"}],
-    ]
+    steps = [[write_call("p.txt", "x", "p")], [{"text": "ok"}]]
     client = EditorClient()
     argv = acp_argv(script(steps), "--approval", "auto-edit")
     async with agent(client, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):
@@ -292,11 +291,11 @@ async def test_issue15_modes_are_approval_modes_within_server_policy(
 
 
 async def test_issue15_load_after_restart_replays_and_asks_the_pending_permission_again(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     steps = [
         [{"text": "First answer."}],
-        [{"tool_call": {"name": "write_file", "args": {"path": "later.txt", "content": "ok\n"}, "id": "lw"}}],
+        [write_call("later.txt", "ok\n", "lw")],
         [{"text": "Written after the restart."}],
     ]
     path = script(steps)
@@ -412,13 +411,13 @@ class TerminalEditor(EditorClient):
 
 
 async def test_issue15_commands_run_in_the_editors_terminal_and_cancel_kills_them(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     slow = "echo started > started.txt; echo started; while [ ! -f release ]; do sleep 0.05; done"
     steps = [
-        [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi; exit 3"}, "id": "t1"}}],
+        [shell_call("echo hi; exit 3", "t1")],
         [{"text": "Got: {last_tool_results}"}],
-        [{"tool_call": {"name": "run_shell_command", "args": {"command": slow}, "id": "t2"}}],
+        [shell_call(slow, "t2")],
     ]
     client = TerminalEditor()
     argv = acp_argv(script(steps), "--approval", "yolo")
@@ -456,7 +455,7 @@ def repo_with_fsmonitor(work_dir: Path, marker: Path) -> None:
 
 
 async def test_issue28_item1_granted_git_in_the_editors_terminal_runs_no_fsmonitor(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     """Issue 28 item 1 on ACP, where commands run in the editor's terminal: a workspace arriving
     with its own .git/config `core.fsmonitor`; `git status` allowed always (that run is the
@@ -494,7 +493,7 @@ async def test_issue28_item1_granted_git_in_the_editors_terminal_runs_no_fsmonit
 
 
 async def test_issue15_stop_reasons_refusal_max_tokens_and_max_turn_requests(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     steps = [
         [{"refusal": "I can't help with that."}],
@@ -525,7 +524,7 @@ async def test_issue15_stop_reasons_refusal_max_tokens_and_max_turn_requests(
 
 
 async def test_issue15_plan_from_todos_and_session_flag_continues(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     todos = [
         {"description": "Read the code", "status": "completed"},
@@ -565,7 +564,7 @@ async def test_issue15_plan_from_todos_and_session_flag_continues(
 
 
 async def test_issue24_acp_prompt_over_the_daily_budget_is_refused(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     """Budgets (issue 24 item 3) through ACP: once the local user's tokens for the day are spent,
     a prompt is refused with a JSON-RPC error that says why. The prompt's response carries the

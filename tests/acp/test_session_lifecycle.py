@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,6 +20,8 @@ from acp.schema import McpServerStdio
 
 from tests.acp.conftest import acp_argv
 from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, start
+from tests.conftest import ScriptFile
+from tests.core_helpers import shell_call, write_call
 from tests.mcp_servers import SERVER
 
 HISTORY_KINDS = ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call")
@@ -36,7 +36,7 @@ def _gone(pid: int) -> bool:
 
 
 async def test_issue28_item14_acp_resume_in_a_new_process_goes_on_without_replay(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     steps = [
         [{"thinking": "Say hello."}, {"text": "First answer."}],
@@ -79,7 +79,7 @@ async def test_issue28_item14_acp_resume_in_a_new_process_goes_on_without_replay
 
 
 async def test_issue28_item14_acp_close_cancels_the_turn_and_frees_the_session(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     # An MCP server the editor names for this session; it records its process id when it starts.
     server = tmp_path / "mcp_server.py"
@@ -91,7 +91,7 @@ async def test_issue28_item14_acp_close_cancels_the_turn_and_frees_the_session(
     # The command records its process id, then waits for a file nobody creates.
     command = "echo started; echo $$ > pid; while [ ! -f release ]; do sleep 0.05; done; echo released"
     steps = [
-        [{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "sh"}}],
+        [shell_call(command, "sh")],
         # never played: the cancelled turn ends its transcript with a response of its own
         [{"text": "unused"}],
         [{"text": "Back after the close: {last_user}"}],
@@ -137,10 +137,10 @@ async def test_issue28_item14_acp_close_cancels_the_turn_and_frees_the_session(
 
 
 async def test_issue28_item14_acp_close_withdraws_a_pending_permission(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     steps = [
-        [{"tool_call": {"name": "write_file", "args": {"path": "w.txt", "content": "no\n"}, "id": "w"}}],
+        [write_call("w.txt", "no\n", "w")],
         # never played: the cancelled turn ends its transcript with a response of its own
         [{"text": "unused"}],
         [{"text": "Resumed: {last_user}"}],

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,26 @@ from acp import text_block
 
 from tests.acp.conftest import acp_argv
 from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
+from tests.conftest import ScriptFile
+from tests.core_helpers import write_call
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 
+@asynccontextmanager
+async def traced_session(
+    client: EditorClient, argv: list[str], acp_env: dict[str, str], work_dir: Path, log: Path
+) -> AsyncIterator[tuple[OtlpReceiver, Any, str]]:
+    """`devagent acp` (`argv`) tracing to an OTLP receiver, started by `client` with a new session
+    in `work_dir`: the receiver, the connection and the session's id."""
+    with OtlpReceiver() as receiver:
+        async with agent(client, argv, receiver.environment(acp_env), work_dir, log) as (conn, _proc):
+            await start(conn)
+            new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
+            yield receiver, conn, new.session_id
+
+
 async def test_issue24_an_editors_trace_continues_into_devagent_acp(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     (work_dir / "README.md").write_text("hello\n")
     steps = [
@@ -31,32 +47,27 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
     ]
     trace_id, editor_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
     client = EditorClient()
-    with OtlpReceiver() as receiver:
-        env = receiver.environment(acp_env)
-        argv = acp_argv(script(steps), "--approval", "yolo")
-        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, _proc):
-            await start(conn)
-            new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
-            done = await asyncio.wait_for(
-                conn.prompt(
-                    session_id=new.session_id,
-                    prompt=[text_block("what does the readme say? (prompt-marker-6a2e)")],
-                    traceparent=f"00-{trace_id}-{editor_span}-01",
-                ),
-                TIMEOUT,
-            )
-            assert done.stop_reason == "end_turn"
-            # a second prompt without a trace context: a trace of its own
-            await asyncio.wait_for(
-                conn.prompt(session_id=new.session_id, prompt=[text_block("and again")]), TIMEOUT
-            )
-            spans = await asyncio.to_thread(
-                receiver.wait_for,
-                lambda spans: (
-                    sum(s.name == "invoke_agent devagent" for s in spans) >= 2
-                    and sum(s.name.startswith("chat ") for s in spans) >= 3
-                ),
-            )
+    argv = acp_argv(script(steps), "--approval", "yolo")
+    log = tmp_path / "err.log"
+    async with traced_session(client, argv, acp_env, work_dir, log) as (receiver, conn, session_id):
+        done = await asyncio.wait_for(
+            conn.prompt(
+                session_id=session_id,
+                prompt=[text_block("what does the readme say? (prompt-marker-6a2e)")],
+                traceparent=f"00-{trace_id}-{editor_span}-01",
+            ),
+            TIMEOUT,
+        )
+        assert done.stop_reason == "end_turn"
+        # a second prompt without a trace context: a trace of its own
+        await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=[text_block("and again")]), TIMEOUT)
+        spans = await asyncio.to_thread(
+            receiver.wait_for,
+            lambda spans: (
+                sum(s.name == "invoke_agent devagent" for s in spans) >= 2
+                and sum(s.name.startswith("chat ") for s in spans) >= 3
+            ),
+        )
 
     turns = [s for s in spans if s.name == "invoke_agent devagent"]
     assert len(turns) == 2, [s.name for s in spans]
@@ -71,7 +82,7 @@ async def test_issue24_an_editors_trace_continues_into_devagent_acp(
 
 
 async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     """G3 in traces: a call refused before it runs (an unknown tool) and one the user declines have no
     `execute_tool` span (nothing executed); each is a `devagent.tool_call` event of its turn's span
@@ -79,29 +90,24 @@ async def test_issue24_calls_that_do_not_run_here_are_events_of_the_turn(
     (work_dir / "README.md").write_text("hello\n")
     steps = [
         [{"tool_call": {"name": "no_such_tool", "args": {}, "id": "u1"}}],
-        [{"tool_call": {"name": "write_file", "args": {"path": "x.txt", "content": "x\n"}, "id": "w1"}}],
+        [write_call("x.txt", "x\n", "w1")],
         [{"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r1"}}],
         [{"text": "Done."}],
     ]
     client = EditorClient(answers=["cancel"])
-    with OtlpReceiver() as receiver:
-        env = receiver.environment(acp_env)
-        argv = acp_argv(script(steps), "--approval", "ask")
-        async with agent(client, argv, env, work_dir, tmp_path / "err.log") as (conn, _proc):
-            await start(conn)
-            new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
-            done = await asyncio.wait_for(
-                conn.prompt(session_id=new.session_id, prompt=[text_block("go")]), TIMEOUT
-            )
-            assert done.stop_reason == "end_turn"
-            # the turn's two spans (before and after the permission) and the read's
-            spans = await asyncio.to_thread(
-                receiver.wait_for,
-                lambda spans: (
-                    sum(s.name == "invoke_agent devagent" for s in spans) >= 2
-                    and any(s.name == "execute_tool read_file" for s in spans)
-                ),
-            )
+    argv = acp_argv(script(steps), "--approval", "ask")
+    log = tmp_path / "err.log"
+    async with traced_session(client, argv, acp_env, work_dir, log) as (receiver, conn, session_id):
+        done = await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=[text_block("go")]), TIMEOUT)
+        assert done.stop_reason == "end_turn"
+        # the turn's two spans (before and after the permission) and the read's
+        spans = await asyncio.to_thread(
+            receiver.wait_for,
+            lambda spans: (
+                sum(s.name == "invoke_agent devagent" for s in spans) >= 2
+                and any(s.name == "execute_tool read_file" for s in spans)
+            ),
+        )
 
     assert not (work_dir / "x.txt").exists()
     # the turn pauses for the permission: its span ends there, the answer runs the rest in another

@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("acp", reason="agent-client-protocol is installed by scripts/test (pyproject.toml)")
 
+from subprocess import DEVNULL, PIPE
+
 from acp.schema import (
     HttpMcpServer,
     InitializeResponse,
@@ -38,9 +40,7 @@ from devagent.agent.events import (
     ToolOutput,
     TurnEnd,
 )
-from devagent.agent.events import (
-    PermissionOption as CorePermissionOption,
-)
+from devagent.agent.events import PermissionOption as CorePermissionOption
 from tests.acp.conftest import acp_argv
 
 
@@ -200,12 +200,7 @@ def test_issue15_raw_stdio_version_errors_and_going_on(
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"steps": [[{"text": "hi"}]]}))
     proc = subprocess.Popen(
-        acp_argv(script),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=acp_env,
-        cwd=work_dir,
+        acp_argv(script), stdin=PIPE, stdout=PIPE, stderr=DEVNULL, env=acp_env, cwd=work_dir
     )
     assert proc.stdin is not None and proc.stdout is not None
     lines = [

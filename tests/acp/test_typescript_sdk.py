@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.acp.conftest import acp_argv
+from tests.conftest import ScriptFile
+from tests.core_helpers import shell_call, write_call
 from tests.npm import ensure_installed
 
 pytestmark = pytest.mark.npm
@@ -36,7 +37,7 @@ def _drive(scenario: str, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_issue15_typescript_client_permission_refusal_cancel_and_reload(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path]
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile
 ) -> None:
     ensure_installed(JS, JS / "node_modules" / "@agentclientprotocol" / "sdk", "@agentclientprotocol/sdk")
     slow = "echo started; while [ ! -f release ]; do sleep 0.05; done; echo released"
@@ -44,12 +45,12 @@ def test_issue15_typescript_client_permission_refusal_cancel_and_reload(
         [
             [
                 {"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r"}},
-                {"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}, "id": "a"}},
+                write_call("a.txt", "A\n", "a"),
             ],
             [{"text": "Did: {last_tool_results}"}],
-            [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "B\n"}, "id": "b"}}],
+            [write_call("b.txt", "B\n", "b")],
             [{"text": "Not written."}],
-            [{"tool_call": {"name": "run_shell_command", "args": {"command": slow}, "id": "sh"}}],
+            [shell_call(slow, "sh")],
             [{"text": "unused: the cancel closes the step with a note in the transcript"}],
             [{"text": "After the reload."}],
         ]

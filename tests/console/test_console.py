@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a.procs import Serve, serving
+from tests.a2a.helpers import rpc, v03_message
+from tests.a2a.procs import Serve, serve_argv, serving
+from tests.core_helpers import shell_call, write_call
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (installed by scripts/test)")
@@ -39,14 +40,10 @@ CODE = 'def b():\n    return "bee" + 42  # refused later\n'
 BLOCKING = "echo started; while [ ! -e never-created ]; do sleep 0.2; done"
 
 
-def _write(path: str, content: str, call_id: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": call_id}}
-
-
 SCRIPT = {
     "steps": [
         # started by a plain client: a write, approved in the browser
-        {"items": [{"thinking": "A file to write."}, _write("a.txt", HOSTILE + "\n", "w1")]},
+        {"items": [{"thinking": "A file to write."}, write_call("a.txt", HOSTILE + "\n", "w1")]},
         {
             "items": [
                 {
@@ -56,40 +53,37 @@ SCRIPT = {
             ]
         },
         # a follow-up from the console: a write refused with a reason
-        {"items": [_write("b.py", CODE, "w2")]},
+        {"items": [write_call("b.py", CODE, "w2")]},
         {"items": [{"text": "The tool said: {last_tool_results}"}]},
         # edit first
-        {"items": [_write("e.txt", "original\n", "w3")]},
+        {"items": [write_call("e.txt", "original\n", "w3")]},
         {"items": [{"text": "Edited and written."}]},
         # a command that runs until it is cancelled
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": BLOCKING}, "id": "s1"}}]},
+        {"items": [shell_call(BLOCKING, "s1")]},
         {"items": [{"text": "unreachable"}]},
     ]
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Path]]:
-    base = tmp_path_factory.mktemp("console")
+def server_folders(
+    tmp_path_factory: pytest.TempPathFactory, name: str, script_name: str, script: Any
+) -> tuple[Path, Path, Path]:
+    """A folder of the server's own (`name`): the folder itself, its workspace root `work`, and
+    the scripted model's file `script_name` holding `script` (the console shows its name)."""
+    base = tmp_path_factory.mktemp(name)
     root = base / "work"
     root.mkdir()
-    script = base / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    args = [
-        "--db",
-        f"sqlite+aiosqlite:///{base / 'db.sqlite'}",
-        "--workspace-root",
-        str(root),
-        "--token",
-        f"alice={ALICE}",
-        "--token",
-        f"bob={BOB}",
-        "--model",
-        f"scripted:{script}",
-        "--approval",
-        "ask",
-        "--no-sandbox",
-    ]
+    script_file = base / script_name
+    script_file.write_text(json.dumps(script))
+    return base, root, script_file
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Path]]:
+    base, root, script = server_folders(tmp_path_factory, "console", "script.json", SCRIPT)
+    more = ["--token", f"bob={BOB}", "--approval", "ask", "--no-sandbox"]
+    db = f"sqlite+aiosqlite:///{base / 'db.sqlite'}"
+    args = serve_argv(db, root, f"scripted:{script}", *more, token=f"alice={ALICE}")
     with serving(args, base / "serve.log") as s:
         yield s, root / "alice"
 
@@ -123,21 +117,7 @@ def plain_send(url: str, text: str) -> dict[str, Any]:
 
 
 def plain_send_on(url: str, text: str, context_id: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "messageId": str(uuid.uuid4()),
-                "role": "user",
-                "parts": [{"kind": "text", "text": text}],
-            }
-        },
-    }
-    if context_id:
-        body["params"]["message"]["contextId"] = context_id
+    body = rpc("message/send", {"message": v03_message(text, context_id=context_id)})
     r = httpx.post(url, json=body, headers={"Authorization": f"Bearer {ALICE}"}, timeout=120)
     result: dict[str, Any] = r.json()["result"]
     return result
@@ -348,12 +328,12 @@ def test_issue23_page_headers_and_narrow_window(server: tuple[Serve, Path], brow
 NOTES = "first line\nsecond line\n"
 SCRIPT28 = {
     "steps": [
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo hi"}}}]},
+        {"items": [shell_call("echo hi")]},
         {"items": [{"text": "Ran it."}]},
-        {"items": [_write("notes.txt", NOTES, "n1")]},
+        {"items": [write_call("notes.txt", NOTES, "n1")]},
         {"items": [{"text": "Noted: {last_tool_results}"}]},
         {"items": [{"text": "More text after the note."}]},
-        {"items": [_write("p1.txt", "one\n", "p1"), _write("p2.txt", "two\n", "p2")]},
+        {"items": [write_call("p1.txt", "one\n", "p1"), write_call("p2.txt", "two\n", "p2")]},
         {"items": [{"text": "Both answered: {last_tool_results}"}]},
     ]
 }
@@ -362,11 +342,7 @@ SCRIPT28 = {
 @pytest.fixture(scope="module")
 def server28(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Path]]:
     """A server whose model comes from DEVAGENT_MODEL (as a new user sets it), not --model."""
-    base = tmp_path_factory.mktemp("console28")
-    root = base / "work"
-    root.mkdir()
-    script = base / "issue28.json"
-    script.write_text(json.dumps(SCRIPT28))
+    base, root, script = server_folders(tmp_path_factory, "console28", "issue28.json", SCRIPT28)
     args = ["--db", f"sqlite+aiosqlite:///{base / 'db.sqlite'}", "--workspace-root", str(root)]
     args += ["--token", f"alice={ALICE}", "--approval", "ask", "--no-sandbox"]
     env = {**os.environ, "DEVAGENT_MODEL": f"scripted:{script}"}
@@ -403,6 +379,14 @@ def open_view(browser: Browser, url: str, context_id: str) -> Page:
     page.goto(url + f"ui#/s/{context_id}")
     expect(page.locator("#view-title")).not_to_be_empty(timeout=WAIT)
     return page
+
+
+def notes_permission(browser: Browser, url: str) -> tuple[Page, Locator, str]:
+    """A conversation waiting for its notes.txt write, in a new page: the page, the write's
+    permission card, and the conversation's context id."""
+    context_id = _waiting_on_notes(url)
+    page = open_view(browser, url, context_id)
+    return page, page.locator(".permission", has_text="Write notes.txt"), context_id
 
 
 def test_issue28_item9_the_card_says_where_a_command_runs(
@@ -447,9 +431,7 @@ def test_issue28_item9_a_typed_reason_and_edit_survive_refreshes(
     server28: tuple[Serve, Path], browser: Browser
 ) -> None:
     s, _ = server28
-    context_id = _waiting_on_notes(s.url)
-    page = open_view(browser, s.url, context_id)
-    permission = page.locator(".permission", has_text="Write notes.txt")
+    page, permission, context_id = notes_permission(browser, s.url)
     expect(permission).to_be_visible(timeout=WAIT)
     permission.get_by_text("Edit before allowing").click()
     editor = permission.get_by_label("New content of notes.txt")
@@ -502,9 +484,7 @@ def test_issue28_item9_B6_a_finished_write_shows_its_diff(
     server28: tuple[Serve, Path], browser: Browser
 ) -> None:
     s, workspace = server28
-    context_id = _waiting_on_notes(s.url)
-    page = open_view(browser, s.url, context_id)
-    permission = page.locator(".permission", has_text="Write notes.txt")
+    page, permission, _ = notes_permission(browser, s.url)
     permission.get_by_role("button", name="Allow once").click(timeout=WAIT)
     expect(page.locator(".msg.agent", has_text="Noted:")).to_be_visible(timeout=WAIT)
     assert (workspace / "notes.txt").read_text() == NOTES

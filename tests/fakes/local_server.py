@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -41,6 +42,27 @@ class LocalServer:
         assert self._server is not None and self._task is not None
         self._server.should_exit = True
         await self._task
+
+
+async def request_body(receive: Any) -> bytes:
+    """The whole body of the request an ASGI app is answering (its `receive` callable)."""
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            return body
+
+
+@asynccontextmanager
+async def serving_app(app: Any) -> AsyncIterator[str]:
+    """`app` served on 127.0.0.1 for the block: its base URL (`http://127.0.0.1:PORT`)."""
+    server = LocalServer()
+    port = await server.start(app)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await server.stop()
 
 
 class FakeHTTPServer:

@@ -5,19 +5,17 @@ the file devagent wrote come back to it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import Script
+from tests.core_helpers import write_call
 from tests.fakes.gemini_server import FakeGemini
-from tests.gemini.test_gemini_cli import GEMINI, JS
-from tests.npm import ensure_installed
+from tests.gemini.helpers import SETTINGS, need_gemini_cli, run_gemini
 
 pytestmark = pytest.mark.npm
 
@@ -48,15 +46,11 @@ class CallsDevagent:
 
 
 async def test_issue22_gemini_cli_as_an_mcp_host_hands_devagent_a_task(
-    script: Callable[[list[Any]], str], sqlite_url: str, workspace: Path, tmp_path: Path
+    script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
-    ensure_installed(JS, GEMINI, "@google/gemini-cli")
+    need_gemini_cli()
     steps = [
-        {
-            "items": [
-                {"tool_call": {"name": "write_file", "args": {"path": "mcp.txt", "content": "via mcp\n"}}}
-            ]
-        },
+        {"items": [write_call("mcp.txt", "via mcp\n")]},
         {"items": [{"text": "I wrote mcp.txt."}]},
     ]
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
@@ -68,38 +62,15 @@ async def test_issue22_gemini_cli_as_an_mcp_host_hands_devagent_a_task(
         "--db", sqlite_url, "--approval", "auto-edit",
     ]  # fmt: skip
     settings = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
-        "privacy": {"usageStatisticsEnabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        **SETTINGS,
         "mcpServers": {
             "devagent": {"command": sys.executable, "args": devagent, "trust": True, "timeout": 120000}
         },
     }
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     async with FakeGemini(model) as gemini_url:
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),
-            "GEMINI_API_KEY": "fake-key",
-            "GOOGLE_GEMINI_BASE_URL": gemini_url,
-            "NO_COLOR": "1",
-            "CI": "1",
-        }
-        proc = await asyncio.create_subprocess_exec(
-            str(GEMINI),
-            "-p",
-            "Use devagent to write 'via mcp' to mcp.txt",
-            "--yolo",
-            "-m",
-            "gemini-2.5-flash",
-            cwd=cwd,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 240)
-    assert proc.returncode == 0, err.decode()[-2000:]
+        out = await run_gemini("Use devagent to write 'via mcp' to mcp.txt", cwd, home, gemini_url)
     assert any(n.endswith("devagent_start") for n in model.tool_names), model.tool_names
     assert (workspace / "mcp.txt").read_text() == "via mcp\n"
     assert model.results and "I wrote mcp.txt." in model.results[-1], model.results
-    assert "devagent says" in out.decode()
+    assert "devagent says" in out

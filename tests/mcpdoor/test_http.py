@@ -5,7 +5,6 @@ her own workspace folder, Bob unable to see or continue her session, no token re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.a2a.procs import TOKEN, serving
-
-Script = Callable[[list[Any]], str]
+from tests.conftest import Script
+from tests.core_helpers import write_call
 
 
 def client(url: str, token: str) -> Client:
@@ -30,7 +29,7 @@ async def test_issue22_mcp_over_http_behind_the_servers_tokens(
     script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
     steps = [
-        [{"tool_call": {"name": "write_file", "args": {"path": "h.txt", "content": "http\n"}}}],
+        [write_call("h.txt", "http\n")],
         [{"text": "done over http"}],
     ]
     root = tmp_path / "root"
@@ -127,7 +126,7 @@ async def test_issue28_item2_bob_with_alices_mcp_session_id_is_an_unknown_sessio
     call, a GET stream, a DELETE. Nothing of his runs, her write waits for her own answer, and her
     session goes on."""
     steps = [
-        [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}, "id": "w1"}}],
+        [write_call("a.txt", "A\n", "w1")],
         [{"text": "alice's file written"}],
     ]
     root = tmp_path / "root"

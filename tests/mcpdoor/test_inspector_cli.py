@@ -19,13 +19,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.a2a.procs import TOKEN, serving
+from tests.conftest import Script
+from tests.core_helpers import write_call
 from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
@@ -33,8 +34,6 @@ INSPECTOR = JS / "node_modules" / ".bin" / "mcp-inspector"
 RUN_WITHIN = 180  # seconds for one Inspector run: a safety net on 2 shared cores, never a pace
 
 pytestmark = pytest.mark.npm
-
-Script = Callable[[list[Any]], str]
 
 
 class Inspector:
@@ -82,10 +81,6 @@ def devagent_mcp(workspace: Path, model: str, db: str) -> list[str]:
     ]  # fmt: skip
 
 
-def write(path: str, content: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": "w1"}}
-
-
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_process(
     script: Script, sqlite_url: str, workspace: Path, tmp_path: Path, era: str
@@ -93,7 +88,7 @@ def test_issue22_inspector_cli_over_stdio_lists_starts_and_continues_from_a_new_
     """Both of MCP's eras, as the Inspector negotiates them (`--protocol-era`): `legacy`
     (initialize, 2025-11-25) and `modern` (2026-07-28)."""
     ensure_installed(JS, INSPECTOR, "@modelcontextprotocol/inspector")
-    model = script([[write("hello.txt", "hi\n")], [{"text": "I wrote hello.txt."}]])
+    model = script([[write_call("hello.txt", "hi\n", "w1")], [{"text": "I wrote hello.txt."}]])
     inspector = Inspector(tmp_path / "home")
     server = devagent_mcp(workspace, model, sqlite_url)
     era_flag = ["--protocol-era", era]
@@ -139,7 +134,7 @@ def test_issue22_inspector_cli_over_streamable_http_with_a_bearer_token(
 ) -> None:
     ensure_installed(JS, INSPECTOR, "@modelcontextprotocol/inspector")
     steps = [
-        [write("h.txt", "over http\n")],
+        [write_call("h.txt", "over http\n", "w1")],
         [{"text": "done over http"}],
         [{"text": "You said: {last_user}"}],
     ]

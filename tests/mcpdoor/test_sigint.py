@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-Script = Callable[[list[Any]], str]
+from tests.conftest import Script, process_ended
+from tests.core_helpers import shell_call
+
 WITHIN = 60.0  # seconds: a bound for the events awaited on 2 shared cores, never a pace
 
 
@@ -102,15 +103,6 @@ DOORS = {
 }
 
 
-def ended(pid: int) -> bool:
-    """Whether a process has ended (gone, or a zombie its new parent has not reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("busy", ["idle", "running"])
 @pytest.mark.parametrize("name", ["mcp", "wire", "acp"])
@@ -119,7 +111,7 @@ def test_issue28_item8_sigint_ends_a_stdio_door(
 ) -> None:
     gate = workspace / "started"
     command = f"echo $$ > {gate}.tmp; mv {gate}.tmp {gate}; while true; do sleep 0.05; done"
-    model = script([[{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "s1"}}]])
+    model = script([[shell_call(command, "s1")]])
     argv, handshake, turn = DOORS[name]
     d = Door([*argv, "--model", model, "--db", sqlite_url], workspace)
     try:
@@ -138,9 +130,9 @@ def test_issue28_item8_sigint_ends_a_stdio_door(
         if busy == "running":
             shell = int(gate.read_text())
             deadline = time.monotonic() + WITHIN
-            while not ended(shell) and time.monotonic() < deadline:
+            while not process_ended(shell) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            if not ended(shell):
+            if not process_ended(shell):
                 os.kill(shell, signal.SIGKILL)
                 raise AssertionError(f"the turn's command still runs after devagent {name} ended")
     finally:

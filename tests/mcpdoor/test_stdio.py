@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import ElicitResult
 
-Script = Callable[[list[Any]], str]
-
-
-def write(path: str, content: str, call_id: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}, "id": call_id}}
+from tests.conftest import Script
+from tests.core_helpers import shell_call, write_call
 
 
 def params(workspace: Path, model: str, db: str, *extra: str) -> StdioServerParameters:
@@ -51,7 +47,7 @@ async def test_issue22_tools_listed_and_a_write_approved_by_elicitation(
     usage = {
         "usage": {"input_tokens": 300, "output_tokens": 9, "cache_read_tokens": 250, "cache_write_tokens": 40}
     }
-    model = script([[write("hello.txt", "hi\n", "w1")], [{"text": "I wrote hello.txt."}, usage]])
+    model = script([[write_call("hello.txt", "hi\n", "w1")], [{"text": "I wrote hello.txt."}, usage]])
     asked: list[str] = []
 
     async def elicit(context: Any, p: Any) -> ElicitResult:
@@ -87,7 +83,7 @@ async def test_issue22_tools_listed_and_a_write_approved_by_elicitation(
 async def test_issue22_declined_elicitation_refuses_and_the_model_is_told(
     script: Script, sqlite_url: str, workspace: Path
 ) -> None:
-    model = script([[write("no.txt", "x\n", "w1")], [{"text": "Told: {last_tool_results}"}]])
+    model = script([[write_call("no.txt", "x\n", "w1")], [{"text": "Told: {last_tool_results}"}]])
 
     async def elicit(context: Any, p: Any) -> ElicitResult:
         return ElicitResult(action="accept", content={"decision": "refuse", "reason": "use a.txt"})
@@ -103,7 +99,7 @@ async def test_issue22_without_elicitation_the_host_answers_with_continue_after_
 ) -> None:
     """A host without elicitation gets input_required with the request in words; the server is
     SIGKILLed; a new `devagent mcp` on the same database takes "yes" on the session id."""
-    model = script([[write("later.txt", "L\n", "w1")], [{"text": "done later"}]])
+    model = script([[write_call("later.txt", "L\n", "w1")], [{"text": "done later"}]])
     p = params(workspace, model, sqlite_url)
     async with Client(p) as client:
         data = structured(await client.call_tool("devagent_start", {"prompt": "write later.txt"}))
@@ -223,7 +219,7 @@ def test_issue22_a_pending_permission_survives_a_sigkill(
     once and the turn completes."""
     import signal
 
-    model = script([[write("k.txt", "K\n", "w1")], [{"text": "written after the kill"}]])
+    model = script([[write_call("k.txt", "K\n", "w1")], [{"text": "written after the kill"}]])
     p = params(workspace, model, sqlite_url)
     raw = Raw(p)
     try:
@@ -255,7 +251,7 @@ def test_issue22_cancel_from_the_host_stops_the_running_command(
     pidfile = workspace / "pid"
     command = f"echo $$ > {pidfile}; touch {gate}; while [ ! -e {workspace}/never ]; do sleep 0.05; done"
     steps = [
-        [{"tool_call": {"name": "run_shell_command", "args": {"command": command}, "id": "s1"}}],
+        [shell_call(command, "s1")],
         [{"text": "unreachable"}],
         [{"text": "back again"}],
     ]
@@ -327,7 +323,7 @@ async def test_issue28_item8_a_dismissed_elicitation_waits_for_continue_and_decl
     -p` and `codex exec` do) gets input_required, as a host without elicitation does, and
     devagent_continue "yes" then runs the call. Declining the question still refuses it, and the
     model is told so in plain words. Both eras of MCP, as in the test above."""
-    model = script([[write("c.txt", "C\n", "w1")], [{"text": "Told: {last_tool_results}"}]])
+    model = script([[write_call("c.txt", "C\n", "w1")], [{"text": "Told: {last_tool_results}"}]])
     actions = ["cancel", "decline"]
 
     async def elicit(context: Any, p: Any) -> ElicitResult:

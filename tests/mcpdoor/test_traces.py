@@ -9,15 +9,12 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from mcp import Client, StdioServerParameters
 
+from tests.conftest import Script
 from tests.fakes.otlp_receiver import OtlpReceiver
-
-Script = Callable[[list[Any]], str]
 
 
 async def test_issue24_a_hosts_trace_continues_into_devagent_mcp(

@@ -105,10 +105,6 @@ def tool_status(frames: list[dict[str, Any]], call_id: str) -> list[str]:
     return out
 
 
-def texts(evs: list[dict[str, Any]]) -> str:
-    return "".join(parts_of(e)[0]["text"] for e in evs if dev_meta(e).get("kind") == "TEXT_CONTENT")
-
-
 def final_state(evs: list[dict[str, Any]]) -> str | None:
     finals = [e for e in evs if e.get("final")]
     return finals[-1]["status"]["state"] if finals else None

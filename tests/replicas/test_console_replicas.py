@@ -7,20 +7,19 @@ and cancelled from there."""
 from __future__ import annotations
 
 import shutil
-import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.a2a.helpers import TOKEN
+from tests.a2a.helpers import TOKEN, rpc, v03_message
 from tests.replicas.conftest import StartCluster
-from tests.replicas.test_scale_out import tc
 
 pytest.importorskip("playwright.async_api", reason="playwright is installed by scripts/test ([dev])")
 from playwright.async_api import Page, async_playwright, expect
+
+from tests.conftest import Script
+from tests.core_helpers import shell_call, write_call
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -32,9 +31,9 @@ TICKS = "echo started; for i in $(seq 600); do echo tick $i; sleep 0.2; done"
 WAIT = 60_000  # ms: how long a page may take to show what the servers did; never a pass condition
 
 STEPS = [
-    {"items": [tc("write_file", {"path": "hello.txt", "content": "hi\n"}, "w1")]},
+    {"items": [write_call("hello.txt", "hi\n", "w1")]},
     {"items": [{"text": "I wrote hello.txt."}]},
-    {"items": [tc("run_shell_command", {"command": TICKS}, "s1")]},
+    {"items": [shell_call(TICKS, "s1")]},
     {"items": [{"text": "unreachable"}]},
 ]
 
@@ -47,23 +46,11 @@ async def sign_in(page: Page, url: str) -> None:
 
 
 async def test_issue23_console_on_two_replicas(
-    script: Callable[[list[Any]], str], start_cluster: StartCluster, workspace: Path
+    script: Script, start_cluster: StartCluster, workspace: Path
 ) -> None:
     cl = await start_cluster(script(STEPS), n=2)
     one, two = (r.url for r in cl.replicas)
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "messageId": str(uuid.uuid4()),
-                "role": "user",
-                "parts": [{"kind": "text", "text": "write hello"}],
-            }
-        },
-    }
+    body = rpc("message/send", {"message": v03_message("write hello")})
     async with httpx.AsyncClient(timeout=120) as c:
         r = await c.post(two, json=body, headers={"Authorization": f"Bearer {TOKEN}"})
     task = r.json()["result"]

@@ -9,29 +9,21 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.a2a.helpers import auth, call, dev_meta, parts_of, rpc, v03_message
+from tests.a2a.helpers import auth, call, client_tool, dev_meta, parts_of, rpc, text_of, v03_message
+from tests.conftest import Script, process_ended
+from tests.core_helpers import call_then_text, shell_call, write_call
 from tests.replicas.conftest import LEASE_SECONDS, StartCluster
-from tests.replicas.helpers import (
-    SSE,
-    WITHIN,
-    event_key,
-    final_state,
-    status_text,
-    texts,
-    tool_status,
-    tool_update,
-)
+from tests.replicas.helpers import SSE, WITHIN, event_key, final_state, status_text, tool_status, tool_update
 
 pytestmark = pytest.mark.postgres
-
-Script = Callable[[list[Any]], str]
 
 
 def tc(name: str, args: dict[str, Any], cid: str) -> dict[str, Any]:
@@ -48,6 +40,20 @@ def executing(call_id: str) -> Callable[[list[dict[str, Any]]], bool]:
     return lambda frames: "EXECUTING" in tool_status(frames, call_id)
 
 
+@asynccontextmanager
+async def gated_turn(c: httpx.AsyncClient, url: str, workspace: Path) -> AsyncIterator[tuple[SSE, str]]:
+    """A turn streamed from the replica at `url` whose command `g1` waits for the gate `go`: its
+    stream and task id once the command runs; after the block the gate is open, the stream closed."""
+    m = v03_message("wait for the gate", settings={"workspace_path": str(workspace)})
+    stream = SSE(c, url, rpc("message/stream", {"message": m}), auth())
+    try:
+        await stream.wait_for(executing("g1"))
+        yield stream, stream.frames[0]["result"]["id"]
+    finally:
+        (workspace / "go").touch()
+        await stream.aclose()
+
+
 async def tasks_get(c: httpx.AsyncClient, url: str, task_id: str) -> dict[str, Any]:
     got = await call(c, url, rpc("tasks/get", {"id": task_id}), auth())
     assert "error" not in got, got
@@ -55,16 +61,8 @@ async def tasks_get(c: httpx.AsyncClient, url: str, task_id: str) -> dict[str, A
     return task
 
 
-def pid_gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
 WRITE_THEN_ANSWER = [
-    {"items": [tc("write_file", {"path": "hello.txt", "content": "hi\n"}, "c1")]},
+    {"items": [write_call("hello.txt", "hi\n", "c1")]},
     {"items": [{"text": "I wrote hello.txt."}]},
     {"items": [{"text": "Second turn: {last_user}"}]},
 ]
@@ -98,7 +96,7 @@ async def test_appendix_flow_across_replicas(
         evs2 = s2.results()
         assert s2.backend != s1.backend, "the confirmation must land on another replica"
         assert tool_status(s2.frames, "c1") == ["EXECUTING", "SUCCEEDED"], tool_status(s2.frames, "c1")
-        assert texts(evs2) == "I wrote hello.txt."
+        assert text_of(evs2) == "I wrote hello.txt."
         assert evs2[-1]["status"]["state"] == "completed" and evs2[-1]["final"] is True
         assert sum(1 for e in evs2 if e.get("final")) == 1
         assert (workspace / "hello.txt").read_text() == "hi\n"
@@ -109,7 +107,7 @@ async def test_appendix_flow_across_replicas(
         await s3.finish()
         evs3 = s3.results()
         assert len({s1.backend, s2.backend, s3.backend}) == 3, (s1.backend, s2.backend, s3.backend)
-        assert texts(evs3) == "Second turn: and now?"
+        assert text_of(evs3) == "Second turn: and now?"
         assert [e for e in evs3 if tool_update(e) is not None] == []
         assert evs3[-1]["status"]["state"] == "completed" and sum(1 for e in evs3 if e.get("final")) == 1
 
@@ -123,26 +121,10 @@ async def test_appendix_flow_across_replicas(
     assert all(n >= 1 for n in cl.balancer.counts), cl.balancer.counts
 
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a location",
-        "parameters": {
-            "type": "object",
-            "properties": {"location": {"type": "string"}},
-            "required": ["location"],
-        },
-    },
-}
-CONFIG = {
-    "type": "function",
-    "function": {
-        "name": "read_config",
-        "description": "Read a file on the client's machine",
-        "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}}},
-    },
-}
+WEATHER = client_tool(
+    "get_weather", "Current weather for a location", {"location": {"type": "string"}}, ["location"]
+)
+CONFIG = client_tool("read_config", "Read a file on the client's machine", {"file_path": {"type": "string"}})
 
 
 def client_message(text: str | None, *parts: dict[str, Any], task_id: str | None = None) -> dict[str, Any]:
@@ -232,7 +214,7 @@ async def test_confirmation_raced_through_two_replicas_runs_once(
     command runs exactly once, one answer wins, the other is refused or told it was answered, and
     no replica reads the task as failed."""
     steps = [
-        {"items": [tc("run_shell_command", {"command": "echo x >> count.txt"}, "s1")]},
+        {"items": [shell_call("echo x >> count.txt", "s1")]},
         {"items": [{"text": "counted"}]},
     ]
     cl = await start_cluster(script(steps))  # approval: ask (the server's default)
@@ -301,18 +283,11 @@ async def test_resubscribe_on_another_replica_streams_the_rest(
     """issue 10 item 3/5, A1 A3 A6: while a turn runs on replica A, replica B reads the task as
     working and `tasks/resubscribe` on B delivers the rest of the live events, once each, ending
     with the final state, exactly as A's own stream got them."""
-    steps = [
-        {"items": [tc("run_shell_command", {"command": gate_command()}, "g1")]},
-        {"items": [{"text": "after the gate"}]},
-    ]
+    steps = call_then_text(shell_call(gate_command(), "g1"), "after the gate")
     cl = await start_cluster(script(steps), approval="yolo")
     a, b = cl.replicas[0], cl.replicas[1]
     async with httpx.AsyncClient(timeout=WITHIN) as c:
-        m = v03_message("wait for the gate", settings={"workspace_path": str(workspace)})
-        sa = SSE(c, a.url, rpc("message/stream", {"message": m}), auth())
-        try:
-            await sa.wait_for(executing("g1"))
-            task_id = sa.frames[0]["result"]["id"]
+        async with gated_turn(c, a.url, workspace) as (sa, task_id):
             got = await tasks_get(c, b.url, task_id)
             assert got["status"]["state"] == "working", got["status"]
 
@@ -322,12 +297,9 @@ async def test_resubscribe_on_another_replica_streams_the_rest(
             (workspace / "go").touch()
             await sa.finish()
             await sb.finish()
-        finally:
-            (workspace / "go").touch()
-            await sa.aclose()
         a_evs = sa.results()
         b_evs = sb.results()
-        assert final_state(a_evs) == "completed" and texts(a_evs) == "after the gate"
+        assert final_state(a_evs) == "completed" and text_of(a_evs) == "after the gate"
         assert tool_status(sa.frames, "g1")[-1] == "SUCCEEDED"
         assert b_evs[-1].get("final") is True and b_evs[-1]["status"]["state"] == "completed", b_evs[-1]
         assert sum(1 for e in b_evs if e.get("final")) == 1
@@ -346,32 +318,22 @@ async def test_cancel_on_another_replica_stops_the_turn(
 ) -> None:
     """issue 10 item 3/5, A1 A6: `tasks/cancel` sent to replica B stops the turn running on A: the
     command is killed, A's stream ends `canceled`, every replica reads `canceled`."""
-    steps = [
-        {"items": [tc("run_shell_command", {"command": gate_command()}, "g1")]},
-        {"items": [{"text": "never reached"}]},
-    ]
+    steps = call_then_text(shell_call(gate_command(), "g1"), "never reached")
     cl = await start_cluster(script(steps), approval="yolo")
     a, b = cl.replicas[0], cl.replicas[1]
     async with httpx.AsyncClient(timeout=WITHIN) as c:
-        m = v03_message("wait for the gate", settings={"workspace_path": str(workspace)})
-        sa = SSE(c, a.url, rpc("message/stream", {"message": m}), auth())
-        try:
-            await sa.wait_for(executing("g1"))
-            task_id = sa.frames[0]["result"]["id"]
+        async with gated_turn(c, a.url, workspace) as (sa, task_id):
             pid = int((workspace / "go.pid").read_text())
             got = await call(c, b.url, rpc("tasks/cancel", {"id": task_id}), auth())
             assert "error" not in got, got
             assert got["result"]["status"]["state"] == "canceled", got["result"]["status"]
             await sa.finish()
-        finally:
-            (workspace / "go").touch()
-            await sa.aclose()
         a_evs = sa.results()
         assert final_state(a_evs) == "canceled", a_evs[-1]
         assert sum(1 for e in a_evs if e.get("final")) == 1
-        assert "never reached" not in texts(a_evs)
+        assert "never reached" not in text_of(a_evs)
         deadline = time.monotonic() + WITHIN
-        while not pid_gone(pid):
+        while not process_ended(pid):
             assert time.monotonic() < deadline, f"the command (pid {pid}) still runs after the cancel"
             await asyncio.sleep(0.1)
         for r in cl.replicas:
@@ -387,8 +349,8 @@ async def test_killed_replica_turn_reads_interrupted_and_others_go_on(
     was interrupted, and a new message continues the conversation on the survivors; a permission
     request of another task, pending before the kill, is still answered through them."""
     steps = [
-        {"items": [tc("write_file", {"path": "p.txt", "content": "P\n"}, "w0")]},
-        {"items": [tc("run_shell_command", {"command": gate_command()}, "g1")]},
+        {"items": [write_call("p.txt", "P\n", "w0")]},
+        {"items": [shell_call(gate_command(), "g1")]},
         # the next prompt plays step 2, or step 3 if the interrupted turn was closed with a
         # response of its own: both continue the same way
         {"items": [{"text": "continued: {last_user}"}]},
@@ -437,7 +399,7 @@ async def test_killed_replica_turn_reads_interrupted_and_others_go_on(
             await s2.finish()
             evs = s2.results()
             assert final_state(evs) == "completed", evs[-1]
-            assert texts(evs) == "continued: go on"
+            assert text_of(evs) == "continued: go on"
         finally:
             (workspace / "go").touch()
             await sx.aclose()
@@ -468,6 +430,6 @@ async def test_replicas_started_together_on_a_fresh_database(
             s = SSE(c, cl.url, rpc("message/stream", {"message": m}), auth())
             await s.finish()
             evs = s.results()
-            assert final_state(evs) == "completed" and texts(evs) == f"hello from turn {i}"
+            assert final_state(evs) == "completed" and text_of(evs) == f"hello from turn {i}"
     assert cl.balancer.counts == [1, 1, 1]
     assert json.dumps(cl.balancer.stats())

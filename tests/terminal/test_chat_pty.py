@@ -16,7 +16,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.a2a.procs import TOKEN, serving
+from tests.a2a.procs import TOKEN, serve_argv, serving
+from tests.core_helpers import shell_call, write_call
 
 HANG = 60  # seconds: only bounds a hang (2 shared cores, cold imports)
 CPR = re.escape("\x1b[6n")
@@ -82,6 +83,10 @@ class Term:
     def leave(self) -> int:
         self.prompt()  # Ctrl-D reaches the prompt only once it reads the terminal raw
         self.p.sendcontrol("d")
+        return self.exit_status()
+
+    def exit_status(self) -> int:
+        """Waits for devagent to end; its exit status (-1 when a signal ended it)."""
         self.p.expect(pexpect.EOF)
         self.p.close()
         return int(self.p.exitstatus if self.p.exitstatus is not None else -1)
@@ -120,10 +125,21 @@ STEPS = [
             {"text": "# Hello\n\nYou said *{last_user}*."},
         ]
     },
-    {"items": [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}}}]},
+    {"items": [write_call("a.txt", "A\n")]},
     {"items": [{"text": "wrote it: {last_tool_results}"}]},
     {"items": [{"text": "still here, you said {last_user}"}]},
 ]
+
+
+def approve_the_write(t: Term, workspace: Path) -> None:
+    """Answers STEPS' write question with one key: the file lands, and /stats counts the call."""
+    t.prompt()
+    t.key("y")
+    t.expect("wrote it")
+    assert (workspace / "a.txt").read_text() == "A\n"
+    t.prompt()
+    t.line("/stats")
+    t.expect("write_file: 1 calls")
 
 
 def test_chat_turn_permission_slash_command_and_continue(
@@ -149,13 +165,7 @@ def test_chat_turn_permission_slash_command_and_continue(
     out = t.expect(r"Allow")
     assert "Write a.txt" in out and "+A" in out  # the call and its diff before the question
     t.expect(r"\[x\] never  \[e\] edit first")
-    t.prompt()
-    t.key("y")
-    t.expect("wrote it")
-    assert (workspace / "a.txt").read_text() == "A\n"
-    t.prompt()
-    t.line("/stats")
-    t.expect("write_file: 1 calls")
+    approve_the_write(t, workspace)
     t.prompt()
     # the status line: model, approval mode, tokens, session id
     t.expect(rf"approval ask · [\d,]+ tokens( \(context [\d,]+\))? · session {sid.group(1)[:8]}")
@@ -191,17 +201,8 @@ def test_chat_ctrl_c_cancels_turn_then_second_ctrl_c_leaves(
     """Issue 13 item 2: Ctrl-C cancels the running turn (the shell command is killed) and the
     session goes on; Ctrl-C twice on an empty line leaves with exit 0."""
     steps = [
-        {
-            "items": [
-                {
-                    "tool_call": {
-                        "name": "run_shell_command",
-                        # runs until the file exists, which the test never creates
-                        "args": {"command": "echo started; while [ ! -e never ]; do sleep 0.05; done"},
-                    }
-                }
-            ]
-        },
+        # runs until the file exists, which the test never creates
+        {"items": [shell_call("echo started; while [ ! -e never ]; do sleep 0.05; done")]},
         # (the cancelled step's response counts: the next prompt plays step 2)
         {"items": [{"text": "after the cancel: {last_user}"}]},
         {"items": [{"text": "after the cancel: {last_user}"}]},
@@ -228,9 +229,7 @@ def test_chat_ctrl_c_cancels_turn_then_second_ctrl_c_leaves(
     t.expect("Ctrl-C again")
     t.prompt()
     t.p.sendintr()
-    t.p.expect(pexpect.EOF)
-    t.p.close()
-    assert t.p.exitstatus == 0
+    assert t.exit_status() == 0
 
 
 def test_chat_refuse_with_feedback_and_edit_command_first(
@@ -239,9 +238,9 @@ def test_chat_refuse_with_feedback_and_edit_command_first(
     """Issue 13 item 2: "no" with feedback reaches the model; "edit first" on a command runs the
     edited command (the core's Decision.new_content)."""
     steps = [
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo one"}}}]},
+        {"items": [shell_call("echo one")]},
         {"items": [{"text": "model saw: {last_tool_results}"}]},
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo one"}}}]},
+        {"items": [shell_call("echo one")]},
         {"items": [{"text": "model saw: {last_tool_results}"}]},
     ]
     t = term("chat", "--model", _script(tmp_path, steps), "--db", f"sqlite+aiosqlite:///{tmp_path / 'e.db'}")
@@ -277,20 +276,10 @@ def test_chat_remote_against_devagent_serve(
     db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
     steps = [
         *STEPS[:3],
-        {"items": [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo one"}}}]},
+        {"items": [shell_call("echo one")]},
         {"items": [{"text": "model saw: {last_tool_results}"}]},
     ]
-    args = [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace),
-        "--model",
-        _script(tmp_path, steps),
-        "--token",
-        TOKEN,
-        "--no-sandbox",
-    ]
+    args = serve_argv(db, workspace, _script(tmp_path, steps), "--no-sandbox")
     with serving(args, tmp_path / "serve.log") as srv:
         t = term("chat", "--url", srv.url, "--token", TOKEN)
         t.prompt()
@@ -301,13 +290,7 @@ def test_chat_remote_against_devagent_serve(
         t.line("write it")
         assert "+A" in t.expect("Allow")
         t.expect("edit first")
-        t.prompt()
-        t.key("y")
-        t.expect("wrote it")
-        assert (workspace / "a.txt").read_text() == "A\n"
-        t.prompt()
-        t.line("/stats")
-        t.expect("write_file: 1 calls")
+        approve_the_write(t, workspace)
         # a refusal with a reason: the reason reaches the model (a TextPart beside the confirmation)
         t.prompt()
         t.line("run it")
@@ -405,9 +388,7 @@ def test_devagent_alone_in_a_terminal_opens_chat(term: Callable[..., Term], tmp_
     header = t.expect("›")
     assert "devagent chat · model demo" in header
     t.p.sendcontrol("d")  # the prompt is drawn: it reads the terminal raw
-    t.p.expect(pexpect.EOF)
-    t.p.close()
-    assert t.p.exitstatus == 0
+    assert t.exit_status() == 0
 
 
 def test_ctrl_c_at_a_permission_prompt_cancels_the_turn(
@@ -416,7 +397,7 @@ def test_ctrl_c_at_a_permission_prompt_cancels_the_turn(
     """Issue 13 item 1 and 2: Ctrl-C at a permission prompt cancels the turn (nothing runs, no
     later line is taken as an answer) and the session goes on."""
     steps = [
-        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "no.txt", "content": "x"}}}]},
+        {"items": [write_call("no.txt", "x")]},
         {"items": [{"text": "fresh: {last_user}"}]},
         {"items": [{"text": "fresh: {last_user}"}]},
     ]
@@ -509,9 +490,9 @@ def test_never_refuses_for_the_rest_of_the_session(
     """Issue 13 item 2 with the core's "reject always": `x` refuses the tool from then on,
     without asking again."""
     steps = [
-        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "a"}}}]},
+        {"items": [write_call("a.txt", "a")]},
         {"items": [{"text": "first: {last_tool_results}"}]},
-        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "b"}}}]},
+        {"items": [write_call("b.txt", "b")]},
         {"items": [{"text": "second: {last_tool_results}"}]},
     ]
     t = term("chat", "--model", _script(tmp_path, steps), "--db", f"sqlite+aiosqlite:///{tmp_path / 'x.db'}")
@@ -536,17 +517,8 @@ def test_issue21_a_line_typed_ahead_is_sent_once_the_prompt_is_ready(
     started; then during a turn) is sent when the prompt is ready, not left in the input."""
     steps = [
         {"items": [{"text": "first: you said {last_user}"}]},
-        {
-            "items": [
-                {
-                    "tool_call": {
-                        "name": "run_shell_command",
-                        # runs until the test creates the file `release`
-                        "args": {"command": "echo started; while [ ! -e release ]; do sleep 0.05; done"},
-                    }
-                }
-            ]
-        },
+        # runs until the test creates the file `release`
+        {"items": [shell_call("echo started; while [ ! -e release ]; do sleep 0.05; done")]},
         {"items": [{"text": "ran it"}]},
         {"items": [{"text": "third: you said {last_user}"}]},
     ]
@@ -573,17 +545,11 @@ def test_issue21_permission_answers_to_one_key_and_asks_again_on_others(
     (Enter included) asks again; a key typed before the question was shown does not answer it
     (it waits for the next prompt)."""
     steps = [
-        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "a.txt", "content": "A\n"}}}]},
+        {"items": [write_call("a.txt", "A\n")]},
         {"items": [{"text": "first: {last_tool_results}"}]},
-        {
-            "items": [
-                {
-                    # (short: the question stays on one line) runs until the test creates `release`
-                    "tool_call": {"name": "run_shell_command", "args": {"command": "sh wait.sh"}}
-                }
-            ]
-        },
-        {"items": [{"tool_call": {"name": "write_file", "args": {"path": "b.txt", "content": "B\n"}}}]},
+        # (short: the question stays on one line) runs until the test creates `release`
+        {"items": [shell_call("sh wait.sh")]},
+        {"items": [write_call("b.txt", "B\n")]},
         {"items": [{"text": "second: {last_tool_results}"}]},
         {"items": [{"text": "third: you said {last_user}"}]},
     ]
@@ -665,17 +631,7 @@ def test_issue28_item10_a_refused_workspace_lists_the_roots_before_the_first_pro
 ) -> None:
     """A --workspace outside the caller's roots is refused at start, in one line naming them."""
     db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
-    args = [
-        "--db",
-        db,
-        "--workspace-root",
-        str(workspace),
-        "--model",
-        "demo",
-        "--token",
-        TOKEN,
-        "--no-sandbox",
-    ]
+    args = serve_argv(db, workspace, "demo", "--no-sandbox")
     outside = tmp_path / "outside"
     outside.mkdir()
     with serving(args, tmp_path / "serve.log") as srv:

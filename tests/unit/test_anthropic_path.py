@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import TextDelta, ThoughtDelta, ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
+from tests.core_helpers import ask_about_the_readme, assert_read_the_readme
 from tests.fakes.anthropic_server import Block, FakeAnthropic
 
 
@@ -34,19 +34,8 @@ def script(body: dict[str, Any]) -> tuple[list[Block], tuple[int, int]]:
 async def test_g1_anthropic_session_round_trip(core_factory: Any, workspace: Path) -> None:
     fake = FakeAnthropic(script)
     async with fake as base_url:
-        core = await core_factory("anthropic:claude-fake", model_base_url=base_url, model_api_key="k")
-        s = await core.create_session([workspace], approval_mode="ask")
-        events = [e async for e in s.advance(UserPrompt("What does the README say?"))]
-    assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == "I need the README."
-    text = "".join(e.text for e in events if isinstance(e, TextDelta))
-    assert text.startswith("Reading it.") and text.endswith("It says: Hello.")
-    assert [e.call.status for e in events if isinstance(e, ToolCallUpdate)] == [
-        ToolCallStatus.PENDING,
-        ToolCallStatus.EXECUTING,
-        ToolCallStatus.SUCCEEDED,
-    ]
-    end = events[-1]
-    assert isinstance(end, TurnEnd) and end.reason == "finished"
+        events = await ask_about_the_readme(core_factory, "anthropic:claude-fake", base_url, workspace)
+    end = assert_read_the_readme(events, "I need the README.", "It says: Hello.")
     assert (end.usage.input_tokens, end.usage.output_tokens) == (90, 27)
 
     first, second = fake.requests

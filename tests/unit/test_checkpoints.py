@@ -42,19 +42,21 @@ STEPS = [
 ]
 
 
-async def three_edits(s: Any) -> None:
+async def after_three_edits(core: Any, workspace: Path) -> Any:
+    """A new auto-edit session of `core` in `workspace`, once STEPS' three edits are made."""
+    s = await core.create_session([workspace], approval_mode="auto-edit")
     for prompt in ("make notes", "edit the readme", "rewrite the notes"):
         ev = await collect(s.advance(UserPrompt(prompt)))
         assert isinstance(ev[-1], TurnEnd) and ev[-1].reason == "finished", ev
         assert not [e for e in ev if isinstance(e, ToolCallUpdate) and e.call.status is ToolCallStatus.FAILED]
+    return s
 
 
 async def test_g5_edits_take_checkpoints_and_restore_puts_files_and_conversation_back(
     core_factory: Any, script: Any, workspace: Path
 ) -> None:
     core = await core_factory(script(STEPS), approval_mode="auto-edit")
-    s = await core.create_session([workspace], approval_mode="auto-edit")
-    await three_edits(s)
+    s = await after_three_edits(core, workspace)
     assert (workspace / "notes.txt").read_text() == "two\n"
     assert (workspace / "README.md").read_text() == "# Demo project\nBonjour.\n"
     before = len(await s.messages())
@@ -89,8 +91,7 @@ async def test_g5_restore_refuses_when_a_file_changed_since(
     core_factory: Any, script: Any, workspace: Path
 ) -> None:
     core = await core_factory(script(STEPS), approval_mode="auto-edit")
-    s = await core.create_session([workspace], approval_mode="auto-edit")
-    await three_edits(s)
+    s = await after_three_edits(core, workspace)
     (workspace / "README.md").write_text("# Demo project\nMy own words.\n")  # the user's change
 
     ev = await collect(s.advance(UserPrompt("/restore 1")))
@@ -117,8 +118,7 @@ async def test_g5_restore_after_restart_and_outside_the_workspace(
     if git:
         git_out(git, workspace, "init", "-q")
     core = await core_factory(script(STEPS), db=db_url, approval_mode="auto-edit")
-    s = await core.create_session([workspace], approval_mode="auto-edit")
-    await three_edits(s)
+    s = await after_three_edits(core, workspace)
     await core.close()
     # nothing but the edits themselves appeared in the workspace
     assert sorted(p.name for p in workspace.iterdir() if p.name != ".git") == ["README.md", "notes.txt"]

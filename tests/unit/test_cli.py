@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.core_helpers import shell_call, write_call
+
 DEVAGENT = [sys.executable, "-m", "devagent"]
 
 
@@ -41,9 +43,7 @@ def test_run_demo_model_says_so_plainly(tmp_path: Path, workspace: Path) -> None
 
 
 def test_g3_run_without_tty_fails_clearly_when_permission_is_needed(tmp_path: Path, workspace: Path) -> None:
-    spec = write_script(
-        tmp_path, [[{"tool_call": {"name": "write_file", "args": {"path": "x", "content": "x"}}}]]
-    )
+    spec = write_script(tmp_path, [[write_call("x", "x")]])
     out = run(["run", "write", "--workspace", str(workspace), "--model", spec], tmp_path)
     assert out.returncode == 2
     assert "not a terminal" in out.stdout + out.stderr and "--approval" in out.stdout + out.stderr
@@ -54,7 +54,7 @@ def test_run_yolo_writes_and_shows_the_diff(tmp_path: Path, workspace: Path) -> 
     spec = write_script(
         tmp_path,
         [
-            [{"tool_call": {"name": "write_file", "args": {"path": "x.txt", "content": "new line\n"}}}],
+            [write_call("x.txt", "new line\n")],
             [{"text": "Done."}],
         ],
     )
@@ -120,7 +120,7 @@ def test_g3_run_asks_at_the_terminal(tmp_path: Path, workspace: Path) -> None:
     spec = write_script(
         tmp_path,
         [
-            [{"tool_call": {"name": "run_shell_command", "args": {"command": "echo from-shell > out.txt"}}}],
+            [shell_call("echo from-shell > out.txt")],
             [{"text": "ok"}],
         ],
     )
@@ -141,7 +141,7 @@ def test_g3_run_edit_first_writes_what_the_user_saved(tmp_path: Path, workspace:
     spec = write_script(
         tmp_path,
         [
-            [{"tool_call": {"name": "write_file", "args": {"path": "n.txt", "content": "proposed\n"}}}],
+            [write_call("n.txt", "proposed\n")],
             [{"text": "ok"}],
         ],
     )

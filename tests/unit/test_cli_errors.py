@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core_helpers import shell_call
 from tests.unit.test_cli import drive_tty, tty_env, write_script
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
@@ -182,7 +183,7 @@ def test_run_resumes_on_the_sessions_model(tmp_path: Path, workspace: Path) -> N
 def test_ctrl_c_at_the_permission_prompt(tmp_path: Path, workspace: Path) -> None:
     spec = write_script(
         tmp_path,
-        [[{"tool_call": {"name": "run_shell_command", "args": {"command": "touch x"}}}], [{"text": "ok"}]],
+        [[shell_call("touch x")], [{"text": "ok"}]],
     )
     argv = ["run", "go", "-w", str(workspace), "-m", spec]
     answered, code, seen = drive_tty(argv, tty_env(tmp_path), b"\x03")
@@ -197,7 +198,7 @@ def test_ctrl_c_at_the_permission_prompt(tmp_path: Path, workspace: Path) -> Non
 def test_ctrl_c_during_a_turn(tmp_path: Path, workspace: Path) -> None:
     spec = write_script(
         tmp_path,
-        [[{"tool_call": {"name": "run_shell_command", "args": {"command": "echo started; sleep 30"}}}]],
+        [[shell_call("echo started; sleep 30")]],
     )
     argv = ["run", "go", "-w", str(workspace), "-m", spec, "--approval", "yolo"]
     answered, code, seen = drive_tty(argv, tty_env(tmp_path), b"\x03", prompt=b"started")

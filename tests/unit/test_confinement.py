@@ -42,14 +42,6 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    out = tmp_path / "outside"
-    out.mkdir()
-    (out / "secret.txt").write_text("TOP SECRET\n")
-    return out
-
-
 def make_ctx(root: Path) -> ToolContext:
     return ToolContext(
         workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1"

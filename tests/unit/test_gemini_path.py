@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import TextDelta, ThoughtDelta, ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
+from tests.core_helpers import ask_about_the_readme, assert_read_the_readme
 from tests.fakes.gemini_server import FakeGemini
 
 
@@ -46,20 +46,9 @@ def script(body: dict[str, Any]) -> tuple[list[list[dict[str, Any]]], dict[str, 
 async def test_g1_gemini_session_round_trip(core_factory: Any, workspace: Path) -> None:
     fake = FakeGemini(script)
     async with fake as base_url:
-        core = await core_factory("google:gemini-fake", model_base_url=base_url, model_api_key="k")
-        s = await core.create_session([workspace], approval_mode="ask")
-        events = [e async for e in s.advance(UserPrompt("What does the README say?"))]
+        events = await ask_about_the_readme(core_factory, "google:gemini-fake", base_url, workspace)
     assert all(p.endswith("gemini-fake:streamGenerateContent") for p in fake.paths), fake.paths
-    assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == "I need the README."
-    text = "".join(e.text for e in events if isinstance(e, TextDelta))
-    assert text.startswith("Reading it.") and text.endswith("It says: Hello.")
-    assert [e.call.status for e in events if isinstance(e, ToolCallUpdate)] == [
-        ToolCallStatus.PENDING,
-        ToolCallStatus.EXECUTING,
-        ToolCallStatus.SUCCEEDED,
-    ]
-    end = events[-1]
-    assert isinstance(end, TurnEnd) and end.reason == "finished"
+    end = assert_read_the_readme(events, "I need the README.", "It says: Hello.")
     assert end.usage.input_tokens == 90 and end.usage.reasoning_tokens == 5
     assert end.usage.cache_read_tokens == 24  # issue 24 item 2: reported as the others are
 

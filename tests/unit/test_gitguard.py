@@ -19,6 +19,12 @@ from devagent.agent.tools.shell import RunShellCommand
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """The file the programs a hostile git configuration names write to (outside the workspace)."""
+    return tmp_path / "ran"
+
+
 def marker_command(marker: Path, what: str) -> str:
     return f"echo {what} >> {marker}; false"
 
@@ -47,10 +53,9 @@ def fake_git_dir(ws: Path, marker: Path) -> None:
     (ws / "b.txt").write_text("b\n")
 
 
-async def test_issue28_item1_granted_git_ignores_a_git_directory_the_model_wrote(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    marker = tmp_path / "ran"
+async def test_issue28_item1_granted_git_ignores_a_git_directory_the_model_wrote(
+    ws: Path, marker: Path
+) -> None:
     fake_git_dir(ws, marker)
     command = "git status --short; git diff --no-index a.txt b.txt; git log --oneline; echo END"
     out = await run(ws, command, granted=True)
@@ -105,10 +110,7 @@ def hostile_repo(ws: Path, marker: Path) -> None:
     (ws / "a.txt").write_text("one\ntwo\n")
 
 
-async def test_issue28_item1_granted_git_runs_no_program_its_repository_names(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    marker = tmp_path / "ran"
+async def test_issue28_item1_granted_git_runs_no_program_its_repository_names(ws: Path, marker: Path) -> None:
     hostile_repo(ws, marker)
     command = (
         "git status --short; git diff; git diff --stat; git log -p; git show; git blame a.txt; "
@@ -121,10 +123,8 @@ async def test_issue28_item1_granted_git_runs_no_program_its_repository_names(tm
     assert {"fsmonitor", "hook", "clean", "inner-clean"} <= set(marker.read_text().split())
 
 
-def test_issue28_item1_head_is_refused_as_an_edit_target(tmp_path: Path) -> None:
+def test_issue28_item1_head_is_refused_as_an_edit_target(ws: Path) -> None:
     """The file that makes a folder a git directory is never written by a tool (like .git/)."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
     workspace = Workspace([ws])
     for path in ("HEAD", "sub/HEAD"):
         with pytest.raises(ToolFailure) as e:

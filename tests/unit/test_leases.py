@@ -18,33 +18,20 @@ import pytest
 from devagent.agent.core import AgentCore
 from devagent.agent.settings import CoreConfig
 from devagent.store.leases import Holder, Lease, StaleSession
-from tests.conftest import fresh_pg_database, pg_available
 
 TTL = 60.0
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def two_cores(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[tuple[AgentCore, AgentCore]]:
-    async def pair(url: str) -> AsyncIterator[tuple[AgentCore, AgentCore]]:
-        a = await AgentCore.open(CoreConfig(db_url=url, default_model="demo"))
-        b = await AgentCore.open(CoreConfig(db_url=url, default_model="demo"))
-        try:
-            yield a, b
-        finally:
-            await a.close()
-            await b.close()
-
-    if request.param == "sqlite":
-        async for cores in pair(f"sqlite+aiosqlite:///{tmp_path / 'leases.db'}"):
-            yield cores
-        return
-    if not pg_available():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    async with fresh_pg_database() as url:
-        async for cores in pair(url):
-            yield cores
+@pytest.fixture
+async def two_cores(shared_db: str) -> AsyncIterator[tuple[AgentCore, AgentCore]]:
+    """Two cores on one database (SQLite, and PostgreSQL where it runs)."""
+    a = await AgentCore.open(CoreConfig(db_url=shared_db, default_model="demo"))
+    b = await AgentCore.open(CoreConfig(db_url=shared_db, default_model="demo"))
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
 
 
 async def new_session(core: AgentCore, tmp_path: Path) -> str:

@@ -9,15 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import (
-    StatusUpdate,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallStatus,
-    ToolCallUpdate,
-    TurnEnd,
-    UserPrompt,
-)
+from devagent.agent.events import StatusUpdate, TextDelta, TurnEnd, UserPrompt
+from tests.core_helpers import ask_about_the_readme, assert_read_the_readme
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 
 
@@ -50,16 +43,8 @@ def script(body: dict[str, Any]) -> Reply:
 async def test_g1_openai_compatible_session_round_trip(core_factory: Any, workspace: Path) -> None:
     fake = FakeOpenAI(script)
     async with fake as base_url:
-        core = await core_factory("openai-compatible:fake-model", model_base_url=base_url, model_api_key="k")
-        s = await core.create_session([workspace], approval_mode="ask")
-        events = [e async for e in s.advance(UserPrompt("What does the README say?"))]
-    assert "".join(e.text for e in events if isinstance(e, ThoughtDelta)) == "The user wants the README."
-    text = "".join(e.text for e in events if isinstance(e, TextDelta))
-    assert text.startswith("Reading it.") and text.endswith("The README says: Hello.")
-    statuses = [e.call.status for e in events if isinstance(e, ToolCallUpdate)]
-    assert statuses == [ToolCallStatus.PENDING, ToolCallStatus.EXECUTING, ToolCallStatus.SUCCEEDED]
-    end = events[-1]
-    assert isinstance(end, TurnEnd) and end.reason == "finished"
+        events = await ask_about_the_readme(core_factory, "openai-compatible:fake-model", base_url, workspace)
+    end = assert_read_the_readme(events, "The user wants the README.", "The README says: Hello.")
     assert (end.usage.input_tokens, end.usage.output_tokens, end.usage.reasoning_tokens) == (110, 20, 5)
     steps = [e for e in events if isinstance(e, StatusUpdate)]
     assert [e.usage.cache_read_tokens for e in steps] == [0, 32]  # issue 24 item 2

@@ -51,13 +51,6 @@ def bwrap() -> Sandbox:
     return probed
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 def make_ctx(root: Path, **kw: Any) -> ToolContext:
     return ToolContext(
         workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1", **kw
@@ -273,6 +266,20 @@ asyncio.run(shell.RunShellCommand().run({"command": sys.argv[2]}, ctx))
 """
 
 
+async def _killed_leaves_no_child(server: asyncio.subprocess.Process, a: str, b: str) -> None:
+    """SIGKILLs `server` (no clean-up of its own); its command's processes (tokens `a`, `b`) end too."""
+    os.kill(server.pid, signal.SIGKILL)
+    await asyncio.wait_for(server.wait(), WITHIN)
+    await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the server")
+
+
+async def _reaped(server: asyncio.subprocess.Process) -> None:
+    """Kills `server` if it still runs, and waits for it."""
+    if server.returncode is None:
+        server.kill()
+        await server.wait()
+
+
 async def test_sandboxed_tree_dies_with_the_server(bwrap: Sandbox, ws: Path) -> None:
     """issue 12 item 7: when the process running the command is killed (SIGKILL: no clean-up of
     its own), the command and everything it started end too (--die-with-parent)."""
@@ -280,13 +287,9 @@ async def test_sandboxed_tree_dies_with_the_server(bwrap: Sandbox, ws: Path) -> 
     server = await asyncio.create_subprocess_exec(sys.executable, "-c", _SERVER, str(ws), _tree_command(a, b))
     try:
         await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
-        os.kill(server.pid, signal.SIGKILL)
-        await asyncio.wait_for(server.wait(), WITHIN)
-        await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the server")
+        await _killed_leaves_no_child(server, a, b)
     finally:
-        if server.returncode is None:
-            server.kill()
-            await server.wait()
+        await _reaped(server)
 
 
 # --- what the user and the model are told --------------------------------------------------------
@@ -531,13 +534,9 @@ async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Sandb
         await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
         for pid in (*_pids_running(a), *_pids_running(b)):
             assert os.stat(f"/proc/{pid}").st_uid == nobody()[0]
-        os.kill(server.pid, signal.SIGKILL)
-        await asyncio.wait_for(server.wait(), WITHIN)
-        await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the server")
+        await _killed_leaves_no_child(server, a, b)
     finally:
-        if server.returncode is None:
-            server.kill()
-            await server.wait()
+        await _reaped(server)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving folders away takes root")

@@ -30,21 +30,6 @@ def make_ctx(root: Path, **kw: Any) -> ToolContext:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    out = tmp_path / "outside"
-    out.mkdir()
-    (out / "secret.txt").write_text("TOP SECRET\n")
-    return out
-
-
-@pytest.fixture
 def ctx(ws: Path) -> ToolContext:
     return make_ctx(ws)
 

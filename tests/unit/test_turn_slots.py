@@ -7,36 +7,24 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import insert, update
 
 from devagent.store.db import Store, turn_slots_table
-from tests.conftest import fresh_pg_database, pg_available
 
 TTL = 60.0
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Store, Store]]:
-    async def pair(url: str) -> AsyncIterator[tuple[Store, Store]]:
-        a, b = await Store.open(url), await Store.open(url)
-        try:
-            yield a, b
-        finally:
-            await a.close()
-            await b.close()
-
-    if request.param == "sqlite":
-        async for stores in pair(f"sqlite+aiosqlite:///{tmp_path / 'slots.db'}"):
-            yield stores
-        return
-    if not pg_available():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    async with fresh_pg_database() as url:
-        async for stores in pair(url):
-            yield stores
+@pytest.fixture
+async def two_stores(shared_db: str) -> AsyncIterator[tuple[Store, Store]]:
+    """Two stores (two replicas) on one database (SQLite, and PostgreSQL where it runs)."""
+    a, b = await Store.open(shared_db), await Store.open(shared_db)
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
 
 
 async def test_issue28_item5_replicas_share_a_callers_slots(two_stores: tuple[Store, Store]) -> None:

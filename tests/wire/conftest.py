@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -11,9 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import pytest
+
+from tests.conftest import ScriptFile, child_env, folder_with
 
 Msg = dict[str, Any]
 
@@ -23,14 +25,7 @@ class WireProc:
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         self.argv = argv
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-        )
+        self.proc = subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr_chunks: list[bytes] = []
         self.received: list[Msg] = []
@@ -172,28 +167,20 @@ EXT_TOOL = {
 
 @pytest.fixture
 def wire_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
-        env.pop(var, None)
-    env["DEVAGENT_DATA_DIR"] = str(tmp_path / "data")
-    env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp_path / 'wire.db'}"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return child_env(tmp_path, "wire.db")
 
 
 @pytest.fixture
 def work_dir(tmp_path: Path) -> Path:
-    wd = tmp_path / "work"
-    wd.mkdir()
-    (wd / "README.md").write_text("# Demo\n")
-    return wd
+    return folder_with(tmp_path / "work", {"README.md": "# Demo\n"})
 
 
 @pytest.fixture
-def start_wire(tmp_path: Path, wire_env: dict[str, str], work_dir: Path) -> Iterator[Callable[..., WireProc]]:
+def start_wire(
+    script_file: ScriptFile, wire_env: dict[str, str], work_dir: Path
+) -> Iterator[Callable[..., WireProc]]:
     """start_wire(steps, *flags, session=None, top_level=True) -> a running server."""
     procs: list[WireProc] = []
-    counter = iter(range(1000))
 
     def start(
         steps: list[Any] | None = None,
@@ -203,8 +190,7 @@ def start_wire(tmp_path: Path, wire_env: dict[str, str], work_dir: Path) -> Iter
         script: Path | None = None,
     ) -> WireProc:
         if script is None and steps is not None:
-            script = tmp_path / f"script{next(counter)}.json"
-            script.write_text(json.dumps({"steps": steps}))
+            script = script_file(steps)
         argv = [sys.executable, "-m", "devagent"]
         argv += ["--wire"] if top_level else ["wire"]
         argv += ["--work-dir", str(work_dir)]

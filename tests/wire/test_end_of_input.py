@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.core_helpers import shell_call
 from tests.wire.conftest import WireProc, is_response, text_of
 
 HANG = 60.0  # only bounds a hang
@@ -19,7 +20,7 @@ HANG = 60.0  # only bounds a hang
 
 def _gated(call_id: str, gate: Path) -> dict[str, Any]:
     command = f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo gate open'
-    return {"tool_call": {"id": call_id, "name": "run_shell_command", "args": {"command": command}}}
+    return shell_call(command, call_id)
 
 
 def _line(method: str, rpc_id: str, params: dict[str, Any] | None = None) -> str:
@@ -99,7 +100,7 @@ def test_issue28_item12_a_turn_waiting_for_the_client_stays_waiting(
     """No answer can come once stdin is closed: the server exits at once, the request stays
     stored (a later --session asks it again), and stderr says so."""
     steps = [
-        {"items": [{"tool_call": {"id": "tc-1", "name": "run_shell_command", "args": {"command": "ls"}}}]},
+        {"items": [shell_call("ls", "tc-1")]},
         {"items": [{"text": "after: {last_tool_results}"}]},
     ]
     w = start_wire(steps, "--session", "s-eof")

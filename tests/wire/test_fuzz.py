@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +18,7 @@ from devagent.config import load_config
 from devagent.stdio import json_line
 from devagent.wire import messages as m
 from devagent.wire.server import OverlongLine, WireOptions, WireServer
-from tests.a2a.test_fuzz import LEAK, json_leaf, json_value
+from tests.a2a.test_fuzz import LEAK, cut_short, json_bytes, json_leaf, json_value
 
 
 class Captured:
@@ -77,18 +76,13 @@ anything = st.fixed_dictionaries(
 )
 
 
-def _dumps(v: Any) -> bytes:
-    return json.dumps(v).encode()
-
-
 line = st.one_of(
-    request.map(_dumps),
-    request.map(_dumps),
-    anything.map(_dumps),
-    json_value.map(_dumps),
+    *(request.map(json_bytes) for _ in range(2)),
+    anything.map(json_bytes),
+    json_value.map(json_bytes),
     st.binary(max_size=64),
     st.integers(min_value=1, max_value=3000).map(lambda n: b"[" * n + b"]" * n),
-    request.map(lambda r: _dumps(r)[: max(1, len(_dumps(r)) // 2)]),
+    cut_short(request),
 )
 
 
@@ -113,7 +107,7 @@ async def _feed(work_dir: Path, lines: list[bytes]) -> list[bytes]:
             server.handle_line(raw)
             await asyncio.sleep(0)
         server.handle_line(
-            _dumps(
+            json_bytes(
                 {
                     "jsonrpc": "2.0",
                     "id": "last",

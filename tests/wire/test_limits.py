@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 from tests.wire.conftest import WireProc, text_of
@@ -121,14 +122,7 @@ def test_wire_client_that_stops_reading_pauses_its_turn_not_the_process(
     script.write_text(json.dumps({"steps": steps}))
     argv = [sys.executable, "-m", "devagent", "wire", "--work-dir", str(work_dir), "--verbose"]
     argv += ["--model", f"scripted:{script}"]
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=wire_env,
-        cwd=work_dir,
-    )
+    proc = subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=wire_env, cwd=work_dir)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     err_lines: queue.Queue[str] = queue.Queue()
     threading.Thread(

@@ -7,11 +7,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.core_helpers import shell_call
 from tests.wire.conftest import EXT_TOOL, WireProc, event_types, events, is_response, text_of
-
-
-def shell(call_id: str, command: str) -> dict[str, object]:
-    return {"tool_call": {"id": call_id, "name": "run_shell_command", "args": {"command": command}}}
 
 
 def ok_result(call_id: str, output: str) -> dict[str, object]:
@@ -112,9 +109,9 @@ def test_external_tool_errors(start_wire: Callable[..., WireProc]) -> None:
 
 def test_approve_approve_for_session_and_reject(start_wire: Callable[..., WireProc], work_dir: Path) -> None:
     steps = [
-        {"items": [shell("tc-1", "echo first")]},
-        {"items": [shell("tc-2", "echo second")]},
-        {"items": [shell("tc-3", "echo third && echo again")]},
+        {"items": [shell_call("echo first", "tc-1")]},
+        {"items": [shell_call("echo second", "tc-2")]},
+        {"items": [shell_call("echo third && echo again", "tc-3")]},
         {
             "items": [
                 {
@@ -165,7 +162,7 @@ def test_approve_approve_for_session_and_reject(start_wire: Callable[..., WirePr
 
 
 def test_legacy_approval_answer_and_client_without_initialize(start_wire: Callable[..., WireProc]) -> None:
-    steps = [{"items": [shell("tc-1", "echo legacy")]}, {"items": [{"text": "done"}]}]
+    steps = [{"items": [shell_call("echo legacy", "tc-1")]}, {"items": [{"text": "done"}]}]
     w = start_wire(steps)  # no initialize, no --yolo: the reference hangs here (its 1.6+)
     w.prompt("run shell")
     _, req = w.until_request("ApprovalRequest", timeout=15)
@@ -178,7 +175,7 @@ def test_legacy_approval_answer_and_client_without_initialize(start_wire: Callab
 
 
 def test_yolo_runs_without_requests(start_wire: Callable[..., WireProc]) -> None:
-    steps = [{"items": [shell("tc-1", "echo yolo")]}, {"items": [{"text": "done"}]}]
+    steps = [{"items": [shell_call("echo yolo", "tc-1")]}, {"items": [{"text": "done"}]}]
     w = start_wire(steps, "--yolo")
     w.prompt("go")
     msgs, resp = w.until(lambda m: is_response(m, "p1"))
@@ -189,7 +186,7 @@ def test_yolo_runs_without_requests(start_wire: Callable[..., WireProc]) -> None
 
 def test_cancel_during_a_shell_command(start_wire: Callable[..., WireProc], work_dir: Path) -> None:
     steps = [
-        {"items": [shell("tc-1", "sleep 30 && touch finished.txt")]},
+        {"items": [shell_call("sleep 30 && touch finished.txt", "tc-1")]},
         {"items": [{"text": "unused"}]},
         {"items": [{"text": "after cancel"}]},
     ]
@@ -250,7 +247,7 @@ def test_second_prompt_is_queued_not_lost(start_wire: Callable[..., WireProc]) -
 
 def test_timeouts_release_a_silent_client(start_wire: Callable[..., WireProc]) -> None:
     steps = [
-        {"items": [shell("tc-1", "echo x")]},
+        {"items": [shell_call("echo x", "tc-1")]},
         {"items": [{"tool_call": {"id": "tc-2", "name": "open_in_ide", "args": {"path": "a"}}}]},
         {"items": [{"text": "gave up: {last_tool_results}"}]},
     ]
@@ -269,7 +266,7 @@ def test_timeouts_release_a_silent_client(start_wire: Callable[..., WireProc]) -
 
 def test_resume_after_restart_sends_the_pending_request_again(start_wire: Callable[..., WireProc]) -> None:
     steps = [
-        {"items": [shell("tc-1", "echo resumed")]},
+        {"items": [shell_call("echo resumed", "tc-1")]},
         {"items": [{"text": "finished after restart"}]},
         {"items": [{"text": "next prompt"}]},
     ]
@@ -327,9 +324,9 @@ def test_parallel_requests_answered_one_by_one(start_wire: Callable[..., WirePro
     steps = [
         {
             "items": [
-                shell("tc-a", "echo a > a.txt"),
+                shell_call("echo a > a.txt", "tc-a"),
                 {"tool_call": {"id": "tc-b", "name": "open_in_ide", "args": {"path": "b"}}},
-                shell("tc-c", "echo c > c.txt"),
+                shell_call("echo c > c.txt", "tc-c"),
             ]
         },
         {"items": [{"text": "results: {last_tool_results}"}]},
@@ -362,8 +359,8 @@ def test_unreadable_approval_answers_count_as_reject(
     start_wire: Callable[..., WireProc], work_dir: Path
 ) -> None:
     steps = [
-        {"items": [shell("tc-1", "echo 1 > one.txt")]},
-        {"items": [shell("tc-2", "echo 2 > two.txt")]},
+        {"items": [shell_call("echo 1 > one.txt", "tc-1")]},
+        {"items": [shell_call("echo 2 > two.txt", "tc-2")]},
         {"items": [{"text": "done"}]},
     ]
     w = start_wire(steps)

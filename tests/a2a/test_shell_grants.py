@@ -14,7 +14,7 @@ import pytest
 from tests.a2a.helpers import v03_message
 from tests.a2a.procs import confirmation, send_stream, serve_args, serving, status_tool_calls
 from tests.a2a.test_hostile import bwrap_works, script
-from tests.wire.test_issue28_grants import fake_git_dir_steps
+from tests.wire.test_shell_grants import fake_git_dir_steps
 
 
 async def play(

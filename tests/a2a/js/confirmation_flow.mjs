@@ -1,5 +1,5 @@
 // Drives devagent's A2A server through the RFC appendix flow with @a2a-js/sdk's A2AClient.
-// Usage: node appendix.mjs BASE_URL TOKEN WORKSPACE ; prints a JSON summary on stdout.
+// Usage: node confirmation_flow.mjs BASE_URL TOKEN WORKSPACE ; prints a JSON summary on stdout.
 import { A2AClient } from "@a2a-js/sdk/client";
 import { randomUUID } from "node:crypto";
 

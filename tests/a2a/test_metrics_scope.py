@@ -5,16 +5,14 @@ alone; a caller's token reads the totals of all callers, with no identity in the
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
 from tests.a2a.procs import TOKEN, serving
+from tests.conftest import Script
 
-Script = Callable[[list[Any]], str]
 USAGE = {"usage": {"input_tokens": 120, "output_tokens": 30}}
 METRICS_TOKEN = "tok-metrics-3f9a"
 

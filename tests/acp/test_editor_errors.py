@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,8 @@ from acp import RequestError, text_block
 
 from tests.acp.conftest import acp_argv
 from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, start
+from tests.conftest import ScriptFile
+from tests.core_helpers import write_call
 
 
 def _raw(argv: list[str], env: dict[str, str], cwd: Path, messages: list[dict[str, Any]]) -> list[Any]:
@@ -48,7 +49,7 @@ def _raw(argv: list[str], env: dict[str, str], cwd: Path, messages: list[dict[st
 
 
 def test_issue21_error_messages_say_what_went_wrong(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path]
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile
 ) -> None:
     init = {"protocolVersion": 1, "clientCapabilities": {}}
     answers = _raw(
@@ -85,7 +86,7 @@ def test_issue21_error_messages_say_what_went_wrong(
 
 
 async def test_issue21_error_messages_through_the_sdk_client(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     steps = [[{"error": {"message": "the provider said no", "status": 429}}]]
     client = EditorClient()
@@ -110,12 +111,9 @@ async def test_issue21_error_messages_through_the_sdk_client(
 
 
 async def test_issue21_editor_goes_away_during_a_permission_request(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
-    steps = [
-        [{"tool_call": {"name": "write_file", "args": {"path": "later.txt", "content": "ok\n"}, "id": "lw"}}],
-        [{"text": "Written after the editor came back."}],
-    ]
+    steps = [[write_call("later.txt", "ok\n", "lw")], [{"text": "Written after the editor came back."}]]
     path = script(steps)
     log = tmp_path / "err.log"
     first = EditorClient()
@@ -144,12 +142,12 @@ async def test_issue21_editor_goes_away_during_a_permission_request(
 
 
 async def test_issue21_a_new_file_costs_no_editor_read(
-    acp_env: dict[str, str], work_dir: Path, script: Callable[[list[Any]], Path], tmp_path: Path
+    acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     readme = str(work_dir / "README.md")
     steps = [
         [
-            {"tool_call": {"name": "write_file", "args": {"path": "new.txt", "content": "new\n"}, "id": "n"}},
+            write_call("new.txt", "new\n", "n"),
             {"tool_call": {"name": "read_file", "args": {"path": "README.md"}, "id": "r"}},
             {"tool_call": {"name": "read_file", "args": {"path": "missing.txt"}, "id": "m"}},
         ],

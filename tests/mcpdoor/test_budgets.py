@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-Script = Callable[[list[Any]], str]
+from tests.conftest import Script
 
 
 async def test_issue28_item5_mcp_budget_refusal_carries_the_reason(

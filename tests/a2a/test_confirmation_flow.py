@@ -2,45 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from tests.a2a.helpers import auth, dev_meta, parts_of, results, rpc, running_server, stream, v03_message
+from tests.a2a.helpers import (
+    dev_meta,
+    parts_of,
+    results,
+    running_server,
+    stream_message,
+    text_of,
+    v03_message,
+)
+from tests.conftest import Script
+from tests.core_helpers import call_then_text, write_call
 
 WRITE_THEN_ANSWER = [
-    {
-        "items": [
-            {
-                "tool_call": {
-                    "name": "write_file",
-                    "args": {"path": "hello.txt", "content": "hi\n"},
-                    "id": "c1",
-                }
-            }
-        ]
-    },
-    {"items": [{"text": "I wrote hello.txt."}]},
+    *call_then_text(write_call("hello.txt", "hi\n", "c1"), "I wrote hello.txt."),
     {"items": [{"text": "Second turn: {last_user}"}]},
 ]
 
 
-async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str, workspace: Path) -> None:
+async def test_appendix_flow_v03(script: Script, db_url: str, workspace: Path) -> None:
     """A3 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B14 A6: the appendix, event by event, on SQLite and
     PostgreSQL (the task store shares the core's database)."""
     async with running_server(script(WRITE_THEN_ANSWER), db_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             # 1-2: message/stream with AgentSettings
-            frames = await stream(
-                c,
-                srv.url,
-                rpc(
-                    "message/stream",
-                    {"message": v03_message("write hello", settings={"workspace_path": str(workspace)})},
-                ),
-                auth(),
+            frames = await stream_message(
+                c, srv.url, v03_message("write hello", settings={"workspace_path": str(workspace)})
             )
             evs = results(frames)
             assert evs[0]["kind"] == "task" and evs[0]["status"]["state"] == "submitted"
@@ -67,15 +58,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
             # 6-9: the confirmation
             conf = {"tool_call_id": "c1", "selected_option_id": "proceed_once"}
             evs2 = results(
-                await stream(
-                    c,
-                    srv.url,
-                    rpc(
-                        "message/stream",
-                        {"message": v03_message(data=[conf], task_id=task_id, context_id=ctx)},
-                    ),
-                    auth(),
-                )
+                await stream_message(c, srv.url, v03_message(data=[conf], task_id=task_id, context_id=ctx))
             )
             # the reply also comes as an artifact holding it whole, before the final event
             replies = [e for e in evs2 if e.get("kind") == "artifact-update"]
@@ -88,7 +71,7 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
                 if dev_meta(e).get("kind") == "TOOL_CALL_UPDATE"
             ]
             assert statuses[0] == "EXECUTING" and statuses[-1] == "SUCCEEDED", statuses
-            texts = "".join(parts_of(e)[0]["text"] for e in evs2 if dev_meta(e).get("kind") == "TEXT_CONTENT")
+            texts = text_of(evs2)
             assert texts == "I wrote hello.txt."
             assert kinds[-1] == ("STATE_CHANGE", "completed") and evs2[-1]["final"] is True
             assert sum(1 for e in evs2 if e.get("final")) == 1  # A3: exactly one final event
@@ -96,18 +79,10 @@ async def test_appendix_flow_v03(script: Callable[[list[Any]], str], db_url: str
 
             # 10: the same taskId continues (extension client)
             evs3 = results(
-                await stream(
-                    c,
-                    srv.url,
-                    rpc(
-                        "message/stream",
-                        {"message": v03_message("and now?", task_id=task_id, context_id=ctx)},
-                    ),
-                    auth(),
-                )
+                await stream_message(c, srv.url, v03_message("and now?", task_id=task_id, context_id=ctx))
             )
             evs3 = [e for e in evs3 if "status" in e]
-            texts = "".join(parts_of(e)[0]["text"] for e in evs3 if dev_meta(e).get("kind") == "TEXT_CONTENT")
+            texts = text_of(evs3)
             assert texts == "Second turn: and now?"
             assert evs3[-1]["status"]["state"] == "completed" and evs3[-1]["final"] is True
             assert sum(1 for e in evs3 if e.get("final")) == 1

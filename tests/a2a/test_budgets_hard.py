@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,9 @@ import httpx
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
 from tests.a2a.procs import TOKEN, Serve, confirmation, serve_args, serving, status_text
+from tests.conftest import Script
+from tests.core_helpers import write_call
 
-Script = Callable[[list[Any]], str]
 REFUSED = "refused by the server's budget"
 
 
@@ -99,7 +100,7 @@ async def test_issue28_item5_ten_answers_at_once_with_two_turns_allowed_two_go_o
 ) -> None:
     gates = tmp_path / "gates"
     gates.mkdir()
-    write = {"tool_call": {"name": "write_file", "args": {"path": "out.txt", "content": "x\n"}}}
+    write = write_call("out.txt", "x\n")
     after = [{"touch": f"{gates}/resumed-{{last_user}}"}, {"wait_for": f"{gates}/go"}, {"text": "written"}]
     model = script([[write], after])
     settings = {"workspace_path": str(workspace)}

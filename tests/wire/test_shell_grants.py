@@ -12,19 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.core_helpers import shell_call, write_call
 from tests.wire.conftest import Msg, WireProc, events, is_response
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 GIT = "git status --short; git diff --no-index a.txt b.txt"
-
-
-def shell(call_id: str, command: str) -> dict[str, Any]:
-    return {"tool_call": {"id": call_id, "name": "run_shell_command", "args": {"command": command}}}
-
-
-def write(path: str, content: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "write_file", "args": {"path": path, "content": content}}}
 
 
 def fake_git_dir_steps(marker: Path) -> list[dict[str, Any]]:
@@ -33,17 +26,17 @@ def fake_git_dir_steps(marker: Path) -> list[dict[str, Any]]:
     evil = f'"echo ran >> {marker}; false"'
     config = f"[core]\n\tfsmonitor = {evil}\n[diff]\n\texternal = {evil}\n"
     return [
-        {"items": [shell("g1", GIT)]},
+        {"items": [shell_call(GIT, "g1")]},
         {
             "items": [
-                write("config", config),
-                write("HEAD", "ref: refs/heads/main\n"),
-                write("objects/keep", ""),
-                write("refs/keep", ""),
+                write_call("config", config),
+                write_call("HEAD", "ref: refs/heads/main\n"),
+                write_call("objects/keep", ""),
+                write_call("refs/keep", ""),
             ]
         },
-        {"items": [shell("h1", "printf 'ref: refs/heads/main\\n' > HEAD")]},
-        {"items": [shell("g2", GIT)]},
+        {"items": [shell_call("printf 'ref: refs/heads/main\\n' > HEAD", "h1")]},
+        {"items": [shell_call(GIT, "g2")]},
         {"items": [{"text": "done"}]},
     ]
 
@@ -104,9 +97,9 @@ def test_issue28_item1_wire_granted_git_status_runs_no_fsmonitor_the_workspace_b
     with (work_dir / ".git" / "config").open("a") as f:
         f.write(f'[core]\n\tfsmonitor = "echo ran >> {marker}; false"\n')
     steps = [
-        {"items": [shell("s1", "git status --short")]},
+        {"items": [shell_call("git status --short", "s1")]},
         {"items": [{"text": "first"}]},
-        {"items": [shell("s2", "git status --short")]},
+        {"items": [shell_call("git status --short", "s2")]},
         {"items": [{"text": "second: {last_tool_results}"}]},
     ]
     w = start_wire(steps)
@@ -133,9 +126,9 @@ def test_issue28_item4_wire_cat_granted_then_a_path_outside_is_asked_again(
     creds.parent.mkdir(parents=True)
     creds.write_text("aws_secret_access_key = LEAKED-SECRET-28\n")
     steps = [
-        {"items": [shell("c1", "cat README.md")]},
-        {"items": [shell("c2", f"cat {creds}")]},
-        {"items": [shell("c3", "cat README.md")]},
+        {"items": [shell_call("cat README.md", "c1")]},
+        {"items": [shell_call(f"cat {creds}", "c2")]},
+        {"items": [shell_call("cat README.md", "c3")]},
         {"items": [{"text": "got: {last_tool_results}"}]},
     ]
     w = start_wire(steps)
