@@ -24,7 +24,8 @@ def resolved(
 ) -> dict[str, Any]:
     """The resolved configuration, as `devagent info --json` prints it (besides the versions);
     `settings`: the global flags, as `load_config` overrides."""
-    from devagent.agent.models import PROVIDERS, ModelConfigError, check_model_spec, default_model_spec
+    from devagent.agent.model_errors import ModelConfigError
+    from devagent.agent.models import PROVIDERS, check_model_spec, default_model_spec
     from devagent.config import load_config
 
     env = dict(os.environ if environ is None else environ)
@@ -88,8 +89,8 @@ def check_model(
     environ: dict[str, str] | None = None, settings: Mapping[str, Any] | None = None
 ) -> tuple[bool, str]:
     """One small request to the configured model: (it answered, the line to print)."""
-    from devagent.agent.model_errors import describe
-    from devagent.agent.models import ModelConfigError, create_model, default_model_spec
+    from devagent.agent.model_errors import ModelConfigError, describe
+    from devagent.agent.models import create_model, default_model_spec
     from devagent.config import load_config
 
     env = dict(os.environ if environ is None else environ)

@@ -71,7 +71,8 @@ def safe_url(url: str) -> str:
 def check_model(config: CoreConfig, environ: Mapping[str, str] | None = None) -> None:
     """The configured model's provider is known and its credentials and base URL are given (no
     provider is imported). Raises StartError (usage) saying what to set."""
-    from devagent.agent.models import ModelConfigError, check_model_spec, default_model_spec
+    from devagent.agent.model_errors import ModelConfigError
+    from devagent.agent.models import check_model_spec, default_model_spec
 
     env = os.environ if environ is None else environ
     spec = config.default_model or default_model_spec(env)[0]

@@ -32,13 +32,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.tools import ToolDefinition
 
-from devagent.agent.models import (
-    DEMO_SPEC,
-    ModelConfigError,
-    create_model,
-    default_model_spec,
-    parse_model_spec,
-)
+from devagent.agent.model_errors import ModelConfigError
+from devagent.agent.models import DEMO_SPEC, create_model, default_model_spec, parse_model_spec
 from devagent.agent.scripted import DemoModel, ScriptedModel, parse_script
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 

@@ -142,7 +142,7 @@ class Fanout:
         (terminal or interrupted state). `task` is what the task store has, sent alone when no
         execution of it is logged. When nothing new came for `poll` seconds, `settled()` says
         whether the turn stopped without a final event (its replica died): that ends it."""
-        from devagent.store.db import EVENTS_CHANNEL
+        from devagent.store.tables import EVENTS_CHANNEL
 
         listener = self.store.listener()
         await listener.start()

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 from acp import RequestError
 from acp.schema import EnvVariable
 
-from devagent.agent.tools.backends import CommandResult, ToolBackends
-from devagent.agent.tools.base import ToolContext, ToolFailure
+from devagent.agent.tools.backends import CallContext, CommandResult, ToolBackends
+from devagent.agent.tools.base import ToolFailure
 
 if TYPE_CHECKING:
     from acp.agent.connection import AgentSideConnection
@@ -86,7 +86,7 @@ class EditorTerminal:
         self.terminals = terminals
 
     async def run(
-        self, command: str, cwd: str, time_limit: float, ctx: ToolContext, env: Mapping[str, str]
+        self, command: str, cwd: str, time_limit: float, ctx: CallContext, env: Mapping[str, str]
     ) -> CommandResult:
         conn = self.agent.conn
         assert conn is not None

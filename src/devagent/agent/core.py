@@ -169,7 +169,7 @@ class AgentCore:
         if not store.is_sqlite:
             # Another replica's tasks/cancel reaches a turn running here at once (the lease's
             # heartbeat would find the request too, a third of lease_seconds later).
-            from devagent.store.db import CANCEL_CHANNEL
+            from devagent.store.tables import CANCEL_CHANNEL
 
             listener = store.listener()
             listener.on(CANCEL_CHANNEL, core._cancel_signalled)

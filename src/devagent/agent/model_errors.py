@@ -1,4 +1,5 @@
-"""A failed model request told as one line: where it went (the provider's URL) and what came back,
+"""What goes wrong with a model: a spec that names no usable model (`ModelConfigError`), and a
+failed model request told as one line: where it went (the provider's URL) and what came back,
 never the provider SDK's class names or a whole error page.
 
 An HTTP error gives its status and the server's own message (the `message` of a JSON error body,
@@ -15,6 +16,12 @@ from typing import Any
 
 # The longest provider message shown (a line, not a page).
 MAX_DETAIL = 300
+
+
+class ModelConfigError(ValueError):
+    """The model spec cannot be turned into a model: unknown provider, missing key or base URL,
+    unreadable or invalid script. The message says what to set."""
+
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.model_errors import ModelConfigError
+
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
     from pydantic_ai.models.openai import OpenAIChatModel
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEMO_SPEC",
     "PROVIDERS",
-    "ModelConfigError",
     "ProviderInfo",
     "check_model_spec",
     "create_model",
@@ -37,11 +38,6 @@ DEMO_SPEC = "demo"
 
 # Placeholder key for servers that accept any key (the OpenAI SDK refuses an empty one).
 _NO_KEY = "none"
-
-
-class ModelConfigError(ValueError):
-    """The model spec cannot be turned into a model: unknown provider, missing key or base URL,
-    unreadable or invalid script. The message says what to set."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from devagent.agent.models import ModelConfigError
+from devagent.agent.model_errors import ModelConfigError
 
 __all__ = [
     "DemoModel",

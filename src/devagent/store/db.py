@@ -30,16 +30,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    Float,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
     and_,
     bindparam,
     delete,
@@ -63,6 +53,17 @@ from devagent.store.leases import (
     owner_is_dead,
     retire,
 )
+from devagent.store.tables import (
+    ADDED_COLUMNS,
+    CANCEL_CHANNEL,
+    EVENTS_CHANNEL,
+    USAGE_KINDS,
+    messages_table,
+    metadata,
+    sessions_table,
+    task_events_table,
+    usage_table,
+)
 
 if TYPE_CHECKING:
     from devagent.store.notify import Listener
@@ -70,89 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
-metadata = MetaData()
-
-sessions_table = Table(
-    "devagent_sessions",
-    metadata,
-    Column("id", String(64), primary_key=True),
-    Column("revision", Integer, nullable=False, default=0),
-    Column("state", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-    Column("lease_owner", String(200), nullable=True),
-    Column("lease_until", Float, nullable=True),
-    Column("cancel_requested", Integer, nullable=False, default=0, server_default="0"),
-    # Who its turns are counted against (SessionState.identity): concurrent turns per caller.
-    Column("identity", String(200), nullable=True),
-)
-
-# Tokens and requests per caller and UTC day (issue 24 item 3): added to in the transaction that
-# stores the step that spent them, read for budgets and `devagent sessions`.
-usage_table = Table(
-    "devagent_usage",
-    metadata,
-    Column("identity", String(200), primary_key=True),
-    Column("day", String(10), primary_key=True),
-    Column("input_tokens", BigInteger, nullable=False, default=0),
-    Column("cached_tokens", BigInteger, nullable=False, default=0),  # read from the prompt cache
-    Column("output_tokens", BigInteger, nullable=False, default=0),
-    Column("requests", BigInteger, nullable=False, default=0),
-    # written to the prompt cache (Anthropic bills them above the input price)
-    Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
-)
-USAGE_KINDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "requests")
-
-# Turns running at once per caller (budgets): a row is a slot a session's turn holds, on any
-# replica, until the turn ends or pauses; `until` is renewed with the session's lease, so a dead
-# process's slots expire like its leases (devagent/store/slots.py).
-turn_slots_table = Table(
-    "devagent_turn_slots",
-    metadata,
-    Column("identity", String(200), primary_key=True),
-    Column("slot", Integer, primary_key=True),
-    Column("session_id", String(64), nullable=False),
-    Column("owner", String(200), nullable=False),
-    Column("until", Float, nullable=False),
-    Index("devagent_turn_slots_session", "session_id"),
-)
-
-messages_table = Table(
-    "devagent_messages",
-    metadata,
-    Column("session_id", String(64), primary_key=True),
-    Column("seq", Integer, primary_key=True),
-    Column("data", Text, nullable=False),
-)
-
-# The live events of running A2A tasks, for the replicas that did not run them (fan-out): a task's
-# rows start with a snapshot of the task (kind 1) when an execution begins, then its events (kind 0),
-# each the protocol's own serialized form. Only the latest execution of a task is kept.
-task_events_table = Table(
-    "devagent_task_events",
-    metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
-    Column("task_id", String(64), nullable=False),
-    Column("kind", Integer, nullable=False),
-    Column("data", LargeBinary, nullable=False),
-    Column("created_at", Float, nullable=False),
-    Index("devagent_task_events_task", "task_id", "id"),
-)
-
 _SCHEMA_LOCK = 7361024  # the advisory lock taken while tables are created
-EVENTS_CHANNEL = "devagent_events"  # NOTIFY payload: a task id with new rows
-CANCEL_CHANNEL = "devagent_cancel"  # NOTIFY payload: a session id whose turn is to stop
-
-# Columns added after the first release: added to an existing table when the store opens.
-_ADDED_COLUMNS = {
-    "devagent_sessions": (
-        ("lease_owner", "VARCHAR(200)"),
-        ("lease_until", "FLOAT"),
-        ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
-        ("identity", "VARCHAR(200)"),
-    ),
-    "devagent_usage": (("cache_write_tokens", "BIGINT NOT NULL DEFAULT 0"),),
-}
 
 
 def normalise_url(url: str) -> str:
@@ -599,7 +518,7 @@ def _add_missing_columns(conn: Any) -> None:
     from sqlalchemy import inspect, text
 
     insp = inspect(conn)
-    for table, columns in _ADDED_COLUMNS.items():
+    for table, columns in ADDED_COLUMNS.items():
         have = {c["name"] for c in insp.get_columns(table)}
         for name, ddl in columns:
             if name not in have:

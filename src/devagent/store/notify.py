@@ -55,7 +55,7 @@ class Listener:
             log.warning("cannot listen for notifications; falling back to polling", exc_info=True)
 
     def _channels(self) -> list[str]:
-        from devagent.store.db import CANCEL_CHANNEL, EVENTS_CHANNEL
+        from devagent.store.tables import CANCEL_CHANNEL, EVENTS_CHANNEL
 
         return [EVENTS_CHANNEL, CANCEL_CHANNEL]
 

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import and_, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from devagent.store.db import turn_slots_table
 from devagent.store.leases import owner_is_dead
+from devagent.store.tables import turn_slots_table
 
 __all__ = ["TurnSlots"]
 

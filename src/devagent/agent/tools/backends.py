@@ -13,13 +13,22 @@ never widens what a tool may touch, and approval is decided before any backend i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from devagent.agent.tools.base import ToolContext
+
+class CallContext(Protocol):
+    """What a backend may use of the call it runs a command for (a tool's `ToolContext`)."""
+
+    @property
+    def call_id(self) -> str: ...
+
+    @property
+    def live(self) -> Callable[[str], Awaitable[None]]:
+        """Shows live output: the text passed replaces what was shown before."""
+        ...
 
 
 class FileBackend(Protocol):
@@ -43,7 +52,7 @@ class CommandResult:
 
 class CommandBackend(Protocol):
     async def run(
-        self, command: str, cwd: str, time_limit: float, ctx: ToolContext, env: Mapping[str, str]
+        self, command: str, cwd: str, time_limit: float, ctx: CallContext, env: Mapping[str, str]
     ) -> CommandResult:
         """Run `bash -c command` in `cwd` with `env` added to its environment, reporting output
         through `ctx.live`; kill it after `time_limit` seconds. Cancelling the awaiting task must
