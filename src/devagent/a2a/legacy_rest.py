@@ -37,7 +37,8 @@ from devagent.a2a import legacy
 from devagent.a2a.executor import owner_of
 from devagent.a2a.request import Prepared, handoff
 from devagent.agent.commands import registry
-from devagent.agent.events import InputError, Notice, TextDelta
+from devagent.agent.driver import Door, TurnDriver
+from devagent.agent.events import Event, InputError, Notice, RunCommand, TextDelta, ToolCall
 from devagent.common.rpcerrors import client_message, internal_error
 
 if TYPE_CHECKING:
@@ -90,18 +91,31 @@ async def _body_of(request: Request) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+class _CommandOutput(Door):
+    """A command's turn as the original answers it: its text and its errors; a question it
+    comes to (a command whose prompt asks) parks it, for the stream of a later message."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.errors: list[str] = []
+
+    async def show(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            self.out.append(event.text)
+        elif isinstance(event, Notice):
+            (self.errors if event.level == "error" else self.out).append(event.text)
+
+    async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
+        driver.park()
+
+
 async def _run_command(session: Session, path: list[str], args: str) -> Any:
     """A command's output as the original answers it: its text, or an error message."""
-    out: list[str] = []
-    errors: list[str] = []
-    async for ev in session.run_command(path, args):
-        if isinstance(ev, TextDelta):
-            out.append(ev.text)
-        elif isinstance(ev, Notice):
-            (errors if ev.level == "error" else out).append(ev.text)
-    if errors:
-        return {"type": "message", "messageType": "error", "content": "\n".join(errors)}
-    return "".join(out).rstrip("\n")
+    output = _CommandOutput()
+    await TurnDriver(session, output).run(RunCommand(path, args))
+    if output.errors:
+        return {"type": "message", "messageType": "error", "content": "\n".join(output.errors)}
+    return "".join(output.out).rstrip("\n")
 
 
 def _sse_frame(ev: Any) -> str:

@@ -60,6 +60,28 @@ class Admission:
             await self.release()
             raise
 
+    async def release_unused(self) -> None:
+        """Give up a lease taken for a turn that did not start; a no-op when no lease is held or a
+        turn holds it."""
+        if self.record.leased and not self.lock.locked():
+            await self.release()
+
+    async def settle_abandoned(self) -> bool:
+        """For readers: if the stored session says a turn runs but no live process holds its
+        lease, settle it now (running calls interrupted, never re-run). True if it did."""
+        if self.lock.locked():
+            return False  # a turn of this process is starting or running: it settles it
+        async with self.lock:
+            if not await self.record.claim_if_free():
+                return False
+            try:
+                if self.record.state.status != "running":
+                    return False
+                await self.record.recover()
+                return True
+            finally:
+                await self.record.release_lease()
+
     async def release(self) -> None:
         await self.record.release_lease()
         await self.record.release_slot()

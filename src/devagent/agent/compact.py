@@ -170,6 +170,17 @@ async def compact(
     emit(TextDelta(f"Compacted {before} messages into a summary ({len(summary)} characters).\n"))
 
 
+async def fit_context(session: SessionContext, emit: Callable[[Event], None]) -> None:
+    """Before a model request: compact first when the request would fill too much of the
+    model's window (its instructions and tool definitions counted too)."""
+    params = await session.request_parameters()
+    prefix = sum(len(p.content) for p in params.instruction_parts) + sum(
+        len(t.name) + len(t.description or "") + len(json.dumps(t.parameters_json_schema))
+        for t in params.function_tools
+    )
+    await compact_if_needed(session, emit, prefix)
+
+
 async def compact_if_needed(
     session: SessionContext, emit: Callable[[Event], None], prefix_chars: int
 ) -> None:

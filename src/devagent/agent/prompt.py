@@ -4,14 +4,17 @@ them (that cache is most of what a long session costs)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
+from devagent.agent.tools.memory import read_memory
+
 if TYPE_CHECKING:
     from devagent.agent.state import ClientTool, SessionState
-    from devagent.agent.tools.base import Tool
+    from devagent.agent.tools.base import Tool, Workspace
 
 SYSTEM_PROMPT = """You are devagent, a coding agent working in the user's workspace.
 Workspace roots: {roots}
@@ -59,3 +62,29 @@ def request_parameters(
         allow_text_output=True,
         instruction_parts=[pm.InstructionPart(content=instructions)],
     )
+
+
+class Instructions:
+    """A session's instructions and tool definitions. The memory file is read once per loaded
+    session: what the save_memory tool adds reaches the prompt after `/memory refresh` or when
+    the session is next loaded, so the prefix stays the same meanwhile."""
+
+    def __init__(self, workspace: Workspace, memory_file: str) -> None:
+        self.workspace = workspace
+        self.memory_file = memory_file
+        self._memory: str | None = None
+
+    def read_memory(self) -> str:
+        return read_memory(self.workspace, self.memory_file)
+
+    def refresh_memory(self) -> str:
+        self._memory = self.read_memory()
+        return self._memory
+
+    def parameters(self, state: SessionState, tools: Mapping[str, Tool], builtin: Iterable[str]) -> Any:
+        if self._memory is None:
+            self._memory = self.read_memory()
+        if not state.started_on:  # a session stored before the day was kept
+            state.started_on = time.strftime("%Y-%m-%d")
+        text = system_prompt(state, self._memory, self.memory_file)
+        return request_parameters(text, tools, builtin, state.client_tools)

@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent import transcript
-from devagent.agent.events import ToolCallStatus
+from devagent.agent.events import ToolCallStatus, Usage
+from devagent.agent.settings import utc_day
 from devagent.agent.state import CallResult, SessionState
 from devagent.store.leases import Lease
 
@@ -32,6 +33,10 @@ log = logging.getLogger("devagent.session")
 INTERRUPTED = (
     "The turn was interrupted: the server process running it stopped before it finished. "
     "Calls it had started were not run again. Send a message to continue."
+)
+STALE = (
+    "Another server process changed this conversation while this turn ran; the turn stopped "
+    "here (nothing was run or written twice). Send a message to continue."
 )
 INTERRUPTED_CALL = (
     "interrupted: the server process running this call stopped before it finished;"
@@ -96,6 +101,20 @@ class SessionRecord:
             also=also,
         )
         self._saved_count = len(self._messages)
+
+    def spend(self, usage: Usage) -> None:
+        """A model request's usage: the session's and the turn's, and the caller's day in the
+        store (written with the next save, in the step's transaction)."""
+        self.state.usage.add(usage)
+        self.state.turn_usage.add(usage)
+        amounts = {
+            "input_tokens": usage.input_tokens,
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "output_tokens": usage.output_tokens,
+            "requests": usage.requests,
+        }
+        self._also.append(self.store.usage_write(self.state.identity, utc_day(), amounts))
 
     # --- saving -----------------------------------------------------------------------------
 

@@ -1,36 +1,25 @@
-"""A session: the model/tool loop over a durable transcript.
+"""A session: the model/tool loop over a durable transcript (our own loop over pydantic-ai's model
+layer; docs/architecture.md says why). `advance(input)` runs a turn (`turn.py`); one step streams
+a model response, classifies its calls (`calls.py`), stores them, runs the runnable ones, then
+either pauses for answers (stored) or gives the model the results and takes the next step.
 
-The loop is our own, over pydantic-ai's model layer: pydantic-ai gives us every provider,
-streaming, thinking and usage; we keep the parts that make this agent what it is: permission per
-call with user-modified content, live tool output, client tools, and a pause that is plain data in
-the store rather than a suspended coroutine (docs/architecture.md).
-
-How a turn runs: `advance(input)` takes the session's lock (so a second `advance` waits its turn)
-and starts the turn as a task that pushes events into a queue the caller reads. The task, not the
-caller, owns the turn: a caller that stops reading (a client that disconnected) does not stop it,
-and everything it does is stored as it goes. One step: stream a model response, classify its
-calls (`calls.py`), store them, run the runnable ones, then either pause for answers (stored) or
-give the model the results and take the next step.
-
-Beside the loop: `record.py` (the stored form, the lease, recovery after a crash), `timeline.py`
-(what readers show), `calls.py` (a step's tool calls), `prompt.py` (the request's instructions and
-tools), `driver.py` (how a door drives turns).
+Beside the loop: `record.py` (the stored form, the lease, recovery after a crash), `admission.py`
+(who may change the session now), `timeline.py` (what readers show), `prompt.py` (the request's
+instructions and tools), `driver.py` (how a door drives turns).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
-from devagent.agent import prompt, timeline, traces, transcript
+from devagent.agent import compact, prompt, timeline, traces, transcript
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
 from devagent.agent.events import (
@@ -54,9 +43,8 @@ from devagent.agent.events import (
 from devagent.agent.inputs import CancelWaiting
 from devagent.agent.model_errors import describe as describe_model_error
 from devagent.agent.model_step import stream_response
-from devagent.agent.record import SessionRecord
-from devagent.agent.settings import utc_day
-from devagent.agent.state import ClientTool, PendingCall, SessionState
+from devagent.agent.record import STALE, SessionRecord
+from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, Workspace
@@ -77,11 +65,6 @@ log = logging.getLogger("devagent.session")
 
 Emit = Callable[[Event], None]
 
-STALE = (
-    "Another server process changed this conversation while this turn ran; the turn stopped "
-    "here (nothing was run or written twice). Send a message to continue."
-)
-
 
 class _Cancelled(Exception):
     """Raised inside a turn to unwind it after a cancel."""
@@ -101,7 +84,7 @@ class Session:
         self._tools: dict[str, Tool] = builtin_tools()
         self._label: str | None = None  # the running turn's label (see `advance`)
         self.runner = TurnRunner(self)
-        self._memory: str | None = None
+        self.instructions = prompt.Instructions(self.workspace, core.config.memory_file)
 
     # --- what the session is -----------------------------------------------------------------
 
@@ -153,20 +136,8 @@ class Session:
         return defs
 
     def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
-        config = self.core.config
-        return ToolContext(
-            workspace=self.workspace,
-            state=self.state,
-            call_id=call.id,
-            cancelled=self.runner.cancelled,
-            shell_timeout=config.shell_timeout,
-            env_pass=config.env_pass,
-            command_memory_mb=config.command_memory_mb,
-            command_processes=config.command_processes,
-            memory_file=config.memory_file,
-            backends=self.backends,
-            granted=call.granted,
-            **kw,
+        return ToolContext.for_call(
+            self.core.config, self.workspace, self.state, call, self.runner.cancelled, self.backends, **kw
         )
 
     def use_backends(self, backends: ToolBackends) -> None:
@@ -229,8 +200,6 @@ class Session:
     async def set_approval_mode(self, mode: str) -> None:
         """Change the session's approval mode. The caller is the operator's side (a flag of a local
         front door): clients' requests go through `AgentCore.effective_approval_mode` instead."""
-        from devagent.agent.state import APPROVAL_MODES
-
         if mode not in APPROVAL_MODES:
             raise InputError(f"approval mode {mode!r} is not one of {', '.join(APPROVAL_MODES)}")
         await self._change(lambda: setattr(self.state, "approval_mode", mode))
@@ -260,11 +229,8 @@ class Session:
         self.record.leased_now()
 
     async def release_unused_lease(self) -> None:
-        """Give up a lease taken for a turn that did not start; a no-op when no lease is held or a
-        turn holds it."""
-        if self.record.leased and not self.admission.lock.locked():
-            await self.record.release_lease()
-            await self.record.release_slot()
+        """Give up a lease taken for a turn that did not start (a no-op if a turn holds it)."""
+        await self.admission.release_unused()
 
     async def refresh(self) -> None:
         await self.record.refresh()
@@ -274,20 +240,8 @@ class Session:
         await self.admission.accept_answers(inp, self.runner.cancelled)
 
     async def recover_if_abandoned(self) -> bool:
-        """For readers: if the stored session says a turn runs but no live process holds its
-        lease, settle it now (running calls interrupted, never re-run). True if it did."""
-        if self.admission.lock.locked():
-            return False  # a turn of this process is starting or running: it settles it
-        async with self.admission.lock:
-            if not await self.record.claim_if_free():
-                return False
-            try:
-                if self.state.status != "running":
-                    return False
-                await self.record.recover()
-                return True
-            finally:
-                await self.record.release_lease()
+        """For readers: settle a turn whose process died (`Admission.settle_abandoned`)."""
+        return await self.admission.settle_abandoned()
 
     # --- the turn machinery -----------------------------------------------------------------
 
@@ -467,7 +421,7 @@ class Session:
     async def _model_step(self, emit: Emit) -> pm.ModelResponse | None:
         """The next model response, or None when the request failed (the turn ended, said why)."""
         try:
-            await self._fit_context(emit)
+            await compact.fit_context(self, emit)
             response = await traces.model_request(self, self._request(emit))
         except (asyncio.CancelledError, _Cancelled):
             raise
@@ -507,13 +461,7 @@ class Session:
     # --- the model --------------------------------------------------------------------------
 
     async def request_parameters(self) -> Any:
-        """What every model request of this session carries besides the messages."""
-        if self._memory is None:
-            self._memory = self.read_memory()
-        if not self.state.started_on:  # a session stored before the day was kept
-            self.state.started_on = time.strftime("%Y-%m-%d")
-        instructions = prompt.system_prompt(self.state, self._memory, self.core.config.memory_file)
-        return prompt.request_parameters(instructions, self.tools(), self._tools, self.state.client_tools)
+        return self.instructions.parameters(self.state, self.tools(), self._tools)
 
     def _model_url(self) -> str | None:
         """The base URL of this session's model, if it was created and talks to a server."""
@@ -522,36 +470,13 @@ class Session:
         return str(url) if url else None
 
     def spent(self, usage: Usage) -> None:
-        """A model request's usage: the session's and the turn's, the caller's day in the store
-        (written with the step's next save), and the server's metrics."""
-        self.state.usage.add(usage)
-        self.state.turn_usage.add(usage)
-        amounts = {
-            "input_tokens": usage.input_tokens,
-            "cached_tokens": usage.cache_read_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-            "output_tokens": usage.output_tokens,
-            "requests": usage.requests,
-        }
-        self.record.write_with_next_save(self.core.store.usage_write(self.state.identity, utc_day(), amounts))
+        """A model request's usage: the session's, the turn's and the caller's day (`record`),
+        and the server's metrics."""
+        self.record.spend(usage)
         self.core.spent(self.state.identity, usage)
 
-    async def _fit_context(self, emit: Emit) -> None:
-        """Compact first when the coming request would fill too much of the model's window."""
-        from devagent.agent.compact import compact_if_needed
-
-        params = await self.request_parameters()
-        prefix = sum(len(p.content) for p in params.instruction_parts) + sum(
-            len(t.name) + len(t.description or "") + len(json.dumps(t.parameters_json_schema))
-            for t in params.function_tools
-        )
-        await compact_if_needed(self, emit, prefix)
-
     def read_memory(self) -> str:
-        from devagent.agent.tools.memory import read_memory
-
-        return read_memory(self.workspace, self.core.config.memory_file)
+        return self.instructions.read_memory()
 
     def refresh_memory(self) -> str:
-        self._memory = self.read_memory()
-        return self._memory
+        return self.instructions.refresh_memory()

@@ -29,7 +29,8 @@ from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
 
 if TYPE_CHECKING:
-    from devagent.agent.state import SessionState
+    from devagent.agent.settings import CoreConfig
+    from devagent.agent.state import PendingCall, SessionState
 
 
 class ToolFailure(Exception):
@@ -182,6 +183,33 @@ class ToolContext:
     granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)
+
+    @classmethod
+    def for_call(
+        cls,
+        config: CoreConfig,
+        workspace: Workspace,
+        state: SessionState,
+        call: PendingCall,
+        cancelled: asyncio.Event,
+        backends: ToolBackends,
+        **kw: Any,
+    ) -> ToolContext:
+        """The context a call of a session runs in, with the operator's limits."""
+        return cls(
+            workspace=workspace,
+            state=state,
+            call_id=call.id,
+            cancelled=cancelled,
+            shell_timeout=config.shell_timeout,
+            env_pass=config.env_pass,
+            command_memory_mb=config.command_memory_mb,
+            command_processes=config.command_processes,
+            memory_file=config.memory_file,
+            backends=backends,
+            granted=call.granted,
+            **kw,
+        )
 
 
 async def _noop() -> None:
