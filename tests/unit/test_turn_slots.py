@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import insert, update
 
-from devagent.store.db import Store, turn_slots_table
+from devagent.store.db import Store
+from devagent.store.tables import turn_slots_table
 
 TTL = 60.0
 
