@@ -891,20 +891,7 @@ def _confirm_rg(
     return confirmed
 
 
-async def _grep_rg(
-    rg: str,
-    workspace: Workspace,
-    pattern: str,
-    base: Path,
-    include: str | None,
-    ignore_case: bool,
-) -> tuple[list[tuple[str, int, str]], bool]:
-    """ripgrep's matches, sorted by path (component by component, as `rg --sort path` would) and
-    line number. rg searches in parallel (no `--sort`, which makes it single-threaded), so files
-    come in whatever order its threads finish; the matches are sorted here. When there are more
-    than `GREP_MAX_MATCHES`, rg is stopped at the first `GREP_MAX_MATCHES` + 1 it reports: the
-    matches kept are then the first `GREP_MAX_MATCHES` rg found (whole files in the order its
-    threads finished them, so not always the same ones from run to run), sorted the same way."""
+def _rg_command(rg: str, pattern: str, base: Path, include: str | None, ignore_case: bool) -> list[str]:
     cmd = [
         rg,
         "--json",
@@ -923,9 +910,25 @@ async def _grep_rg(
     for d in sorted(SKIP_DIRS):
         cmd += ["--glob", f"!{d}"]
     cmd += ["--glob", f"!{TEMP_PREFIX}*"]  # what a crashed atomic write left behind
-    cmd += ["--", str(base)]
+    return [*cmd, "--", str(base)]
+
+
+async def _grep_rg(
+    rg: str,
+    workspace: Workspace,
+    pattern: str,
+    base: Path,
+    include: str | None,
+    ignore_case: bool,
+) -> tuple[list[tuple[str, int, str]], bool]:
+    """ripgrep's matches, sorted by path (component by component, as `rg --sort path` would) and
+    line number. rg searches in parallel (no `--sort`, which makes it single-threaded), so files
+    come in whatever order its threads finish; the matches are sorted here. When there are more
+    than `GREP_MAX_MATCHES`, rg is stopped at the first `GREP_MAX_MATCHES` + 1 it reports: the
+    matches kept are then the first `GREP_MAX_MATCHES` rg found (whole files in the order its
+    threads finished them, so not always the same ones from run to run), sorted the same way."""
     proc = await asyncio.create_subprocess_exec(
-        *cmd,
+        *_rg_command(rg, pattern, base, include, ignore_case),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
