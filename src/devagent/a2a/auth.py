@@ -1,4 +1,4 @@
-"""Bearer tokens (A5): which user a token names, on every binding, and the HTTP middleware that
+"""Bearer tokens: which user a token names, on every binding, and the HTTP middleware that
 refuses a request without one (every route but the public agent card and console page)."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ async def _refuse(scope: Scope, send: Send, header: bytes | None) -> None:
 
 
 class BearerAuth:
-    """Every route but the public card needs `Authorization: Bearer <token>` (A5). The token's
+    """Every route but the public card needs `Authorization: Bearer <token>`. The token's
     name becomes the A2A user, which owns the tasks it creates."""
 
     def __init__(self, app: ASGIApp, tokens: dict[str, str], metrics_token: str = "") -> None:

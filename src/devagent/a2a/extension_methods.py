@@ -1,4 +1,4 @@
-"""The development-tool extension's own JSON-RPC methods (B12-B13), beside the SDK's:
+"""The development-tool extension's own JSON-RPC methods, beside the SDK's:
 `commands/get` (the slash commands), `workspaces/get` (the caller's workspace roots) and
 `command/execute` (a slash command run as a task of its own)."""
 

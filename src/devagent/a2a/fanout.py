@@ -1,4 +1,4 @@
-"""Live events of a turn for the replicas that do not run it (issue 10: scale-out).
+"""Live events of a turn for the replicas that do not run it (scale-out).
 
 The replica that runs a task's execution writes what it sends to its own subscribers into the
 store's task event log as well: first a snapshot of the task as the execution begins (the task

@@ -105,7 +105,7 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
 
 
 class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses a call without a valid bearer token (A5), whatever its method's shape."""
+    """Refuses a call without a valid bearer token, whatever its method's shape."""
 
     def __init__(self, check: TokenCheck) -> None:
         self._check = check

@@ -1,5 +1,5 @@
-"""Every JSON-RPC error the A2A server sends goes through `devagent.common.rpcerrors.clean_error`
-(issue 12 item 3), whichever layer built it: the SDK's dispatcher and its v0.3 adapter put
+"""Every JSON-RPC error the A2A server sends goes through `devagent.common.rpcerrors.clean_error`,
+whichever layer built it: the SDK's dispatcher and its v0.3 adapter put
 `str(exception)` and pydantic's reports into their errors, and devagent's own handlers raise
 the SDK's errors. Checking the answers at the one door they all leave by is what makes the rule
 hold for code paths nobody thought of; the SDK's builders are not patched one by one.

@@ -52,7 +52,7 @@ def rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
 
 
 def mend_send_params(body: dict[str, Any]) -> None:
-    """Clients written after the client-tools design's sample (C4) call `sendMessage(message)`
+    """Clients written after the client-tools design's sample call `sendMessage(message)`
     and leave out `messageId`: params that are a message are read as `{"message": params}`, and a
     message without an id gets one, instead of a validation error."""
     params = body.get("params")
@@ -111,7 +111,7 @@ def mend_v03(response: JSONResponse) -> JSONResponse:
 
 
 def _echo_extension(request: Request, response: Response) -> None:
-    """Activation echo (B1): v0.3 SDKs read the activated extensions from this header."""
+    """The extension's activation echoed: v0.3 SDKs read the activated extensions from this header."""
     asked = ",".join(request.headers.getlist("x-a2a-extensions") + request.headers.getlist("a2a-extensions"))
     if ext.EXTENSION_URI in asked:
         response.headers["X-A2A-Extensions"] = ext.EXTENSION_URI

@@ -1,4 +1,4 @@
-"""The older Gemini CLI a2a-server dialect (B16), beside the RFC translation in executor.py.
+"""The older Gemini CLI a2a-server dialect (`coderAgent`), beside the RFC translation in executor.py.
 
 Clients built against Gemini CLI's shipped `a2a-server` (IDE agent modes) speak a dialect the RFC
 does not describe: metadata under the key `coderAgent` with kebab-case kinds, tool calls as
@@ -374,7 +374,7 @@ class LegacyEmitter(Emitter):
 
     def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
         """These clients learn of permission requests from their tool-call-confirmation events:
-        a pause's status message carries only the calls the client runs (C4)."""
+        a pause's status message carries only the calls the client runs (its own tools)."""
         client_calls = [c for c in calls if c.awaiting_client]
         return [tool_calls_part(client_calls)] if client_calls else None
 

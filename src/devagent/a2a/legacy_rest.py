@@ -1,4 +1,4 @@
-"""The REST routes of Gemini CLI's a2a-server (B16): `GET /listCommands`, `POST /executeCommand`,
+"""The REST routes of Gemini CLI's a2a-server: `GET /listCommands`, `POST /executeCommand`,
 `POST /tasks`, `GET /tasks/metadata`, `GET /tasks/{id}/metadata`, with the same JSON shapes and
 status codes, behind the same bearer authentication as everything else (the auth middleware wraps
 the whole app).

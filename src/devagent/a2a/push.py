@@ -1,4 +1,4 @@
-"""Push notifications (A4): queued in the database, delivered once by one replica, never slowing
+"""Push notifications: queued in the database, delivered once by one replica, never slowing
 the stream.
 
 The SDK's sender POSTs inline, one webhook after another, before the event reaches the SSE
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 _PRIVATE_HINT = "start the server with --allow-private-webhooks"
 
-# Per-process caches of the push tables (issue 12 item 5): registrations read or written, and
+# Per-process caches of the push tables: registrations read or written, and
 # tasks known to have configs or none.
 REGISTRATIONS_IN_MEMORY = 4096
 TASKS_KNOWN_IN_MEMORY = 10_000
@@ -90,7 +90,7 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Both are caches of the database, bounded (issue 12 item 5): what one drops is read
+        # Both are caches of the database, bounded: what one drops is read
         # again from the configs and registrations tables when next needed.
         # (task id, config id) -> (protocol version, owner) it was registered with
         self.registered: LRU[tuple[str, str], tuple[str, str]] = LRU(REGISTRATIONS_IN_MEMORY)

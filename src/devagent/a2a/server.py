@@ -58,7 +58,7 @@ def _warm_core() -> None:
 
     # The ~220,000 objects loaded by now (modules, classes, schemas) live as long as the process.
     # Frozen, Python's full collections no longer walk them: one took ~100 ms and came more often
-    # as a long conversation's objects piled up (issue 14: time per turn over 200 turns).
+    # as a long conversation's objects piled up (time per turn over 200 turns).
     gc.freeze()
 
 
@@ -238,7 +238,7 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
 
     boot = BootApp(core_config, settings, getattr(devagent, "__version__", "0.1.0"), on_fail=fail)
     # ws="none": no A2A binding uses WebSockets, and uvicorn's "auto" imports a WebSocket library
-    # at start-up when one is installed (issue 14: start-up time and memory)
+    # at start-up when one is installed (start-up time and memory)
     config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, ws="none")
     server = uvicorn.Server(config)
 

@@ -1,4 +1,4 @@
-"""Open streams per token (issue 12 item 2): every streaming door of the A2A server counts.
+"""Open streams per token: every streaming door of the A2A server counts.
 
 A stream counts from when it is accepted until it ends, whatever ends it (its last event, the
 client going away, an error, the server stopping). On the HTTP bindings the count is tied to the

@@ -1,4 +1,4 @@
-"""Error hygiene for every JSON-RPC door (issue 12 item 3): what an error tells a client, and
+"""Error hygiene for every JSON-RPC door: what an error tells a client, and
 what only the server log may hold.
 
 A client gets a JSON-RPC error object with a short message in the protocol's terms. Python's

@@ -35,7 +35,7 @@ _FILES = {
     "console.css": "text/css; charset=utf-8",
 }
 # Only the page's own scripts and styles, requests to its own origin, no frames, no forms
-# posting elsewhere; an agent's text or a file's content can never become code (issue 23 item 5).
+# posting elsewhere; an agent's text or a file's content can never become code.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

@@ -1,4 +1,4 @@
-"""The `devagent_checkpoints` table (G5): one row per checkpoint, keyed by (session_id, seq).
+"""The `devagent_checkpoints` table: one row per checkpoint, keyed by (session_id, seq).
 
 `devagent.agent.checkpoints` decides what a checkpoint holds and how `/restore` uses it; this module
 only stores rows: `data` is the checkpoint's JSON, which the store never reads. The table lives in

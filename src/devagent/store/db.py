@@ -85,7 +85,7 @@ def normalise_url(url: str) -> str:
 
 
 def _private_files(database: str) -> None:
-    """Private state (issue 12 item 6): a SQLite database file and its -wal/-shm files are 0600
+    """Private state: a SQLite database file and its -wal/-shm files are 0600
     (SQLite gives the latter the database's mode). An existing database is only chmodded."""
     if database == ":memory:" or database.startswith("file:"):
         return
@@ -141,7 +141,7 @@ class Store:
 
             @event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-                # a statement is one trip to aiosqlite's thread, not three or four (issue 14)
+                # a statement is one trip to aiosqlite's thread, not three or four
                 one_hop_cursors(dbapi_conn._connection)
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
@@ -467,7 +467,7 @@ _NOTIFY_NO_FSYNC = text("SELECT set_config('synchronous_commit', 'off', true), p
 class _Statements:
     """The statements of every turn, built once per store with bound parameters (`b_*`): building
     a statement (its clauses, then its cache key) cost SQLAlchemy more CPU per save than running
-    it (py-spy, issue 14); a statement object built once keeps its memoized cache key."""
+    it (measured with py-spy); a statement object built once keeps its memoized cache key."""
 
     def __init__(self, now: Any) -> None:
         t = sessions_table
