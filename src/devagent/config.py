@@ -104,7 +104,7 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             raise bad("a directory path (a string)")
         return Path(value).expanduser()
     if name == "mcp_servers":
-        from devagent.agent.mcp import parse_servers
+        from devagent.agent.mcp import parse_servers  # late: the MCP client stays off the doors' start
 
         try:
             return {n: spec.to_json() for n, spec in parse_servers(value).items()}

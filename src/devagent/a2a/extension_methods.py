@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from a2a.types import Message, Part, Role, SendMessageRequest
 
 from devagent.a2a import extension as ext
+from devagent.a2a.executor import owner_of
 from devagent.a2a.request import handoff
+from devagent.agent.commands import registry
 
 if TYPE_CHECKING:
     from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
@@ -34,10 +36,6 @@ def _invalid_params(rid: Any, message: str, data: dict[str, Any] | None = None) 
 
 
 def _known_command(path: list[str]) -> bool:
-    try:
-        from devagent.agent.commands import registry
-    except ImportError:
-        return False
     return registry().find(path) is not None
 
 
@@ -76,17 +74,11 @@ class ExtensionMethods:
         return await self.command_execute(request, rid, params)
 
     def commands_get(self, rid: Any) -> dict[str, Any]:
-        try:
-            from devagent.agent.commands import registry
-        except ImportError:
-            return _result(rid, {"commands": []})
         return _result(rid, {"commands": [ext.slash_command_json(c) for c in registry().list()]})
 
     def workspaces_get(self, request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         """The caller's workspace roots (the first is its workspace when a message names none), and
         with `workspace_path` whether that one is allowed: a client asks before its first message."""
-        from devagent.a2a.executor import owner_of
-
         roots = self.settings.roots_for(owner_of(self.ctx_builder.build(request)))
         result: dict[str, Any] = {"workspaces": [str(r) for r in roots]}
         path = params.get("workspace_path")

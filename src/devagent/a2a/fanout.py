@@ -28,6 +28,8 @@ from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERM
 from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.types.a2a_pb2 import StreamResponse
 
+from devagent.store.tables import EVENTS_CHANNEL
+
 if TYPE_CHECKING:
     from a2a.server.events import Event, EventQueue
 
@@ -142,8 +144,6 @@ class Fanout:
         (terminal or interrupted state). `task` is what the task store has, sent alone when no
         execution of it is logged. When nothing new came for `poll` seconds, `settled()` says
         whether the turn stopped without a final event (its replica died): that ends it."""
-        from devagent.store.tables import EVENTS_CHANNEL
-
         listener = self.store.listener()
         await listener.start()
         wake = listener.watch(EVENTS_CHANNEL, task.id)

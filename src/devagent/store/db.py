@@ -27,7 +27,7 @@ import os
 import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     and_,
@@ -43,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from devagent.patches.aiosqlite import one_hop_cursors
 from devagent.store.leases import (
     Holder,
     Lease,
@@ -53,6 +54,8 @@ from devagent.store.leases import (
     owner_is_dead,
     retire,
 )
+from devagent.store.notify import Listener
+from devagent.store.slots import TurnSlots
 from devagent.store.tables import (
     ADDED_COLUMNS,
     CANCEL_CHANNEL,
@@ -64,10 +67,6 @@ from devagent.store.tables import (
     task_events_table,
     usage_table,
 )
-
-if TYPE_CHECKING:
-    from devagent.store.notify import Listener
-    from devagent.store.slots import TurnSlots
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
@@ -136,8 +135,6 @@ class Store:
         engine = create_async_engine(url, **kwargs)
         if url.startswith("sqlite"):
             from sqlalchemy import event
-
-            from devagent.patches.aiosqlite import one_hop_cursors
 
             @event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -353,8 +350,6 @@ class Store:
     def listener(self) -> Listener:
         """This process's connection listening for notifications (PostgreSQL only)."""
         if self._listener is None:
-            from devagent.store.notify import Listener
-
             self._listener = Listener(self.engine.url)
         return self._listener
 
@@ -441,8 +436,6 @@ class Store:
     def slots(self) -> TurnSlots:
         """The callers' turn slots (concurrent-turn budgets), shared by every replica."""
         if self._slots is None:
-            from devagent.store.slots import TurnSlots
-
             self._slots = TurnSlots(self.engine, self._now, self.owner)
         return self._slots
 
