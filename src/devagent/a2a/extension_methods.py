@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from a2a.types import Message, Part, Role, SendMessageRequest
@@ -13,6 +14,7 @@ from devagent.a2a import extension as ext
 from devagent.a2a.executor import owner_of
 from devagent.a2a.request import handoff
 from devagent.agent.commands import registry
+from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
     from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
@@ -29,10 +31,7 @@ def _result(rid: Any, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _invalid_params(rid: Any, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": -32602, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": rid, "error": error}
+    return rpc_error(rid, -32602, message, data)
 
 
 def _known_command(path: list[str]) -> bool:
@@ -52,18 +51,13 @@ def _command_message(path: list[str], args: str, params: dict[str, Any]) -> Mess
     return msg
 
 
+@dataclass(eq=False, slots=True)
 class ExtensionMethods:
     """Answers the extension's methods for the JSON-RPC endpoint (jsonrpc.py)."""
 
-    def __init__(
-        self,
-        handler: DevagentRequestHandler,
-        settings: A2ASettings,
-        ctx_builder: V03ServerCallContextBuilder,
-    ) -> None:
-        self.handler = handler
-        self.settings = settings
-        self.ctx_builder = ctx_builder
+    handler: DevagentRequestHandler
+    settings: A2ASettings
+    ctx_builder: V03ServerCallContextBuilder
 
     async def answer(self, method: str, request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         """The JSON-RPC response object of one of `METHODS`."""

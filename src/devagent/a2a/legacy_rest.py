@@ -39,7 +39,7 @@ from devagent.a2a.request import Prepared, handoff
 from devagent.agent.commands import registry
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import Event, InputError, Notice, RunCommand, TextDelta, ToolCall
-from devagent.common.rpcerrors import client_message, internal_error
+from devagent.common.rpcerrors import INTERNAL_ERROR, client_message, internal_error, rpc_error
 
 if TYPE_CHECKING:
     from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
@@ -131,7 +131,7 @@ async def _sse_frames(first: Any, events: AsyncGenerator[Any, None]) -> AsyncIte
         async for ev in events:
             yield _sse_frame(ev)
     except A2AError as e:
-        err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": e.message}}
+        err = rpc_error(None, INTERNAL_ERROR, e.message)
         yield f"event: error\ndata: {json.dumps(err)}\n\n"
     finally:
         await events.aclose()

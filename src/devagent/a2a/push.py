@@ -26,11 +26,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from a2a.auth.user import User
 from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
+from devagent.a2a.auth import NamedUser
 from devagent.common.faults import crash_point
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import IPNetwork, check_outbound_url, pinned_request, resolve_outbound_url
@@ -68,19 +68,6 @@ async def check_webhook_url(url: str, allow_private: bool, allow: tuple[IPNetwor
 def _is_v03(context: ServerCallContext) -> bool:
     method = context.state.get("method")
     return isinstance(method, str) and "/" in method
-
-
-class _Owner(User):
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return bool(self._name)
-
-    @property
-    def user_name(self) -> str:
-        return self._name
 
 
 class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
@@ -320,7 +307,7 @@ class QueuedPushSender(PushNotificationSender):
         from a2a.compat.v0_3 import conversions
         from a2a.server.context import ServerCallContext
 
-        task = await self._task_store.get(task_id, ServerCallContext(user=_Owner(owner)))
+        task = await self._task_store.get(task_id, ServerCallContext(user=NamedUser(owner)))
         if task is None:
             return None
         return _json(

@@ -14,9 +14,9 @@ gRPC RESOURCE_EXHAUSTED, and the Gemini CLI routes' `{"error": ...}` with 429.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
+from devagent.a2a.json_response import send_json
 from devagent.a2a.settings import REST_PREFIX
 
 if TYPE_CHECKING:
@@ -140,10 +140,3 @@ class StreamSlots:
             await self.app(scope, receive, send_releasing)
         finally:
             release()  # cut off (the client went away), or failed before its last bytes
-
-
-async def send_json(send: Send, status: int, payload: Any) -> None:
-    body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

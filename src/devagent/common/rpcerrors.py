@@ -52,6 +52,14 @@ _GENERIC = {
 _PYDANTIC_HEAD = re.compile(r"^\d+ validation errors? for \w+")
 
 
+def rpc_error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error response (with `data` when it is given)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": rid, "error": error}
+
+
 def leaks(text: str) -> bool:
     """Whether `text` holds something only the server log may hold."""
     return bool(_LEAK.search(_ALLOWED_NAMES.sub("", text)))
