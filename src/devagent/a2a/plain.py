@@ -203,17 +203,10 @@ class PlainEmitter(Emitter):
             text, self._held = self._held, ""
             await self._chunk(text, last=last)
 
-    async def emit(
-        self,
-        state: TaskState,
-        kind: str,
-        part: Part | list[Part] | None = None,
-        error: str | None = None,
-        extra: dict[str, Any] | None = None,
-        message_id: str | None = None,
-    ) -> None:
+    async def emit(self, state: TaskState, *rest: Any, **named: Any) -> None:
+        """`Emitter.emit`, after the held chunk of the reply (its last unless still working)."""
         await self._flush(last=state != TaskState.TASK_STATE_WORKING)
-        await super().emit(state, kind, part, error, extra, message_id)
+        await super().emit(state, *rest, **named)
 
     async def reply(self, text: str) -> list[Part] | None:
         """The whole reply went out as the artifact's chunks: the last one now, and no final

@@ -183,19 +183,21 @@ def check_identity(name: str) -> None:
         )
 
 
+def _items(values: list[str]) -> list[str]:
+    """The items of a repeatable flag whose values may also be comma-separated lists, stripped,
+    empty ones left out."""
+    return [item.strip() for v in values for item in v.split(",") if item.strip()]
+
+
 def parse_workspace_for(values: list[str]) -> dict[str, list[Path]]:
     """`--workspace-for NAME=DIR` (repeatable; DEVAGENT_WORKSPACE_FOR comma-separated): the
     roots of an identity. ValueError for an item without NAME= or DIR."""
     out: dict[str, list[Path]] = {}
-    for v in values:
-        for item in v.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            name, sep, path = item.partition("=")
-            if not sep or not name.strip() or not path.strip():
-                raise ValueError(f"--workspace-for {item!r}: give NAME=DIR")
-            out.setdefault(name.strip(), []).append(Path(path.strip()).expanduser())
+    for item in _items(values):
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ValueError(f"--workspace-for {item!r}: give NAME=DIR")
+        out.setdefault(name.strip(), []).append(Path(path.strip()).expanduser())
     return out
 
 
@@ -203,14 +205,10 @@ def parse_token_args(values: list[str]) -> dict[str, str]:
     """`--token T` (owner "user") or `--token NAME=T`, repeatable; also the DEVAGENT_TOKEN value
     (comma-separated)."""
     out: dict[str, str] = {}
-    for v in values:
-        for item in v.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            name, sep, tok = item.partition("=")
-            if sep and name and tok:
-                out[tok] = name
-            else:
-                out[item] = "user"
+    for item in _items(values):
+        name, sep, tok = item.partition("=")
+        if sep and name and tok:
+            out[tok] = name
+        else:
+            out[item] = "user"
     return out
