@@ -1,7 +1,7 @@
 """Settings: command-line flags over `DEVAGENT_*` environment variables over the settings file over
 the defaults. The README's settings table lists every key.
 
-The settings file is the operator's (issue 20 item 2): the one `--config` (`DEVAGENT_CONFIG`) names,
+The settings file is the operator's: the one `--config` (`DEVAGENT_CONFIG`) names,
 else the user's own `$XDG_CONFIG_HOME/devagent/config.toml` (`~/.config/devagent/config.toml`).
 Nothing is read from the current directory or a workspace: a repository cannot reconfigure
 devagent (its approval mode, its MCP commands, where its API key goes)."""
@@ -47,7 +47,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
     "client_tool_deny": ("DEVAGENT_CLIENT_TOOLS_DENY", "client_tools_deny"),
-    # MCP (B15): [mcp_servers.NAME] tables (top level or under [devagent]); the variable holds JSON.
+    # MCP servers: [mcp_servers.NAME] tables (top level or under [devagent]); the variable holds JSON.
     "mcp_servers": ("DEVAGENT_MCP_SERVERS", "mcp_servers"),
     "mcp_client_commands": ("DEVAGENT_MCP_CLIENT_COMMANDS", "mcp_client_commands"),
     "mcp_client_http": ("DEVAGENT_MCP_CLIENT_HTTP", "mcp_client_http"),
@@ -104,7 +104,7 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             raise bad("a directory path (a string)")
         return Path(value).expanduser()
     if name == "mcp_servers":
-        from devagent.agent.mcp import parse_servers
+        from devagent.agent.mcp import parse_servers  # late: the MCP client stays off the doors' start
 
         try:
             return {n: spec.to_json() for n, spec in parse_servers(value).items()}

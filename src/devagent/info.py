@@ -8,6 +8,7 @@ the workspace roots `serve` would use. Never a key: only whether one is set, and
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import sys
@@ -16,7 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.model_errors import ModelConfigError, describe
+from devagent.agent.models import PROVIDERS, check_model_spec, create_model, default_model_spec
+from devagent.agent.tools.shell import SandboxError, choose_sandbox
+from devagent.config import ConfigError, load_config
 from devagent.preflight import safe_url
+from devagent.wire.cli import info as versions
 
 
 def resolved(
@@ -24,10 +30,6 @@ def resolved(
 ) -> dict[str, Any]:
     """The resolved configuration, as `devagent info --json` prints it (besides the versions);
     `settings`: the global flags, as `load_config` overrides."""
-    from devagent.agent.model_errors import ModelConfigError
-    from devagent.agent.models import PROVIDERS, check_model_spec, default_model_spec
-    from devagent.config import load_config
-
     env = dict(os.environ if environ is None else environ)
     config = load_config(settings, environ=env)
     if config.default_model:
@@ -71,8 +73,6 @@ def _default_db(data_dir: Path) -> str:
 
 
 def _sandbox_line(config: Any, command: str) -> str:
-    from devagent.agent.tools.shell import SandboxError, choose_sandbox
-
     try:
         return choose_sandbox(None, config, command)[1]
     except SandboxError as e:
@@ -89,10 +89,6 @@ def check_model(
     environ: dict[str, str] | None = None, settings: Mapping[str, Any] | None = None
 ) -> tuple[bool, str]:
     """One small request to the configured model: (it answered, the line to print)."""
-    from devagent.agent.model_errors import ModelConfigError, describe
-    from devagent.agent.models import create_model, default_model_spec
-    from devagent.config import load_config
-
     env = dict(os.environ if environ is None else environ)
     config = load_config(settings, environ=env)
     spec = config.default_model or default_model_spec(env)[0]
@@ -125,11 +121,6 @@ async def _ask(model: Any) -> None:
 def print_info(as_json: bool, check: bool, settings: Mapping[str, Any] | None = None) -> int:
     """`devagent info [--json] [--check]`; the exit code (1 when the check failed). `settings`:
     the global flags, as `load_config` overrides."""
-    import json
-
-    from devagent.config import ConfigError
-    from devagent.wire.cli import info as versions
-
     try:
         data: dict[str, Any] = {**versions(), **resolved(settings=settings)}
     except ConfigError as e:

@@ -71,6 +71,7 @@ def safe_url(url: str) -> str:
 def check_model(config: CoreConfig, environ: Mapping[str, str] | None = None) -> None:
     """The configured model's provider is known and its credentials and base URL are given (no
     provider is imported). Raises StartError (usage) saying what to set."""
+    # late: the model table stays off the stdio doors' start and `devagent --help`
     from devagent.agent.model_errors import ModelConfigError
     from devagent.agent.models import check_model_spec, default_model_spec
 
@@ -124,7 +125,7 @@ def db_error(url: str, e: BaseException) -> StartError:
 
 async def open_core(config: CoreConfig) -> AgentCore:
     """AgentCore.open with the database's failures told as one line (StartError)."""
-    from devagent.agent.core import AgentCore
+    from devagent.agent.core import AgentCore  # late: the core stays off `devagent --help`
 
     check_db_url(config.db_url)
     try:
@@ -147,6 +148,7 @@ def stdio_door_config(
     `approval` the default and the ceiling of its sessions, the model and the database URL
     checked. An exit code (after one line on stderr, the traceback too with `debug`) when they
     are wrong."""
+    # late: the settings (and the tools they read) stay off `devagent --help`
     from devagent.agent.state import APPROVAL_MODES
     from devagent.config import ConfigError, load_config
 

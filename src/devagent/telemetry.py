@@ -28,6 +28,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import devagent
+
 log = logging.getLogger(__name__)
 
 TRACE_MODES = ("auto", "on", "off")
@@ -106,8 +108,6 @@ def description() -> str:
 
 def _make_tracer() -> Any:
     from opentelemetry import trace
-
-    import devagent
 
     version = getattr(devagent, "__version__", "")
     provider: Any = trace.get_tracer_provider()

@@ -110,7 +110,8 @@ async def test_push_registrations_are_evicted_and_read_back(core_factory: Any, s
     from a2a.server.context import ServerCallContext
     from a2a.types import TaskPushNotificationConfig
 
-    from devagent.a2a.push import VersionedPushConfigStore, _Owner
+    from devagent.a2a.auth import NamedUser
+    from devagent.a2a.push import VersionedPushConfigStore
 
     core = await core_factory(script([[{"text": "hi"}]]))
     store = VersionedPushConfigStore(core.store.engine)
@@ -119,7 +120,7 @@ async def test_push_registrations_are_evicted_and_read_back(core_factory: Any, s
     for i, (method, owner) in enumerate(
         [("tasks/pushNotificationConfig/set", "alice"), ("CreateTaskPushNotificationConfig", "bob")] * 2
     ):
-        ctx = ServerCallContext(user=_Owner(owner), state={"method": method})
+        ctx = ServerCallContext(user=NamedUser(owner), state={"method": method})
         config = TaskPushNotificationConfig(task_id=f"t{i}", id=f"c{i}", url="https://example.com/hook")
         await store.set_info(f"t{i}", config, ctx)
     assert len(store.registered) == 2 and ("t0", "c0") not in store.registered
@@ -159,7 +160,7 @@ async def test_fresh_task_ids_are_bounded(core_factory: Any, script: Any) -> Non
     from a2a.server.context import ServerCallContext
     from a2a.server.tasks import DatabaseTaskStore
 
-    from devagent.a2a.push import _Owner
+    from devagent.a2a.auth import NamedUser
     from devagent.a2a.store import BufferedTaskStore
 
     core = await core_factory(script([[{"text": "hi"}]]))
@@ -169,7 +170,7 @@ async def test_fresh_task_ids_are_bounded(core_factory: Any, script: Any) -> Non
     for i in range(5):
         store.new_task(f"t{i}")
     assert list(store._fresh) == ["t2", "t3", "t4"]  # the oldest aged out, the newest kept
-    ctx = ServerCallContext(user=_Owner("alice"))
+    ctx = ServerCallContext(user=NamedUser("alice"))
     assert await store.get("t0", ctx) is None  # asked of the database: no such task
     assert await store.get("t4", ctx) is None  # known fresh: not asked
 

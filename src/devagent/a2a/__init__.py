@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from devagent import telemetry
+from devagent.a2a.server import run_server, serve
 from devagent.a2a.settings import A2ASettings
 from devagent.patches import a2a_sdk
 
 
 def _spans_wanted() -> bool:
-    from devagent import telemetry
-
     return telemetry.wanted()
 
 
@@ -24,24 +24,11 @@ a2a_sdk.install_import_hooks(_spans_wanted)
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
-    from devagent.agent.settings import CoreConfig
 
 __all__ = ["A2ASettings", "create_app", "run_server", "serve"]
 
 
 def create_app(core: AgentCore, settings: A2ASettings) -> Any:
-    from devagent.a2a.app import create_app as _create_app
+    from devagent.a2a.app import create_app as _create_app  # late: the a2a SDK, Starlette, SQLAlchemy
 
     return _create_app(core, settings)
-
-
-async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: str = "warning") -> None:
-    from devagent.a2a.server import serve as _serve
-
-    await _serve(core_config, settings, log_level=log_level)
-
-
-def run_server(core_config: CoreConfig, settings: A2ASettings, *, log_level: str = "warning") -> None:
-    from devagent.a2a.server import run_server as _run
-
-    _run(core_config, settings, log_level=log_level)

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 import devagent
+from devagent import telemetry
 from devagent.a2a import extension as ext
 from devagent.a2a.auth import BearerAuth
 from devagent.a2a.body_limit import BodyLimit
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The MCP door (devagent/mcp/) over streamable HTTP, on this server's core: each caller's
     workspaces are its roots here (`roots_for`), and its sessions are its own."""
-    from devagent.mcp.server import McpDoor, McpOptions, build_server
+    from devagent.mcp.server import McpDoor, McpOptions, build_server  # late: the MCP SDK, with --mcp only
 
     opts = McpOptions(config=core.config, root=settings.workspace_roots[0], roots_for=settings.roots_for)
     server = build_server(McpDoor(opts, core=core))
@@ -63,7 +64,7 @@ def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:
 
 def _mcp_owned(mcp_app: Any) -> Any:
     """The MCP app as mounted: each MCP session answers only the identity that opened it."""
-    from devagent.mcp.owner import SessionOwners
+    from devagent.mcp.owner import SessionOwners  # late: the MCP SDK, with --mcp only
 
     return SessionOwners(mcp_app)
 
@@ -172,7 +173,7 @@ def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncCon
             await mcp_running.enter_async_context(mcp_app.router.lifespan_context(mcp_app))
         grpc_server = None
         if parts.settings.grpc_port is not None:
-            from devagent.a2a.grpc_server import start_grpc  # grpcio only when asked for
+            from devagent.a2a.grpc_server import start_grpc  # late: grpcio, with --grpc-port only
 
             grpc_server = await start_grpc(parts.handler, parts.settings)
         try:
@@ -270,8 +271,6 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app.state.card = parts.card
     app.state.streams = parts.streams
     served: Any = BearerAuth(app, settings.tokens, settings.metrics_token) if settings.tokens else app
-    from devagent import telemetry
-
     if telemetry.active():  # a request's trace context (`traceparent`) is its turn's parent
         served = telemetry.TraceContext(served)
     return served

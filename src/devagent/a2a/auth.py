@@ -1,14 +1,17 @@
-"""Bearer tokens (A5): which user a token names, on every binding, and the HTTP middleware that
+"""Bearer tokens: which user a token names, on every binding, and the HTTP middleware that
 refuses a request without one (every route but the public agent card and console page)."""
 
 from __future__ import annotations
 
 import hmac
-import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from a2a.auth.user import User
 
 from devagent.a2a.card import CARD_PATHS
+from devagent.a2a.json_response import send_json
 from devagent.a2a.settings import REST_PREFIX
+from devagent.common.rpcerrors import rpc_error
 from devagent.console import is_public_path
 
 if TYPE_CHECKING:
@@ -20,6 +23,21 @@ PUBLIC_PATHS = frozenset(CARD_PATHS)
 # The user of the metrics token (`--metrics-token`); no caller can have this name (identity names
 # have no spaces), and it is given the auth scope "metrics" rather than "authenticated".
 METRICS_READER = "metrics reader"
+
+
+class NamedUser(User):
+    """The A2A user a name stands for: a token's, or the stored owner of a task ("" is no one)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return bool(self._name)
+
+    @property
+    def user_name(self) -> str:
+        return self._name
 
 
 class TokenCheck:
@@ -55,28 +73,14 @@ async def _refuse(scope: Scope, send: Send, header: bytes | None) -> None:
     else:
         message = "authentication required: send Authorization: Bearer <token>"
     if scope["path"].startswith(REST_PREFIX + "/"):  # the HTTP+JSON binding's error shape
-        error = {"code": 401, "status": "UNAUTHENTICATED", "message": message}
-        body = json.dumps({"error": error}).encode()
+        payload: dict[str, Any] = {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": message}}
     else:
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-        ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="devagent"'),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+        payload = rpc_error(None, -32600, message)
+    await send_json(send, 401, payload, (b"www-authenticate", b'Bearer realm="devagent"'))
 
 
 class BearerAuth:
-    """Every route but the public card needs `Authorization: Bearer <token>` (A5). The token's
+    """Every route but the public card needs `Authorization: Bearer <token>`. The token's
     name becomes the A2A user, which owns the tasks it creates."""
 
     def __init__(self, app: ASGIApp, tokens: dict[str, str], metrics_token: str = "") -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from devagent.a2a.jsonrpc import rpc_error
+from devagent.a2a.json_response import send_json
+from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,14 +27,7 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         message = f"request body larger than {self.limit} bytes"
-        body = json.dumps(rpc_error(None, -32600, message)).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 413, rpc_error(None, -32600, message), (b"connection", b"close"))
 
     def _declared_too_large(self, scope: Scope) -> bool:
         for k, v in scope["headers"]:

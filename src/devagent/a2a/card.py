@@ -1,4 +1,4 @@
-"""The agent card (A1), per protocol version.
+"""The agent card, per protocol version.
 
 `card_json` builds it as plain JSON with no SDK import, so a starting server can answer the card
 at once; `build_card` gives the SDK its protobuf form. A client that says `A2A-Version: 1.0`
@@ -7,7 +7,7 @@ the 1.0 schema (`card_v1_json`); any other client, one sending no version includ
 to assume 0.3 then), gets the 1.0 card merged with the v0.3 fields (`url`,
 `preferredTransport`, `protocolVersion`, `security`, ...), what the SDK's card route serves (a
 test checks they are equal). `CardApp` serves both with Cache-Control, ETag and Last-Modified,
-answering a revalidation with 304 (issue 11 item 3).
+answering a revalidation with 304.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ INPUT_MODES = ("text/plain", "application/json")
 
 
 def interfaces(settings: A2ASettings) -> list[dict[str, str]]:
-    """Where each binding is served (issue 11 item 4): JSON-RPC at `/` (1.0 and v0.3),
+    """Where each binding is served: JSON-RPC at `/` (1.0 and v0.3),
     HTTP+JSON at `/rest` (1.0; v0.3 under `/rest/v1`, as the v0.3 REST client adds it), and gRPC
     (1.0) on its own port when enabled. JSON-RPC first: the preferred one."""
     url = settings.base_url + "/"
@@ -73,7 +73,7 @@ def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
                         "methods": ["commands/get", "command/execute", "workspaces/get"],
                         "dialects": ["rfc", "coderAgent"],
                     },
-                    # plain A2A clients are served too (B14 keeps A2A's rules for them)
+                    # plain A2A clients are served too, under A2A's own rules
                     "required": False,
                 }
             ],

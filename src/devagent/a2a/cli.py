@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent import telemetry
+from devagent.a2a import server
+from devagent.a2a.observe import configure_logging
 from devagent.a2a.settings import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -16,6 +19,10 @@ from devagent.a2a.settings import (
     parse_token_args,
     parse_workspace_for,
 )
+from devagent.agent.tools.shell import SandboxError, active_sandbox, setup_sandbox
+from devagent.common.jsonlimits import positive_int_from_env
+from devagent.config import ConfigError, load_config
+from devagent.preflight import StartError, check_db_url, check_model, report
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
@@ -43,8 +50,6 @@ ZERO_IS_UNLIMITED = frozenset(("max_streams_per_token",))
 
 def limit_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, int]:
     """The limits given in the environment; ValueError names a bad one."""
-    from devagent.common.jsonlimits import positive_int_from_env
-
     out: dict[str, int] = {}
     for name, var in LIMIT_ENV.items():
         value = positive_int_from_env(var, environ, zero=name in ZERO_IS_UNLIMITED)
@@ -195,9 +200,6 @@ def serve_command(
     console: bool = True,
     metrics_token: str | None = None,
 ) -> int:
-    from devagent.config import ConfigError, load_config
-    from devagent.preflight import StartError, check_db_url, check_model, report
-
     flags = {
         "db_url": db,
         "default_model": model,
@@ -244,15 +246,9 @@ def _serve(
 ) -> int:
     """Tracing decided, the server's imports started, the shell sandbox set up; then the server
     runs until it is stopped."""
-    from devagent import telemetry
-    from devagent.a2a.server import start_preload
-    from devagent.preflight import StartError, report
-
     # Decided before the preload imports the a2a SDK, whose own tracing follows devagent's.
     telemetry.configure(config.traces, config.trace_content)
-    start_preload()  # the server's imports, in a thread, while the sandbox is probed and uvicorn starts
-    from devagent.agent.tools.shell import SandboxError, setup_sandbox
-
+    server.start_preload()  # the server's imports, in a thread, while the sandbox is probed, uvicorn starts
     try:
         # Every root hidden, the operator's mapped ones too: a session's command sees its own
         # workspace only.
@@ -263,12 +259,9 @@ def _serve(
     except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
-    from devagent.a2a.observe import configure_logging
-    from devagent.a2a.server import run_server
-
     configure_logging(log_format)  # one line per request and per turn, at info level
     try:
-        run_server(config, settings, log_level=log_level)
+        server.run_server(config, settings, log_level=log_level)
     except KeyboardInterrupt:
         pass
     except StartError as e:
@@ -284,8 +277,6 @@ def _warn_unwritable_roots(settings: A2ASettings, identity_roots: list[Path]) ->
     """Says at start which roots callers work in directly that the sandbox user cannot write (a
     root-owned checkout under a root server): every command there would be refused until the
     operator gives the folder to that user. Folders the server makes per identity are given to it."""
-    from devagent.agent.tools.shell import active_sandbox
-
     sandbox = active_sandbox()
     if sandbox is None:
         return

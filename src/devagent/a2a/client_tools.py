@@ -1,4 +1,4 @@
-"""Client-supplied tools over A2A (C1-C7): the DataParts that carry tool definitions, tool calls and
+"""Client-supplied tools over A2A: the DataParts that carry tool definitions, tool calls and
 tool results, and the plain-text result forms of the design document.
 
 Definitions arrive as `{"tools": [{"type": "function", "function": {name, description,

@@ -24,15 +24,15 @@ from devagent.agent.events import (
 )
 
 EXTENSION_VERSION = "0.1.0"
-# The RFC's URI, so RFC clients find it; the version is the extension's semantic version (B1).
+# The RFC's URI, so RFC clients find it; the version is the extension's semantic version.
 EXTENSION_URI = "https://github.com/google-gemini/gemini-cli/blob/main/docs/a2a/developer-profile/v0/spec.md"
 EXTENSION_DESCRIPTION = (
     "An extension for interactive development tasks, enabling features like code generation, "
     "tool usage, and real-time status updates."
 )
-LEGACY_KEY = "coderAgent"  # the older Gemini CLI dialect's metadata key (B16)
+LEGACY_KEY = "coderAgent"  # the older Gemini CLI dialect's metadata key
 
-# DevelopmentToolEvent kinds (B5)
+# DevelopmentToolEvent kinds
 TOOL_CALL_CONFIRMATION = "TOOL_CALL_CONFIRMATION"
 TOOL_CALL_UPDATE = "TOOL_CALL_UPDATE"
 TEXT_CONTENT = "TEXT_CONTENT"
@@ -50,7 +50,7 @@ class SettingsError(ValueError):
 def event_metadata(
     kind: str, model: str, error: str | None = None, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """`{URI: DevelopmentToolEvent}` for a TaskStatusUpdateEvent (B2, B5). `extra`: further
+    """`{URI: DevelopmentToolEvent}` for a TaskStatusUpdateEvent. `extra`: further
     fields (client tools, tool statistics) that the task's metadata keeps from its last event."""
     ev: dict[str, Any] = {"kind": kind, "model": model}
     if error:
@@ -98,7 +98,7 @@ def tool_output_json(o: ToolOutput) -> dict[str, Any]:
     output, say), else the structured data."""
     if o.diff is not None:
         return {"diff": file_diff_json(o.diff)}
-    if _mcp_rich(o.data):  # B15: an MCP result's images reach the client, with the text
+    if _mcp_rich(o.data):  # an MCP result's images reach the client, with the text
         return {"structured_data": {"text": o.text, **o.data}}
     if o.text or o.data is None:
         return {"text": o.text}
@@ -114,7 +114,7 @@ def _mcp_rich(data: Any) -> bool:
 
 
 def tool_call_json(c: ToolCall) -> dict[str, Any]:
-    """The whole ToolCall (B6), read from the core's snapshot at once (the core keeps mutating it)."""
+    """The whole ToolCall, read from the core's snapshot at once (the core keeps mutating it)."""
     out: dict[str, Any] = {
         "tool_call_id": c.id,
         "status": c.status.value,
@@ -140,7 +140,7 @@ def tool_call_json(c: ToolCall) -> dict[str, Any]:
 
 
 def thought_json(subject: str, description: str) -> dict[str, Any]:
-    """AgentThought (B11)."""
+    """AgentThought."""
     return {"subject": subject, "description": description}
 
 
@@ -149,7 +149,7 @@ def thought_json(subject: str, description: str) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class AgentSettings:
-    """AgentSettings (B3) plus the further settings the RFC invites."""
+    """AgentSettings plus the further settings the RFC invites."""
 
     workspace_path: str | None = None
     approval_mode: str | None = None
@@ -186,7 +186,7 @@ class AgentSettings:
                     )
             legacy = md.get(LEGACY_KEY)
             if isinstance(legacy, dict) and legacy.get("kind") == "agent-settings":
-                # B16: autoExecute asks for yolo, which the core grants only if server policy
+                # Gemini CLI's autoExecute asks for yolo, which the core grants only if server policy
                 # allows it; isTrusted is never taken from a client.
                 return cls(
                     workspace_path=_opt_str(legacy.get("workspacePath")),
@@ -227,7 +227,7 @@ def validate_workspace(path: str, allowed_roots: list[Path]) -> str:
 
 @dataclass(slots=True)
 class Confirmation:
-    """ToolCallConfirmation (B10)."""
+    """ToolCallConfirmation."""
 
     tool_call_id: str
     selected_option_id: str
@@ -259,7 +259,7 @@ def parse_confirmation(data: dict[str, Any]) -> Confirmation | None:
 
 
 def slash_command_json(info: Any) -> dict[str, Any]:
-    """SlashCommand (B12) from the core registry's CommandInfo."""
+    """SlashCommand from the core registry's CommandInfo."""
     return {
         "name": info.name,
         "description": info.description,

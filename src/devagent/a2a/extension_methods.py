@@ -1,16 +1,20 @@
-"""The development-tool extension's own JSON-RPC methods (B12-B13), beside the SDK's:
+"""The development-tool extension's own JSON-RPC methods, beside the SDK's:
 `commands/get` (the slash commands), `workspaces/get` (the caller's workspace roots) and
 `command/execute` (a slash command run as a task of its own)."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from a2a.types import Message, Part, Role, SendMessageRequest
 
 from devagent.a2a import extension as ext
+from devagent.a2a.executor import owner_of
 from devagent.a2a.request import handoff
+from devagent.agent.commands import registry
+from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
     from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
@@ -27,17 +31,10 @@ def _result(rid: Any, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _invalid_params(rid: Any, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": -32602, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": rid, "error": error}
+    return rpc_error(rid, -32602, message, data)
 
 
 def _known_command(path: list[str]) -> bool:
-    try:
-        from devagent.agent.commands import registry
-    except ImportError:
-        return False
     return registry().find(path) is not None
 
 
@@ -54,18 +51,13 @@ def _command_message(path: list[str], args: str, params: dict[str, Any]) -> Mess
     return msg
 
 
+@dataclass(eq=False, slots=True)
 class ExtensionMethods:
     """Answers the extension's methods for the JSON-RPC endpoint (jsonrpc.py)."""
 
-    def __init__(
-        self,
-        handler: DevagentRequestHandler,
-        settings: A2ASettings,
-        ctx_builder: V03ServerCallContextBuilder,
-    ) -> None:
-        self.handler = handler
-        self.settings = settings
-        self.ctx_builder = ctx_builder
+    handler: DevagentRequestHandler
+    settings: A2ASettings
+    ctx_builder: V03ServerCallContextBuilder
 
     async def answer(self, method: str, request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         """The JSON-RPC response object of one of `METHODS`."""
@@ -76,17 +68,11 @@ class ExtensionMethods:
         return await self.command_execute(request, rid, params)
 
     def commands_get(self, rid: Any) -> dict[str, Any]:
-        try:
-            from devagent.agent.commands import registry
-        except ImportError:
-            return _result(rid, {"commands": []})
         return _result(rid, {"commands": [ext.slash_command_json(c) for c in registry().list()]})
 
     def workspaces_get(self, request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         """The caller's workspace roots (the first is its workspace when a message names none), and
         with `workspace_path` whether that one is allowed: a client asks before its first message."""
-        from devagent.a2a.executor import owner_of
-
         roots = self.settings.roots_for(owner_of(self.ctx_builder.build(request)))
         result: dict[str, Any] = {"workspaces": [str(r) for r in roots]}
         path = params.get("workspace_path")

@@ -1,4 +1,4 @@
-"""Live events of a turn for the replicas that do not run it (issue 10: scale-out).
+"""Live events of a turn for the replicas that do not run it (scale-out).
 
 The replica that runs a task's execution writes what it sends to its own subscribers into the
 store's task event log as well: first a snapshot of the task as the execution begins (the task
@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERMINAL_TASK_STATES
 from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 from a2a.types.a2a_pb2 import StreamResponse
+
+from devagent.store.tables import EVENTS_CHANNEL
 
 if TYPE_CHECKING:
     from a2a.server.events import Event, EventQueue
@@ -142,8 +144,6 @@ class Fanout:
         (terminal or interrupted state). `task` is what the task store has, sent alone when no
         execution of it is logged. When nothing new came for `poll` seconds, `settled()` says
         whether the turn stopped without a final event (its replica died): that ends it."""
-        from devagent.store.tables import EVENTS_CHANNEL
-
         listener = self.store.listener()
         await listener.start()
         wake = listener.watch(EVENTS_CHANNEL, task.id)

@@ -51,7 +51,7 @@ from google.protobuf import any_pb2  # type: ignore[import-untyped]
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 from devagent import telemetry
-from devagent.a2a.auth import TokenCheck
+from devagent.a2a.auth import NamedUser, TokenCheck
 from devagent.a2a.streams import StreamLimit
 
 if TYPE_CHECKING:
@@ -61,19 +61,6 @@ if TYPE_CHECKING:
     from a2a.server.request_handlers import RequestHandler
 
     from devagent.a2a.settings import A2ASettings
-
-
-class _TokenUser(User):
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return True
-
-    @property
-    def user_name(self) -> str:
-        return self._name
 
 
 def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
@@ -101,11 +88,11 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
         name = self._check(_metadata(context).get("authorization")) if self._check else None
-        return _TokenUser(name) if name is not None else UnauthenticatedUser()
+        return NamedUser(name) if name is not None else UnauthenticatedUser()
 
 
 class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses a call without a valid bearer token (A5), whatever its method's shape."""
+    """Refuses a call without a valid bearer token, whatever its method's shape."""
 
     def __init__(self, check: TokenCheck) -> None:
         self._check = check

@@ -1,5 +1,5 @@
-"""Every JSON-RPC error the A2A server sends goes through `devagent.common.rpcerrors.clean_error`
-(issue 12 item 3), whichever layer built it: the SDK's dispatcher and its v0.3 adapter put
+"""Every JSON-RPC error the A2A server sends goes through `devagent.common.rpcerrors.clean_error`,
+whichever layer built it: the SDK's dispatcher and its v0.3 adapter put
 `str(exception)` and pydantic's reports into their errors, and devagent's own handlers raise
 the SDK's errors. Checking the answers at the one door they all leave by is what makes the rule
 hold for code paths nobody thought of; the SDK's builders are not patched one by one.
@@ -15,7 +15,15 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from devagent.common.rpcerrors import INTERNAL_ERROR, clean_error, data_leaks, internal_error, leaks
+from devagent.a2a.json_response import send_json
+from devagent.common.rpcerrors import (
+    INTERNAL_ERROR,
+    clean_error,
+    data_leaks,
+    internal_error,
+    leaks,
+    rpc_error,
+)
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,17 +59,24 @@ def _clean_payload(payload: Any, what: str) -> Any:
     return {**payload, "error": cleaned}
 
 
+def _cleaned_json(raw: bytes, what: str) -> bytes | None:
+    """The JSON text `raw` with its error cleaned, compact; None when it is not JSON or needs
+    no cleaning."""
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return None
+    cleaned = _clean_payload(payload, what)
+    if cleaned is None:
+        return None
+    return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def clean_json_body(body: bytes, what: str) -> bytes:
     if b'"error"' not in body:
         return body
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return body
-    cleaned = _clean_payload(payload, what)
-    if cleaned is None:
-        return body
-    return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")).encode()
+    cleaned = _cleaned_json(body, what)
+    return body if cleaned is None else cleaned
 
 
 def clean_sse_chunk(chunk: bytes, what: str) -> bytes:
@@ -72,17 +87,9 @@ def clean_sse_chunk(chunk: bytes, what: str) -> bytes:
     for i, line in enumerate(lines):
         if not line.startswith(b"data:"):
             continue
-        raw = line[5:].strip()
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            continue
-        cleaned = _clean_payload(payload, what)
+        cleaned = _cleaned_json(line[5:].strip(), what)
         if cleaned is not None:
-            end = b"\r" if line.endswith(b"\r") else b""
-            lines[i] = (
-                b"data: " + json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")).encode() + end
-            )
+            lines[i] = b"data: " + cleaned + (b"\r" if line.endswith(b"\r") else b"")
     return b"\n".join(lines)
 
 
@@ -136,17 +143,4 @@ class ErrorHygiene:
             text = internal_error("unhandled exception", what=what, exc_info=True)
             if started:
                 raise  # the answer is under way: the server closes the connection
-            body = json.dumps(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": text}}
-            ).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await send_json(send, 500, rpc_error(None, INTERNAL_ERROR, text))

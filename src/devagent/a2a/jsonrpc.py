@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response
@@ -20,6 +21,7 @@ from devagent.a2a.observe import _STATE as _STATE_IN_BODY
 from devagent.a2a.observe import _state_name
 from devagent.a2a.streams import STREAM_METHODS, TOO_MANY_STREAMS
 from devagent.common.jsonlimits import depth_message, too_deep
+from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -47,12 +49,8 @@ V03_METHODS = frozenset(
 SEND_METHODS = frozenset(("message/send", "message/stream", "SendMessage", "SendStreamingMessage"))
 
 
-def rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-
-
 def mend_send_params(body: dict[str, Any]) -> None:
-    """Clients written after the client-tools design's sample (C4) call `sendMessage(message)`
+    """Clients written after the client-tools design's sample call `sendMessage(message)`
     and leave out `messageId`: params that are a message are read as `{"message": params}`, and a
     message without an id gets one, instead of a validation error."""
     params = body.get("params")
@@ -111,7 +109,7 @@ def mend_v03(response: JSONResponse) -> JSONResponse:
 
 
 def _echo_extension(request: Request, response: Response) -> None:
-    """Activation echo (B1): v0.3 SDKs read the activated extensions from this header."""
+    """The extension's activation echoed: v0.3 SDKs read the activated extensions from this header."""
     asked = ",".join(request.headers.getlist("x-a2a-extensions") + request.headers.getlist("a2a-extensions"))
     if ext.EXTENSION_URI in asked:
         response.headers["X-A2A-Extensions"] = ext.EXTENSION_URI
@@ -132,22 +130,15 @@ def _method_and_task(body: Any) -> tuple[str, str | None]:
     return name, task if isinstance(task, str) else None
 
 
+@dataclass(eq=False, slots=True)
 class JsonRpcEndpoint:
     """The Starlette endpoint of `POST /`: devagent's checks and methods, then the SDK's."""
 
-    def __init__(
-        self,
-        sdk_endpoint: Callable[[Request], Awaitable[Response]],
-        extension_methods: ExtensionMethods,
-        streams: StreamLimit,
-        metrics: Metrics,
-        max_json_depth: int,
-    ) -> None:
-        self.sdk_endpoint = sdk_endpoint
-        self.extension_methods = extension_methods
-        self.streams = streams
-        self.metrics = metrics
-        self.max_json_depth = max_json_depth
+    sdk_endpoint: Callable[[Request], Awaitable[Response]]
+    extension_methods: ExtensionMethods
+    streams: StreamLimit
+    metrics: Metrics
+    max_json_depth: int
 
     async def handle(self, request: Request) -> Response:
         """Counted and logged, one info line per JSON-RPC request (observe.py): method, task id,

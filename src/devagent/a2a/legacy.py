@@ -1,4 +1,4 @@
-"""The older Gemini CLI a2a-server dialect (B16), beside the RFC translation in executor.py.
+"""The older Gemini CLI a2a-server dialect (`coderAgent`), beside the RFC translation in executor.py.
 
 Clients built against Gemini CLI's shipped `a2a-server` (IDE agent modes) speak a dialect the RFC
 does not describe: metadata under the key `coderAgent` with kebab-case kinds, tool calls as
@@ -31,10 +31,9 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from google.protobuf import struct_pb2  # type: ignore[import-untyped]
 
 from devagent.a2a import extension as ext
-from devagent.a2a.emitter import Emitter, tool_calls_part
+from devagent.a2a.emitter import Emitter, data_value, tool_calls_part
 
 # The request's legacy part lives with the rest of the hand-off (request.py); named here too, as
 # the executor refers to it.
@@ -337,12 +336,6 @@ def tool_call_json(c: ToolCall, outcome: str | None = None, edited: str | None =
     return out
 
 
-def _value(d: dict[str, Any]) -> struct_pb2.Value:
-    v = struct_pb2.Value()
-    v.struct_value.update(d)
-    return v
-
-
 class LegacyEmitter(Emitter):
     """The events of one legacy execution, through the one `Emitter` interface."""
 
@@ -374,7 +367,7 @@ class LegacyEmitter(Emitter):
 
     def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
         """These clients learn of permission requests from their tool-call-confirmation events:
-        a pause's status message carries only the calls the client runs (C4)."""
+        a pause's status message carries only the calls the client runs (its own tools)."""
         client_calls = [c for c in calls if c.awaiting_client]
         return [tool_calls_part(client_calls)] if client_calls else None
 
@@ -398,11 +391,10 @@ class LegacyEmitter(Emitter):
         self,
         state: TaskState,
         kind: str,
-        part: Part | list[Part] | None = None,
+        parts: list[Part] | None,
         error: str | None = None,
         shared: bool = False,
     ) -> None:
-        parts = [part] if isinstance(part, Part) else part
         status = (
             TaskStatus(state=state, message=self._legacy_message(parts, shared))
             if parts
@@ -435,20 +427,20 @@ class LegacyEmitter(Emitter):
         shared = lk == TEXT_CONTENT
         if not shared:
             self._msg_id = None
-        await self._send(state, lk, part, error, shared)
+        await self._send(state, lk, [part] if isinstance(part, Part) else part, error, shared)
 
     async def text(self, text: str) -> None:
-        await self._send(WORKING, TEXT_CONTENT, Part(text=text), shared=True)
+        await self._send(WORKING, TEXT_CONTENT, [Part(text=text)], shared=True)
 
     async def data(self, kind: str, data: dict[str, Any]) -> None:
         if kind == ext.THOUGHT:
-            await self._send(WORKING, THOUGHT, Part(data=_value(data)), shared=True)
+            await self._send(WORKING, THOUGHT, [Part(data=data_value(data))], shared=True)
         else:
             await self._tool(data)
 
     async def _tool_event(self, data: dict[str, Any]) -> None:
         kind = TOOL_CALL_CONFIRMATION if data["status"] == "awaiting_approval" else TOOL_CALL_UPDATE
-        await self._send(WORKING, kind, Part(data=_value(data)))
+        await self._send(WORKING, kind, [Part(data=data_value(data))])
 
     async def _tool(self, data: dict[str, Any]) -> None:
         """A tool-call-update (or -confirmation) when the call's status changes, as the original

@@ -1,4 +1,4 @@
-"""The REST routes of Gemini CLI's a2a-server (B16): `GET /listCommands`, `POST /executeCommand`,
+"""The REST routes of Gemini CLI's a2a-server: `GET /listCommands`, `POST /executeCommand`,
 `POST /tasks`, `GET /tasks/metadata`, `GET /tasks/{id}/metadata`, with the same JSON shapes and
 status codes, behind the same bearer authentication as everything else (the auth middleware wraps
 the whole app).
@@ -39,7 +39,7 @@ from devagent.a2a.request import Prepared, handoff
 from devagent.agent.commands import registry
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import Event, InputError, Notice, RunCommand, TextDelta, ToolCall
-from devagent.common.rpcerrors import client_message, internal_error
+from devagent.common.rpcerrors import INTERNAL_ERROR, client_message, internal_error, rpc_error
 
 if TYPE_CHECKING:
     from a2a.compat.v0_3.context_builders import V03ServerCallContextBuilder
@@ -131,7 +131,7 @@ async def _sse_frames(first: Any, events: AsyncGenerator[Any, None]) -> AsyncIte
         async for ev in events:
             yield _sse_frame(ev)
     except A2AError as e:
-        err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": e.message}}
+        err = rpc_error(None, INTERNAL_ERROR, e.message)
         yield f"event: error\ndata: {json.dumps(err)}\n\n"
     finally:
         await events.aclose()

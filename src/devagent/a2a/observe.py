@@ -76,9 +76,9 @@ class Metrics:
             buckets=TURN_BUCKETS,
             registry=r,
         )
-        # task id -> permission requests it waits on (this process's turns). Bounded (issue 12
-        # item 5): a task paused and never answered stays until then, so beyond
-        # PENDING_TASKS_COUNTED the oldest are no longer counted by the gauge.
+        # task id -> permission requests it waits on (this process's turns). Bounded: a task
+        # paused and never answered stays until then, so beyond PENDING_TASKS_COUNTED the oldest
+        # are no longer counted by the gauge.
         self._pending: LRU[str, int] = LRU(PENDING_TASKS_COUNTED)
         pending = Gauge(
             "devagent_pending_permission_requests",
@@ -89,7 +89,7 @@ class Metrics:
         self.open_streams = Gauge(
             "devagent_open_streams", "Open response streams (SSE and gRPC), all tokens", registry=r
         )
-        # Spend (issue 24 item 3), in two registries of their own: per caller, labelled by the
+        # Spend (tokens and requests), in two registries of their own: per caller, labelled by the
         # token's name (never the token), for the operator's metrics token alone; the totals of
         # all callers for every other token.
         kinds = (
@@ -321,7 +321,7 @@ _QUIET_PATHS = frozenset(("/", "/healthz", "/metrics"))  # JSON-RPC logs itself;
 class RouteLog:
     """One log line and one count per request of every HTTP route but JSON-RPC's (which logs its
     JSON-RPC method itself, `rpc` in app.py) and the probes: the HTTP+JSON binding, the Gemini CLI
-    routes (B16), the card. The label is the method and the path with ids replaced (`GET
+    routes, the card. The label is the method and the path with ids replaced (`GET
     /rest/tasks/*`), so the metric's label set stays bounded; a path no route has is `(no
     route)`. A stream (SSE) counts as open until it closes and is logged then. Plain ASGI, so that
     a streamed body passes through untouched (Starlette's BaseHTTPMiddleware would buffer it)."""

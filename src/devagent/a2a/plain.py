@@ -70,7 +70,7 @@ class Answer:
 def parse_answer(text: str) -> Answer:
     """`yes` / `always` / `no …` in the words people and models write them (case-insensitive;
     "Yes, go ahead", "allow always", "No - use b.txt instead"). Any other text is a refusal with
-    those words for the model (issue 21): nothing runs on a misunderstanding, and the
+    those words for the model: nothing runs on a misunderstanding, and the
     conversation goes on with what the user said ("Complete", "what would that do?", "write it
     to b.txt instead") rather than the same question again."""
     stripped = text.strip()
@@ -153,7 +153,7 @@ class PlainEmitter(Emitter):
     """The events of one execution for a client without the extension, through the one
     `Emitter` interface: no extension content, permission requests in words.
 
-    The answer goes where A2A puts results (issue 21 item 2): the chunks of one `reply` artifact
+    The answer goes where A2A puts results: the chunks of one `reply` artifact
     (the first with `append: false`, then `append: true`, the last with `lastChunk: true`),
     never as status messages, and the final status message does not repeat it; status updates
     carry state changes, the questions and a line per edit or command. So a client that shows
@@ -203,17 +203,10 @@ class PlainEmitter(Emitter):
             text, self._held = self._held, ""
             await self._chunk(text, last=last)
 
-    async def emit(
-        self,
-        state: TaskState,
-        kind: str,
-        part: Part | list[Part] | None = None,
-        error: str | None = None,
-        extra: dict[str, Any] | None = None,
-        message_id: str | None = None,
-    ) -> None:
+    async def emit(self, state: TaskState, *rest: Any, **named: Any) -> None:
+        """`Emitter.emit`, after the held chunk of the reply (its last unless still working)."""
         await self._flush(last=state != TaskState.TASK_STATE_WORKING)
-        await super().emit(state, kind, part, error, extra, message_id)
+        await super().emit(state, *rest, **named)
 
     async def reply(self, text: str) -> list[Part] | None:
         """The whole reply went out as the artifact's chunks: the last one now, and no final

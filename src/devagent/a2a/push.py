@@ -1,4 +1,4 @@
-"""Push notifications (A4): queued in the database, delivered once by one replica, never slowing
+"""Push notifications: queued in the database, delivered once by one replica, never slowing
 the stream.
 
 The SDK's sender POSTs inline, one webhook after another, before the event reaches the SSE
@@ -26,11 +26,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from a2a.auth.user import User
 from a2a.server.tasks import PushNotificationSender
 from a2a.server.tasks.database_push_notification_config_store import DatabasePushNotificationConfigStore
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
+from devagent.a2a.auth import NamedUser
 from devagent.common.faults import crash_point
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import IPNetwork, check_outbound_url, pinned_request, resolve_outbound_url
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 _PRIVATE_HINT = "start the server with --allow-private-webhooks"
 
-# Per-process caches of the push tables (issue 12 item 5): registrations read or written, and
+# Per-process caches of the push tables: registrations read or written, and
 # tasks known to have configs or none.
 REGISTRATIONS_IN_MEMORY = 4096
 TASKS_KNOWN_IN_MEMORY = 10_000
@@ -70,19 +70,6 @@ def _is_v03(context: ServerCallContext) -> bool:
     return isinstance(method, str) and "/" in method
 
 
-class _Owner(User):
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return bool(self._name)
-
-    @property
-    def user_name(self) -> str:
-        return self._name
-
-
 class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
     """Remembers, per config, the protocol version and owner it was registered with (in a small
     table of its own, `devagent.store.push_queue`, so a restarted server still sends each webhook
@@ -90,7 +77,7 @@ class VersionedPushConfigStore(DatabasePushNotificationConfigStore):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Both are caches of the database, bounded (issue 12 item 5): what one drops is read
+        # Both are caches of the database, bounded: what one drops is read
         # again from the configs and registrations tables when next needed.
         # (task id, config id) -> (protocol version, owner) it was registered with
         self.registered: LRU[tuple[str, str], tuple[str, str]] = LRU(REGISTRATIONS_IN_MEMORY)
@@ -320,7 +307,7 @@ class QueuedPushSender(PushNotificationSender):
         from a2a.compat.v0_3 import conversions
         from a2a.server.context import ServerCallContext
 
-        task = await self._task_store.get(task_id, ServerCallContext(user=_Owner(owner)))
+        task = await self._task_store.get(task_id, ServerCallContext(user=NamedUser(owner)))
         if task is None:
             return None
         return _json(

@@ -1,4 +1,4 @@
-"""What the request handler hands the executor for one request (issue 11, code review): one typed
+"""What the request handler hands the executor for one request: one typed
 `Handoff` in the SDK's `ServerCallContext.state`, the only channel from a request handler to the
 `AgentExecutor` it runs, instead of one string key per item."""
 
@@ -26,7 +26,7 @@ class Prepared:
     settings: ext.AgentSettings | None = None
     workspace: str | None = None  # validated AgentSettings.workspace_path
     command: tuple[list[str], str] | None = None  # command/execute: (path, args)
-    # C1-C4: the client's tool set (None: the message carries none, the task's set stays), the
+    # The client's tool set (None: the message carries none, the task's set stays), the
     # definitions refused before the core saw them, the results as sent and as matched to calls.
     tools: list[ClientTool] | None = None
     tools_rejected: list[tuple[str, str]] = field(default_factory=list)
@@ -75,7 +75,7 @@ class Handoff:
     """Everything devagent's edges worked out about a request, for the executor."""
 
     prepared: Prepared | None = None  # the message, checked and parsed (None: not one of ours)
-    legacy: LegacyRequest | None = None  # B16: the request speaks Gemini CLI's coderAgent dialect
+    legacy: LegacyRequest | None = None  # the request speaks Gemini CLI's coderAgent dialect
     command: tuple[list[str], str] | None = None  # command/execute, /executeCommand: (path, args)
     context_id: str | None = None  # the contextId of the task a taskId-only follow-up names
     new_context: bool = False  # the SDK generated the request's contextId: no session has it yet

@@ -23,7 +23,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import devagent
+from devagent import telemetry
+from devagent.a2a.card import CARD_PATHS, CardApp
 from devagent.a2a.settings import A2ASettings
+from devagent.preflight import StartError, debug_enabled, open_core
 
 if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope, Send
@@ -32,8 +36,6 @@ if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
 
 log = logging.getLogger(__name__)
-
-CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -54,20 +56,19 @@ def _bind(host: str, port: int) -> socket.socket:
 def _warm_core() -> None:
     import gc
 
-    import devagent.agent.session  # noqa: F401
+    import devagent.agent.session  # noqa: F401  (late: pydantic-ai, the model layer)
 
     # The ~220,000 objects loaded by now (modules, classes, schemas) live as long as the process.
     # Frozen, Python's full collections no longer walk them: one took ~100 ms and came more often
-    # as a long conversation's objects piled up (issue 14: time per turn over 200 turns).
+    # as a long conversation's objects piled up (time per turn over 200 turns).
     gc.freeze()
 
 
 def _preload() -> None:
     import prometheus_client  # noqa: F401  (the metrics: devagent.a2a.observe imports it when used)
 
-    import devagent.a2a.app
-    import devagent.store.db  # noqa: F401
-    from devagent import telemetry
+    import devagent.a2a.app  # late: the a2a SDK and Starlette, in the boot thread
+    import devagent.store.db  # noqa: F401  (late: SQLAlchemy, in the boot thread)
 
     telemetry.start()  # the OpenTelemetry SDK and exporter, when tracing is on (else nothing)
 
@@ -130,8 +131,6 @@ class BootApp:
         version: str,
         on_fail: Callable[[], None] = lambda: None,
     ) -> None:
-        from devagent.a2a.card import CardApp
-
         self._card = CardApp(settings, version)
         self._core_config = core_config
         self._settings = settings
@@ -176,14 +175,11 @@ class BootApp:
         try:
             # Imports take most of the start-up; in a thread the loop keeps answering the card.
             await asyncio.wrap_future(start_preload())
-            from devagent.a2a.app import create_app
-            from devagent.preflight import open_core
+            from devagent.a2a.app import create_app  # late: the a2a SDK, loaded by the preload above
 
             self._core = await open_core(self._core_config)
             # Which model serves, said plainly: with none configured that is the offline demo.
             print(f"devagent: {self._core.model_explanation}", file=sys.stderr, flush=True)
-            from devagent import telemetry
-
             if telemetry.active():
                 print(f"devagent: {telemetry.description()}", file=sys.stderr, flush=True)
             app = create_app(self._core, self._settings)
@@ -194,8 +190,6 @@ class BootApp:
             # off the loop, rather than make the first client wait for it.
             self._warm = asyncio.create_task(asyncio.to_thread(_warm_core))
         except Exception as e:
-            from devagent.preflight import StartError, debug_enabled
-
             if debug_enabled():
                 log.exception("the A2A server could not start")
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -228,8 +222,6 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
 
     import uvicorn
 
-    import devagent
-
     server: uvicorn.Server | None = None
 
     def fail() -> None:
@@ -238,7 +230,7 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
 
     boot = BootApp(core_config, settings, getattr(devagent, "__version__", "0.1.0"), on_fail=fail)
     # ws="none": no A2A binding uses WebSockets, and uvicorn's "auto" imports a WebSocket library
-    # at start-up when one is installed (issue 14: start-up time and memory)
+    # at start-up when one is installed (start-up time and memory)
     config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, ws="none")
     server = uvicorn.Server(config)
 

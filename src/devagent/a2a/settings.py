@@ -13,7 +13,7 @@ from devagent.common.jsonlimits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 41242
 # The HTTP+JSON binding (A2A 1.0 at REST_PREFIX, v0.3 at REST_PREFIX/v1), beside JSON-RPC at `/`
-# and the Gemini CLI routes (B16), which share no path with it.
+# and the Gemini CLI routes, which share no path with it.
 REST_PREFIX = "/rest"
 
 
@@ -30,15 +30,15 @@ def is_loopback_host(host: str) -> bool:
 class A2ASettings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    # Directories a client's AgentSettings.workspace_path must lie in (B3). Empty: the current
+    # Directories a client's AgentSettings.workspace_path must lie in. Empty: the current
     # directory. The first one is the workspace of clients that send no AgentSettings.
     workspace_roots: list[Path] = field(default_factory=list)
-    # token -> user name (the owner of the tasks created with it, A5). Empty: one is generated.
+    # token -> user name (the owner of the tasks created with it). Empty: one is generated.
     tokens: dict[str, str] = field(default_factory=dict)
     public_url: str = ""  # the URL the card advertises; default http://host:port
     # The gRPC binding's port (None: no gRPC; 0: a free port, chosen by `resolve_grpc_port`).
     grpc_port: int | None = None
-    allow_private_webhooks: bool = False  # push to loopback/private addresses (A4)
+    allow_private_webhooks: bool = False  # push to loopback/private addresses
     push_timeout: float = 10.0
     push_max_attempts: int = 5
     push_backoff: float = 0.5  # first retry delay, doubled on each attempt
@@ -55,15 +55,15 @@ class A2ASettings:
     # in plan mode) or "server" (the server's own mode). Never more than the server's mode allows.
     plain_approval: str = "ask"
     # The card for a client that does not say which protocol version it speaks (no `A2A-Version`):
-    # "0.3", as A2A 1.0 says to assume, or "1.0" where every such client speaks 1.0 (issue 21).
+    # "0.3", as A2A 1.0 says to assume, or "1.0" where every such client speaks 1.0.
     card_default_version: str = "0.3"
-    # Serve the MCP door too, over streamable HTTP at /mcp behind the same tokens (issue 22).
+    # Serve the MCP door too, over streamable HTTP at /mcp behind the same tokens.
     mcp: bool = False
-    # Serve the web console at /ui (issue 23): same origin and tokens as A2A.
+    # Serve the web console at /ui: same origin and tokens as A2A.
     console: bool = True
     agent_name: str = "devagent"
     interrupted_task_timeout: float | None = 600.0  # release parked input-required tasks from memory
-    # Limits on what a client sends (issue 12 item 2), far above what a real client needs: the
+    # Limits on what a client sends, far above what a real client needs: the
     # request body (HTTP 413), JSON nesting (checked before parsing), parts and tool definitions
     # in one message, streams a token may hold open at once (every binding's; 0: no limit).
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -78,7 +78,7 @@ class A2ASettings:
 
     # The operator's map of identities (`--token NAME=T`) to their own workspace roots
     # (`--workspace-for NAME=DIR`); identities not in it get a folder of their own under each
-    # root, on a server with named tokens (issue 20 item 4).
+    # root, on a server with named tokens.
     workspace_for: dict[str, list[Path]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -93,7 +93,7 @@ class A2ASettings:
         return bool(self.workspace_for) or len(set(self.tokens.values())) > 1
 
     def roots_for(self, identity: str) -> list[Path]:
-        """The workspace roots of a caller (issue 20 item 4): the operator's mapping for it, else,
+        """The workspace roots of a caller: the operator's mapping for it, else,
         on a server with named tokens, its own folder under each root (created 0700 on first
         use), else the roots. A caller's AgentSettings.workspace_path must lie in these; the first
         is its workspace when it names none. One identity never names another's folder or a root
@@ -103,7 +103,7 @@ class A2ASettings:
         if not self.per_identity or not identity:
             return self.workspace_roots
         check_identity(identity)
-        from devagent.agent.tools.shell import give_to_sandbox_user
+        from devagent.agent.tools.shell import give_to_sandbox_user  # late: off `chat --url`'s start
 
         own = [root / identity for root in self.workspace_roots]
         for d in own:
@@ -136,7 +136,7 @@ class A2ASettings:
             raise ValueError("--metrics-token must differ from every --token")
 
     def check_bind(self) -> None:
-        """A server bound beyond loopback refuses to start without credentials (A5)."""
+        """A server bound beyond loopback refuses to start without credentials."""
         if not self.tokens and not is_loopback_host(self.host):
             raise ValueError(
                 f"refusing to listen on {self.host} without a token: pass --token or DEVAGENT_TOKEN"
@@ -183,19 +183,21 @@ def check_identity(name: str) -> None:
         )
 
 
+def _items(values: list[str]) -> list[str]:
+    """The items of a repeatable flag whose values may also be comma-separated lists, stripped,
+    empty ones left out."""
+    return [item.strip() for v in values for item in v.split(",") if item.strip()]
+
+
 def parse_workspace_for(values: list[str]) -> dict[str, list[Path]]:
     """`--workspace-for NAME=DIR` (repeatable; DEVAGENT_WORKSPACE_FOR comma-separated): the
     roots of an identity. ValueError for an item without NAME= or DIR."""
     out: dict[str, list[Path]] = {}
-    for v in values:
-        for item in v.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            name, sep, path = item.partition("=")
-            if not sep or not name.strip() or not path.strip():
-                raise ValueError(f"--workspace-for {item!r}: give NAME=DIR")
-            out.setdefault(name.strip(), []).append(Path(path.strip()).expanduser())
+    for item in _items(values):
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ValueError(f"--workspace-for {item!r}: give NAME=DIR")
+        out.setdefault(name.strip(), []).append(Path(path.strip()).expanduser())
     return out
 
 
@@ -203,14 +205,10 @@ def parse_token_args(values: list[str]) -> dict[str, str]:
     """`--token T` (owner "user") or `--token NAME=T`, repeatable; also the DEVAGENT_TOKEN value
     (comma-separated)."""
     out: dict[str, str] = {}
-    for v in values:
-        for item in v.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            name, sep, tok = item.partition("=")
-            if sep and name and tok:
-                out[tok] = name
-            else:
-                out[item] = "user"
+    for item in _items(values):
+        name, sep, tok = item.partition("=")
+        if sep and name and tok:
+            out[tok] = name
+        else:
+            out[item] = "user"
     return out

@@ -1,4 +1,4 @@
-"""Open streams per token (issue 12 item 2): every streaming door of the A2A server counts.
+"""Open streams per token: every streaming door of the A2A server counts.
 
 A stream counts from when it is accepted until it ends, whatever ends it (its last event, the
 client going away, an error, the server stopping). On the HTTP bindings the count is tied to the
@@ -14,9 +14,9 @@ gRPC RESOURCE_EXHAUSTED, and the Gemini CLI routes' `{"error": ...}` with 429.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
+from devagent.a2a.json_response import send_json
 from devagent.a2a.settings import REST_PREFIX
 
 if TYPE_CHECKING:
@@ -140,10 +140,3 @@ class StreamSlots:
             await self.app(scope, receive, send_releasing)
         finally:
             release()  # cut off (the client went away), or failed before its last bytes
-
-
-async def send_json(send: Send, status: int, payload: Any) -> None:
-    body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

@@ -1,4 +1,4 @@
-"""Limits on JSON a client sends, checked before the JSON is parsed (issue 12 item 2).
+"""Limits on JSON a client sends, checked before the JSON is parsed.
 
 `json.loads` recurses once per level of nesting: a document nested deeper than the interpreter's
 recursion limit raises RecursionError (and a deep one costs a frame per level before that).

@@ -1,4 +1,4 @@
-"""A bounded least-recently-used map for per-process caches (issue 12 item 5).
+"""A bounded least-recently-used map for per-process caches.
 
 What such a cache holds is only a cache: the data it was built from is in the store (or in the
 configuration), so an entry dropped here is built again when it is next needed. Standard library

@@ -1,5 +1,5 @@
-"""Which addresses the server may call on a client's say-so: webhooks (A4) and client-named MCP
-servers (B15) share this one policy. An address is callable when it is global in the standard
+"""Which addresses the server may call on a client's say-so: push webhooks and client-named MCP
+servers share this one policy. An address is callable when it is global in the standard
 library's sense (`ipaddress`'s `is_global`: not loopback, private, link-local, shared 100.64/10,
 documentation, reserved...), is not multicast, and every IPv4 address it embeds (IPv4-mapped,
 6to4, NAT64) is callable too; or when it lies in one of the operator's networks

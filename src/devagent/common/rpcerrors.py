@@ -1,4 +1,4 @@
-"""Error hygiene for every JSON-RPC door (issue 12 item 3): what an error tells a client, and
+"""Error hygiene for every JSON-RPC door: what an error tells a client, and
 what only the server log may hold.
 
 A client gets a JSON-RPC error object with a short message in the protocol's terms. Python's
@@ -50,6 +50,14 @@ _GENERIC = {
     INTERNAL_ERROR: "Internal error",
 }
 _PYDANTIC_HEAD = re.compile(r"^\d+ validation errors? for \w+")
+
+
+def rpc_error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error response (with `data` when it is given)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": rid, "error": error}
 
 
 def leaks(text: str) -> bool:

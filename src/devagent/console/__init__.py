@@ -1,5 +1,5 @@
 """The web console (`/ui`): a page for people to watch, approve and steer the sessions of a shared
-`devagent serve` (issue 23).
+`devagent serve`.
 
 The page is static (no build step: plain ES modules, checked in under `static/`), served with a
 Content-Security-Policy that allows only its own scripts and styles. It reads sessions through

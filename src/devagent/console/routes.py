@@ -19,11 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
 from devagent.agent.models import shown_name
+from devagent.agent.tools.shell import active_sandbox, sandbox_missing
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
-    from devagent.agent.events import ToolCall
 
 CONSOLE_PREFIX = "/ui"
 _API = CONSOLE_PREFIX + "/api"
@@ -35,7 +36,7 @@ _FILES = {
     "console.css": "text/css; charset=utf-8",
 }
 # Only the page's own scripts and styles, requests to its own origin, no frames, no forms
-# posting elsewhere; an agent's text or a file's content can never become code (issue 23 item 5).
+# posting elsewhere; an agent's text or a file's content can never become code.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -121,8 +122,6 @@ def _matches(row: dict[str, Any], want: str) -> bool:
 def _sandbox() -> dict[str, bool]:
     """Where this server runs shell commands: in the sandbox (with network or not), or not
     sandboxed; `unavailable` when the sandbox is on but cannot start, so commands are refused."""
-    from devagent.agent.tools.shell import active_sandbox, sandbox_missing
-
     sandbox = active_sandbox()
     missing = sandbox_missing() is not None
     return {
@@ -166,8 +165,6 @@ def _page_routes() -> list[Route]:
 
 def _items(timeline: list[Any], tool_call_json: Callable[[ToolCall], dict[str, Any]]) -> list[dict[str, Any]]:
     """A session's conversation as the page draws it: prompts, text, thoughts and tool calls."""
-    from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
-
     items: list[dict[str, Any]] = []
     for item in timeline:
         if isinstance(item, UserPrompt):

@@ -17,6 +17,7 @@ What they buy (bench/library_patches.py, the shared 2-core test machine under a 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -25,10 +26,8 @@ WRITTEN_FOR = "3.57.0"
 # How many shapes of the request's other parameters `skip_message_transform` remembers.
 SHAPES_REMEMBERED = 512
 
-_TRANSFORM_SKIPPED = False
-_CHUNKS_VALIDATED = False
 
-
+@functools.cache  # applied once: a later call does nothing
 def skip_message_transform() -> None:
     """Stop the OpenAI SDK from walking the whole transcript on every request.
 
@@ -47,16 +46,11 @@ def skip_message_transform() -> None:
     out the ones not given, as the walk does, so an SDK that does rename or format
     one of them keeps doing so.
     Applied once."""
-    global _TRANSFORM_SKIPPED
-    if _TRANSFORM_SKIPPED:
-        return
-    _TRANSFORM_SKIPPED = True
-    try:
+    try:  # an SDK without the function is left alone
         from openai.resources.chat.completions import completions
-    except ImportError:
-        return
-    original = getattr(completions, "async_maybe_transform", None)
-    if original is None:
+
+        original: Any = completions.async_maybe_transform  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
         return
     from openai import _utils as sdk_utils
 
@@ -106,6 +100,7 @@ def skip_message_transform() -> None:
     completions.async_maybe_transform = transform  # type: ignore[attr-defined]
 
 
+@functools.cache  # applied once: a later call does nothing
 def validate_stream_chunks() -> None:
     """Build each streamed chat chunk with pydantic-core, not the OpenAI SDK's loose constructor.
 
@@ -121,18 +116,13 @@ def validate_stream_chunks() -> None:
     model also lists its extra keys in `model_fields_set`, which nothing reads. Only for
     `ChatCompletionChunk` and without `_strict_response_validation` (whose own path is kept);
     applied once."""
-    global _CHUNKS_VALIDATED
-    if _CHUNKS_VALIDATED:
-        return
-    _CHUNKS_VALIDATED = True
-    try:
+    try:  # an SDK without the method is left alone
         import pydantic
         from openai._base_client import BaseClient
         from openai.types.chat import ChatCompletionChunk
-    except ImportError:
-        return
-    original = getattr(BaseClient, "_process_response_data", None)
-    if original is None:
+
+        original: Any = BaseClient._process_response_data
+    except (ImportError, AttributeError):
         return
     validate = ChatCompletionChunk.model_validate
     invalid = pydantic.ValidationError

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -44,10 +45,8 @@ WRITTEN_FOR = "2.68.0"
 
 SCHEMA_CACHE_SIZE = 512
 
-_SCHEMAS_CACHED = False
-_APPLIED = False
 
-
+@functools.cache  # applied once: a later call does nothing
 def cache_tool_schemas() -> None:
     """Transform each tool's JSON schema for the model once, not on every request.
 
@@ -56,16 +55,11 @@ def cache_tool_schemas() -> None:
     while the schema is that object and still equal to a copy taken when it was stored, so a
     schema changed in place is transformed again. pydantic-ai does not change the transformed
     schema afterwards (it is put in the request as it is). Applied once."""
-    global _SCHEMAS_CACHED
-    if _SCHEMAS_CACHED:
-        return
-    _SCHEMAS_CACHED = True
-    try:
+    try:  # a pydantic-ai without the function is left alone
         from pydantic_ai import models as pai_models
-    except ImportError:
-        return
-    original = getattr(pai_models, "_customize_tool_def", None)
-    if original is None:
+
+        original: Any = pai_models._customize_tool_def
+    except (ImportError, AttributeError):
         return
     # (transformer, id(schema), strict) -> (the schema, a copy of it, the transformed definition)
     cache: dict[tuple[Any, int, Any], tuple[Any, Any, Any]] = {}
@@ -108,12 +102,9 @@ def _identity(fn: Any) -> tuple[int, Any]:
     return (id(getattr(fn, "__self__", None)), getattr(fn, "__func__", fn))
 
 
+@functools.cache  # applied once: a later call does nothing
 def memoize_history_mapping() -> None:
     """The memo of the transcript's preparation (this module's docstring), applied once."""
-    global _APPLIED
-    if _APPLIED:
-        return
-    _APPLIED = True
     try:
         from pydantic_ai import _special_tokens
         from pydantic_ai.models.openai import OpenAIChatModel

@@ -1,4 +1,4 @@
-"""The `devagent_checkpoints` table (G5): one row per checkpoint, keyed by (session_id, seq).
+"""The `devagent_checkpoints` table: one row per checkpoint, keyed by (session_id, seq).
 
 `devagent.agent.checkpoints` decides what a checkpoint holds and how `/restore` uses it; this module
 only stores rows: `data` is the checkpoint's JSON, which the store never reads. The table lives in
@@ -103,19 +103,14 @@ async def add(store: Store, session_id: str, created_at: float, data: str) -> in
     """Stores a new checkpoint of the session and returns its seq (1, 2, … per session)."""
     engine = await _engine(store)
     async with engine.begin() as conn:
-        last = (await conn.execute(_LAST, {"b_sid": session_id})).scalar()
-        seq = int(last or 0) + 1
-        await conn.execute(
-            _INSERT, {"session_id": session_id, "seq": seq, "created_at": created_at, "data": data}
-        )
-    return seq
+        return await add_in(conn, session_id, created_at, data)
 
 
 async def replace_data(store: Store, session_id: str, seq: int, data: str) -> None:
     """Rewrites a checkpoint's JSON (its edit's outcome recorded)."""
     engine = await _engine(store)
     async with engine.begin() as conn:
-        await conn.execute(_REPLACE, {"b_sid": session_id, "b_seq": seq, "b_data": data})
+        await replace_data_in(conn, session_id, seq, data)
 
 
 async def delete_from(store: Store, session_id: str, seq: int) -> None:

@@ -27,7 +27,7 @@ import os
 import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     and_,
@@ -43,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from devagent.patches.aiosqlite import one_hop_cursors
 from devagent.store.leases import (
     Holder,
     Lease,
@@ -53,6 +54,8 @@ from devagent.store.leases import (
     owner_is_dead,
     retire,
 )
+from devagent.store.notify import Listener
+from devagent.store.slots import TurnSlots
 from devagent.store.tables import (
     ADDED_COLUMNS,
     CANCEL_CHANNEL,
@@ -64,10 +67,6 @@ from devagent.store.tables import (
     task_events_table,
     usage_table,
 )
-
-if TYPE_CHECKING:
-    from devagent.store.notify import Listener
-    from devagent.store.slots import TurnSlots
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
@@ -85,7 +84,7 @@ def normalise_url(url: str) -> str:
 
 
 def _private_files(database: str) -> None:
-    """Private state (issue 12 item 6): a SQLite database file and its -wal/-shm files are 0600
+    """Private state: a SQLite database file and its -wal/-shm files are 0600
     (SQLite gives the latter the database's mode). An existing database is only chmodded."""
     if database == ":memory:" or database.startswith("file:"):
         return
@@ -137,11 +136,9 @@ class Store:
         if url.startswith("sqlite"):
             from sqlalchemy import event
 
-            from devagent.patches.aiosqlite import one_hop_cursors
-
             @event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-                # a statement is one trip to aiosqlite's thread, not three or four (issue 14)
+                # a statement is one trip to aiosqlite's thread, not three or four
                 one_hop_cursors(dbapi_conn._connection)
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
@@ -353,8 +350,6 @@ class Store:
     def listener(self) -> Listener:
         """This process's connection listening for notifications (PostgreSQL only)."""
         if self._listener is None:
-            from devagent.store.notify import Listener
-
             self._listener = Listener(self.engine.url)
         return self._listener
 
@@ -441,8 +436,6 @@ class Store:
     def slots(self) -> TurnSlots:
         """The callers' turn slots (concurrent-turn budgets), shared by every replica."""
         if self._slots is None:
-            from devagent.store.slots import TurnSlots
-
             self._slots = TurnSlots(self.engine, self._now, self.owner)
         return self._slots
 
@@ -467,7 +460,7 @@ _NOTIFY_NO_FSYNC = text("SELECT set_config('synchronous_commit', 'off', true), p
 class _Statements:
     """The statements of every turn, built once per store with bound parameters (`b_*`): building
     a statement (its clauses, then its cache key) cost SQLAlchemy more CPU per save than running
-    it (py-spy, issue 14); a statement object built once keeps its memoized cache key."""
+    it (measured with py-spy); a statement object built once keeps its memoized cache key."""
 
     def __init__(self, now: Any) -> None:
         t = sessions_table

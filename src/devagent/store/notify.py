@@ -17,6 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from devagent.store.tables import CANCEL_CHANNEL, EVENTS_CHANNEL
+
 log = logging.getLogger(__name__)
 
 
@@ -55,8 +57,6 @@ class Listener:
             log.warning("cannot listen for notifications; falling back to polling", exc_info=True)
 
     def _channels(self) -> list[str]:
-        from devagent.store.tables import CANCEL_CHANNEL, EVENTS_CHANNEL
-
         return [EVENTS_CHANNEL, CANCEL_CHANNEL]
 
     def _on_lost(self, _conn: Any) -> None:

@@ -1,4 +1,4 @@
-"""The push-notification queue (A4) and the protocol version of each push config, in the core's
+"""The push-notification queue and the protocol version of each push config, in the core's
 database, so that any replica can deliver what another one queued.
 
 `devagent_push_queue` holds one row per (notification, webhook): the payload already built, the

@@ -22,7 +22,7 @@ sessions_table = Table(
     Column("identity", String(200), nullable=True),
 )
 
-# Tokens and requests per caller and UTC day (issue 24 item 3): added to in the transaction that
+# Tokens and requests per caller and UTC day: added to in the transaction that
 # stores the step that spent them, read for budgets and `devagent sessions`.
 usage_table = Table(
     "devagent_usage",
