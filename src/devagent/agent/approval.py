@@ -1,4 +1,4 @@
-"""Approval policy (G3): whether a tool call runs, asks, or is refused.
+"""Approval policy: whether a tool call runs, asks, or is refused.
 
 The decision depends on the session's approval mode (chosen within server policy when the session
 was created), the tool's kind, and the "allow always" grants the user gave in this session. A
@@ -82,7 +82,7 @@ def command_roots(command: str) -> list[str] | None:
     return None if commands is None else [words[0] for words in commands]
 
 
-# --- what "allow always" grants for a shell command (G3, issue 20 item 5) -------------------------
+# --- what "allow always" grants for a shell command -----------------------------------------------
 #
 # A grant names what was shown, never a whole program: a program name alone would also allow
 # `git -c core.fsmonitor=EVIL status`, `find . -exec sh -c ... \;` or an alias. It is either the
@@ -324,7 +324,7 @@ def _mcp_server(name: str) -> str:
 
 
 def _sandbox_note() -> str:
-    """How a shell command will run when the process's sandbox is on (issue 12 item 7), else ""."""
+    """How a shell command will run when the process's sandbox is on, else ""."""
     from devagent.agent.tools.shell import active_sandbox
 
     sandbox = active_sandbox()
@@ -335,7 +335,7 @@ def _sandbox_note() -> str:
 
 
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
-    if kind is ToolKind.MCP:  # B8/B15: the RFC's options for an MCP call
+    if kind is ToolKind.MCP:  # the RFC's options for an MCP call
         server = _mcp_server(name)
         return [
             PermissionOption("proceed_once", "Allow once", "Run this call"),

@@ -117,7 +117,7 @@ def _sha(data: bytes) -> str:
 
 
 def current_state(path: Path, workspace: Workspace) -> str:
-    """What the file is now, read through the confined walk (issue 12 item 1)."""
+    """What the file is now, read through the confined walk."""
     try:
         status = file_status(path, workspace)
         if status is None:

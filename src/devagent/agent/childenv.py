@@ -1,4 +1,4 @@
-"""The environment of every program the agent starts (issue 20 item 1): shell commands, sandboxed
+"""The environment of every program the agent starts: shell commands, sandboxed
 or not, and the MCP servers of the operator and of clients.
 
 devagent's own process holds secrets: bearer tokens (`DEVAGENT_TOKEN`), the database URL with its

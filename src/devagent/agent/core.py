@@ -33,7 +33,7 @@ from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.common import scrub
 from devagent.common.lru import LRU
 
-MODELS_IN_MEMORY = 32  # model objects kept per process, by spec (issue 12 item 5)
+MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
 
 if TYPE_CHECKING:
     from devagent.agent.mcp import McpManager
@@ -61,8 +61,8 @@ class AgentCore:
         # One lock per session id, held while a session object is made for it (loaded or created):
         # so one id never gets two live objects, while other sessions load and start in parallel.
         self._id_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        # Model objects by spec; a client may name models (allow_client_model), so bounded
-        # (issue 12 item 5): one dropped is made again from its spec.
+        # Model objects by spec; a client may name models (allow_client_model), so bounded:
+        # one dropped is made again from its spec.
         self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
@@ -195,7 +195,7 @@ class AgentCore:
             await asyncio.to_thread(telemetry.flush)
 
     def effective_approval_mode(self, requested: str | None) -> str:
-        """The mode a session gets (G3): what a client asked for if it is no more permissive than
+        """The mode a session gets: what a client asked for if it is no more permissive than
         the server's default mode, or the operator listed it in `allowed_approval_modes`; else the
         default. A client never grants itself more than the operator allowed."""
         default = self.config.approval_mode

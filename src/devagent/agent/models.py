@@ -1,4 +1,4 @@
-"""Choosing and building the model a session talks to (G1).
+"""Choosing and building the model a session talks to.
 
 A model is named by a spec string, `provider:model`, as users type it in `DEVAGENT_MODEL` or
 `--model`. `create_model(spec)` turns it into a pydantic-ai `Model`; the agent loop then streams
@@ -415,8 +415,8 @@ def _openrouter(name: str, key: str | None, url: str | None, info: ProviderInfo)
 def _anthropic(
     name: str, key: str | None, url: str | None, info: ProviderInfo, *, prompt_cache: bool = True
 ) -> Model:
-    """Anthropic bills a prompt at full price unless the request marks what to cache (issue 24
-    item 2). With `prompt_cache`, three of the four breakpoints a request may carry, through
+    """Anthropic bills a prompt at full price unless the request marks what to cache.
+    With `prompt_cache`, three of the four breakpoints a request may carry, through
     pydantic-ai's own settings: after the last tool definition, after the system prompt (both the
     same all session long: `Session.request_parameters`), and on the last block of the last
     message, so the next request of the conversation reads everything up to there from the cache

@@ -1,4 +1,4 @@
-"""`devagent mcp`: the MCP door (issue 22) on the official SDK's `MCPServer`, over stdio.
+"""`devagent mcp`: the MCP door on the official SDK's `MCPServer`, over stdio.
 
 Three tools a host's model can use without knowing devagent:
 

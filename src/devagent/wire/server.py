@@ -1,4 +1,4 @@
-"""Wire mode: the agent as a JSON-RPC 2.0 server on stdin/stdout (KLIP-12, W1–W9).
+"""Wire mode: the agent as a JSON-RPC 2.0 server on stdin/stdout (kimi-cli's KLIP-12).
 
 One JSON object per line in each direction. The client calls `initialize` (optional), `prompt`
 and `cancel`; the server sends `event` notifications and `request`s (`ApprovalRequest`,
@@ -76,7 +76,7 @@ class WireOptions:
     thinking: bool | None = None
     approval_timeout: float | None = None  # seconds; None = wait as long as it takes
     tool_call_timeout: float | None = None
-    max_json_depth: int = DEFAULT_MAX_DEPTH  # deeper lines are refused before parsing (issue 12 item 2)
+    max_json_depth: int = DEFAULT_MAX_DEPTH  # deeper lines are refused before parsing
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # longer lines are dropped and refused
     debug: bool = False  # --debug: tracebacks in the log
 
@@ -239,7 +239,7 @@ class WireServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.core.close(), 10)
 
-    # --- framing (W1, W8) ------------------------------------------------------------------
+    # --- framing ---------------------------------------------------------------------------
 
     def handle_line(self, raw: bytes) -> None:
         if isinstance(raw, OverlongLine):
@@ -296,7 +296,7 @@ class WireServer:
                 )
             )
 
-    # --- initialize (W2, W7) ---------------------------------------------------------------
+    # --- initialize ------------------------------------------------------------------------
 
     def _handle_initialize(self, rpc_id: m.RpcId, params: Any) -> None:
         p = m.parse_initialize(params)
@@ -408,7 +408,7 @@ class WireServer:
                 log.warning("the core refused client tools: %s", refused)
             self.tools_dirty = False
         elif not self.initialized and session.state.client_tools:
-            # A client that did not initialize has no external tools (W3).
+            # A client that did not initialize has no external tools.
             await session.set_client_tools([])
 
     def _client_tool_objects(self) -> list[Any]:
@@ -416,7 +416,7 @@ class WireServer:
 
         return [ClientTool(t.name, t.description, t.parameters) for t in self.client_tools.values()]
 
-    # --- prompt and cancel (W4) ------------------------------------------------------------
+    # --- prompt and cancel -----------------------------------------------------------------
 
     async def _handle_prompt(self, rpc_id: m.RpcId, user_input: str | m.ContentParts) -> None:
         text, unsupported = m.input_text(user_input)
@@ -442,7 +442,7 @@ class WireServer:
             for pr in list(self.pending.values()):
                 if pr.turn is current:
                     self.send(pr.message)
-        # Prompts are served one at a time, in the order they came (a second one waits, W4).
+        # Prompts are served one at a time, in the order they came (a second one waits).
         async with self._turn_lock:
             if self._stopping:
                 return
@@ -460,7 +460,7 @@ class WireServer:
                         log.exception("could not open the session")
                     else:
                         log.error("could not open the session: %s", text)
-                else:  # issue 12 item 3: the detail to the log, a reference to the client
+                else:  # the detail to the log, a reference to the client
                     text = internal_error(repr(e), what="opening the session", exc_info=e)
                 self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, text))
                 return
@@ -596,7 +596,7 @@ class WireServer:
                 continue
             self.send(m.text_part(n.text if n.text.endswith("\n") else n.text + "\n"))
 
-    # --- requests to the client (W5, W6) ---------------------------------------------------
+    # --- requests to the client ------------------------------------------------------------
 
     def _send_request(self, session: Session, turn: Turn, call: ToolCall) -> None:
         if call.awaiting_client:

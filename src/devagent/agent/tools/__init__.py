@@ -1,4 +1,4 @@
-"""The built-in tools (G2). `builtin_tools()` returns a fresh instance of each, by name."""
+"""The built-in tools. `builtin_tools()` returns a fresh instance of each, by name."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""File tools (G2): read, read many, write, edit, list, glob and grep. Every file and directory is
+"""File tools: read, read many, write, edit, list, glob and grep. Every file and directory is
 opened through the confined walk (`Workspace.locate`, `_confine`: from an open root descriptor,
 openat2 RESOLVE_BENEATH or component by component with O_NOFOLLOW, the final open relative to the
 parent's descriptor), and walks open each subdirectory relative to its parent and never enter
 symlinked directories, so nothing outside the workspace roots is read, listed or written, even when
-a directory is swapped for a symlink while a tool runs (G4, issue 12 item 1). A hard link inside
+a directory is swapped for a symlink while a tool runs. A hard link inside
 the workspace to a file outside it is read like any file (the names are one file and cannot be
 told apart); it is never written through. The file IO runs in a thread, off the event loop.
 Writes are atomic (`_util.atomic_write`: a temporary
@@ -212,7 +212,7 @@ def _expand(
         candidates = _candidates(workspace, entry)
     except ToolFailure as e:
         if e.type != "not_found":
-            raise  # outside the workspace: refused, not skipped (G4)
+            raise  # outside the workspace: refused, not skipped
         skipped.append(f"{entry} (does not exist)")
         return found
     if not candidates:
@@ -446,7 +446,7 @@ def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
 
 
 def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
-    """What is written: the proposed content or the user's version of it (B10), and whether the
+    """What is written: the proposed content or the user's version of it, and whether the
     user changed it."""
     modified = ctx.new_content is not None and ctx.new_content != proposed
     content = ctx.new_content if ctx.new_content is not None else proposed
@@ -456,9 +456,9 @@ def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
 
 
 def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
-    """Writes the proposed content, or the user's version of it (B10), and describes the change."""
+    """Writes the proposed content, or the user's version of it, and describes the change."""
     content, modified = _content(ctx, proposed)
-    try:  # a crash leaves the old file or the new one (issue 10 item 1); confined (issue 12 item 1)
+    try:  # a crash leaves the old file or the new one; written through the confined walk
         atomic_write(real, content, ctx.workspace)
     except OSError as e:
         raise fs_failure(e, ctx.workspace.display(real)) from e
@@ -661,7 +661,7 @@ class ListDirectory(Tool):
 
     def _entries(self, workspace: Workspace, real: Path, fd: int, ignore: list[str]) -> ToolResult:
         try:
-            # The directory listed is the one opened through the confined walk (issue 12 item 1).
+            # The directory listed is the one opened through the confined walk.
             scanned = sorted(os.scandir(fd), key=lambda e: e.name)
         except OSError as e:
             raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
@@ -819,8 +819,8 @@ def _clip(text: str) -> str:
 def _grep_python(
     workspace: Workspace, regex: re.Pattern[str], base: Path, include: str | None
 ) -> tuple[list[tuple[str, int, str]], bool]:
-    """The pure Python search: every directory and file opened through the confined walk
-    (issue 12 item 1), symlinks not followed."""
+    """The pure Python search: every directory and file opened through the confined walk,
+    symlinks not followed."""
     matches: list[tuple[str, int, str]] = []
     fd = open_walk(workspace, base)
     if fd is None:  # one file
@@ -875,7 +875,7 @@ def _confirm_rg(
     ripgrep does not follow symlinks unless told to (`-L`, never passed), but it walks by path
     strings, so a directory swapped for a symlink while it runs can make it read a file outside
     the workspace. So its output is only a hint: a match is reported only when the same line is at
-    the same line number of the file opened by `Workspace.locate` (issue 12 item 1)."""
+    the same line number of the file opened by `Workspace.locate`."""
     confirmed: list[tuple[str, int, str]] = []
     lines_of: dict[Path, list[str] | None] = {}
     for display, n, text, path in matches:
@@ -935,7 +935,7 @@ async def _grep_rg(
         limit=64 * 1024 * 1024,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    # stderr is drained while stdout is read (issue 12 item 5): a flood of errors (unreadable
+    # stderr is drained while stdout is read: a flood of errors (unreadable
     # files, say) would otherwise fill its pipe and stall ripgrep until the timeout. Only the
     # tail is kept: it is read for one thing, whether the regex was refused.
     errors = asyncio.ensure_future(_tail(proc.stderr, RG_STDERR_TAIL))

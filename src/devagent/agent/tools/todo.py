@@ -1,5 +1,5 @@
-"""The todo tool (G2): the model's plan for the current task, kept in the session state so clients
-can show it and it survives a restart (G6)."""
+"""The todo tool: the model's plan for the current task, kept in the session state so clients
+can show it and it survives a restart."""
 
 from __future__ import annotations
 
