@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from devagent.agent.events import PermissionOption, ToolKind
+from devagent.agent.mcp_names import server_of
 from devagent.agent.state import SessionState
+from devagent.agent.tools.shell import active_sandbox
 
 Verdict = Literal["run", "ask", "deny", "client"]
 
@@ -280,7 +282,7 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if name in state.grants_tools:
         return Decision("run")
-    if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
+    if kind is ToolKind.MCP and server_of(name) in state.grants_mcp_servers:
         return Decision("run")
     if kind is ToolKind.EXECUTE and (covered := _shell_grant(args, state)):
         return Decision("run", granted=covered == "prefix")
@@ -317,16 +319,8 @@ def _shell_grants(command: str) -> list[str]:
     return prefixes if prefixes is not None else [EXACT + command.strip()]
 
 
-def _mcp_server(name: str) -> str:
-    from devagent.agent.mcp_names import server_of
-
-    return server_of(name)
-
-
 def _sandbox_note() -> str:
     """How a shell command will run when the process's sandbox is on, else ""."""
-    from devagent.agent.tools.shell import active_sandbox
-
     sandbox = active_sandbox()
     if sandbox is None:
         return ""
@@ -336,7 +330,7 @@ def _sandbox_note() -> str:
 
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
     if kind is ToolKind.MCP:  # the RFC's options for an MCP call
-        server = _mcp_server(name)
+        server = server_of(name)
         return [
             PermissionOption("proceed_once", "Allow once", "Run this call"),
             PermissionOption(
@@ -397,7 +391,7 @@ def grant(
     exact command, or prefixes that cannot start another program), per server for an MCP call
     answered "always allow this server", per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
-        server = _mcp_server(name)
+        server = server_of(name)
         if server not in state.grants_mcp_servers:
             state.grants_mcp_servers.append(server)
     elif kind is ToolKind.EXECUTE:

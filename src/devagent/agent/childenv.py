@@ -26,7 +26,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 @functools.cache
 def _provider_names() -> frozenset[str]:
-    from devagent.agent.models import PROVIDERS
+    from devagent.agent.models import PROVIDERS  # late: the provider table, off the doors' start path
 
     names: set[str] = set()
     for info in PROVIDERS.values():

@@ -25,21 +25,22 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from devagent.agent.events import Usage
+from devagent import telemetry
+from devagent.agent.events import InputError, Usage
+from devagent.agent.mcp import McpManager
+from devagent.agent.models import context_window, create_model, default_model_spec
+from devagent.agent.session import Session
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.common import scrub
 from devagent.common.lru import LRU
+from devagent.store.db import Store
+from devagent.store.leases import SessionExists
+from devagent.store.tables import CANCEL_CHANNEL
 
 MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
-
-if TYPE_CHECKING:
-    from devagent.agent.mcp import McpManager
-    from devagent.agent.session import Session
-    from devagent.store.db import Store
-
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,6 @@ class AgentCore:
     def _default_model(self) -> tuple[str, str]:
         if self.config.default_model:
             return self.config.default_model, f"Model: {self.config.default_model}"
-        from devagent.agent.models import default_model_spec
-
         return default_model_spec(os.environ)
 
     def model_for(self, spec: str) -> Any:
@@ -83,8 +82,6 @@ class AgentCore:
         spec = spec or self.default_model
         model = self.models.get(spec)
         if model is None:
-            from devagent.agent.models import create_model
-
             model = create_model(
                 spec,
                 base_url=self.config.model_base_url,
@@ -100,8 +97,6 @@ class AgentCore:
         (taken now, in the store, for the turn; True when a slot was taken). Else refused with
         InputError `budget_exceeded`, which every door turns into its protocol's error, and a
         log line."""
-        from devagent.agent.events import InputError
-
         _, turns = self.config.budget_for(identity)
         message = await self.tokens_spent(identity)
         if not message and turns > 0:
@@ -144,24 +139,17 @@ class AgentCore:
         """The context window of a session's model: the operator's setting, else the model's."""
         if self.config.context_tokens > 0:
             return self.config.context_tokens
-        from devagent.agent.models import context_window
-
         return context_window(spec or self.default_model)
 
     @property
     def mcp(self) -> McpManager:
         """The MCP connections of this process (started lazily by sessions, closed by `close`)."""
         if self._mcp is None:
-            from devagent.agent.mcp import McpManager
-
             self._mcp = McpManager(self.config)
         return self._mcp
 
     @classmethod
     async def open(cls, config: CoreConfig) -> AgentCore:
-        from devagent import telemetry
-        from devagent.store.db import Store
-
         if telemetry.configure(config.traces, config.trace_content) and not telemetry.active():
             await asyncio.to_thread(telemetry.start)  # the OpenTelemetry SDK, off the loop
         store = await Store.open(config.resolved_db_url())
@@ -169,8 +157,6 @@ class AgentCore:
         if not store.is_sqlite:
             # Another replica's tasks/cancel reaches a turn running here at once (the lease's
             # heartbeat would find the request too, a third of lease_seconds later).
-            from devagent.store.tables import CANCEL_CHANNEL
-
             listener = store.listener()
             listener.on(CANCEL_CHANNEL, core._cancel_signalled)
             await listener.start()
@@ -187,8 +173,6 @@ class AgentCore:
         if self._mcp is not None:
             await self._mcp.close()
         await self.store.close()
-        from devagent import telemetry
-
         if telemetry.active():
             # The spans still buffered, now: a server stopped by SIGTERM never runs the SDK's
             # exit hook (uvicorn ends it with the signal once it has shut down).
@@ -222,8 +206,6 @@ class AgentCore:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
         an id no other process can know yet (its turn would wait for the lease until it expires)."""
-        from devagent.agent.session import Session
-
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
             if not Path(r).is_dir():
@@ -238,8 +220,6 @@ class AgentCore:
             identity=identity,
             started_on=time.strftime("%Y-%m-%d"),
         )
-        from devagent.store.leases import SessionExists
-
         sid = session_id or str(uuid.uuid4())
         # Under the id's lock, which get_session loads under: otherwise two first messages of one
         # conversation (get_session found nothing for either) made two live objects for one id,
@@ -282,8 +262,6 @@ class AgentCore:
             if session is not None:
                 self._remember(session)
                 return session
-            from devagent.agent.session import Session
-
             row = await self.store.load_session(session_id)
             if row is None:
                 return None

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.model_errors import ModelConfigError
+from devagent.patches import openai as openai_patches
+from devagent.patches import pydantic_ai as pydantic_ai_patches
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -253,21 +255,17 @@ def create_model(
     when the provider is unknown or its key or base URL is missing."""
     provider, name, key, url = check_model_spec(spec, base_url=base_url, api_key=api_key, environ=environ)
     if provider == DEMO_SPEC:
-        from devagent.agent.scripted import DemoModel
+        from devagent.agent.scripted import DemoModel  # late: pydantic-ai, not needed to check a spec
 
         return DemoModel()
     if provider == "scripted":
-        from devagent.agent.scripted import ScriptedModel
+        from devagent.agent.scripted import ScriptedModel  # late: pydantic-ai, as above
 
         return ScriptedModel.from_file(name)
     info = PROVIDERS[provider]
     try:
-        from devagent.patches import pydantic_ai as pydantic_ai_patches
-
         pydantic_ai_patches.cache_tool_schemas()
         if provider not in ("anthropic", "google"):  # every other builder makes an OpenAI-SDK model
-            from devagent.patches import openai as openai_patches
-
             openai_patches.skip_message_transform()
             openai_patches.validate_stream_chunks()
             pydantic_ai_patches.memoize_history_mapping()
