@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent import __version__
+from devagent.agent.commands import registry
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     ClientResult,
@@ -46,6 +47,9 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.agent.state import ClientTool
+from devagent.agent.tools import builtin_tools
+from devagent.agent.tools.client import validate_client_tools
 from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE_BYTES,
@@ -53,6 +57,8 @@ from devagent.common.jsonlimits import (
     too_deep,
 )
 from devagent.common.rpcerrors import internal_error
+from devagent.config import ConfigError, load_config
+from devagent.preflight import StartError, check_db_url, check_model, debug_enabled, open_core, report
 from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
 from devagent.wire import messages as m
 
@@ -344,9 +350,6 @@ class WireServer:
     ) -> tuple[list[m.ExternalToolDef], list[tuple[str, str]]]:
         if not defs:
             return [], []
-        from devagent.agent.tools import builtin_tools
-        from devagent.agent.tools.client import validate_client_tools
-
         core_cfg = self.opts.config
         ok, rejected = validate_client_tools(
             [{"name": d.name, "description": d.description, "parameters": d.parameters} for d in defs],
@@ -367,8 +370,6 @@ class WireServer:
         # pydantic-ai and SQLAlchemy take most of a second to import: do it off the loop so that
         # the protocol stays responsive meanwhile.
         await asyncio.to_thread(_import_heavy)
-        from devagent.preflight import open_core
-
         cfg = self.opts.config
         core = await open_core(cfg)
         self.core = core
@@ -412,8 +413,6 @@ class WireServer:
             await session.set_client_tools([])
 
     def _client_tool_objects(self) -> list[Any]:
-        from devagent.agent.state import ClientTool
-
         return [ClientTool(t.name, t.description, t.parameters) for t in self.client_tools.values()]
 
     # --- prompt and cancel -----------------------------------------------------------------
@@ -451,8 +450,6 @@ class WireServer:
             try:
                 session = await self._ready()
             except Exception as e:
-                from devagent.preflight import StartError, debug_enabled
-
                 self.turn = None
                 if isinstance(e, StartError):  # the database cannot be opened: one line, the fix
                     text = e.message
@@ -748,14 +745,13 @@ def _option_for(response: str, always: str | None) -> str:
 
 
 def _slash_commands() -> list[m.JSON]:
-    from devagent.agent.commands import registry
-
     return [
         {"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in registry().list()
     ]
 
 
 def _import_heavy() -> None:
+    # late, in a thread: pydantic-ai and SQLAlchemy load while `initialize` is answered
     import devagent.agent.core
     import devagent.agent.session
     import devagent.store.db  # noqa: F401
@@ -818,15 +814,11 @@ def _checked_config(overrides: dict[str, Any], *, check_model_first: bool, debug
     """The server's settings, with what can be told before the client starts talking checked
     (the model unless a resumed session keeps its own; the database URL, opened later); an exit
     code after one line on stderr when they are wrong."""
-    from devagent.config import ConfigError, load_config
-
     try:
         config = load_config(overrides)
     except ConfigError as e:
         print(f"devagent wire: {e}", file=sys.stderr)
         return 2
-    from devagent.preflight import StartError, check_db_url, check_model, report
-
     try:
         if check_model_first:
             check_model(config)
