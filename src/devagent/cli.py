@@ -16,13 +16,15 @@ import typer
 
 from devagent import __version__
 from devagent.agent.driver import Door, TurnDriver
+from devagent.agent.events import Decision, FileDiff, NeedsInput, ToolCall, TurnEnd, UserPrompt
 from devagent.global_flags import GlobalFlags, lend, take
+from devagent.patches import httpx as httpx_patch
+from devagent.preflight import StartError, check_model, open_core, report
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from devagent.agent.core import AgentCore
-    from devagent.agent.events import ToolCall
     from devagent.terminal.render import Renderer
 
 app = typer.Typer(
@@ -107,7 +109,7 @@ def version() -> None:
 @app.command()
 def commands() -> None:
     """List the slash commands."""
-    from devagent.agent.commands import CommandInfo, registry
+    from devagent.agent.commands import CommandInfo, registry  # late: the command registry, not for --help
 
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
@@ -135,6 +137,7 @@ def run(
     sandbox: SandboxOpt = None,
 ) -> None:
     """Run one task in the terminal: streams text, thoughts and tool calls, asks permission."""
+    # late: the settings and the sandbox, not loaded for `devagent --help`
     from devagent.agent.tools.shell import SandboxError, setup_sandbox
     from devagent.config import ConfigError, load_config
 
@@ -164,8 +167,6 @@ def run(
         raise typer.Exit(2) from e
     if sandbox or config.sandbox:  # asked for: say what came of it
         typer.echo(line, err=True)
-    from devagent.preflight import StartError, check_model, report
-
     try:
         if model or not session:  # a resumed session keeps its own model unless --model is given
             check_model(config)
@@ -182,9 +183,6 @@ async def _run(
     config: Any, prompt: str, workspace: Path, session_id: str | None, model: str | None = None
 ) -> int:
     from rich.console import Console
-
-    from devagent.agent.events import UserPrompt
-    from devagent.preflight import StartError, check_model, open_core
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
@@ -209,8 +207,8 @@ async def _run(
         err.print(
             f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
         )
-        from devagent.agent.tools.shell import active_sandbox
-        from devagent.terminal.render import Renderer
+        from devagent.agent.tools.shell import active_sandbox  # late: as in run()
+        from devagent.terminal.render import Renderer  # late: the terminal's renderer, run's only
 
         # thoughts shown whole: a one-shot run has no /thoughts to unfold them
         renderer = Renderer(out, show_thoughts=True, sandboxed=active_sandbox() is not None)
@@ -259,8 +257,6 @@ class _RunDoor(Door):
         self.calls: list[ToolCall] = []  # those the turn waits for now
 
     async def show(self, event: Any) -> None:
-        from devagent.agent.events import NeedsInput, TurnEnd
-
         self.r.render(event)
         if isinstance(event, NeedsInput | TurnEnd):
             self.r.finish()
@@ -278,8 +274,6 @@ class _RunDoor(Door):
 
 def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
     """The user's decision on one call, or None when it cannot be asked here."""
-    from devagent.agent.events import Decision, FileDiff
-
     if not sys.stdin.isatty():
         names = ", ".join(w.description or w.name for w in waiting)
         console.print(
@@ -297,7 +291,7 @@ def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
     while True:
         answer = _read_answer(console, prompt)
         if answer == "e" and isinstance(details, FileDiff):
-            from devagent.terminal.editor import edit_in_editor
+            from devagent.terminal.editor import edit_in_editor  # late: tempfile, for an edit only
 
             edited = edit_in_editor(details.new_content, details.file_name, console)
             if edited is not None:
@@ -373,7 +367,7 @@ def chat(
 ) -> None:
     """Talk with devagent in the terminal: streamed answers, tool calls, permission prompts, slash
     commands (`devagent` alone in a terminal does the same)."""
-    from devagent.terminal.start import chat_command
+    from devagent.terminal.start import chat_command  # late: each command loads its own modules
 
     raise typer.Exit(
         chat_command(
@@ -406,7 +400,7 @@ def sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """List stored sessions: id, workspace, title, last activity (`chat --session ID` continues one)."""
-    from devagent.terminal.start import sessions_command
+    from devagent.terminal.start import sessions_command  # late: each command loads its own modules
 
     raise typer.Exit(
         sessions_command(workspace=workspace, limit=limit, db=db, as_json=as_json, flags=_flags(ctx))
@@ -518,7 +512,7 @@ def serve(
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
-    from devagent.a2a.cli import serve_command
+    from devagent.a2a.cli import serve_command  # late: each command loads its own modules
 
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
         code = serve_command(
@@ -555,7 +549,7 @@ def wire(ctx: typer.Context) -> None:
 
     devagent wire --work-dir DIR [--session ID] [--model M] [--base-url URL] [--api-key KEY] [--yolo];
     `devagent --wire …` is the same."""
-    from devagent.wire.cli import wire_from_argv
+    from devagent.wire.cli import wire_from_argv  # late: each command loads its own modules
 
     raise typer.Exit(wire_from_argv(list(ctx.args), _flags(ctx)))
 
@@ -569,7 +563,7 @@ def acp(ctx: typer.Context) -> None:
 
     devagent acp [--work-dir DIR] [--model M] [--approval MODE] [--session ID]; `devagent acp --help`
     lists the flags."""
-    from devagent.acp.cli import acp_from_argv
+    from devagent.acp.cli import acp_from_argv  # late: each command loads its own modules
 
     raise typer.Exit(acp_from_argv(list(ctx.args), _flags(ctx)))
 
@@ -583,7 +577,7 @@ def mcp(ctx: typer.Context) -> None:
 
     devagent mcp [--work-dir DIR] [--model M] [--approval MODE] [--db URL]; `devagent mcp --help`
     lists the flags."""
-    from devagent.mcp.cli import mcp_from_argv
+    from devagent.mcp.cli import mcp_from_argv  # late: each command loads its own modules
 
     raise typer.Exit(mcp_from_argv(list(ctx.args), _flags(ctx)))
 
@@ -598,7 +592,7 @@ def info(
 ) -> None:
     """Print versions and the resolved configuration: model, provider URL, settings file, database,
     sandbox, workspace roots (never a key)."""
-    from devagent.info import print_info
+    from devagent.info import print_info  # late: each command loads its own modules
 
     raise typer.Exit(print_info(as_json, check, _flags(ctx).settings()))
 
@@ -608,8 +602,6 @@ def main() -> None:
 
     Every error a user can cause ends as one line on stderr and exit code 2 (usage) or 1 (runtime);
     `--debug` anywhere on the line (or DEVAGENT_DEBUG=1) also prints the traceback."""
-    from devagent.patches import httpx as httpx_patch
-
     httpx_patch.skip_command_line_client()  # a client this process never runs, not imported
     argv = sys.argv[1:]
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]
@@ -617,19 +609,17 @@ def main() -> None:
     mcp_mode = argv[:1] == ["mcp"]
     # the stdio doors' own --debug also turns their logging up
     argv, flags = take(argv, keep_debug=wire_mode or acp_mode or mcp_mode)
-    from devagent.preflight import report
-
     try:
         if wire_mode:  # fast path: no Typer parsing for wire mode
-            from devagent.wire.cli import wire_from_argv
+            from devagent.wire.cli import wire_from_argv  # late: each door loads only its own modules
 
             code: Any = wire_from_argv(argv, flags)
         elif mcp_mode:  # and for MCP: a host waits for `initialize`
-            from devagent.mcp.cli import mcp_from_argv
+            from devagent.mcp.cli import mcp_from_argv  # late: as above
 
             code = mcp_from_argv(argv, flags)
         elif acp_mode:  # the same for ACP: an editor waits for `initialize`
-            from devagent.acp.cli import acp_from_argv
+            from devagent.acp.cli import acp_from_argv  # late: as above
 
             code = acp_from_argv(argv, flags)
         else:

@@ -10,8 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.settings import CoreConfig, utc_day
+from devagent.agent.tools.shell import SandboxError, active_sandbox, setup_sandbox
+from devagent.config import ConfigError, load_config
 from devagent.global_flags import GlobalFlags
-from devagent.preflight import StartError, report
+from devagent.preflight import StartError, check_model, open_core, report
+from devagent.terminal.backend import LocalBackend, latest_session_id, open_local_session
 
 # The per-caller usage table's columns, in the order `devagent sessions` prints them (the store's
 # USAGE_KINDS; not imported from there, so that this module loads without SQLAlchemy).
@@ -19,8 +23,6 @@ _SPEND_COLUMNS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output
 
 
 def _config(overrides: dict[str, Any], flags: GlobalFlags) -> Any:
-    from devagent.config import ConfigError, load_config
-
     try:
         return load_config({**flags.settings(), **overrides})
     except ConfigError as e:
@@ -67,16 +69,12 @@ def chat_command(
             },
             flags,
         )
-        from devagent.agent.tools.shell import SandboxError, setup_sandbox
-
         try:
             line = setup_sandbox(sandbox, config, "run")
         except SandboxError as e:
             raise StartError(str(e), 2) from e
         if sandbox or config.sandbox:
             print(line, file=sys.stderr)
-        from devagent.preflight import check_model
-
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
         return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts, flags.debug))
@@ -100,9 +98,7 @@ async def _local(
     thoughts: bool,
     debug: bool,
 ) -> int:
-    from devagent.preflight import open_core
-    from devagent.terminal.backend import LocalBackend, latest_session_id, open_local_session
-    from devagent.terminal.repl import chat
+    from devagent.terminal.repl import chat  # late: prompt_toolkit
 
     core = await open_core(config)
     try:
@@ -119,8 +115,6 @@ async def _local(
     except BaseException:
         await core.close()
         raise
-    from devagent.agent.tools.shell import active_sandbox
-
     backend = LocalBackend(core, s)
     return await chat(
         backend,
@@ -145,8 +139,8 @@ def _remote(
 ) -> int:
     if cont:
         raise StartError("--continue is for local sessions; with --url give --session CONTEXT_ID", 2)
-    from devagent.terminal.remote import RemoteBackend
-    from devagent.terminal.repl import chat
+    from devagent.terminal.remote import RemoteBackend  # late: the a2a SDK and httpx, for --url only
+    from devagent.terminal.repl import chat  # late: prompt_toolkit
 
     async def main() -> int:
         # a relative --workspace is taken from here (the same machine); none: the server's first root
@@ -154,8 +148,6 @@ def _remote(
         backend = await RemoteBackend.connect(
             url, token, workspace=where, context_id=session, model=model, approval=approval
         )
-        from devagent.agent.settings import CoreConfig
-
         history = CoreConfig().data_dir / "chat_history"
         return await chat(backend, _console(), history, show_thoughts=thoughts, debug=debug)
 
@@ -215,9 +207,6 @@ async def _list(
     config: Any, workspace: Path | None, limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The sessions (newest first), and the spend per caller of the last days."""
-    from devagent.agent.settings import utc_day
-    from devagent.preflight import open_core
-
     core = await open_core(config)
     try:
         want = str(workspace.resolve()) if workspace else None
