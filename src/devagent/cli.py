@@ -138,35 +138,17 @@ def run(
 ) -> None:
     """Run one task in the terminal: streams text, thoughts and tool calls, asks permission."""
     # late: the settings and the sandbox, not loaded for `devagent --help`
-    from devagent.agent.tools.shell import SandboxError, setup_sandbox
-    from devagent.config import ConfigError, load_config
+    from devagent.terminal.start import local_config, start_sandbox
 
     flags = _flags(ctx)
     try:
-        config = load_config(
-            {
-                **flags.settings(),
-                "db_url": db,
-                "default_model": model,
-                "model_base_url": base_url,
-                "model_api_key": api_key,
-                "approval_mode": approval,
-                "max_steps": max_steps,
-            }
-        )
-    except ConfigError as e:
-        typer.echo(f"devagent: {e}", err=True)
+        config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
+        if not workspace.is_dir():
+            raise StartError(f"workspace {workspace} is not a directory", 2)
+        start_sandbox(sandbox, config)  # asked for: says what came of it
+    except StartError as e:
+        typer.echo(f"devagent: {e.message}", err=True)
         raise typer.Exit(2) from e
-    if not workspace.is_dir():
-        typer.echo(f"devagent: workspace {workspace} is not a directory", err=True)
-        raise typer.Exit(2)
-    try:
-        line = setup_sandbox(sandbox, config, "run")
-    except SandboxError as e:
-        typer.echo(f"devagent: {e}", err=True)
-        raise typer.Exit(2) from e
-    if sandbox or config.sandbox:  # asked for: say what came of it
-        typer.echo(line, err=True)
     try:
         if model or not session:  # a resumed session keeps its own model unless --model is given
             check_model(config)
@@ -184,31 +166,24 @@ async def _run(
 ) -> int:
     from rich.console import Console
 
+    from devagent.agent.tools.shell import active_sandbox  # late: as in run()
+    from devagent.terminal.backend import open_local_session  # late: as in run()
+    from devagent.terminal.render import Renderer  # late: the terminal's renderer, run's only
+
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     core = await open_core(config)
     try:
-        if session_id:
-            s = await core.get_session(session_id)
-            if s is None:
-                raise StartError(f"no stored session {session_id!r} (its id is printed when a run starts)", 2)
-            if model:  # --model given: the session goes on with it
-                s.state.model = model
-                await s.save_state()
-            elif s.state.model:  # else on the model the session was started with
-                config.default_model = s.state.model
-                check_model(config)
-            err.print(f"[dim]Model: {s.state.model or core.default_model}[/dim]")
-        else:
+        if not session_id:
             _announce_model(core, err)
-            s = await core.create_session(
-                [workspace], approval_mode=config.approval_mode, model=core.default_model
-            )
+        s, resumed = await open_local_session(
+            core, config, workspace, session_id, model, unknown_hint="its id is printed when a run starts"
+        )
+        if resumed:
+            err.print(f"[dim]Model: {s.state.model or core.default_model}[/dim]")
         err.print(
             f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
         )
-        from devagent.agent.tools.shell import active_sandbox  # late: as in run()
-        from devagent.terminal.render import Renderer  # late: the terminal's renderer, run's only
 
         # thoughts shown whole: a one-shot run has no /thoughts to unfold them
         renderer = Renderer(out, show_thoughts=True, sandboxed=active_sandbox() is not None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -377,11 +378,9 @@ def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     """Remember "reject always" for the session: per command root for shell (each root of the
     command), per tool otherwise. Later such calls are refused without asking, in every mode."""
     if kind is ToolKind.EXECUTE:
-        for root in _refusal_roots(str(args.get("command", ""))):
-            if root not in state.refusals_shell:
-                state.refusals_shell.append(root)
-    elif name not in state.refusals_tools:
-        state.refusals_tools.append(name)
+        _remember(_refusal_roots(str(args.get("command", ""))), state.refusals_shell)
+    else:
+        _remember([name], state.refusals_tools)
 
 
 def grant(
@@ -391,12 +390,15 @@ def grant(
     exact command, or prefixes that cannot start another program), per server for an MCP call
     answered "always allow this server", per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
-        server = server_of(name)
-        if server not in state.grants_mcp_servers:
-            state.grants_mcp_servers.append(server)
+        _remember([server_of(name)], state.grants_mcp_servers)
     elif kind is ToolKind.EXECUTE:
-        for item in _shell_grants(str(args.get("command", ""))):
-            if item not in state.grants_shell:
-                state.grants_shell.append(item)
-    elif name not in state.grants_tools:
-        state.grants_tools.append(name)
+        _remember(_shell_grants(str(args.get("command", ""))), state.grants_shell)
+    else:
+        _remember([name], state.grants_tools)
+
+
+def _remember(items: Iterable[str], into: list[str]) -> None:
+    """Adds to a session's grants or refusals each item it does not hold yet, in order."""
+    for item in items:
+        if item not in into:
+            into.append(item)

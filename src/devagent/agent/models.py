@@ -55,6 +55,20 @@ class ProviderInfo:
     local: bool = False  # an OpenAI-compatible server run by the user: no strict tool schemas
 
 
+def _local_server(name: str, description: str, key_env: str, base_url_env: str, port: int) -> ProviderInfo:
+    """An OpenAI-compatible server the user runs on this machine: its own key and URL variables
+    first, then devagent's; no key needed; on its usual port of 127.0.0.1 by default."""
+    return ProviderInfo(
+        name,
+        description,
+        key_env=(key_env, "DEVAGENT_API_KEY"),
+        key_required=False,
+        base_url_env=(base_url_env, "DEVAGENT_BASE_URL"),
+        default_base_url=f"http://127.0.0.1:{port}/v1",
+        local=True,
+    )
+
+
 PROVIDERS: dict[str, ProviderInfo] = {
     "openai": ProviderInfo(
         "openai", "OpenAI (Chat Completions)", key_env=("OPENAI_API_KEY",), base_url_env=("OPENAI_BASE_URL",)
@@ -69,33 +83,9 @@ PROVIDERS: dict[str, ProviderInfo] = {
         base_url_env=("DEVAGENT_BASE_URL",),
         local=True,
     ),
-    "ollama": ProviderInfo(
-        "ollama",
-        "Ollama",
-        key_env=("OLLAMA_API_KEY", "DEVAGENT_API_KEY"),
-        key_required=False,
-        base_url_env=("OLLAMA_BASE_URL", "DEVAGENT_BASE_URL"),
-        default_base_url="http://127.0.0.1:11434/v1",
-        local=True,
-    ),
-    "vllm": ProviderInfo(
-        "vllm",
-        "vLLM",
-        key_env=("VLLM_API_KEY", "DEVAGENT_API_KEY"),
-        key_required=False,
-        base_url_env=("VLLM_BASE_URL", "DEVAGENT_BASE_URL"),
-        default_base_url="http://127.0.0.1:8000/v1",
-        local=True,
-    ),
-    "llamacpp": ProviderInfo(
-        "llamacpp",
-        "llama.cpp server",
-        key_env=("LLAMACPP_API_KEY", "DEVAGENT_API_KEY"),
-        key_required=False,
-        base_url_env=("LLAMACPP_BASE_URL", "DEVAGENT_BASE_URL"),
-        default_base_url="http://127.0.0.1:8080/v1",
-        local=True,
-    ),
+    "ollama": _local_server("ollama", "Ollama", "OLLAMA_API_KEY", "OLLAMA_BASE_URL", 11434),
+    "vllm": _local_server("vllm", "vLLM", "VLLM_API_KEY", "VLLM_BASE_URL", 8000),
+    "llamacpp": _local_server("llamacpp", "llama.cpp server", "LLAMACPP_API_KEY", "LLAMACPP_BASE_URL", 8080),
     "deepseek": ProviderInfo("deepseek", "DeepSeek", key_env=("DEEPSEEK_API_KEY",)),
     "moonshot": ProviderInfo(
         "moonshot",

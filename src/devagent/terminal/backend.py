@@ -175,14 +175,21 @@ async def latest_session_id(core: AgentCore, workspace: Path) -> str | None:
 
 
 async def open_local_session(
-    core: AgentCore, config: Any, workspace: Path, session_id: str | None, model: str | None
+    core: AgentCore,
+    config: Any,
+    workspace: Path,
+    session_id: str | None,
+    model: str | None,
+    *,
+    unknown_hint: str = "'devagent sessions' lists them",
 ) -> tuple[Session, bool]:
     """The session to talk to: `session_id`'s (on its own stored model unless `model` is given),
-    or a new one in `workspace`. Returns it and whether it was resumed. Raises StartError."""
+    or a new one in `workspace`. Returns it and whether it was resumed. Raises StartError, saying
+    `unknown_hint` (where to find an id) when no session has that id."""
     if session_id:
         s = await core.get_session(session_id)
         if s is None:
-            raise StartError(f"no stored session {session_id!r} ('devagent sessions' lists them)", 2)
+            raise StartError(f"no stored session {session_id!r} ({unknown_hint})", 2)
         if model:  # --model given: the session goes on with it
             s.state.model = model
             await s.save_state()

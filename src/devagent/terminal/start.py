@@ -29,6 +29,41 @@ def _config(overrides: dict[str, Any], flags: GlobalFlags) -> Any:
         raise StartError(str(e), 2) from e
 
 
+def local_config(
+    flags: GlobalFlags,
+    db: str | None,
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    approval: str | None,
+    max_steps: int | None,
+    /,
+) -> Any:
+    """The settings of a run in this process (`chat`, `run`): the command's flags (passed in this
+    order, under the names the commands give them) over the environment and the settings file.
+    StartError (usage) when they are wrong."""
+    overrides = {
+        "db_url": db,
+        "default_model": model,
+        "model_base_url": base_url,
+        "model_api_key": api_key,
+        "approval_mode": approval,
+        "max_steps": max_steps,
+    }
+    return _config(overrides, flags)
+
+
+def start_sandbox(flag: bool | None, config: Any) -> None:
+    """The shell sandbox of a run in this process, said on stderr when the flag or the settings
+    ask for it. StartError (usage) when it cannot be had."""
+    try:
+        line = setup_sandbox(flag, config, "run")
+    except SandboxError as e:
+        raise StartError(str(e), 2) from e
+    if flag or config.sandbox:
+        print(line, file=sys.stderr)
+
+
 def chat_command(
     *,
     workspace: Path | None,
@@ -58,23 +93,8 @@ def chat_command(
         workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
-        config = _config(
-            {
-                "db_url": db,
-                "default_model": model,
-                "model_base_url": base_url,
-                "model_api_key": api_key,
-                "approval_mode": approval,
-                "max_steps": max_steps,
-            },
-            flags,
-        )
-        try:
-            line = setup_sandbox(sandbox, config, "run")
-        except SandboxError as e:
-            raise StartError(str(e), 2) from e
-        if sandbox or config.sandbox:
-            print(line, file=sys.stderr)
+        config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
+        start_sandbox(sandbox, config)
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
         return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts, flags.debug))
