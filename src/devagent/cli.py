@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -382,6 +383,9 @@ def sessions(
     )
 
 
+# The stdio doors' commands take every flag after their name as theirs (`--help` included).
+_DOOR_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
 # The options of `devagent serve`.
 HostOpt = Annotated[str, typer.Option("--host", help="Address to listen on")]
 PortOpt = Annotated[int, typer.Option("--port", envvar="CODER_AGENT_PORT", help="Port (0: any free port)")]
@@ -515,46 +519,31 @@ def serve(
     raise typer.Exit(code)
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
+@app.command(context_settings=_DOOR_FLAGS, add_help_option=False)
 def wire(ctx: typer.Context) -> None:
     """Serve wire mode (JSON-RPC over stdio); `devagent wire --help` lists the flags.
 
     devagent wire --work-dir DIR [--session ID] [--model M] [--base-url URL] [--api-key KEY] [--yolo];
     `devagent --wire …` is the same."""
-    from devagent.wire.cli import wire_from_argv  # late: each command loads its own modules
-
-    raise typer.Exit(wire_from_argv(list(ctx.args), _flags(ctx)))
+    raise typer.Exit(_stdio_door("wire")(list(ctx.args), _flags(ctx)))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
+@app.command(context_settings=_DOOR_FLAGS, add_help_option=False)
 def acp(ctx: typer.Context) -> None:
     """Serve the Agent Client Protocol on stdio, for editors (Zed, JetBrains, Neovim, Emacs).
 
     devagent acp [--work-dir DIR] [--model M] [--approval MODE] [--session ID]; `devagent acp --help`
     lists the flags."""
-    from devagent.acp.cli import acp_from_argv  # late: each command loads its own modules
-
-    raise typer.Exit(acp_from_argv(list(ctx.args), _flags(ctx)))
+    raise typer.Exit(_stdio_door("acp")(list(ctx.args), _flags(ctx)))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
+@app.command(context_settings=_DOOR_FLAGS, add_help_option=False)
 def mcp(ctx: typer.Context) -> None:
     """Serve devagent as an MCP server on stdio, for MCP hosts (Claude, Cursor, VS Code, Codex, ...).
 
     devagent mcp [--work-dir DIR] [--model M] [--approval MODE] [--db URL]; `devagent mcp --help`
     lists the flags."""
-    from devagent.mcp.cli import mcp_from_argv  # late: each command loads its own modules
-
-    raise typer.Exit(mcp_from_argv(list(ctx.args), _flags(ctx)))
+    raise typer.Exit(_stdio_door("mcp")(list(ctx.args), _flags(ctx)))
 
 
 @app.command()
@@ -585,18 +574,9 @@ def main() -> None:
     # the stdio doors' own --debug also turns their logging up
     argv, flags = take(argv, keep_debug=wire_mode or acp_mode or mcp_mode)
     try:
-        if wire_mode:  # fast path: no Typer parsing for wire mode
-            from devagent.wire.cli import wire_from_argv  # late: each door loads only its own modules
-
-            code: Any = wire_from_argv(argv, flags)
-        elif mcp_mode:  # and for MCP: a host waits for `initialize`
-            from devagent.mcp.cli import mcp_from_argv  # late: as above
-
-            code = mcp_from_argv(argv, flags)
-        elif acp_mode:  # the same for ACP: an editor waits for `initialize`
-            from devagent.acp.cli import acp_from_argv  # late: as above
-
-            code = acp_from_argv(argv, flags)
+        door = "wire" if wire_mode else "mcp" if mcp_mode else "acp" if acp_mode else None
+        if door is not None:  # fast path, no Typer parsing: a client waits for `initialize`
+            code: Any = _stdio_door(door)(argv, flags)
         else:
             os.environ.setdefault("PYTHONUNBUFFERED", "1")
             if not argv and sys.stdin.isatty() and sys.stdout.isatty():
@@ -608,6 +588,23 @@ def main() -> None:
     except Exception as e:
         code = report("devagent", e, flags.debug)
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _stdio_door(name: str) -> Callable[[list[str], GlobalFlags], int]:
+    """The command line of the stdio door `name` (wire, acp or mcp), which parses the door's own
+    flags and serves it."""
+    # late: each door loads only its own modules
+    if name == "wire":
+        from devagent.wire.cli import wire_from_argv
+
+        return wire_from_argv
+    if name == "acp":
+        from devagent.acp.cli import acp_from_argv
+
+        return acp_from_argv
+    from devagent.mcp.cli import mcp_from_argv
+
+    return mcp_from_argv
 
 
 def _typer_main(argv: list[str], flags: GlobalFlags) -> Any:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,9 @@ def chat_command(
             )
         if session and cont:
             raise StartError("--session and --continue both name a session: give one", 2)
+        opts = _ChatOptions(session, cont, model, approval, thoughts, flags.debug)
         if url:  # the workspace is a path on the server's machine
-            return _remote(url, token, workspace, session, cont, model, approval, thoughts, flags.debug)
+            return _remote(url, token, workspace, opts)
         workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
@@ -97,9 +99,23 @@ def chat_command(
         start_sandbox(sandbox, config)
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
-        return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts, flags.debug))
+        return asyncio.run(_local(config, workspace, opts))
     except StartError as e:
         return report("devagent", e, flags.debug)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatOptions:
+    """What `chat` was asked for besides where it runs: the session to go on with (`--session`, or
+    the workspace's last with `--continue`), its model and approval mode, the thoughts shown
+    whole, and `--debug`."""
+
+    session: str | None
+    cont: bool
+    model: str | None
+    approval: str | None
+    thoughts: bool
+    debug: bool
 
 
 def _console() -> Any:
@@ -108,30 +124,22 @@ def _console() -> Any:
     return Console(highlight=False)
 
 
-async def _local(
-    config: Any,
-    workspace: Path,
-    session_id: str | None,
-    cont: bool,
-    model: str | None,
-    approval: str | None,
-    thoughts: bool,
-    debug: bool,
-) -> int:
+async def _local(config: Any, workspace: Path, opts: _ChatOptions) -> int:
     from devagent.terminal.repl import chat  # late: prompt_toolkit
 
     core = await open_core(config)
     try:
-        if cont:
+        session_id = opts.session
+        if opts.cont:
             session_id = await latest_session_id(core, workspace)
             if session_id is None:
                 raise StartError(
                     f"no stored session in {workspace.resolve()} to continue (start one with: devagent chat)",
                     2,
                 )
-        s, resumed = await open_local_session(core, config, workspace, session_id, model)
-        if resumed and approval:  # --approval given: the resumed session goes on in that mode
-            await s.set_approval_mode(approval)
+        s, resumed = await open_local_session(core, config, workspace, session_id, opts.model)
+        if resumed and opts.approval:  # --approval given: the resumed session goes on in that mode
+            await s.set_approval_mode(opts.approval)
     except BaseException:
         await core.close()
         raise
@@ -140,24 +148,14 @@ async def _local(
         backend,
         _console(),
         config.data_dir / "chat_history",
-        show_thoughts=thoughts,
+        show_thoughts=opts.thoughts,
         sandboxed=active_sandbox() is not None,
-        debug=debug,
+        debug=opts.debug,
     )
 
 
-def _remote(
-    url: str,
-    token: str | None,
-    workspace: Path | None,
-    session: str | None,
-    cont: bool,
-    model: str | None,
-    approval: str | None,
-    thoughts: bool,
-    debug: bool,
-) -> int:
-    if cont:
+def _remote(url: str, token: str | None, workspace: Path | None, opts: _ChatOptions) -> int:
+    if opts.cont:
         raise StartError("--continue is for local sessions; with --url give --session CONTEXT_ID", 2)
     from devagent.terminal.remote import RemoteBackend  # late: the a2a SDK and httpx, for --url only
     from devagent.terminal.repl import chat  # late: prompt_toolkit
@@ -166,10 +164,10 @@ def _remote(
         # a relative --workspace is taken from here (the same machine); none: the server's first root
         where = workspace.resolve() if workspace is not None and not workspace.is_absolute() else workspace
         backend = await RemoteBackend.connect(
-            url, token, workspace=where, context_id=session, model=model, approval=approval
+            url, token, workspace=where, context_id=opts.session, model=opts.model, approval=opts.approval
         )
         history = CoreConfig().data_dir / "chat_history"
-        return await chat(backend, _console(), history, show_thoughts=thoughts, debug=debug)
+        return await chat(backend, _console(), history, show_thoughts=opts.thoughts, debug=opts.debug)
 
     return asyncio.run(main())
 
