@@ -1,5 +1,5 @@
-"""Helpers shared by the built-in tools: argument checks, text/binary detection, diffs, globs and a
-workspace walker that never follows symlinked directories."""
+"""Helpers shared by the built-in tools: their parameter schemas, argument checks, text/binary
+detection, diffs, globs and a workspace walker that never follows symlinked directories."""
 
 from __future__ import annotations
 
@@ -57,6 +57,18 @@ def _check_args(args: Any) -> dict[str, Any]:
     if not isinstance(args, dict):
         raise ToolFailure("the arguments must be a JSON object", "invalid_arguments")
     return args
+
+
+def parameters_schema(required: list[str], /, **properties: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameters as the model is given them: a JSON Schema object of these properties,
+    in this order, and no others; `required` names those a call must give."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def parameter(json_type: str, description: str, /, **keywords: Any) -> dict[str, Any]:
+    """One parameter's JSON Schema: its type, its other keywords (`minimum`, `enum`, `items`...),
+    then its description."""
+    return {"type": json_type, **keywords, "description": description}
 
 
 def str_arg(args: dict[str, Any], key: str, *, allow_empty: bool = False) -> str:

@@ -14,6 +14,8 @@ from devagent.agent.tools._util import (
     file_status,
     fs_failure,
     in_thread,
+    parameter,
+    parameters_schema,
     read_text,
     str_arg,
 )
@@ -88,17 +90,10 @@ class SaveMemory(Tool):
         "and read at the start of every later session. Use it only when the user asks to remember "
         "something or states a lasting preference; not for facts about the current task."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "fact": {
-                "type": "string",
-                "description": "One short self-contained sentence, e.g. 'Run tests with make test'.",
-            }
-        },
-        "required": ["fact"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["fact"],
+        fact=parameter("string", "One short self-contained sentence, e.g. 'Run tests with make test'."),
+    )
     kind = ToolKind.EDIT
 
     def describe(self, args: dict[str, Any]) -> str:

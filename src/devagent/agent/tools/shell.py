@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
-from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
+from devagent.agent.tools._util import num_arg, opt_str_arg, parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 if TYPE_CHECKING:
@@ -685,27 +685,21 @@ class RunShellCommand(Tool):
         f"last {OUTPUT_MAX_CHARS} characters. To start a server or other long-running process, run it "
         "in the background with its output redirected, e.g. `npm start > server.log 2>&1 &`."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The bash command line to run."},
-            "description": {
-                "type": "string",
-                "description": "A short description of what the command does and why, shown to the user.",
-            },
-            "directory": {
-                "type": "string",
-                "description": "The directory to run in, relative to the workspace root. Default: the root.",
-            },
-            "timeout": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "description": "Seconds before the command is killed. The server's limit applies if lower.",
-            },
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["command"],
+        command=parameter("string", "The bash command line to run."),
+        description=parameter(
+            "string", "A short description of what the command does and why, shown to the user."
+        ),
+        directory=parameter(
+            "string", "The directory to run in, relative to the workspace root. Default: the root."
+        ),
+        timeout=parameter(
+            "number",
+            "Seconds before the command is killed. The server's limit applies if lower.",
+            exclusiveMinimum=0,
+        ),
+    )
     kind = ToolKind.EXECUTE
     SANDBOX_NOTE = (
         " Commands run in a sandbox: only the workspace is writable, /tmp is private to each "
