@@ -25,13 +25,12 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devagent import telemetry
 from devagent.agent.events import InputError, Usage
 from devagent.agent.mcp import McpManager
 from devagent.agent.models import context_window, create_model, default_model_spec
-from devagent.agent.session import Session
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.common import scrub
@@ -39,6 +38,9 @@ from devagent.common.lru import LRU
 from devagent.store.db import Store
 from devagent.store.leases import SessionExists
 from devagent.store.tables import CANCEL_CHANNEL
+
+if TYPE_CHECKING:
+    from devagent.agent.session import Session
 
 MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
 
@@ -206,6 +208,9 @@ class AgentCore:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
         an id no other process can know yet (its turn would wait for the lease until it expires)."""
+        # late: pydantic-ai; `devagent serve` opens its core before a thread has loaded it
+        from devagent.agent.session import Session
+
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
             if not Path(r).is_dir():
@@ -265,6 +270,8 @@ class AgentCore:
             row = await self.store.load_session(session_id)
             if row is None:
                 return None
+            from devagent.agent.session import Session  # late: as in create_session
+
             # A turn found running may run in another process right now: it is settled (if its
             # process died) when this process takes the session's lease, never on a mere load.
             assert row[1] is not None
