@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,13 +17,15 @@ import typer
 
 from devagent import __version__
 from devagent.agent.driver import Door, TurnDriver
+from devagent.agent.events import Decision, FileDiff, NeedsInput, ToolCall, TurnEnd, UserPrompt
 from devagent.global_flags import GlobalFlags, lend, take
+from devagent.patches import httpx as httpx_patch
+from devagent.preflight import StartError, check_model, open_core, report
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from devagent.agent.core import AgentCore
-    from devagent.agent.events import ToolCall
     from devagent.terminal.render import Renderer
 
 app = typer.Typer(
@@ -107,7 +110,7 @@ def version() -> None:
 @app.command()
 def commands() -> None:
     """List the slash commands."""
-    from devagent.agent.commands import CommandInfo, registry
+    from devagent.agent.commands import CommandInfo, registry  # late: the command registry, not for --help
 
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
@@ -135,37 +138,18 @@ def run(
     sandbox: SandboxOpt = None,
 ) -> None:
     """Run one task in the terminal: streams text, thoughts and tool calls, asks permission."""
-    from devagent.agent.tools.shell import SandboxError, setup_sandbox
-    from devagent.config import ConfigError, load_config
+    # late: the settings and the sandbox, not loaded for `devagent --help`
+    from devagent.terminal.start import local_config, start_sandbox
 
     flags = _flags(ctx)
     try:
-        config = load_config(
-            {
-                **flags.settings(),
-                "db_url": db,
-                "default_model": model,
-                "model_base_url": base_url,
-                "model_api_key": api_key,
-                "approval_mode": approval,
-                "max_steps": max_steps,
-            }
-        )
-    except ConfigError as e:
-        typer.echo(f"devagent: {e}", err=True)
+        config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
+        if not workspace.is_dir():
+            raise StartError(f"workspace {workspace} is not a directory", 2)
+        start_sandbox(sandbox, config)  # asked for: says what came of it
+    except StartError as e:
+        typer.echo(f"devagent: {e.message}", err=True)
         raise typer.Exit(2) from e
-    if not workspace.is_dir():
-        typer.echo(f"devagent: workspace {workspace} is not a directory", err=True)
-        raise typer.Exit(2)
-    try:
-        line = setup_sandbox(sandbox, config, "run")
-    except SandboxError as e:
-        typer.echo(f"devagent: {e}", err=True)
-        raise typer.Exit(2) from e
-    if sandbox or config.sandbox:  # asked for: say what came of it
-        typer.echo(line, err=True)
-    from devagent.preflight import StartError, check_model, report
-
     try:
         if model or not session:  # a resumed session keeps its own model unless --model is given
             check_model(config)
@@ -183,34 +167,24 @@ async def _run(
 ) -> int:
     from rich.console import Console
 
-    from devagent.agent.events import UserPrompt
-    from devagent.preflight import StartError, check_model, open_core
+    from devagent.agent.tools.shell import active_sandbox  # late: as in run()
+    from devagent.terminal.backend import open_local_session  # late: as in run()
+    from devagent.terminal.render import Renderer  # late: the terminal's renderer, run's only
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     core = await open_core(config)
     try:
-        if session_id:
-            s = await core.get_session(session_id)
-            if s is None:
-                raise StartError(f"no stored session {session_id!r} (its id is printed when a run starts)", 2)
-            if model:  # --model given: the session goes on with it
-                s.state.model = model
-                await s.save_state()
-            elif s.state.model:  # else on the model the session was started with
-                config.default_model = s.state.model
-                check_model(config)
-            err.print(f"[dim]Model: {s.state.model or core.default_model}[/dim]")
-        else:
+        if not session_id:
             _announce_model(core, err)
-            s = await core.create_session(
-                [workspace], approval_mode=config.approval_mode, model=core.default_model
-            )
+        s, resumed = await open_local_session(
+            core, config, workspace, session_id, model, unknown_hint="its id is printed when a run starts"
+        )
+        if resumed:
+            err.print(f"[dim]Model: {s.state.model or core.default_model}[/dim]")
         err.print(
             f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
         )
-        from devagent.agent.tools.shell import active_sandbox
-        from devagent.terminal.render import Renderer
 
         # thoughts shown whole: a one-shot run has no /thoughts to unfold them
         renderer = Renderer(out, show_thoughts=True, sandboxed=active_sandbox() is not None)
@@ -259,8 +233,6 @@ class _RunDoor(Door):
         self.calls: list[ToolCall] = []  # those the turn waits for now
 
     async def show(self, event: Any) -> None:
-        from devagent.agent.events import NeedsInput, TurnEnd
-
         self.r.render(event)
         if isinstance(event, NeedsInput | TurnEnd):
             self.r.finish()
@@ -278,8 +250,6 @@ class _RunDoor(Door):
 
 def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
     """The user's decision on one call, or None when it cannot be asked here."""
-    from devagent.agent.events import Decision, FileDiff
-
     if not sys.stdin.isatty():
         names = ", ".join(w.description or w.name for w in waiting)
         console.print(
@@ -297,7 +267,7 @@ def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
     while True:
         answer = _read_answer(console, prompt)
         if answer == "e" and isinstance(details, FileDiff):
-            from devagent.terminal.editor import edit_in_editor
+            from devagent.terminal.editor import edit_in_editor  # late: tempfile, for an edit only
 
             edited = edit_in_editor(details.new_content, details.file_name, console)
             if edited is not None:
@@ -373,7 +343,7 @@ def chat(
 ) -> None:
     """Talk with devagent in the terminal: streamed answers, tool calls, permission prompts, slash
     commands (`devagent` alone in a terminal does the same)."""
-    from devagent.terminal.start import chat_command
+    from devagent.terminal.start import chat_command  # late: each command loads its own modules
 
     raise typer.Exit(
         chat_command(
@@ -406,12 +376,15 @@ def sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
     """List stored sessions: id, workspace, title, last activity (`chat --session ID` continues one)."""
-    from devagent.terminal.start import sessions_command
+    from devagent.terminal.start import sessions_command  # late: each command loads its own modules
 
     raise typer.Exit(
         sessions_command(workspace=workspace, limit=limit, db=db, as_json=as_json, flags=_flags(ctx))
     )
 
+
+# The stdio doors' commands take every flag after their name as theirs (`--help` included).
+_DOOR_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 # The options of `devagent serve`.
 HostOpt = Annotated[str, typer.Option("--host", help="Address to listen on")]
@@ -518,7 +491,7 @@ def serve(
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
-    from devagent.a2a.cli import serve_command
+    from devagent.a2a.cli import serve_command  # late: each command loads its own modules
 
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
         code = serve_command(
@@ -546,46 +519,31 @@ def serve(
     raise typer.Exit(code)
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
+@app.command(context_settings=_DOOR_FLAGS, add_help_option=False)
 def wire(ctx: typer.Context) -> None:
     """Serve wire mode (JSON-RPC over stdio); `devagent wire --help` lists the flags.
 
     devagent wire --work-dir DIR [--session ID] [--model M] [--base-url URL] [--api-key KEY] [--yolo];
     `devagent --wire …` is the same."""
-    from devagent.wire.cli import wire_from_argv
-
-    raise typer.Exit(wire_from_argv(list(ctx.args), _flags(ctx)))
+    raise typer.Exit(_stdio_door("wire")(list(ctx.args), _flags(ctx)))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
+@app.command(context_settings=_DOOR_FLAGS, add_help_option=False)
 def acp(ctx: typer.Context) -> None:
     """Serve the Agent Client Protocol on stdio, for editors (Zed, JetBrains, Neovim, Emacs).
 
     devagent acp [--work-dir DIR] [--model M] [--approval MODE] [--session ID]; `devagent acp --help`
     lists the flags."""
-    from devagent.acp.cli import acp_from_argv
-
-    raise typer.Exit(acp_from_argv(list(ctx.args), _flags(ctx)))
+    raise typer.Exit(_stdio_door("acp")(list(ctx.args), _flags(ctx)))
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
+@app.command(context_settings=_DOOR_FLAGS, add_help_option=False)
 def mcp(ctx: typer.Context) -> None:
     """Serve devagent as an MCP server on stdio, for MCP hosts (Claude, Cursor, VS Code, Codex, ...).
 
     devagent mcp [--work-dir DIR] [--model M] [--approval MODE] [--db URL]; `devagent mcp --help`
     lists the flags."""
-    from devagent.mcp.cli import mcp_from_argv
-
-    raise typer.Exit(mcp_from_argv(list(ctx.args), _flags(ctx)))
+    raise typer.Exit(_stdio_door("mcp")(list(ctx.args), _flags(ctx)))
 
 
 @app.command()
@@ -598,7 +556,7 @@ def info(
 ) -> None:
     """Print versions and the resolved configuration: model, provider URL, settings file, database,
     sandbox, workspace roots (never a key)."""
-    from devagent.info import print_info
+    from devagent.info import print_info  # late: each command loads its own modules
 
     raise typer.Exit(print_info(as_json, check, _flags(ctx).settings()))
 
@@ -608,8 +566,6 @@ def main() -> None:
 
     Every error a user can cause ends as one line on stderr and exit code 2 (usage) or 1 (runtime);
     `--debug` anywhere on the line (or DEVAGENT_DEBUG=1) also prints the traceback."""
-    from devagent.patches import httpx as httpx_patch
-
     httpx_patch.skip_command_line_client()  # a client this process never runs, not imported
     argv = sys.argv[1:]
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]
@@ -617,21 +573,10 @@ def main() -> None:
     mcp_mode = argv[:1] == ["mcp"]
     # the stdio doors' own --debug also turns their logging up
     argv, flags = take(argv, keep_debug=wire_mode or acp_mode or mcp_mode)
-    from devagent.preflight import report
-
     try:
-        if wire_mode:  # fast path: no Typer parsing for wire mode
-            from devagent.wire.cli import wire_from_argv
-
-            code: Any = wire_from_argv(argv, flags)
-        elif mcp_mode:  # and for MCP: a host waits for `initialize`
-            from devagent.mcp.cli import mcp_from_argv
-
-            code = mcp_from_argv(argv, flags)
-        elif acp_mode:  # the same for ACP: an editor waits for `initialize`
-            from devagent.acp.cli import acp_from_argv
-
-            code = acp_from_argv(argv, flags)
+        door = "wire" if wire_mode else "mcp" if mcp_mode else "acp" if acp_mode else None
+        if door is not None:  # fast path, no Typer parsing: a client waits for `initialize`
+            code: Any = _stdio_door(door)(argv, flags)
         else:
             os.environ.setdefault("PYTHONUNBUFFERED", "1")
             if not argv and sys.stdin.isatty() and sys.stdout.isatty():
@@ -643,6 +588,23 @@ def main() -> None:
     except Exception as e:
         code = report("devagent", e, flags.debug)
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _stdio_door(name: str) -> Callable[[list[str], GlobalFlags], int]:
+    """The command line of the stdio door `name` (wire, acp or mcp), which parses the door's own
+    flags and serves it."""
+    # late: each door loads only its own modules
+    if name == "wire":
+        from devagent.wire.cli import wire_from_argv
+
+        return wire_from_argv
+    if name == "acp":
+        from devagent.acp.cli import acp_from_argv
+
+        return acp_from_argv
+    from devagent.mcp.cli import mcp_from_argv
+
+    return mcp_from_argv
 
 
 def _typer_main(argv: list[str], flags: GlobalFlags) -> Any:

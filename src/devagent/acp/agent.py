@@ -38,7 +38,10 @@ from acp.schema import Usage as AcpUsage
 
 from devagent import __version__, telemetry
 from devagent.acp import translate as t
+from devagent.acp.backends import backends_for
 from devagent.acp.options import AcpOptions
+from devagent.acp.replay import history
+from devagent.agent.commands import registry
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     Decision,
@@ -57,6 +60,8 @@ from devagent.agent.events import (
 from devagent.agent.events import (
     ToolCallUpdate as CoreToolCallUpdate,
 )
+from devagent.agent.tools.backends import ToolBackends
+from devagent.preflight import open_core
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
@@ -102,8 +107,6 @@ class DevagentAgent:
     async def _core(self) -> AgentCore:
         async with self._core_lock:
             if self.core is None:
-                from devagent.preflight import open_core
-
                 self.core = await open_core(self.opts.config)
                 if not self.opts.model:
                     level = logging.WARNING if self.core.default_model == "demo" else logging.INFO
@@ -257,8 +260,6 @@ class DevagentAgent:
             if self.open.get(session_id) is o:
                 del self.open[session_id]
         if session_id not in self.open:
-            from devagent.agent.tools.backends import ToolBackends
-
             o.session.use_backends(ToolBackends())
             await (await self._core()).release(session_id)
         log.info("session %s closed", session_id)
@@ -268,14 +269,10 @@ class DevagentAgent:
         o = self.open.get(session.id)
         if o is None or o.session is not session or o.closed:
             o = self.open[session.id] = _Open(session)
-        from devagent.acp.backends import backends_for
-
         session.use_backends(backends_for(self, session.id, session.workspace, o.terminals))
         return o
 
     async def _after_open(self, o: _Open) -> None:
-        from devagent.agent.commands import registry
-
         await self._send(o.session.id, t.available_commands(registry().list()))
         if o.session.state.todos:
             await self._send(o.session.id, t.plan(o.session.state.todos))
@@ -290,8 +287,6 @@ class DevagentAgent:
                         await self._drive(o, None, waiting)
 
     async def _replay(self, o: _Open) -> None:
-        from devagent.acp.replay import history
-
         root = o.session.workspace.primary
         for update in history(await o.session.messages(), o.session, root):
             await self._send(o.session.id, update)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from devagent import stdio_cli
+from devagent.acp.server import run_acp
 from devagent.global_flags import GlobalFlags
 
 
@@ -39,8 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def acp_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "acp")
-    from devagent.acp.server import run_acp
-
     return run_acp(
         args.work_dir,
         session_id=args.session,

@@ -30,6 +30,7 @@ from devagent import __version__
 from devagent.acp import translate as t
 from devagent.acp.options import AcpOptions
 from devagent.common.jsonlimits import depth_message, too_deep
+from devagent.preflight import stdio_door_config
 from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
 
 log = logging.getLogger("devagent.acp")
@@ -107,6 +108,7 @@ class _LineTransport:
 
 def _load_sdk() -> None:
     """The heavy imports, in a thread: the SDK's schema, the core, the store."""
+    # late: the ACP SDK, pydantic-ai and SQLAlchemy load after `initialize` is answered
     import acp  # noqa: F401
 
     import devagent.acp.agent
@@ -153,7 +155,7 @@ async def serve(opts: AcpOptions, lines: asyncio.Queue[bytes | None], out: Any) 
             loading = asyncio.ensure_future(asyncio.to_thread(_load_sdk))
     assert loading is not None
     await loading
-    from devagent.acp.agent import run_connection
+    from devagent.acp.agent import run_connection  # late: loaded by _load_sdk, in its thread
 
     return await run_connection(opts, transport)
 
@@ -192,8 +194,6 @@ def run_acp(
         if not wd.is_dir():
             print(f"devagent acp: --work-dir {work_dir} is not a directory", file=sys.stderr)
             return 2
-    from devagent.preflight import stdio_door_config
-
     config = stdio_door_config(
         "devagent acp", db_url=db_url, model=model, approval=approval, settings=settings, debug=debug
     )

@@ -1,4 +1,4 @@
-"""Approval policy (G3): whether a tool call runs, asks, or is refused.
+"""Approval policy: whether a tool call runs, asks, or is refused.
 
 The decision depends on the session's approval mode (chosen within server policy when the session
 was created), the tool's kind, and the "allow always" grants the user gave in this session. A
@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from devagent.agent.events import PermissionOption, ToolKind
+from devagent.agent.mcp_names import server_of
 from devagent.agent.state import SessionState
+from devagent.agent.tools.shell import active_sandbox
 
 Verdict = Literal["run", "ask", "deny", "client"]
 
@@ -82,7 +85,7 @@ def command_roots(command: str) -> list[str] | None:
     return None if commands is None else [words[0] for words in commands]
 
 
-# --- what "allow always" grants for a shell command (G3, issue 20 item 5) -------------------------
+# --- what "allow always" grants for a shell command -----------------------------------------------
 #
 # A grant names what was shown, never a whole program: a program name alone would also allow
 # `git -c core.fsmonitor=EVIL status`, `find . -exec sh -c ... \;` or an alias. It is either the
@@ -280,7 +283,7 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if name in state.grants_tools:
         return Decision("run")
-    if kind is ToolKind.MCP and _mcp_server(name) in state.grants_mcp_servers:
+    if kind is ToolKind.MCP and server_of(name) in state.grants_mcp_servers:
         return Decision("run")
     if kind is ToolKind.EXECUTE and (covered := _shell_grant(args, state)):
         return Decision("run", granted=covered == "prefix")
@@ -317,16 +320,8 @@ def _shell_grants(command: str) -> list[str]:
     return prefixes if prefixes is not None else [EXACT + command.strip()]
 
 
-def _mcp_server(name: str) -> str:
-    from devagent.agent.mcp_names import server_of
-
-    return server_of(name)
-
-
 def _sandbox_note() -> str:
-    """How a shell command will run when the process's sandbox is on (issue 12 item 7), else ""."""
-    from devagent.agent.tools.shell import active_sandbox
-
+    """How a shell command will run when the process's sandbox is on, else ""."""
     sandbox = active_sandbox()
     if sandbox is None:
         return ""
@@ -335,8 +330,8 @@ def _sandbox_note() -> str:
 
 
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
-    if kind is ToolKind.MCP:  # B8/B15: the RFC's options for an MCP call
-        server = _mcp_server(name)
+    if kind is ToolKind.MCP:  # the RFC's options for an MCP call
+        server = server_of(name)
         return [
             PermissionOption("proceed_once", "Allow once", "Run this call"),
             PermissionOption(
@@ -383,11 +378,9 @@ def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
     """Remember "reject always" for the session: per command root for shell (each root of the
     command), per tool otherwise. Later such calls are refused without asking, in every mode."""
     if kind is ToolKind.EXECUTE:
-        for root in _refusal_roots(str(args.get("command", ""))):
-            if root not in state.refusals_shell:
-                state.refusals_shell.append(root)
-    elif name not in state.refusals_tools:
-        state.refusals_tools.append(name)
+        _remember(_refusal_roots(str(args.get("command", ""))), state.refusals_shell)
+    else:
+        _remember([name], state.refusals_tools)
 
 
 def grant(
@@ -397,12 +390,15 @@ def grant(
     exact command, or prefixes that cannot start another program), per server for an MCP call
     answered "always allow this server", per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
-        server = _mcp_server(name)
-        if server not in state.grants_mcp_servers:
-            state.grants_mcp_servers.append(server)
+        _remember([server_of(name)], state.grants_mcp_servers)
     elif kind is ToolKind.EXECUTE:
-        for item in _shell_grants(str(args.get("command", ""))):
-            if item not in state.grants_shell:
-                state.grants_shell.append(item)
-    elif name not in state.grants_tools:
-        state.grants_tools.append(name)
+        _remember(_shell_grants(str(args.get("command", ""))), state.grants_shell)
+    else:
+        _remember([name], state.grants_tools)
+
+
+def _remember(items: Iterable[str], into: list[str]) -> None:
+    """Adds to a session's grants or refusals each item it does not hold yet, in order."""
+    for item in items:
+        if item not in into:
+            into.append(item)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.events import ToolKind
 from devagent.agent.tools._util import file_status, read_bytes
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.memory import memory_path
 
 if TYPE_CHECKING:
     from devagent.agent.context import SessionContext
@@ -117,7 +118,7 @@ def _sha(data: bytes) -> str:
 
 
 def current_state(path: Path, workspace: Workspace) -> str:
-    """What the file is now, read through the confined walk (issue 12 item 1)."""
+    """What the file is now, read through the confined walk."""
     try:
         status = file_status(path, workspace)
         if status is None:
@@ -164,8 +165,6 @@ def touched_paths(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[Pa
         if callable(hook):
             return list(hook(args, ctx))
         if tool.name == "save_memory":
-            from devagent.agent.tools.memory import memory_path
-
             return [memory_path(ctx.workspace, ctx.memory_file)]
         path = args.get("path")
         if isinstance(path, str) and path.strip():
@@ -206,7 +205,7 @@ async def _take(session: SessionContext, p: PendingCall, tool: Tool, ctx: ToolCo
     msgs = await session.messages()
     position = len(msgs)
     anchor = message_hash(msgs[-1]) if msgs else ""
-    from devagent.store import checkpoints as rows
+    from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     ckpt = Checkpoint(
         seq=0,
@@ -248,7 +247,7 @@ async def _record_after(session: SessionContext, ckpt: Checkpoint) -> None:
             f.after = current_state(Path(f.path), session.workspace)
 
     await asyncio.to_thread(after)
-    from devagent.store import checkpoints as rows
+    from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     sid = session.id
     if all(not f.too_large and f.after == f.before_state for f in ckpt.files):
@@ -265,12 +264,12 @@ async def _record_after(session: SessionContext, ckpt: Checkpoint) -> None:
 
 
 async def list_checkpoints(session: SessionContext) -> list[Checkpoint]:
-    from devagent.store import checkpoints as rows
+    from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     return [Checkpoint.from_row(*r) for r in await rows.list_rows(session.store, session.id)]
 
 
 async def delete_from(session: SessionContext, seq: int) -> None:
-    from devagent.store import checkpoints as rows
+    from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     await rows.delete_from(session.store, session.id, seq)

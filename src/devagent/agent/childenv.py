@@ -1,4 +1,4 @@
-"""The environment of every program the agent starts (issue 20 item 1): shell commands, sandboxed
+"""The environment of every program the agent starts: shell commands, sandboxed
 or not, and the MCP servers of the operator and of clients.
 
 devagent's own process holds secrets: bearer tokens (`DEVAGENT_TOKEN`), the database URL with its
@@ -26,7 +26,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 @functools.cache
 def _provider_names() -> frozenset[str]:
-    from devagent.agent.models import PROVIDERS
+    from devagent.agent.models import PROVIDERS  # late: the provider table, off the doors' start path
 
     names: set[str] = set()
     for info in PROVIDERS.values():

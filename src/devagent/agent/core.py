@@ -27,19 +27,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import Usage
+from devagent import telemetry
+from devagent.agent.events import InputError, Usage
+from devagent.agent.mcp import McpManager
+from devagent.agent.models import context_window, create_model, default_model_spec
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.common import scrub
 from devagent.common.lru import LRU
-
-MODELS_IN_MEMORY = 32  # model objects kept per process, by spec (issue 12 item 5)
+from devagent.store.db import Store
+from devagent.store.leases import SessionExists
+from devagent.store.tables import CANCEL_CHANNEL
 
 if TYPE_CHECKING:
-    from devagent.agent.mcp import McpManager
     from devagent.agent.session import Session
-    from devagent.store.db import Store
 
+MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,8 @@ class AgentCore:
         # One lock per session id, held while a session object is made for it (loaded or created):
         # so one id never gets two live objects, while other sessions load and start in parallel.
         self._id_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        # Model objects by spec; a client may name models (allow_client_model), so bounded
-        # (issue 12 item 5): one dropped is made again from its spec.
+        # Model objects by spec; a client may name models (allow_client_model), so bounded:
+        # one dropped is made again from its spec.
         self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
@@ -74,8 +77,6 @@ class AgentCore:
     def _default_model(self) -> tuple[str, str]:
         if self.config.default_model:
             return self.config.default_model, f"Model: {self.config.default_model}"
-        from devagent.agent.models import default_model_spec
-
         return default_model_spec(os.environ)
 
     def model_for(self, spec: str) -> Any:
@@ -83,8 +84,6 @@ class AgentCore:
         spec = spec or self.default_model
         model = self.models.get(spec)
         if model is None:
-            from devagent.agent.models import create_model
-
             model = create_model(
                 spec,
                 base_url=self.config.model_base_url,
@@ -100,8 +99,6 @@ class AgentCore:
         (taken now, in the store, for the turn; True when a slot was taken). Else refused with
         InputError `budget_exceeded`, which every door turns into its protocol's error, and a
         log line."""
-        from devagent.agent.events import InputError
-
         _, turns = self.config.budget_for(identity)
         message = await self.tokens_spent(identity)
         if not message and turns > 0:
@@ -144,24 +141,17 @@ class AgentCore:
         """The context window of a session's model: the operator's setting, else the model's."""
         if self.config.context_tokens > 0:
             return self.config.context_tokens
-        from devagent.agent.models import context_window
-
         return context_window(spec or self.default_model)
 
     @property
     def mcp(self) -> McpManager:
         """The MCP connections of this process (started lazily by sessions, closed by `close`)."""
         if self._mcp is None:
-            from devagent.agent.mcp import McpManager
-
             self._mcp = McpManager(self.config)
         return self._mcp
 
     @classmethod
     async def open(cls, config: CoreConfig) -> AgentCore:
-        from devagent import telemetry
-        from devagent.store.db import Store
-
         if telemetry.configure(config.traces, config.trace_content) and not telemetry.active():
             await asyncio.to_thread(telemetry.start)  # the OpenTelemetry SDK, off the loop
         store = await Store.open(config.resolved_db_url())
@@ -169,8 +159,6 @@ class AgentCore:
         if not store.is_sqlite:
             # Another replica's tasks/cancel reaches a turn running here at once (the lease's
             # heartbeat would find the request too, a third of lease_seconds later).
-            from devagent.store.tables import CANCEL_CHANNEL
-
             listener = store.listener()
             listener.on(CANCEL_CHANNEL, core._cancel_signalled)
             await listener.start()
@@ -187,15 +175,13 @@ class AgentCore:
         if self._mcp is not None:
             await self._mcp.close()
         await self.store.close()
-        from devagent import telemetry
-
         if telemetry.active():
             # The spans still buffered, now: a server stopped by SIGTERM never runs the SDK's
             # exit hook (uvicorn ends it with the signal once it has shut down).
             await asyncio.to_thread(telemetry.flush)
 
     def effective_approval_mode(self, requested: str | None) -> str:
-        """The mode a session gets (G3): what a client asked for if it is no more permissive than
+        """The mode a session gets: what a client asked for if it is no more permissive than
         the server's default mode, or the operator listed it in `allowed_approval_modes`; else the
         default. A client never grants itself more than the operator allowed."""
         default = self.config.approval_mode
@@ -222,6 +208,7 @@ class AgentCore:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
         an id no other process can know yet (its turn would wait for the lease until it expires)."""
+        # late: pydantic-ai; `devagent serve` opens its core before a thread has loaded it
         from devagent.agent.session import Session
 
         roots = [str(Path(r).resolve()) for r in workspace_roots]
@@ -238,8 +225,6 @@ class AgentCore:
             identity=identity,
             started_on=time.strftime("%Y-%m-%d"),
         )
-        from devagent.store.leases import SessionExists
-
         sid = session_id or str(uuid.uuid4())
         # Under the id's lock, which get_session loads under: otherwise two first messages of one
         # conversation (get_session found nothing for either) made two live objects for one id,
@@ -282,11 +267,11 @@ class AgentCore:
             if session is not None:
                 self._remember(session)
                 return session
-            from devagent.agent.session import Session
-
             row = await self.store.load_session(session_id)
             if row is None:
                 return None
+            from devagent.agent.session import Session  # late: as in create_session
+
             # A turn found running may run in another process right now: it is settled (if its
             # process died) when this process takes the session's lease, never on a mere load.
             assert row[1] is not None

@@ -3,6 +3,7 @@ an `InputError` the door answers in its protocol's terms, and nothing is lost.""
 
 from __future__ import annotations
 
+from devagent.agent.commands import registry
 from devagent.agent.events import Input, InputError, Resume, RunCommand, UserPrompt
 from devagent.agent.state import PendingCall, SessionState
 
@@ -18,8 +19,6 @@ def validate(inp: Input | CancelWaiting, state: SessionState) -> None:
         if not inp.text.strip():
             raise InputError("the prompt is empty", "empty")
     elif isinstance(inp, RunCommand):
-        from devagent.agent.commands import registry
-
         if registry().find(inp.path) is None:
             raise InputError(f"unknown command /{' '.join(inp.path)}; try /help", "unknown_command")
 

@@ -1,4 +1,4 @@
-"""MCP servers as tool sources (B15).
+"""MCP servers as tool sources.
 
 Where servers come from:
 - the operator: `[mcp_servers.NAME]` in the settings file (or `DEVAGENT_MCP_SERVERS` as JSON), given to
@@ -178,7 +178,7 @@ def _inside(path: Path, roots: list[str]) -> bool:
 
 
 def check_client_server(spec: McpServerSpec, config: CoreConfig, roots: list[str]) -> str | None:
-    """Why server policy refuses a server a client named, or None (G3: a client's say-so alone
+    """Why server policy refuses a server a client named, or None (a client's say-so alone
     never starts a process on the server's machine)."""
     if spec.name in config.mcp_servers:
         return "its name is already used by a server the operator configured"
@@ -267,7 +267,7 @@ class McpConnection:
     ) -> None:
         self.spec = spec
         self.cwd = cwd
-        self.env_pass = env_pass  # the operator's extra environment names (issue 20 item 1)
+        self.env_pass = env_pass  # the operator's extra environment names
         self.pin = pin  # the checked address a client-named URL is connected to (netpolicy)
         self.start_timeout = start_timeout
         self.call_timeout = spec.timeout or call_timeout
@@ -375,7 +375,7 @@ class McpConnection:
             cwd = self.spec.cwd or self.cwd
             if self.spec.cwd and not os.path.isabs(self.spec.cwd):
                 cwd = os.path.join(self.cwd, self.spec.cwd)
-            # The allow-list of every program the agent starts (issue 20 item 1), then the
+            # The allow-list of every program the agent starts, then the
             # operator's `env` of this server. The SDK adds its own short list (PATH, HOME, ...).
             env = child_env(self.env_pass, extra=self.spec.env)
             params = StdioServerParameters(command=self.spec.command, args=self.spec.args, env=env, cwd=cwd)
@@ -640,7 +640,7 @@ class _SessionView:
     reported: set[tuple[str, int, int]] = field(default_factory=set)
 
 
-# Session views kept per process (issue 12 item 5): a view is built from the session's stored
+# Session views kept per process, bounded: a view is built from the session's stored
 # servers and the configuration, so one dropped is built again on the session's next use (its
 # refused or failed servers are then reported once more, and a client-named URL checked again).
 MCP_VIEWS_IN_MEMORY = 1024

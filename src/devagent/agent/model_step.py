@@ -18,16 +18,16 @@ async def stream_response(
 
     async with model_request_stream(model, messages, model_request_parameters=params) as stream:
         async for ev in stream:
+            # a part's start carries its first text, a delta the text it adds
+            piece: object
             if isinstance(ev, pm.PartStartEvent):
-                part = ev.part
-                if isinstance(part, pm.TextPart) and part.content:
-                    emit(TextDelta(part.content))
-                elif isinstance(part, pm.ThinkingPart) and part.content:
-                    emit(ThoughtDelta(part.content))
+                piece, text = ev.part, getattr(ev.part, "content", None)
             elif isinstance(ev, pm.PartDeltaEvent):
-                delta = ev.delta
-                if isinstance(delta, pm.TextPartDelta) and delta.content_delta:
-                    emit(TextDelta(delta.content_delta))
-                elif isinstance(delta, pm.ThinkingPartDelta) and delta.content_delta:
-                    emit(ThoughtDelta(delta.content_delta))
+                piece, text = ev.delta, getattr(ev.delta, "content_delta", None)
+            else:
+                continue
+            if text and isinstance(piece, pm.TextPart | pm.TextPartDelta):
+                emit(TextDelta(text))
+            elif text and isinstance(piece, pm.ThinkingPart | pm.ThinkingPartDelta):
+                emit(ThoughtDelta(text))
         return stream.get()

@@ -1,4 +1,4 @@
-"""Choosing and building the model a session talks to (G1).
+"""Choosing and building the model a session talks to.
 
 A model is named by a spec string, `provider:model`, as users type it in `DEVAGENT_MODEL` or
 `--model`. `create_model(spec)` turns it into a pydantic-ai `Model`; the agent loop then streams
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.model_errors import ModelConfigError
+from devagent.patches import openai as openai_patches
+from devagent.patches import pydantic_ai as pydantic_ai_patches
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -53,6 +55,20 @@ class ProviderInfo:
     local: bool = False  # an OpenAI-compatible server run by the user: no strict tool schemas
 
 
+def _local_server(name: str, description: str, key_env: str, base_url_env: str, port: int) -> ProviderInfo:
+    """An OpenAI-compatible server the user runs on this machine: its own key and URL variables
+    first, then devagent's; no key needed; on its usual port of 127.0.0.1 by default."""
+    return ProviderInfo(
+        name,
+        description,
+        key_env=(key_env, "DEVAGENT_API_KEY"),
+        key_required=False,
+        base_url_env=(base_url_env, "DEVAGENT_BASE_URL"),
+        default_base_url=f"http://127.0.0.1:{port}/v1",
+        local=True,
+    )
+
+
 PROVIDERS: dict[str, ProviderInfo] = {
     "openai": ProviderInfo(
         "openai", "OpenAI (Chat Completions)", key_env=("OPENAI_API_KEY",), base_url_env=("OPENAI_BASE_URL",)
@@ -67,33 +83,9 @@ PROVIDERS: dict[str, ProviderInfo] = {
         base_url_env=("DEVAGENT_BASE_URL",),
         local=True,
     ),
-    "ollama": ProviderInfo(
-        "ollama",
-        "Ollama",
-        key_env=("OLLAMA_API_KEY", "DEVAGENT_API_KEY"),
-        key_required=False,
-        base_url_env=("OLLAMA_BASE_URL", "DEVAGENT_BASE_URL"),
-        default_base_url="http://127.0.0.1:11434/v1",
-        local=True,
-    ),
-    "vllm": ProviderInfo(
-        "vllm",
-        "vLLM",
-        key_env=("VLLM_API_KEY", "DEVAGENT_API_KEY"),
-        key_required=False,
-        base_url_env=("VLLM_BASE_URL", "DEVAGENT_BASE_URL"),
-        default_base_url="http://127.0.0.1:8000/v1",
-        local=True,
-    ),
-    "llamacpp": ProviderInfo(
-        "llamacpp",
-        "llama.cpp server",
-        key_env=("LLAMACPP_API_KEY", "DEVAGENT_API_KEY"),
-        key_required=False,
-        base_url_env=("LLAMACPP_BASE_URL", "DEVAGENT_BASE_URL"),
-        default_base_url="http://127.0.0.1:8080/v1",
-        local=True,
-    ),
+    "ollama": _local_server("ollama", "Ollama", "OLLAMA_API_KEY", "OLLAMA_BASE_URL", 11434),
+    "vllm": _local_server("vllm", "vLLM", "VLLM_API_KEY", "VLLM_BASE_URL", 8000),
+    "llamacpp": _local_server("llamacpp", "llama.cpp server", "LLAMACPP_API_KEY", "LLAMACPP_BASE_URL", 8080),
     "deepseek": ProviderInfo("deepseek", "DeepSeek", key_env=("DEEPSEEK_API_KEY",)),
     "moonshot": ProviderInfo(
         "moonshot",
@@ -253,21 +245,17 @@ def create_model(
     when the provider is unknown or its key or base URL is missing."""
     provider, name, key, url = check_model_spec(spec, base_url=base_url, api_key=api_key, environ=environ)
     if provider == DEMO_SPEC:
-        from devagent.agent.scripted import DemoModel
+        from devagent.agent.scripted import DemoModel  # late: pydantic-ai, not needed to check a spec
 
         return DemoModel()
     if provider == "scripted":
-        from devagent.agent.scripted import ScriptedModel
+        from devagent.agent.scripted import ScriptedModel  # late: pydantic-ai, as above
 
         return ScriptedModel.from_file(name)
     info = PROVIDERS[provider]
     try:
-        from devagent.patches import pydantic_ai as pydantic_ai_patches
-
         pydantic_ai_patches.cache_tool_schemas()
         if provider not in ("anthropic", "google"):  # every other builder makes an OpenAI-SDK model
-            from devagent.patches import openai as openai_patches
-
             openai_patches.skip_message_transform()
             openai_patches.validate_stream_chunks()
             pydantic_ai_patches.memoize_history_mapping()
@@ -415,8 +403,8 @@ def _openrouter(name: str, key: str | None, url: str | None, info: ProviderInfo)
 def _anthropic(
     name: str, key: str | None, url: str | None, info: ProviderInfo, *, prompt_cache: bool = True
 ) -> Model:
-    """Anthropic bills a prompt at full price unless the request marks what to cache (issue 24
-    item 2). With `prompt_cache`, three of the four breakpoints a request may carry, through
+    """Anthropic bills a prompt at full price unless the request marks what to cache.
+    With `prompt_cache`, three of the four breakpoints a request may carry, through
     pydantic-ai's own settings: after the last tool definition, after the system prompt (both the
     same all session long: `Session.request_parameters`), and on the last block of the last
     message, so the next request of the conversation reads everything up to there from the cache

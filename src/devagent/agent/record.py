@@ -91,15 +91,7 @@ class SessionRecord:
     async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
         """The whole transcript replaced, and stored with the state in one write."""
         self._messages = list(messages)
-        also, self._also = self._also, []
-        self.revision = await self.store.save(
-            self.id,
-            self.state.to_json(),
-            expected=self.revision,
-            owner=self.store.owner,
-            replace=[transcript.dump(m) for m in self._messages],
-            also=also,
-        )
+        await self._write(replace=[transcript.dump(m) for m in self._messages])
         self._saved_count = len(self._messages)
 
     def spend(self, usage: Usage) -> None:
@@ -129,6 +121,20 @@ class SessionRecord:
             if len(msgs) > start
             else None
         )
+        await self._write(release=release, append=append)
+        self._saved_count = len(msgs)
+        if release:
+            self.leased = False
+
+    async def _write(
+        self,
+        *,
+        release: bool = False,
+        append: list[tuple[int, str]] | None = None,
+        replace: list[str] | None = None,
+    ) -> None:
+        """One compare-and-set write of the state, the transcript's change and the writes waiting
+        for the next save; the revision the store gives it is this object's from now on."""
         also, self._also = self._also, []
         self.revision = await self.store.save(
             self.id,
@@ -137,11 +143,9 @@ class SessionRecord:
             owner=self.store.owner,
             release=release,
             append=append,
+            replace=replace,
             also=also,
         )
-        self._saved_count = len(msgs)
-        if release:
-            self.leased = False
 
     async def save_quietly(self, *, release: bool = False) -> None:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from devagent.common.netpolicy import IPNetwork, parse_networks
 
-# How much each approval mode lets run without asking (G3).
+# How much each approval mode lets run without asking.
 PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
 
 
@@ -23,7 +23,7 @@ def utc_day(ts: float | None = None) -> str:
 
 @dataclass
 class CoreConfig:
-    """Server-side settings of the core. Adapters never widen these on a client's say-so (G3)."""
+    """Server-side settings of the core. Adapters never widen these on a client's say-so."""
 
     db_url: str = ""  # "" -> sqlite file under data_dir
     data_dir: Path = field(default_factory=lambda: Path.home() / ".devagent")
@@ -35,7 +35,7 @@ class CoreConfig:
     # always choose). A client asking for another gets the default.
     allowed_approval_modes: tuple[str, ...] = ()
     allow_client_model: bool = True  # may a client pick the model of its session
-    max_steps: int = 50  # model requests per turn (C5)
+    max_steps: int = 50  # model requests per turn
     shell_timeout: float = 120.0
     # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
@@ -43,7 +43,7 @@ class CoreConfig:
     sandbox: str = ""
     sandbox_network: bool = False
     # Directories a sandboxed command may read although they are in the server's home (which it
-    # cannot read): toolchains beyond those on PATH (issue 20 item 3).
+    # cannot read): toolchains beyond those on PATH.
     sandbox_read: tuple[str, ...] = ()
     # Files and folders no sandboxed command may read, beyond those devagent hides itself (token
     # files, keys elsewhere on the machine).
@@ -52,7 +52,7 @@ class CoreConfig:
     # uid or uid:gid; "" is nobody.
     sandbox_user: str = ""
     # What every program the agent starts gets from the server's environment beyond the
-    # allow-list (devagent/agent/childenv.py): names, or prefixes ending in `*` (issue 20 item 1).
+    # allow-list (devagent/agent/childenv.py): names, or prefixes ending in `*`.
     env_pass: tuple[str, ...] = ()
     # Per-command limits of shell commands run here (0: none): data memory in MiB, and processes
     # of the server's user (not enforced for root, which the kernel exempts).
@@ -64,9 +64,9 @@ class CoreConfig:
     # running turn renews it every third of this. A process that died is replaced after this long
     # (at once when it ran on this host).
     lease_seconds: float = 10.0
-    client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed (C7)
+    client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed
     client_tool_deny: tuple[str, ...] = ()
-    # MCP (B15; devagent/agent/mcp.py): the operator's servers, given to every session
+    # MCP (devagent/agent/mcp.py): the operator's servers, given to every session
     # ({name: {command, args, env, cwd} | {url, headers}}), and what a client may name for its session.
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     mcp_client_commands: tuple[str, ...] = ()  # stdio commands a client may start; empty: none
@@ -81,27 +81,27 @@ class CoreConfig:
     mcp_call_timeout: float = 300.0
     # The model's context window in tokens (0: the known size of the session's model, else
     # 128,000), and the share of it past which a session compacts before its next model request
-    # (issue 24 item 1; devagent/agent/compact.py).
+    # (devagent/agent/compact.py).
     context_tokens: int = 0
     compact_at: float = 0.8
-    # Mark prompt-cache breakpoints on Anthropic requests (issue 24 item 2): the tool
+    # Mark prompt-cache breakpoints on Anthropic requests: the tool
     # definitions, the system prompt and the conversation so far are read from the provider's
     # cache by the next request. Other providers cache by themselves.
     prompt_cache: bool = True
-    # Budgets per caller (issue 24 item 3; 0: none): tokens (input and output) per UTC day and
+    # Budgets per caller (0: none): tokens (input and output) per UTC day and
     # turns running at once, for every identity; `budgets` overrides them per identity
     # ("NAME=TOKENS/TURNS", "" for the local user's). Turns hold slots in the store while they
     # run (devagent/store/slots.py); tokens are checked before every model request.
     budget_tokens_per_day: int = 0
     budget_concurrent_turns: int = 0
     budgets: tuple[str, ...] = ()
-    # Traces (issue 24 item 4; devagent/telemetry.py): auto (on when OTEL_EXPORTER_OTLP_ENDPOINT or
+    # Traces (devagent/telemetry.py): auto (on when OTEL_EXPORTER_OTLP_ENDPOINT or
     # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector) | on | off; and whether spans may
     # carry prompts, answers, tool arguments and results.
     traces: str = "auto"
     trace_content: bool = False
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
-    # own), which no tool may change (issue 20 item 2).
+    # own), which no tool may change.
     config_path: Path | None = None
 
     def budget_for(self, identity: str) -> tuple[int, int]:
@@ -119,7 +119,7 @@ class CoreConfig:
     def resolved_db_url(self) -> str:
         if self.db_url:
             return self.db_url
-        # Private state (issue 12 item 6): the data directory is created 0700 (its database holds
+        # Private state: the data directory is created 0700 (its database holds
         # transcripts); an existing one is left as its owner set it, the database file is 0600.
         if not self.data_dir.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -128,7 +128,7 @@ class CoreConfig:
 
     def protected_paths(self) -> tuple[Path, ...]:
         """What configures devagent or holds its state: no tool writes there, in any approval mode,
-        and a sandboxed command cannot read it (issue 20 items 2-3). The data directory, the user's
+        and a sandboxed command cannot read it. The data directory, the user's
         config folder, the settings file read, and a SQLite database file with its companions
         wherever it is. Real paths, and a path is protected with everything under it."""
         return self.protected_dirs() + self.protected_files()

@@ -1,6 +1,6 @@
 """The durable state of a session, apart from its transcript.
 
-Everything the session needs to continue after a restart is here or in the transcript (G6):
+Everything the session needs to continue after a restart is here or in the transcript:
 settings, approvals granted for the session, the todo list, statistics, the tools a client
 supplied, and the step that is waiting for input (its calls and the results already computed).
 It is a plain dataclass stored as one JSON document per session.
@@ -18,7 +18,7 @@ APPROVAL_MODES = ("ask", "auto-edit", "yolo", "plan")
 
 @dataclass(slots=True)
 class ClientTool:
-    """A tool a client supplied (A2A DataPart C1, wire `initialize` W2): executed by the client."""
+    """A tool a client supplied (an A2A DataPart, wire `initialize`): executed by the client."""
 
     name: str
     description: str
@@ -112,7 +112,7 @@ class SessionState:
     turn_label: str = ""  # the adapter's name of the turn that last ran (an A2A taskId)
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always": shell prefixes, exact commands
-    grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server" (B15)
+    grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server"
     refusals_tools: list[str] = field(default_factory=list)  # "reject always" per tool name
     refusals_shell: list[str] = field(default_factory=list)  # "reject always" per shell root command
     # MCP servers the client named for this session ({name: {command,args,env,cwd} | {url,headers}}),
@@ -126,7 +126,7 @@ class SessionState:
     client_tools: list[ClientTool] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # adapter-owned settings, opaque to the core
-    # Who the session's turns are counted against (budgets, usage per caller: issue 24 item 3):
+    # Who the session's turns are counted against (budgets, usage per caller):
     # the token's name on a server, "" for a local user (terminal, stdio doors).
     identity: str = ""
     # The day the session started (local, YYYY-MM-DD), which its system prompt names: fixed for

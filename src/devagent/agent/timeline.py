@@ -20,6 +20,7 @@ from devagent.agent.events import (
     ToolCallStatus,
     ToolError,
     ToolKind,
+    ToolOutput,
     UserPrompt,
 )
 from devagent.agent.serial import confirmation_from_json, output_from_result
@@ -147,3 +148,49 @@ def answered_calls(messages: Iterable[pm.ModelMessage], call_ids: set[str]) -> s
                 if isinstance(part, pm.ToolReturnPart) and part.tool_call_id in call_ids:
                     done.add(part.tool_call_id)
     return done
+
+
+def call_results(messages: Iterable[pm.ModelMessage]) -> dict[str, tuple[str, bool]]:
+    """What the model read back for each answered call, by call id: the text and whether the call
+    failed (a retry prompt: refused arguments, a tool's error)."""
+    results: dict[str, tuple[str, bool]] = {}
+    for m in messages:
+        if isinstance(m, pm.ModelRequest):
+            for p in m.parts:
+                if isinstance(p, pm.ToolReturnPart):
+                    results[p.tool_call_id] = (p.model_response_str(), False)
+                elif isinstance(p, pm.RetryPromptPart) and p.tool_call_id:
+                    results[p.tool_call_id] = (p.model_response(), True)
+    return results
+
+
+def replayed_call(
+    part: pm.ToolCallPart,
+    tools: Mapping[str, Tool],
+    client_tools: set[str],
+    results: Mapping[str, tuple[str, bool]],
+) -> ToolCall:
+    """A call of a stored conversation shown again in its final state, with the result the model
+    read (`call_results`; none: failed with "no result"). A tool the session does not have is the
+    client's when it supplied one by that name, else an MCP server's."""
+    args = part.args_as_dict() if part.args else {}
+    tool = tools.get(part.tool_name)
+    if tool is not None:
+        kind = tool.kind
+    else:
+        kind = ToolKind.CLIENT if part.tool_name in client_tools else ToolKind.MCP
+    try:
+        description = tool.describe(args) if tool is not None else part.tool_name
+    except Exception:  # a description from arguments the tool would refuse
+        description = part.tool_name
+    text, failed = results.get(part.tool_call_id, ("", True))
+    return ToolCall(
+        id=part.tool_call_id,
+        name=part.tool_name,
+        args=args,
+        kind=kind,
+        description=description,
+        status=ToolCallStatus.FAILED if failed else ToolCallStatus.SUCCEEDED,
+        output=None if failed else ToolOutput(text),
+        error=ToolError(text or "no result") if failed else None,
+    )

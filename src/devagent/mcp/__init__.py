@@ -1,4 +1,4 @@
-"""The MCP door (issue 22): devagent as an MCP server, so any MCP host (Claude Desktop and Code,
+"""The MCP door: devagent as an MCP server, so any MCP host (Claude Desktop and Code,
 Cursor, VS Code, Codex CLI, Gemini CLI, ...) can hand it a coding task. Built on the official `mcp`
 SDK's server (`MCPServer`), over stdio (`devagent mcp`). The tools start a session, continue it
 and read sessions; permissions are asked of the host's user with MCP elicitation, or returned as

@@ -7,6 +7,7 @@ import argparse
 
 from devagent import stdio_cli
 from devagent.global_flags import GlobalFlags
+from devagent.mcp.fast import run_mcp
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def mcp_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "mcp")
-    from devagent.mcp.fast import run_mcp
-
     return run_mcp(
         args.work_dir,
         model=args.model,

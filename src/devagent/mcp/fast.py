@@ -21,8 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from devagent import __version__
+from devagent.agent.tools.shell import SandboxError, setup_sandbox
 from devagent.mcp import listing
 from devagent.mcp.instructions import INSTRUCTIONS
+from devagent.preflight import stdio_door_config
 from devagent.stdio import setup_logging
 
 # The protocol versions the SDK's handshake accepts; another one gets the latest (as the SDK does).
@@ -33,8 +36,6 @@ _END = b"\x00devagent-mcp-end\n"  # no JSON line starts with NUL
 
 def initialize_result(params: Any) -> dict[str, Any]:
     """What the SDK answers to `initialize` for devagent's server."""
-    from devagent import __version__
-
     asked = params.get("protocolVersion") if isinstance(params, dict) else None
     version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
     return {
@@ -169,9 +170,6 @@ def run_mcp(
     if not root.is_dir():
         print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
         return 2
-    from devagent.agent.tools.shell import SandboxError, setup_sandbox
-    from devagent.preflight import stdio_door_config
-
     config = stdio_door_config(
         "devagent mcp", db_url=db_url, model=model, approval=approval, settings=settings, debug=debug
     )
@@ -200,7 +198,7 @@ def run_mcp(
     out = threading.Thread(target=relay.outbound, name="mcp-out", daemon=True)
     out.start()
 
-    from devagent.mcp.server import McpDoor, McpOptions, build_server
+    from devagent.mcp.server import McpDoor, McpOptions, build_server  # late: the SDK, after `initialize`
 
     door = McpDoor(McpOptions(config=config, root=root))
     # SIGINT (a host's first signal to its server) and SIGTERM (its next) end the SDK's input, and

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.settings import CoreConfig
+
 FILE = Path(__file__).with_name("tools.json")
 
 
@@ -24,8 +26,7 @@ def current() -> dict[str, Any]:
     sends it on the handshake protocol versions (`initialize`: no caching fields)."""
     import asyncio
 
-    from devagent.agent.settings import CoreConfig
-    from devagent.mcp.server import McpDoor, McpOptions, build_server
+    from devagent.mcp.server import McpDoor, McpOptions, build_server  # late: the MCP SDK
 
     server = build_server(McpDoor(McpOptions(config=CoreConfig(), root=Path.cwd())))
     tools = asyncio.run(server.list_tools())

@@ -1,4 +1,4 @@
-"""`devagent mcp`: the MCP door (issue 22) on the official SDK's `MCPServer`, over stdio.
+"""`devagent mcp`: the MCP door on the official SDK's `MCPServer`, over stdio.
 
 Three tools a host's model can use without knowing devagent:
 
@@ -46,12 +46,26 @@ from pydantic import BaseModel, Field
 
 from devagent import __version__
 from devagent.agent.driver import Door, TurnDriver
+from devagent.agent.events import Decision as CoreDecision
+from devagent.agent.events import (
+    Event,
+    FileDiff,
+    InputError,
+    NeedsInput,
+    Notice,
+    Resume,
+    TextDelta,
+    ToolCall,
+    ToolCallStatus,
+    ToolCallUpdate,
+    TurnEnd,
+    UserPrompt,
+)
 from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp.instructions import INSTRUCTIONS
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
-    from devagent.agent.events import Event, ToolCall
     from devagent.agent.session import Session
     from devagent.agent.settings import CoreConfig
 
@@ -147,6 +161,7 @@ class McpDoor:
     async def core(self) -> AgentCore:
         async with self._lock:
             if self._core is None:
+                # late: pydantic-ai and SQLAlchemy load at the first tool call, not before the SDK serves
                 from devagent.agent.core import AgentCore
 
                 self._core = await AgentCore.open(self.opts.config)
@@ -229,8 +244,6 @@ def _prompt(text: str) -> str:
 
 
 def _elicit_message(call: ToolCall) -> str:
-    from devagent.agent.events import FileDiff
-
     text = f"devagent wants to {request_text(call)}."
     details = call.confirmation.details if call.confirmation is not None else None
     if isinstance(details, FileDiff) and details.formatted_diff:
@@ -269,8 +282,6 @@ class HostTurn(Door):
             await self.ctx.info(message, logger_name="devagent")
 
     async def run(self, inp: Any) -> TaskResult:
-        from devagent.agent.events import InputError, TurnEnd
-
         driver = TurnDriver(self.session, self)
         try:
             outcome = await driver.run(inp)
@@ -291,8 +302,6 @@ class HostTurn(Door):
         return self.result(status.get(outcome.reason, "failed"), [])
 
     async def show(self, event: Event) -> None:
-        from devagent.agent.events import NeedsInput, Notice, TextDelta, ToolCallStatus, ToolCallUpdate
-
         if isinstance(event, TextDelta):
             self.text.append(event.text)
         elif isinstance(event, ToolCallUpdate):
@@ -392,8 +401,6 @@ class HostTurn(Door):
 def _decision(call: ToolCall, data: Decision | None) -> Any:
     """The core's decision for a call from the host user's answer to its elicitation: accepted
     with a choice, or declined (None: a refusal)."""
-    from devagent.agent.events import Decision as CoreDecision
-
     if data is None:
         return CoreDecision(call.id, "cancel")
     option = CHOICES[data.decision]
@@ -406,8 +413,6 @@ def _responses(session: Session, responses: Any) -> Any:
     """The client's answers to the elicitations of an input-required result, as a Resume (None
     when none was answered). A dismissed (cancelled), missing or malformed answer leaves its call
     waiting."""
-    from devagent.agent.events import Resume
-
     decisions = []
     for call in session.waiting_calls():
         got = (responses or {}).get(call.id)
@@ -462,9 +467,6 @@ def _error(message: str) -> CallToolResult:
 
 def _answer(session: Session, answer: str) -> Any:
     """`yes` / `always` / `no <reason>` for every call the session waits on, as the core's Resume."""
-    from devagent.agent.events import Decision as CoreDecision
-    from devagent.agent.events import Resume
-
     waiting = [c for c in session.waiting_calls() if not c.awaiting_client]
     if not waiting:
         raise DoorError("this session waits for no permission: send a prompt instead")
@@ -539,8 +541,6 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
             )
         except (DoorError, ValueError) as e:
             return _error(str(e))
-        from devagent.agent.events import UserPrompt
-
         return await _turn_result(HostTurn(door, session, ctx), UserPrompt(text))
 
 
@@ -560,8 +560,6 @@ def _add_continue(server: MCPServer, door: McpDoor) -> None:
         prompt: Annotated[str, Field(description="The next instruction")] = "",
         answer: Annotated[str, Field(description='"yes", "always" or "no <what to do instead>"')] = "",
     ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
-        from devagent.agent.events import UserPrompt
-
         if ctx.request_state:
             return await _answered(door, ctx)
         try:
@@ -629,8 +627,6 @@ def _info(sid: str, state: dict[str, Any], updated: float) -> SessionInfo:
 
 
 async def _transcript(session: Session) -> str:
-    from devagent.agent.events import TextDelta, ToolCall, UserPrompt
-
     out: list[str] = []
     for item in await session.timeline():
         if isinstance(item, UserPrompt):

@@ -8,13 +8,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.events import Event, Input, StatusUpdate, ToolCall, TurnEnd
+from devagent.agent.commands import CommandInfo, registry
+from devagent.agent.events import (
+    Event,
+    ExecuteDetails,
+    FileDiff,
+    Input,
+    InputError,
+    StatusUpdate,
+    ToolCall,
+    TurnEnd,
+)
+from devagent.preflight import StartError, check_model
+from devagent.terminal.history import PastTurn, past_turns
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
     from devagent.agent.session import Session
     from devagent.agent.turn import Turn
-    from devagent.terminal.history import PastTurn
 
 
 @dataclass(slots=True)
@@ -113,28 +124,20 @@ class LocalBackend:
         await self.session.cancel()
 
     async def history(self) -> list[PastTurn]:
-        from devagent.terminal.history import past_turns
-
         return await past_turns(self.session)
 
     def can_edit(self, call: ToolCall) -> bool:
-        from devagent.agent.events import ExecuteDetails, FileDiff
-
         return call.confirmation is not None and isinstance(
             call.confirmation.details, FileDiff | ExecuteDetails
         )
 
     def commands(self) -> list[CommandEntry]:
-        from devagent.agent.commands import CommandInfo, registry
-
         def entry(c: CommandInfo) -> CommandEntry:
             return CommandEntry(c.name, c.description, list(c.aliases), [entry(s) for s in c.sub_commands])
 
         return [entry(c) for c in registry().list()]
 
     async def set_approval_mode(self, mode: str) -> str | None:
-        from devagent.agent.events import InputError
-
         try:  # the terminal user is the operator of a local session: any mode
             await self.session.set_approval_mode(mode)
         except InputError as e:
@@ -172,16 +175,21 @@ async def latest_session_id(core: AgentCore, workspace: Path) -> str | None:
 
 
 async def open_local_session(
-    core: AgentCore, config: Any, workspace: Path, session_id: str | None, model: str | None
+    core: AgentCore,
+    config: Any,
+    workspace: Path,
+    session_id: str | None,
+    model: str | None,
+    *,
+    unknown_hint: str = "'devagent sessions' lists them",
 ) -> tuple[Session, bool]:
     """The session to talk to: `session_id`'s (on its own stored model unless `model` is given),
-    or a new one in `workspace`. Returns it and whether it was resumed. Raises StartError."""
-    from devagent.preflight import StartError, check_model
-
+    or a new one in `workspace`. Returns it and whether it was resumed. Raises StartError, saying
+    `unknown_hint` (where to find an id) when no session has that id."""
     if session_id:
         s = await core.get_session(session_id)
         if s is None:
-            raise StartError(f"no stored session {session_id!r} ('devagent sessions' lists them)", 2)
+            raise StartError(f"no stored session {session_id!r} ({unknown_hint})", 2)
         if model:  # --model given: the session goes on with it
             s.state.model = model
             await s.save_state()

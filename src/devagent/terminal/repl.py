@@ -47,6 +47,7 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.preflight import debug_enabled
 from devagent.terminal.backend import Backend, CommandEntry
 from devagent.terminal.editor import edit_in_editor
 from devagent.terminal.render import Renderer
@@ -205,8 +206,6 @@ class Chat:
                         " [dim](--debug shows the traceback)[/dim]",
                         highlight=False,
                     )
-                    from devagent.preflight import debug_enabled
-
                     if debug_enabled(self.debug):
                         self.console.print_exception()
         except Leave:

@@ -7,11 +7,16 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.settings import CoreConfig, utc_day
+from devagent.agent.tools.shell import SandboxError, active_sandbox, setup_sandbox
+from devagent.config import ConfigError, load_config
 from devagent.global_flags import GlobalFlags
-from devagent.preflight import StartError, report
+from devagent.preflight import StartError, check_model, open_core, report
+from devagent.terminal.backend import LocalBackend, latest_session_id, open_local_session
 
 # The per-caller usage table's columns, in the order `devagent sessions` prints them (the store's
 # USAGE_KINDS; not imported from there, so that this module loads without SQLAlchemy).
@@ -19,12 +24,45 @@ _SPEND_COLUMNS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output
 
 
 def _config(overrides: dict[str, Any], flags: GlobalFlags) -> Any:
-    from devagent.config import ConfigError, load_config
-
     try:
         return load_config({**flags.settings(), **overrides})
     except ConfigError as e:
         raise StartError(str(e), 2) from e
+
+
+def local_config(
+    flags: GlobalFlags,
+    db: str | None,
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    approval: str | None,
+    max_steps: int | None,
+    /,
+) -> Any:
+    """The settings of a run in this process (`chat`, `run`): the command's flags (passed in this
+    order, under the names the commands give them) over the environment and the settings file.
+    StartError (usage) when they are wrong."""
+    overrides = {
+        "db_url": db,
+        "default_model": model,
+        "model_base_url": base_url,
+        "model_api_key": api_key,
+        "approval_mode": approval,
+        "max_steps": max_steps,
+    }
+    return _config(overrides, flags)
+
+
+def start_sandbox(flag: bool | None, config: Any) -> None:
+    """The shell sandbox of a run in this process, said on stderr when the flag or the settings
+    ask for it. StartError (usage) when it cannot be had."""
+    try:
+        line = setup_sandbox(flag, config, "run")
+    except SandboxError as e:
+        raise StartError(str(e), 2) from e
+    if flag or config.sandbox:
+        print(line, file=sys.stderr)
 
 
 def chat_command(
@@ -51,37 +89,33 @@ def chat_command(
             )
         if session and cont:
             raise StartError("--session and --continue both name a session: give one", 2)
+        opts = _ChatOptions(session, cont, model, approval, thoughts, flags.debug)
         if url:  # the workspace is a path on the server's machine
-            return _remote(url, token, workspace, session, cont, model, approval, thoughts, flags.debug)
+            return _remote(url, token, workspace, opts)
         workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
-        config = _config(
-            {
-                "db_url": db,
-                "default_model": model,
-                "model_base_url": base_url,
-                "model_api_key": api_key,
-                "approval_mode": approval,
-                "max_steps": max_steps,
-            },
-            flags,
-        )
-        from devagent.agent.tools.shell import SandboxError, setup_sandbox
-
-        try:
-            line = setup_sandbox(sandbox, config, "run")
-        except SandboxError as e:
-            raise StartError(str(e), 2) from e
-        if sandbox or config.sandbox:
-            print(line, file=sys.stderr)
-        from devagent.preflight import check_model
-
+        config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
+        start_sandbox(sandbox, config)
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
-        return asyncio.run(_local(config, workspace, session, cont, model, approval, thoughts, flags.debug))
+        return asyncio.run(_local(config, workspace, opts))
     except StartError as e:
         return report("devagent", e, flags.debug)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatOptions:
+    """What `chat` was asked for besides where it runs: the session to go on with (`--session`, or
+    the workspace's last with `--continue`), its model and approval mode, the thoughts shown
+    whole, and `--debug`."""
+
+    session: str | None
+    cont: bool
+    model: str | None
+    approval: str | None
+    thoughts: bool
+    debug: bool
 
 
 def _console() -> Any:
@@ -90,74 +124,50 @@ def _console() -> Any:
     return Console(highlight=False)
 
 
-async def _local(
-    config: Any,
-    workspace: Path,
-    session_id: str | None,
-    cont: bool,
-    model: str | None,
-    approval: str | None,
-    thoughts: bool,
-    debug: bool,
-) -> int:
-    from devagent.preflight import open_core
-    from devagent.terminal.backend import LocalBackend, latest_session_id, open_local_session
-    from devagent.terminal.repl import chat
+async def _local(config: Any, workspace: Path, opts: _ChatOptions) -> int:
+    from devagent.terminal.repl import chat  # late: prompt_toolkit
 
     core = await open_core(config)
     try:
-        if cont:
+        session_id = opts.session
+        if opts.cont:
             session_id = await latest_session_id(core, workspace)
             if session_id is None:
                 raise StartError(
                     f"no stored session in {workspace.resolve()} to continue (start one with: devagent chat)",
                     2,
                 )
-        s, resumed = await open_local_session(core, config, workspace, session_id, model)
-        if resumed and approval:  # --approval given: the resumed session goes on in that mode
-            await s.set_approval_mode(approval)
+        s, resumed = await open_local_session(core, config, workspace, session_id, opts.model)
+        if resumed and opts.approval:  # --approval given: the resumed session goes on in that mode
+            await s.set_approval_mode(opts.approval)
     except BaseException:
         await core.close()
         raise
-    from devagent.agent.tools.shell import active_sandbox
-
     backend = LocalBackend(core, s)
     return await chat(
         backend,
         _console(),
         config.data_dir / "chat_history",
-        show_thoughts=thoughts,
+        show_thoughts=opts.thoughts,
         sandboxed=active_sandbox() is not None,
-        debug=debug,
+        debug=opts.debug,
     )
 
 
-def _remote(
-    url: str,
-    token: str | None,
-    workspace: Path | None,
-    session: str | None,
-    cont: bool,
-    model: str | None,
-    approval: str | None,
-    thoughts: bool,
-    debug: bool,
-) -> int:
-    if cont:
+def _remote(url: str, token: str | None, workspace: Path | None, opts: _ChatOptions) -> int:
+    if opts.cont:
         raise StartError("--continue is for local sessions; with --url give --session CONTEXT_ID", 2)
-    from devagent.terminal.remote import RemoteBackend
-    from devagent.terminal.repl import chat
+    from devagent.terminal.remote import RemoteBackend  # late: the a2a SDK and httpx, for --url only
+    from devagent.terminal.repl import chat  # late: prompt_toolkit
 
     async def main() -> int:
         # a relative --workspace is taken from here (the same machine); none: the server's first root
         where = workspace.resolve() if workspace is not None and not workspace.is_absolute() else workspace
         backend = await RemoteBackend.connect(
-            url, token, workspace=where, context_id=session, model=model, approval=approval
+            url, token, workspace=where, context_id=opts.session, model=opts.model, approval=opts.approval
         )
-        from devagent.agent.settings import CoreConfig
-
         history = CoreConfig().data_dir / "chat_history"
-        return await chat(backend, _console(), history, show_thoughts=thoughts, debug=debug)
+        return await chat(backend, _console(), history, show_thoughts=opts.thoughts, debug=opts.debug)
 
     return asyncio.run(main())
 
@@ -215,9 +225,6 @@ async def _list(
     config: Any, workspace: Path | None, limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The sessions (newest first), and the spend per caller of the last days."""
-    from devagent.agent.settings import utc_day
-    from devagent.preflight import open_core
-
     core = await open_core(config)
     try:
         want = str(workspace.resolve()) if workspace else None

@@ -20,8 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from devagent import __version__, stdio_cli
+from devagent.agent.tools.shell import SandboxError, setup_sandbox
+from devagent.config import ConfigError, load_config
 from devagent.global_flags import GlobalFlags
 from devagent.wire.messages import WIRE_PROTOCOL_VERSION
+from devagent.wire.server import run_wire
 
 
 def _positive_float(text: str) -> float:
@@ -93,8 +96,6 @@ def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     """Run wire mode from a command line (`devagent wire …` or `devagent --wire …`)."""
     args = stdio_cli.parse(build_parser(), argv, "wire")
     settings = stdio_cli.settings(args, flags)
-    from devagent.wire.server import run_wire
-
     if (code := _setup_sandbox(args.sandbox, settings)) is not None:
         return code
     timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
@@ -118,9 +119,6 @@ def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
 
 def _setup_sandbox(flag: bool | None, settings: Mapping[str, Any]) -> int | None:
     """Chooses the shell sandbox (off unless asked); an exit code when it cannot be had."""
-    from devagent.agent.tools.shell import SandboxError, setup_sandbox
-    from devagent.config import ConfigError, load_config
-
     try:
         config = load_config(settings)
     except ConfigError:

@@ -1,4 +1,4 @@
-"""Wire mode: the agent as a JSON-RPC 2.0 server on stdin/stdout (KLIP-12, W1–W9).
+"""Wire mode: the agent as a JSON-RPC 2.0 server on stdin/stdout (kimi-cli's KLIP-12).
 
 One JSON object per line in each direction. The client calls `initialize` (optional), `prompt`
 and `cancel`; the server sends `event` notifications and `request`s (`ApprovalRequest`,
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent import __version__
+from devagent.agent.commands import registry
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     ClientResult,
@@ -46,6 +47,9 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.agent.state import ClientTool
+from devagent.agent.tools import builtin_tools
+from devagent.agent.tools.client import validate_client_tools
 from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE_BYTES,
@@ -53,6 +57,8 @@ from devagent.common.jsonlimits import (
     too_deep,
 )
 from devagent.common.rpcerrors import internal_error
+from devagent.config import ConfigError, load_config
+from devagent.preflight import StartError, check_db_url, check_model, debug_enabled, open_core, report
 from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
 from devagent.wire import messages as m
 
@@ -76,7 +82,7 @@ class WireOptions:
     thinking: bool | None = None
     approval_timeout: float | None = None  # seconds; None = wait as long as it takes
     tool_call_timeout: float | None = None
-    max_json_depth: int = DEFAULT_MAX_DEPTH  # deeper lines are refused before parsing (issue 12 item 2)
+    max_json_depth: int = DEFAULT_MAX_DEPTH  # deeper lines are refused before parsing
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES  # longer lines are dropped and refused
     debug: bool = False  # --debug: tracebacks in the log
 
@@ -239,7 +245,7 @@ class WireServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.core.close(), 10)
 
-    # --- framing (W1, W8) ------------------------------------------------------------------
+    # --- framing ---------------------------------------------------------------------------
 
     def handle_line(self, raw: bytes) -> None:
         if isinstance(raw, OverlongLine):
@@ -296,7 +302,7 @@ class WireServer:
                 )
             )
 
-    # --- initialize (W2, W7) ---------------------------------------------------------------
+    # --- initialize ------------------------------------------------------------------------
 
     def _handle_initialize(self, rpc_id: m.RpcId, params: Any) -> None:
         p = m.parse_initialize(params)
@@ -344,9 +350,6 @@ class WireServer:
     ) -> tuple[list[m.ExternalToolDef], list[tuple[str, str]]]:
         if not defs:
             return [], []
-        from devagent.agent.tools import builtin_tools
-        from devagent.agent.tools.client import validate_client_tools
-
         core_cfg = self.opts.config
         ok, rejected = validate_client_tools(
             [{"name": d.name, "description": d.description, "parameters": d.parameters} for d in defs],
@@ -367,8 +370,6 @@ class WireServer:
         # pydantic-ai and SQLAlchemy take most of a second to import: do it off the loop so that
         # the protocol stays responsive meanwhile.
         await asyncio.to_thread(_import_heavy)
-        from devagent.preflight import open_core
-
         cfg = self.opts.config
         core = await open_core(cfg)
         self.core = core
@@ -408,15 +409,13 @@ class WireServer:
                 log.warning("the core refused client tools: %s", refused)
             self.tools_dirty = False
         elif not self.initialized and session.state.client_tools:
-            # A client that did not initialize has no external tools (W3).
+            # A client that did not initialize has no external tools.
             await session.set_client_tools([])
 
     def _client_tool_objects(self) -> list[Any]:
-        from devagent.agent.state import ClientTool
-
         return [ClientTool(t.name, t.description, t.parameters) for t in self.client_tools.values()]
 
-    # --- prompt and cancel (W4) ------------------------------------------------------------
+    # --- prompt and cancel -----------------------------------------------------------------
 
     async def _handle_prompt(self, rpc_id: m.RpcId, user_input: str | m.ContentParts) -> None:
         text, unsupported = m.input_text(user_input)
@@ -442,7 +441,7 @@ class WireServer:
             for pr in list(self.pending.values()):
                 if pr.turn is current:
                     self.send(pr.message)
-        # Prompts are served one at a time, in the order they came (a second one waits, W4).
+        # Prompts are served one at a time, in the order they came (a second one waits).
         async with self._turn_lock:
             if self._stopping:
                 return
@@ -451,8 +450,6 @@ class WireServer:
             try:
                 session = await self._ready()
             except Exception as e:
-                from devagent.preflight import StartError, debug_enabled
-
                 self.turn = None
                 if isinstance(e, StartError):  # the database cannot be opened: one line, the fix
                     text = e.message
@@ -460,7 +457,7 @@ class WireServer:
                         log.exception("could not open the session")
                     else:
                         log.error("could not open the session: %s", text)
-                else:  # issue 12 item 3: the detail to the log, a reference to the client
+                else:  # the detail to the log, a reference to the client
                     text = internal_error(repr(e), what="opening the session", exc_info=e)
                 self.send(m.error_response(rpc_id, m.INTERNAL_ERROR, text))
                 return
@@ -596,7 +593,7 @@ class WireServer:
                 continue
             self.send(m.text_part(n.text if n.text.endswith("\n") else n.text + "\n"))
 
-    # --- requests to the client (W5, W6) ---------------------------------------------------
+    # --- requests to the client ------------------------------------------------------------
 
     def _send_request(self, session: Session, turn: Turn, call: ToolCall) -> None:
         if call.awaiting_client:
@@ -748,14 +745,13 @@ def _option_for(response: str, always: str | None) -> str:
 
 
 def _slash_commands() -> list[m.JSON]:
-    from devagent.agent.commands import registry
-
     return [
         {"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in registry().list()
     ]
 
 
 def _import_heavy() -> None:
+    # late, in a thread: pydantic-ai and SQLAlchemy load while `initialize` is answered
     import devagent.agent.core
     import devagent.agent.session
     import devagent.store.db  # noqa: F401
@@ -818,15 +814,11 @@ def _checked_config(overrides: dict[str, Any], *, check_model_first: bool, debug
     """The server's settings, with what can be told before the client starts talking checked
     (the model unless a resumed session keeps its own; the database URL, opened later); an exit
     code after one line on stderr when they are wrong."""
-    from devagent.config import ConfigError, load_config
-
     try:
         config = load_config(overrides)
     except ConfigError as e:
         print(f"devagent wire: {e}", file=sys.stderr)
         return 2
-    from devagent.preflight import StartError, check_db_url, check_model, report
-
     try:
         if check_model_first:
             check_model(config)

@@ -1,4 +1,4 @@
-"""The built-in tools (G2). `builtin_tools()` returns a fresh instance of each, by name."""
+"""The built-in tools. `builtin_tools()` returns a fresh instance of each, by name."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from devagent.agent.tools.base import Tool
 
 
 def builtin_tools() -> dict[str, Tool]:
+    # late: a door that imports one tool module (the settings import the shell tool's sandbox)
+    # does not load every tool before it answers `initialize`
     from devagent.agent.tools.files import Edit, Glob, Grep, ListDirectory, ReadFile, ReadManyFiles, WriteFile
     from devagent.agent.tools.memory import SaveMemory
     from devagent.agent.tools.shell import RunShellCommand

@@ -1,4 +1,4 @@
-"""Workspace confinement by construction (G4, issue 12 item 1).
+"""Workspace confinement by construction.
 
 Checking a path and opening it later is a race: a directory inside the workspace exchanged with a
 symlink to outside (`renameat2(RENAME_EXCHANGE)`) between the check and the open redirects the

@@ -1,5 +1,5 @@
-"""Helpers shared by the built-in tools: argument checks, text/binary detection, diffs, globs and a
-workspace walker that never follows symlinked directories (G4)."""
+"""Helpers shared by the built-in tools: their parameter schemas, argument checks, text/binary
+detection, diffs, globs and a workspace walker that never follows symlinked directories."""
 
 from __future__ import annotations
 
@@ -57,6 +57,18 @@ def _check_args(args: Any) -> dict[str, Any]:
     if not isinstance(args, dict):
         raise ToolFailure("the arguments must be a JSON object", "invalid_arguments")
     return args
+
+
+def parameters_schema(required: list[str], /, **properties: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameters as the model is given them: a JSON Schema object of these properties,
+    in this order, and no others; `required` names those a call must give."""
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def parameter(json_type: str, description: str, /, **keywords: Any) -> dict[str, Any]:
+    """One parameter's JSON Schema: its type, its other keywords (`minimum`, `enum`, `items`...),
+    then its description."""
+    return {"type": json_type, **keywords, "description": description}
 
 
 def str_arg(args: dict[str, Any], key: str, *, allow_empty: bool = False) -> str:
@@ -132,7 +144,7 @@ def str_list_arg(args: dict[str, Any], key: str, *, required: bool) -> list[str]
 
 
 def _locate(path: Path, workspace: Workspace | None, *, create_dirs: bool = False) -> Located:
-    """`path` located through the workspace (issue 12 item 1). Without a workspace the path must be
+    """`path` located through the workspace. Without a workspace the path must be
     a real path already (what `Workspace.resolve` gives) and is walked from "/" following no
     symlink at all: one that appeared since the path was resolved is refused (ELOOP)."""
     if workspace is not None:
@@ -142,7 +154,7 @@ def _locate(path: Path, workspace: Workspace | None, *, create_dirs: bool = Fals
 
 def _locate_for_change(path: Path, workspace: Workspace | None, *, create_dirs: bool = False) -> Located:
     """`_locate` for a write or a removal: the located real path is checked against what no tool
-    may change (`Workspace.check_writable`, issue 20 item 2) before anything is done there."""
+    may change (`Workspace.check_writable`) before anything is done there."""
     if workspace is not None:  # the check first: a refused write creates no directory either
         workspace.check_writable(Path(os.path.realpath(path)), path)
     loc = _locate(path, workspace, create_dirs=create_dirs)
@@ -176,7 +188,7 @@ def fs_failure(e: OSError, path: str | Path) -> ToolFailure:
 
 
 async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Runs file IO off the event loop (issue 12 item 1); an OSError that escapes it (a directory
+    """Runs file IO off the event loop; an OSError that escapes it (a directory
     swapped for a symlink under the walk, a file removed meanwhile) becomes a ToolFailure."""
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -242,9 +254,9 @@ def is_temp_name(name: str) -> bool:
 
 def atomic_write(path: Path, content: str | bytes, workspace: Workspace | None = None) -> None:
     """Replaces (or creates) the file `path` so that a crash at any moment leaves either the old
-    content or the new one, never a truncated file (G4, issue 10 item 1 (atomic writes)).
+    content or the new one, never a truncated file.
 
-    The parent directory is reached through the confined walk (issue 12 item 1: `Workspace.locate`,
+    The parent directory is reached through the confined walk (`Workspace.locate`,
     missing directories created relative to their open parent; without a workspace, `path` must
     be a real path and no symlink is followed) and everything after happens relative to its open
     descriptor, so a directory swapped for a symlink meanwhile cannot redirect the write. The
@@ -493,8 +505,8 @@ def walk_files(
 ) -> Generator[WalkEntry, None, None]:
     """Files under the open directory `dir_fd` (whose path is `base`) in path order (entries of a
     directory sorted by name, directories visited where they sort). Each subdirectory is opened
-    O_NOFOLLOW relative to its parent's descriptor, so no swap can lead the walk out (issue 12
-    item 1); symlinked directories are never entered; symlinks are yielded (as `is_link`) only with
+    O_NOFOLLOW relative to its parent's descriptor, so no swap can lead the walk out;
+    symlinked directories are never entered; symlinks are yielded (as `is_link`) only with
     `follow_file_links`, for the caller to locate through the workspace. Temporary files a crashed
     `atomic_write` left behind are not workspace files: skipped."""
     try:

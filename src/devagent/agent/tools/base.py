@@ -52,10 +52,10 @@ class ToolResult:
 
 
 class Workspace:
-    """The workspace roots of a session (G4). Relative paths are taken from the first root; a path
+    """The workspace roots of a session. Relative paths are taken from the first root; a path
     that leaves every root, directly, by `..` or through a symlink, is refused.
 
-    Every file tool opens files through `locate` (issue 12 item 1): the path is walked from an open
+    Every file tool opens files through `locate`: the path is walked from an open
     descriptor of a root, symlinks inside the workspace followed by that same rule, and the result
     is the open parent directory, so the final open (O_NOFOLLOW) or rename happens relative to a
     directory that is certainly inside, whatever is swapped meanwhile (`_confine`). `resolve` gives
@@ -67,7 +67,7 @@ class Workspace:
             raise ValueError("a workspace needs at least one root")
         self.roots = [Path(os.path.realpath(r)) for r in roots]
         # What configures devagent or holds its state (CoreConfig.protected_paths, real paths):
-        # never written by a tool, whatever the approval mode (issue 20 item 2).
+        # never written by a tool, whatever the approval mode.
         self.protected = protected
 
     @property
@@ -115,7 +115,7 @@ class Workspace:
 
     def check_writable(self, real: Path, shown: str | Path | None = None) -> None:
         """A ToolFailure when a tool may not change the file at the real path `real`, in any
-        approval mode (issue 20 item 2): devagent's own configuration and state (its settings file,
+        approval mode: devagent's own configuration and state (its settings file,
         data folder, database), and git's own files (`.git/`: its config and hooks choose programs
         that later `git` commands run, which would turn an edit into running code), and a file
         named `HEAD`: with it, `config`, `objects/` and `refs/` make any folder a git directory
@@ -165,15 +165,15 @@ class ToolContext:
     workspace: Workspace
     state: SessionState
     call_id: str = ""
-    # Emits live output: the text passed replaces what was shown before (B7's live_content).
+    # Emits live output: the text passed replaces what was shown before (the call's live_content).
     live: Callable[[str], Awaitable[None]] = field(default=lambda _text: _noop())
-    # For edits: the content the user chose instead of the proposed one (B10).
+    # For edits: the content the user chose instead of the proposed one.
     new_content: str | None = None
     # Set when the turn is cancelled; tools that wait (shell) watch it.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     shell_timeout: float = 120.0
     # What a shell command gets (CoreConfig): the operator's extra environment names, and its
-    # limits (issue 20 items 1 and 3).
+    # limits.
     env_pass: tuple[str, ...] = ()
     command_memory_mb: int = 0
     command_processes: int = 0

@@ -1,4 +1,4 @@
-"""Validation of tools a client supplies (A2A DataPart C1–C3, C6, C7; wire `initialize` W2, W7).
+"""Validation of tools a client supplies (A2A DataParts, wire `initialize`).
 
 A definition is `{name, description, parameters}` with a JSON Schema object for the parameters.
 Every refused definition comes back with its reason; nothing is dropped silently.

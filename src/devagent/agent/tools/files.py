@@ -1,9 +1,9 @@
-"""File tools (G2): read, read many, write, edit, list, glob and grep. Every file and directory is
+"""File tools: read, read many, write, edit, list, glob and grep. Every file and directory is
 opened through the confined walk (`Workspace.locate`, `_confine`: from an open root descriptor,
 openat2 RESOLVE_BENEATH or component by component with O_NOFOLLOW, the final open relative to the
 parent's descriptor), and walks open each subdirectory relative to its parent and never enter
 symlinked directories, so nothing outside the workspace roots is read, listed or written, even when
-a directory is swapped for a symlink while a tool runs (G4, issue 12 item 1). A hard link inside
+a directory is swapped for a symlink while a tool runs. A hard link inside
 the workspace to a file outside it is read like any file (the names are one file and cannot be
 told apart); it is never written through. The file IO runs in a thread, off the event loop.
 Writes are atomic (`_util.atomic_write`: a temporary
@@ -47,6 +47,8 @@ from devagent.agent.tools._util import (
     open_file,
     open_walk,
     opt_str_arg,
+    parameter,
+    parameters_schema,
     read_text,
     rel_posix,
     sniff_binary,
@@ -135,27 +137,12 @@ class ReadFile(Tool):
         "lines were shown and which `offset` to pass to read on. Use `offset` (1-based first line) and "
         "`limit` (number of lines) to read part of a file. Binary files are refused."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "The file to read, relative to the workspace root (or absolute inside it).",
-            },
-            "offset": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "The first line to read, counting from 1. Default: 1.",
-            },
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "description": f"How many lines to read. Default and maximum: {MAX_LINES}.",
-            },
-        },
-        "required": ["path"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["path"],
+        path=parameter("string", "The file to read, relative to the workspace root (or absolute inside it)."),
+        offset=parameter("integer", "The first line to read, counting from 1. Default: 1.", minimum=1),
+        limit=parameter("integer", f"How many lines to read. Default and maximum: {MAX_LINES}.", minimum=1),
+    )
     kind = ToolKind.READ
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -212,7 +199,7 @@ def _expand(
         candidates = _candidates(workspace, entry)
     except ToolFailure as e:
         if e.type != "not_found":
-            raise  # outside the workspace: refused, not skipped (G4)
+            raise  # outside the workspace: refused, not skipped
         skipped.append(f"{entry} (does not exist)")
         return found
     if not candidates:
@@ -314,24 +301,20 @@ class ReadManyFiles(Tool):
         f"({MANY_MAX_TOTAL_BYTES // 1024} KiB, {MANY_MAX_FILES} files); what was skipped is listed at "
         "the end."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "paths": {
-                "type": "array",
-                "items": {"type": "string"},
-                "minItems": 1,
-                "description": "Files, directories or glob patterns (`*`, `?`, `**`, `{a,b}`) to read.",
-            },
-            "exclude": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Glob patterns of files to leave out, e.g. `*.lock` or `tests/**`.",
-            },
-        },
-        "required": ["paths"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["paths"],
+        paths=parameter(
+            "array",
+            "Files, directories or glob patterns (`*`, `?`, `**`, `{a,b}`) to read.",
+            items={"type": "string"},
+            minItems=1,
+        ),
+        exclude=parameter(
+            "array",
+            "Glob patterns of files to leave out, e.g. `*.lock` or `tests/**`.",
+            items={"type": "string"},
+        ),
+    )
     kind = ToolKind.READ
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -356,18 +339,13 @@ class WriteFile(Tool):
         "an existing file prefer `edit`. The user may be shown a diff and may change the content "
         "before it is written; the result says so when that happened."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "The file to write, relative to the workspace root (or absolute inside it).",
-            },
-            "content": {"type": "string", "description": "The complete new content of the file."},
-        },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["path", "content"],
+        path=parameter(
+            "string", "The file to write, relative to the workspace root (or absolute inside it)."
+        ),
+        content=parameter("string", "The complete new content of the file."),
+    )
     kind = ToolKind.EDIT
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -446,7 +424,7 @@ def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
 
 
 def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
-    """What is written: the proposed content or the user's version of it (B10), and whether the
+    """What is written: the proposed content or the user's version of it, and whether the
     user changed it."""
     modified = ctx.new_content is not None and ctx.new_content != proposed
     content = ctx.new_content if ctx.new_content is not None else proposed
@@ -456,9 +434,9 @@ def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
 
 
 def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
-    """Writes the proposed content, or the user's version of it (B10), and describes the change."""
+    """Writes the proposed content, or the user's version of it, and describes the change."""
     content, modified = _content(ctx, proposed)
-    try:  # a crash leaves the old file or the new one (issue 10 item 1); confined (issue 12 item 1)
+    try:  # a crash leaves the old file or the new one; written through the confined walk
         atomic_write(real, content, ctx.workspace)
     except OSError as e:
         raise fs_failure(e, ctx.workspace.display(real)) from e
@@ -489,26 +467,17 @@ class Edit(Tool):
         "an empty `old_string` and the content as `new_string`. The user may be shown a diff and may "
         "change the result before it is written."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "The file to change, relative to the workspace root (or absolute inside it).",
-            },
-            "old_string": {
-                "type": "string",
-                "description": "The exact text to replace. Empty only to create a file that does not exist.",
-            },
-            "new_string": {"type": "string", "description": "The text to put in its place."},
-            "replace_all": {
-                "type": "boolean",
-                "description": "Replace every occurrence instead of exactly one. Default false.",
-            },
-        },
-        "required": ["path", "old_string", "new_string"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["path", "old_string", "new_string"],
+        path=parameter(
+            "string", "The file to change, relative to the workspace root (or absolute inside it)."
+        ),
+        old_string=parameter(
+            "string", "The exact text to replace. Empty only to create a file that does not exist."
+        ),
+        new_string=parameter("string", "The text to put in its place."),
+        replace_all=parameter("boolean", "Replace every occurrence instead of exactly one. Default false."),
+    )
     kind = ToolKind.EDIT
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -618,22 +587,13 @@ class ListDirectory(Tool):
         "with their sizes; symlinks show their target. `.git` is left out. Use glob to find files "
         "recursively."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "The directory, relative to the workspace root. Default: the root.",
-            },
-            "ignore": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Glob patterns of entry names to leave out, e.g. `*.pyc`.",
-            },
-        },
-        "required": [],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        [],
+        path=parameter("string", "The directory, relative to the workspace root. Default: the root."),
+        ignore=parameter(
+            "array", "Glob patterns of entry names to leave out, e.g. `*.pyc`.", items={"type": "string"}
+        ),
+    )
     kind = ToolKind.READ
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -661,7 +621,7 @@ class ListDirectory(Tool):
 
     def _entries(self, workspace: Workspace, real: Path, fd: int, ignore: list[str]) -> ToolResult:
         try:
-            # The directory listed is the one opened through the confined walk (issue 12 item 1).
+            # The directory listed is the one opened through the confined walk.
             scanned = sorted(os.scandir(fd), key=lambda e: e.name)
         except OSError as e:
             raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
@@ -717,23 +677,12 @@ class Glob(Tool):
         f"first by default, at most {GLOB_MAX_RESULTS}. `.git`, `node_modules`, virtualenvs and caches "
         "are skipped unless the pattern names them."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "The glob pattern to match file paths against."},
-            "path": {
-                "type": "string",
-                "description": "Directory to search from (relative to the workspace root; default: root).",
-            },
-            "sort": {
-                "type": "string",
-                "enum": ["mtime", "name"],
-                "description": "`mtime` (newest first, the default) or `name`.",
-            },
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["pattern"],
+        pattern=parameter("string", "The glob pattern to match file paths against."),
+        path=parameter("string", "Directory to search from (relative to the workspace root; default: root)."),
+        sort=parameter("string", "`mtime` (newest first, the default) or `name`.", enum=["mtime", "name"]),
+    )
     kind = ToolKind.READ
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -819,8 +768,8 @@ def _clip(text: str) -> str:
 def _grep_python(
     workspace: Workspace, regex: re.Pattern[str], base: Path, include: str | None
 ) -> tuple[list[tuple[str, int, str]], bool]:
-    """The pure Python search: every directory and file opened through the confined walk
-    (issue 12 item 1), symlinks not followed."""
+    """The pure Python search: every directory and file opened through the confined walk,
+    symlinks not followed."""
     matches: list[tuple[str, int, str]] = []
     fd = open_walk(workspace, base)
     if fd is None:  # one file
@@ -875,7 +824,7 @@ def _confirm_rg(
     ripgrep does not follow symlinks unless told to (`-L`, never passed), but it walks by path
     strings, so a directory swapped for a symlink while it runs can make it read a file outside
     the workspace. So its output is only a hint: a match is reported only when the same line is at
-    the same line number of the file opened by `Workspace.locate` (issue 12 item 1)."""
+    the same line number of the file opened by `Workspace.locate`."""
     confirmed: list[tuple[str, int, str]] = []
     lines_of: dict[Path, list[str] | None] = {}
     for display, n, text, path in matches:
@@ -935,7 +884,7 @@ async def _grep_rg(
         limit=64 * 1024 * 1024,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    # stderr is drained while stdout is read (issue 12 item 5): a flood of errors (unreadable
+    # stderr is drained while stdout is read: a flood of errors (unreadable
     # files, say) would otherwise fill its pipe and stall ripgrep until the timeout. Only the
     # tail is kept: it is read for one thing, whether the regex was refused.
     errors = asyncio.ensure_future(_tail(proc.stderr, RG_STDERR_TAIL))
@@ -1010,23 +959,15 @@ class Grep(Tool):
         f"files over {GREP_MAX_FILESIZE // (1024 * 1024)} MiB, `.git`, `node_modules`, virtualenvs and "
         "caches are skipped."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "The regular expression to search for."},
-            "path": {
-                "type": "string",
-                "description": "Directory or file to search (relative to the workspace root; default: root).",
-            },
-            "include": {
-                "type": "string",
-                "description": "Only search files matching this glob, e.g. `*.py` or `*.{ts,tsx}`.",
-            },
-            "ignore_case": {"type": "boolean", "description": "Match case-insensitively. Default false."},
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["pattern"],
+        pattern=parameter("string", "The regular expression to search for."),
+        path=parameter(
+            "string", "Directory or file to search (relative to the workspace root; default: root)."
+        ),
+        include=parameter("string", "Only search files matching this glob, e.g. `*.py` or `*.{ts,tsx}`."),
+        ignore_case=parameter("boolean", "Match case-insensitively. Default false."),
+    )
     kind = ToolKind.READ
 
     def describe(self, args: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The memory tool (G2, G5): facts the user wants remembered, kept as a list under a heading of the
+"""The memory tool: facts the user wants remembered, kept as a list under a heading of the
 project's agent guide (AGENTS.md by default) so that every later session reads them."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from devagent.agent.tools._util import (
     file_status,
     fs_failure,
     in_thread,
+    parameter,
+    parameters_schema,
     read_text,
     str_arg,
 )
@@ -24,14 +26,14 @@ MEMORY_MAX_CHARS = 64 * 1024
 
 
 def memory_path(workspace: Workspace, memory_file: str) -> Path:
-    """The memory file at the workspace's primary root (refused if it resolves outside, G4)."""
+    """The memory file at the workspace's primary root (refused if it resolves outside)."""
     return workspace.resolve(str(workspace.primary / memory_file))
 
 
 def read_memory(workspace: Workspace, memory_file: str = "AGENTS.md") -> str:
     """The memory file's content for the session to put into its instructions at start, or "" when
     there is none (or it cannot be read). Capped at 64 KiB."""
-    try:  # through the confined walk (issue 12 item 1)
+    try:  # through the confined walk
         text = read_text(memory_path(workspace, memory_file), workspace)
     except (ToolFailure, OSError):
         return ""
@@ -88,17 +90,10 @@ class SaveMemory(Tool):
         "and read at the start of every later session. Use it only when the user asks to remember "
         "something or states a lasting preference; not for facts about the current task."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "fact": {
-                "type": "string",
-                "description": "One short self-contained sentence, e.g. 'Run tests with make test'.",
-            }
-        },
-        "required": ["fact"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["fact"],
+        fact=parameter("string", "One short self-contained sentence, e.g. 'Run tests with make test'."),
+    )
     kind = ToolKind.EDIT
 
     def describe(self, args: dict[str, Any]) -> str:
@@ -124,7 +119,7 @@ class SaveMemory(Tool):
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, old, new = self._plan(args, ctx)
         content = ctx.new_content if ctx.new_content is not None else new
-        try:  # a crash leaves the old guide or the new one (issue 10 item 1); confined (issue 12)
+        try:  # a crash leaves the old guide or the new one; through the confined walk
             atomic_write(path, content, ctx.workspace)
         except OSError as e:
             raise fs_failure(e, ctx.workspace.display(path)) from e

@@ -1,7 +1,7 @@
-"""The shell tool (G2): runs `bash -c` in the workspace, streams its output live, and never leaves
+"""The shell tool: runs `bash -c` in the workspace, streams its output live, and never leaves
 processes behind when it times out or is cancelled (the whole process group is killed).
 
-With the sandbox on (issue 12 item 7) the command runs inside bubblewrap: the workspace roots
+With the sandbox on, the command runs inside bubblewrap: the workspace roots
 read-write, the rest of the filesystem read-only, a private /tmp and /run, no network unless the
 operator allows it, no capabilities, and its own PID namespace, so every process it started ends
 with it, with the turn, or with the server (`--die-with-parent`). The sandbox is a setting of the
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
-from devagent.agent.tools._util import num_arg, opt_str_arg, str_arg
+from devagent.agent.tools._util import num_arg, opt_str_arg, parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class Sandbox:
     bwrap: str
     version: str = ""  # "bubblewrap 0.8.0"
     network: bool = False
-    # Directories shown empty inside (issue 20 item 3): the server's home and data directory, the
+    # Directories shown empty inside: the server's home and data directory, the
     # user's config folder, /root, the operator's `sandbox_hide` folders, and on a server every
     # workspace root (a session sees its own only).
     hidden: tuple[Path, ...] = ()
@@ -422,7 +422,7 @@ def sandbox_setting(value: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SandboxMissing:
-    """The sandbox is on but cannot run here (issue 20 item 3): shell commands fail closed with
+    """The sandbox is on but cannot run here: shell commands fail closed with
     `why`, never run unsandboxed."""
 
     why: str
@@ -493,7 +493,7 @@ def choose_sandbox(
     setting over the command's default (on for serve, off for run and wire). Returns it with the
     line saying whether it is on and why. Where bwrap does not work: SandboxError when it was
     asked for (the flag or the setting "on"); SandboxMissing for serve's default, so that the
-    server starts and its commands fail closed (issue 20 item 3); off only for the operator's
+    server starts and its commands fail closed; off only for the operator's
     explicit "auto". `hide`: more directories no command may see (a server's workspace roots)."""
     if flag is not None:
         mode, source = ("on", "--sandbox") if flag else ("off", "--no-sandbox")
@@ -548,7 +548,7 @@ def setup_sandbox(flag: bool | None, config: CoreConfig, command: str, hide: Seq
 
 
 def limited(command: str, memory_mb: int, processes: int) -> list[str]:
-    """`bash -c command` under the per-command limits (issue 20 item 3): data memory in MiB and
+    """`bash -c command` under the per-command limits: data memory in MiB and
     processes, each capped at what this process may give (a hard limit cannot be raised), 0 for
     none. `ulimit` sets soft and hard limits, so the command cannot raise them again."""
     import resource
@@ -685,27 +685,21 @@ class RunShellCommand(Tool):
         f"last {OUTPUT_MAX_CHARS} characters. To start a server or other long-running process, run it "
         "in the background with its output redirected, e.g. `npm start > server.log 2>&1 &`."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The bash command line to run."},
-            "description": {
-                "type": "string",
-                "description": "A short description of what the command does and why, shown to the user.",
-            },
-            "directory": {
-                "type": "string",
-                "description": "The directory to run in, relative to the workspace root. Default: the root.",
-            },
-            "timeout": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "description": "Seconds before the command is killed. The server's limit applies if lower.",
-            },
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+    parameters = parameters_schema(
+        ["command"],
+        command=parameter("string", "The bash command line to run."),
+        description=parameter(
+            "string", "A short description of what the command does and why, shown to the user."
+        ),
+        directory=parameter(
+            "string", "The directory to run in, relative to the workspace root. Default: the root."
+        ),
+        timeout=parameter(
+            "number",
+            "Seconds before the command is killed. The server's limit applies if lower.",
+            exclusiveMinimum=0,
+        ),
+    )
     kind = ToolKind.EXECUTE
     SANDBOX_NOTE = (
         " Commands run in a sandbox: only the workspace is writable, /tmp is private to each "
@@ -799,7 +793,7 @@ class RunShellCommand(Tool):
 
     @staticmethod
     def _check_can_run(ctx: ToolContext) -> None:
-        """Fails closed where the sandbox is on but cannot run (issue 20 item 3); commands that
+        """Fails closed where the sandbox is on but cannot run; commands that
         run in the client's terminal are the client's."""
         missing = sandbox_missing()
         if missing is not None and ctx.backends.commands is None:

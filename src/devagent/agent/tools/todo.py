@@ -1,11 +1,12 @@
-"""The todo tool (G2): the model's plan for the current task, kept in the session state so clients
-can show it and it survives a restart (G6)."""
+"""The todo tool: the model's plan for the current task, kept in the session state so clients
+can show it and it survives a restart."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from devagent.agent.events import ToolKind
+from devagent.agent.tools._util import parameter, parameters_schema
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 STATUSES = ("pending", "in_progress", "completed", "cancelled")
@@ -57,30 +58,22 @@ class WriteTodos(Tool):
         "mark steps `completed` (or `cancelled`) as soon as they are done, sending the whole list each "
         "time. The user sees the list. Skip it for simple one-step requests."
     )
-    parameters = {  # noqa: RUF012 - a read-only schema shared by all instances
-        "type": "object",
-        "properties": {
-            "todos": {
-                "type": "array",
-                "description": "The complete list, in order. An empty list clears it.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "description": {"type": "string", "description": "What the step does."},
-                        "status": {
-                            "type": "string",
-                            "enum": list(STATUSES),
-                            "description": "pending, in_progress (at most one), completed or cancelled.",
-                        },
-                    },
-                    "required": ["description", "status"],
-                    "additionalProperties": False,
-                },
-            }
+    parameters = parameters_schema(
+        ["todos"],
+        todos={
+            "type": "array",
+            "description": "The complete list, in order. An empty list clears it.",
+            "items": parameters_schema(
+                ["description", "status"],
+                description=parameter("string", "What the step does."),
+                status=parameter(
+                    "string",
+                    "pending, in_progress (at most one), completed or cancelled.",
+                    enum=list(STATUSES),
+                ),
+            ),
         },
-        "required": ["todos"],
-        "additionalProperties": False,
-    }
+    )
     kind = ToolKind.INTERNAL
 
     def describe(self, args: dict[str, Any]) -> str:
