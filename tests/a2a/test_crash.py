@@ -433,3 +433,68 @@ async def test_issue21_a_kill_after_a_finished_permission_turn_changes_nothing_i
     ]
     assert agent_texts.count("The final answer.") <= 1, agent_texts
     assert (workspace / "x.txt").read_text() == "x\n"
+
+
+# --- issue 28 item 8 (build item 7): the red team's two-command conversations ---------------------
+
+TWO_COMMANDS = [
+    {"items": [{"text": "Let me run the first one."}, shell_step("echo 1 >> one.txt", "c1")["items"][0]]},
+    {
+        "items": [
+            {"text": "The first one ran; now the second."},
+            shell_step("echo 2 >> two.txt", "c2")["items"][0],
+        ]
+    },
+    {"items": [{"text": "Both commands ran."}]},
+    *FOLLOW_UPS,
+]
+
+
+def agent_texts(task: dict[str, Any]) -> list[str]:
+    """The text of each agent message of a task's history, in order."""
+    return [
+        "".join(p.get("text", "") for p in m.get("parts") or [])
+        for m in task.get("history") or []
+        if m.get("role") == "agent" and any(p.get("kind") == "text" for p in m.get("parts") or [])
+    ]
+
+
+async def test_issue28_item8_c_a_conversation_cut_off_by_a_kill_reaches_its_second_command(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 28 item 8 (c), build item 7: "no conversation stalls before its next command". The
+    model asks for a command (approval `ask`), the client confirms, and the server dies as the
+    command starts (`session.tool_running`). After a restart the task reads failed "interrupted";
+    the client says to go on, and the conversation goes on where the crash cut it off: the model
+    writes its text and asks for the second command (the note that settled the cut-off turn is not
+    an answer of the model), which runs once when confirmed, and the task completes."""
+    args = serve_args(shared_db, workspace, script(TWO_COMMANDS), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
+            )
+            assert paused.last_state == "input-required", paused.frames
+            task = first_task(paused)
+            await send_stream(c, a.url, confirmation(task, "c1"))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
+            on = await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert on.last_state == "input-required", on.frames
+            assert [t["tool_call_id"] for t in status_tool_calls(on.results[-1])] == ["c2"], on.results[-1]
+            done = await send_stream(c, b.url, confirmation(task, "c2"))
+            assert done.last_state == "completed", done.frames
+            final = await get_task(c, b.url, task["id"])
+    assert final["status"]["state"] == "completed"
+    assert "Both commands ran." in status_text(final)
+    assert lines(workspace / "two.txt") == 1 and lines(workspace / "one.txt") == 0
+    assert agent_texts(final).count("The first one ran; now the second.") == 1, agent_texts(final)

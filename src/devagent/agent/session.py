@@ -62,6 +62,7 @@ from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
+from devagent.agent.transcript import interruption_note
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
 from devagent.common.scrub import scrub
@@ -436,7 +437,9 @@ class Session:
         else:
             await self.messages()
             self._flush_pending()
-            self._close_request("[the turn was interrupted: the server process running it stopped]")
+            self._close_request(
+                "[the turn was interrupted: the server process running it stopped]", interrupted=True
+            )
             self.state.status = "idle"
             self.state.outcome = "interrupted"
             self.state.outcome_message = INTERRUPTED
@@ -1077,12 +1080,16 @@ class Session:
         assert self._messages is not None
         self._messages.append(pm.ModelRequest(parts=[pm.UserPromptPart(content=text)]))
 
-    def _close_request(self, note: str) -> None:
+    def _close_request(self, note: str, *, interrupted: bool = False) -> None:
         """After a model error or a cancel mid-request the transcript ends with our request; a
         short response saying what happened keeps requests and responses alternating (some
-        providers require it) and tells the model next time."""
+        providers require it) and tells the model next time. `interrupted`: a crash cut the turn
+        off, and the note is marked as not the model's answer (`transcript.py`)."""
         if self._messages and isinstance(self._messages[-1], pm.ModelRequest):
-            self._messages.append(pm.ModelResponse(parts=[pm.TextPart(content=note)]))
+            if interrupted:
+                self._messages.append(interruption_note(note))
+            else:
+                self._messages.append(pm.ModelResponse(parts=[pm.TextPart(content=note)]))
 
     async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
         """Used by /clear and /compact."""

@@ -1,0 +1,34 @@
+"""What the core writes into a transcript besides the model's own responses, and how readers tell.
+
+When a turn's process died, the session that settles it closes the transcript with a short note
+in the model's place (`Session._recover`), so requests and responses keep alternating. The note
+is marked (`ModelResponse.metadata`, never sent to a model): it is not an answer of the model.
+The step the crash cut off has not been answered, and the next request asks for it again: a
+scripted model plays that step again, and the answer streamed then is the same message (the same
+messageId in an A2A task's history) as the one the crash cut off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_ai import messages as pm
+
+_NOTE_KEY = "devagent_note"
+INTERRUPTED = "interrupted"
+
+
+def interruption_note(text: str) -> pm.ModelResponse:
+    """The response that closes a transcript whose turn a crash cut off."""
+    return pm.ModelResponse(parts=[pm.TextPart(content=text)], metadata={_NOTE_KEY: INTERRUPTED})
+
+
+def is_interruption_note(message: pm.ModelMessage) -> bool:
+    return isinstance(message, pm.ModelResponse) and (message.metadata or {}).get(_NOTE_KEY) == INTERRUPTED
+
+
+def answers(messages: Sequence[pm.ModelMessage]) -> int:
+    """How many responses the model has given in these messages: every response but the notes of
+    turns a crash cut off. The next response is the model's answer number `answers(messages)`
+    (from 0), whether it is the first request for that step or one asked again after a crash."""
+    return sum(1 for m in messages if isinstance(m, pm.ModelResponse) and not is_interruption_note(m))
