@@ -498,3 +498,57 @@ async def test_issue28_item8_c_a_conversation_cut_off_by_a_kill_reaches_its_seco
     assert "Both commands ran." in status_text(final)
     assert lines(workspace / "two.txt") == 1 and lines(workspace / "one.txt") == 0
     assert agent_texts(final).count("The first one ran; now the second.") == 1, agent_texts(final)
+
+
+async def test_issue28_item8_b_a_continued_task_killed_twice_reads_its_true_state(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 28 item 8 (b), build item 7: "a continued task killed twice reads its true state". The
+    server dies before the first turn of a task begins (`a2a.working_sent`); after a restart the
+    task reads failed ("send it again") once the lease time has passed. The client continues it
+    on its taskId, and that server dies before the continuation's turn begins too. After another
+    restart the task must not read input-required (nothing waits in its conversation, and no
+    answer would be taken): it reads failed "send it again" once the lease time has passed, and a
+    new message on it completes."""
+    import asyncio
+    import time
+
+    logs = workspace.parent
+    args = [*serve_args(shared_db, workspace, script(FOLLOW_UPS), "ask"), "--lease-seconds", "0.5"]
+    context = "ctx-issue28-item8-b"
+
+    async def settled(url: str, task_id: str) -> dict[str, Any]:
+        """The task once its lease time has passed (a bound on a loaded machine, never a pace)."""
+        deadline = time.monotonic() + 30
+        got = await get_task(c, url, task_id)
+        while got["status"]["state"] in ("submitted", "working") and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            got = await get_task(c, url, task_id)
+        return got
+
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="a2a.working_sent")
+        try:
+            msg = v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)})
+            await send_stream(c, a.url, msg)
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
+        try:
+            listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
+            task_id = listed["result"]["tasks"][0]["id"]
+            got = await settled(b.url, task_id)
+            assert got["status"]["state"] == "failed" and "send it again" in status_text(got), got["status"]
+            await send_stream(c, b.url, v03_message("go on", task_id=task_id, context_id=context))
+            assert b.wait_killed() == -9, b.stderr()
+        finally:
+            b.stop()
+
+        with serving(args, logs / "c.log") as srv:
+            got = await settled(srv.url, task_id)
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "send it again" in status_text(got), got["status"]
+            again = await send_stream(c, srv.url, v03_message("again", task_id=task_id, context_id=context))
+            assert not again.errors and again.last_state == "completed", again.frames
+            assert (await get_task(c, srv.url, task_id))["status"]["state"] == "completed"

@@ -566,9 +566,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
 
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
         """B14: an extension client continues a finished task with the same taskId (RFC step 10).
-        The task goes back to input-required, the state a task waiting for its client's next
-        message is in, and the SDK runs the new message on it as on any parked task."""
-        status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED)
+        The task is stored `submitted` (a message no turn has taken up yet), which the SDK runs a
+        new message on. If this process dies before the turn begins, a reader finds the task as
+        any message no process took up: as its conversation says, or failed once the lease time
+        has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
+        status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
         if task.status.HasField("message"):
             task.history.append(task.status.message)
