@@ -39,6 +39,7 @@ from devagent.agent.events import (
     InputError,
     NeedsInput,
     Notice,
+    StepBegin,
     TextDelta,
     ThoughtDelta,
     ToolCallStatus,
@@ -129,6 +130,13 @@ class _Tool:
 
 
 @dataclass(slots=True)
+class _Answer:
+    """A model answer begins (`StepBegin.answer`)."""
+
+    key: str
+
+
+@dataclass(slots=True)
 class _Thought:
     subject: str
     text: str
@@ -164,7 +172,7 @@ class _Done:
 
 
 _DONE = _Done()
-_Item = _Text | _Tool | _Thought | _Notice | _End | _Refused | _Done
+_Item = _Text | _Tool | _Answer | _Thought | _Notice | _End | _Refused | _Done
 
 
 @dataclass(slots=True)
@@ -426,6 +434,10 @@ class DevagentExecutor(AgentExecutor):
                         else:
                             buf.append(_Thought(thought_subject, ev.text))
                         in_thought = True
+                    elif isinstance(ev, StepBegin):
+                        if not ev.answer:
+                            continue
+                        buf.append(_Answer(f"{session.id}/{ev.answer}"))
                     elif isinstance(ev, Notice):
                         buf.append(_Notice(ev.text, ev.level))
                     elif isinstance(ev, NeedsInput):
@@ -442,7 +454,7 @@ class DevagentExecutor(AgentExecutor):
                             buf.append(_End(COMPLETED, "maximum number of steps reached", [Part(text=msg)]))
                         else:
                             buf.append(_End(COMPLETED, reply="".join(reply)))
-                    else:  # StepBegin / StatusUpdate carry nothing the extension sends
+                    else:  # StatusUpdate carries nothing the extension sends
                         continue
                     wake.set()
             except InputError as e:
@@ -490,6 +502,8 @@ class DevagentExecutor(AgentExecutor):
                             latest = newer
                             buf.popleft()
                     await em.data(ext.TOOL_CALL_UPDATE, latest.json)
+                elif isinstance(item, _Answer):
+                    em.answer_begins(item.key)
                 elif isinstance(item, _Thought):
                     thought = item.text
                     if buf and isinstance(buf[0], _Thought):

@@ -45,6 +45,7 @@ from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import Prepared, handoff
+from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
 from devagent.agent.events import InputError, Resume
 
@@ -181,6 +182,23 @@ def _v03(context: ServerCallContext) -> bool:
     headers = context.state.get("headers") or {}
     version = str(headers.get("A2A-Version") or headers.get("a2a-version") or "0.3")
     return version.startswith("0.")
+
+
+_DERIVED_IDS = uuid.UUID("7d0c2a4e-51b3-4f8e-a0e2-3c9b6d1f5e27")  # namespace of derived statuses
+
+
+def _derived_id(task_id: str, named: str) -> str:
+    """The messageId of a status message derived for a task from `named` (what it derives from)."""
+    return str(uuid.uuid5(_DERIVED_IDS, f"{task_id}/{named}"))
+
+
+def _to_history(task: Task) -> None:
+    """Moves the status message into the history, as the SDK does on a status change; a piece of
+    streamed text is joined onto the pieces before it (`join_tail`)."""
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+        task.status.ClearField("message")
+        join_tail(task)
 
 
 def _state_name(state: TaskState) -> str:
@@ -458,8 +476,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if new_state == TaskState.TASK_STATE_WORKING:
             if task.status.state != new_state:
                 # Running in another process: reported, never stored (that process writes it).
-                if task.status.HasField("message"):
-                    task.history.append(task.status.message)
+                _to_history(task)
                 task.status.CopyFrom(TaskStatus(state=new_state))
             return task
         if new_state == task.status.state and (
@@ -468,7 +485,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
             return task
         if new_state != TaskState.TASK_STATE_INPUT_REQUIRED:
             await self._settle_open_calls(task, em, session)
-        return self._derived(task, em, new_state, parts, error)
+        # Named by what it derives from: read again (or moved into the history by a continuation)
+        # while the conversation has not changed, it is the same message.
+        named = f"{session.revision}/{TaskState.Name(new_state)}"
+        return self._derived(task, em, new_state, parts, error, _derived_id(task.id, named))
 
     async def _settle_open_calls(self, task: Task, em: Any, session: Session) -> None:
         """Issue 21 item 3: a call whose last ToolCall update in the task's history is PENDING or
@@ -491,9 +511,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         settled = em.settled_message(await session.settled_calls(open_ids))
         if settled is None:
             return
-        if task.status.HasField("message"):
-            task.history.append(task.status.message)
-            task.status.ClearField("message")
+        _to_history(task)
         task.history.append(settled)
 
     async def _left_behind(self, task: Task, context: ServerCallContext, em: Any, session: Session) -> Task:
@@ -504,7 +522,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
             # Its pause ended when the conversation went on in another task.
             text = "the conversation went on in another task; the calls this task waited for were cancelled"
             await self._settle_open_calls(task, em, session)
-            return self._derived(task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "")
+            named = f"left for {session.state.turn_label}"
+            return self._derived(
+                task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "", _derived_id(task.id, named)
+            )
         return self._not_taken_up(task, em, session)
 
     def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
@@ -520,16 +541,21 @@ class DevagentRequestHandler(DefaultRequestHandler):
             and time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
         ):
             text = "the server process handling this message stopped before it began; send it again"
-            return self._derived(task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text)
+            named = f"not taken up {task.status.timestamp.ToMicroseconds()}"
+            return self._derived(
+                task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text, _derived_id(task.id, named)
+            )
         return task
 
-    def _derived(self, task: Task, em: Any, state: TaskState, parts: list[Part] | None, error: str) -> Task:
-        """`task` with the status its conversation says (the stored copy is not changed)."""
-        if task.status.HasField("message"):
-            task.history.append(task.status.message)
+    def _derived(
+        self, task: Task, em: Any, state: TaskState, parts: list[Part] | None, error: str, message_id: str
+    ) -> Task:
+        """`task` with the status its conversation says (the stored copy is not changed); the
+        status message's id is `message_id`."""
+        _to_history(task)
         message = (
             Message(
-                message_id=str(uuid.uuid4()),
+                message_id=message_id,
                 role=Role.ROLE_AGENT,
                 parts=parts,
                 task_id=task.id,
@@ -572,8 +598,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
         status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
-        if task.status.HasField("message"):
-            task.history.append(task.status.message)
+        _to_history(task)
         task.status.CopyFrom(status)
         await self.store.save(task, context)
 

@@ -62,7 +62,7 @@ from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.client import validate_arguments, validate_client_tools
-from devagent.agent.transcript import interruption_note
+from devagent.agent.transcript import answer_key, interruption_note
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
 from devagent.common.scrub import scrub
@@ -656,7 +656,7 @@ class Session:
                 await self._end("error", msg, emit)
                 return
             self.state.turn_steps += 1
-            emit(StepBegin(self.state.turn_steps))
+            emit(StepBegin(self.state.turn_steps, answer_key(await self.messages())))
             try:
                 await self._fit_context(emit)
                 response = await telemetry.model_request(self, self._model_step(emit))

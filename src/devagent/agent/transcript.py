@@ -32,3 +32,26 @@ def answers(messages: Sequence[pm.ModelMessage]) -> int:
     turns a crash cut off. The next response is the model's answer number `answers(messages)`
     (from 0), whether it is the first request for that step or one asked again after a crash."""
     return sum(1 for m in messages if isinstance(m, pm.ModelResponse) and not is_interruption_note(m))
+
+
+def answer_key(messages: Sequence[pm.ModelMessage]) -> str:
+    """A name for the answer the next request asks the model for: how many answers come before
+    it, and when the last of them (or, before the first, the conversation) began. The same when a
+    step a crash cut off is asked again (its note is not an answer, and nothing before it
+    changed); different for any other request, also after `/clear` or `/compact` rewrote the
+    conversation."""
+    anchor = next(
+        (m for m in reversed(messages) if isinstance(m, pm.ModelResponse) and not is_interruption_note(m)),
+        messages[0] if messages else None,
+    )
+    return f"{answers(messages)}@{_when(anchor)}"
+
+
+def _when(message: pm.ModelMessage | None) -> str:
+    """When a message was made: its own time, or its first part's (a request's may be unset)."""
+    if message is None:
+        return ""
+    when = message.timestamp or next(
+        (t for p in message.parts if (t := getattr(p, "timestamp", None)) is not None), None
+    )
+    return when.isoformat() if when is not None else ""
