@@ -281,8 +281,9 @@ async def conversation_round(
     pace: float,
 ) -> None:
     """One conversation, killed once or twice. Invariants (each violation counted by kind):
-    (a) every text of the script appears at most once in the agent messages of the task's history
-    (and the final answer once in its `reply` artifacts); (b) a task reads input-required only
+    (a) every text of the script appears at most once in the agent messages of the task's history,
+    those the conversation holds for certain exactly once (and the final answer once in its
+    `reply` artifacts); (b) a task reads input-required only
     with the waiting calls in its status message, and confirming them is accepted; (c) the
     conversation reaches its second command and completes within MAX_ACTIONS requests; no command
     runs twice; an answer is never accepted twice; a task never reads working or submitted for
@@ -435,14 +436,14 @@ async def conversation_round(
         )
         if notes > kills:
             violation("(a) the interruption note more often in the history than the turn was interrupted")
-        # Texts the conversation holds for certain (the model's response is stored before its calls
-        # wait), missing from the history: counted, not violations of issue 28 item 8.
+        # Texts the conversation holds for certain (the model's answer is stored before its calls
+        # wait), missing from the history: not once either.
         for call_id, mark in (("c1", "S0"), ("c2", "S1")):
             if call_id in confirmed and not marks[mark]:
-                tally[f"(a0) {mark} missing from the history"] += 1
+                violation(f"(a) {mark} missing from the history")
         answer = status_text(final).split()[:1]
         if final["status"]["state"] == "completed" and answer and answer[0] in MARKS and not marks[answer[0]]:
-            tally["(a0) the final answer missing from the history"] += 1
+            violation("(a) the final answer missing from the history")
         replies = [
             p.get("text", "")
             for a in final.get("artifacts") or []
@@ -452,7 +453,7 @@ async def conversation_round(
         if sum(r.count("S2") for r in replies) > 1:
             violation("(a) the final answer twice in the reply artifacts")
         if final["status"]["state"] == "completed" and not replies:
-            tally["(a0) completed without a reply artifact"] += 1
+            violation("(a) completed without a reply artifact")
         if final["status"]["state"] == "completed" and "c2" not in asked_calls(final):
             violation("(c) completed without reaching the second command")
         for name in ("one.txt", "two.txt"):

@@ -671,3 +671,55 @@ async def test_issue28_item8_a_a_continued_task_killed_twice_shows_its_interrupt
     assert sum("The turn was interrupted" in t for t in texts) == 1, texts
     assert sum(t.startswith("reply ") for t in [*texts, status_text(final)]) == 2, texts  # history, status
     assert lines(workspace / "count.txt") == 0
+
+
+@pytest.mark.parametrize("point", ["session.calls_stored@2", "a2a.turn_stored@3"])
+async def test_issue28_item8_a_text_the_conversation_holds_is_in_the_history_once_after_a_kill(
+    script: Script, shared_db: str, workspace: Path, point: str
+) -> None:
+    """Issue 28 item 8 (a), build item 7: "task history shows each agent message once", also when
+    the task store had not written it. The server dies once the conversation has stored the
+    model's second answer (`session.calls_stored@2`: its text, and the second command waiting for
+    permission) or the end of the turn (`a2a.turn_stored@3`: the final answer), before the task
+    store wrote the task (a running turn is written behind). After a restart the task reads as the
+    conversation says, its history holds each text of the conversation once, and a finished turn
+    reads with its reply in the status message and a `reply` artifact, as if it had not died."""
+    args = serve_args(shared_db, workspace, script(TWO_COMMANDS), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at=point)
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
+            )
+            task = first_task(paused)
+            await send_stream(c, a.url, confirmation(task, "c1"))
+            if point.startswith("a2a"):
+                await send_stream(c, a.url, confirmation(task, "c2"))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            if point.startswith("session"):
+                assert got["status"]["state"] == "input-required", got["status"]
+                assert [t["tool_call_id"] for t in status_tool_calls(got)] == ["c2"], got["status"]
+                assert agent_texts(got).count("The first one ran; now the second.") == 1, agent_texts(got)
+                done = await send_stream(c, b.url, confirmation(task, "c2"))
+                assert done.last_state == "completed", done.frames
+                got = await get_task(c, b.url, task["id"])
+            again = await get_task(c, b.url, task["id"])
+    assert (got["history"], got.get("artifacts"), got["status"].get("message")) == (
+        again["history"],
+        again.get("artifacts"),
+        again["status"].get("message"),
+    )  # derived the same at every read
+    assert got["status"]["state"] == "completed", got["status"]
+    texts = agent_texts(got)
+    for text in ("Let me run the first one.", "The first one ran; now the second.", "Both commands ran."):
+        assert texts.count(text) == 1, texts
+    assert status_text(got) == "Both commands ran."
+    replies = [a for a in got.get("artifacts") or [] if a.get("name") == "reply"]
+    assert [p.get("text") for a in replies for p in a["parts"]] == ["Both commands ran."], replies
+    assert lines(workspace / "one.txt") == 1 and lines(workspace / "two.txt") == 1

@@ -38,6 +38,12 @@ CANCELED = TaskState.TASK_STATE_CANCELED
 _TEXT_IDS = uuid.UUID("0f1d6c52-2a1e-4a0e-9b8e-5c1b7e3d9a41")  # namespace of the text messageIds
 
 
+def text_message_id(answer: str, segment: int) -> str:
+    """The messageId of the `segment`-th text message (from 1) of a model answer (`answer`: the
+    session's id and the answer's `StepBegin.answer`)."""
+    return str(uuid.uuid5(_TEXT_IDS, f"{answer}/{segment}"))
+
+
 def data_value(d: dict[str, Any]) -> struct_pb2.Value:
     v = struct_pb2.Value()
     v.struct_value.update(d)
@@ -179,9 +185,7 @@ class Emitter:
         if self._reply_id is None:
             self._segment += 1
             self._reply_id = (
-                str(uuid.uuid5(_TEXT_IDS, f"{self._answer}/{self._segment}"))
-                if self._answer
-                else str(uuid.uuid4())
+                text_message_id(self._answer, self._segment) if self._answer else str(uuid.uuid4())
             )
         await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text), message_id=self._reply_id)
 

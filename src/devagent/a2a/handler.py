@@ -16,6 +16,7 @@ from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuild
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERMINAL_TASK_STATES
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
+    Artifact,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -43,11 +44,13 @@ from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
+from devagent.a2a.emitter import RfcEmitter, text_message_id
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import Prepared, handoff
 from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
 from devagent.agent.events import InputError, Resume
+from devagent.agent.transcript import answers_from
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -192,6 +195,47 @@ def _derived_id(task_id: str, named: str) -> str:
     return str(uuid.uuid5(_DERIVED_IDS, f"{task_id}/{named}"))
 
 
+def _text_of(message: Message) -> str:
+    return "".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
+
+
+def _input_at(task: Task, messages: list[Any]) -> int | None:
+    """Where in the conversation the input of the task's last message from its client is: the
+    request with its prompt, or with the results of the calls it answered. None if not found."""
+    from pydantic_ai import messages as pm
+
+    told = next((m for m in reversed(task.history) if m.role == Role.ROLE_USER), None)
+    if told is None:
+        return None
+    ids: set[str] = set()
+    for part in told.parts:
+        if part.WhichOneof("content") == "data":
+            d = MessageToDict(part.data)
+            if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str):
+                ids.add(d["tool_call_id"])
+    text = "\n".join(p.text for p in told.parts if p.WhichOneof("content") == "text")
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if not isinstance(m, pm.ModelRequest):
+            continue
+        if ids and ids <= {p.tool_call_id for p in m.parts if isinstance(p, pm.ToolReturnPart)}:
+            return i
+        if not ids and text and any(isinstance(p, pm.UserPromptPart) and p.content == text for p in m.parts):
+            return i
+    return None
+
+
+def _add_reply(task: Task, text: str, named: str) -> None:
+    """The reply artifact the end of a turn sends, for a task whose process died before sending it."""
+    if any(a.name == "reply" and _text_of_parts(a.parts) == text for a in task.artifacts):
+        return
+    task.artifacts.append(Artifact(artifact_id=f"reply-{named[:12]}", name="reply", parts=[Part(text=text)]))
+
+
+def _text_of_parts(parts: Any) -> str:
+    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
+
+
 def _to_history(task: Task) -> None:
     """Moves the status message into the history, as the SDK does on a status change; a piece of
     streamed text is joined onto the pieces before it (`join_tail`)."""
@@ -270,6 +314,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             lreq = legacy.LegacyRequest()
         context_id = msg.context_id or None
         task: Task | None = None
+        stored = Task()  # the task as stored, before `_reconcile` derives it
         if not msg.task_id and context_id:
             # Issue 21 item 1: a client that keeps contextIds only (the A2A Inspector,
             # a2a-handler) answers a question on the context: the task waiting there continues.
@@ -278,6 +323,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             task = await self.store.get(msg.task_id, context)
             if task is None:
                 raise TaskNotFoundError(f"Task {msg.task_id} not found")
+            stored.CopyFrom(task)
             task = await self._reconcile(task, context)
             if legacy.is_legacy_task(task):
                 lreq = legacy.LegacyRequest()
@@ -321,6 +367,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
                     await session.accept_answers(answer)
                 except InputError as e:
                     raise InvalidParamsError(message=_answer_error(e)) from None
+                if task is not None and task.history != stored.history:
+                    # This process now runs the turn (it holds the conversation's lease): the
+                    # task it continues is the one the reader sees, with the history completed
+                    # from the conversation (`_complete_history`), not the stale stored copy.
+                    await self.store.save(task, context)
         if (
             task is not None
             and task.status.state in TERMINAL_TASK_STATES
@@ -483,12 +534,51 @@ class DevagentRequestHandler(DefaultRequestHandler):
             new_state != TaskState.TASK_STATE_INPUT_REQUIRED or _same_parts(task, parts)
         ):
             return task
+        if isinstance(em, RfcEmitter):
+            reply = await self._complete_history(task, session)
+            if new_state == TaskState.TASK_STATE_COMPLETED and state.outcome == "finished" and reply:
+                parts = [Part(text=reply)]  # the reply, as the end of the turn says it
+                _add_reply(task, reply, _derived_id(task.id, f"{session.revision}/reply"))
         if new_state != TaskState.TASK_STATE_INPUT_REQUIRED:
             await self._settle_open_calls(task, em, session)
         # Named by what it derives from: read again (or moved into the history by a continuation)
         # while the conversation has not changed, it is the same message.
         named = f"{session.revision}/{TaskState.Name(new_state)}"
         return self._derived(task, em, new_state, parts, error, _derived_id(task.id, named))
+
+    async def _complete_history(self, task: Task, session: Session) -> str:
+        """A stored task its process stopped writing may lack text the conversation holds: the
+        task store writes a running turn behind (`store.py`), the conversation each answer at
+        once. The text of each answer given since the message the task's history ends with (the
+        input of the turn that stopped) that the history lacks is added, with the messageId it
+        was streamed with (`Emitter.answer_begins`). Returns the text of the last of these
+        answers (the turn's reply, when it finished). Derived at every read, like the status."""
+        _to_history(task)
+        start = _input_at(task, await session.messages())
+        if start is None:
+            return ""
+        told = [i for i, m in enumerate(task.history) if m.role == Role.ROLE_USER][-1]
+        have = {m.message_id: m for m in task.history[told:] if m.role == Role.ROLE_AGENT}
+        shown = {_text_of(m) for m in have.values()}
+        reply = ""
+        for key, runs in answers_from(await session.messages(), start):
+            for n, text in enumerate(runs, 1):
+                message_id = text_message_id(f"{session.id}/{key}", n)
+                if message_id in have and _text_of(have[message_id]) != text:
+                    del have[message_id].parts[:]
+                    have[message_id].parts.append(Part(text=text))  # the whole of what was cut
+                elif message_id not in have and text not in shown:
+                    task.history.append(
+                        Message(
+                            message_id=message_id,
+                            role=Role.ROLE_AGENT,
+                            parts=[Part(text=text)],
+                            task_id=task.id,
+                            context_id=task.context_id,
+                        )
+                    )
+            reply = "".join(runs)
+        return reply
 
     async def _settle_open_calls(self, task: Task, em: Any, session: Session) -> None:
         """Issue 21 item 3: a call whose last ToolCall update in the task's history is PENDING or
@@ -511,6 +601,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         settled = em.settled_message(await session.settled_calls(open_ids))
         if settled is None:
             return
+        settled.message_id = _derived_id(task.id, f"{session.revision}/settled")  # (see `_derived`)
         _to_history(task)
         task.history.append(settled)
 

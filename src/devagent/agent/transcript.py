@@ -55,3 +55,30 @@ def _when(message: pm.ModelMessage | None) -> str:
         (t for p in message.parts if (t := getattr(p, "timestamp", None)) is not None), None
     )
     return when.isoformat() if when is not None else ""
+
+
+def answers_from(messages: Sequence[pm.ModelMessage], start: int) -> list[tuple[str, list[str]]]:
+    """The model's answers at `start` or after it: each answer's `answer_key` and the texts an
+    adapter streamed of it as messages of their own (its text parts, a thought between two of
+    them starting another)."""
+    out: list[tuple[str, list[str]]] = []
+    count, anchor = 0, messages[0] if messages else None
+    for i, m in enumerate(messages):
+        if not isinstance(m, pm.ModelResponse) or is_interruption_note(m):
+            continue
+        if i >= start:
+            runs: list[str] = []
+            joined = False  # whether the next text joins the last run
+            for part in m.parts:
+                if isinstance(part, pm.TextPart) and part.content:
+                    if joined:
+                        runs[-1] += part.content
+                    else:
+                        runs.append(part.content)
+                    joined = True
+                elif isinstance(part, pm.ThinkingPart) and part.content:
+                    joined = False
+            out.append((f"{count}@{_when(anchor)}", runs))
+        count += 1
+        anchor = m
+    return out
