@@ -323,7 +323,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
             task = await self.store.get(msg.task_id, context)
             if task is None:
                 raise TaskNotFoundError(f"Task {msg.task_id} not found")
-            stored.CopyFrom(task)
+            if prepared.confirmations or results:  # (compared below, once the answer is taken)
+                stored.CopyFrom(task)
             task = await self._reconcile(task, context)
             if legacy.is_legacy_task(task):
                 lreq = legacy.LegacyRequest()
@@ -367,7 +368,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
                     await session.accept_answers(answer)
                 except InputError as e:
                     raise InvalidParamsError(message=_answer_error(e)) from None
-                if task is not None and task.history != stored.history:
+                if task is not None and stored.id and task.history != stored.history:
                     # This process now runs the turn (it holds the conversation's lease): the
                     # task it continues is the one the reader sees, with the history completed
                     # from the conversation (`_complete_history`), not the stale stored copy.

@@ -145,8 +145,8 @@ class ThoughtDelta:
 class StepBegin:
     """A model request starts (wire StepBegin). `n` counts steps within the turn from 1. `answer`
     names the answer the request asks the model for (`transcript.answer_key`): the same when a
-    step a crash cut off is asked again, so an adapter can give what is streamed then the ids it
-    gave before."""
+    step a crash cut off is asked again, so an adapter can give the text streamed then the
+    message ids it gave the first time."""
 
     n: int
     answer: str = ""
