@@ -20,7 +20,7 @@ counter file with more than one line), a state that disagrees with what the serv
 conversation, an answer accepted twice.
 
     .venv/bin/python bench/crash_soak.py [--rounds 40] [--db sqlite|postgres] [--seed 1]
-        [--scenario permission|conversation] [--show]
+        [--scenario permission|conversation] [--focus continued] [--pace 1] [--show]
 
 `--scenario conversation` (issue 28 item 8, the red team's conversations): the model runs a
 command needing permission, the client confirms, the model writes some text and asks for a second
@@ -28,7 +28,10 @@ command, the client confirms, the model answers. A round's servers are killed fr
 (SIGKILL after a random delay from a request's start) or at a named crash point, once, and often a
 second time while the task the restart continued runs. The client goes on as one that reads
 `tasks/get` would (confirm what input-required shows, "go on" after failed), and the round is
-checked against the invariants of `conversation_round`.
+checked against the invariants of `conversation_round`. `--focus continued`: every round is
+killed twice, the second time as the continued task's turn begins (the red team's "continued task
+killed twice"); `--pace` stretches the script's pauses and the kill times (with 8 the task store's
+write-behind snapshots land mid-turn).
 """
 
 from __future__ import annotations
@@ -219,6 +222,22 @@ def _plan(rng: random.Random, first: bool, pace: float) -> tuple[str, str | int,
     return ("time", rng.randrange(3) if first else 0, rng.uniform(0, KILL_WITHIN * pace))
 
 
+def _twice(rng: random.Random) -> list[tuple[str, str | int, float]]:
+    """`--focus continued`: two kills, the second while the restarted task is continued and before
+    (or just as) its turn begins: the red team's "continued task killed twice"."""
+    first = rng.choice(
+        [
+            ("point", "a2a.task_created@1", 0.0),
+            ("point", "session.answers_stored@1", 0.0),
+            ("point", "session.tool_running@1", 0.0),
+            ("point", "session.tool_running@2", 0.0),
+            ("time", rng.randrange(3), rng.uniform(0, KILL_WITHIN)),
+        ]
+    )
+    second = rng.choice([("point", "a2a.working_sent@1", 0.0), ("time", 0, rng.uniform(0, 0.3))])
+    return [first, second]
+
+
 def agent_marks(task: dict[str, object]) -> Counter[str]:
     """How many agent messages of a task's history hold each text of the script."""
     seen: Counter[str] = Counter()
@@ -279,6 +298,7 @@ async def conversation_round(
     tally: Counter[str],
     show: bool,
     pace: float,
+    focus: str = "",
 ) -> None:
     """One conversation, killed once or twice. Invariants (each violation counted by kind):
     (a) every text of the script appears at most once in the agent messages of the task's history,
@@ -293,9 +313,12 @@ async def conversation_round(
     script = tmp / f"script{n}.json"
     script.write_text(json.dumps({"steps": conversation_script(pace)}))
     args = serve_args(db, ws, f"scripted:{script}", "ask")
-    plans = [_plan(rng, True, pace)]
-    if rng.random() < 0.6:
-        plans.append(_plan(rng, False, pace))
+    if focus == "continued":
+        plans = _twice(rng)
+    else:
+        plans = [_plan(rng, True, pace)]
+        if rng.random() < 0.6:
+            plans.append(_plan(rng, False, pace))
     label = " then ".join(
         f"{kind} {what}" + (f" +{delay:.2f}s" if kind == "time" else "") for kind, what, delay in plans
     )
@@ -477,7 +500,7 @@ async def main(args: argparse.Namespace) -> None:
         c: httpx.AsyncClient, db: str, tmp: Path, n: int, rng: random.Random, tally: Counter[str]
     ) -> None:
         if args.scenario == "conversation":
-            await conversation_round(c, db, tmp, n, rng, tally, args.show, args.pace)
+            await conversation_round(c, db, tmp, n, rng, tally, args.show, args.pace, args.focus)
         else:
             await one_round(c, db, tmp, n, rng, tally)
 
@@ -504,6 +527,12 @@ if __name__ == "__main__":
     p.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--scenario", choices=("permission", "conversation"), default="permission")
+    p.add_argument(
+        "--focus",
+        choices=("", "continued"),
+        default="",
+        help="continued: kill twice, the second time as the continuation begins",
+    )
     p.add_argument("--pace", type=float, default=1.0, help="stretch the script's pauses and kill times")
     p.add_argument("--keep", help="a directory for the rounds' workspaces and server logs, kept")
     p.add_argument("--show", action="store_true", help="print each conversation's final task")
