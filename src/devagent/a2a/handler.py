@@ -39,6 +39,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from pydantic_ai import messages as pm
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
@@ -202,8 +203,6 @@ def _text_of(message: Message) -> str:
 def _input_at(task: Task, messages: list[Any]) -> int | None:
     """Where in the conversation the input of the task's last message from its client is: the
     request with its prompt, or with the results of the calls it answered. None if not found."""
-    from pydantic_ai import messages as pm
-
     told = next((m for m in reversed(task.history) if m.role == Role.ROLE_USER), None)
     if told is None:
         return None
