@@ -339,13 +339,15 @@ async def conversation_round(
         servers.append(s)
         return s
 
-    kills = 0
+    kills = turnless = 0
 
     def restart(dead: Serve) -> Serve:
-        nonlocal kills
+        nonlocal kills, turnless
         dead.proc.wait(30)
         kills += 1
         tally["kills"] += 1
+        if plans[0][:2] == ("point", "a2a.working_sent@1"):
+            turnless += 1  # it died before the turn of its execution began: nothing was interrupted
         plans.pop(0)
         return start()
 
@@ -457,7 +459,7 @@ async def conversation_round(
             if m.get("role") == "agent"
             and any(INTERRUPTED in p.get("text", "") for p in m.get("parts") or [])
         )
-        if notes > kills:
+        if notes > kills - turnless:
             violation("(a) the interruption note more often in the history than the turn was interrupted")
         # Texts the conversation holds for certain (the model's answer is stored before its calls
         # wait), missing from the history: not once either.
