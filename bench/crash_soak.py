@@ -346,7 +346,7 @@ async def conversation_round(
         dead.proc.wait(30)
         kills += 1
         tally["kills"] += 1
-        if plans[0][:2] == ("point", "a2a.working_sent@1"):
+        if plans[0][0] == "point" and str(plans[0][1]).startswith("a2a.working_sent"):
             turnless += 1  # it died before the turn of its execution began: nothing was interrupted
         plans.pop(0)
         return start()
