@@ -454,10 +454,10 @@ async def conversation_round(
             violation("(a) agent text twice in the task's history")
             print(f"  round {n}: twice: {twice}", file=sys.stderr)
         notes = sum(
-            1
+            p.get("text", "").count(INTERRUPTED)
             for m in final.get("history") or []
             if m.get("role") == "agent"
-            and any(INTERRUPTED in p.get("text", "") for p in m.get("parts") or [])
+            for p in m.get("parts") or []
         )
         if notes > kills - turnless:
             violation("(a) the interruption note more often in the history than the turn was interrupted")

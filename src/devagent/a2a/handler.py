@@ -643,6 +643,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
     ) -> Task:
         """`task` with the status its conversation says (the stored copy is not changed); the
         status message's id is `message_id`."""
+        if task.status.message.message_id == message_id:
+            task.status.ClearField("message")  # derived before and stored: replaced, not moved
         _to_history(task)
         message = (
             Message(
@@ -689,6 +691,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
         has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
         status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
+        if task.history and task.history[-1].message_id == task.status.message.message_id:
+            # The same status derived again (a continuation before this one moved it into the
+            # history, and its process died before storing its message): it is there once.
+            task.status.ClearField("message")
         _to_history(task)
         task.status.CopyFrom(status)
         await self.store.save(task, context)
