@@ -433,3 +433,293 @@ async def test_issue21_a_kill_after_a_finished_permission_turn_changes_nothing_i
     ]
     assert agent_texts.count("The final answer.") <= 1, agent_texts
     assert (workspace / "x.txt").read_text() == "x\n"
+
+
+# --- issue 28 item 8 (build item 7): the red team's two-command conversations ---------------------
+
+TWO_COMMANDS = [
+    {"items": [{"text": "Let me run the first one."}, shell_step("echo 1 >> one.txt", "c1")["items"][0]]},
+    {
+        "items": [
+            {"text": "The first one ran; now the second."},
+            shell_step("echo 2 >> two.txt", "c2")["items"][0],
+        ]
+    },
+    {"items": [{"text": "Both commands ran."}]},
+    *FOLLOW_UPS,
+]
+
+
+def agent_texts(task: dict[str, Any]) -> list[str]:
+    """The text of each agent message of a task's history, in order."""
+    return [
+        "".join(p.get("text", "") for p in m.get("parts") or [])
+        for m in task.get("history") or []
+        if m.get("role") == "agent" and any(p.get("kind") == "text" for p in m.get("parts") or [])
+    ]
+
+
+async def test_issue28_item8_c_a_conversation_cut_off_by_a_kill_reaches_its_second_command(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 28 item 8 (c), build item 7: "no conversation stalls before its next command". The
+    model asks for a command (approval `ask`), the client confirms, and the server dies as the
+    command starts (`session.tool_running`). After a restart the task reads failed "interrupted";
+    the client says to go on, and the conversation goes on where the crash cut it off: the model
+    writes its text and asks for the second command (the note that settled the cut-off turn is not
+    an answer of the model), which runs once when confirmed, and the task completes."""
+    args = serve_args(shared_db, workspace, script(TWO_COMMANDS), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
+            )
+            assert paused.last_state == "input-required", paused.frames
+            task = first_task(paused)
+            await send_stream(c, a.url, confirmation(task, "c1"))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
+            on = await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert on.last_state == "input-required", on.frames
+            assert [t["tool_call_id"] for t in status_tool_calls(on.results[-1])] == ["c2"], on.results[-1]
+            done = await send_stream(c, b.url, confirmation(task, "c2"))
+            assert done.last_state == "completed", done.frames
+            final = await get_task(c, b.url, task["id"])
+    assert final["status"]["state"] == "completed"
+    assert "Both commands ran." in status_text(final)
+    assert lines(workspace / "two.txt") == 1 and lines(workspace / "one.txt") == 0
+    assert agent_texts(final).count("The first one ran; now the second.") == 1, agent_texts(final)
+
+
+async def test_issue28_item8_b_a_continued_task_killed_twice_reads_its_true_state(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 28 item 8 (b), build item 7: "a continued task killed twice reads its true state". The
+    server dies as a new task is stored (`a2a.task_created`), before its first turn begins; after
+    a restart the task reads failed ("send it again") once the lease time has passed. The client continues it
+    on its taskId, and that server dies before the continuation's turn begins too. After another
+    restart the task must not read input-required (nothing waits in its conversation, and no
+    answer would be taken): it reads failed "send it again" once the lease time has passed, and a
+    new message on it completes."""
+    import asyncio
+    import time
+
+    logs = workspace.parent
+    args = [*serve_args(shared_db, workspace, script(FOLLOW_UPS), "ask"), "--lease-seconds", "0.5"]
+    context = "ctx-issue28-item8-b"
+
+    async def settled(url: str, task_id: str) -> dict[str, Any]:
+        """The task once its lease time has passed (a bound on a loaded machine, never a pace)."""
+        deadline = time.monotonic() + 30
+        got = await get_task(c, url, task_id)
+        while got["status"]["state"] in ("submitted", "working") and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            got = await get_task(c, url, task_id)
+        return got
+
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="a2a.task_created")
+        try:
+            msg = v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)})
+            await send_stream(c, a.url, msg)
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
+        try:
+            listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
+            task_id = listed["result"]["tasks"][0]["id"]
+            got = await settled(b.url, task_id)
+            assert got["status"]["state"] == "failed" and "send it again" in status_text(got), got["status"]
+            await send_stream(c, b.url, v03_message("go on", task_id=task_id, context_id=context))
+            assert b.wait_killed() == -9, b.stderr()
+        finally:
+            b.stop()
+
+        with serving(args, logs / "c.log") as srv:
+            got = await settled(srv.url, task_id)
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "send it again" in status_text(got), got["status"]
+            again = await send_stream(c, srv.url, v03_message("again", task_id=task_id, context_id=context))
+            assert not again.errors and again.last_state == "completed", again.frames
+            assert (await get_task(c, srv.url, task_id))["status"]["state"] == "completed"
+
+
+async def test_issue28_item8_a_an_answer_streamed_again_after_a_kill_is_in_the_history_once(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 28 item 8 (a), build item 7: "after a crash, task history shows each agent message
+    once". The client confirms the first command; the model writes its text and stops before
+    asking for the second command (it waits for a file the test creates later). The text is in
+    the task store (a tasks/list writes the turn's snapshot, as the write-behind does every few
+    seconds), and the server is SIGKILLed there, the model's answer not stored in the
+    conversation. After a restart the task reads failed "interrupted" with the text in its
+    history; the client says to go on and the model gives that answer again (the scripted model
+    plays the step the crash cut off, as a model asked the same again answers the same): the
+    history holds the text once, before the second command, which runs once."""
+    import asyncio
+    import os
+    import signal
+
+    gate = workspace / "gate"
+    text = "The first one ran; now the second."
+    steps = [
+        TWO_COMMANDS[0],
+        {
+            "items": [
+                {"text": text},
+                {"wait_for": str(gate)},
+                shell_step("echo 2 >> two.txt", "c2")["items"][0],
+            ]
+        },
+        *TWO_COMMANDS[2:],
+    ]
+    args = serve_args(shared_db, workspace, script(steps), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log")
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
+            )
+            task = first_task(paused)
+            confirming = asyncio.create_task(send_stream(c, a.url, confirmation(task, "c1")))
+            for _ in range(600):  # until the turn has streamed the text (a bound, not a pace)
+                live = await get_task(c, a.url, task["id"])
+                if text in "".join(agent_texts(live)) + status_text(live):
+                    break
+                await asyncio.sleep(0.05)
+            listed = await call(
+                c, a.url, rpc("ListTasks", {"contextId": task["contextId"]}), auth(TOKEN, v1=True)
+            )
+            assert "result" in listed, listed
+            os.kill(a.proc.pid, signal.SIGKILL)  # the model waits for `gate`: the turn is there
+            a.proc.wait(30)
+            await confirming
+        finally:
+            a.stop()
+        assert lines(workspace / "one.txt") == 1
+
+        gate.touch()
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
+            assert "".join(agent_texts(got)).count(text) == 1, agent_texts(got)
+            on = await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert on.last_state == "input-required", on.frames
+            done = await send_stream(c, b.url, confirmation(task, "c2"))
+            assert done.last_state == "completed", done.frames
+            final = await get_task(c, b.url, task["id"])
+    texts = agent_texts(final)
+    assert "".join(texts).count(text) == 1, texts
+    assert texts.count("Both commands ran.") == 1, texts
+    assert lines(workspace / "one.txt") == 1 and lines(workspace / "two.txt") == 1
+
+
+async def test_issue28_item8_a_a_continued_task_killed_twice_shows_its_interruption_once(
+    script: Script, shared_db: str, workspace: Path
+) -> None:
+    """Issue 28 item 8 (a), build item 7: the server dies as the confirmed command starts
+    (`session.tool_running`); after a restart the task reads failed "interrupted", and the client
+    continues it, but that server dies before the continuation's turn begins
+    (`a2a.working_sent`). After another restart the task reads failed "interrupted" again (the
+    conversation did not change), and once continued and finished its history tells of the one
+    interruption once, the answer once."""
+    args = serve_args(shared_db, workspace, script([shell_step(COUNT, "c1"), *FOLLOW_UPS]), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("count", settings={"workspace_path": str(workspace)})
+            )
+            task = first_task(paused)
+            await send_stream(c, a.url, confirmation(task, "c1"))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
+        try:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
+            await send_stream(
+                c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert b.wait_killed() == -9, b.stderr()
+        finally:
+            b.stop()
+        with serving(args, logs / "c.log") as srv:
+            got = await get_task(c, srv.url, task["id"])
+            assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
+            again = await send_stream(
+                c, srv.url, v03_message("again", task_id=task["id"], context_id=task["contextId"])
+            )
+            assert again.last_state == "completed", again.frames
+            final = await get_task(c, srv.url, task["id"])
+    texts = agent_texts(final)
+    assert "".join(texts).count("The turn was interrupted") == 1, texts
+    assert sum(t.startswith("reply ") for t in [*texts, status_text(final)]) == 2, texts  # history, status
+    assert lines(workspace / "count.txt") == 0
+
+
+@pytest.mark.parametrize("point", ["session.calls_stored@2", "a2a.turn_stored@3"])
+async def test_issue28_item8_a_text_the_conversation_holds_is_in_the_history_once_after_a_kill(
+    script: Script, shared_db: str, workspace: Path, point: str
+) -> None:
+    """Issue 28 item 8 (a), build item 7: "task history shows each agent message once", also when
+    the task store had not written it. The server dies once the conversation has stored the
+    model's second answer (`session.calls_stored@2`: its text, and the second command waiting for
+    permission) or the end of the turn (`a2a.turn_stored@3`: the final answer), before the task
+    store wrote the task (a running turn is written behind). After a restart the task reads as the
+    conversation says, its history holds each text of the conversation once, and a finished turn
+    reads with its reply in the status message and a `reply` artifact, as if it had not died."""
+    args = serve_args(shared_db, workspace, script(TWO_COMMANDS), "ask")
+    logs = workspace.parent
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, logs / "a.log", crash_at=point)
+        try:
+            paused = await send_stream(
+                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
+            )
+            task = first_task(paused)
+            await send_stream(c, a.url, confirmation(task, "c1"))
+            if point.startswith("a2a"):
+                await send_stream(c, a.url, confirmation(task, "c2"))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+
+        with serving(args, logs / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            if point.startswith("session"):
+                assert got["status"]["state"] == "input-required", got["status"]
+                assert [t["tool_call_id"] for t in status_tool_calls(got)] == ["c2"], got["status"]
+                assert agent_texts(got).count("The first one ran; now the second.") == 1, agent_texts(got)
+                done = await send_stream(c, b.url, confirmation(task, "c2"))
+                assert done.last_state == "completed", done.frames
+                got = await get_task(c, b.url, task["id"])
+            again = await get_task(c, b.url, task["id"])
+    assert (got["history"], got.get("artifacts"), got["status"].get("message")) == (
+        again["history"],
+        again.get("artifacts"),
+        again["status"].get("message"),
+    )  # derived the same at every read
+    assert got["status"]["state"] == "completed", got["status"]
+    texts = agent_texts(got)
+    for text in ("Let me run the first one.", "The first one ran; now the second.", "Both commands ran."):
+        assert texts.count(text) == 1, texts
+    assert status_text(got) == "Both commands ran."
+    replies = [a for a in got.get("artifacts") or [] if a.get("name") == "reply"]
+    assert [p.get("text") for a in replies for p in a["parts"]] == ["Both commands ran."], replies
+    assert lines(workspace / "one.txt") == 1 and lines(workspace / "two.txt") == 1

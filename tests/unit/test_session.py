@@ -507,9 +507,9 @@ async def test_g6_turn_cut_off_by_a_crash_recovers(script: Any, workspace: Path,
     spec = script(
         [
             [call("run_shell_command", {"command": "echo begun; sleep 2"}, "s")],
-            # step 1 is taken by the note that closes the interrupted step
-            [{"text": "never played"}],
+            # the note that closes the interrupted step is not the model's: step 1 comes next
             [{"text": "after restart"}],
+            [{"text": "never played"}],
         ]
     )
     out = await asyncio.to_thread(

@@ -35,6 +35,15 @@ FAILED = TaskState.TASK_STATE_FAILED
 CANCELED = TaskState.TASK_STATE_CANCELED
 
 
+_TEXT_IDS = uuid.UUID("0f1d6c52-2a1e-4a0e-9b8e-5c1b7e3d9a41")  # namespace of the text messageIds
+
+
+def text_message_id(answer: str, segment: int) -> str:
+    """The messageId of the `segment`-th text message (from 1) of a model answer (`answer`: the
+    session's id and the answer's `StepBegin.answer`)."""
+    return str(uuid.uuid5(_TEXT_IDS, f"{answer}/{segment}"))
+
+
 def data_value(d: dict[str, Any]) -> struct_pb2.Value:
     v = struct_pb2.Value()
     v.struct_value.update(d)
@@ -64,7 +73,7 @@ class Emitter:
     artifact and the final status text) and `status_of` (the status a session's stored state
     means)."""
 
-    __slots__ = ("_reply_id", "context_id", "model", "queue", "task_id")
+    __slots__ = ("_answer", "_reply_id", "_segment", "context_id", "model", "queue", "task_id")
 
     def __init__(self, queue: EventQueue, task_id: str, context_id: str, model: str) -> None:
         self.queue = queue
@@ -74,6 +83,9 @@ class Emitter:
         # The messageId the text pieces of one model response share (the task store joins them
         # into one history message); a new one after anything else was sent.
         self._reply_id: str | None = None
+        # The model answer being streamed (`answer_begins`) and how many of its text messages began
+        self._answer = ""
+        self._segment = 0
 
     # --- what each dialect decides --------------------------------------------------------------
 
@@ -160,9 +172,21 @@ class Emitter:
         )
         return [Part(text=text)]
 
+    def answer_begins(self, key: str) -> None:
+        """A model answer begins (`key`: the session's id and `StepBegin.answer`): the messageIds of
+        its text messages are made from `key` and their order in it. An answer a crash cut off and
+        the same answer asked for again after the restart have the same ids, so the task store
+        keeps one of each (`store.join_tail`): the text is in the history once."""
+        self._answer = key
+        self._segment = 0
+        self._reply_id = None
+
     async def text(self, text: str) -> None:
         if self._reply_id is None:
-            self._reply_id = str(uuid.uuid4())
+            self._segment += 1
+            self._reply_id = (
+                text_message_id(self._answer, self._segment) if self._answer else str(uuid.uuid4())
+            )
         await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text), message_id=self._reply_id)
 
     def status_of(

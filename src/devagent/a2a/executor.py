@@ -41,6 +41,7 @@ from devagent.agent.events import (
     InputError,
     NeedsInput,
     Notice,
+    StepBegin,
     TextDelta,
     ThoughtDelta,
     ToolCall,
@@ -132,6 +133,13 @@ class _Tool:
 
 
 @dataclass(slots=True)
+class _Answer:
+    """A model answer begins (`StepBegin.answer`)."""
+
+    key: str
+
+
+@dataclass(slots=True)
 class _Thought:
     subject: str
     text: str
@@ -167,7 +175,7 @@ class _Done:
 
 
 _DONE = _Done()
-_Item = _Text | _Tool | _Thought | _Notice | _End | _Refused | _Done
+_Item = _Text | _Tool | _Answer | _Thought | _Notice | _End | _Refused | _Done
 
 
 @dataclass(slots=True)
@@ -378,7 +386,7 @@ class DevagentExecutor(AgentExecutor):
         from here (`_Outbox` merges those waiting when the SDK's consumer is slower than the
         model)."""
         outbox = _Outbox()
-        door = _A2aDoor(outbox, em, running.record)
+        door = _A2aDoor(outbox, em, running.record, session.id)
         # A cancel that comes before the turn begins is recorded by it (it begins cancelled).
         driver = running.driver = TurnDriver(session, door, label=em.task_id, record_early_cancel=True)
         if running.cancelled:  # tasks/cancel came before the turn was made: it ends at once
@@ -420,6 +428,8 @@ class DevagentExecutor(AgentExecutor):
                 await em.text(item.text)
             elif isinstance(item, _Tool):
                 await em.data(ext.TOOL_CALL_UPDATE, item.json)
+            elif isinstance(item, _Answer):
+                em.answer_begins(item.key)
             elif isinstance(item, _Thought):
                 await em.data(ext.THOUGHT, ext.thought_json(item.subject, item.text))
             elif isinstance(item, _Notice):
@@ -528,9 +538,10 @@ class _A2aDoor(Door):
     request, perhaps to another process). Thoughts are sent with their subject: a thought that
     opens with a bold title is held until the title is whole."""
 
-    def __init__(self, outbox: _Outbox, em: Emitter, record: TurnRecord | None) -> None:
+    def __init__(self, outbox: _Outbox, em: Emitter, record: TurnRecord | None, session_id: str) -> None:
         self.outbox = outbox
         self.em = em
+        self.session_id = session_id
         self.record = record  # metrics and the turn's log line
         self.reply: list[str] = []  # the text of the model's last response (the turn's reply)
         self.subject = ""
@@ -558,6 +569,9 @@ class _A2aDoor(Door):
             self.outbox.put(_Tool(c.id, c.status, self.em.tool_json(c)))
         elif isinstance(event, ThoughtDelta):
             self._thought(event)
+        elif isinstance(event, StepBegin):
+            if event.answer:  # the answer's messages get ids of its own (the same if asked again)
+                self.outbox.put(_Answer(f"{self.session_id}/{event.answer}"))
         elif isinstance(event, Notice):
             self.outbox.put(_Notice(event.text, event.level))
         elif isinstance(event, NeedsInput):

@@ -16,6 +16,7 @@ from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuild
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERMINAL_TASK_STATES
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
+    Artifact,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -38,15 +39,19 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from pydantic_ai import messages as pm
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
+from devagent.a2a.emitter import RfcEmitter, text_message_id
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
+from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
 from devagent.agent.events import InputError, Resume
+from devagent.agent.transcript import answers_from
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -183,6 +188,62 @@ def _v03(context: ServerCallContext) -> bool:
     return version.startswith("0.")
 
 
+_DERIVED_IDS = uuid.UUID("7d0c2a4e-51b3-4f8e-a0e2-3c9b6d1f5e27")  # namespace of derived statuses
+
+
+def _derived_id(task_id: str, named: str) -> str:
+    """The messageId of a status message derived for a task from `named` (what it derives from)."""
+    return str(uuid.uuid5(_DERIVED_IDS, f"{task_id}/{named}"))
+
+
+def _text_of(message: Message) -> str:
+    return "".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
+
+
+def _input_at(task: Task, messages: list[Any]) -> int | None:
+    """Where in the conversation the input of the task's last message from its client is: the
+    request with its prompt, or with the results of the calls it answered. None if not found."""
+    told = next((m for m in reversed(task.history) if m.role == Role.ROLE_USER), None)
+    if told is None:
+        return None
+    ids: set[str] = set()
+    for part in told.parts:
+        if part.WhichOneof("content") == "data":
+            d = MessageToDict(part.data)
+            if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str):
+                ids.add(d["tool_call_id"])
+    text = "\n".join(p.text for p in told.parts if p.WhichOneof("content") == "text")
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if not isinstance(m, pm.ModelRequest):
+            continue
+        if ids and ids <= {p.tool_call_id for p in m.parts if isinstance(p, pm.ToolReturnPart)}:
+            return i
+        if not ids and text and any(isinstance(p, pm.UserPromptPart) and p.content == text for p in m.parts):
+            return i
+    return None
+
+
+def _add_reply(task: Task, text: str, named: str) -> None:
+    """The reply artifact the end of a turn sends, for a task whose process died before sending it."""
+    if any(a.name == "reply" and _text_of_parts(a.parts) == text for a in task.artifacts):
+        return
+    task.artifacts.append(Artifact(artifact_id=f"reply-{named[:12]}", name="reply", parts=[Part(text=text)]))
+
+
+def _text_of_parts(parts: Any) -> str:
+    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
+
+
+def _to_history(task: Task) -> None:
+    """Moves the status message into the history, as the SDK does on a status change; a piece of
+    streamed text is joined onto the pieces before it (`join_tail`)."""
+    if task.status.HasField("message"):
+        task.history.append(task.status.message)
+        task.status.ClearField("message")
+        join_tail(task)
+
+
 def _state_name(state: TaskState) -> str:
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
@@ -226,12 +287,15 @@ class DevagentRequestHandler(DefaultRequestHandler):
             lreq = LegacyRequest()
         context_id = msg.context_id or None
         task: Task | None = None
+        stored = Task()  # the task as stored, before `_reconcile` derives it
         if not msg.task_id and context_id:
             # A client that keeps contextIds only (the A2A Inspector, a2a-handler) answers a
             # question on the context: the task waiting there continues.
             msg.task_id = await self._waiting_task_of(context_id, context)
         if msg.task_id:
-            task = await self._task_named(msg.task_id, context)
+            task = await self._task_named(
+                msg.task_id, context, stored if (prepared.confirmations or results) else None
+            )
             if legacy.is_legacy_task(task):
                 lreq = LegacyRequest()
             context_id = task.context_id
@@ -245,7 +309,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if prepared.confirmations:
             await self._check_confirmations(prepared, lreq, context_id, context)
         if (prepared.confirmations or prepared.results) and context_id and prepared.command is None:
-            await self._take_answers(prepared, context_id, context)
+            await self._take_answers(prepared, context_id, context, task, stored)
         if (
             task is not None
             and task.status.state in TERMINAL_TASK_STATES
@@ -298,11 +362,14 @@ class DevagentRequestHandler(DefaultRequestHandler):
             )
         return prepared
 
-    async def _task_named(self, task_id: str, context: ServerCallContext) -> Task:
-        """The caller's task with this id, its state brought up to date with its session's."""
+    async def _task_named(self, task_id: str, context: ServerCallContext, stored: Task | None = None) -> Task:
+        """The caller's task with this id, its state brought up to date with its session's (the
+        copy as stored goes into `stored`, when given: compared once an answer is taken)."""
         task = await self.store.get(task_id, context)
         if task is None:
             raise TaskNotFoundError(f"Task {task_id} not found")
+        if stored is not None:
+            stored.CopyFrom(task)
         return await self._reconcile(task, context)
 
     async def _check_confirmations(
@@ -336,7 +403,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
             except ext.SettingsError as e:
                 raise InvalidParamsError(message=str(e)) from None
 
-    async def _take_answers(self, prepared: Prepared, context_id: str, context: ServerCallContext) -> None:
+    async def _take_answers(
+        self, prepared: Prepared, context_id: str, context: ServerCallContext, task: Task | None, stored: Task
+    ) -> None:
         """The answers are taken here, so that an answer given already (through this process or
         another) is a JSON-RPC error, and of two answers raced through two processes one runs."""
         answer = prepared.to_input()
@@ -346,6 +415,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 await session.accept_answers(answer)
             except InputError as e:
                 raise InvalidParamsError(message=_answer_error(e)) from None
+            if task is not None and stored.id and task.history != stored.history:
+                # This process now runs the turn (it holds the conversation's lease): the task it
+                # continues is the one the reader sees, with the history completed from the
+                # conversation (`_complete_history`), not the stale stored copy.
+                await self.store.save(task, context)
 
     async def _waiting_task_of(self, context_id: str, context: ServerCallContext) -> str:
         """The caller's task that waits `input-required` in this context, or ""."""
@@ -488,17 +562,58 @@ class DevagentRequestHandler(DefaultRequestHandler):
         if new_state == TaskState.TASK_STATE_WORKING:
             if task.status.state != new_state:
                 # Running in another process: reported, never stored (that process writes it).
-                if task.status.HasField("message"):
-                    task.history.append(task.status.message)
+                _to_history(task)
                 task.status.CopyFrom(TaskStatus(state=new_state))
             return task
         if new_state == task.status.state and (
             new_state != TaskState.TASK_STATE_INPUT_REQUIRED or _same_parts(task, parts)
         ):
             return task
+        if isinstance(em, RfcEmitter):
+            reply = await self._complete_history(task, session)
+            if new_state == TaskState.TASK_STATE_COMPLETED and state.outcome == "finished" and reply:
+                parts = [Part(text=reply)]  # the reply, as the end of the turn says it
+                _add_reply(task, reply, _derived_id(task.id, f"{session.revision}/reply"))
         if new_state != TaskState.TASK_STATE_INPUT_REQUIRED:
             await self._settle_open_calls(task, em, session)
-        return self._derived(task, em, new_state, parts, error)
+        # Named by what it derives from: read again (or moved into the history by a continuation)
+        # while the conversation has not changed, it is the same message.
+        named = f"{session.revision}/{TaskState.Name(new_state)}"
+        return self._derived(task, em, new_state, parts, error, _derived_id(task.id, named))
+
+    async def _complete_history(self, task: Task, session: Session) -> str:
+        """A stored task its process stopped writing may lack text the conversation holds: the
+        task store writes a running turn behind (`store.py`), the conversation each answer at
+        once. The text of each answer given since the message the task's history ends with (the
+        input of the turn that stopped) that the history lacks is added, with the messageId it
+        was streamed with (`Emitter.answer_begins`). Returns the text of the last of these
+        answers (the turn's reply, when it finished). Derived at every read, like the status."""
+        _to_history(task)
+        start = _input_at(task, await session.messages())
+        if start is None:
+            return ""
+        told = [i for i, m in enumerate(task.history) if m.role == Role.ROLE_USER][-1]
+        have = {m.message_id: m for m in task.history[told:] if m.role == Role.ROLE_AGENT}
+        shown = {_text_of(m) for m in have.values()}
+        reply = ""
+        for key, runs in answers_from(await session.messages(), start):
+            for n, text in enumerate(runs, 1):
+                message_id = text_message_id(f"{session.id}/{key}", n)
+                if message_id in have and _text_of(have[message_id]) != text:
+                    del have[message_id].parts[:]
+                    have[message_id].parts.append(Part(text=text))  # the whole of what was cut
+                elif message_id not in have and text not in shown:
+                    task.history.append(
+                        Message(
+                            message_id=message_id,
+                            role=Role.ROLE_AGENT,
+                            parts=[Part(text=text)],
+                            task_id=task.id,
+                            context_id=task.context_id,
+                        )
+                    )
+            reply = "".join(runs)
+        return reply
 
     async def _settle_open_calls(self, task: Task, em: Any, session: Session) -> None:
         """Issue 21 item 3: a call whose last ToolCall update in the task's history is PENDING or
@@ -521,9 +636,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         settled = em.settled_message(await session.settled_calls(open_ids))
         if settled is None:
             return
-        if task.status.HasField("message"):
-            task.history.append(task.status.message)
-            task.status.ClearField("message")
+        settled.message_id = _derived_id(task.id, f"{session.revision}/settled")  # (see `_derived`)
+        _to_history(task)
         task.history.append(settled)
 
     async def _left_behind(self, task: Task, context: ServerCallContext, em: Any, session: Session) -> Task:
@@ -534,7 +648,10 @@ class DevagentRequestHandler(DefaultRequestHandler):
             # Its pause ended when the conversation went on in another task.
             text = "the conversation went on in another task; the calls this task waited for were cancelled"
             await self._settle_open_calls(task, em, session)
-            return self._derived(task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "")
+            named = f"left for {session.state.turn_label}"
+            return self._derived(
+                task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "", _derived_id(task.id, named)
+            )
         return self._not_taken_up(task, em, session)
 
     def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
@@ -550,16 +667,23 @@ class DevagentRequestHandler(DefaultRequestHandler):
             and time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
         ):
             text = "the server process handling this message stopped before it began; send it again"
-            return self._derived(task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text)
+            named = f"not taken up {task.status.timestamp.ToMicroseconds()}"
+            return self._derived(
+                task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text, _derived_id(task.id, named)
+            )
         return task
 
-    def _derived(self, task: Task, em: Any, state: TaskState, parts: list[Part] | None, error: str) -> Task:
-        """`task` with the status its conversation says (the stored copy is not changed)."""
-        if task.status.HasField("message"):
-            task.history.append(task.status.message)
+    def _derived(
+        self, task: Task, em: Any, state: TaskState, parts: list[Part] | None, error: str, message_id: str
+    ) -> Task:
+        """`task` with the status its conversation says (the stored copy is not changed); the
+        status message's id is `message_id`."""
+        if task.status.message.message_id == message_id:
+            task.status.ClearField("message")  # derived before and stored: replaced, not moved
+        _to_history(task)
         message = (
             Message(
-                message_id=str(uuid.uuid4()),
+                message_id=message_id,
                 role=Role.ROLE_AGENT,
                 parts=parts,
                 task_id=task.id,
@@ -596,12 +720,17 @@ class DevagentRequestHandler(DefaultRequestHandler):
 
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
         """B14: an extension client continues a finished task with the same taskId (RFC step 10).
-        The task goes back to input-required, the state a task waiting for its client's next
-        message is in, and the SDK runs the new message on it as on any parked task."""
-        status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED)
+        The task is stored `submitted` (a message no turn has taken up yet), which the SDK runs a
+        new message on. If this process dies before the turn begins, a reader finds the task as
+        any message no process took up: as its conversation says, or failed once the lease time
+        has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
+        status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
-        if task.status.HasField("message"):
-            task.history.append(task.status.message)
+        if task.history and task.history[-1].message_id == task.status.message.message_id:
+            # The same status derived again (a continuation before this one moved it into the
+            # history, and its process died before storing its message): it is there once.
+            task.status.ClearField("message")
+        _to_history(task)
         task.status.CopyFrom(status)
         await self.store.save(task, context)
 

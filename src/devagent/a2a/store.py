@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.tasks import TaskStore
-from a2a.types import Task, TaskState
+from a2a.types import Role, Task, TaskState
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
 from devagent.common.faults import crash_point
@@ -91,6 +92,36 @@ def join_tail(task: Task) -> None:
             else:
                 prev.parts.append(part)
         del h[-1]
+
+
+def drop_superseded(task: Task) -> None:
+    """Of agent messages in the history that share a messageId made from a name (a version 5
+    UUID: the text of one model answer, `Emitter.answer_begins`; a status derived from the
+    conversation, `DevagentRequestHandler._derived`), only the last is kept. Such an id comes back
+    on purpose: the answer a crash cut off is streamed again after the restart, a derived status
+    is moved into the history again by a later continuation; the history shows it once. (Pieces
+    of one message are joined as they come, `join_tail`: two entries with one id are never
+    neighbours here.)"""
+    h = task.history
+    seen: set[str] = set()
+    superseded: list[int] = []
+    for i in range(len(h) - 1, -1, -1):
+        m = h[i]
+        if m.role != Role.ROLE_AGENT or not m.message_id:
+            continue
+        if m.message_id not in seen:
+            seen.add(m.message_id)
+        elif _named(m.message_id):
+            superseded.append(i)
+    for i in superseded:  # from the last to the first: the indices stay right
+        del h[i]
+
+
+def _named(message_id: str) -> bool:
+    try:
+        return uuid.UUID(message_id).version == 5
+    except ValueError:
+        return False
 
 
 def join_reply(task: Task) -> None:
@@ -187,6 +218,7 @@ class BufferedTaskStore(TaskStore):
         if timer is not None:
             timer.cancel()
         self._pending.pop(task.id, None)
+        drop_superseded(task)
         async with self._lock(task.id):
             try:
                 await self._save_stored(task, context)
@@ -209,6 +241,7 @@ class BufferedTaskStore(TaskStore):
         entry = self._pending.pop(task_id, None)
         if entry is None:
             return
+        drop_superseded(entry[0])
         async with self._lock(task_id):
             try:
                 await self._save_stored(entry[0], entry[1])

@@ -156,9 +156,13 @@ class ThoughtDelta:
 
 @dataclass(slots=True)
 class StepBegin:
-    """A model request starts (wire StepBegin). `n` counts steps within the turn from 1."""
+    """A model request starts (wire StepBegin). `n` counts steps within the turn from 1. `answer`
+    names the answer the request asks the model for (`transcript.answer_key`): the same when a
+    step a crash cut off is asked again, so an adapter can give the text streamed then the
+    message ids it gave the first time."""
 
     n: int
+    answer: str = ""
 
 
 @dataclass(slots=True)

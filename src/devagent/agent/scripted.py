@@ -37,6 +37,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from devagent.agent.model_errors import ModelConfigError
+from devagent.agent.transcript import answers
 
 __all__ = [
     "DemoModel",
@@ -286,7 +287,9 @@ def _object(value: Any, path: str, *, required: set[str], optional: set[str]) ->
 
 
 def count_responses(messages: Sequence[ModelMessage]) -> int:
-    return sum(1 for m in messages if isinstance(m, ModelResponse))
+    """The model's responses in the history: not the note that closes a turn a crash cut off, so
+    the step the crash cut off is played again when the conversation goes on."""
+    return answers(messages)
 
 
 def last_user_prompt(messages: Sequence[ModelMessage]) -> str:

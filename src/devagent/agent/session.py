@@ -375,7 +375,7 @@ class Session:
                 await self._end(reason, message, emit)
                 return
             self.state.turn_steps += 1
-            emit(StepBegin(self.state.turn_steps))
+            emit(StepBegin(self.state.turn_steps, transcript.answer_key(await self.messages())))
             response = await self._model_step(emit)
             if response is None:
                 return

@@ -5,11 +5,19 @@ prompts, the model's responses, and one request of tool returns per step. These 
 the only ways devagent adds to it besides appending a model response, so that requests and
 responses keep alternating (some providers require it) and a reader can tell what became of each
 call (`timeline.py`).
+
+When a turn's process died, the session that settles it closes the transcript with a short note
+in the model's place (`record.recover`). The note is marked (`ModelResponse.metadata`, never sent
+to a model): it is not an answer of the model. The step the crash cut off has not been answered,
+and the next request asks for it again: a scripted model plays that step again, and the answer
+streamed then is the same message (the same messageId in an A2A task's history) as the one the
+crash cut off.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai import messages as pm
@@ -45,12 +53,16 @@ def append_prompt(messages: list[pm.ModelMessage], text: str) -> None:
     messages.append(pm.ModelRequest(parts=[pm.UserPromptPart(content=text)]))
 
 
-def close_request(messages: list[pm.ModelMessage], note: str) -> None:
+def close_request(messages: list[pm.ModelMessage], note: str, *, interrupted: bool = False) -> None:
     """After a model error, a cancel or a stop mid-request the transcript ends with our request;
     a short response saying what happened keeps requests and responses alternating and tells the
-    model next time."""
+    model next time. `interrupted`: a crash cut the turn off, and the note is marked as not the
+    model's answer."""
     if messages and isinstance(messages[-1], pm.ModelRequest):
-        messages.append(pm.ModelResponse(parts=[pm.TextPart(content=note)]))
+        if interrupted:
+            messages.append(interruption_note(note))
+        else:
+            messages.append(pm.ModelResponse(parts=[pm.TextPart(content=note)]))
 
 
 def append_tool_returns(
@@ -77,3 +89,75 @@ def shown_diff(diff: dict[str, Any]) -> dict[str, Any]:
     old and new contents are left out (the diff is what a reader shows, at a fraction the size)."""
     keep = ("file_name", "file_path", "formatted_diff")
     return {**{k: str(diff.get(k) or "") for k in keep}, "old_content": None, "new_content": ""}
+
+
+# --- the model's answers, and the notes that are not ------------------------------------------
+
+_NOTE_KEY = "devagent_note"
+INTERRUPTED = "interrupted"
+
+
+def interruption_note(text: str) -> pm.ModelResponse:
+    """The response that closes a transcript whose turn a crash cut off."""
+    return pm.ModelResponse(parts=[pm.TextPart(content=text)], metadata={_NOTE_KEY: INTERRUPTED})
+
+
+def is_interruption_note(message: pm.ModelMessage) -> bool:
+    return isinstance(message, pm.ModelResponse) and (message.metadata or {}).get(_NOTE_KEY) == INTERRUPTED
+
+
+def answers(messages: Sequence[pm.ModelMessage]) -> int:
+    """How many responses the model has given in these messages: every response but the notes of
+    turns a crash cut off. The next response is the model's answer number `answers(messages)`
+    (from 0), whether it is the first request for that step or one asked again after a crash."""
+    return sum(1 for m in messages if isinstance(m, pm.ModelResponse) and not is_interruption_note(m))
+
+
+def answer_key(messages: Sequence[pm.ModelMessage]) -> str:
+    """A name for the answer the next request asks the model for: how many answers come before
+    it, and when the last of them (or, before the first, the conversation) began. The same when a
+    step a crash cut off is asked again (its note is not an answer, and nothing before it
+    changed); different for any other request, also after `/clear` or `/compact` rewrote the
+    conversation."""
+    anchor = next(
+        (m for m in reversed(messages) if isinstance(m, pm.ModelResponse) and not is_interruption_note(m)),
+        messages[0] if messages else None,
+    )
+    return f"{answers(messages)}@{_when(anchor)}"
+
+
+def _when(message: pm.ModelMessage | None) -> str:
+    """When a message was made: its own time, or its first part's (a request's may be unset)."""
+    if message is None:
+        return ""
+    when = message.timestamp or next(
+        (t for p in message.parts if (t := getattr(p, "timestamp", None)) is not None), None
+    )
+    return when.isoformat() if when is not None else ""
+
+
+def answers_from(messages: Sequence[pm.ModelMessage], start: int) -> list[tuple[str, list[str]]]:
+    """The model's answers at `start` or after it: each answer's `answer_key` and the texts an
+    adapter streamed of it as messages of their own (its text parts, a thought between two of
+    them starting another)."""
+    out: list[tuple[str, list[str]]] = []
+    count, anchor = 0, messages[0] if messages else None
+    for i, m in enumerate(messages):
+        if not isinstance(m, pm.ModelResponse) or is_interruption_note(m):
+            continue
+        if i >= start:
+            runs: list[str] = []
+            joined = False  # whether the next text joins the last run
+            for part in m.parts:
+                if isinstance(part, pm.TextPart) and part.content:
+                    if joined:
+                        runs[-1] += part.content
+                    else:
+                        runs.append(part.content)
+                    joined = True
+                elif isinstance(part, pm.ThinkingPart) and part.content:
+                    joined = False
+            out.append((f"{count}@{_when(anchor)}", runs))
+        count += 1
+        anchor = m
+    return out
