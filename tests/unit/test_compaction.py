@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.compact import COMPACT_PROMPT, fit_result
+from devagent.agent.compact import COMPACT_PROMPT
 from devagent.agent.events import Notice, StatusUpdate, TurnEnd, UserPrompt
+from devagent.agent.transcript import fit_result
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 
 WINDOW = 8192  # tokens

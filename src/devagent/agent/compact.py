@@ -18,6 +18,7 @@ from pydantic_ai import messages as pm
 
 from devagent.agent import traces
 from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta, Usage
+from devagent.agent.transcript import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
     from devagent.agent.context import SessionContext
@@ -28,11 +29,9 @@ the next steps. Be specific (paths, names, numbers) and concise. Reply with the 
 SUMMARY_HEAD = "Summary of the conversation so far:\n"
 ACK = "Understood; I will continue from this summary."
 
-CHARS_PER_TOKEN = 4
 KEEP_TAIL = 2  # /compact: how many of the latest messages stay verbatim after the summary
 TAIL_SHARE = 0.3  # automatic: the share of the window the verbatim tail may take
 SUMMARY_INPUT_SHARE = 0.5  # automatic: the share of the window the summary request may take
-RESULT_SHARE = 0.25  # a tool result is cut to this share of the window
 ITEM_CHARS = 4000  # one message part, as the summary request quotes it
 
 
@@ -53,21 +52,6 @@ def estimate_tokens(messages: Sequence[pm.ModelMessage], extra_chars: int = 0) -
     definitions) is likely to count."""
     chars = extra_chars + sum(part_chars(p) + 8 for m in messages for p in m.parts)
     return chars // CHARS_PER_TOKEN
-
-
-def fit_result(text: str, context_tokens: int) -> str:
-    """A tool result the model can read in its window: one larger than a quarter of it keeps its
-    beginning and end, with a note of what was cut (the model can ask for a part)."""
-    cap = int(context_tokens * RESULT_SHARE) * CHARS_PER_TOKEN
-    if cap <= 0 or len(text) <= cap:
-        return text
-    head, tail = text[: cap * 3 // 4], text[-(cap // 4) :]
-    cut = len(text) - len(head) - len(tail)
-    note = (
-        f"\n[... {cut} characters cut here: the whole result did not fit the model's context window. "
-        "Ask for a smaller part (a line range, a narrower search) if the cut part matters.]\n"
-    )
-    return head + note + tail
 
 
 def _render(messages: Sequence[pm.ModelMessage], budget_chars: int) -> str:

@@ -23,8 +23,12 @@ from typing import Any
 from pydantic_ai import messages as pm
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from devagent.agent.compact import fit_result
 from devagent.agent.state import CallResult, PendingCall
+
+# Sizes are estimated at four characters a token (what the providers' tokenizers give for English
+# and code, within a margin the thresholds absorb): a request is never sent to learn its size.
+CHARS_PER_TOKEN = 4
+RESULT_SHARE = 0.25  # a tool result is cut to this share of the window
 
 # A failed call's result in the transcript: "Error (TYPE): message".
 ERROR_PREFIX = "Error ("
@@ -82,6 +86,21 @@ def append_tool_returns(
         shown = {"diff": shown_diff(r.diff)} if r.diff and not r.is_error else None
         parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id, metadata=shown))
     messages.append(pm.ModelRequest(parts=parts))
+
+
+def fit_result(text: str, context_tokens: int) -> str:
+    """A tool result the model can read in its window: one larger than a quarter of it keeps its
+    beginning and end, with a note of what was cut (the model can ask for a part)."""
+    cap = int(context_tokens * RESULT_SHARE) * CHARS_PER_TOKEN
+    if cap <= 0 or len(text) <= cap:
+        return text
+    head, tail = text[: cap * 3 // 4], text[-(cap // 4) :]
+    cut = len(text) - len(head) - len(tail)
+    note = (
+        f"\n[... {cut} characters cut here: the whole result did not fit the model's context window. "
+        "Ask for a smaller part (a line range, a narrower search) if the cut part matters.]\n"
+    )
+    return head + note + tail
 
 
 def shown_diff(diff: dict[str, Any]) -> dict[str, Any]:
