@@ -285,9 +285,8 @@ class SessionRecord:
             messages = await self.messages()
             transcript.append_tool_returns(messages, state.pending, self._context_tokens())
             state.pending = []
-            transcript.close_request(
-                messages, "[the turn was interrupted: the server process running it stopped]"
-            )
+            note = "[the turn was interrupted: the server process running it stopped]"
+            transcript.close_request(messages, note, interrupted=True)
             state.status = "idle"
             state.outcome = "interrupted"
             state.outcome_message = INTERRUPTED
