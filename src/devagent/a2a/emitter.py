@@ -57,7 +57,7 @@ def data_part(d: dict[str, Any], metadata: dict[str, Any]) -> Part:
 
 
 def tool_calls_part(calls: list[Any]) -> Part:
-    """C4: the calls the client must run, `{"tool_calls": [{id, name, args}]}`."""
+    """The calls the client must run, `{"tool_calls": [{id, name, args}]}`."""
     return data_part(ct.tool_calls_data(calls), {"type": ct.CALLS_TYPE, "format": ct.FORMAT})
 
 
@@ -112,7 +112,7 @@ class Emitter:
         raise NotImplementedError
 
     def settled_message(self, calls: list[ToolCall]) -> Message | None:
-        """The final updates of calls a crash left open in a task's history (issue 21 item 3), as
+        """The final updates of calls a crash left open in a task's history, as
         one history message: each call as this dialect's ToolCall update. None for a dialect that
         sends no ToolCall updates (plain)."""
         if not calls:
@@ -236,7 +236,7 @@ class RfcEmitter(Emitter):
     def pause_parts(self, calls: list[ToolCall]) -> list[Part] | None:
         """The status message of a pause (input-required), live and on every later read: each
         permission request as its ToolCall with `confirmation_request` (RFC: "its message
-        contains a ConfirmationRequest"), and the calls the client runs (C4)."""
+        contains a ConfirmationRequest"), and the calls the client runs."""
         parts = [Part(data=data_value(self.tool_json(c))) for c in calls if not c.awaiting_client]
         client_calls = [c for c in calls if c.awaiting_client]
         if client_calls:

@@ -92,7 +92,7 @@ def split_subject(text: str) -> tuple[str, str]:
 
 
 def _mcp_servers(raw: Any) -> dict[str, dict[str, Any]] | None:
-    """AgentSettings `mcp_servers`: {name: {command, args, env, cwd} | {url, headers}} (B3, B15)."""
+    """AgentSettings `mcp_servers`: {name: {command, args, env, cwd} | {url, headers}}."""
     if not isinstance(raw, dict):
         return None
     return {str(k): v if isinstance(v, dict) else {} for k, v in raw.items()}
@@ -100,7 +100,7 @@ def _mcp_servers(raw: Any) -> dict[str, dict[str, Any]] | None:
 
 def task_extra(session: Session) -> dict[str, Any]:
     """What the task's metadata keeps about the conversation: the client tool set in force, the
-    definitions last refused, per-tool call and failure counts (C2, C7), and the tokens the
+    definitions last refused, per-tool call and failure counts, and the tokens the
     conversation has used so far (what a remote `devagent chat` shows in its status line)."""
     out: dict[str, Any] = {}
     u = session.state.usage
@@ -250,7 +250,7 @@ class DevagentExecutor(AgentExecutor):
             approval_mode=approval,
             extra={"a2a": {"context_id": context_id, "owner": owner}},
             identity=owner,
-            # B15: the client's MCP servers; the core applies server policy to them.
+            # the client's MCP servers; the core applies server policy to them
             mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,
             # A contextId generated for this request: no other request can name it yet, and its
             # turn starts now; stored holding the lease (one write fewer).
@@ -288,7 +288,7 @@ class DevagentExecutor(AgentExecutor):
         call_context = context.call_context
         given = handoff(call_context)  # what the request handler worked out (request.py)
         prepared = given.prepared
-        # B16: a legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
+        # A legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
         lreq = given.legacy
         if prepared is None:
             prepared = Prepared(text=context.get_user_input())
@@ -345,7 +345,7 @@ class DevagentExecutor(AgentExecutor):
         em.model = self.model_name(session)
         await em.emit(WORKING, ext.STATE_CHANGE)
         crash_point("a2a.working_sent")
-        if lreq is not None and lreq.reannounce:  # B16 modify_with_editor: nothing for the core
+        if lreq is not None and lreq.reannounce:  # legacy modify_with_editor: nothing for the core
             await em.reannounce(session.waiting_calls(), lreq.edits)
             return
         if prepared.tools is not None or prepared.tools_rejected:
@@ -354,7 +354,7 @@ class DevagentExecutor(AgentExecutor):
         await self._translate(session, prepared.to_input(), em, previous_state, running)
 
     async def _apply_client_tools(self, session: Session, prepared: Prepared, em: Emitter) -> None:
-        """C1-C3, C6, C7: the message's tool set replaces the conversation's (the core validates
+        """The message's client tool set replaces the conversation's (the core validates
         it); every refused definition is reported in a DataPart and in the task's metadata."""
         rejected = [*prepared.tools_rejected, *await session.set_client_tools(prepared.tools or [])]
         # Kept with the session (saved with the turn's first write), so the task's metadata

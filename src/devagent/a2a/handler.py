@@ -1,6 +1,6 @@
 """The SDK's request handler with devagent's edges: AgentSettings and confirmations are checked
 before a task is touched (so a bad request is a JSON-RPC error, not a failed task), extension
-clients may continue a finished task (B14), subscriptions end with the task's state (A6,
+clients may continue a finished task, subscriptions end with the task's state (the TCK's
 STREAM-SUB-002), and the contextId of a taskId-only follow-up is inherited (a2a-python #1206).
 """
 
@@ -115,12 +115,12 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
             ):
                 data = ct.plain_numbers(data)
             if (isinstance(data, dict) and "tools" in data) or part_type == ct.DEFINITIONS_TYPE:
-                # C1: tool definitions (several parts add up)
+                # client tool definitions (several parts add up)
                 found, refused = ct.parse_definitions(data.get("tools") if isinstance(data, dict) else data)
                 tools = [*(tools or []), *found]
                 tools_rejected += refused
             elif (isinstance(data, dict) and "tool_results" in data) or part_type == ct.RESULTS_TYPE:
-                try:  # C4: results of client tool calls
+                try:  # results of client tool calls
                     raw_results += ct.parse_results(
                         data.get("tool_results") if isinstance(data, dict) else data
                     )
@@ -160,7 +160,7 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
 
 
 def _task_calls(task: Task) -> list[tuple[str, str]]:
-    """The client tool calls a task's current status announces (C4)."""
+    """The client tool calls a task's current status announces."""
     if not task.status.HasField("message"):
         return []
     out: list[tuple[str, str]] = []
@@ -264,7 +264,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         )
         self.devagent = executor
         self.store = task_store
-        # Open streams per token (issue 12 item 2), counted by each binding's door
+        # Open streams per token, counted by each binding's door
         self.streams = StreamLimit(executor.settings.max_streams_per_token)
 
     async def _prepare(self, params: SendMessageRequest, context: ServerCallContext) -> None:
@@ -471,7 +471,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         return ct.match_results(entries, waiting, exact=exact, answered=answered)
 
     async def _match_results(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
-        """C4: the results must answer calls this task waits on; anything else is refused before
+        """Client tool results must answer calls this task waits on; anything else is refused before
         the task or the conversation changes."""
         try:
             if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
@@ -532,7 +532,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         msg.context_id = found[0].context_id
 
     async def _reconcile(self, task: Task, context: ServerCallContext) -> Task:
-        """One source of truth (issue 10): a task's status is what its conversation's stored state
+        """One source of truth: a task's status is what its conversation's stored state
         says, at every read, whichever process wrote what and whoever crashed where. The task of
         the conversation's current turn reads input-required exactly while the conversation
         waits for answers the server will accept (its status message shows the requests), working
@@ -656,7 +656,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
 
     def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
         """A submitted or working task whose message no process took up (the one that had it
-        stopped before its turn began; issue 21 item 3: never `submitted` for ever): failed once
+        stopped before its turn began: never `submitted` for ever): failed once
         the lease time has passed since it was written, so a live process starting it is never
         overtaken."""
         if (
@@ -719,7 +719,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         return result
 
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
-        """B14: an extension client continues a finished task with the same taskId (RFC step 10).
+        """An extension client continues a finished task with the same taskId (RFC step 10).
         The task is stored `submitted` (a message no turn has taken up yet), which the SDK runs a
         new message on. If this process dies before the turn begins, a reader finds the task as
         any message no process took up: as its conversation says, or failed once the lease time
@@ -749,7 +749,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        """A turn running on another replica is followed through the fan-out log (issue 10);
+        """A turn running on another replica is followed through the fan-out log;
         otherwise the SDK serves the subscription, which it would keep open forever on a parked
         task: it is closed at an interrupted or terminal state, as the spec says."""
         stop = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
@@ -781,7 +781,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             yield task
             return
         if task.status.state in TERMINAL_TASK_STATES and stored_state not in TERMINAL_TASK_STATES:
-            # Ended as its conversation says, its process gone before writing so (issue 21 item 3):
+            # Ended as its conversation says, its process gone before writing so:
             # the SDK would wait on the stored, running copy for ever. The task and the end.
             yield task
             if _v03(context):

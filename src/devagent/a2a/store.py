@@ -182,7 +182,7 @@ class BufferedTaskStore(TaskStore):
         self._locks: dict[str, asyncio.Lock] = {}
         # Ids of tasks this process just created (the SDK generated the id) and has not saved yet:
         # the SDK looks each up two or three times before its first save, and none can be stored.
-        # Bounded (issue 12 item 5): an id dropped is looked up in the database, which has no row.
+        # Bounded: an id dropped is looked up in the database, which has no row.
         self._fresh: LRU[str, None] = LRU(FRESH_IDS_IN_MEMORY)
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_bytes = 0

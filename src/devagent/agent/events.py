@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 
 class ToolCallStatus(enum.StrEnum):
-    """The RFC's ToolCall lifecycle (B7)."""
+    """The development-tool RFC's ToolCall lifecycle."""
 
     PENDING = "PENDING"
     EXECUTING = "EXECUTING"
@@ -27,7 +27,7 @@ class ToolCallStatus(enum.StrEnum):
 
 
 class ToolKind(enum.StrEnum):
-    """What a tool does, which is what the approval policy decides on (G3)."""
+    """What a tool does, which is what the approval policy decides on."""
 
     READ = "read"  # reads the workspace; never needs permission
     EDIT = "edit"  # changes files in the workspace
@@ -42,7 +42,7 @@ class ToolKind(enum.StrEnum):
 
 @dataclass(slots=True)
 class FileDiff:
-    """An edit as the RFC's FileDiff (B8): old and new content and a unified diff."""
+    """An edit as the RFC's FileDiff: old and new content and a unified diff."""
 
     file_name: str
     file_path: str
@@ -81,7 +81,7 @@ class PermissionOption:
 
 @dataclass(slots=True)
 class ConfirmationRequest:
-    """What the user is asked before a call runs (B8)."""
+    """What the user is asked before a call runs."""
 
     options: list[PermissionOption]
     details: ConfirmationDetails
@@ -106,7 +106,7 @@ class ToolError:
 
 @dataclass(slots=True)
 class ToolCall:
-    """A tool call's whole state, sent whole on every update (B6)."""
+    """A tool call's whole state, sent whole on every update."""
 
     id: str
     name: str
@@ -118,7 +118,7 @@ class ToolCall:
     output: ToolOutput | None = None
     error: ToolError | None = None
     confirmation: ConfirmationRequest | None = None
-    # Set when the call waits for the client that supplied the tool to run it (C4, W6).
+    # Set when the call waits for the client that supplied the tool to run it.
     awaiting_client: bool = False
 
     def option_ids(self) -> list[str]:
@@ -145,7 +145,7 @@ class TextDelta:
 
 @dataclass(slots=True)
 class ThoughtDelta:
-    """A piece of the model's thinking (G1 -> B11 AgentThought / wire think parts).
+    """A piece of the model's thinking (an A2A AgentThought, a wire think part).
 
     `subject` is set when the thought starts with a bold title the way Gemini-style models write
     them; otherwise it is empty."""
@@ -294,7 +294,7 @@ class UserPrompt:
 @dataclass(slots=True)
 class Decision:
     """An answer to a permission request. `option` is one of the request's option ids;
-    `new_content` replaces what an edit writes (B10) or the command a shell call runs ("edit
+    `new_content` replaces what an edit writes or the command a shell call runs ("edit
     first"); `feedback` is what the user said with a
     refusal, passed on to the model."""
 
@@ -306,7 +306,7 @@ class Decision:
 
 @dataclass(slots=True)
 class ClientResult:
-    """A client's result for a call it ran (C4, W5). Exactly one of `output` / `error`."""
+    """A client's result for a call it ran. Exactly one of `output` / `error`."""
 
     call_id: str
     output: Any = None

@@ -1,4 +1,4 @@
-"""Scripted models: deterministic, offline pydantic-ai models played from a script (G1).
+"""Scripted models: deterministic, offline pydantic-ai models played from a script.
 
 `ScriptedModel` plays a JSON script (docs/scripted-model.md): the step played for a request is the
 number of model responses already in the history, so a conversation resumed in another process
