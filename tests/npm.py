@@ -30,3 +30,17 @@ def ensure_installed(js: Path, installed: Path, package: str) -> None:
     )
     if r.returncode != 0 or not installed.exists():
         pytest.skip(f"cannot install {package}: {r.stderr[-300:]}")
+
+
+def ensure_runs(binary: Path, package: str) -> None:
+    """Skip the calling test unless `binary --version` runs: an npm package that ships a native
+    build for each platform installs a stub in its place where that build is missing (another
+    platform, or its install script did not run)."""
+    try:
+        r = subprocess.run(
+            [str(binary), "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+        )
+    except OSError as e:
+        pytest.skip(f"{package} does not run here: {e}")
+    if r.returncode != 0:
+        pytest.skip(f"{package} does not run here: {(r.stderr or r.stdout)[-300:]}")

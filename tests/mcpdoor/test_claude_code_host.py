@@ -12,7 +12,8 @@ the workspace):
 - Claude Code calls `devagent_start`, devagent writes the file and its answer reaches the model;
 - in `ask` mode devagent asks for the write; `claude -p` cancels the elicitation, so the tool
   result is `input_required` with the write pending, and the model's `devagent_continue` with
-  `answer: yes` (same session) lets devagent write it."""
+  `answer: yes` (same session) lets devagent write it;
+- without `--allowedTools mcp__devagent` Claude Code denies its model the call itself."""
 
 from __future__ import annotations
 
@@ -28,19 +29,22 @@ import pytest
 from tests.conftest import Script
 from tests.core_helpers import write_call
 from tests.fakes.anthropic_server import Block, FakeAnthropic
-from tests.npm import ensure_installed
+from tests.npm import ensure_installed, ensure_runs
 
 JS = Path(__file__).parent / "js"
 CLAUDE = JS / "node_modules" / ".bin" / "claude"
 RUN_WITHIN = 240  # seconds for one Claude Code run: a safety net on 2 shared cores, never a pace
 START, CONTINUE = "mcp__devagent__devagent_start", "mcp__devagent__devagent_continue"
+ALLOWED = ("--allowedTools", "mcp__devagent")  # every tool of the MCP server devagent
 
 pytestmark = pytest.mark.npm
 
 
 def need_claude_code() -> None:
-    """Skips the calling test unless Claude Code is installed in tests/mcpdoor/js (installing it)."""
+    """Skips the calling test unless Claude Code is installed in tests/mcpdoor/js (installing it)
+    and its native build runs here."""
     ensure_installed(JS, CLAUDE, "@anthropic-ai/claude-code")
+    ensure_runs(CLAUDE, "@anthropic-ai/claude-code")
 
 
 def tool_result(body: dict[str, Any], tool_use_id: str) -> dict[str, Any] | None:
@@ -100,13 +104,13 @@ class CallsDevagent:
 
 
 async def run_claude(args: list[str], cwd: Path, home: Path, model_url: str = "") -> str:
-    """`claude ARGS` in `cwd` with `home` as its home (its settings, `.claude.json` and logs),
-    nothing sent but to the model at `model_url`; run to its end. What it printed; it must succeed."""
+    """`claude ARGS` in `cwd` with `home` as its home (its settings, `.claude.json` and logs), its
+    model at `model_url` (none: no model), nothing sent elsewhere; run to its end. What it printed;
+    it must succeed."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),
-        "ANTHROPIC_BASE_URL": model_url,
-        "ANTHROPIC_API_KEY": "fake-key",
+        **({"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "fake-key"} if model_url else {}),
         # no telemetry, error reports, update checks or feature-flag fetches: no request but the model's
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         # how long `claude -p` waits for devagent to start before its first request, and for a tool call
@@ -134,19 +138,17 @@ async def run_claude(args: list[str], cwd: Path, home: Path, model_url: str = ""
 
 
 async def hand_devagent_a_task(
-    model: CallsDevagent, home: Path, cwd: Path, devagent: list[str]
+    model: CallsDevagent, home: Path, cwd: Path, devagent: list[str], allowed: tuple[str, ...] = ALLOWED
 ) -> dict[str, Any]:
     """Adds devagent (`devagent`: its command line) to Claude Code with `claude mcp add`, then runs
-    `claude -p` with devagent's tools allowed and the fake model scripted by `model`; Claude
-    Code's JSON result."""
+    `claude -p` with the fake model scripted by `model` and `allowed` (devagent's tools unless
+    told otherwise) as its flags; Claude Code's JSON result."""
     env = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
     added = await run_claude(["mcp", "add", "devagent", *env, "--", *devagent], cwd, home)
     assert "Added stdio MCP server devagent" in added, added
     prompt = "Use devagent to write 'via mcp' to mcp.txt"
     async with FakeAnthropic(model) as url:
-        out = await run_claude(
-            ["-p", prompt, "--output-format", "json", "--allowedTools", "mcp__devagent"], cwd, home, url
-        )
+        out = await run_claude(["-p", prompt, "--output-format", "json", *allowed], cwd, home, url)
     result: dict[str, Any] = json.loads(out)
     return result
 
@@ -203,3 +205,20 @@ async def test_claude_code_headless_permission_comes_back_input_required_and_is_
     assert done["status"] == "completed" and done["answer"] == "I wrote mcp.txt.", done
     assert (workspace / "mcp.txt").read_text() == "via mcp\n"
     assert result["result"] == "devagent says: I wrote mcp.txt.", result
+
+
+async def test_claude_code_headless_without_allowed_tools_denies_devagents_tools(
+    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
+) -> None:
+    """`claude -p` has nobody to ask for its own permission to call an MCP tool: without
+    `--allowedTools mcp__devagent` it denies the call, and devagent never runs the task."""
+    need_claude_code()
+    home, cwd = dirs
+    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    devagent = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
+    result = await hand_devagent_a_task(model, home, cwd, devagent, allowed=())
+    [denied] = result["permission_denials"]
+    assert denied["tool_name"] == START, denied
+    [said] = model.results
+    assert "haven't granted it yet" in said["text"], said
+    assert not (workspace / "mcp.txt").exists()

@@ -36,7 +36,7 @@ from tests.fakes.openai_responses_server import (
     function_outputs,
     tool_groups,
 )
-from tests.npm import ensure_installed
+from tests.npm import ensure_installed, ensure_runs
 
 JS = Path(__file__).parent / "js"
 CODEX = JS / "node_modules" / ".bin" / "codex"
@@ -47,8 +47,10 @@ pytestmark = pytest.mark.npm
 
 
 def need_codex() -> None:
-    """Skips the calling test unless Codex CLI is installed in tests/mcpdoor/js (installing it)."""
+    """Skips the calling test unless Codex CLI is installed in tests/mcpdoor/js (installing it)
+    and its native build runs here."""
     ensure_installed(JS, CODEX, "@openai/codex")
+    ensure_runs(CODEX, "@openai/codex")
 
 
 def devagent_result(output: Any) -> dict[str, Any]:
