@@ -117,6 +117,8 @@ async def run_claude(args: list[str], cwd: Path, home: Path, model_url: str = ""
         "MCP_TIMEOUT": "120000",
         "MCP_TOOL_TIMEOUT": "600000",
         "NO_COLOR": "1",
+        # devagent's sources as this test run has them (Claude Code gives devagent its environment)
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
     }
     proc = await asyncio.create_subprocess_exec(
         str(CLAUDE),
@@ -143,8 +145,7 @@ async def hand_devagent_a_task(
     """Adds devagent (`devagent`: its command line) to Claude Code with `claude mcp add`, then runs
     `claude -p` with the fake model scripted by `model` and `allowed` (devagent's tools unless
     told otherwise) as its flags; Claude Code's JSON result."""
-    env = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
-    added = await run_claude(["mcp", "add", "devagent", *env, "--", *devagent], cwd, home)
+    added = await run_claude(["mcp", "add", "devagent", "--", *devagent], cwd, home)
     assert "Added stdio MCP server devagent" in added, added
     prompt = "Use devagent to write 'via mcp' to mcp.txt"
     async with FakeAnthropic(model) as url:

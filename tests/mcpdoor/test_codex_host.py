@@ -103,9 +103,10 @@ def codex_config(
         f"args = {toml_value(command[1:])}",
         f"startup_timeout_sec = {startup}",
         "tool_timeout_sec = 600",
+        # Codex gives an MCP server only a few of its variables (HOME, PATH, ...) and these: here
+        # devagent's sources as this test run has them
+        'env_vars = ["PYTHONPATH"]',
     ]
-    if os.environ.get("PYTHONPATH"):  # devagent's sources as this test run has them
-        server.append(f"env = {{ PYTHONPATH = {toml_value(os.environ['PYTHONPATH'])} }}")
     if required:
         server.append("required = true")
     if approve:
