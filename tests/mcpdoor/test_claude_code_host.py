@@ -111,7 +111,7 @@ async def run_claude(args: list[str], cwd: Path, home: Path, model_url: str = ""
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),
         **({"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "fake-key"} if model_url else {}),
-        # no telemetry, error reports, update checks or feature-flag fetches: no request but the model's
+        # no telemetry, error reporting or update checks: no connection but the model's
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         # how long `claude -p` waits for devagent to start before its first request, and for a tool call
         "MCP_TIMEOUT": "120000",
