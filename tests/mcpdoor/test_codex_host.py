@@ -156,7 +156,7 @@ async def codex_exec(prompt: str, cwd: Path, codex_home: Path) -> list[dict[str,
     }
     proc = await asyncio.create_subprocess_exec(
         str(CODEX),
-        *("exec", "--skip-git-repo-check", "--json", prompt),
+        *("exec", "--strict-config", "--skip-git-repo-check", "--json", prompt),
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
