@@ -22,7 +22,7 @@ import pytest
 
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools import files as files_mod
+from devagent.agent.tools import search as search_mod
 from devagent.agent.tools._util import TEMP_PREFIX, atomic_write
 from devagent.agent.tools.base import ToolContext, ToolResult, Workspace
 
@@ -90,7 +90,7 @@ def grep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     use_rg = bool(request.param)
     if use_rg and shutil.which("rg") is None:
         pytest.skip("ripgrep is not installed")
-    monkeypatch.setattr(files_mod, "USE_RIPGREP", use_rg)
+    monkeypatch.setattr(search_mod, "USE_RIPGREP", use_rg)
     return use_rg
 
 
@@ -241,7 +241,8 @@ def test_agent_checkpoints_import_no_sqlalchemy() -> None:
     """The checkpoints' SQL is in devagent.store.checkpoints, imported only when a checkpoint is
     used: importing the agent's side stays cheap."""
     code = (
-        "import sys, devagent.agent.checkpoints, devagent.agent.tools.files, devagent.agent.commands; "
+        "import sys, devagent.agent.checkpoints, devagent.agent.tools.read, "
+        "devagent.agent.tools.write, devagent.agent.commands; "
         "print('sqlalchemy' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

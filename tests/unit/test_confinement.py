@@ -18,7 +18,7 @@ import pytest
 
 from devagent.agent.state import SessionState
 from devagent.agent.tools import _confine, builtin_tools
-from devagent.agent.tools import files as files_mod
+from devagent.agent.tools import search as search_mod
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
 
 TOOLS = builtin_tools()
@@ -214,10 +214,10 @@ async def test_g4_issue12_item1_swap_race_nothing_read_or_written_outside(
     name, and the outside directory is unchanged. Refusals are fine (the path pointed outside at
     that moment); the assertions do not depend on how the timing falls."""
     if grep_engine == "ripgrep":
-        if files_mod.ripgrep() is None:
+        if search_mod.ripgrep() is None:
             pytest.skip("ripgrep is not installed")
     else:
-        monkeypatch.setattr(files_mod, "USE_RIPGREP", False)
+        monkeypatch.setattr(search_mod, "USE_RIPGREP", False)
     marker = f"OUTSIDE-{uuid.uuid4().hex}"
     ws = tmp_path / "ws"
     sub = ws / "sub"

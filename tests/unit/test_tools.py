@@ -15,7 +15,8 @@ import pytest
 from devagent.agent.events import ExecuteDetails, FileDiff, ToolKind
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools import files as files_mod
+from devagent.agent.tools import read as read_mod
+from devagent.agent.tools import search as search_mod
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
 from devagent.agent.tools.memory import read_memory
 from devagent.agent.tools.shell import root_command
@@ -285,7 +286,7 @@ async def test_g2_read_many_files_directory_exclude_and_cap(
     res = await run("read_many_files", {"paths": ["d"], "exclude": ["*.lock"]}, ctx)
     assert "x.lock" not in res.text
     assert res.data["files"] == [f"d/f{i}.txt" for i in range(5)]
-    monkeypatch.setattr(files_mod, "MANY_MAX_TOTAL_BYTES", 100)
+    monkeypatch.setattr(read_mod, "MANY_MAX_TOTAL_BYTES", 100)
     res = await run("read_many_files", {"paths": ["d/*.txt"]}, ctx)
     assert len(res.data["files"]) < 5
     assert "output limit was reached" in res.text
@@ -460,7 +461,7 @@ async def test_g2_glob_sorted_by_mtime_and_name(ws: Path, ctx: ToolContext) -> N
 async def test_g2_glob_capped(ws: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(10):
         (ws / f"f{i}.txt").write_text("")
-    monkeypatch.setattr(files_mod, "GLOB_MAX_RESULTS", 3)
+    monkeypatch.setattr(search_mod, "GLOB_MAX_RESULTS", 3)
     res = await run("glob", {"pattern": "*.txt"}, ctx)
     assert len(res.data["files"]) == 3 and res.data["total"] == 10
     assert "showing the first 3" in res.text
@@ -482,7 +483,7 @@ def make_grep_tree(ws: Path) -> None:
 @pytest.fixture(params=["python", "ripgrep"])
 def grep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "python":
-        monkeypatch.setattr(files_mod, "USE_RIPGREP", False)
+        monkeypatch.setattr(search_mod, "USE_RIPGREP", False)
     elif shutil.which("rg") is None:
         pytest.skip("ripgrep is not installed")
     return str(request.param)
@@ -516,7 +517,7 @@ async def test_g2_grep_capped(
     ws: Path, ctx: ToolContext, grep_engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (ws / "many.txt").write_text("hit\n" * 50)
-    monkeypatch.setattr(files_mod, "GREP_MAX_MATCHES", 10)
+    monkeypatch.setattr(search_mod, "GREP_MAX_MATCHES", 10)
     res = await run("grep", {"pattern": "hit"}, ctx)
     assert len(res.text.splitlines()) == 11
     assert res.data["truncated"] is True
@@ -532,11 +533,11 @@ async def test_g2_grep_rg_and_fallback_agree(
     (ws / "src" / "deep" / "c.py").write_text("x = 'TODO'\n")
     (ws / "src-x.py").write_text("TODO dash\n")
     with_rg = await run("grep", {"pattern": "TODO|os"}, ctx)
-    monkeypatch.setattr(files_mod, "USE_RIPGREP", False)
+    monkeypatch.setattr(search_mod, "USE_RIPGREP", False)
     without = await run("grep", {"pattern": "TODO|os"}, ctx)
     assert with_rg.text == without.text
     # A pattern only Python supports (look-ahead) falls back instead of failing.
-    monkeypatch.setattr(files_mod, "USE_RIPGREP", True)
+    monkeypatch.setattr(search_mod, "USE_RIPGREP", True)
     res = await run("grep", {"pattern": "TODO(?= later)"}, ctx)
     assert res.text.splitlines()[1:] == ["src/b.txt:2:TODO later"]
 
@@ -555,8 +556,8 @@ async def test_grep_rg_stderr_flood_does_not_stall(
         f"#!/bin/sh\nhead -c 167772160 /dev/zero | tr '\\0' 'e' >&2\nexec {shutil.which('rg')} \"$@\"\n"
     )
     noisy.chmod(0o755)
-    monkeypatch.setattr(files_mod, "ripgrep", lambda: str(noisy))
-    monkeypatch.setattr(files_mod, "GREP_TIMEOUT", 3600.0)
+    monkeypatch.setattr(search_mod, "ripgrep", lambda: str(noisy))
+    monkeypatch.setattr(search_mod, "GREP_TIMEOUT", 3600.0)
     res = await asyncio.wait_for(run("grep", {"pattern": "TODO", "path": "src"}, ctx), 600)
     assert res.data["engine"] == "ripgrep"
     assert res.text.splitlines()[1:] == [

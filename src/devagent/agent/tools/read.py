@@ -1,0 +1,297 @@
+"""Reading tools: read_file and read_many_files. Every file is opened through the confined walk
+(`Workspace.locate`, `_confine`), so nothing outside the workspace roots is read; the file IO runs
+in a thread, off the event loop."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from devagent.agent.events import ToolKind
+from devagent.agent.tools._util import (
+    GLOB_MAGIC,
+    SKIP_DIRS,
+    explicit_skip_dirs,
+    file_status,
+    fs_failure,
+    glob_match,
+    human_size,
+    in_thread,
+    int_arg,
+    open_file,
+    open_walk,
+    parameter,
+    parameters_schema,
+    rel_posix,
+    sniff_binary,
+    split_glob,
+    str_arg,
+    str_list_arg,
+    walk_files,
+)
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+
+# Defaults of the read caps.
+MAX_LINES = 2000
+MAX_BYTES = 256 * 1024
+MAX_LINE_CHARS = 2000
+MANY_MAX_TOTAL_BYTES = 512 * 1024
+MANY_MAX_FILES = 200
+
+
+def _open_text(workspace: Workspace, path: str) -> BinaryIO:
+    """The text file `path` open for reading (confined), or a ToolFailure."""
+    try:
+        f = open_file(workspace.absolute(path), workspace)
+    except OSError as e:
+        raise fs_failure(e, path) from e
+    try:
+        if sniff_binary(f):
+            size = os.fstat(f.fileno()).st_size
+            raise ToolFailure(
+                f"{path!r} is a binary file ({human_size(size)}); only text files can be read", "binary_file"
+            )
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> tuple[str, int, int, int, bool]:
+    with _open_text(workspace, path) as f:
+        return _read_lines(f, offset, limit, MAX_BYTES)
+
+
+def _read_lines(raw: BinaryIO, offset: int, limit: int, max_bytes: int) -> tuple[str, int, int, int, bool]:
+    """Lines offset..offset+limit-1 (1-based) of a text file, at most max_bytes of them.
+    Returns (text, first line shown, last line shown, total lines, some lines were cut)."""
+    out: list[str] = []
+    size = 0
+    total = 0
+    last = offset - 1
+    cut_lines = False
+    full = False
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as f:
+        for total, line in enumerate(f, start=1):
+            if total < offset or full:
+                continue
+            if total >= offset + limit:
+                full = True
+                continue
+            if len(line) > MAX_LINE_CHARS:
+                ending = "\n" if line.endswith("\n") else ""
+                line = line[:MAX_LINE_CHARS] + f"… [line cut at {MAX_LINE_CHARS} characters]" + ending
+                cut_lines = True
+            encoded = len(line.encode("utf-8", errors="replace"))
+            if size + encoded > max_bytes and out:
+                full = True
+                continue
+            out.append(line)
+            size += encoded
+            last = total
+    return "".join(out), offset, last, total, cut_lines
+
+
+class ReadFile(Tool):
+    name = "read_file"
+    description = (
+        "Read a text file of the workspace. Returns the file's content exactly (no line numbers). "
+        f"Large files are cut at {MAX_LINES} lines or {MAX_BYTES // 1024} KiB; a header then says which "
+        "lines were shown and which `offset` to pass to read on. Use `offset` (1-based first line) and "
+        "`limit` (number of lines) to read part of a file. Binary files are refused."
+    )
+    parameters = parameters_schema(
+        ["path"],
+        path=parameter("string", "The file to read, relative to the workspace root (or absolute inside it)."),
+        offset=parameter("integer", "The first line to read, counting from 1. Default: 1.", minimum=1),
+        limit=parameter("integer", f"How many lines to read. Default and maximum: {MAX_LINES}.", minimum=1),
+    )
+    kind = ToolKind.READ
+
+    def describe(self, args: dict[str, Any]) -> str:
+        return f"Read {args.get('path', '')}"
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = str_arg(args, "path")
+        offset = int_arg(args, "offset", 1, minimum=1)
+        limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
+        files = ctx.backends.files
+        if files is None:
+            text, first, last, total, cut = await in_thread(_read_file, ctx.workspace, path, offset, limit)
+        else:  # the client's view of the file (an editor's buffer, unsaved changes included)
+            real = await in_thread(ctx.workspace.resolve, path)
+            content = await files.read_text(real)
+            if content is None:
+                raise ToolFailure(f"{path!r} does not exist", "not_found")
+            text, first, last, total, cut = _read_lines(
+                io.BytesIO(content.encode("utf-8")), offset, limit, MAX_BYTES
+            )
+        if total == 0:
+            return ToolResult(text="[the file is empty]", data={"path": path, "total_lines": 0})
+        if offset > total:
+            raise ToolFailure(
+                f"offset {offset} is past the end of {path!r}, which has {total} lines", "invalid_arguments"
+            )
+        truncated = first > 1 or last < total
+        header = ""
+        if truncated:
+            more = f" To read more, call read_file with offset={last + 1}." if last < total else ""
+            header = f"[Showing lines {first}-{last} of {total} of {path}.{more}]\n\n"
+        if cut:
+            header += f"[Some lines longer than {MAX_LINE_CHARS} characters were cut.]\n\n"
+        return ToolResult(
+            text=header + text,
+            data={
+                "path": path,
+                "start_line": first,
+                "end_line": last,
+                "total_lines": total,
+                "truncated": truncated,
+            },
+        )
+
+
+def _expand(
+    workspace: Workspace, entry: str, exclude: list[str], skipped: list[str]
+) -> list[tuple[Path, str]]:
+    """The files an entry of read_many_files names: a file, every file of a directory, or the
+    matches of a glob. Returns (real path, display path) pairs; each is opened later through the
+    confined walk again, so what the listing found cannot be swapped for something outside."""
+    found: list[tuple[Path, str]] = []
+    try:
+        candidates = _candidates(workspace, entry)
+    except ToolFailure as e:
+        if e.type != "not_found":
+            raise  # outside the workspace: refused, not skipped
+        skipped.append(f"{entry} (does not exist)")
+        return found
+    if not candidates:
+        skipped.append(f"{entry} (no files match)")
+    for p, is_link in candidates:
+        display = workspace.display(p)
+        if any(glob_match(x, display, basename=True) for x in exclude):
+            continue
+        if is_link:
+            try:
+                real = workspace.resolve(p)
+            except ToolFailure as e:
+                if e.type == "path_outside_workspace":
+                    skipped.append(f"{display} (a symlink pointing outside the workspace)")
+                continue
+            status = file_status(real, workspace)
+            if status is None or not stat.S_ISREG(status.st_mode):
+                continue  # a symlink to a directory or to nothing
+            p = real
+        found.append((p, display))
+    return found
+
+
+def _walk_candidates(
+    workspace: Workspace, base: Path, skip_dirs: frozenset[str], match: str | None
+) -> list[tuple[Path, bool]]:
+    fd = open_walk(workspace, base)
+    if fd is None:
+        return []
+    try:
+        return [
+            (e.path, e.is_link)
+            for e in walk_files(fd, base, skip_dirs=skip_dirs, follow_file_links=True)
+            if match is None or glob_match(match, rel_posix(e.path, base))
+        ]
+    finally:
+        os.close(fd)
+
+
+def _candidates(workspace: Workspace, entry: str) -> list[tuple[Path, bool]]:
+    """(path, is a symlink to locate) of the files an entry names."""
+    if GLOB_MAGIC.search(entry):
+        base, rest = split_glob(workspace, entry)
+        return _walk_candidates(workspace, base, explicit_skip_dirs(entry), rest)
+    real = workspace.resolve(entry, must_exist=True)
+    status = file_status(real, workspace)
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        return _walk_candidates(workspace, real, SKIP_DIRS, None)
+    return [(real, False)]
+
+
+def _read_many(workspace: Workspace, paths: list[str], exclude: list[str]) -> tuple[str, dict[str, Any]]:
+    skipped: list[str] = []
+    files: list[tuple[Path, str]] = []
+    seen: set[Path] = set()
+    for entry in paths:
+        for real, display in _expand(workspace, entry, exclude, skipped):
+            if real not in seen:
+                seen.add(real)
+                files.append((real, display))
+    parts: list[str] = []
+    total = 0
+    shown: list[str] = []
+    for i, (real, display) in enumerate(files):
+        if len(shown) >= MANY_MAX_FILES or total >= MANY_MAX_TOTAL_BYTES:
+            rest = len(files) - i
+            skipped.append(f"{rest} more file(s) (the output limit was reached; read them separately)")
+            break
+        budget = min(MAX_BYTES, MANY_MAX_TOTAL_BYTES - total)
+        try:
+            with open_file(real, workspace) as f:
+                if sniff_binary(f):
+                    skipped.append(f"{display} (binary)")
+                    continue
+                text, _first, last, lines, _cut = _read_lines(f, 1, MAX_LINES, budget)
+        except OSError as e:  # changed since it was listed (removed, swapped for a symlink...)
+            skipped.append(f"{display} ({fs_failure(e, display).message})")
+            continue
+        note = ""
+        if last < lines:
+            note = f"\n[cut after line {last} of {lines}; use read_file with offset={last + 1} to read on]"
+        if text and not text.endswith("\n"):
+            text += "\n"
+        parts.append(f"--- {display} ---\n{text}{note}")
+        total += len(text.encode("utf-8", errors="replace"))
+        shown.append(display)
+    out = "\n".join(parts) if parts else "No files were read."
+    if skipped:
+        out += "\n\n[Skipped: " + "; ".join(skipped) + "]"
+    return out, {"files": shown, "skipped": skipped}
+
+
+class ReadManyFiles(Tool):
+    name = "read_many_files"
+    description = (
+        "Read several text files at once. `paths` takes file paths, directories (all their files) and "
+        "glob patterns such as `src/**/*.py`, relative to the workspace root. The result is each file's "
+        "content after a `--- path ---` line. Binary files are skipped, and the total output is capped "
+        f"({MANY_MAX_TOTAL_BYTES // 1024} KiB, {MANY_MAX_FILES} files); what was skipped is listed at "
+        "the end."
+    )
+    parameters = parameters_schema(
+        ["paths"],
+        paths=parameter(
+            "array",
+            "Files, directories or glob patterns (`*`, `?`, `**`, `{a,b}`) to read.",
+            items={"type": "string"},
+            minItems=1,
+        ),
+        exclude=parameter(
+            "array",
+            "Glob patterns of files to leave out, e.g. `*.lock` or `tests/**`.",
+            items={"type": "string"},
+        ),
+    )
+    kind = ToolKind.READ
+
+    def describe(self, args: dict[str, Any]) -> str:
+        paths = args.get("paths")
+        if isinstance(paths, list) and paths:
+            shown = ", ".join(str(p) for p in paths[:3]) + (", …" if len(paths) > 3 else "")
+            return f"Read {shown}"
+        return "Read files"
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        paths = str_list_arg(args, "paths", required=True)
+        exclude = str_list_arg(args, "exclude", required=False)
+        text, data = await in_thread(_read_many, ctx.workspace, paths, exclude)
+        return ToolResult(text=text, data=data)

@@ -1,0 +1,275 @@
+"""Writing tools: write_file and edit. Files are opened through the confined walk and written
+atomically (`_util.atomic_write`: a temporary file renamed over the target), so a crash never leaves
+a truncated file and a hard link to a file outside the workspace is never written through."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any
+
+from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
+from devagent.agent.tools._util import (
+    BINARY_SNIFF_BYTES,
+    atomic_write,
+    bool_arg,
+    count_lines,
+    file_diff,
+    file_status,
+    fs_failure,
+    in_thread,
+    parameter,
+    parameters_schema,
+    read_text,
+    str_arg,
+)
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+
+
+class WriteFile(Tool):
+    name = "write_file"
+    description = (
+        "Write a whole file in the workspace, replacing its content, or create it (and its parent "
+        "directories). Give the complete content: nothing of the old file is kept. To change part of "
+        "an existing file prefer `edit`. The user may be shown a diff and may change the content "
+        "before it is written; the result says so when that happened."
+    )
+    parameters = parameters_schema(
+        ["path", "content"],
+        path=parameter(
+            "string", "The file to write, relative to the workspace root (or absolute inside it)."
+        ),
+        content=parameter("string", "The complete new content of the file."),
+    )
+    kind = ToolKind.EDIT
+
+    def describe(self, args: dict[str, Any]) -> str:
+        return f"Write {args.get('path', '')}"
+
+    def _plan(
+        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None
+    ) -> tuple[Path, str | None, str]:
+        path = str_arg(args, "path")
+        content = str_arg(args, "content", allow_empty=True)
+        real, old = current or _current(ctx.workspace, path)
+        return real, old, content
+
+    async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
+        current = await _client_current(ctx, args)
+        real, old, new = await in_thread(self._plan, args, ctx, current)
+        return file_diff(ctx.workspace, real, old, new)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        current = await _client_current(ctx, args)
+        if current is not None:
+            real, old, proposed = self._plan(args, ctx, current)
+            return await _client_write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
+
+        def work() -> ToolResult:
+            real, old, proposed = self._plan(args, ctx)
+            return _write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
+
+        return await in_thread(work)
+
+
+_Current = tuple[Path, str | None]
+
+
+async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | None:
+    """With a client file backend: the real path the call names and the client's text of it (None
+    when it does not exist). Without one: None (the tool reads the disk itself)."""
+    files = ctx.backends.files
+    if files is None:
+        return None
+    path = str_arg(args, "path")
+    real = await in_thread(ctx.workspace.resolve, path)
+    ctx.workspace.check_writable(real, path)
+    status = await in_thread(file_status, real, ctx.workspace)
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
+    return real, await files.read_text(real)
+
+
+async def _client_write(
+    ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str
+) -> ToolResult:
+    """`_write` through the client's file backend (the editor writes it, into its buffer)."""
+    assert ctx.backends.files is not None
+    content, modified = _content(ctx, proposed)
+    await ctx.backends.files.write_text(real, content)
+    return _written(ctx, real, old, content, modified, verb)
+
+
+def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
+    """The real path a write would replace and its current text (None when it does not exist),
+    read through the confined walk."""
+    real = workspace.resolve(path)
+    workspace.check_writable(real, path)
+    status = file_status(real, workspace)
+    if status is None:
+        return real, None
+    if stat.S_ISDIR(status.st_mode):
+        raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
+    try:
+        return real, read_text(real, workspace)
+    except FileNotFoundError:
+        return real, None
+    except OSError as e:
+        raise fs_failure(e, path) from e
+
+
+def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
+    """What is written: the proposed content or the user's version of it, and whether the
+    user changed it."""
+    modified = ctx.new_content is not None and ctx.new_content != proposed
+    content = ctx.new_content if ctx.new_content is not None else proposed
+    if content is None:  # pragma: no cover - callers pass one of the two
+        raise ToolFailure("there is no content to write", "invalid_arguments")
+    return content, modified
+
+
+def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
+    """Writes the proposed content, or the user's version of it, and describes the change."""
+    content, modified = _content(ctx, proposed)
+    try:  # a crash leaves the old file or the new one; written through the confined walk
+        atomic_write(real, content, ctx.workspace)
+    except OSError as e:
+        raise fs_failure(e, ctx.workspace.display(real)) from e
+    return _written(ctx, real, old, content, modified, verb)
+
+
+def _written(
+    ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool, verb: str
+) -> ToolResult:
+    display = ctx.workspace.display(real)
+    n = count_lines(content)
+    text = f"{verb} {display} ({n} line{'' if n == 1 else 's'})."
+    if modified:
+        text += (
+            " The user modified the proposed content before it was written; read the file again "
+            "before editing it further."
+        )
+    diff: FileDiff = file_diff(ctx.workspace, real, old, content)
+    return ToolResult(text=text, diff=diff, data={"path": display, "user_modified": modified})
+
+
+class Edit(Tool):
+    name = "edit"
+    description = (
+        "Replace exact text in a file. `old_string` must match the file's current content exactly "
+        "(whitespace and indentation included) and, unless `replace_all` is true, exactly once: include "
+        "enough surrounding lines to make it unique. Read the file first. To create a new file, give "
+        "an empty `old_string` and the content as `new_string`. The user may be shown a diff and may "
+        "change the result before it is written."
+    )
+    parameters = parameters_schema(
+        ["path", "old_string", "new_string"],
+        path=parameter(
+            "string", "The file to change, relative to the workspace root (or absolute inside it)."
+        ),
+        old_string=parameter(
+            "string", "The exact text to replace. Empty only to create a file that does not exist."
+        ),
+        new_string=parameter("string", "The text to put in its place."),
+        replace_all=parameter("boolean", "Replace every occurrence instead of exactly one. Default false."),
+    )
+    kind = ToolKind.EDIT
+
+    def describe(self, args: dict[str, Any]) -> str:
+        return f"Edit {args.get('path', '')}"
+
+    def _plan(
+        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None
+    ) -> tuple[Path, str | None, str, int]:
+        """(real path, old content or None, new content, replacements) or a ToolFailure."""
+        path = str_arg(args, "path")
+        old_string = str_arg(args, "old_string", allow_empty=True)
+        new_string = str_arg(args, "new_string", allow_empty=True)
+        replace_all = bool_arg(args, "replace_all", False)
+        real, content_or_none = current or _current(ctx.workspace, path)
+        if content_or_none is None:
+            if old_string == "":
+                return real, None, new_string, 1
+            raise ToolFailure(
+                f"{path!r} does not exist. To create it, call edit with an empty old_string "
+                "(or use write_file).",
+                "not_found",
+            )
+        content = content_or_none
+        if "\x00" in content[:BINARY_SNIFF_BYTES]:
+            raise ToolFailure(f"{path!r} is a binary file; it cannot be edited", "binary_file")
+        if old_string == "":
+            raise ToolFailure(
+                f"{path!r} already exists; an empty old_string only creates new files. Give the text "
+                "to replace, or use write_file to replace the whole file.",
+                "file_exists",
+            )
+        if old_string == new_string:
+            raise ToolFailure(
+                "old_string and new_string are the same; nothing would change", "edit_no_change"
+            )
+        count = content.count(old_string)
+        if count == 0 and "\r\n" in content and "\r\n" not in old_string and "\n" in old_string:
+            # The file has Windows line endings and the model wrote Unix ones.
+            old_string = old_string.replace("\n", "\r\n")
+            new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = content.count(old_string)
+        if count == 0:
+            raise ToolFailure(
+                f"old_string not found in {path}; read the file again and copy the exact text to replace "
+                "(whitespace and indentation included).",
+                "edit_no_match",
+            )
+        if count > 1 and not replace_all:
+            raise ToolFailure(
+                f"old_string found {count} times in {path}; give more surrounding context to make it "
+                "unique, or set replace_all to true to replace every occurrence.",
+                "edit_multiple_matches",
+            )
+        new = (
+            content.replace(old_string, new_string)
+            if replace_all
+            else content.replace(old_string, new_string, 1)
+        )
+        return real, content, new, count if replace_all else 1
+
+    async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
+        current = await _client_current(ctx, args)
+        real, old, new, _n = await in_thread(self._plan, args, ctx, current)
+        return file_diff(ctx.workspace, real, old, new)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        current = await _client_current(ctx, args)
+        if current is None:
+            return await in_thread(self._run, args, ctx)
+        plan = self._change(args, ctx, current)
+        result = await _client_write(ctx, *plan[:4])
+        return self._say(result, plan[4], plan[1])
+
+    def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        real, old, proposed, verb, n = self._change(args, ctx, None)
+        return self._say(_write(ctx, real, old, proposed, verb), n, old)
+
+    def _change(
+        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None
+    ) -> tuple[Path, str | None, str | None, str, int | None]:
+        """(real path, old content, proposed content, verb, replacements or None)."""
+        if ctx.new_content is not None:
+            # The user's whole new file replaces the proposal; the edit need not apply any more.
+            path = str_arg(args, "path")
+            real, old = current or _current(ctx.workspace, path)
+            try:
+                proposed: str | None = self._plan(args, ctx, (real, old))[2]
+            except ToolFailure:
+                proposed = None  # the edit no longer applies: whatever the user wrote is theirs
+            return real, old, proposed, "Edited" if old is not None else "Created", None
+        real, old, new, n = self._plan(args, ctx, current)
+        return real, old, new, "Created" if old is None else "Edited", n
+
+    @staticmethod
+    def _say(result: ToolResult, n: int | None, old: str | None) -> ToolResult:
+        if n is None:
+            return result
+        if old is not None:
+            result.text = result.text.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
+        return result
