@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.childenv import check_env_pass
+from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
@@ -43,6 +44,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
+    "edit_tools": ("DEVAGENT_EDIT_TOOLS", "edit_tools"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
@@ -248,6 +250,10 @@ def load_config(
         config.outbound_networks()
     except ValueError as e:
         raise ConfigError(f"outbound_allow (DEVAGENT_OUTBOUND_ALLOW): {e}") from None
+    try:
+        config.edit_tools = check_edit_tools(config.edit_tools)
+    except ValueError as e:
+        raise ConfigError(f"{e} (DEVAGENT_EDIT_TOOLS, edit_tools in the settings file)") from None
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if not config.lease_seconds > 0:

@@ -42,6 +42,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.inputs import CancelWaiting
 from devagent.agent.model_errors import describe as describe_model_error
+from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
@@ -84,7 +85,9 @@ class Session:
         self._tools: dict[str, Tool] = builtin_tools()
         self._label: str | None = None  # the running turn's label (see `advance`)
         self.runner = TurnRunner(self)
-        self.instructions = prompt.Instructions(self.workspace, core.config.memory_file)
+        self.instructions = prompt.Instructions(
+            self.workspace, core.config.memory_file, core.config.sandbox_network
+        )
 
     # --- what the session is -----------------------------------------------------------------
 
@@ -127,8 +130,11 @@ class Session:
         return self.runner.busy
 
     def tools(self) -> dict[str, Tool]:
-        """The tools the core runs: the built-ins and the tools of the session's ready MCP servers."""
-        return {**self.core.mcp.tools_for(self), **self._tools}
+        """The tools the core runs: the built-ins the session's model is offered (its family's
+        editing tools) and the tools of the session's ready MCP servers."""
+        hidden = hidden_tools(self.model_name, self.config.edit_tools)
+        builtin = {name: tool for name, tool in self._tools.items() if name not in hidden}
+        return {**self.core.mcp.tools_for(self), **builtin}
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         defs = [{**t.definition(), "kind": t.kind.value} for t in self.tools().values()]

@@ -59,6 +59,10 @@ class CoreConfig:
     command_memory_mb: int = 4096
     command_processes: int = 1024
     memory_file: str = "AGENTS.md"
+    # Which editing tools models get: auto (by model family: apply_patch for OpenAI's GPT and
+    # codex models, edit for the others, both for the scripted and demo models) | edit |
+    # apply_patch | both.
+    edit_tools: str = "auto"
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
     # A process changes a session only while it holds the session's lease in the database; a
     # running turn renews it every third of this. A process that died is replaced after this long

@@ -133,6 +133,9 @@ class SessionState:
     # the session so that the prompt, and the provider's cache of it, stays the same across
     # midnight. "" in sessions stored before it was kept: the first request sets it.
     started_on: str = ""
+    # What the prompt says of the environment (OS, roots, git, sandbox), taken at the first
+    # request and kept, for the same reason.
+    environment: str = ""
     # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
     # only when tracing is on): the turn that resumes after a pause links to it, in any process.
     trace_context: str = ""
@@ -169,6 +172,7 @@ class SessionState:
             "extra": self.extra,
             "identity": self.identity,
             "started_on": self.started_on,
+            "environment": self.environment,
             **({"trace_context": self.trace_context} if self.trace_context else {}),
         }
 
@@ -199,5 +203,6 @@ class SessionState:
             extra=dict(d.get("extra", {})),
             identity=str(d.get("identity", "")),
             started_on=str(d.get("started_on", "")),
+            environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
         )
