@@ -436,6 +436,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         """A plain client answers a permission request in words, on the waiting task: `yes`,
         `always`, or `no` with feedback become the decisions; other text refuses the calls with
         the user's words for the model (`plain.parse_answer`)."""
+        # late: only plain clients answering in words need the parser
         from devagent.a2a.plain import parse_answer
 
         session = await self.devagent.core.inspect(session_id_for(owner_of(context), task.context_id))

@@ -22,6 +22,7 @@ from pydantic_ai import messages as pm
 from devagent.agent import compact, prompt, timeline, traces, transcript
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
+from devagent.agent.commands import parse_command_line, run_command
 from devagent.agent.events import (
     Event,
     Input,
@@ -279,8 +280,6 @@ class Session:
         if isinstance(inp, CancelWaiting) or self.runner.cancelled.is_set():
             raise _Cancelled()
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
-            from devagent.agent.commands import parse_command_line
-
             inp = parse_command_line(inp.text) or inp
         if isinstance(inp, RunCommand):
             prompt_text = await self._run_command(inp, emit)
@@ -303,8 +302,6 @@ class Session:
 
     async def _run_command(self, inp: RunCommand, emit: Emit) -> str | None:
         """A slash command: its prompt to run through the model, or None when it ended the turn."""
-        from devagent.agent.commands import run_command
-
         prompt_text = await run_command(self, inp, emit)
         if prompt_text is None:
             if self.calls.waiting():  # a command does not end a pause
