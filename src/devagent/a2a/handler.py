@@ -39,7 +39,6 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
-from pydantic_ai import messages as pm
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
@@ -51,7 +50,6 @@ from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
 from devagent.agent.events import InputError, Resume
-from devagent.agent.transcript import answers_from
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -213,6 +211,10 @@ def _input_at(task: Task, messages: list[Any]) -> int | None:
             if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str):
                 ids.add(d["tool_call_id"])
     text = "\n".join(p.text for p in told.parts if p.WhichOneof("content") == "text")
+    # late: pydantic-ai takes a second to import; the server starts without it (a read of a
+    # task whose process died has loaded its session, and so pydantic-ai, already)
+    from pydantic_ai import messages as pm
+
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if not isinstance(m, pm.ModelRequest):
@@ -589,6 +591,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
         input of the turn that stopped) that the history lacks is added, with the messageId it
         was streamed with (`Emitter.answer_begins`). Returns the text of the last of these
         answers (the turn's reply, when it finished). Derived at every read, like the status."""
+        # late: the transcript's module loads pydantic-ai, which the server starts without
+        from devagent.agent.transcript import answers_from
+
         _to_history(task)
         start = _input_at(task, await session.messages())
         if start is None:
