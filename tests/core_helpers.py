@@ -3,6 +3,7 @@ texts) that the tests of every door give it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,23 @@ def assert_read_the_readme(events: list[Any], thought: str, answer: str) -> Turn
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.reason == "finished"
     return end
+
+
+def task_call(description: str, prompt: str, cid: str, agent: str | None = None) -> dict[str, Any]:
+    """A scripted-model `task` call item: a subagent for `prompt` (which begins with the prefix of
+    the subagent's conversation in the script, see `write_script`)."""
+    args: dict[str, Any] = {"description": description, "prompt": prompt}
+    if agent is not None:
+        args["agent"] = agent
+    return call("task", args, cid)
+
+
+def write_script(path: Path, steps: list[Any], conversations: dict[str, list[Any]] | None = None) -> str:
+    """A scripted-model file at `path` with the parent's `steps` and, for each prefix of
+    `conversations`, the steps of the conversations whose first prompt starts with it (a
+    subagent's); its `scripted:FILE` spec."""
+    data: dict[str, Any] = {"steps": steps}
+    if conversations:
+        data["conversations"] = [{"first_prompt": k, "steps": v} for k, v in conversations.items()]
+    path.write_text(json.dumps(data))
+    return f"scripted:{path}"

@@ -34,6 +34,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "allowed_approval_modes": ("DEVAGENT_ALLOWED_APPROVAL_MODES", "allowed_approval_modes"),
     "allow_client_model": ("DEVAGENT_ALLOW_CLIENT_MODEL", "allow_client_model"),
     "max_steps": ("DEVAGENT_MAX_STEPS", "max_steps"),
+    "subagents_parallel": ("DEVAGENT_SUBAGENTS_PARALLEL", "subagents_parallel"),
+    "subagent_depth": ("DEVAGENT_SUBAGENT_DEPTH", "subagent_depth"),
+    "subagent_workspace_models": ("DEVAGENT_SUBAGENT_WORKSPACE_MODELS", "subagent_workspace_models"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
@@ -256,6 +259,10 @@ def load_config(
         raise ConfigError(f"{e} (DEVAGENT_EDIT_TOOLS, edit_tools in the settings file)") from None
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
+    if config.subagents_parallel < 1:
+        raise ConfigError("subagents_parallel (DEVAGENT_SUBAGENTS_PARALLEL) must be at least 1")
+    if config.subagent_depth < 0:
+        raise ConfigError("subagent_depth (DEVAGENT_SUBAGENT_DEPTH) must be 0 or more")
     if not config.lease_seconds > 0:
         raise ConfigError("lease_seconds must be a positive number of seconds (DEVAGENT_LEASE_SECONDS)")
     return config

@@ -62,6 +62,7 @@ def test_g2_builtin_tools_registry() -> None:
         "run_shell_command",
         "save_memory",
         "write_todos",
+        "task",
     }
     for name, tool in TOOLS.items():
         assert tool.name == name

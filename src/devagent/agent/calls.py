@@ -27,7 +27,7 @@ from devagent.agent.events import (
 from devagent.agent.serial import confirmation_to_json
 from devagent.agent.state import CallResult, PendingCall
 from devagent.agent.timeline import call_view
-from devagent.agent.tools.base import Tool, ToolFailure
+from devagent.agent.tools.base import Tool, ToolFailure, ToolWaits
 from devagent.agent.tools.client import validate_arguments
 from devagent.agent.transcript import json_text
 from devagent.common.faults import crash_point
@@ -142,6 +142,11 @@ class StepCalls:
         to_run: list[tuple[PendingCall, str | None]] = []
         for d in inp.decisions:
             p = pending[d.call_id]
+            if p.via:
+                self._relay_answer(
+                    p, d.option, {"option": d.option, "new_content": d.new_content, "feedback": d.feedback}
+                )
+                continue
             if d.option in ("cancel", "cancel_always"):
                 self._decline(p, d.option, d.feedback)
                 emit(ToolCallUpdate(call_view(p)))
@@ -152,13 +157,42 @@ class StepCalls:
             to_run.append((p, d.new_content))
         for r in inp.results:
             p = pending[r.call_id]
+            if p.via:
+                self._relay_answer(p, "", {"output": r.output, "error": r.error})
+                continue
             self._take_result(p, r)
             traces.not_run(p, "client")
             emit(ToolCallUpdate(call_view(p)))
+        to_run += [(p, None) for p in self._relays_answered()]
         new_content = {p.id: c for p, c in to_run}
         calls = [p for p, _ in to_run]
         await self.checkpoint(calls, new_content)
         return calls, new_content
+
+    def _relay_answer(self, p: PendingCall, option: str, answer: dict[str, Any]) -> None:
+        """An answer to a subagent's question: kept for its `task` call, which passes it on when it
+        runs again. An "always" answer holds in this session too (for the subagents it starts
+        later), as it does in the subagent's."""
+        state = self.session.state
+        if option in _GRANT_OPTIONS:
+            approval.grant(ToolKind(p.kind), p.name, p.args, state, option)
+        elif option == "cancel_always":
+            approval.refuse(ToolKind(p.kind), p.name, p.args, state)
+        p.answer = answer
+        declined = option in ("cancel", "cancel_always")
+        p.status = (ToolCallStatus.CANCELLED if declined else ToolCallStatus.SUCCEEDED).value
+        p.result = CallResult("answered; passed on to the subagent")
+
+    def _relays_answered(self) -> list[PendingCall]:
+        """The `task` calls whose subagent's questions are all answered now: they run again."""
+        pending = self.session.state.pending
+        ready = []
+        for p in pending:
+            if p.needs == "relay" and p.result is None:
+                if not any(q.via == p.id and q.result is None for q in pending):
+                    p.needs = ""
+                    ready.append(p)
+        return ready
 
     def _decline(self, p: PendingCall, option: str, feedback: str | None) -> None:
         state = self.session.state
@@ -230,12 +264,15 @@ class StepCalls:
             call.live_output = text
             emit(ToolCallUpdate(dataclasses.replace(call)))
 
-        ctx = self.session.tool_context(p, live=live, new_content=new_content)
+        ctx = self.session.tool_context(p, live=live, new_content=new_content, emit=emit)
         checkpoint = self._checkpoints.pop(p.id, None)  # taken and stored before the step's calls ran
         try:
             crash_point("session.tool_running")
             result = await tool.run(p.args, ctx)
             crash_point("session.tool_ran")
+        except ToolWaits as w:
+            self._relay(p, w.questions)
+            return
         except ToolFailure as f:
             p.status = ToolCallStatus.FAILED.value
             p.result = CallResult.error(f.message, f.type)
@@ -256,6 +293,15 @@ class StepCalls:
         await checkpoints.after_edit(self.session, checkpoint)
         self.session.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(call_view(p, live_output=call.live_output)))
+
+    def _relay(self, p: PendingCall, questions: list[PendingCall]) -> None:
+        """The call waits for answers to questions it relays (its subagent's): they join the
+        step's waiting calls (the answered ones of an earlier pause are replaced). Each was shown
+        already, as the subagent's nested call."""
+        p.needs = "relay"
+        state = self.session.state
+        ids = {q.id for q in questions}
+        state.pending = [q for q in state.pending if q.id not in ids] + questions
 
     # --- closing ------------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from devagent.agent.driver import Drivable
+
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from devagent.agent.mcp import McpManager
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
+    from devagent.agent.tools.backends import ToolBackends
     from devagent.agent.tools.base import Tool, ToolContext, Workspace
     from devagent.store.db import Store
 
@@ -95,6 +98,22 @@ class SessionContext(Protocol):
     def refresh_memory(self) -> str: ...
 
 
+class ChildSession(Drivable, Protocol):
+    """What the `task` tool needs of a subagent's session (`Session` is the one implementation)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    async def messages(self) -> list[pm.ModelMessage]: ...
+
+    def use_backends(self, backends: ToolBackends) -> None: ...
+
+    def waiting_calls(self) -> list[ToolCall]: ...
+
+
 class CoreServices(Protocol):
     """What a session needs of the core that owns it (`AgentCore` is the one implementation)."""
 
@@ -120,9 +139,16 @@ class CoreServices(Protocol):
 
     def context_tokens(self, spec: str) -> int: ...
 
-    async def check_budget(self, identity: str, session_id: str) -> bool:
-        """Admit a turn within its caller's budget (True when a turn slot was taken for it)."""
+    async def check_budget(self, identity: str, session_id: str, *, slot: bool = True) -> bool:
+        """Admit a turn within its caller's budget (True when a turn slot was taken for it;
+        `slot=False`: a subagent's turn, part of its parent's, takes none)."""
         ...
+
+    async def create_child(self, session_id: str, state: SessionState) -> ChildSession:
+        """A subagent's session, stored with the state its parent prepared."""
+        ...
+
+    async def get_session(self, session_id: str) -> ChildSession | None: ...
 
     async def tokens_spent(self, identity: str) -> str:
         """Why a caller may make no more model requests today ("" if it may)."""

@@ -93,13 +93,15 @@ class AgentCore:
             self.models[spec] = model
         return model
 
-    async def check_budget(self, identity: str, session_id: str) -> bool:
+    async def check_budget(self, identity: str, session_id: str, *, slot: bool = True) -> bool:
         """Admit a turn of a caller (a new one, or one going on after a pause) within its
         budget: its day's tokens are not spent, and one of its concurrent-turn slots is free
         (taken now, in the store, for the turn; True when a slot was taken). Else refused with
         InputError `budget_exceeded`, which every door turns into its protocol's error, and a
-        log line."""
+        log line. A subagent's turn (`slot=False`) runs within its parent's and takes no slot."""
         _, turns = self.config.budget_for(identity)
+        if not slot:
+            turns = 0
         message = await self.tokens_spent(identity)
         if not message and turns > 0:
             slots = self.store.slots
@@ -208,9 +210,6 @@ class AgentCore:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
         an id no other process can know yet (its turn would wait for the lease until it expires)."""
-        # late: pydantic-ai; `devagent serve` opens its core before a thread has loaded it
-        from devagent.agent.session import Session
-
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
             if not Path(r).is_dir():
@@ -225,6 +224,17 @@ class AgentCore:
             identity=identity,
             started_on=time.strftime("%Y-%m-%d"),
         )
+        return await self._create(session_id, state, leased=leased)
+
+    async def create_child(self, session_id: str, state: SessionState) -> Session:
+        """A subagent's session (`devagent.agent.subagents`), stored with the state its parent
+        prepared (its roots, mode and tools already no wider than the parent's)."""
+        return await self._create(session_id, state, leased=False)
+
+    async def _create(self, session_id: str | None, state: SessionState, *, leased: bool) -> Session:
+        # late: pydantic-ai; `devagent serve` opens its core before a thread has loaded it
+        from devagent.agent.session import Session
+
         sid = session_id or str(uuid.uuid4())
         # Under the id's lock, which get_session loads under: otherwise two first messages of one
         # conversation (get_session found nothing for either) made two live objects for one id,
@@ -270,7 +280,7 @@ class AgentCore:
             row = await self.store.load_session(session_id)
             if row is None:
                 return None
-            from devagent.agent.session import Session  # late: as in create_session
+            from devagent.agent.session import Session  # late: pydantic-ai, as in _create
 
             # A turn found running may run in another process right now: it is settled (if its
             # process died) when this process takes the session's lease, never on a mere load.

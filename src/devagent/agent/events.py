@@ -120,6 +120,9 @@ class ToolCall:
     confirmation: ConfirmationRequest | None = None
     # Set when the call waits for the client that supplied the tool to run it.
     awaiting_client: bool = False
+    # Set for a call a subagent makes: the id of the call it runs under (the parent's `task`
+    # call, whose id prefixes this call's own: "task-call/subagent-call").
+    parent_call_id: str | None = None
 
     def option_ids(self) -> list[str]:
         """The ids of its permission request's options (none when it asks nothing)."""

@@ -29,8 +29,8 @@ def _validate_answers(inp: Resume, state: SessionState) -> None:
             "nothing is waiting for an answer in this session (it was answered already, or the turn ended)",
             "not_waiting",
         )
-    waiting = {p.id: p for p in state.pending if p.needs and p.result is None}
-    answered = {p.id for p in state.pending if p.id not in waiting}
+    waiting = {p.id: p for p in state.pending if p.needs in ("permission", "client") and p.result is None}
+    answered = {p.id for p in state.pending if p.id not in waiting and p.needs != "relay"}
     for d in inp.decisions:
         p = _waiting_call(waiting, answered, d.call_id, "permission")
         if p.needs != "permission":

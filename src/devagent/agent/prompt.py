@@ -87,6 +87,7 @@ class Instructions:
             memory=self._memory,
             memory_file=self.memory_file,
             nested_guides=self._nested,
+            role=state.subagent_of.prompt if state.subagent_of is not None else "",
         )
         return build_system_prompt(inputs)
 

@@ -164,9 +164,11 @@ def parse_script(data: Any) -> list[Step]:
 
 def _parse_steps(data: Any) -> list[Step]:
     if isinstance(data, dict):
-        unknown = set(data) - {"steps"}
+        unknown = set(data) - {"steps", "conversations"}
         if unknown:
-            raise _Invalid(f"$.{sorted(unknown)[0]}", "unknown key (a script has only 'steps')")
+            raise _Invalid(
+                f"$.{sorted(unknown)[0]}", "unknown key (a script has 'steps' and 'conversations')"
+            )
         if "steps" not in data:
             raise _Invalid("$", "missing 'steps'")
         data = data["steps"]
@@ -177,6 +179,35 @@ def _parse_steps(data: Any) -> list[Step]:
     if not data:
         raise _Invalid("steps", "the script has no steps")
     return [_parse_step(step, f"steps[{i}]") for i, step in enumerate(data)]
+
+
+Conversations = list[tuple[str, list[Step]]]
+
+
+def parse_conversations(data: Any) -> Conversations:
+    """A script's `conversations` (`[{"first_prompt": PREFIX, "steps": [...]}]`): the steps of each
+    conversation whose first user prompt starts with PREFIX (a subagent's, say), in order; none
+    when the script has no such key. Raises `ModelConfigError` like `parse_script`."""
+    if not isinstance(data, dict) or "conversations" not in data:
+        return []
+    try:
+        items = data["conversations"]
+        if not isinstance(items, list):
+            raise _Invalid("conversations", "must be a list")
+        out: Conversations = []
+        for i, item in enumerate(items):
+            path = f"conversations[{i}]"
+            obj = _object(item, path, required={"first_prompt", "steps"}, optional=set())
+            prefix = obj["first_prompt"]
+            if not isinstance(prefix, str) or not prefix:
+                raise _Invalid(f"{path}.first_prompt", "must be a non-empty string")
+            steps = obj["steps"]
+            if not isinstance(steps, list) or not steps:
+                raise _Invalid(f"{path}.steps", "must be a non-empty list of steps")
+            out.append((prefix, [_parse_step(st, f"{path}.steps[{j}]") for j, st in enumerate(steps)]))
+        return out
+    except _Invalid as e:
+        raise ModelConfigError(f"invalid script at {e.path}: {e.problem}") from None
 
 
 def _parse_step(step: Any, path: str) -> Step:
@@ -292,6 +323,16 @@ def count_responses(messages: Sequence[ModelMessage]) -> int:
     return answers(messages)
 
 
+def first_user_prompt(messages: Sequence[ModelMessage]) -> str:
+    """The text of the first user prompt in the history ('' if none)."""
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    return part.content if isinstance(part.content, str) else ""
+    return ""
+
+
 def last_user_prompt(messages: Sequence[ModelMessage]) -> str:
     """The text of the last user prompt in the history ('' if none)."""
     for message in reversed(messages):
@@ -373,8 +414,10 @@ class ScriptedModel(Model):
         source: str = "<script>",
         model_name: str | None = None,
         settings: ModelSettings | None = None,
+        conversations: Conversations | None = None,
     ) -> None:
         self._steps = list(steps)
+        self._conversations = list(conversations or [])
         self._source = source
         self._model_name = model_name or f"scripted:{Path(source).name}"
         self._fill_placeholders = True
@@ -397,9 +440,10 @@ class ScriptedModel(Model):
             ) from None
         try:
             steps = parse_script(data)
+            conversations = parse_conversations(data)
         except ModelConfigError as e:
             raise ModelConfigError(f"scripted model: {path}: {e}") from None
-        return cls(steps, source=str(path))
+        return cls(steps, source=str(path), conversations=conversations)
 
     @property
     def steps(self) -> list[Step]:
@@ -416,15 +460,24 @@ class ScriptedModel(Model):
     def select_step(
         self, messages: Sequence[ModelMessage], parameters: ModelRequestParameters
     ) -> tuple[int, Step]:
-        """The step to play for this history: `(number, items)`. Subclasses may choose otherwise."""
+        """The step to play for this history: `(number, items)`, from the steps of the first of the
+        script's `conversations` whose prefix starts the history's first prompt, else from its
+        `steps`. Subclasses may choose otherwise."""
         n = count_responses(messages)
-        if n >= len(self._steps):
+        steps, which = self._steps, ""
+        if self._conversations:
+            first = first_user_prompt(messages)
+            for prefix, conversation in self._conversations:
+                if first.startswith(prefix):
+                    steps, which = conversation, f" (conversation {prefix!r})"
+                    break
+        if n >= len(steps):
             raise ModelAPIError(
                 self._model_name,
-                f"scripted model: {self._source} has no step {n} "
-                f"(it has {len(self._steps)} step{'s' if len(self._steps) != 1 else ''}, numbered from 0)",
+                f"scripted model: {self._source}{which} has no step {n} "
+                f"(it has {len(steps)} step{'s' if len(steps) != 1 else ''}, numbered from 0)",
             )
-        return n, self._steps[n]
+        return n, steps[n]
 
     async def request(
         self,

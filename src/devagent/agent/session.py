@@ -47,6 +47,7 @@ from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
+from devagent.agent.subagents import Subagents
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, Workspace
@@ -82,8 +83,12 @@ class Session:
         self.workspace = Workspace([Path(r) for r in state.workspace_roots], core.config.protected_paths())
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
-        self.admission = Admission(self.record, lambda: core.check_budget(self.state.identity, self.id))
+        self.admission = Admission(
+            self.record,
+            lambda: core.check_budget(self.state.identity, self.id, slot=self.state.subagent_of is None),
+        )
         self._tools: dict[str, Tool] = builtin_tools()
+        self.subagents = Subagents(self)
         self._label: str | None = None  # the running turn's label (see `advance`)
         self.runner = TurnRunner(self)
         self.instructions = prompt.Instructions(
@@ -132,10 +137,20 @@ class Session:
 
     def tools(self) -> dict[str, Tool]:
         """The tools the core runs: the built-ins the session's model is offered (its family's
-        editing tools) and the tools of the session's ready MCP servers."""
+        editing tools; `task` while the session may start subagents) and the tools of the
+        session's ready MCP servers; a subagent's, only those its type gave it."""
         hidden = hidden_tools(self.model_name, self.config.edit_tools)
         builtin = {name: tool for name, tool in self._tools.items() if name not in hidden}
-        return {**self.core.mcp.tools_for(self), **builtin}
+        if "task" in builtin:
+            if self.subagents.may_delegate():
+                builtin["task"] = self.subagents.tool()
+            else:
+                del builtin["task"]
+        tools = {**self.core.mcp.tools_for(self), **builtin}
+        link = self.state.subagent_of
+        if link is not None:
+            tools = {name: tool for name, tool in tools.items() if name in link.tools}
+        return tools
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         defs = [{**t.definition(), "kind": t.kind.value} for t in self.tools().values()]
@@ -144,7 +159,14 @@ class Session:
 
     def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
         return ToolContext.for_call(
-            self.core.config, self.workspace, self.state, call, self.runner.cancelled, self.backends, **kw
+            self.core.config,
+            self.workspace,
+            self.state,
+            call,
+            self.runner.cancelled,
+            self.backends,
+            subagents=self.subagents,
+            **kw,
         )
 
     def use_backends(self, backends: ToolBackends) -> None:
@@ -153,7 +175,13 @@ class Session:
         self.backends = backends
 
     def waiting_calls(self) -> list[ToolCall]:
-        return [timeline.call_view(p) for p in self.state.pending if p.needs and p.result is None]
+        """The calls that wait for an answer (a `task` call waiting on its subagent's questions is
+        not one: those questions are)."""
+        return [
+            timeline.call_view(p)
+            for p in self.state.pending
+            if p.needs and p.needs != "relay" and p.result is None
+        ]
 
     # --- the transcript and what readers show ------------------------------------------------
 
@@ -315,6 +343,7 @@ class Session:
         """A new prompt: a pause it interrupts is closed, the prompt goes into the transcript."""
         messages = await self.messages()
         if self.calls.waiting():
+            await self.subagents.abandon(self.state.pending)
             self.calls.close_open("the user sent a new message instead of answering", "cancelled")
             for p in self.state.pending:
                 emit(ToolCallUpdate(timeline.call_view(p)))
@@ -448,6 +477,7 @@ class Session:
         return response
 
     async def _after_cancel(self, emit: Emit) -> None:
+        await self.subagents.abandon(self.state.pending)
         self.calls.close_open("the user cancelled the turn", "cancelled")
         for p in self.state.pending:
             emit(ToolCallUpdate(timeline.call_view(p)))

@@ -36,6 +36,13 @@ class CoreConfig:
     allowed_approval_modes: tuple[str, ...] = ()
     allow_client_model: bool = True  # may a client pick the model of its session
     max_steps: int = 50  # model requests per turn
+    # Subagents (the `task` tool, devagent/agent/subagents.py): how many of one step's `task` calls
+    # run at once, how deep subagents may nest (0: no `task` tool; 1: a session's subagents start
+    # none of their own), and whether a workspace's subagent types may choose their model (the
+    # types in the user's config folder always may).
+    subagents_parallel: int = 4
+    subagent_depth: int = 1
+    subagent_workspace_models: bool = False
     shell_timeout: float = 120.0
     # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is

@@ -72,14 +72,23 @@ class PendingCall:
     args: dict[str, Any]
     kind: str
     description: str = ""
-    needs: str = ""  # "" (runs), "permission", "client"
+    # "" (runs), "permission", "client"; "relay": the call waits for the answers to the questions
+    # it relayed (a subagent's), and runs again once they are answered
+    needs: str = ""
     granted: bool = False  # runs unasked under a prefix grant ("git status")
     confirmation: dict[str, Any] | None = None  # the ConfirmationRequest, as stored
     status: str = "PENDING"
     result: CallResult | None = None
+    # A question relayed from a subagent (never the model's own call): `via` is the id of the call
+    # of this session that relayed it (its `task` call), `parent_call` the call a door shows it
+    # under, and `answer` the answer given, which `via` passes on when it runs again. Its id is
+    # `via` + "/" + the id the subagent knows it by.
+    via: str = ""
+    parent_call: str = ""
+    answer: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "name": self.name,
             "args": self.args,
@@ -91,11 +100,55 @@ class PendingCall:
             "status": self.status,
             "result": None if self.result is None else self.result.to_json(),
         }
+        if self.via:
+            out.update(via=self.via, parent_call=self.parent_call, answer=self.answer)
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PendingCall:
         result = d.get("result")
         return cls(**{**d, "result": None if result is None else CallResult.from_json(result)})
+
+
+@dataclass(slots=True)
+class SubagentOf:
+    """What makes a session a subagent: the session and the `task` call that started it, its type,
+    how deep it is (1: a child of a top-level session), and the tools it may use (fixed at its
+    start, never more than its parent had)."""
+
+    session: str
+    call: str
+    agent: str
+    description: str
+    depth: int
+    tools: list[str]
+    refused: list[str] = field(default_factory=list)  # tools the type asked for and did not get
+    prompt: str = ""  # the type's instructions
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "call": self.call,
+            "agent": self.agent,
+            "description": self.description,
+            "depth": self.depth,
+            "tools": self.tools,
+            "refused": self.refused,
+            "prompt": self.prompt,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SubagentOf:
+        return cls(
+            session=str(d["session"]),
+            call=str(d["call"]),
+            agent=str(d.get("agent", "")),
+            description=str(d.get("description", "")),
+            depth=int(d.get("depth", 1)),
+            tools=[str(t) for t in d.get("tools", [])],
+            refused=[str(t) for t in d.get("refused", [])],
+            prompt=str(d.get("prompt", "")),
+        )
 
 
 @dataclass(slots=True)
@@ -139,6 +192,8 @@ class SessionState:
     # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
     # only when tracing is on): the turn that resumes after a pause links to it, in any process.
     trace_context: str = ""
+    # Set for a subagent's session (the `task` tool's child); None for a session a door opened.
+    subagent_of: SubagentOf | None = None
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -174,6 +229,7 @@ class SessionState:
             "started_on": self.started_on,
             "environment": self.environment,
             **({"trace_context": self.trace_context} if self.trace_context else {}),
+            **({"subagent_of": self.subagent_of.to_json()} if self.subagent_of is not None else {}),
         }
 
     @classmethod
@@ -205,4 +261,5 @@ class SessionState:
             started_on=str(d.get("started_on", "")),
             environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
+            subagent_of=SubagentOf.from_json(d["subagent_of"]) if d.get("subagent_of") else None,
         )

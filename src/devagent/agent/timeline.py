@@ -54,6 +54,7 @@ def call_view(p: PendingCall, live_output: str | None = None) -> ToolCall:
         error=error,
         confirmation=confirmation_from_json(p.confirmation) if p.confirmation else None,
         awaiting_client=p.needs == "client" and r is None,
+        parent_call_id=p.parent_call or None,
     )
 
 

@@ -74,6 +74,7 @@ def append_tool_returns(
 ) -> None:
     """A finished step's results as the tool-return request the model reads next (each result
     cut to fit the model's context window)."""
+    calls = [p for p in calls if not p.via]  # a subagent's questions are not the model's calls
     if not calls:
         return
     parts: list[pm.ModelRequestPart] = []

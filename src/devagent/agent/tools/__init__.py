@@ -12,6 +12,7 @@ def builtin_tools() -> dict[str, Tool]:
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
     from devagent.agent.tools.shell import RunShellCommand
+    from devagent.agent.tools.task import Task
     from devagent.agent.tools.todo import WriteTodos
     from devagent.agent.tools.write import Edit, WriteFile
 
@@ -26,6 +27,7 @@ def builtin_tools() -> dict[str, Tool]:
         RunShellCommand(),
         SaveMemory(),
         WriteTodos(),
+        Task(),
     ]
     return {t.name: t for t in tools}
 

@@ -17,10 +17,11 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from devagent.agent.events import (
     ConfirmationDetails,
+    Event,
     FileDiff,
     GenericDetails,
     ToolKind,
@@ -40,6 +41,22 @@ class ToolFailure(Exception):
         super().__init__(message)
         self.message = message
         self.type = type
+
+
+class ToolWaits(Exception):
+    """A call that cannot finish before questions it relays are answered (its subagent's
+    permission requests): `questions` become waiting calls of the session (`PendingCall.via` names
+    this call). Once each is answered, the call runs again and finds the answers there."""
+
+    def __init__(self, questions: list[PendingCall]) -> None:
+        super().__init__(f"{len(questions)} questions relayed")
+        self.questions = questions
+
+
+class Delegation(Protocol):
+    """What runs a `task` call: the session's subagents (`devagent.agent.subagents`)."""
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
 
 @dataclass(slots=True)
@@ -183,6 +200,10 @@ class ToolContext:
     granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)
+    # The session's subagents (the `task` tool starts one), and the turn's events, into which a
+    # subagent's own are shown nested.
+    subagents: Delegation | None = None
+    emit: Callable[[Event], None] | None = None
 
     @classmethod
     def for_call(

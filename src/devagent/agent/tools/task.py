@@ -1,0 +1,52 @@
+"""The `task` tool: hand a piece of work to a subagent, a session of its own with its own
+context, in the same workspace, whose final answer is the tool's result. The work itself is the
+core's (`devagent.agent.subagents`, reached through `ToolContext.subagents`); this module is what
+the model sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devagent.agent.events import ToolKind
+from devagent.agent.tools._util import parameter, parameters_schema, str_arg
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+
+DESCRIPTION = (
+    "Hand a self-contained piece of work to a subagent: a fresh agent with a context of its own, "
+    "in the same workspace, that works through it with its own tools and answers with one final "
+    "report, which is this tool's result. Use it for a search or an investigation whose "
+    "intermediate steps you do not need to see, or for independent pieces of work; several `task` "
+    "calls in one step run in parallel. The subagent knows only the `prompt`: give it everything it "
+    "needs (the goal, the files, what to report). Its file changes and commands are asked for like "
+    "your own. Subagent types (`agent`):"
+)
+
+
+class Task(Tool):
+    name = "task"
+    description = DESCRIPTION + "\n- general-purpose: your own tools."
+    kind = ToolKind.INTERNAL
+    parameters = parameters_schema(
+        ["description", "prompt"],
+        description=parameter("string", "A few words naming the work (shown to the user)."),
+        prompt=parameter("string", "The work, complete: what to do and what to report back."),
+        agent=parameter("string", "The subagent type (default: general-purpose)."),
+    )
+
+    def describe(self, args: dict[str, Any]) -> str:
+        what = args.get("description")
+        agent = args.get("agent") or "general-purpose"
+        return f"Subagent ({agent}): {what}" if isinstance(what, str) and what.strip() else "Subagent"
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        str_arg(args, "description")
+        str_arg(args, "prompt")
+        if ctx.subagents is None:
+            raise ToolFailure("subagents are not available here", "unavailable")
+        return await ctx.subagents.run(args, ctx)
+
+
+def task_tool(listing: str) -> Task:
+    """The `task` tool of a session whose subagent types are `listing` (one line each)."""
+    cls: type[Task] = type("Task", (Task,), {"description": f"{DESCRIPTION}\n{listing}"})
+    return cls()
