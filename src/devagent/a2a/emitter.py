@@ -244,4 +244,7 @@ class RfcEmitter(Emitter):
         return parts or None
 
     async def data(self, kind: str, data: dict[str, Any]) -> None:
-        await self.emit(WORKING, kind, Part(data=data_value(data)))
+        # a subagent's call says which call it runs under in the event's metadata too
+        parent = data.get("parent_tool_call_id")
+        extra = {"parent_tool_call_id": parent} if parent else None
+        await self.emit(WORKING, kind, Part(data=data_value(data)), extra=extra)

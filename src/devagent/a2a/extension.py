@@ -136,6 +136,8 @@ def tool_call_json(c: ToolCall) -> dict[str, Any]:
         out["error"] = err
     if c.confirmation is not None and c.status.value == "PENDING":
         out["confirmation_request"] = confirmation_request_json(c.confirmation)
+    if c.parent_call_id:  # a subagent's call: the `task` call it runs under
+        out["parent_tool_call_id"] = c.parent_call_id
     return out
 
 

@@ -121,7 +121,8 @@ class ToolCall:
     # Set when the call waits for the client that supplied the tool to run it.
     awaiting_client: bool = False
     # Set for a call a subagent makes: the id of the call it runs under (the parent's `task`
-    # call, whose id prefixes this call's own: "task-call/subagent-call").
+    # call, whose id prefixes this call's own: "task-call/subagent-call"); its description then
+    # starts with the subagent's ("fix the tests: Run `pytest`").
     parent_call_id: str | None = None
 
     def option_ids(self) -> list[str]:

@@ -25,14 +25,23 @@ def diff_summary(d: FileDiff) -> str:
 
 
 def request_text(call: ToolCall) -> str:
-    """What the agent wants to do, in one line ("create demo.txt (new file, 1 line)")."""
+    """What the agent wants to do, in one line ("create demo.txt (new file, 1 line)"); for a
+    subagent's call, which subagent asks ("... (for the subagent “fix the tests”)")."""
     details = call.confirmation.details if call.confirmation is not None else None
     if isinstance(details, FileDiff):
         verb = "create" if details.old_content is None else "change"
         name = call.args.get("path") or call.args.get("file_path") or details.file_name
-        return f"{verb} {name} ({diff_summary(details)})"
-    if isinstance(details, ExecuteDetails):
-        return f"run `{details.command}` in {details.working_directory}"
-    if isinstance(details, McpDetails):
-        return f"call the tool {details.tool_name} of the MCP server {details.server_name}"
-    return call.description or call.name
+        text = f"{verb} {name} ({diff_summary(details)})"
+    elif isinstance(details, ExecuteDetails):
+        text = f"run `{details.command}` in {details.working_directory}"
+    elif isinstance(details, McpDetails):
+        text = f"call the tool {details.tool_name} of the MCP server {details.server_name}"
+    else:
+        return call.description or call.name  # names its subagent already
+    subagent = subagent_name(call)
+    return f"{text} (for the subagent “{subagent}”)" if subagent else text
+
+
+def subagent_name(call: ToolCall) -> str:
+    """The description of the subagent whose call this is ("" for the session's own calls)."""
+    return call.description.split(": ", 1)[0] if call.parent_call_id else ""

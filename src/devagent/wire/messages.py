@@ -24,6 +24,7 @@ from devagent.agent.events import (
     ToolCallStatus,
     ToolKind,
 )
+from devagent.agent.wording import subagent_name
 
 JSON = dict[str, Any]
 RpcId = str | int
@@ -139,6 +140,22 @@ def tool_call_event(call: ToolCall) -> JSON:
     )
 
 
+def subagent_event(call: ToolCall, inner: JSON) -> JSON:
+    """A subagent's event (its ToolCall or ToolResult), as kimi-cli's `SubagentEvent` carries it:
+    the `task` call it runs under (`parent_tool_call_id`, and the older `task_tool_call_id`)."""
+    payload = inner["params"]
+    return event(
+        "SubagentEvent",
+        {
+            "parent_tool_call_id": call.parent_call_id,
+            "task_tool_call_id": call.parent_call_id,
+            "agent_id": None,
+            "subagent_type": None,
+            "event": {"type": payload["type"], "payload": payload["payload"]},
+        },
+    )
+
+
 def tool_arguments(call: ToolCall) -> str:
     return json.dumps(call.args, ensure_ascii=False)
 
@@ -237,6 +254,9 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         }.get(call.kind, f"call {call.name}")
         description = getattr(details, "description", "") or call.description or call.name
         display.append(brief(description))
+    subagent = subagent_name(call)
+    if subagent and not description.startswith(f"{subagent}: "):
+        description = f"{subagent}: {description}"  # which subagent asks
     return {
         "id": request_id,
         "tool_call_id": call.id,
@@ -247,7 +267,7 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         "source_id": turn_id,
         "agent_id": None,
         "subagent_type": None,
-        "source_description": None,
+        "source_description": subagent or None,
         "display": display,
     }
 

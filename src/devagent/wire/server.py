@@ -574,12 +574,14 @@ class WireServer:
                 self.send(m.think_part(ev.text))
         elif isinstance(ev, ToolCallUpdate):
             call = ev.call
+            # a subagent's call goes out inside a SubagentEvent naming the task call it runs under
+            wrap = (lambda msg: m.subagent_event(call, msg)) if call.parent_call_id else (lambda msg: msg)
             if call.id not in turn.seen:
                 turn.seen.add(call.id)
-                self.send(m.tool_call_event(call))
+                self.send(wrap(m.tool_call_event(call)))
             if call.status.terminal and call.id not in turn.finished:
                 turn.finished.add(call.id)
-                self.send(m.tool_result_event(call))
+                self.send(wrap(m.tool_result_event(call)))
         elif isinstance(ev, StatusUpdate):
             self.send(m.status_update(ev, plan_mode=session.state.approval_mode == "plan"))
 

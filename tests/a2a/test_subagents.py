@@ -1,0 +1,173 @@
+"""Subagents through a real `devagent serve`: a subagent's write is asked through the parent's A2A
+task (with the extension: the ToolCall under the task call, `parent_tool_call_id` in the ToolCall
+and in the event's metadata; without it: in words naming the subagent), and a SIGKILL during a
+subagent's turn leaves both settled and reported after a restart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from devagent.a2a.extension import EXTENSION_URI
+from devagent.agent.core import AgentCore
+from devagent.agent.events import ToolCall, ToolCallStatus
+from devagent.agent.settings import CoreConfig
+from tests.a2a.helpers import auth, dev_meta, results, stream_message, v03_message
+from tests.a2a.procs import (
+    TOKEN,
+    confirmation,
+    get_task,
+    send_stream,
+    serve_args,
+    serving,
+    start_serve,
+    status_text,
+    status_tool_calls,
+)
+from tests.core_helpers import task_call, write_call, write_script
+
+PLAIN = auth(TOKEN, ext=False)
+
+
+def _script(path: Path) -> str:
+    return write_script(
+        path,
+        [
+            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
+            {"items": [{"text": "parent: {last_tool_results}"}]},
+        ],
+        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
+    )
+
+
+def _tool_events(results: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
+    """The TOOL_CALL_UPDATE events about one call (the event, its ToolCall under `_call`)."""
+    out = []
+    for ev in results:
+        if dev_meta(ev).get("kind") != "TOOL_CALL_UPDATE":
+            continue
+        for p in (ev["status"].get("message") or {}).get("parts") or []:
+            if p.get("kind") == "data" and p["data"].get("tool_call_id") == call_id:
+                out.append({**ev, "_call": p["data"]})
+    return out
+
+
+def _reply(results: list[dict[str, Any]]) -> str:
+    return "".join(
+        p.get("text", "")
+        for e in results
+        if e.get("kind") == "artifact-update"
+        for p in e["artifact"]["parts"]
+    )
+
+
+async def test_issue31_item3_a2a_extension_subagent_write_confirmed_on_the_parents_task(
+    tmp_path: Path, workspace: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
+    args = serve_args(db, workspace, _script(tmp_path / "s.json"), "ask")
+    settings = {"workspace_path": str(workspace)}
+    async with httpx.AsyncClient(timeout=60) as c:
+        with serving(args, tmp_path / "serve.log") as srv:
+            first = await send_stream(c, srv.url, v03_message("make notes", settings=settings))
+            assert first.last_state == "input-required", first.frames
+            task = first.results[0]
+            nested = _tool_events(first.results, "t1/w1")
+            assert nested and all(e["_call"]["parent_tool_call_id"] == "t1" for e in nested)
+            assert all(dev_meta(e)["parent_tool_call_id"] == "t1" for e in nested)
+            got = await get_task(c, srv.url, task["id"])
+            [asked] = status_tool_calls(got)
+            assert asked["tool_call_id"] == "t1/w1" and asked["parent_tool_call_id"] == "t1"
+            assert asked["description"] == "write the notes: Write notes.txt"
+            assert asked["confirmation_request"]["file_edit_details"]["new_content"] == "hello\n"
+            assert not (workspace / "notes.txt").exists()
+
+            second = await send_stream(c, srv.url, confirmation(got, "t1/w1"))
+            assert second.last_state == "completed", second.frames
+            assert (workspace / "notes.txt").read_text() == "hello\n"
+            statuses = [e["_call"]["status"] for e in _tool_events(second.results, "t1/w1")]
+            assert statuses == ["EXECUTING", "SUCCEEDED"]
+            done = _tool_events(second.results, "t1")[-1]["_call"]
+            assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "I wrote notes.txt."}
+            assert _reply(second.results) == "parent: I wrote notes.txt."
+
+
+async def test_issue31_item3_a2a_plain_client_answers_a_subagents_request_in_words(
+    tmp_path: Path, workspace: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
+    args = serve_args(db, workspace, _script(tmp_path / "s.json"), "ask")
+    async with httpx.AsyncClient(timeout=60) as c:
+        with serving(args, tmp_path / "serve.log") as srv:
+            first = results(await stream_message(c, srv.url, v03_message("make notes"), PLAIN))
+            assert first[-1]["status"]["state"] == "input-required", first
+            said = status_text(first[-1])
+            assert "create notes.txt (new file, 1 line) (for the subagent “write the notes”)" in said, said
+            assert EXTENSION_URI not in json.dumps(first)
+            answer = v03_message("yes", task_id=first[0]["id"], context_id=first[0]["contextId"])
+            second = results(await stream_message(c, srv.url, answer, PLAIN))
+            assert second[-1]["status"]["state"] == "completed", second
+            # a plain client's conversation works in the server's root
+            assert (workspace.parent / "notes.txt").read_text() == "hello\n"
+            assert _reply(second) == "parent: I wrote notes.txt."
+
+
+async def test_issue31_item1_kill_during_a_subagents_turn_then_restart(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The server dies (SIGKILL) as the subagent's write starts (the second tool call to start:
+    the first is the parent's task call). After a restart the parent's task reads failed
+    (interrupted), the conversation goes on, and the store says: the task call failed
+    "interrupted", the subagent's session (linked to it) settled interrupted, its write never
+    ran and was never run again."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
+    spec = write_script(
+        tmp_path / "s.json",
+        [
+            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
+            {"items": [{"text": "parent again: {last_user}"}]},
+        ],
+        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "never"}]]},
+    )
+    args = serve_args(db, workspace, spec, "yolo")
+    settings = {"workspace_path": str(workspace), "approval_mode": "yolo"}
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, tmp_path / "a.log", crash_at="session.tool_running@2")
+        try:
+            cut = await send_stream(c, a.url, v03_message("make notes", settings=settings))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        task = cut.results[0]
+        assert not (workspace / "notes.txt").exists()
+        with serving(args, tmp_path / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "interrupted" in status_text(got)
+            again = await send_stream(
+                c, b.url, v03_message("go on", task_id=None, context_id=task["contextId"])
+            )
+            assert again.last_state == "completed", again.frames
+            assert _reply(again.results) == "parent again: go on"
+        assert not (workspace / "notes.txt").exists()
+    core = await AgentCore.open(CoreConfig(db_url=db, default_model=spec))
+    try:
+        stored = await core.store.list_sessions(None)
+        [parent_id] = [sid for sid, state, _ in stored if not state.get("subagent_of")]
+        [child_id] = [sid for sid, state, _ in stored if state.get("subagent_of")]
+        parent = await core.inspect(parent_id)
+        assert parent is not None
+        [task_call_item] = [i for i in await parent.timeline() if isinstance(i, ToolCall)]
+        assert task_call_item.id == "t1" and task_call_item.status == ToolCallStatus.FAILED
+        assert task_call_item.error is not None and task_call_item.error.type == "interrupted"
+        child = await core.inspect(child_id)
+        assert child is not None and child.state.subagent_of is not None
+        assert (child.state.subagent_of.session, child.state.subagent_of.call) == (parent_id, "t1")
+        assert (child.state.status, child.state.outcome) == ("idle", "interrupted")
+        [interrupted] = [p for p in child.state.pending] or [None]
+        assert interrupted is None  # the step was closed: its write reported interrupted, not run
+    finally:
+        await core.close()
