@@ -6,6 +6,7 @@ subagent's turn leaves both settled and reported after a restart."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.a2a.procs import (
     status_tool_calls,
 )
 from tests.core_helpers import task_call, write_call, write_script
+from tests.fakes.otlp_receiver import OtlpReceiver
 
 PLAIN = auth(TOKEN, ext=False)
 
@@ -171,3 +173,46 @@ async def test_issue31_item1_kill_during_a_subagents_turn_then_restart(
         assert interrupted is None  # the step was closed: its write reported interrupted, not run
     finally:
         await core.close()
+
+
+async def test_issue31_item6_a_subagents_turns_are_child_spans_of_its_task_calls(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Paused for the subagent's write and resumed: each part of the subagent's turn is a span
+    under the `execute_tool task` span of the part of the parent's turn that ran it, in its trace."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
+    args = serve_args(db, workspace, _script(tmp_path / "s.json"), "ask")
+    settings = {"workspace_path": str(workspace)}
+    with OtlpReceiver() as receiver:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEVAGENT_TRACE"))}
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        async with httpx.AsyncClient(timeout=60) as c:
+            with serving(args, tmp_path / "serve.log", env=env) as srv:
+                first = await send_stream(c, srv.url, v03_message("make notes", settings=settings))
+                task = first.results[0]
+                second = await send_stream(c, srv.url, confirmation(task, "t1/w1"))
+                assert second.last_state == "completed", second.frames
+                srv.stop()  # every span is sent before it exits
+        spans = receiver.spans
+    turns = [s for s in spans if s.name == "invoke_agent devagent"]
+    tasks = [s for s in spans if s.name == "execute_tool task"]
+    parents = [s for s in turns if "devagent.subagent.type" not in s.attributes]
+    children = [s for s in turns if "devagent.subagent.type" in s.attributes]
+    assert len(parents) == len(children) == len(tasks) == 2
+    for parent_turn, task_span, child_turn in zip(
+        sorted(parents, key=lambda s: s.attributes["devagent.turn.input"] != "prompt"),
+        sorted(tasks, key=lambda s: s.attributes["devagent.tool.status"] != "executing"),
+        sorted(children, key=lambda s: s.attributes["devagent.turn.input"] != "prompt"),
+        strict=True,
+    ):
+        assert task_span.parent_id == parent_turn.span_id
+        assert child_turn.parent_id == task_span.span_id
+        assert child_turn.trace_id == parent_turn.trace_id
+        a = child_turn.attributes
+        assert a["devagent.subagent.type"] == "general-purpose"
+        assert a["devagent.parent.tool_call.id"] == "t1"
+        assert a["devagent.parent.session.id"] == parent_turn.attributes["devagent.session.id"]
+    assert sorted(s.attributes["devagent.turn.outcome"] for s in children) == ["finished", "input_required"]
+    (write,) = [s for s in spans if s.name == "execute_tool write_file"]
+    (resumed_child,) = [s for s in children if s.attributes["devagent.turn.input"] == "resume"]
+    assert write.parent_id == resumed_child.span_id

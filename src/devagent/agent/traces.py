@@ -9,10 +9,11 @@ hands back the coroutine it was given, untouched:
     await traces.tool_call(session, pending_call, run_one)
 
 A turn is the span `invoke_agent devagent`; each model request a child `chat <model>`, each tool
-call run here a child `execute_tool <name>`. A turn that pauses for a permission ends its span
-there; the turn that applies the answer (perhaps in another process, much later) is a span of its
-own, with a link to the span of the part before the pause (its W3C traceparent is stored with the
-session's state).
+call run here a child `execute_tool <name>`. A subagent's turn runs inside its `task` call, so its
+span is a child of that call's `execute_tool task` (the current span where its task starts). A
+turn that pauses for a permission ends its span there; the turn that applies the answer (perhaps
+in another process, much later) is a span of its own, with a link to the span of the part before
+the pause (its W3C traceparent is stored with the session's state).
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ async def _traced_turn(
     context_id = _context_id(state.extra)
     if context_id:
         attributes["devagent.context.id"] = context_id
+    link = state.subagent_of
+    if link is not None:  # a subagent's turn: its span is a child of its task call's
+        attributes["devagent.subagent.type"] = link.agent
+        attributes["devagent.parent.session.id"] = link.session
+        attributes["devagent.parent.tool_call.id"] = link.call
     text = getattr(inp, "text", None)
     if telemetry.content() and isinstance(text, str):
         attributes["gen_ai.input.messages"] = _json([_message("user", [_text_part(text)])])
