@@ -233,6 +233,8 @@ def tool_call_update(call: ToolCall, root: Path, *, first: bool, terminal_id: st
         "locations": locations(call, root),
         "rawInput": call.args,
     }
+    if call.parent_call_id:  # a subagent's call: the `task` call it runs under
+        upd["_meta"] = {"devagent": {"parentToolCallId": call.parent_call_id}}
     if call.status.terminal:
         if call.output is not None:
             upd["rawOutput"] = (
