@@ -103,6 +103,57 @@ async def test_issue31_item1_two_subagents_run_in_parallel(
     assert text_of(events) == "Done: A done\nB done"
 
 
+async def test_issue31_item1_at_most_subagents_parallel_run_at_once(
+    core_factory: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """With one place, the second subagent starts only once the first is done, which is after the
+    test opens the first one's gate."""
+    a, b, gate = tmp_path / "a-started", tmp_path / "b-started", tmp_path / "gate"
+    spec = write_script(
+        tmp_path / "s.json",
+        _parent(task_call("first", "CHILD-A go", "ta"), task_call("second", "CHILD-B go", "tb")),
+        {
+            "CHILD-A": [[{"touch": str(a)}, {"wait_for": str(gate)}, {"text": "A done"}]],
+            "CHILD-B": [[{"touch": str(b)}, {"text": "B done"}]],
+        },
+    )
+    core = await core_factory(spec, subagents_parallel=1)
+    parent = await core.create_session([workspace], approval_mode="ask")
+    turn = asyncio.create_task(collect(parent.advance(UserPrompt("both"))))
+    await _written_or_touched(a)
+    assert not b.exists()
+    gate.touch()
+    events = await asyncio.wait_for(turn, 60)
+    assert text_of(events) == "Done: A done\nB done"
+    assert b.stat().st_mtime_ns >= gate.stat().st_mtime_ns
+
+
+async def _written_or_touched(path: Path) -> None:
+    for _ in range(6000):
+        if path.exists():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{path} never appeared")
+
+
+async def test_issue31_item1_a_new_prompt_instead_of_answers_ends_the_waiting_subagent(
+    core_factory: Any, workspace: Path, tmp_path: Path
+) -> None:
+    spec = write_script(
+        tmp_path / "s.json",
+        [[task_call("write", "CHILD write", "t1")], [{"text": "moved on: {last_user}"}]],
+        {"CHILD": [[write_call("x.txt", "x", "w")], [{"text": "never"}]]},
+    )
+    core = await core_factory(spec)
+    parent = await core.create_session([workspace], approval_mode="ask")
+    assert isinstance((await collect(parent.advance(UserPrompt("go"))))[-1], NeedsInput)
+    events = await collect(parent.advance(UserPrompt("never mind")))
+    assert text_of(events) == "moved on: never mind"
+    [child] = await _children(core, parent.id)
+    assert (child.state.status, child.state.outcome) == ("idle", "cancelled")
+    assert not (workspace / "x.txt").exists()
+
+
 async def test_issue31_item1_a_subagent_starts_none_of_its_own_unless_the_depth_allows(
     core_factory: Any, workspace: Path, tmp_path: Path
 ) -> None:

@@ -140,8 +140,10 @@ class Subagents:
             inp = UserPrompt(str(args["prompt"]))
         elif child.state.status == "awaiting_input":
             inp = self._answers(ctx.call_id, child)
-        else:  # its turn ended before this call's result was stored (a crash): report it
+        elif child.state.status == "idle":  # its turn ended before this call's result was stored
             return await self._result(child, None)
+        else:
+            raise ToolFailure(f"the subagent's session {child.id} is running elsewhere", "busy")
         async with self._slots:
             outcome = await self._drive(child, inp, ctx)
         if isinstance(outcome, Paused):

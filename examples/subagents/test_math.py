@@ -1,0 +1,2 @@
+def test_add():
+    assert 1 + 1 == 3
