@@ -101,3 +101,20 @@ def write_script(path: Path, steps: list[Any], conversations: dict[str, list[Any
         data["conversations"] = [{"first_prompt": k, "steps": v} for k, v in conversations.items()]
     path.write_text(json.dumps(data))
     return f"scripted:{path}"
+
+
+NOTES_REPLY = "parent: I wrote notes.txt."
+
+
+def notes_by_a_subagent(path: Path) -> str:
+    """The scripted session every door's subagent test plays: the parent starts a subagent
+    ("write the notes", task call `t1`), whose write (`w1`) of notes.txt asks permission, then
+    reports "I wrote notes.txt."; the parent answers NOTES_REPLY. Its `scripted:FILE` spec."""
+    return write_script(
+        path,
+        [
+            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
+            {"items": [{"text": "parent: {last_tool_results}"}]},
+        ],
+        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
+    )

@@ -28,33 +28,11 @@ from tests.a2a.procs import (
     status_text,
     status_tool_calls,
 )
-from tests.core_helpers import task_call, write_call, write_script
+from tests.a2a.test_crash import tool_updates
+from tests.core_helpers import notes_by_a_subagent, task_call, write_call, write_script
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 PLAIN = auth(TOKEN, ext=False)
-
-
-def _script(path: Path) -> str:
-    return write_script(
-        path,
-        [
-            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
-            {"items": [{"text": "parent: {last_tool_results}"}]},
-        ],
-        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
-    )
-
-
-def _tool_events(results: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
-    """The TOOL_CALL_UPDATE events about one call (the event, its ToolCall under `_call`)."""
-    out = []
-    for ev in results:
-        if dev_meta(ev).get("kind") != "TOOL_CALL_UPDATE":
-            continue
-        for p in (ev["status"].get("message") or {}).get("parts") or []:
-            if p.get("kind") == "data" and p["data"].get("tool_call_id") == call_id:
-                out.append({**ev, "_call": p["data"]})
-    return out
 
 
 def _reply(results: list[dict[str, Any]]) -> str:
@@ -70,16 +48,17 @@ async def test_issue31_item3_a2a_extension_subagent_write_confirmed_on_the_paren
     tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
-    args = serve_args(db, workspace, _script(tmp_path / "s.json"), "ask")
+    args = serve_args(db, workspace, notes_by_a_subagent(tmp_path / "s.json"), "ask")
     settings = {"workspace_path": str(workspace)}
     async with httpx.AsyncClient(timeout=60) as c:
         with serving(args, tmp_path / "serve.log") as srv:
             first = await send_stream(c, srv.url, v03_message("make notes", settings=settings))
             assert first.last_state == "input-required", first.frames
             task = first.results[0]
-            nested = _tool_events(first.results, "t1/w1")
-            assert nested and all(e["_call"]["parent_tool_call_id"] == "t1" for e in nested)
-            assert all(dev_meta(e)["parent_tool_call_id"] == "t1" for e in nested)
+            nested = tool_updates(first.results, "t1/w1")
+            assert nested and all(c["parent_tool_call_id"] == "t1" for c in nested)
+            metadata = [dev_meta(e) for e in first.results if dev_meta(e).get("kind") == "TOOL_CALL_UPDATE"]
+            assert [m.get("parent_tool_call_id") for m in metadata] == [None, None, "t1"]
             got = await get_task(c, srv.url, task["id"])
             [asked] = status_tool_calls(got)
             assert asked["tool_call_id"] == "t1/w1" and asked["parent_tool_call_id"] == "t1"
@@ -90,9 +69,9 @@ async def test_issue31_item3_a2a_extension_subagent_write_confirmed_on_the_paren
             second = await send_stream(c, srv.url, confirmation(got, "t1/w1"))
             assert second.last_state == "completed", second.frames
             assert (workspace / "notes.txt").read_text() == "hello\n"
-            statuses = [e["_call"]["status"] for e in _tool_events(second.results, "t1/w1")]
+            statuses = [c["status"] for c in tool_updates(second.results, "t1/w1")]
             assert statuses == ["EXECUTING", "SUCCEEDED"]
-            done = _tool_events(second.results, "t1")[-1]["_call"]
+            done = tool_updates(second.results, "t1")[-1]
             assert done["status"] == "SUCCEEDED" and done["output"] == {"text": "I wrote notes.txt."}
             assert _reply(second.results) == "parent: I wrote notes.txt."
 
@@ -101,7 +80,7 @@ async def test_issue31_item3_a2a_plain_client_answers_a_subagents_request_in_wor
     tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
-    args = serve_args(db, workspace, _script(tmp_path / "s.json"), "ask")
+    args = serve_args(db, workspace, notes_by_a_subagent(tmp_path / "s.json"), "ask")
     async with httpx.AsyncClient(timeout=60) as c:
         with serving(args, tmp_path / "serve.log") as srv:
             first = results(await stream_message(c, srv.url, v03_message("make notes"), PLAIN))
@@ -181,7 +160,7 @@ async def test_issue31_item6_a_subagents_turns_are_child_spans_of_its_task_calls
     """Paused for the subagent's write and resumed: each part of the subagent's turn is a span
     under the `execute_tool task` span of the part of the parent's turn that ran it, in its trace."""
     db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
-    args = serve_args(db, workspace, _script(tmp_path / "s.json"), "ask")
+    args = serve_args(db, workspace, notes_by_a_subagent(tmp_path / "s.json"), "ask")
     settings = {"workspace_path": str(workspace)}
     with OtlpReceiver() as receiver:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEVAGENT_TRACE"))}

@@ -15,20 +15,13 @@ from acp import text_block
 
 from tests.acp.conftest import acp_argv
 from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
-from tests.core_helpers import task_call, write_call, write_script
+from tests.core_helpers import notes_by_a_subagent
 
 
 async def test_issue31_item3_acp_subagent_write_asked_through_the_editor(
     acp_env: dict[str, str], work_dir: Path, tmp_path: Path
 ) -> None:
-    spec = write_script(
-        tmp_path / "sub.json",
-        [
-            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
-            {"items": [{"text": "parent: {last_tool_results}"}]},
-        ],
-        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
-    )
+    spec = notes_by_a_subagent(tmp_path / "sub.json")
     client = EditorClient(answers=["proceed_once"])
     argv = acp_argv(Path(spec.removeprefix("scripted:")))
     async with agent(client, argv, acp_env, work_dir, tmp_path / "err.log") as (conn, _):

@@ -9,21 +9,14 @@ from typing import Any
 from mcp import Client
 from mcp_types import ElicitResult
 
-from tests.core_helpers import task_call, write_call, write_script
+from tests.core_helpers import notes_by_a_subagent
 from tests.mcpdoor.test_stdio import params, structured
 
 
 async def test_issue31_item3_mcp_subagent_write_asked_by_elicitation(
     sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
-    spec = write_script(
-        tmp_path / "sub.json",
-        [
-            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
-            {"items": [{"text": "parent: {last_tool_results}"}]},
-        ],
-        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
-    )
+    spec = notes_by_a_subagent(tmp_path / "sub.json")
     asked: list[str] = []
 
     async def elicit(context: Any, p: Any) -> ElicitResult:

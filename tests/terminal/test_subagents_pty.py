@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.core_helpers import task_call, write_call, write_script
+from tests.core_helpers import notes_by_a_subagent
 from tests.terminal.test_chat_pty import Term, term  # noqa: F401  (the fixture)
 
 
@@ -15,14 +15,7 @@ def test_issue31_item3_terminal_subagent_write_asked_at_the_prompt(
     tmp_path: Path,
     workspace: Path,
 ) -> None:
-    model = write_script(
-        tmp_path / "sub.json",
-        [
-            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
-            {"items": [{"text": "parent: {last_tool_results}"}]},
-        ],
-        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
-    )
+    model = notes_by_a_subagent(tmp_path / "sub.json")
     t = term("chat", "--model", model, "--db", f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}")
     t.prompt()
     t.line("make notes")

@@ -8,21 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.core_helpers import task_call, write_call, write_script
+from tests.core_helpers import notes_by_a_subagent
 from tests.wire.conftest import events, is_response, text_of
 
 
 def test_issue31_item3_wire_subagent_write_approved_through_the_parent(
     start_wire: Callable[..., Any], work_dir: Path, tmp_path: Path
 ) -> None:
-    script = write_script(
-        tmp_path / "sub.json",
-        [
-            {"items": [task_call("write the notes", "CHILD: write notes.txt", "t1")]},
-            {"items": [{"text": "parent: {last_tool_results}"}]},
-        ],
-        {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
-    )
+    script = notes_by_a_subagent(tmp_path / "sub.json")
     w = start_wire(script=Path(script.removeprefix("scripted:")))
     w.initialize()
     w.prompt("make notes")
