@@ -480,15 +480,6 @@ def make_grep_tree(ws: Path) -> None:
     (ws / ".hidden.md").write_text("a TODO hidden\n")
 
 
-@pytest.fixture(params=["python", "ripgrep"])
-def grep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "python":
-        monkeypatch.setattr(search_mod, "USE_RIPGREP", False)
-    elif shutil.which("rg") is None:
-        pytest.skip("ripgrep is not installed")
-    return str(request.param)
-
-
 async def test_g2_grep(ws: Path, ctx: ToolContext, grep_engine: str) -> None:
     make_grep_tree(ws)
     res = await run("grep", {"pattern": "TODO"}, ctx)
