@@ -20,6 +20,7 @@ from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.agent.tools.web import web_search_setting
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -56,6 +57,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_client_url_prefixes": ("DEVAGENT_MCP_CLIENT_URL_PREFIXES", "mcp_client_url_prefixes"),
     "mcp_client_private_urls": ("DEVAGENT_MCP_CLIENT_PRIVATE_URLS", "mcp_client_private_urls"),
     "outbound_allow": ("DEVAGENT_OUTBOUND_ALLOW", "outbound_allow"),
+    "web_fetch": ("DEVAGENT_WEB_FETCH", "web_fetch"),
+    "web_search": ("DEVAGENT_WEB_SEARCH", "web_search"),  # off | native | the URL of a search service
+    "web_search_key": ("DEVAGENT_WEB_SEARCH_KEY", "web_search_key"),
     "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
     "context_tokens": ("DEVAGENT_CONTEXT_TOKENS", "context_tokens"),
@@ -254,6 +258,10 @@ def load_config(
         config.edit_tools = check_edit_tools(config.edit_tools)
     except ValueError as e:
         raise ConfigError(f"{e} (DEVAGENT_EDIT_TOOLS, edit_tools in the settings file)") from None
+    try:
+        config.web_search = web_search_setting(config.web_search)
+    except ValueError as e:
+        raise ConfigError(f"{e} (DEVAGENT_WEB_SEARCH)") from None
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if not config.lease_seconds > 0:

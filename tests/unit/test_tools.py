@@ -62,6 +62,8 @@ def test_g2_builtin_tools_registry() -> None:
         "run_shell_command",
         "save_memory",
         "write_todos",
+        "web_fetch",
+        "web_search",
     }
     for name, tool in TOOLS.items():
         assert tool.name == name

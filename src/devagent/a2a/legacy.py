@@ -117,6 +117,7 @@ _TOOL_KIND = {
     ToolKind.READ: "read",
     ToolKind.EDIT: "edit",
     ToolKind.EXECUTE: "execute",
+    ToolKind.FETCH: "fetch",
     ToolKind.INTERNAL: "think",
     ToolKind.CLIENT: "other",
     ToolKind.MCP: "other",

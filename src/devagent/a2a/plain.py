@@ -116,6 +116,8 @@ def progress_text(call: ToolCall) -> str | None:
             return f"Editing {path}"
         if call.kind == ToolKind.EXECUTE:
             return f"Running `{call.args.get('command', call.description)}`"
+        if call.kind == ToolKind.FETCH:
+            return f"Fetching {call.args.get('url', call.description)}"
         return None  # reads, searches, internal tools: not worth a line
     if call.status == ToolCallStatus.FAILED and call.error is not None and call.error.type != "cancelled":
         return f"{call.name} failed: {call.error.message}"

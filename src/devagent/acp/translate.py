@@ -41,7 +41,7 @@ _STATUS = {
     ToolCallStatus.CANCELLED: "failed",
 }
 
-_SEARCH_TOOLS = frozenset(("grep", "glob"))
+_SEARCH_TOOLS = frozenset(("grep", "glob", "web_search"))
 
 # The core's permission options and the ACP kinds they are (allow_once, allow_always,
 # reject_once, reject_always). The option id sent to the client is the core's own, so the
@@ -149,6 +149,8 @@ def tool_kind(call: ToolCall) -> str:
         return "edit"
     if call.kind is ToolKind.EXECUTE:
         return "execute"
+    if call.kind is ToolKind.FETCH:
+        return "fetch"
     if call.kind is ToolKind.INTERNAL:
         return "think"
     return "other"

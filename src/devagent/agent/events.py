@@ -32,6 +32,7 @@ class ToolKind(enum.StrEnum):
     READ = "read"  # reads the workspace; never needs permission
     EDIT = "edit"  # changes files in the workspace
     EXECUTE = "execute"  # runs commands
+    FETCH = "fetch"  # reads from the network: asked like a command, since what it sends leaves
     INTERNAL = "internal"  # touches only the session's own state (todo list)
     CLIENT = "client"  # executed by the client that supplied it; the core only waits
     MCP = "mcp"  # a tool of an MCP server

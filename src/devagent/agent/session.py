@@ -47,7 +47,7 @@ from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
-from devagent.agent.tools import builtin_tools
+from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, Workspace
 from devagent.agent.tools.client import validate_client_tools
@@ -83,7 +83,7 @@ class Session:
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(self.record, lambda: core.check_budget(self.state.identity, self.id))
-        self._tools: dict[str, Tool] = builtin_tools()
+        self._tools: dict[str, Tool] = builtin_tools(core.config)
         self._label: str | None = None  # the running turn's label (see `advance`)
         self.runner = TurnRunner(self)
         self.instructions = prompt.Instructions(
@@ -464,7 +464,13 @@ class Session:
     # --- the model --------------------------------------------------------------------------
 
     async def request_parameters(self) -> Any:
-        return self.instructions.parameters(self.state, self.tools(), self._tools)
+        # The provider's own web search where the operator chose it and the model has one.
+        native = (
+            web.native_tools(self.config.web_search, self.model())
+            if self.config.web_search == "native"
+            else []
+        )
+        return self.instructions.parameters(self.state, self.tools(), self._tools, native)
 
     def _model_url(self) -> str | None:
         """The base URL of this session's model, if it was created and talks to a server."""

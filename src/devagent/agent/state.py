@@ -113,6 +113,7 @@ class SessionState:
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always": shell prefixes, exact commands
     grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server"
+    grants_web: list[str] = field(default_factory=list)  # "allow always" for web_fetch: origins
     refusals_tools: list[str] = field(default_factory=list)  # "reject always" per tool name
     refusals_shell: list[str] = field(default_factory=list)  # "reject always" per shell root command
     # MCP servers the client named for this session ({name: {command,args,env,cwd} | {url,headers}}),
@@ -159,6 +160,7 @@ class SessionState:
             "grants_tools": self.grants_tools,
             "grants_shell": self.grants_shell,
             "grants_mcp_servers": self.grants_mcp_servers,
+            **({"grants_web": self.grants_web} if self.grants_web else {}),
             "refusals_tools": self.refusals_tools,
             "refusals_shell": self.refusals_shell,
             "mcp_servers": self.mcp_servers,
@@ -190,6 +192,7 @@ class SessionState:
             grants_tools=list(d.get("grants_tools", [])),
             grants_shell=list(d.get("grants_shell", [])),
             grants_mcp_servers=list(d.get("grants_mcp_servers", [])),
+            grants_web=list(d.get("grants_web", [])),
             refusals_tools=list(d.get("refusals_tools", [])),
             refusals_shell=list(d.get("refusals_shell", [])),
             mcp_servers=dict(d.get("mcp_servers", {})),

@@ -234,6 +234,7 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         action = {
             ToolKind.EXECUTE: "run command",
             ToolKind.EDIT: "edit file",
+            ToolKind.FETCH: "fetch URL",
         }.get(call.kind, f"call {call.name}")
         description = getattr(details, "description", "") or call.description or call.name
         display.append(brief(description))

@@ -27,6 +27,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
+from devagent.common.netpolicy import IPNetwork
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
@@ -183,6 +184,11 @@ class ToolContext:
     granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)
+    # The web tools (CoreConfig): the networks web_fetch may reach although they are not public,
+    # and the operator's search service with its key.
+    outbound_allow: tuple[IPNetwork, ...] = ()
+    web_search_url: str = ""
+    web_search_key: str = ""
 
     @classmethod
     def for_call(
@@ -208,6 +214,9 @@ class ToolContext:
             memory_file=config.memory_file,
             backends=backends,
             granted=call.granted,
+            outbound_allow=config.outbound_networks(),
+            web_search_url=config.web_search if "://" in config.web_search else "",
+            web_search_key=config.web_search_key or "",
             **kw,
         )
 
