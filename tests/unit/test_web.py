@@ -113,8 +113,7 @@ async def test_issue30_item7_web_fetch_refuses_loopback_by_default(ws: Path, sit
     assert err.type == "address_refused"
     assert err.message == (
         f"cannot fetch {site.base}/page: 127.0.0.1 resolves to 127.0.0.1, a loopback/private address "
-        "(web_fetch reaches public addresses only; the operator can allow a network, "
-        "or list its network in outbound_allow)"
+        "(web_fetch reaches public addresses only, unless the operator lists the network in outbound_allow)"
     )
     with pytest.raises(ToolFailure) as info:  # the permission question is not even put
         await TOOLS["web_fetch"].confirmation({"url": f"{site.base}/page"}, make_ctx(ws))

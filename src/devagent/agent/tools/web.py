@@ -37,7 +37,9 @@ _TEXT_TYPES = re.compile(
 )
 _HTML_TYPES = frozenset(("text/html", "application/xhtml+xml"))
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-_POLICY_HINT = "web_fetch reaches public addresses only; the operator can allow a network"
+_POLICY_HINT = (
+    "web_fetch reaches public addresses only, unless the operator lists the network in outbound_allow"
+)
 
 
 @dataclass(slots=True)
