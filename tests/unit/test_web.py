@@ -55,6 +55,7 @@ class Site:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.base = ""
+        self.release = asyncio.Event()  # what /hang waits for: set when the test is over
 
     async def handle(self, request: Request) -> Response:
         path = request.url.path
@@ -73,6 +74,8 @@ class Site:
             return RedirectResponse("http://169.254.169.254/latest/meta-data/", status_code=302)
         if path == "/to-private-name":
             return RedirectResponse(f"http://inside.test:{request.url.port}/page", status_code=307)
+        if path == "/hang":
+            await self.release.wait()
         if path == "/loop":
             return RedirectResponse("/loop", status_code=301)
         return PlainTextResponse("?", status_code=500)
@@ -87,6 +90,7 @@ async def site() -> AsyncIterator[Site]:
     async with serving_app(s.app()) as base:
         s.base = base
         yield s
+        s.release.set()
 
 
 def make_ctx(ws: Path, **kw: Any) -> ToolContext:
@@ -219,6 +223,14 @@ async def test_issue30_item7_web_fetch_size_caps(
     res = await fetch(ws, f"{site.base}/text")
     assert res.data["truncated"] is True and res.data["chars"] == 5000
     assert res.text.endswith("[The page is larger than 4.9 KiB: only its start was read.]")
+
+
+async def test_issue30_item7_web_fetch_gives_up_on_a_server_that_never_answers(
+    ws: Path, site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_mod, "WEB_FETCH_TIMEOUT", 0.2)  # the server never answers: no race
+    err = await refused(ws, f"{site.base}/hang")
+    assert err.type == "timeout" and err.message == f"cannot fetch {site.base}/hang: no answer within 0.2 s"
 
 
 async def test_issue30_item7_web_fetch_not_text_and_http_errors(ws: Path, site: Site) -> None:

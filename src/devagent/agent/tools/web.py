@@ -83,8 +83,8 @@ async def fetch_page(url: str, allow: tuple[IPNetwork, ...]) -> Page:
     client = httpx.AsyncClient(
         trust_env=False, follow_redirects=False, headers=headers, timeout=WEB_FETCH_TIMEOUT
     )
-    async with client, asyncio.timeout(WEB_FETCH_TIMEOUT):
-        try:
+    try:
+        async with client, asyncio.timeout(WEB_FETCH_TIMEOUT):
             for _ in range(WEB_MAX_REDIRECTS + 1):
                 target, host, extensions = pinned_request(url, await checked_address(url, allow))
                 async with client.stream("GET", target, headers=host, extensions=extensions) as resp:
@@ -95,12 +95,10 @@ async def fetch_page(url: str, allow: tuple[IPNetwork, ...]) -> Page:
                     body, cut = await _read_body(resp, WEB_FETCH_MAX_BYTES)
                     ctype = resp.headers.get("content-type", "")
                     return Page(url, resp.status_code, _media_type(ctype), _charset(ctype), body, cut)
-        except httpx.HTTPError as e:
-            raise ToolFailure(f"cannot fetch {url}: {e or type(e).__name__}", "network_error") from e
-        except TimeoutError as e:
-            raise ToolFailure(
-                f"cannot fetch {url}: no answer within {WEB_FETCH_TIMEOUT:.0f} s", "timeout"
-            ) from e
+    except (TimeoutError, httpx.TimeoutException) as e:
+        raise ToolFailure(f"cannot fetch {url}: no answer within {WEB_FETCH_TIMEOUT:g} s", "timeout") from e
+    except httpx.HTTPError as e:
+        raise ToolFailure(f"cannot fetch {url}: {e or type(e).__name__}", "network_error") from e
     raise ToolFailure(f"{url}: more than {WEB_MAX_REDIRECTS} redirects", "too_many_redirects")
 
 
