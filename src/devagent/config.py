@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,22 @@ def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
             raise _unknown(key, keys, where, isinstance(section[key], Mapping))
 
 
+def _normalise(config: CoreConfig) -> None:
+    """The settings a function checks and puts in their one spelling (`sandbox`, `edit_tools`,
+    `web_search`); a ConfigError names the variable and the key of a bad one."""
+    checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+        ("sandbox", sandbox_setting),
+        ("edit_tools", check_edit_tools),
+        ("web_search", web_search_setting),
+    )
+    for name, check in checks:
+        try:
+            setattr(config, name, check(getattr(config, name)))
+        except ValueError as e:
+            var, key = SETTINGS[name]
+            raise ConfigError(f"{e} ({var}, {key} in the settings file)") from None
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> CoreConfig:
@@ -219,10 +235,7 @@ def load_config(
         raise ConfigError(f"env_pass (DEVAGENT_ENV_PASS): {e}") from None
     if config.command_memory_mb < 0 or config.command_processes < 0:
         raise ConfigError("command_memory_mb and command_processes must be 0 (no limit) or more")
-    try:
-        config.sandbox = sandbox_setting(config.sandbox)
-    except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in the settings file)") from None
+    _normalise(config)
     if config.budget_tokens_per_day < 0 or config.budget_concurrent_turns < 0:
         raise ConfigError("budget_tokens_per_day and budget_concurrent_turns must be 0 (no limit) or more")
     for entry in config.budgets:
@@ -254,14 +267,6 @@ def load_config(
         config.outbound_networks()
     except ValueError as e:
         raise ConfigError(f"outbound_allow (DEVAGENT_OUTBOUND_ALLOW): {e}") from None
-    try:
-        config.edit_tools = check_edit_tools(config.edit_tools)
-    except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_EDIT_TOOLS, edit_tools in the settings file)") from None
-    try:
-        config.web_search = web_search_setting(config.web_search)
-    except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_WEB_SEARCH)") from None
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if not config.lease_seconds > 0:
