@@ -62,6 +62,7 @@ def test_g2_builtin_tools_registry() -> None:
         "run_shell_command",
         "save_memory",
         "write_todos",
+        "ask_user",
     }
     for name, tool in TOOLS.items():
         assert tool.name == name
@@ -77,6 +78,7 @@ def test_g2_builtin_tools_registry() -> None:
     assert TOOLS["save_memory"].kind is ToolKind.EDIT
     assert TOOLS["run_shell_command"].kind is ToolKind.EXECUTE
     assert TOOLS["write_todos"].kind is ToolKind.INTERNAL
+    assert TOOLS["ask_user"].kind is ToolKind.QUESTION
     assert TOOLS["read_file"].kind is ToolKind.READ
 
 

@@ -8,6 +8,7 @@ from devagent.agent.tools.base import Tool
 def builtin_tools() -> dict[str, Tool]:
     # late: a door that imports one tool module (the settings import the shell tool's sandbox)
     # does not load every tool before it answers `initialize`
+    from devagent.agent.tools.ask import AskUser
     from devagent.agent.tools.memory import SaveMemory
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
@@ -26,6 +27,7 @@ def builtin_tools() -> dict[str, Tool]:
         RunShellCommand(),
         SaveMemory(),
         WriteTodos(),
+        AskUser(),
     ]
     return {t.name: t for t in tools}
 
