@@ -10,11 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.a2a.procs import Serve, serve_argv, serving
-from tests.console.test_console import ALICE, CHROMIUM, WAIT, plain_send, server_folders, shot, sign_in
+from tests.console.conftest import CHROMIUM
+from tests.console.test_console import ALICE, WAIT, plain_send, server_folders, shot, sign_in
 from tests.core_helpers import ask_then_echo
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (installed by scripts/test)")
 
@@ -31,16 +32,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     )
     with serving(args, base / "serve.log") as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_issue30_item6_a_question_answered_in_the_browser(server: Serve, browser: Browser) -> None:

@@ -378,26 +378,22 @@ class DevagentAgent:
         if q is not None and not q.choices:  # a permission request takes no typed answer
             return Decision(call.id, "cancel", feedback=CANNOT_TYPE)
         tool_call, options = t.permission_request(call, root)
-        asked = await self._unless_cancelled(
+        answer = await self._client_answer(
             o,
+            call,
             self.conn.request_permission(
                 session_id=o.session.id,
                 tool_call=ToolCallUpdate.model_validate(tool_call),
                 options=[PermissionOption.model_validate(x) for x in options],
             ),
         )
-        if asked is None:
-            return None
-        try:
-            answer = asked.result()
-        except RequestError as e:
-            log.info("the client answered the permission request with an error: %s", e)
-            return Decision(call.id, "cancel", feedback=str(e))
+        if answer is None or isinstance(answer, Decision):
+            return answer
         outcome = answer.outcome
         if getattr(outcome, "outcome", "") != "selected":
             o.cancelled.set()  # the client cancelled the prompt
             return None
-        option = outcome.option_id  # type: ignore[union-attr]
+        option = outcome.option_id
         offered = call.option_ids()
         if option not in offered:
             log.warning("the client chose option %r, which was not offered; taken as a refusal", option)
@@ -411,23 +407,20 @@ class DevagentAgent:
         mode = ElicitationFormSessionMode.model_validate(
             {"sessionId": o.session.id, "toolCallId": call.id, "requestedSchema": t.question_form(q)}
         )
-        asked = await self._unless_cancelled(o, self.conn.create_elicitation(message=q.question, mode=mode))
-        if asked is None:
-            return None
-        try:
-            answer = asked.result()
-        except RequestError as e:
-            log.info("the client answered the question with an error: %s", e)
-            return Decision(call.id, "cancel", feedback=f"the editor answered with an error: {e}")
+        form = self.conn.create_elicitation(message=q.question, mode=mode)
+        answer = await self._client_answer(o, call, form)
+        if answer is None or isinstance(answer, Decision):
+            return answer
         got = t.question_answer(q, getattr(answer, "content", None)) if answer.action == "accept" else None
         if got is None:
             return Decision(call.id, "cancel")
         return Decision(call.id, got[0], new_content=got[1])
 
-    async def _unless_cancelled(self, o: _Open, request: Any) -> asyncio.Future[Any] | None:
-        """A request to the client, waited for until it is answered (the done future) or the prompt
-        is cancelled (None: the client answers it `cancelled` on its side of session/cancel; the
-        answer is not waited for)."""
+    async def _client_answer(self, o: _Open, call: ToolCall, request: Any) -> Any:
+        """A request to the client about a waiting call, waited for until it is answered or the
+        prompt is cancelled: the client's answer; a refusal of the call when the client answered
+        with an error; None when the prompt was cancelled first (the client answers the request
+        `cancelled` on its side of session/cancel; that answer is not waited for)."""
         ask: asyncio.Future[Any] = asyncio.ensure_future(request)
         cancelled = asyncio.ensure_future(o.cancelled.wait())
         try:
@@ -437,7 +430,11 @@ class DevagentAgent:
         if not ask.done():
             ask.add_done_callback(lambda f: f.cancelled() or f.exception())
             return None
-        return ask
+        try:
+            return ask.result()
+        except RequestError as e:
+            log.info("the client answered its request about %s with an error: %s", call.name, e)
+            return Decision(call.id, "cancel", feedback=str(e))
 
     async def _emit(self, o: _Open, ev: Any) -> None:
         sid = o.session.id
