@@ -125,8 +125,9 @@ async def test_issue30_item6_elicitation(
 async def test_issue30_item6_permission_request_without_elicitation(
     acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
+    steps = [*STEPS[:4], *ask_then_echo("Which port?", None, "q3")]  # the last one takes only words
     client = AskedEditor([], answers=[choice_option(2), "cancel"])
-    async with agent(client, acp_argv(script(STEPS)), acp_env, work_dir, tmp_path / "err.log") as conn:
+    async with agent(client, acp_argv(script(steps)), acp_env, work_dir, tmp_path / "err.log") as conn:
         await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), TIMEOUT)
         new = await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
         await prompt(conn, new.session_id)
@@ -140,3 +141,10 @@ async def test_issue30_item6_permission_request_without_elicitation(
         assert said(client).endswith("Got: The user answered: Green")
         await prompt(conn, new.session_id)
         assert said(client).endswith("the user dismissed the question without answering")
+        # a permission request takes no typed answer: not asked, and the model is told why
+        await prompt(conn, new.session_id)
+        assert len(client.permissions) == 2
+        assert said(client).endswith(
+            "the user's editor cannot take a typed answer; ask again with choices, "
+            "or say in your answer what you need to know"
+        )
