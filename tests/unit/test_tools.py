@@ -64,6 +64,7 @@ def test_g2_builtin_tools_registry() -> None:
         "write_todos",
         "web_fetch",
         "web_search",
+        "ask_user",
     }
     for name, tool in TOOLS.items():
         assert tool.name == name
@@ -79,6 +80,7 @@ def test_g2_builtin_tools_registry() -> None:
     assert TOOLS["save_memory"].kind is ToolKind.EDIT
     assert TOOLS["run_shell_command"].kind is ToolKind.EXECUTE
     assert TOOLS["write_todos"].kind is ToolKind.INTERNAL
+    assert TOOLS["ask_user"].kind is ToolKind.QUESTION
     assert TOOLS["read_file"].kind is ToolKind.READ
 
 

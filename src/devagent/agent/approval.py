@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from devagent.agent.events import PermissionOption, ToolKind
+from devagent.agent.events import (
+    ANSWER_OPTION,
+    PermissionOption,
+    QuestionDetails,
+    ToolKind,
+    choice_option,
+)
 from devagent.agent.mcp_names import server_of
 from devagent.agent.state import SessionState
 from devagent.agent.tools.shell import active_sandbox
@@ -271,6 +277,8 @@ def paths_inside(commands: list[list[str]], workspace_roots: list[str], director
 def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
     if kind is ToolKind.CLIENT:
         return Decision("client")
+    if kind is ToolKind.QUESTION:  # only the user answers a question: no mode or grant does
+        return Decision("ask")
     if kind in (ToolKind.READ, ToolKind.INTERNAL):
         return Decision("run")
     if refused := _refused(kind, name, args, state):
@@ -351,6 +359,16 @@ def _sandbox_note() -> str:
         return ""
     network = "with network" if sandbox.network else "without network"
     return f"in the sandbox: writable workspace only, {network}"
+
+
+def question_options(question: QuestionDetails) -> list[PermissionOption]:
+    """A question's options: each choice, the free answer where one is taken, and dismissing it."""
+    options = [PermissionOption(choice_option(n), c, "") for n, c in enumerate(question.choices, start=1)]
+    if question.allow_free_text:
+        typed = "The answer's text is the decision's new content"
+        options.append(PermissionOption(ANSWER_OPTION, "Answer in your own words", typed))
+    options.append(PermissionOption("cancel", "Dismiss", "Do not answer the question"))
+    return options
 
 
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:

@@ -13,6 +13,7 @@ from devagent.agent.events import (
     GenericDetails,
     McpDetails,
     PermissionOption,
+    QuestionDetails,
     ToolOutput,
 )
 from devagent.agent.state import CallResult
@@ -22,6 +23,7 @@ _DETAIL_KINDS: dict[str, type[Any]] = {
     "file_edit": FileDiff,
     "mcp": McpDetails,
     "generic": GenericDetails,
+    "question": QuestionDetails,
 }
 
 

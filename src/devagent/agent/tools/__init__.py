@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
     # late: a door that imports one tool module (the settings import the shell tool's sandbox)
     # does not load every tool before it answers `initialize`
+    from devagent.agent.tools.ask import AskUser
     from devagent.agent.tools.memory import SaveMemory
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
@@ -35,6 +36,7 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
         WriteTodos(),
         WebFetch(),
         WebSearch(),
+        AskUser(),
     ]
     tools = [t for t in tools if config is None or _offered(t.name, config)]
     return {t.name: t for t in tools}
