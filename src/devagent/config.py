@@ -19,6 +19,7 @@ from devagent.agent.childenv import check_env_pass
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.agent.tools.syntax import MODES as SYNTAX_CHECK_MODES
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -34,6 +35,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "allow_client_model": ("DEVAGENT_ALLOW_CLIENT_MODEL", "allow_client_model"),
     "max_steps": ("DEVAGENT_MAX_STEPS", "max_steps"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
+    "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
@@ -234,6 +236,13 @@ def load_config(
     if not 0.1 <= config.compact_at <= 0.95:
         raise ConfigError(
             "compact_at (DEVAGENT_COMPACT_AT) must be a share of the context between 0.1 and 0.95"
+        )
+    config.edit_syntax_check = config.edit_syntax_check.strip().lower()
+    if config.edit_syntax_check not in SYNTAX_CHECK_MODES:
+        modes = ", ".join(SYNTAX_CHECK_MODES)
+        raise ConfigError(
+            f"edit_syntax_check (DEVAGENT_EDIT_SYNTAX_CHECK) must be one of {modes}, "
+            f"not {config.edit_syntax_check!r}"
         )
     config.traces = config.traces.strip().lower()
     if config.traces not in TRACE_MODES:
