@@ -17,6 +17,7 @@ crash cut off.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -106,20 +107,35 @@ FILE_SHOWN = (
 def drop_shown_files(messages: list[pm.ModelMessage]) -> list[int]:
     """A file a tool attached (an image, a PDF) is sent in the one request that follows it: once
     the model has answered, it is replaced by a note in the transcript, so later requests and the
-    stored conversation do not carry it again. Returns the indexes of the requests changed."""
+    stored conversation do not carry it again. Such a request is replaced by a new object (a
+    message object stands for fixed content: `patches/pydantic_ai.py` remembers its mapping on
+    it). Returns the indexes of the requests replaced."""
     last = max((i for i, m in enumerate(messages) if isinstance(m, pm.ModelResponse)), default=0)
     changed: list[int] = []
     for i, m in enumerate(messages[:last]):
-        if not isinstance(m, pm.ModelRequest):
+        if not isinstance(m, pm.ModelRequest) or not any(_has_files(p) for p in m.parts):
             continue
-        touched = False
-        for part in m.parts:
-            if isinstance(part, pm.ToolReturnPart) and isinstance(part.content, list) and part.files:
-                part.content = f"{part.model_response_str()}\n{FILE_SHOWN}"
-                touched = True
-        if touched:
-            changed.append(i)
+        messages[i] = dataclasses.replace(m, parts=[_shown_once(p) for p in m.parts])
+        changed.append(i)
     return changed
+
+
+def _has_files(part: pm.ModelRequestPart) -> bool:
+    return isinstance(part, pm.ToolReturnPart) and isinstance(part.content, list) and bool(part.files)
+
+
+def _shown_once(part: pm.ModelRequestPart) -> pm.ModelRequestPart:
+    """A tool return without its files, the note in their place; any other part as it is."""
+    if not isinstance(part, pm.ToolReturnPart) or not _has_files(part):
+        return part
+    text = f"{part.model_response_str()}\n{FILE_SHOWN}"
+    return pm.ToolReturnPart(
+        tool_name=part.tool_name,
+        content=text,
+        tool_call_id=part.tool_call_id,
+        metadata=part.metadata,
+        timestamp=part.timestamp,
+    )
 
 
 def fit_result(text: str, context_tokens: int) -> str:

@@ -186,13 +186,13 @@ class ReadFile(Tool):
     name = "read_file"
     description = (
         "Read a file of the workspace. A text file comes back line by line, each line prefixed by its "
-        "line number and a tab (`12\tdef main():`); the prefix is not part of the file, so never copy "
-        f"it into an edit. Large files are cut at {MAX_LINES} lines or {MAX_BYTES // 1024} KiB; a "
-        "header then says which lines were shown and which `offset` to pass to read on. Use `offset` "
-        "(1-based first line) and `limit` (number of lines) to read part of a file. Images (PNG, JPEG, "
-        "GIF, WebP) are shown to you when your model can see images; a PDF is attached whole when your "
-        "model reads PDFs, else (or with offset or limit) its text is returned. Other binary files are "
-        "refused. Read a file before you edit or overwrite it."
+        "line number and a tab (`12\\tdef main():`, \\t being the tab); the prefix is not part of the "
+        f"file, so never copy it into an edit. Large files are cut at {MAX_LINES} lines or "
+        f"{MAX_BYTES // 1024} KiB; a header then says which lines were shown and which `offset` to pass "
+        "to read on. Use `offset` (1-based first line) and `limit` (number of lines) to read part of a "
+        "file. Images (PNG, JPEG, GIF, WebP) are shown to you when your model can see images; a PDF is "
+        "attached whole when your model reads PDFs, else (or with offset or limit) its text is "
+        "returned. Other binary files are refused. Read a file before you edit or overwrite it."
     )
     parameters = parameters_schema(
         ["path"],

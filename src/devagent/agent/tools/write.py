@@ -196,7 +196,8 @@ def _written(
         )
     region = edited_region(old, content) if old is not None else ""
     if region:
-        text += f"\n\nThe changed part of {display} now reads (line number, a tab, the line):\n{region}"
+        shown = region.rstrip("\n")
+        text += f"\n\nThe changed part of {display} now reads (line number, a tab, the line):\n{shown}"
     if report is None and ctx.syntax_check != "off":
         report = syntax.introduced(real, old, content)
     data: dict[str, Any] = {"path": display, "user_modified": modified}
