@@ -249,11 +249,32 @@ async def test_issue30_item3_a_pdf_attached_for_a_model_that_takes_pdfs(ws: Path
     assert paged.attachments == [] and "Hello PDF" in paged.text
 
 
-def test_issue30_item3_the_session_knows_what_its_model_takes() -> None:
-    """The flags come from the model's pydantic-ai profile; the transcript turns a result's files
-    into the tool return's binary parts."""
+async def test_issue30_item3_the_session_knows_what_its_model_takes(
+    core_factory: Any, workspace: Path
+) -> None:
+    """The flags come from the model's pydantic-ai profile."""
+    from pydantic_ai.profiles import ModelProfile
+
+    from devagent.agent.scripted import ScriptedModel, parse_script
+
+    class TextOnly(ScriptedModel):
+        @property
+        def profile(self) -> ModelProfile:  # type: ignore[override]
+            return ModelProfile(supports_image_input=False, supported_document_media_types=frozenset())
+
+    core = await core_factory("demo")
+    s = await core.create_session([workspace])
+    assert s.media_input() == MediaInput(images=True, pdf=True)  # pydantic-ai's defaults
+    core.models[core.default_model] = TextOnly(parse_script([[{"text": "hi"}]]))
+    assert s.media_input() == MediaInput(images=False, pdf=False)
+
+
+def test_issue30_item3_attached_files_in_the_transcript() -> None:
+    """The transcript turns a result's files into the tool return's binary parts, stored with a
+    waiting step as base64; an image weighs in the window what it costs, not its bytes."""
     from pydantic_ai import messages as pm
 
+    from devagent.agent.compact import part_chars
     from devagent.agent.state import CallResult, PendingCall
 
     p = PendingCall("c", "read_file", {}, "read")
@@ -266,6 +287,10 @@ def test_issue30_item3_the_session_knows_what_its_model_takes() -> None:
     assert isinstance(part, pm.ToolReturnPart) and part.model_response_str() == "[pic]"
     assert [f.media_type for f in part.files] == ["image/png"]  # type: ignore[union-attr]
     assert CallResult.from_json(json.loads(json.dumps(p.result.to_json()))).files == p.result.files
+    big = pm.ToolReturnPart(
+        "read_file", ["[pic]", pm.BinaryContent(b"\x89PNG" + bytes(3_000_000), media_type="image/png")]
+    )
+    assert part_chars(big) == len("[pic]") + 1_600 * 4
 
 
 # --- read before an edit -----------------------------------------------------------------------------

@@ -216,9 +216,10 @@ class ReadFile(Tool):
             got = await _read_client(ctx, path, offset, limit, paging)
         if isinstance(got, ToolResult):
             return got
+        result = _shown(path, got, offset)
         if got.real is not None:  # the session has seen this file: it may edit it
             freshness.remember(ctx.state, got.real, got.lines.mark)
-        return _shown(path, got, offset)
+        return result
 
 
 def _shown(path: str, got: _Read, offset: int) -> ToolResult:

@@ -150,7 +150,10 @@ def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, 
 def vet_proposal(ctx: ToolContext, real: Path, old: str | None, proposed: str) -> None:
     """Before the user is asked about a write: a ToolFailure if it would be refused when run
     (the file not read or changed since; a syntax error the operator refuses)."""
-    _vet(ctx, real, old, proposed, False)
+    if ctx.syntax_check == "refuse":
+        _vet(ctx, real, old, proposed, False)
+    else:
+        freshness.check_before_write(ctx.state, ctx.workspace, real, old)
 
 
 def _vet(ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool) -> syntax.Report | None:
