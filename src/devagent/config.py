@@ -20,6 +20,7 @@ from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.agent.tools.syntax import MODES as SYNTAX_CHECK_MODES
 from devagent.agent.tools.web import web_search_setting
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
@@ -36,6 +37,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "allow_client_model": ("DEVAGENT_ALLOW_CLIENT_MODEL", "allow_client_model"),
     "max_steps": ("DEVAGENT_MAX_STEPS", "max_steps"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
+    "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
@@ -184,13 +186,21 @@ def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
             raise _unknown(key, keys, where, isinstance(section[key], Mapping))
 
 
+def _syntax_check_setting(value: str) -> str:
+    value = value.strip().lower()
+    if value not in SYNTAX_CHECK_MODES:
+        raise ValueError(f"edit_syntax_check must be one of {', '.join(SYNTAX_CHECK_MODES)}, not {value!r}")
+    return value
+
+
 def _normalise(config: CoreConfig) -> None:
     """The settings a function checks and puts in their one spelling (`sandbox`, `edit_tools`,
-    `web_search`); a ConfigError names the variable and the key of a bad one."""
+    `web_search`, `edit_syntax_check`); a ConfigError names the variable and the key of a bad one."""
     checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
         ("sandbox", sandbox_setting),
         ("edit_tools", check_edit_tools),
         ("web_search", web_search_setting),
+        ("edit_syntax_check", _syntax_check_setting),
     )
     for name, check in checks:
         try:

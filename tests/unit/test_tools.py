@@ -122,14 +122,14 @@ async def test_g2_invalid_arguments(ctx: ToolContext) -> None:
 async def test_g2_read_file_whole(ws: Path, ctx: ToolContext) -> None:
     (ws / "a.txt").write_text("one\ntwo\n")
     res = await run("read_file", {"path": "a.txt"}, ctx)
-    assert res.text == "one\ntwo\n"
+    assert res.text == "1\tone\n2\ttwo\n"  # each line after its number and a tab
     assert res.data["total_lines"] == 2
 
 
 async def test_g2_read_file_offset_limit_header(ws: Path, ctx: ToolContext) -> None:
     (ws / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 101)))
     res = await run("read_file", {"path": "a.txt", "offset": 10, "limit": 5}, ctx)
-    assert "line 10\nline 11\nline 12\nline 13\nline 14\n" in res.text
+    assert "10\tline 10\n11\tline 11\n12\tline 12\n13\tline 13\n14\tline 14\n" in res.text
     assert "line 15" not in res.text
     assert "lines 10-14 of 100" in res.text
     assert "offset=15" in res.text
@@ -150,8 +150,8 @@ async def test_g2_read_file_caps_large_files(ws: Path, ctx: ToolContext) -> None
 
 
 async def test_g2_read_file_refuses_binary_and_dirs(ws: Path, ctx: ToolContext) -> None:
-    (ws / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-    err = await fails("read_file", {"path": "img.png"}, ctx, "binary_file")
+    (ws / "blob.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    err = await fails("read_file", {"path": "blob.bin"}, ctx, "binary_file")
     assert "binary" in err.message
     (ws / "d").mkdir()
     await fails("read_file", {"path": "d"}, ctx, "is_directory")
@@ -318,6 +318,7 @@ async def test_g2_write_file_new_with_diff(ws: Path, ctx: ToolContext) -> None:
 
 async def test_g2_write_file_overwrite_diff(ws: Path, ctx: ToolContext) -> None:
     (ws / "a.txt").write_text("old\n")
+    await run("read_file", {"path": "a.txt"}, ctx)
     diff = await TOOLS["write_file"].confirmation({"path": "a.txt", "content": "new\n"}, ctx)
     assert isinstance(diff, FileDiff)
     assert diff.old_content == "old\n"
@@ -347,6 +348,7 @@ async def test_g2_write_file_into_directory_refused(ws: Path, ctx: ToolContext) 
 
 async def test_g2_edit_replaces_once(ws: Path, ctx: ToolContext) -> None:
     (ws / "a.py").write_text("x = 1\ny = 2\n")
+    await run("read_file", {"path": "a.py"}, ctx)
     args = {"path": "a.py", "old_string": "y = 2", "new_string": "y = 3"}
     diff = await TOOLS["edit"].confirmation(args, ctx)
     assert isinstance(diff, FileDiff)
@@ -371,6 +373,7 @@ async def test_g2_edit_not_found_error(ws: Path, ctx: ToolContext) -> None:
 
 async def test_g2_edit_multiple_matches(ws: Path, ctx: ToolContext) -> None:
     (ws / "a.py").write_text("a\na\na\n")
+    await run("read_file", {"path": "a.py"}, ctx)
     args: dict[str, Any] = {"path": "a.py", "old_string": "a", "new_string": "b"}
     err = await fails("edit", args, ctx, "edit_multiple_matches")
     assert "found 3 times" in err.message and "replace_all" in err.message
@@ -394,6 +397,7 @@ async def test_g2_edit_creates_file_with_empty_old_string(ws: Path, ctx: ToolCon
 
 async def test_g2_edit_no_change_and_crlf(ws: Path, ctx: ToolContext) -> None:
     (ws / "w.txt").write_bytes(b"one\r\ntwo\r\n")
+    await run("read_file", {"path": "w.txt"}, ctx)
     await fails("edit", {"path": "w.txt", "old_string": "one", "new_string": "one"}, ctx, "edit_no_change")
     await run("edit", {"path": "w.txt", "old_string": "one\ntwo", "new_string": "1\n2"}, ctx)
     assert (ws / "w.txt").read_bytes() == b"1\r\n2\r\n"
@@ -402,6 +406,7 @@ async def test_g2_edit_no_change_and_crlf(ws: Path, ctx: ToolContext) -> None:
 async def test_g2_edit_honours_new_content(ws: Path) -> None:
     (ws / "a.py").write_text("x = 1\n")
     ctx = make_ctx(ws, new_content="x = 42\n")
+    await run("read_file", {"path": "a.py"}, ctx)
     res = await run("edit", {"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}, ctx)
     assert (ws / "a.py").read_text() == "x = 42\n"
     assert res.diff is not None and res.diff.old_content == "x = 1\n" and res.diff.new_content == "x = 42\n"

@@ -9,6 +9,7 @@ them runs, and an answer before its call runs, so a crash never runs a call twic
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import time
 from collections.abc import Callable
@@ -262,7 +263,11 @@ class StepCalls:
         else:
             p.status = ToolCallStatus.SUCCEEDED.value
             diff = dataclasses.asdict(result.diff) if result.diff is not None else None
-            p.result = CallResult(result.text, diff=diff, data=result.data)
+            files = [
+                {"media_type": a.media_type, "data": base64.b64encode(a.data).decode("ascii")}
+                for a in result.attachments
+            ]
+            p.result = CallResult(result.text, diff=diff, data=result.data, files=files)
         await checkpoints.after_edit(self.session, checkpoint)
         self.session.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(call_view(p, live_output=call.live_output)))

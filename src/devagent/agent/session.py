@@ -49,7 +49,7 @@ from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
-from devagent.agent.tools.base import Tool, ToolContext, Workspace
+from devagent.agent.tools.base import MediaInput, Tool, ToolContext, Workspace
 from devagent.agent.tools.client import validate_client_tools
 from devagent.agent.turn import Turn, TurnRunner
 from devagent.common.faults import crash_point
@@ -144,7 +144,28 @@ class Session:
 
     def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
         return ToolContext.for_call(
-            self.core.config, self.workspace, self.state, call, self.runner.cancelled, self.backends, **kw
+            self.core.config,
+            self.workspace,
+            self.state,
+            call,
+            self.runner.cancelled,
+            self.backends,
+            media=self.media_input(),
+            **kw,
+        )
+
+    def media_input(self) -> MediaInput:
+        """Which files the session's model can be given to look at, as its pydantic-ai profile
+        says (a model that cannot be made gets none)."""
+        try:
+            profile = self.model().profile
+        except Exception:  # the model's own request reports why it cannot be made
+            return MediaInput()
+        documents = profile.get("supported_document_media_types")
+        return MediaInput(
+            images=bool(profile.get("supports_image_input", True)),
+            pdf=bool(profile.get("supports_document_input", True))
+            and (documents is None or "application/pdf" in documents),
         )
 
     def use_backends(self, backends: ToolBackends) -> None:
@@ -384,6 +405,8 @@ class Session:
                 return
             messages = await self.messages()
             messages.append(response)
+            for index in transcript.drop_shown_files(messages):  # seen: not sent or kept again
+                self.record.changed_message(index)
             calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
             if not calls:
                 if response.finish_reason == "length":

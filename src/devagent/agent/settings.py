@@ -37,6 +37,9 @@ class CoreConfig:
     allow_client_model: bool = True  # may a client pick the model of its session
     max_steps: int = 50  # model requests per turn
     shell_timeout: float = 120.0
+    # What a write or edit that introduces a syntax error does (tools/syntax.py): warn (written,
+    # the errors in its result), refuse (nothing written, the errors returned) or off (no check).
+    edit_syntax_check: str = "warn"
     # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
     # off unless `sandbox_network`.

@@ -37,6 +37,9 @@ class CallResult:
     error_type: str = ""  # for errors: "interrupted", "cancelled", "denied_by_policy", ...
     diff: dict[str, Any] | None = None  # a FileDiff's fields, for edits
     data: Any = None  # structured output (client tools, MCP)
+    # Files for the model to look at beside the text (read_file's images and PDFs), as
+    # {"media_type", "data" (base64)}: kept only until the step's results go to the model.
+    files: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def error(cls, message: str, error_type: str) -> CallResult:
@@ -49,6 +52,7 @@ class CallResult:
             "error_type": self.error_type,
             "diff": self.diff,
             "data": self.data,
+            **({"files": self.files} if self.files else {}),
         }
 
     @classmethod
@@ -59,6 +63,7 @@ class CallResult:
             error_type=str(d.get("error_type") or ""),
             diff=d.get("diff"),
             data=d.get("data"),
+            files=[dict(f) for f in d.get("files") or []],
         )
 
 
@@ -140,6 +145,10 @@ class SessionState:
     # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
     # only when tracing is on): the turn that resumes after a pause links to it, in any process.
     trace_context: str = ""
+    # What the session last saw of each file it read whole or wrote: real path -> a short hash of
+    # the text (tools/freshness.py), so an edit of a file it never read, or one that changed since,
+    # is refused, also after a restart. Bounded (freshness.MAX_MARKS); left out when empty.
+    file_marks: dict[str, str] = field(default_factory=dict)
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -176,6 +185,7 @@ class SessionState:
             "started_on": self.started_on,
             "environment": self.environment,
             **({"trace_context": self.trace_context} if self.trace_context else {}),
+            **({"file_marks": dict(self.file_marks)} if self.file_marks else {}),
         }
 
     @classmethod
@@ -208,4 +218,5 @@ class SessionState:
             started_on=str(d.get("started_on", "")),
             environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
+            file_marks={str(k): str(v) for k, v in dict(d.get("file_marks") or {}).items()},
         )

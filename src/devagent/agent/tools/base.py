@@ -44,13 +44,31 @@ class ToolFailure(Exception):
         self.type = type
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a tool gives the model to look at (an image, a PDF), beside its text."""
+
+    media_type: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MediaInput:
+    """Which files the session's model takes beside a tool's text (its profile says so)."""
+
+    images: bool = False
+    pdf: bool = False
+
+
 @dataclass(slots=True)
 class ToolResult:
-    """`text` goes to the model; `diff` and `data` go to clients as the ToolCall output."""
+    """`text` goes to the model; `diff` and `data` go to clients as the ToolCall output;
+    `attachments` go to the model with the text (never to clients)."""
 
     text: str
     diff: FileDiff | None = None
     data: Any = None
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 class Workspace:
@@ -190,6 +208,11 @@ class ToolContext:
     outbound_allow: tuple[IPNetwork, ...] = ()
     web_search_url: str = ""
     web_search_key: str = ""
+    # What a write does when it would introduce a syntax error: warn | refuse | off
+    # (CoreConfig.edit_syntax_check).
+    syntax_check: str = "warn"
+    # The files the session's model can be given to look at (read_file's images and PDFs).
+    media: MediaInput = field(default_factory=MediaInput)
 
     @classmethod
     def for_call(
@@ -213,6 +236,7 @@ class ToolContext:
             command_memory_mb=config.command_memory_mb,
             command_processes=config.command_processes,
             memory_file=config.memory_file,
+            syntax_check=config.edit_syntax_check,
             backends=backends,
             granted=call.granted,
             outbound_allow=config.outbound_networks(),

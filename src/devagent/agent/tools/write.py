@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
+from devagent.agent.tools import freshness, syntax
 from devagent.agent.tools._util import (
     BINARY_SNIFF_BYTES,
     atomic_write,
@@ -24,6 +25,7 @@ from devagent.agent.tools._util import (
     str_arg,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.region import edited_region
 
 
 class WriteFile(Tool):
@@ -31,8 +33,10 @@ class WriteFile(Tool):
     description = (
         "Write a whole file in the workspace, replacing its content, or create it (and its parent "
         "directories). Give the complete content: nothing of the old file is kept. To change part of "
-        "an existing file prefer `edit`. The user may be shown a diff and may change the content "
-        "before it is written; the result says so when that happened."
+        "an existing file prefer `edit`. Replacing an existing file needs a read of it in this session "
+        "first. The user may be shown a diff and may change the content before it is written; the "
+        "result says so when that happened, shows the changed part with line numbers and reports "
+        "syntax errors the write introduced."
     )
     parameters = parameters_schema(
         ["path", "content"],
@@ -57,6 +61,7 @@ class WriteFile(Tool):
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
         real, old, new = await in_thread(self._plan, args, ctx, current)
+        await in_thread(vet_proposal, ctx, real, old, new)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -96,8 +101,9 @@ async def _client_write(
     """`_write` through the client's file backend (the editor writes it, into its buffer)."""
     assert ctx.backends.files is not None
     content, modified = _content(ctx, proposed)
+    report = await in_thread(_vet, ctx, real, old, content, modified)
     await ctx.backends.files.write_text(real, content)
-    return _written(ctx, real, old, content, modified, verb)
+    return _written(ctx, real, old, content, modified, verb, report)
 
 
 def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
@@ -129,28 +135,83 @@ def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
 
 
 def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
-    """Writes the proposed content, or the user's version of it, and describes the change."""
+    """Writes the proposed content, or the user's version of it, and describes the change. Refused
+    (nothing written) when the session has not seen the file's current text, or when the operator
+    refuses writes that break the syntax (`_vet`)."""
     content, modified = _content(ctx, proposed)
+    report = _vet(ctx, real, old, content, modified)
     try:  # a crash leaves the old file or the new one; written through the confined walk
         atomic_write(real, content, ctx.workspace)
     except OSError as e:
         raise fs_failure(e, ctx.workspace.display(real)) from e
-    return _written(ctx, real, old, content, modified, verb)
+    return _written(ctx, real, old, content, modified, verb, report)
+
+
+def vet_proposal(ctx: ToolContext, real: Path, old: str | None, proposed: str) -> None:
+    """Before the user is asked about a write: a ToolFailure if it would be refused when run
+    (the file not read or changed since; a syntax error the operator refuses)."""
+    if ctx.syntax_check == "refuse":
+        _vet(ctx, real, old, proposed, False)
+    else:
+        freshness.check_before_write(ctx.state, ctx.workspace, real, old)
+
+
+def _vet(ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool) -> syntax.Report | None:
+    """What a write must pass before it is made: the session has seen the file as it is now
+    (`freshness`), and, when the operator refuses writes that break the syntax, the model's content
+    introduces no syntax error (what the user wrote is theirs and is written). Returns the syntax
+    check's report (None: not checked)."""
+    freshness.check_before_write(ctx.state, ctx.workspace, real, old)
+    if ctx.syntax_check == "off":
+        return None
+    report = syntax.introduced(real, old, content)
+    if report is not None and report.problems and ctx.syntax_check == "refuse" and not modified:
+        raise ToolFailure(
+            f"Nothing was written: this change would introduce syntax errors in "
+            f"{ctx.workspace.display(real)} ({report.language}):\n{report.shown()}\n"
+            "The file is unchanged; correct the change and try again.",
+            "syntax_error",
+        )
+    return report
 
 
 def _written(
-    ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool, verb: str
+    ctx: ToolContext,
+    real: Path,
+    old: str | None,
+    content: str,
+    modified: bool,
+    verb: str,
+    report: syntax.Report | None = None,
 ) -> ToolResult:
+    """The result of a write that was made: what was written, the changed part with line
+    numbers, and the syntax errors it introduced. The session now knows the file's text (unless
+    the user changed it: the model must read it again)."""
     display = ctx.workspace.display(real)
     n = count_lines(content)
     text = f"{verb} {display} ({n} line{'' if n == 1 else 's'})."
+    # The mark of a file the user changed matches no text: the next edit is asked to read it first.
+    freshness.remember(ctx.state, real, "" if modified else freshness.mark_of(content))
     if modified:
         text += (
             " The user modified the proposed content before it was written; read the file again "
             "before editing it further."
         )
+    region = edited_region(old, content) if old is not None else ""
+    if region:
+        shown = region.rstrip("\n")
+        text += f"\n\nThe changed part of {display} now reads (line number, a tab, the line):\n{shown}"
+    if report is None and ctx.syntax_check != "off":
+        report = syntax.introduced(real, old, content)
+    data: dict[str, Any] = {"path": display, "user_modified": modified}
+    if report is not None and report.problems:
+        text += (
+            f"\n\nSyntax check ({report.language}): this write introduced syntax errors:\n"
+            f"{report.shown()}\nThe file was written as shown; fix them with another edit."
+        )
+        data["syntax_errors"] = [{"line": p.line, "message": p.message} for p in report.problems]
     diff: FileDiff = file_diff(ctx.workspace, real, old, content)
-    return ToolResult(text=text, diff=diff, data={"path": display, "user_modified": modified})
+    return ToolResult(text=text, diff=diff, data=data)
 
 
 class Edit(Tool):
@@ -236,6 +297,7 @@ class Edit(Tool):
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
         real, old, new, _n = await in_thread(self._plan, args, ctx, current)
+        await in_thread(vet_proposal, ctx, real, old, new)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -271,5 +333,7 @@ class Edit(Tool):
         if n is None:
             return result
         if old is not None:
-            result.text = result.text.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
+            first, rest = result.text.split("\n", 1) if "\n" in result.text else (result.text, "")
+            said = first.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
+            result.text = said + ("\n" + rest if rest else "")
         return result
