@@ -140,6 +140,10 @@ class SessionState:
     # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
     # only when tracing is on): the turn that resumes after a pause links to it, in any process.
     trace_context: str = ""
+    # The background processes this session started ({id, command, started_by}: the registry
+    # of the server process that started each, tools/processes.py), newest last: a process lives
+    # only in that server process, and the model is told so when it names one that is gone.
+    background: list[dict[str, Any]] = field(default_factory=list)
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -176,6 +180,7 @@ class SessionState:
             "started_on": self.started_on,
             "environment": self.environment,
             **({"trace_context": self.trace_context} if self.trace_context else {}),
+            **({"background": self.background} if self.background else {}),
         }
 
     @classmethod
@@ -208,4 +213,5 @@ class SessionState:
             started_on=str(d.get("started_on", "")),
             environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
+            background=[dict(r) for r in d.get("background", []) if isinstance(r, dict)],
         )

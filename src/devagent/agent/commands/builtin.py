@@ -34,6 +34,7 @@ async def clear(session: SessionContext, args: str, emit: Emit) -> str | None:
     session.state.pending = []
     session.state.todos = []
     await session.replace_messages([])
+    await session.forget_saved_outputs()
     say(emit, "Conversation cleared.")
     return None
 

@@ -43,9 +43,10 @@ MANY_MAX_FILES = 200
 
 
 def _open_text(workspace: Workspace, path: str) -> BinaryIO:
-    """The text file `path` open for reading (confined), or a ToolFailure."""
+    """The text file `path` open for reading (confined to the workspace and its read-only roots),
+    or a ToolFailure."""
     try:
-        f = open_file(workspace.absolute(path), workspace)
+        f = open_file(workspace.absolute(path), workspace, readable=True)
     except OSError as e:
         raise fs_failure(e, path) from e
     try:
@@ -119,7 +120,7 @@ class ReadFile(Tool):
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
         files = ctx.backends.files
-        if files is None:
+        if files is None or ctx.workspace.in_read_only_root(path):  # the client has no such files
             text, first, last, total, cut = await in_thread(_read_file, ctx.workspace, path, offset, limit)
         else:  # the client's view of the file (an editor's buffer, unsaved changes included)
             real = await in_thread(ctx.workspace.resolve, path)
