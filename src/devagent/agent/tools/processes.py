@@ -23,6 +23,7 @@ import asyncio
 import codecs
 import contextlib
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -32,7 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.tools.base import ToolFailure
 from devagent.agent.tools.output import head_and_tail
-from devagent.agent.tools.shell import READ_CHUNK, Started, kill_group, start_command
+from devagent.agent.tools.shell import (
+    KILL_GRACE,
+    READ_CHUNK,
+    Started,
+    kill_group,
+    signal_group,
+    start_command,
+    wait_exit,
+)
 
 if TYPE_CHECKING:
     from devagent.agent.tools.base import ToolContext
@@ -89,6 +98,7 @@ class BackgroundProcess:
         self.directory = directory
         self.proc = started.proc
         self.sandboxed = started.sandboxed
+        self.supervised = started.supervised
         self.started_at = time.time()
         self.output = NewestText()
         self.exit_code: int | None = None
@@ -131,8 +141,9 @@ class BackgroundProcess:
         reading = asyncio.create_task(read())
         try:
             await self.proc.wait()
-            # What it left in its group (jobs it started with `&`) ends with it, as in a sandbox.
-            await kill_group(self.proc)
+            # What it left running ended with it (its supervisor or its sandbox saw to that);
+            # anything still in its group goes now.
+            signal_group(self.proc.pid, signal.SIGKILL)
             await asyncio.wait({reading}, timeout=END_GRACE)
         finally:
             if not reading.done():
@@ -220,9 +231,21 @@ class BackgroundProcess:
         if self.ended:
             return
         self.stopped_why = self.stopped_why or why
-        await kill_group(self.proc)
+        await self._end()
         if self._watcher is not None:
             await asyncio.wait({self._watcher})
+
+    async def _end(self) -> None:
+        """SIGTERM to its group; what outlives the grace is killed: first by its supervisor, which
+        also kills what left the group, then SIGKILL to the group."""
+        pgid = self.proc.pid  # it leads its own group
+        signal_group(pgid, signal.SIGTERM)
+        await wait_exit(self.proc, KILL_GRACE)
+        if self.proc.returncode is None and self.supervised:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pgid, signal.SIGUSR1)
+            await wait_exit(self.proc, KILL_GRACE)
+        signal_group(pgid, signal.SIGKILL)
 
 
 async def _write_all(fd: int, data: bytes) -> None:
@@ -252,7 +275,7 @@ def _settle(future: asyncio.Future[None]) -> None:
 def _duration(seconds: float) -> str:
     s = int(seconds)
     if s < 120:
-        return f"{s} s"
+        return f"{round(seconds, 1):g} s"
     if s < 7200:
         return f"{s // 60} min"
     return f"{s // 3600} h"

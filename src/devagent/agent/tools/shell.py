@@ -81,12 +81,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-async def _wait_exit(proc: asyncio.subprocess.Process, seconds: float) -> None:
+async def wait_exit(proc: asyncio.subprocess.Process, seconds: float) -> None:
     """Waits until the process has exited (not for its pipes, which others may hold open)."""
     deadline = time.monotonic() + seconds
     while proc.returncode is None and time.monotonic() < deadline:  # noqa: ASYNC110 - no exit event
@@ -97,17 +97,17 @@ async def kill_group(proc: asyncio.subprocess.Process, grace: float | None = Non
     """SIGTERM to the whole process group, SIGKILL after `grace` for whatever is left."""
     grace = KILL_GRACE if grace is None else grace
     pgid = proc.pid  # start_new_session: the shell leads its own group
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     try:
         deadline = time.monotonic() + grace
-        await _wait_exit(proc, grace)
+        await wait_exit(proc, grace)
         while _group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling a pgid
             await asyncio.sleep(0.02)
     finally:
         # Reaped zombies of other parents may still answer signal 0 for a moment; SIGKILL is
         # harmless to them and final for anything that ignored SIGTERM.
-        _signal_group(pgid, signal.SIGKILL)
-        await _wait_exit(proc, 1.0)
+        signal_group(pgid, signal.SIGKILL)
+        await wait_exit(proc, 1.0)
 
 
 # --- the sandbox (bubblewrap) ----------------------------------------------------------------------
@@ -544,40 +544,23 @@ def limited(command: str, memory_mb: int, processes: int) -> list[str]:
     return ["bash", "-c", " && ".join([*steps, 'exec bash -c "$1"']), "bash", command]
 
 
-# Started by the server in front of an unsandboxed background command (argv[2:]), whose process
-# group it leads: asks the kernel for SIGUSR1 when the server dies (SIGKILL included), and then
-# kills the whole group; otherwise it waits for the command and exits with its status. SIGTERM
-# (the group's stop) it outlives until the command has ended, so it is there to the last.
-# A sandboxed command needs none: bwrap's --die-with-parent and its PID namespace do the same.
-_SUPERVISE = """\
-import ctypes, os, signal, sys
-def end(*_):
-    os.killpg(0, signal.SIGKILL)
-signal.signal(signal.SIGUSR1, end)
-signal.signal(signal.SIGTERM, lambda *_: None)
-prctl = getattr(ctypes.CDLL(None), "prctl", None)
-if prctl is not None:
-    prctl(1, signal.SIGUSR1)  # PR_SET_PDEATHSIG
-if os.getppid() != int(sys.argv[1]):
-    end()  # the server died before that
-pid = os.fork()
-if pid == 0:
-    os.execvp(sys.argv[2], sys.argv[2:])
-_, status = os.waitpid(pid, 0)
-code = os.waitstatus_to_exitcode(status)
-os._exit(code if code >= 0 else 128 - code)
-"""
+# The program that leads an unsandboxed background command's process group and ends everything
+# the command started when the server dies or the command ends (see its docstring). A sandboxed
+# command needs none: bwrap's --die-with-parent and its PID namespace do the same.
+SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 
 
 @dataclass(slots=True)
 class Started:
     """A command started in its own process group: the read end of its output pipe, and for a
-    background command the write end of its input pipe (else -1)."""
+    background command the write end of its input pipe (else -1) and whether `SUPERVISOR` leads
+    it."""
 
     proc: asyncio.subprocess.Process
     output_fd: int
     input_fd: int = -1
     sandboxed: bool = False
+    supervised: bool = False
 
 
 async def start_command(
@@ -585,7 +568,7 @@ async def start_command(
 ) -> Started:
     """Starts `command` in its own process group (in the process's sandbox, if on) with the
     agent's environment and limits. `background`: its input is a pipe for the caller to write,
-    and it never outlives the server (`_SUPERVISE`, or the sandbox); else its input is closed."""
+    and it never outlives the server (`SUPERVISOR`, or the sandbox); else its input is closed."""
     sandbox = active_sandbox()
     # An allow-list, never the server's environment (tokens, database URL, provider keys stay in
     # the server).
@@ -600,7 +583,7 @@ async def start_command(
         argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
         env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
     elif background:
-        argv = [os.path.realpath(sys.executable), "-I", "-S", "-c", _SUPERVISE, str(os.getpid()), *argv]
+        argv = [os.path.realpath(sys.executable), "-I", "-S", SUPERVISOR, str(os.getpid()), *argv]
     # Our own pipes rather than asyncio's: we can close our end when background jobs keep the
     # write end open after the shell exited, and the process transport holds no pipes (so its
     # wait() ends when the process does).
@@ -626,7 +609,7 @@ async def start_command(
         for fd in (write_fd, stdin_r):
             if fd >= 0:
                 os.close(fd)
-    return Started(proc, read_fd, stdin_w, sandbox is not None)
+    return Started(proc, read_fd, stdin_w, sandbox is not None, background and sandbox is None)
 
 
 async def _follow_command(
@@ -698,7 +681,7 @@ async def _follow_command(
                 task.cancel()
         pipe.close()
     if proc.returncode is None:  # pragma: no cover - the loop ends only after exit or a kill
-        await _wait_exit(proc, KILL_GRACE)
+        await wait_exit(proc, KILL_GRACE)
     return outcome
 
 
