@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 import time
@@ -38,8 +39,8 @@ from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, processes, shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.processes import NewestText, ProcessRegistry
-from tests.conftest import process_ended
 from tests.core_helpers import call, collect
+from tests.process_scan import running
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 30.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -57,23 +58,6 @@ import sys, time
 print("ready", flush=True)
 time.sleep(3600)  # a long-running process, until something stops it
 """
-
-
-def running(marker: str, *, argument: bool = False) -> list[int]:
-    """The live processes whose command line holds `marker` (`argument`: as one whole argument),
-    checked from outside, in /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        found_it = marker.encode() in (cmdline.split(b"\0") if argument else cmdline)
-        if found_it and not process_ended(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 async def until(condition: Callable[[], object], what: str) -> None:
@@ -107,6 +91,16 @@ def bg(command: str, cid: str) -> dict[str, Any]:
 
 def proc(cid: str, action: str, pid: str = "bg1", **args: Any) -> dict[str, Any]:
     return call("background_process", {"action": action, **({"id": pid} if pid else {}), **args}, cid)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A name for the test's processes (an argument or part of their command lines); whatever
+    of them a failing test left running is killed afterwards."""
+    name = f"bgtest-{uuid.uuid4().hex[:10]}"
+    yield name
+    for pid in running(name):
+        os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(params=["unsandboxed", "sandboxed"])
@@ -178,11 +172,10 @@ async def test_issue30_item4_background_server_queried_from_another_command(
 
 
 async def test_issue30_item4_background_input_echoed(
-    sandboxing: bool, yolo_core: Any, script: Any, workspace: Path
+    sandboxing: bool, yolo_core: Any, script: Any, workspace: Path, marker: str
 ) -> None:
     """Text written to a background process's input reaches it (echoed back in its output);
     closing its input ends it, and its exit is read."""
-    marker = f"echo-{uuid.uuid4().hex[:8]}"
     (workspace / f"{marker}.py").write_text(ECHO)
     spec = script(
         [
@@ -207,10 +200,9 @@ async def test_issue30_item4_background_input_echoed(
 
 
 async def test_issue30_item4_cancel_stops_background_processes(
-    sandboxing: bool, yolo_core: Any, script: Any, workspace: Path, tmp_path: Path
+    sandboxing: bool, yolo_core: Any, script: Any, workspace: Path, tmp_path: Path, marker: str
 ) -> None:
     """Cancelling a turn stops the session's background processes: none is left."""
-    marker = f"linger-{uuid.uuid4().hex[:8]}"
     (workspace / f"{marker}.py").write_text(LINGER)
     spec = script(
         [
@@ -245,11 +237,10 @@ async def test_issue30_item4_cancel_stops_background_processes(
 
 
 async def test_issue30_item4_session_end_and_core_close_stop_them(
-    yolo_core: Any, script: Any, workspace: Path
+    yolo_core: Any, script: Any, workspace: Path, marker: str
 ) -> None:
     """A session that ends (its door closed it) stops its processes, another session's keep
     running; the core's close stops the rest."""
-    marker = f"linger-{uuid.uuid4().hex[:8]}"
     (workspace / f"{marker}.py").write_text(LINGER)
     steps = [
         {"items": [bg(f"{PY} -u {marker}.py first", "start")]},
@@ -270,10 +261,11 @@ async def test_issue30_item4_session_end_and_core_close_stop_them(
     await until(lambda: not running(marker), "a process outlived the core")
 
 
-async def test_issue30_item4_idle_session_stops_them(yolo_core: Any, script: Any, workspace: Path) -> None:
+async def test_issue30_item4_idle_session_stops_them(
+    yolo_core: Any, script: Any, workspace: Path, marker: str
+) -> None:
     """A session idle for `shell_background_idle` seconds (no turn, no call using its
     processes) has them stopped."""
-    marker = f"linger-{uuid.uuid4().hex[:8]}"
     (workspace / f"{marker}.py").write_text(LINGER)
     spec = script(
         [
@@ -291,11 +283,10 @@ async def test_issue30_item4_idle_session_stops_them(yolo_core: Any, script: Any
 
 
 async def test_issue30_item4_restart_tells_the_model_it_is_gone(
-    core_factory: Any, script: Any, workspace: Path, sqlite_url: str, tmp_path: Path
+    core_factory: Any, script: Any, workspace: Path, sqlite_url: str, tmp_path: Path, marker: str
 ) -> None:
     """A background process belongs to the server process that started it: a session opened by
     another (a restart) is told it is gone, by id and in the list."""
-    marker = f"linger-{uuid.uuid4().hex[:8]}"
     (workspace / f"{marker}.py").write_text(LINGER)
     spec = script(
         [
@@ -320,10 +311,9 @@ async def test_issue30_item4_restart_tells_the_model_it_is_gone(
     assert "is gone" in text(calls["list"])
 
 
-async def test_issue30_item4_a_process_leaving_its_group_is_stopped_too(ws: Path) -> None:
+async def test_issue30_item4_a_process_leaving_its_group_is_stopped_too(ws: Path, marker: str) -> None:
     """Unsandboxed, a process the command started in a session of its own (setsid) still ends
     when the background process is stopped: its supervisor keeps everything below it."""
-    marker = f"escape-{uuid.uuid4().hex[:8]}"
     registry = ProcessRegistry(0, lambda _sid: False)
     ctx = ToolContext(
         workspace=Workspace([ws]), state=SessionState(workspace_roots=[str(ws)]), processes=registry.of("s")
@@ -345,7 +335,7 @@ async def test_issue30_item4_a_process_leaving_its_group_is_stopped_too(ws: Path
 
 
 async def test_issue30_item4_asked_like_commands(
-    core_factory: Any, script: Any, workspace: Path, tmp_path: Path
+    core_factory: Any, script: Any, workspace: Path, tmp_path: Path, marker: str
 ) -> None:
     """Starting one is asked like any command and writing to its input is asked unless the mode
     runs commands; reading its output, listing and stopping never ask. In plan mode only those
@@ -367,7 +357,6 @@ async def test_issue30_item4_asked_like_commands(
             assert approval.decide(tool.kind_for(args), tool.name, args, state).verdict == read
     # Through the loop, in "ask" mode: the start waits for permission, then reading runs unasked,
     # writing waits again.
-    marker = f"echo-{uuid.uuid4().hex[:8]}"
     (workspace / f"{marker}.py").write_text(ECHO)
     spec = script(
         [
@@ -404,7 +393,9 @@ def test_issue30_item4_output_buffer_keeps_the_newest() -> None:
     assert buf.unread() == ("", 0)
 
 
-async def test_issue30_item4_limits_and_unknown_ids(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_issue30_item4_limits_and_unknown_ids(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, marker: str
+) -> None:
     """A session runs at most MAX_RUNNING at once; an id it never had is named as such; without a
     registry (a context that has none) background processes are refused."""
     monkeypatch.setattr(processes, "MAX_RUNNING", 1)
@@ -412,7 +403,6 @@ async def test_issue30_item4_limits_and_unknown_ids(ws: Path, monkeypatch: pytes
     ctx = ToolContext(
         workspace=Workspace([ws]), state=SessionState(workspace_roots=[str(ws)]), processes=registry.of("s")
     )
-    marker = f"one-{uuid.uuid4().hex[:8]}"
     try:
         await TOOLS["run_shell_command"].run(
             {"command": f"exec sleep 3600 # {marker}", "background": True}, ctx
