@@ -421,3 +421,27 @@ async def test_issue30_item4_limits_and_unknown_ids(
             {"command": "true", "background": True}, replace(ctx, processes=None)
         )
     assert unavailable.value.type == "unsupported"
+
+
+async def test_issue30_item4_registry_bounded_across_sessions(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the registry remembers of sessions whose processes have all ended is bounded: past
+    SESSIONS_KEPT, the one used longest ago is forgotten (its ids are then told ended)."""
+    monkeypatch.setattr(processes, "SESSIONS_KEPT", 1)
+    registry = ProcessRegistry(0, lambda _sid: False)
+    state = SessionState(workspace_roots=[str(ws)])
+    ctx = ToolContext(workspace=Workspace([ws]), state=state, processes=registry.of("a"))
+    try:
+        await TOOLS["run_shell_command"].run({"command": "exit 0", "background": True}, ctx)
+        await until(lambda: registry.processes("a")[0].ended, "it never ended")
+        ctx = replace(ctx, processes=registry.of("b"))
+        await TOOLS["run_shell_command"].run({"command": "exit 0", "background": True}, ctx)
+        assert registry.processes("a") == [] and [p.id for p in registry.processes("b")] == ["bg2"]
+        with pytest.raises(ToolFailure) as ended:
+            await TOOLS["background_process"].run(
+                {"action": "output", "id": "bg1"}, replace(ctx, processes=registry.of("a"))
+            )
+        assert ended.value.message == "bg1 (`exit 0`) has ended and is no longer kept"
+    finally:
+        await registry.close()

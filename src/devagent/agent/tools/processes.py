@@ -50,6 +50,7 @@ BUFFER_CHARS = 256 * 1024  # the newest output kept per process
 MAX_RUNNING = 8  # running at once per session
 KEPT_ENDED = 16  # ended processes remembered per session (their last output, how they ended)
 RECORDS_KEPT = 64  # processes the session's state names (for "gone after a restart")
+SESSIONS_KEPT = 256  # sessions whose ended processes are remembered (those with a running one: all)
 IDLE_CHECK = 30.0  # seconds between two looks for idle sessions, at most
 INPUT_TIMEOUT = 10.0  # seconds a write may wait for a process that does not read its input
 END_GRACE = 1.0  # seconds to collect the last output once a process has ended
@@ -318,8 +319,18 @@ class ProcessRegistry:
         for old in ended[: max(0, len(ended) - KEPT_ENDED)]:
             del procs[old.id]
         self.touch(session_id)
+        self._forget_old_sessions()
         if self.idle_seconds > 0 and (self._idle_task is None or self._idle_task.done()):
             self._idle_task = asyncio.create_task(self._stop_idle())
+
+    def _forget_old_sessions(self) -> None:
+        """Beyond SESSIONS_KEPT sessions, those used longest ago with nothing running are forgotten
+        (a later call naming one of their processes is told it ended)."""
+        done = [sid for sid, procs in self._sessions.items() if all(p.ended for p in procs.values())]
+        done.sort(key=lambda sid: self._last_use.get(sid, 0.0))
+        for sid in done[: max(0, len(self._sessions) - SESSIONS_KEPT)]:
+            del self._sessions[sid]
+            self._last_use.pop(sid, None)
 
     async def stop_session(self, session_id: str, why: str, *, forget: bool = False) -> None:
         """Stops the session's running processes (`forget`: and drops them all)."""
