@@ -28,9 +28,7 @@ from devagent.agent.events import (
     GenericDetails,
     NeedsInput,
     Resume,
-    ToolCall,
     ToolCallStatus,
-    ToolCallUpdate,
     ToolKind,
     TurnEnd,
     UserPrompt,
@@ -39,7 +37,7 @@ from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, processes, shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.processes import NewestText, ProcessRegistry
-from tests.core_helpers import call, collect
+from tests.core_helpers import call, calls_by_id, collect, result_text
 from tests.process_scan import running
 
 PY = os.path.realpath(sys.executable)
@@ -66,17 +64,6 @@ async def until(condition: Callable[[], object], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} within {WITHIN:g} s")
         await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
-
-
-def by_id(events: list[Any]) -> dict[str, ToolCall]:
-    return {e.call.id: e.call for e in events if isinstance(e, ToolCallUpdate)}
-
-
-def text(c: ToolCall) -> str:
-    if c.output is not None:
-        return c.output.text
-    assert c.error is not None, c
-    return c.error.message
 
 
 def free_port() -> int:
@@ -155,19 +142,21 @@ async def test_issue30_item4_background_server_queried_from_another_command(
     core = await yolo_core(spec)
     s = await core.create_session([workspace])
     events = await collect(s.advance(UserPrompt("serve and query")))
-    calls = by_id(events)
+    calls = calls_by_id(events)
     assert isinstance(events[-1], TurnEnd) and events[-1].reason == "finished", events[-1]
     assert all(c.status is ToolCallStatus.SUCCEEDED for c in calls.values()), [
-        text(c) for c in calls.values()
+        result_text(c) for c in calls.values()
     ]
-    assert text(calls["start"]).startswith("Started in the background as bg1.")
+    assert result_text(calls["start"]).startswith("Started in the background as bg1.")
     assert calls["start"].output is not None and calls["start"].output.data["sandboxed"] is sandboxing
-    assert f"Serving HTTP on 127.0.0.1 port {port}" in text(calls["ready"])
-    assert text(calls["ready"]).endswith("[bg1: running]")
-    assert text(calls["curl"]) == "hello from the workspace\nexit code 0"
-    assert '"GET /hello.txt HTTP/1.1" 200' in text(calls["log"])
-    assert text(calls["list"]).startswith("bg1: running, started ") and server in text(calls["list"])
-    assert text(calls["stop"]).endswith("[bg1: stopped (stopped on request)]")
+    assert f"Serving HTTP on 127.0.0.1 port {port}" in result_text(calls["ready"])
+    assert result_text(calls["ready"]).endswith("[bg1: running]")
+    assert result_text(calls["curl"]) == "hello from the workspace\nexit code 0"
+    assert '"GET /hello.txt HTTP/1.1" 200' in result_text(calls["log"])
+    assert result_text(calls["list"]).startswith("bg1: running, started ") and server in result_text(
+        calls["list"]
+    )
+    assert result_text(calls["stop"]).endswith("[bg1: stopped (stopped on request)]")
     await until(lambda: not running(f"http.server {port}"), "the server was still running")
 
 
@@ -190,12 +179,12 @@ async def test_issue30_item4_background_input_echoed(
     )
     core = await yolo_core(spec)
     s = await core.create_session([workspace])
-    calls = by_id(await collect(s.advance(UserPrompt("echo"))))
-    assert "echo: hello" in text(calls["hello"]) and "[bg1: running]" in text(calls["hello"])
-    assert "echo: bye" in text(calls["bye"]) and "input closed" in text(calls["bye"])
-    assert text(calls["end"]).endswith("[bg1: exited with code 0]")
+    calls = calls_by_id(await collect(s.advance(UserPrompt("echo"))))
+    assert "echo: hello" in result_text(calls["hello"]) and "[bg1: running]" in result_text(calls["hello"])
+    assert "echo: bye" in result_text(calls["bye"]) and "input closed" in result_text(calls["bye"])
+    assert result_text(calls["end"]).endswith("[bg1: exited with code 0]")
     assert calls["again"].status is ToolCallStatus.FAILED
-    assert "has ended" in text(calls["again"])
+    assert "has ended" in result_text(calls["again"])
     assert not running(marker)
 
 
@@ -223,7 +212,7 @@ async def test_issue30_item4_cancel_stops_background_processes(
     reading = asyncio.create_task(read())
     await until(
         lambda: any(
-            c.status is ToolCallStatus.SUCCEEDED for cid, c in by_id(events).items() if cid == "ready"
+            c.status is ToolCallStatus.SUCCEEDED for cid, c in calls_by_id(events).items() if cid == "ready"
         ),
         "the process never became ready",
     )
@@ -304,11 +293,13 @@ async def test_issue30_item4_restart_tells_the_model_it_is_gone(
     second = await core_factory(spec, approval_mode="yolo", data_dir=tmp_path / "data")
     s = await second.get_session("restarted")
     assert s is not None
-    calls = by_id(await collect(s.advance(UserPrompt("read it"))))
+    calls = calls_by_id(await collect(s.advance(UserPrompt("read it"))))
     assert calls["read"].status is ToolCallStatus.FAILED
-    assert f"bg1 (`{PY} -u {marker}.py`) is gone: it was started by a server process" in text(calls["read"])
-    assert text(calls["list"]).startswith("bg1 (`")
-    assert "is gone" in text(calls["list"])
+    assert f"bg1 (`{PY} -u {marker}.py`) is gone: it was started by a server process" in result_text(
+        calls["read"]
+    )
+    assert result_text(calls["list"]).startswith("bg1 (`")
+    assert "is gone" in result_text(calls["list"])
 
 
 async def test_issue30_item4_a_process_leaving_its_group_is_stopped_too(ws: Path, marker: str) -> None:
@@ -376,7 +367,7 @@ async def test_issue30_item4_asked_like_commands(
     assert waiting.confirmation.details == GenericDetails(
         description=f"Write 'hi\\n' to the input of bg1 (`{PY} -u {marker}.py`)"
     )
-    assert by_id(events)["ready"].status is ToolCallStatus.SUCCEEDED  # ran unasked
+    assert calls_by_id(events)["ready"].status is ToolCallStatus.SUCCEEDED  # ran unasked
     await core.close()
     assert not running(marker)
 

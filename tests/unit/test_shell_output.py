@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from devagent.agent.events import ToolCall, ToolCallStatus, ToolCallUpdate, UserPrompt
+from devagent.agent.events import ToolCallStatus, UserPrompt
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
@@ -20,23 +20,11 @@ from devagent.agent.tools.output import HeadTail, head_and_tail
 from devagent.agent.tools.saved_outputs import SavedOutputs
 from devagent.agent.tools.shell import Sandbox
 from devagent.config import ConfigError, load_config
-from tests.core_helpers import call, collect
+from tests.core_helpers import call, calls_by_id, collect, result_text
 
 TOOLS = builtin_tools()
 LINES = 100_000
 PRINT_LINES = f"seq 1 {LINES} | sed 's/^/line /'"
-
-
-def finished(events: list[Any]) -> dict[str, ToolCall]:
-    """Each call's last update, by id."""
-    return {e.call.id: e.call for e in events if isinstance(e, ToolCallUpdate)}
-
-
-def result_text(c: ToolCall) -> str:
-    if c.output is not None:
-        return c.output.text
-    assert c.error is not None, c
-    return c.error.message
 
 
 def ctx_for(ws: Path, data: Path, **kw: Any) -> ToolContext:
@@ -69,7 +57,7 @@ async def test_issue30_item4_long_output_head_tail_and_whole_readable(
     )
     core = await core_factory(spec, approval_mode="yolo", data_dir=data)
     s = await core.create_session([workspace], session_id="long")
-    calls = finished(await collect(s.advance(UserPrompt("print a lot"))))
+    calls = calls_by_id(await collect(s.advance(UserPrompt("print a lot"))))
     assert all(c.status is ToolCallStatus.SUCCEEDED for c in calls.values()), calls
     text = result_text(calls["c1"])
     assert text.startswith("line 1\nline 2\n")
