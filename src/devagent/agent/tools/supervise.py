@@ -6,7 +6,8 @@ stays below it, even a process that leaves the group (`setsid`, a daemon's doubl
 everything below it:
 
 - when the server dies, SIGKILL included: the kernel sends it SIGUSR1 then (its parent-death
-  signal, PR_SET_PDEATHSIG);
+  signal, PR_SET_PDEATHSIG; strictly, when the thread that started it ends: every door runs its
+  event loop, which starts commands, on the main thread);
 - when the command ends: what the command left running ends with it, as in a sandbox;
 - on SIGUSR1 from the server, which stops a command that outlived SIGTERM.
 
