@@ -10,6 +10,7 @@ from devagent.agent.events import (
     Notice,
     TextDelta,
     ThoughtDelta,
+    ToolCall,
     ToolCallStatus,
     ToolCallUpdate,
     TurnEnd,
@@ -95,3 +96,16 @@ def assert_read_the_readme(events: list[Any], thought: str, answer: str) -> Turn
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.reason == "finished"
     return end
+
+
+def calls_by_id(events: list[Any]) -> dict[str, ToolCall]:
+    """Each call's last update in these events, by its id."""
+    return {e.call.id: e.call for e in events if isinstance(e, ToolCallUpdate)}
+
+
+def result_text(c: ToolCall) -> str:
+    """What the model read of a call: its output, or its error's message."""
+    if c.output is not None:
+        return c.output.text
+    assert c.error is not None, c
+    return c.error.message

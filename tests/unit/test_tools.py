@@ -60,6 +60,7 @@ def test_g2_builtin_tools_registry() -> None:
         "glob",
         "grep",
         "run_shell_command",
+        "background_process",
         "save_memory",
         "write_todos",
         "web_fetch",
@@ -601,11 +602,13 @@ async def test_g2_shell_runs_and_reports_exit_code(ws: Path, ctx: ToolContext) -
     assert "done" in res.text
 
 
-async def test_g2_shell_output_keeps_tail(ws: Path, ctx: ToolContext) -> None:
+async def test_g2_shell_output_keeps_head_and_tail(ws: Path, ctx: ToolContext) -> None:
     res = await run("run_shell_command", {"command": "seq 1 20000"}, ctx)
+    assert res.text.startswith("1\n2\n3\n")
     assert res.text.endswith("19999\n20000\nexit code 0")
-    assert "earlier characters of output omitted" in res.text
+    assert "[… lines " in res.text and "characters) left out here" in res.text
     assert res.data["truncated"] is True
+    assert res.data["saved_output"] is None  # a context with nowhere to save it
 
 
 async def test_g2_shell_streams_live_output(ws: Path) -> None:
@@ -643,7 +646,7 @@ async def _wait_pid_file(path: Path) -> int:
 
 
 async def test_g2_shell_timeout_kills_group(ws: Path) -> None:
-    ctx = make_ctx(ws, shell_timeout=0.5)
+    ctx = make_ctx(ws, shell_timeout=0.5, shell_timeout_max=0.5)
     start = time.monotonic()
     err = await fails(
         "run_shell_command",
@@ -652,7 +655,8 @@ async def test_g2_shell_timeout_kills_group(ws: Path) -> None:
         "timeout",
     )
     assert time.monotonic() - start < 5
-    assert "timed out after 0.5 s" in err.message and "started" in err.message
+    assert "timed out after 0.5 s (the server's maximum; 10 s was asked for)" in err.message
+    assert "started" in err.message
     pid = int((ws / "pid").read_text())
     assert not _alive(pid)
 

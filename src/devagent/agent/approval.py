@@ -24,7 +24,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.mcp_names import server_of
 from devagent.agent.state import SessionState
-from devagent.agent.tools.shell import active_sandbox
+from devagent.agent.tools.shell import RunShellCommand, active_sandbox
 
 Verdict = Literal["run", "ask", "deny", "client"]
 
@@ -36,6 +36,12 @@ class Decision:
     # Runs unasked because a prefix grant covers it ("git status"), not because of the mode or
     # an exact grant: it must start only what was shown (gitguard).
     granted: bool = False
+
+
+def _command(kind: ToolKind, name: str) -> bool:
+    """Whether a call runs a shell command, which grants and refusals name by what it runs (other
+    calls that execute, such as writing to a background process's input, by their tool)."""
+    return kind is ToolKind.EXECUTE and name == RunShellCommand.name
 
 
 def shell_root(command: str) -> str:
@@ -300,7 +306,7 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if kind is ToolKind.MCP and server_of(name) in state.grants_mcp_servers:
         return Decision("run")
-    if kind is ToolKind.EXECUTE and (covered := _shell_grant(args, state)):
+    if _command(kind, name) and (covered := _shell_grant(args, state)):
         return Decision("run", granted=covered == "prefix")
     if kind is ToolKind.FETCH and url_origin(str(args.get("url", ""))) in state.grants_web:
         return Decision("run")
@@ -326,7 +332,7 @@ def _refused(kind: ToolKind, name: str, args: dict[str, Any], state: SessionStat
     """Why the user's "reject always" refuses this call, or "" (it does not)."""
     if name in state.refusals_tools:
         return f"the user refused {name} for the rest of this session"
-    if kind is ToolKind.EXECUTE and state.refusals_shell:
+    if _command(kind, name) and state.refusals_shell:
         command = str(args.get("command", ""))
         roots = command_roots(command) or [shell_root(command)]
         hit = [r for r in roots if r in state.refusals_shell]
@@ -388,7 +394,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             PermissionOption("cancel_always", "Reject always", f"Refuse {name} for the rest of this session"),
         ]
     once = "Run this call"
-    if kind is ToolKind.EXECUTE:
+    if _command(kind, name):
         command = str(args.get("command", ""))
         prefixes = _prefixes(command)
         if prefixes is None:
@@ -425,7 +431,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
 def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> None:
     """Remember "reject always" for the session: per command root for shell (each root of the
     command), per tool otherwise. Later such calls are refused without asking, in every mode."""
-    if kind is ToolKind.EXECUTE:
+    if _command(kind, name):
         _remember(_refusal_roots(str(args.get("command", ""))), state.refusals_shell)
     else:
         _remember([name], state.refusals_tools)
@@ -439,7 +445,7 @@ def grant(
     answered "always allow this server", per origin for a web fetch, per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
         _remember([server_of(name)], state.grants_mcp_servers)
-    elif kind is ToolKind.EXECUTE:
+    elif _command(kind, name):
         _remember(_shell_grants(str(args.get("command", ""))), state.grants_shell)
     elif kind is ToolKind.FETCH:
         _remember([origin] if (origin := url_origin(str(args.get("url", "")))) else [], state.grants_web)

@@ -93,12 +93,13 @@ class StepCalls:
                 needs="client",
             )
         return await self._by_policy(
-            PendingCall(call_id, name, args, tool.kind.value, description=tool.describe(args)), tool
+            PendingCall(call_id, name, args, tool.kind_for(args).value, description=tool.describe(args)), tool
         )
 
     async def _by_policy(self, pc: PendingCall, tool: Tool) -> PendingCall:
         state = self.session.state
-        verdict = approval.decide(tool.kind, pc.name, pc.args, state)
+        kind = ToolKind(pc.kind)
+        verdict = approval.decide(kind, pc.name, pc.args, state)
         pc.granted = verdict.granted
         if verdict.verdict == "deny":
             self._refuse(pc, verdict.reason, "denied_by_policy")
@@ -112,7 +113,7 @@ class StepCalls:
             options = (
                 approval.question_options(details)
                 if isinstance(details, QuestionDetails)
-                else approval.options_for(tool.kind, pc.name, pc.args)
+                else approval.options_for(kind, pc.name, pc.args)
             )
             pc.confirmation = confirmation_to_json(ConfirmationRequest(options, details))
         return pc

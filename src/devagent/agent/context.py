@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.base import Tool, ToolContext, Workspace
+    from devagent.agent.tools.processes import ProcessRegistry
+    from devagent.agent.tools.saved_outputs import SavedOutputs
     from devagent.store.db import Store
 
 
@@ -94,6 +96,11 @@ class SessionContext(Protocol):
 
     def refresh_memory(self) -> str: ...
 
+    async def forget_saved_outputs(self) -> None:
+        """Remove the saved whole outputs of the session's long commands (its conversation is
+        cleared: nothing names them any more)."""
+        ...
+
 
 class CoreServices(Protocol):
     """What a session needs of the core that owns it (`AgentCore` is the one implementation)."""
@@ -109,6 +116,16 @@ class CoreServices(Protocol):
 
     @property
     def mcp(self) -> McpManager: ...
+
+    @property
+    def processes(self) -> ProcessRegistry:
+        """The background processes of this process's sessions."""
+        ...
+
+    @property
+    def saved_outputs(self) -> SavedOutputs | None:
+        """Where the whole output of long commands is saved (None: nowhere)."""
+        ...
 
     def model_for(self, spec: str) -> Any:
         """The pydantic-ai model for a spec ("" = the server default), created once per spec."""

@@ -36,8 +36,12 @@ def request_parameters(
     builtin = set(builtin)
     ordered = [t for name, t in tools.items() if name in builtin]
     ordered += [tools[name] for name in sorted(tools) if name not in builtin]
+    # A tool's definition, not its class description: the shell tool's says how this process
+    # runs commands (in the sandbox, with or without network; or that it cannot run them).
     tool_defs = [
-        ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+        ToolDefinition(
+            name=t.name, description=t.definition()["description"], parameters_json_schema=t.parameters
+        )
         for t in ordered
     ] + [
         ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)

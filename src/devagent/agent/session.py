@@ -79,7 +79,12 @@ class Session:
         self.record = SessionRecord(
             core.store, session_id, state, revision, core.config.lease_seconds, self.context_tokens
         )
-        self.workspace = Workspace([Path(r) for r in state.workspace_roots], core.config.protected_paths())
+        saved = core.saved_outputs
+        self.workspace = Workspace(
+            [Path(r) for r in state.workspace_roots],
+            core.config.protected_paths(),
+            read_only_roots=(saved.folder(session_id),) if saved is not None else (),
+        )
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(self.record, lambda: core.check_budget(self.state.identity, self.id))
@@ -151,6 +156,9 @@ class Session:
             self.runner.cancelled,
             self.backends,
             media=self.media_input(),
+            session_id=self.id,
+            saved_outputs=self.core.saved_outputs,
+            processes=self.core.processes.of(self.id),
             **kw,
         )
 
@@ -296,6 +304,8 @@ class Session:
             text = internal_error(repr(e), what=f"the turn of session {self.id}", exc_info=e)
             self.calls.close_open("the turn failed", "internal")
             await self._end("error", text, emit, quietly=True)
+        finally:
+            self.core.processes.touch(self.id)  # a session's idle time counts from a turn's end
 
     async def _turn_body(self, inp: Input | CancelWaiting, emit: Emit) -> None:
         if isinstance(inp, CancelWaiting) or self.runner.cancelled.is_set():
@@ -471,6 +481,8 @@ class Session:
         return response
 
     async def _after_cancel(self, emit: Emit) -> None:
+        # A cancel stops everything the agent runs for the session, its background processes too.
+        await self.core.processes.stop_session(self.id, "a turn was cancelled")
         self.calls.close_open("the user cancelled the turn", "cancelled")
         for p in self.state.pending:
             emit(ToolCallUpdate(timeline.call_view(p)))
@@ -512,3 +524,7 @@ class Session:
 
     def refresh_memory(self) -> str:
         return self.instructions.refresh_memory()
+
+    async def forget_saved_outputs(self) -> None:
+        if self.core.saved_outputs is not None:
+            await asyncio.to_thread(self.core.saved_outputs.remove, self.id)

@@ -36,7 +36,16 @@ class CoreConfig:
     allowed_approval_modes: tuple[str, ...] = ()
     allow_client_model: bool = True  # may a client pick the model of its session
     max_steps: int = 50  # model requests per turn
+    # Shell commands (devagent/agent/tools/shell.py): the timeout of a command that names none, and
+    # the most a command may ask for (a larger one is lowered to it).
     shell_timeout: float = 120.0
+    shell_timeout_max: float = 600.0
+    # Background processes (devagent/agent/tools/processes.py) are stopped after this many seconds
+    # in which their session ran no turn and no call used them (0: never for that reason).
+    shell_background_idle: float = 1800.0
+    # The whole output of long commands is saved under data_dir/outputs for read_file: at most
+    # this many MiB in all, the oldest removed first (0: not saved).
+    shell_outputs_mb: int = 512
     # What a write or edit that introduces a syntax error does (tools/syntax.py): warn (written,
     # the errors in its result), refuse (nothing written, the errors returned) or off (no check).
     edit_syntax_check: str = "warn"

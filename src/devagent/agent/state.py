@@ -149,6 +149,10 @@ class SessionState:
     # the text (tools/freshness.py), so an edit of a file it never read, or one that changed since,
     # is refused, also after a restart. Bounded (freshness.MAX_MARKS); left out when empty.
     file_marks: dict[str, str] = field(default_factory=dict)
+    # The background processes this session started ({id, command, started_by}: the registry
+    # of the server process that started each, tools/processes.py), newest last: a process lives
+    # only in that server process, and the model is told so when it names one that is gone.
+    background: list[dict[str, Any]] = field(default_factory=list)
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -186,6 +190,7 @@ class SessionState:
             "environment": self.environment,
             **({"trace_context": self.trace_context} if self.trace_context else {}),
             **({"file_marks": dict(self.file_marks)} if self.file_marks else {}),
+            **({"background": self.background} if self.background else {}),
         }
 
     @classmethod
@@ -219,4 +224,5 @@ class SessionState:
             environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
             file_marks={str(k): str(v) for k, v in dict(d.get("file_marks") or {}).items()},
+            background=[dict(r) for r in d.get("background", []) if isinstance(r, dict)],
         )

@@ -130,8 +130,10 @@ TOOL_ADVICE: tuple[tuple[str, str], ...] = (
     ),
     (
         "background_process",
-        "- Start long-running programs (dev servers, watchers) in the background, then read their "
-        "output, query them from other commands, and stop them when you are done.",
+        "- Start long-running programs (dev servers, watchers) with `run_shell_command` and "
+        "`background: true`, never with `&`; read their output with `background_process` "
+        "(`wait_for` a line such as the server's 'listening'), query them from other commands, and "
+        "stop them when you are done.",
     ),
     (
         "write_todos",

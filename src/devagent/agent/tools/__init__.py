@@ -15,6 +15,7 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
     # late: a door that imports one tool module (the settings import the shell tool's sandbox)
     # does not load every tool before it answers `initialize`
     from devagent.agent.tools.ask import AskUser
+    from devagent.agent.tools.background import BackgroundProcessTool
     from devagent.agent.tools.memory import SaveMemory
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
@@ -32,6 +33,7 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
         Glob(),
         Grep(),
         RunShellCommand(),
+        BackgroundProcessTool(),
         SaveMemory(),
         WriteTodos(),
         WebFetch(),

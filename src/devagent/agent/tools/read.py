@@ -48,9 +48,10 @@ MANY_MAX_FILES = 200
 
 
 def _open(workspace: Workspace, path: str) -> tuple[Path, BinaryIO]:
-    """The real path `path` names and the file open for reading (confined), or a ToolFailure."""
+    """The real path `path` names and the file open for reading (confined to the workspace and its
+    read-only roots), or a ToolFailure."""
     try:
-        with workspace.locate(workspace.absolute(path)) as loc:
+        with workspace.locate(workspace.absolute(path), readable=True) as loc:
             return loc.path, os.fdopen(loc.open_file(), "rb")
     except OSError as e:
         raise fs_failure(e, path) from e
@@ -210,7 +211,7 @@ class ReadFile(Tool):
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
         paging = args.get("offset") is not None or args.get("limit") is not None
-        if ctx.backends.files is None:
+        if ctx.backends.files is None or ctx.workspace.in_read_only_root(path):  # not the client's
             got = await in_thread(_read_disk, ctx, path, offset, limit, paging)
         else:
             got = await _read_client(ctx, path, offset, limit, paging)
