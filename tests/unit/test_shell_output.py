@@ -66,9 +66,9 @@ async def test_issue30_item4_long_output_head_tail_and_whole_readable(
     assert len(text) < 40_000
     assert calls["c1"].output is not None and calls["c1"].output.data["saved_output"] == str(saved)
     page = result_text(calls["c2"])
-    assert page.endswith("line 50000\nline 50001\nline 50002\n")
+    assert page.endswith("50000\tline 50000\n50001\tline 50001\n50002\tline 50002\n")
     assert f"[Showing lines 50000-50002 of {LINES} of {saved}." in page
-    assert result_text(calls["c3"]).endswith(f"line {LINES}\n")
+    assert result_text(calls["c3"]).endswith(f"{LINES}\tline {LINES}\n")
     assert saved.read_text() == "".join(f"line {i}\n" for i in range(1, LINES + 1))
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
     assert stat.S_IMODE(saved.parent.stat().st_mode) == 0o700
