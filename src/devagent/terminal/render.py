@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
+    GenericDetails,
     McpDetails,
     NeedsInput,
     Notice,
@@ -217,7 +219,7 @@ class Renderer:
         """What a permission request is about: the diff, the command, the MCP tool."""
         assert call.confirmation is not None
         d = call.confirmation.details
-        if isinstance(d, FileDiff):
+        if isinstance(d, FileDiff | FileDiffs):
             self._diff(d.formatted_diff or "(no change)")
         elif isinstance(d, ExecuteDetails):
             where = (
@@ -228,6 +230,11 @@ class Renderer:
             self.console.print(f"  [dim]$ {_escape(d.command)}{_escape(where)}[/dim]", highlight=False)
         elif isinstance(d, McpDetails):
             self.console.print(f"  [dim]{d.tool_name} from MCP server {d.server_name}[/dim]", highlight=False)
+        elif isinstance(d, GenericDetails) and "\n" in d.description:
+            # A change of several files as a remote server words it: a line, then the diffs.
+            head, _, rest = d.description.partition("\n")
+            self.console.print(f"  [dim]{_escape(head)}[/dim]", highlight=False)
+            self._diff(rest.strip("\n"))
 
     def _diff(self, diff: str) -> None:
         from rich.syntax import Syntax

@@ -9,6 +9,7 @@ def builtin_tools() -> dict[str, Tool]:
     # late: a door that imports one tool module (the settings import the shell tool's sandbox)
     # does not load every tool before it answers `initialize`
     from devagent.agent.tools.memory import SaveMemory
+    from devagent.agent.tools.patch import ApplyPatch
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
     from devagent.agent.tools.shell import RunShellCommand
@@ -20,6 +21,7 @@ def builtin_tools() -> dict[str, Tool]:
         ReadManyFiles(),
         WriteFile(),
         Edit(),
+        ApplyPatch(),
         ListDirectory(),
         Glob(),
         Grep(),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from devagent.agent.events import (
     ConfirmationDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     ToolKind,
 )
@@ -47,7 +48,7 @@ class ToolResult:
     """`text` goes to the model; `diff` and `data` go to clients as the ToolCall output."""
 
     text: str
-    diff: FileDiff | None = None
+    diff: FileDiff | FileDiffs | None = None
     data: Any = None
 
 
