@@ -23,6 +23,7 @@ Nothing here is written to disk: the callers (the `edit` and `apply_patch` tools
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -123,6 +124,10 @@ class Shift:
     tab: int
     tabs: bool
 
+    def render(self, width: int) -> str:
+        """Indentation `width` columns wide, in the file's tabs or spaces."""
+        return "\t" * (width // self.tab) + " " * (width % self.tab) if self.tabs else " " * width
+
     def apply(self, line: str) -> str | None:
         """The line re-indented the file's way; None when it would need negative indentation."""
         if not line.strip():
@@ -131,8 +136,48 @@ class Shift:
         width = _width(indent, self.tab) + self.delta
         if width < 0:
             return None
-        lead = "\t" * (width // self.tab) + " " * (width % self.tab) if self.tabs else " " * width
-        return lead + line[len(indent) :]
+        return self.render(width) + line[len(indent) :]
+
+
+class _Reindent:
+    """New lines indented the way the file indents the quote's lines: an indentation the quote
+    has becomes the file's for it (alignment spaces after tabs included); a deeper one, the file's
+    for its longest such prefix and the rest as the model wrote it (in the file's tabs or spaces
+    when the model's differ); any other is
+    shifted by width. A line of whitespace only is not shifted, only written in the file's tabs or
+    spaces when the model's differ. None (refused) for a line whose spaces may be tabs or may be
+    alignment, where the file aligns with spaces after tabs."""
+
+    def __init__(
+        self, window: list[str], quote: list[str], shift: Shift, convert: bool, aligned: bool
+    ) -> None:
+        votes: dict[str, Counter[str]] = {}
+        for f, q in zip(window, quote, strict=True):
+            if f.strip() and q.strip():
+                votes.setdefault(_indent(q), Counter())[_indent(f)] += 1
+        self.known = {q: c.most_common(1)[0][0] for q, c in votes.items()}
+        self.shift = shift
+        self.convert = convert
+        # The file aligns with spaces after its tabs: spaces the model wrote for tabs cannot be
+        # told from alignment.
+        self.aligned = shift.tabs and aligned
+
+    def __call__(self, line: str) -> str | None:
+        lead = _indent(line)
+        if not line.strip():  # whitespace only: in the file's tabs or spaces, never shifted
+            return self.shift.render(_width(line, self.shift.tab)) if self.convert and line else line
+        if lead in self.known:
+            return self.known[lead] + line[len(lead) :]
+        prefix = max((q for q in self.known if lead.startswith(q)), key=len, default=None)
+        if prefix is None:
+            return self.shift.apply(line)
+        rest = lead[len(prefix) :]
+        width = _width(rest, self.shift.tab)
+        if self.convert and self.aligned and width >= self.shift.tab:
+            return None  # levels or alignment? not a guess to write
+        if self.convert:
+            rest = self.shift.render(width)
+        return self.known[prefix] + rest + line[len(lead) :]
 
 
 @dataclass(slots=True)
@@ -192,7 +237,9 @@ def _tolerated(window: list[str], quote: list[str], shift: Shift | None) -> set[
         pairs = [(f, q) for f, q in zip(window, quote, strict=True) if f.strip() and q.strip()]
         if shift.delta:
             found.add(INDENTATION)
-        if not shift.delta or any(("\t" in _indent(f)) != ("\t" in _indent(q)) for f, q in pairs):
+        file_tabs = any("\t" in _indent(f) for f, _ in pairs)
+        quote_tabs = any("\t" in _indent(q) for _, q in pairs)
+        if file_tabs != quote_tabs or not shift.delta:
             found.add(TABS)
     return found
 
@@ -246,17 +293,26 @@ def seek(
     return None
 
 
+def aligns(lines: list[str]) -> bool:
+    """Whether some of these lines are indented with tabs and then spaces (alignment)."""
+    return any(re.match(r"\t+ ", line) for line in lines)
+
+
 def adapt(
-    window: list[str], quote: list[str], new: list[str], match: Match
+    window: list[str], quote: list[str], new: list[str], match: Match, *, aligned: bool = False
 ) -> tuple[list[str], list[int]] | None:
     """The replacement lines for a matched window, the file's way: a new line the model left as
-    it was in its quote is the file's own line; the others are re-indented by the match's shift
-    and, when the match read typographic punctuation as ASCII, read the same way. Also the index
-    in `window` of the line each output line is (-1 for new ones). None when a new line cannot be
-    re-indented (it would need negative indentation)."""
+    it was in its quote is the file's own line; the others are re-indented the way the file
+    indents the quote (`_Reindent`) and, when the match read typographic punctuation as ASCII,
+    read the same way (`aligned`: the file aligns with spaces after tabs somewhere). Also the
+    index in `window` of the line each output line is (-1 for new ones). None when a new line
+    cannot be re-indented without guessing (`_Reindent`)."""
     out: list[str] = []
     origin: list[int] = []
     punct = PUNCTUATION in match.tolerated
+    reindent = (
+        _Reindent(window, quote, match.shift, TABS in match.tolerated, aligned) if match.shift else None
+    )
     ops = difflib.SequenceMatcher(None, quote, new, autojunk=False).get_opcodes()
     for tag, i1, _i2, j1, j2 in ops:
         for k in range(j1, j2):
@@ -265,8 +321,8 @@ def adapt(
                 origin.append(i1 + k - j1)
                 continue
             line = ascii_punctuation(new[k]) if punct else new[k]
-            if match.shift is not None:
-                shifted = match.shift.apply(line)
+            if reindent is not None:
+                shifted = reindent(line)
                 if shifted is None:
                     return None
                 line = shifted
@@ -449,12 +505,14 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
             "edit_no_match",
         )
     window = file[match.start : match.start + match.size]
-    adapted = adapt([b for b, _ in window], quote, new_lines, match)
+    adapted = adapt([b for b, _ in window], quote, new_lines, match, aligned=aligns(bodies))
     if adapted is None:
         raise ToolFailure(
             f"old_string matches lines {match.start + 1}-{match.start + match.size} of {path} only "
-            "with a different indentation, and new_string cannot be re-indented the same way (a line "
-            "would need less than none). Copy old_string exactly from the file.",
+            f"ignoring {describe_kinds(match.tolerated)}, and new_string's indentation cannot be "
+            "carried over to the file's without guessing (a line would need less than none, or the "
+            "file aligns with spaces after tabs). Give old_string and new_string with the file's own "
+            "indentation.",
             "edit_no_match",
         )
     if "\r\n" not in old and any(term == "\r\n" for _, term in window):

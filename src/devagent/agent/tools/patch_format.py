@@ -38,8 +38,10 @@ from devagent.agent.tools.matching import (
     Ambiguous,
     Match,
     adapt,
+    aligns,
     candidates_text,
     describe,
+    describe_kinds,
     dominant_terminator,
     places_text,
     seek,
@@ -236,6 +238,7 @@ def apply_update(content: str, chunks: list[Chunk], path: str) -> tuple[str, lis
     file = split_lines(content)
     bodies = [b for b, _ in file]
     cursor = 0
+    aligned = aligns(bodies)
     placed: list[_Placed] = []
     notes: list[str] = []
     for n, chunk in enumerate(chunks, 1):
@@ -251,12 +254,14 @@ def apply_update(content: str, chunks: list[Chunk], path: str) -> tuple[str, lis
             cursor = at
             continue
         match, old, new = _seek_chunk(bodies, chunk, cursor, path, which)
-        adapted = adapt(bodies[match.start : match.start + match.size], old, new, match)
+        adapted = adapt(bodies[match.start : match.start + match.size], old, new, match, aligned=aligned)
         if adapted is None:
             raise ToolFailure(
                 f"{path}: the lines of {which} match lines {match.start + 1}-{match.start + match.size} "
-                "only with a different indentation, and its added lines cannot be re-indented the same "
-                "way. Copy the lines from the file exactly. Nothing was changed.",
+                f"only ignoring {describe_kinds(match.tolerated)}, and the indentation of its added lines "
+                "cannot be carried over to the file's without guessing (a line would need less than "
+                "none, or the file aligns with spaces after tabs). Give the lines with the file's own "
+                "indentation. Nothing was changed.",
                 "patch_context_not_found",
             )
         lines, origin = adapted
