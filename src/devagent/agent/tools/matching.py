@@ -168,13 +168,13 @@ class _Reindent:
             return self.shift.render(_width(line, self.shift.tab)) if self.convert and line else line
         if lead in self.known:
             return self.known[lead] + line[len(lead) :]
+        if self.convert and self.aligned:
+            return None  # the model's spaces: tab levels, or alignment? Not a guess to write.
         prefix = max((q for q in self.known if lead.startswith(q)), key=len, default=None)
         if prefix is None:
             return self.shift.apply(line)
         rest = lead[len(prefix) :]
         width = _width(rest, self.shift.tab)
-        if self.convert and self.aligned and width >= self.shift.tab:
-            return None  # levels or alignment? not a guess to write
         if self.convert:
             rest = self.shift.render(width)
         return self.known[prefix] + rest + line[len(lead) :]
@@ -422,14 +422,18 @@ def candidates_text(lines: list[str], quote: list[str]) -> str:
     parts = []
     for start, ratio in found:
         n = min(len(quote), len(lines) - start)
-        head = f"The closest lines of the file, {start + 1}-{start + n} ({round(ratio * 100)}% similar):"
+        head = f"The closest in the file, {_span(start, n)} ({round(ratio * 100)}% similar):"
         parts.append(f"{head}\n{numbered(lines, start, n)}")
     return "\n".join(parts)
 
 
+def _span(start: int, size: int) -> str:
+    return f"line {start + 1}" if size == 1 else f"lines {start + 1}-{start + size}"
+
+
 def places_text(lines: list[str], starts: list[int], size: int) -> str:
     """The lines of the places an ambiguous quote matches (the first few), numbered."""
-    shown = [f"lines {s + 1}-{s + size}:\n{numbered(lines, s, size)}" for s in starts[:3]]
+    shown = [f"{_span(s, size)}:\n{numbered(lines, s, size)}" for s in starts[:3]]
     more = f"\n(and {len(starts) - 3} more)" if len(starts) > 3 else ""
     return "\n".join(shown) + more
 
