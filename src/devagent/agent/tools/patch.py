@@ -116,11 +116,14 @@ class ApplyPatch(Tool):
 
 async def _read(ctx: ToolContext, path: str) -> tuple[Path, str | None]:
     """The real path a patch names and its text now (None when absent), through the client's
-    file backend when there is one."""
-    current = await _client_current(ctx, {"path": path})
-    if current is not None:
-        return current
-    return await in_thread(_current, ctx.workspace, path)
+    file backend when there is one; a path no tool may write is refused."""
+    try:
+        current = await _client_current(ctx, {"path": path})
+        if current is not None:
+            return current
+        return await in_thread(_current, ctx.workspace, path)
+    except ToolFailure as e:
+        raise ToolFailure(f"{e.message}. Nothing was changed.", e.type) from None
 
 
 async def _plan(ctx: ToolContext, ops: list[FileOp]) -> list[_Change]:
@@ -129,9 +132,10 @@ async def _plan(ctx: ToolContext, ops: list[FileOp]) -> list[_Change]:
 
     def claim(real: Path, shown: str) -> None:
         if real in named:
+            also = f" (also as {named[real]})" if named[real] != shown else ""
             raise ToolFailure(
-                f"invalid patch: {shown} is named twice (also as {named[real]}); put all of a file's "
-                "changes under one '*** Update File' header. Nothing was changed.",
+                f"invalid patch: {shown} is named twice{also}; put all of a file's changes under one "
+                "'*** Update File' header. Nothing was changed.",
                 "invalid_patch",
             )
         named[real] = shown
@@ -165,10 +169,9 @@ def _planned(op: FileOp, real: Path, text: str | None) -> _Change:
             )
         return _Change("add", op.path, real, None, op.content)
     if text is None:
-        verb = "delete" if op.action == "delete" else "update"
+        hint = "" if op.action == "delete" else f" Use '*** Add File: {op.path}' to create it."
         raise ToolFailure(
-            f"{op.path}: cannot {verb} it: it does not exist. Use '*** Add File: {op.path}' to create "
-            "it. Nothing was changed.",
+            f"{op.path}: cannot {op.action} it: it does not exist.{hint} Nothing was changed.",
             "not_found",
         )
     if op.action == "delete":

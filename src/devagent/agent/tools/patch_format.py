@@ -246,7 +246,9 @@ def apply_update(content: str, chunks: list[Chunk], path: str) -> tuple[str, lis
         for anchor in chunk.anchors:
             found = seek(bodies, [anchor], cursor, first=True)
             if found is None:
-                raise _not_found(path, f"the line '@@ {anchor}' of {which} was", [anchor], bodies, cursor)
+                raise _not_found(
+                    path, f"the line '@@ {anchor}' of {which} was", [anchor], bodies, cursor, anchor=True
+                )
             cursor = found.start + 1
         if not chunk.old:
             at = cursor if chunk.anchors and not chunk.at_end else len(bodies)
@@ -303,16 +305,22 @@ def _seek_chunk(
         raise _not_found(path, f"the lines of {which} were", chunk.old, bodies, cursor)
 
 
-def _not_found(path: str, what: str, quote: list[str], bodies: list[str], cursor: int) -> ToolFailure:
+def _not_found(
+    path: str, what: str, quote: list[str], bodies: list[str], cursor: int, *, anchor: bool = False
+) -> ToolFailure:
     """`what` ("the lines of chunk 2 were") not found: the quote, and the closest lines."""
     after = f" after line {cursor}" if cursor else ""
     shown = "\n".join(quote)
+    fix = (
+        "After '@@' give a line of the file copied exactly (the class or function the change is in), "
+        "or nothing."
+        if anchor
+        else "Read the file again and copy its current lines as the context (' ') and removed ('-') lines."
+    )
     return ToolFailure(
         f"{path}: {what} not found{after}, not even ignoring trailing whitespace, "
         f"indentation, tabs against spaces and typographic quotes and dashes:\n{shown}\n"
-        f"{candidates_text(bodies, quote)}\n"
-        "Read the file again and copy its current lines as the context (' ') and removed ('-') lines. "
-        "Nothing was changed.",
+        f"{candidates_text(bodies, quote)}\n{fix} Nothing was changed.",
         "patch_context_not_found",
     )
 
