@@ -247,8 +247,9 @@ def place(record: Record, root: Path) -> Path:
     return path
 
 
-async def replay_edit(record: Record, kind: str, root: Path) -> str:
-    """The record's hunks as `edit` calls, one per hunk, in order; the outcome."""
+async def replay_edit(record: Record, kind: str, root: Path) -> tuple[str, str]:
+    """The record's hunks as `edit` calls, one per hunk, in order: the outcome, and the refusal's
+    message when one was refused."""
     from devagent.agent.tools.base import ToolFailure
     from devagent.agent.tools.write import Edit
 
@@ -259,26 +260,47 @@ async def replay_edit(record: Record, kind: str, root: Path) -> str:
         before = path.read_bytes()
         try:
             res = await tool.run({"path": record["path"], "old_string": old, "new_string": new}, ctx)
-        except ToolFailure:
+        except ToolFailure as e:
             if path.read_bytes() != before:
-                return "wrong"
-            return judge(tolerated, True, written, expected_texts(record, kind), record["before"])
+                return "wrong", e.message
+            return judge(tolerated, True, written, expected_texts(record, kind), record["before"]), e.message
         tolerated = tolerated or "Not an exact match" in res.text
         written.append(path.read_bytes().decode("utf-8"))
-    return judge(tolerated, False, written, expected_texts(record, kind), record["before"])
+    return judge(tolerated, False, written, expected_texts(record, kind), record["before"]), ""
 
 
-async def replay_patch(record: Record, kind: str, root: Path) -> str:
-    """The record's hunks as one `apply_patch` call; the outcome."""
+async def replay_patch(record: Record, kind: str, root: Path) -> tuple[str, str]:
+    """The record's hunks as one `apply_patch` call: the outcome, and the refusal's message."""
     from devagent.agent.tools.base import ToolFailure
     from devagent.agent.tools.patch import ApplyPatch
 
     path, ctx = place(record, root), _context(root)
     try:
         res = await ApplyPatch().run({"input": v4a(record, kind)}, ctx)
-    except ToolFailure:
-        return "wrong" if path.read_bytes() != record["before"].encode("utf-8") else "refused"
+    except ToolFailure as e:
+        changed = path.read_bytes() != record["before"].encode("utf-8")
+        return ("wrong" if changed else "refused"), e.message
     got = path.read_bytes().decode("utf-8")
-    return judge(
-        "Not an exact match" in res.text, False, [got], expected_texts(record, kind)[-1:], record["before"]
-    )
+    expected = expected_texts(record, kind)[-1:]
+    return judge("Not an exact match" in res.text, False, [got], expected, record["before"]), ""
+
+
+async def replay_all(
+    tool: str, root: Path, kinds: tuple[str, ...] = PERTURBATIONS
+) -> tuple[dict[tuple[str, str], Counter[str]], list[tuple[str, str, str, str]]]:
+    """Every record through one tool under each alteration, each in its own folder under
+    `root`: the counts per (tool, alteration), and (alteration, record id, outcome, message) of
+    every record refused or written wrong."""
+    replay = replay_edit if tool == "edit" else replay_patch
+    counts: dict[tuple[str, str], Counter[str]] = {}
+    odd: list[tuple[str, str, str, str]] = []
+    for k, kind in enumerate(kinds):
+        c = counts.setdefault((tool, kind), Counter())
+        for i, record in enumerate(records()):
+            folder = root / f"{tool}-{k}-{i}"
+            folder.mkdir()
+            outcome, message = await replay(record, kind, folder)
+            c[outcome] += 1
+            if outcome in ("refused", "wrong"):
+                odd.append((kind, record["id"], outcome, message))
+    return counts, odd

@@ -35,41 +35,55 @@ def test_issue30_item1_exact_match_comes_first_and_says_nothing() -> None:
     assert text == "a = 1  \na = 2\n" and tolerated == ""
 
 
-def test_issue30_item1_trailing_whitespace_is_tolerated_and_kept_on_unchanged_lines() -> None:
-    content = "def f():  \n    a = 1\t\n    b = 2\n"
-    text, tolerated = replaced(
-        content, "def f():\n    a = 1\n    b = 2\n", "def f():\n    a = 1\n    b = 3\n"
-    )
-    assert text == "def f():  \n    a = 1\t\n    b = 3\n"
-    assert tolerated == "trailing whitespace (the file's kept on unchanged lines)"
-
-
-def test_issue30_item1_indentation_shift_reindents_the_new_lines() -> None:
-    # The model quoted the method as if it stood alone: 4 columns too shallow.
-    text, tolerated = replaced(
-        CLASS, "def f(self):\n    return 1\n", "def f(self):\n    if True:\n        return 3\n"
-    )
-    assert text == CLASS.replace("        return 1\n", "        if True:\n            return 3\n")
-    assert tolerated == (
-        "indentation (the file's is 4 columns deeper; the new lines were re-indented the same way)"
-    )
-    # And too deep.
-    text, tolerated = replaced(
-        "if x:\n    y = 1\n", "        if x:\n            y = 1\n", "        if x:\n            y = 2\n"
-    )
-    assert text == "if x:\n    y = 2\n" and "8 columns shallower" in tolerated
-
-
-def test_issue30_item1_tabs_against_spaces_written_in_the_files_tabs() -> None:
-    content = "a = 1\n\tif a:\n\t\tb = 2\n"
-    text, tolerated = replaced(
-        content, "    if a:\n        b = 2\n", "    if a:\n        b = 3\n        c = 4\n"
-    )
-    assert text == "a = 1\n\tif a:\n\t\tb = 3\n\t\tc = 4\n"
-    assert tolerated == "tabs against spaces (the file indents with tabs; the new lines do too)"
-    # The other way: tabs in old_string, spaces in the file.
-    text, _ = replaced("def f():\n    return 1\n", "def f():\n\treturn 1\n", "def f():\n\treturn 2\n")
-    assert text == "def f():\n    return 2\n"
+@pytest.mark.parametrize(
+    ("content", "old", "new", "want", "tolerated"),
+    [
+        pytest.param(
+            "def f():  \n    a = 1\t\n    b = 2\n",
+            "def f():\n    a = 1\n    b = 2\n",
+            "def f():\n    a = 1\n    b = 3\n",
+            "def f():  \n    a = 1\t\n    b = 3\n",
+            "trailing whitespace (the file's kept on unchanged lines)",
+            id="trailing-whitespace-kept-on-unchanged-lines",
+        ),
+        pytest.param(  # the model quoted the method as if it stood alone: 4 columns too shallow
+            CLASS,
+            "def f(self):\n    return 1\n",
+            "def f(self):\n    if True:\n        return 3\n",
+            CLASS.replace("        return 1\n", "        if True:\n            return 3\n"),
+            "indentation (the file's is 4 columns deeper; the new lines were re-indented the same way)",
+            id="indentation-too-shallow",
+        ),
+        pytest.param(
+            "if x:\n    y = 1\n",
+            "        if x:\n            y = 1\n",
+            "        if x:\n            y = 2\n",
+            "if x:\n    y = 2\n",
+            "indentation (the file's is 8 columns shallower; the new lines were re-indented the same way)",
+            id="indentation-too-deep",
+        ),
+        pytest.param(
+            "a = 1\n\tif a:\n\t\tb = 2\n",
+            "    if a:\n        b = 2\n",
+            "    if a:\n        b = 3\n        c = 4\n",
+            "a = 1\n\tif a:\n\t\tb = 3\n\t\tc = 4\n",
+            "tabs against spaces (the file indents with tabs; the new lines do too)",
+            id="spaces-for-tabs",
+        ),
+        pytest.param(
+            "def f():\n    return 1\n",
+            "def f():\n\treturn 1\n",
+            "def f():\n\treturn 2\n",
+            "def f():\n    return 2\n",
+            "tabs against spaces (the file indents with spaces; the new lines do too)",
+            id="tabs-for-spaces",
+        ),
+    ],
+)
+def test_issue30_item1_each_tolerance_alone(
+    content: str, old: str, new: str, want: str, tolerated: str
+) -> None:
+    assert replaced(content, old, new) == (want, tolerated)
 
 
 def test_issue30_item1_crlf_file_with_unix_old_string() -> None:

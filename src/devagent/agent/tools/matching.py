@@ -541,4 +541,4 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
 def describe_kinds(kinds: set[str]) -> str:
     order = (TRAILING_WHITESPACE, INDENTATION, TABS, LINE_ENDINGS, PUNCTUATION)
     named = [k for k in order if k in kinds] or [LINE_ENDINGS]
-    return ", ".join(named)
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
