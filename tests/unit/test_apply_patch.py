@@ -346,9 +346,38 @@ async def test_issue30_item1_patch_through_the_session_asks_once_and_restore_und
     assert (workspace / "notes.txt").read_text() == "one\n"
     assert (workspace / "README.md").read_text() == "# Demo project\nBonjour.\n"
     assert isinstance(events[-1], TurnEnd)
+    # The stored view (the web console's, MCP's) reads every file's diff back from the transcript.
+    (shown,) = [i for i in await s.timeline() if getattr(i, "id", None) == "p1"]
+    assert shown.output is not None and isinstance(shown.output.diff, FileDiffs)
+    assert [d.file_name for d in shown.output.diff.files] == ["notes.txt", "README.md"]
+    assert "+Bonjour." in shown.output.diff.formatted_diff
     listing = text_of(await collect(s.advance(UserPrompt("/restore"))))
     assert "files: notes.txt, README.md" in listing, listing
     out = text_of(await collect(s.advance(UserPrompt("/restore 1"))))
     assert "Restored checkpoint 1" in out, out
     assert not (workspace / "notes.txt").exists()
     assert (workspace / "README.md").read_text() == "# Demo project\nHello.\n"
+
+
+class _Buffers:
+    """An editor's buffers: what it holds of each file (unsaved changes included)."""
+
+    def __init__(self, files: dict[Path, str]) -> None:
+        self.files = files
+
+    async def read_text(self, path: Path) -> str | None:
+        return self.files.get(path)
+
+    async def write_text(self, path: Path, content: str) -> None:
+        self.files[path] = content
+
+
+async def test_issue30_item1_a_patch_goes_through_the_clients_buffers(app: Path) -> None:
+    from devagent.agent.tools.backends import ToolBackends
+
+    real = app.resolve() / "app.py"
+    buffers = _Buffers({real: APP.replace("return 1", "return 'unsaved'")})
+    ctx = make_ctx(app, backends=ToolBackends(files=buffers))
+    await applied(app, patch("*** Update File: app.py", "@@", "-    return 'unsaved'", "+    return 2"), ctx)
+    assert buffers.files[real] == APP.replace("return 1", "return 2")
+    assert (app / "app.py").read_text() == APP  # the editor saves it, not the tool
