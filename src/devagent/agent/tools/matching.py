@@ -143,10 +143,10 @@ class _Reindent:
     """New lines indented the way the file indents the quote's lines: an indentation the quote
     has becomes the file's for it (alignment spaces after tabs included); a deeper one, the file's
     for its longest such prefix and the rest as the model wrote it (in the file's tabs or spaces
-    when the model's differ); any other is
-    shifted by width. A line of whitespace only is not shifted, only written in the file's tabs or
-    spaces when the model's differ. None (refused) for a line whose spaces may be tabs or may be
-    alignment, where the file aligns with spaces after tabs."""
+    when the model's differ); any other is shifted by width. A line of whitespace only is not
+    shifted, only written in the file's tabs or spaces when the model's differ. None (refused) for
+    a line whose spaces may be tabs or may be alignment, where the file aligns with spaces after
+    tabs."""
 
     def __init__(
         self, window: list[str], quote: list[str], shift: Shift, convert: bool, aligned: bool
@@ -189,10 +189,6 @@ class Match:
     size: int
     tolerated: set[str] = field(default_factory=set)
     shift: Shift | None = None
-
-    @property
-    def exact(self) -> bool:
-        return not self.tolerated
 
 
 class Ambiguous(Exception):
