@@ -47,7 +47,6 @@ async def main() -> None:
                 for kind, rid, outcome, message in odd:
                     first = message.splitlines()[0] if message else ""
                     print(f"{tool} / {kind} / {outcome}: {rid}\n    {first}")
-    print(f"{tool} / {kind} / {outcome}: {rid}\n    {message.splitlines()[0] if message else ''}")
     print(
         f"{len(rp.records())} records, {sum(len(r['hunks']) for r in rp.records())} hunks "
         f"({time.monotonic() - started:.0f} s)\n"
