@@ -47,6 +47,21 @@ def shell_call(command: str, cid: str | None = None) -> dict[str, Any]:
     return call("run_shell_command", {"command": command}, cid)
 
 
+def ask_call(
+    question: str, choices: list[str] | None = None, cid: str | None = None, **more: Any
+) -> dict[str, Any]:
+    """A scripted-model `ask_user` call item."""
+    args: dict[str, Any] = {"question": question, **more}
+    if choices is not None:
+        args["choices"] = choices
+    return call("ask_user", args, cid)
+
+
+def ask_then_echo(question: str, choices: list[str] | None = None, cid: str = "q1") -> list[dict[str, Any]]:
+    """A scripted model's two steps: it asks the user, then says what the question's call returned."""
+    return [{"items": [ask_call(question, choices, cid)]}, {"items": [{"text": "Got: {last_tool_results}"}]}]
+
+
 def call_then_text(tool_call: dict[str, Any], text: str) -> list[dict[str, Any]]:
     """A scripted model's two steps: the tool call, then (once its result is in) the text."""
     return [{"items": [tool_call]}, {"items": [{"text": text}]}]

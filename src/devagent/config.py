@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from devagent.agent.childenv import check_env_pass
+from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.agent.tools.web import web_search_setting
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -43,6 +45,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
+    "edit_tools": ("DEVAGENT_EDIT_TOOLS", "edit_tools"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
@@ -54,6 +57,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_client_url_prefixes": ("DEVAGENT_MCP_CLIENT_URL_PREFIXES", "mcp_client_url_prefixes"),
     "mcp_client_private_urls": ("DEVAGENT_MCP_CLIENT_PRIVATE_URLS", "mcp_client_private_urls"),
     "outbound_allow": ("DEVAGENT_OUTBOUND_ALLOW", "outbound_allow"),
+    "web_fetch": ("DEVAGENT_WEB_FETCH", "web_fetch"),
+    "web_search": ("DEVAGENT_WEB_SEARCH", "web_search"),  # off | native | the URL of a search service
+    "web_search_key": ("DEVAGENT_WEB_SEARCH_KEY", "web_search_key"),
     "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
     "context_tokens": ("DEVAGENT_CONTEXT_TOKENS", "context_tokens"),
@@ -178,6 +184,22 @@ def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
             raise _unknown(key, keys, where, isinstance(section[key], Mapping))
 
 
+def _normalise(config: CoreConfig) -> None:
+    """The settings a function checks and puts in their one spelling (`sandbox`, `edit_tools`,
+    `web_search`); a ConfigError names the variable and the key of a bad one."""
+    checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+        ("sandbox", sandbox_setting),
+        ("edit_tools", check_edit_tools),
+        ("web_search", web_search_setting),
+    )
+    for name, check in checks:
+        try:
+            setattr(config, name, check(getattr(config, name)))
+        except ValueError as e:
+            var, key = SETTINGS[name]
+            raise ConfigError(f"{e} ({var}, {key} in the settings file)") from None
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> CoreConfig:
@@ -213,10 +235,7 @@ def load_config(
         raise ConfigError(f"env_pass (DEVAGENT_ENV_PASS): {e}") from None
     if config.command_memory_mb < 0 or config.command_processes < 0:
         raise ConfigError("command_memory_mb and command_processes must be 0 (no limit) or more")
-    try:
-        config.sandbox = sandbox_setting(config.sandbox)
-    except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in the settings file)") from None
+    _normalise(config)
     if config.budget_tokens_per_day < 0 or config.budget_concurrent_turns < 0:
         raise ConfigError("budget_tokens_per_day and budget_concurrent_turns must be 0 (no limit) or more")
     for entry in config.budgets:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,10 @@ from tests.a2a.procs import Serve, serve_argv, serving
 from tests.core_helpers import shell_call, write_call
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.console.conftest import CHROMIUM
+
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (installed by scripts/test)")
 
 ALICE, BOB = "tok", "tok-bob"  # `tok` is the token tests.a2a.procs checks readiness with
@@ -86,16 +86,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Pa
     args = serve_argv(db, root, f"scripted:{script}", *more, token=f"alice={ALICE}")
     with serving(args, base / "serve.log") as s:
         yield s, root / "alice"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def shot(page: Page, name: str) -> None:

@@ -641,3 +641,14 @@ async def test_request_body_is_what_the_sdk_would_send() -> None:
     for body in bodies * 2:
         sent = await completions.async_maybe_transform(body, kind)
         assert sent == await _transform.async_maybe_transform(body, kind)
+
+
+def test_serve_cold_start_imports_no_provider_and_no_pydantic_ai() -> None:
+    """The A2A app (what `serve` loads before it answers) leaves pydantic-ai and the provider SDKs
+    to the first turn: they take a second or more to import."""
+    code = (
+        "import devagent.a2a.app, devagent.cli, sys; "
+        "bad = [m for m in ('pydantic_ai', 'openai', 'anthropic', 'google.genai') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

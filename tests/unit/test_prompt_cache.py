@@ -81,7 +81,9 @@ async def test_issue24_every_request_of_a_session_has_the_same_instructions_and_
     assert names[:2] == ["read_file", "read_many_files"]  # the built-ins first, in their order
     assert names[-5:] == ["other__c", "srv__a", "srv__b", "alpha", "zeta"]  # then by name
     assert "2099" not in fake.requests[-1]["system"][0]["text"]
-    assert f"started on {s.state.started_on}" in fake.requests[-1]["system"][0]["text"]
+    assert (
+        f"date: {s.state.started_on} (the day this session started)" in fake.requests[-1]["system"][0]["text"]
+    )
 
 
 async def test_issue24_anthropic_requests_carry_breakpoints_and_read_the_cache(

@@ -63,6 +63,9 @@ def test_g2_builtin_tools_registry() -> None:
         "run_shell_command",
         "save_memory",
         "write_todos",
+        "web_fetch",
+        "web_search",
+        "ask_user",
     }
     for name, tool in TOOLS.items():
         assert tool.name == name
@@ -78,6 +81,7 @@ def test_g2_builtin_tools_registry() -> None:
     assert TOOLS["save_memory"].kind is ToolKind.EDIT
     assert TOOLS["run_shell_command"].kind is ToolKind.EXECUTE
     assert TOOLS["write_todos"].kind is ToolKind.INTERNAL
+    assert TOOLS["ask_user"].kind is ToolKind.QUESTION
     assert TOOLS["read_file"].kind is ToolKind.READ
 
 
@@ -479,15 +483,6 @@ def make_grep_tree(ws: Path) -> None:
     (ws / ".git").mkdir()
     (ws / ".git" / "config").write_text("TODO in git\n")
     (ws / ".hidden.md").write_text("a TODO hidden\n")
-
-
-@pytest.fixture(params=["python", "ripgrep"])
-def grep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "python":
-        monkeypatch.setattr(search_mod, "USE_RIPGREP", False)
-    elif shutil.which("rg") is None:
-        pytest.skip("ripgrep is not installed")
-    return str(request.param)
 
 
 async def test_g2_grep(ws: Path, ctx: ToolContext, grep_engine: str) -> None:

@@ -198,6 +198,7 @@ class DevagentExecutor(AgentExecutor):
         # logged for the replicas that follow them (None with SQLite: one process).
         self.fanout: Fanout | None = None
         if not core.store.is_sqlite and settings.replica_events:
+            # late: replicas only; one process on SQLite never loads it
             from devagent.a2a.fanout import Fanout
 
             self.fanout = Fanout(core.store)

@@ -20,6 +20,7 @@ from devagent.agent.events import (
     FileDiffs,
     GenericDetails,
     McpDetails,
+    QuestionDetails,
     ToolCall,
     ToolOutput,
 )
@@ -95,6 +96,13 @@ def confirmation_request_json(req: ConfirmationRequest) -> dict[str, Any]:
         out["mcp_details"] = {"server_name": det.server_name, "tool_name": det.tool_name}
     elif isinstance(det, GenericDetails):
         out["generic_details"] = {"description": det.description}
+    elif isinstance(det, QuestionDetails):
+        # devagent's addition (ask_user): the options are the choices, `answer` and `cancel`
+        out["question_details"] = {
+            "question": det.question,
+            "choices": list(det.choices),
+            "allow_free_text": det.allow_free_text,
+        }
     return out
 
 
@@ -232,7 +240,7 @@ def validate_workspace(path: str, allowed_roots: list[Path]) -> str:
 
 @dataclass(slots=True)
 class Confirmation:
-    """ToolCallConfirmation."""
+    """ToolCallConfirmation. `new_content`: an edit's content, or a question's typed answer."""
 
     tool_call_id: str
     selected_option_id: str
@@ -241,7 +249,9 @@ class Confirmation:
 
 def parse_confirmation(data: dict[str, Any]) -> Confirmation | None:
     """A ToolCallConfirmation from a DataPart's data, in the RFC's form (possibly keyed by the
-    extension URI) or the legacy `{callId, outcome, newContent}`; None if it is not one."""
+    extension URI) or the legacy `{callId, outcome, newContent}`; None if it is not one. A
+    question's typed answer is `question_details.answer` (RFC form) or, in the legacy form,
+    `newContent` or the first of gemini-core's `answers` (`{"0": "..."}`)."""
     inner = data.get(EXTENSION_URI)
     if isinstance(inner, dict):
         data = inner
@@ -251,14 +261,20 @@ def parse_confirmation(data: dict[str, Any]) -> Confirmation | None:
             raise SettingsError("ToolCallConfirmation needs tool_call_id and selected_option_id")
         new_content = None
         fd = data.get("file_details")
+        qd = data.get("question_details")
         if isinstance(fd, dict) and isinstance(fd.get("new_content"), str):
             new_content = fd["new_content"]
+        elif isinstance(qd, dict) and isinstance(qd.get("answer"), str):
+            new_content = qd["answer"]
         return Confirmation(tcid, opt, new_content)
     if "callId" in data and "outcome" in data:
         call_id, outcome = data.get("callId"), data.get("outcome")
         if not isinstance(call_id, str) or not isinstance(outcome, str):
             raise SettingsError("confirmation needs callId and outcome")
         nc = data.get("newContent")
+        answers = data.get("answers")
+        if not isinstance(nc, str) and isinstance(answers, dict):
+            nc = next((v for _, v in sorted(answers.items()) if isinstance(v, str)), None)
         return Confirmation(call_id, outcome, nc if isinstance(nc, str) else None)
     return None
 

@@ -39,7 +39,6 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
-from pydantic_ai import messages as pm
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
@@ -50,8 +49,7 @@ from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
-from devagent.agent.events import InputError, Resume
-from devagent.agent.transcript import answers_from
+from devagent.agent.events import ANSWER_OPTION, InputError, Resume
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -148,14 +146,15 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
             prepared.text_results = ct.parse_text_results(prepared.text)
         except ct.ToolResultsError as e:
             raise InvalidParamsError(message=str(e)) from None
-    if (
-        prepared.text
-        and prepared.text_results is None
-        and any(c.selected_option_id == "cancel" for c in confirmations)
-    ):
+    if prepared.text and prepared.text_results is None:
         # Other text beside a refusal is the user's reason, passed on to the model (the RFC's
-        # ToolCallConfirmation has no field for it; `devagent chat --url` sends it so).
-        prepared.feedback = prepared.text
+        # ToolCallConfirmation has no field for it; `devagent chat --url` sends it so); beside a
+        # question's free answer without its text, it is the answer.
+        if any(c.selected_option_id == "cancel" for c in confirmations):
+            prepared.feedback = prepared.text
+        for c in confirmations:
+            if c.selected_option_id == ANSWER_OPTION and c.new_content is None:
+                c.new_content = prepared.text
     return prepared
 
 
@@ -213,6 +212,10 @@ def _input_at(task: Task, messages: list[Any]) -> int | None:
             if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str):
                 ids.add(d["tool_call_id"])
     text = "\n".join(p.text for p in told.parts if p.WhichOneof("content") == "text")
+    # late: pydantic-ai takes a second to import; the server starts without it (a read of a
+    # task whose process died has loaded its session, and so pydantic-ai, already)
+    from pydantic_ai import messages as pm
+
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if not isinstance(m, pm.ModelRequest):
@@ -435,14 +438,22 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
         """A plain client answers a permission request in words, on the waiting task: `yes`,
         `always`, or `no` with feedback become the decisions; other text refuses the calls with
-        the user's words for the model (`plain.parse_answer`)."""
-        from devagent.a2a.plain import parse_answer
+        the user's words for the model (`plain.parse_answer`). A question waiting is answered
+        first, with the whole text (`plain.question_answer`)."""
+        # late: only plain clients answering in words need the parser
+        from devagent.a2a.plain import parse_answer, question_answer
 
         session = await self.devagent.core.inspect(session_id_for(owner_of(context), task.context_id))
         if session is None or session.state.turn_label != task.id:
             return
         asks = [c for c in session.waiting_calls() if not c.awaiting_client]
         if not asks:
+            return
+        question = next((c for c in asks if c.question is not None), None)
+        if question is not None:  # the question shown (the first), answered with the text
+            confirmation, prepared.feedback = question_answer(question, prepared.text)
+            prepared.confirmations.append(confirmation)
+            prepared.text = ""
             return
         answer = parse_answer(prepared.text)
         for c in asks:
@@ -588,6 +599,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
         input of the turn that stopped) that the history lacks is added, with the messageId it
         was streamed with (`Emitter.answer_begins`). Returns the text of the last of these
         answers (the turn's reply, when it finished). Derived at every read, like the status."""
+        # late: the transcript's module loads pydantic-ai, which the server starts without
+        from devagent.agent.transcript import answers_from
+
         _to_history(task)
         start = _input_at(task, await session.messages())
         if start is None:

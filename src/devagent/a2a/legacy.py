@@ -44,6 +44,7 @@ from devagent.agent.events import (
     FileDiffs,
     GenericDetails,
     McpDetails,
+    QuestionDetails,
     ToolCall,
     ToolCallStatus,
     ToolKind,
@@ -118,9 +119,11 @@ _TOOL_KIND = {
     ToolKind.READ: "read",
     ToolKind.EDIT: "edit",
     ToolKind.EXECUTE: "execute",
+    ToolKind.FETCH: "fetch",
     ToolKind.INTERNAL: "think",
     ToolKind.CLIENT: "other",
     ToolKind.MCP: "other",
+    ToolKind.QUESTION: "communicate",
 }
 
 
@@ -175,11 +178,14 @@ def apply_confirmations(session: Session, prepared: Prepared, lreq: LegacyReques
     kept: list[ext.Confirmation] = []
     for c in prepared.confirmations:
         call = waiting[c.tool_call_id]
+        lreq.outcomes[c.tool_call_id] = c.selected_option_id
+        if call.question is not None:
+            kept.append(question_confirmation(call.question, c))
+            continue
         req = call.confirmation
         offered = [o.id for o in req.options] if req is not None else []
         is_edit = req is not None and isinstance(req.details, FileDiff)
         key = c.tool_call_id
-        lreq.outcomes[c.tool_call_id] = c.selected_option_id
         if c.selected_option_id == MODIFY:
             if c.new_content is not None and is_edit:
                 edits[key] = c.new_content
@@ -197,6 +203,21 @@ def apply_confirmations(session: Session, prepared: Prepared, lreq: LegacyReques
         lreq.reannounce = True
         lreq.edits = dict(edits)
     return changed
+
+
+def question_confirmation(q: QuestionDetails, c: ext.Confirmation) -> ext.Confirmation:
+    """A legacy answer to a question: `cancel` dismisses it; any other outcome answers it with
+    the text sent (gemini-core's `answers`, or `newContent`): a choice's label or number picks it,
+    other text is the free answer."""
+    if c.selected_option_id == "cancel":
+        return ext.Confirmation(c.tool_call_id, "cancel")
+    if c.selected_option_id not in _NEAREST:
+        raise ext.SettingsError(f"outcome {c.selected_option_id!r} does not answer a question")
+    got = q.answer_for(c.new_content or "")
+    if got is None:
+        wanted = "one of its options" if not q.allow_free_text else "its text"
+        raise ext.SettingsError(f"an answer to the question {q.question!r} needs {wanted} in `answers`")
+    return ext.Confirmation(c.tool_call_id, got[0], got[1])
 
 
 # --- agent -> client -----------------------------------------------------------------------------
@@ -279,6 +300,20 @@ def confirmation_details_json(c: ToolCall, edited: str | None = None) -> dict[st
             "toolName": det.tool_name,
             "toolDisplayName": det.tool_name,
             "toolArgs": c.args,
+        }
+    if isinstance(det, QuestionDetails):  # gemini-core's ask_user confirmation
+        return {
+            "type": "ask_user",
+            "title": "Ask User",
+            "questions": [
+                {
+                    "question": det.question,
+                    "header": "Question",
+                    "type": "choice" if det.choices else "text",
+                    "options": [{"label": choice, "description": ""} for choice in det.choices],
+                    "multiSelect": False,
+                }
+            ],
         }
     assert isinstance(det, GenericDetails)
     return {"type": "info", "title": f"Confirm {c.name}", "prompt": det.description}

@@ -19,6 +19,7 @@ from devagent.agent.events import (
     ClientResult,
     ConfirmationRequest,
     Event,
+    QuestionDetails,
     Resume,
     ToolCallStatus,
     ToolCallUpdate,
@@ -107,9 +108,12 @@ class StepCalls:
                 self._refuse(pc, f.message, f.type)
                 return pc
             pc.needs = "permission"
-            pc.confirmation = confirmation_to_json(
-                ConfirmationRequest(approval.options_for(tool.kind, pc.name, pc.args), details)
+            options = (
+                approval.question_options(details)
+                if isinstance(details, QuestionDetails)
+                else approval.options_for(tool.kind, pc.name, pc.args)
             )
+            pc.confirmation = confirmation_to_json(ConfirmationRequest(options, details))
         return pc
 
     def _refuse(self, pc: PendingCall, message: str, error_type: str) -> None:
@@ -149,7 +153,7 @@ class StepCalls:
             if d.option in _GRANT_OPTIONS:
                 approval.grant(ToolKind(p.kind), p.name, p.args, state, d.option)
             p.needs = ""
-            to_run.append((p, d.new_content))
+            to_run.append((p, self.tool_of(p).answer_content(p.args, d.option, d.new_content)))
         for r in inp.results:
             p = pending[r.call_id]
             self._take_result(p, r)
@@ -163,12 +167,18 @@ class StepCalls:
     def _decline(self, p: PendingCall, option: str, feedback: str | None) -> None:
         state = self.session.state
         p.status = ToolCallStatus.CANCELLED.value
-        reason = "the user declined to run this call"
-        if option == "cancel_always":
-            approval.refuse(ToolKind(p.kind), p.name, p.args, state)
-            reason += " and refused such calls for the rest of this session"
-        if feedback and feedback.strip():
-            reason += f"; the user said: {feedback.strip()}"
+        said = feedback.strip() if feedback else ""
+        if p.kind == ToolKind.QUESTION.value:
+            # a question dismissed (or one the user's client could not show): the turn goes on
+            reason = f"the user did not answer the question: {said}" if said else ""
+            reason = reason or "the user dismissed the question without answering"
+        else:
+            reason = "the user declined to run this call"
+            if option == "cancel_always":
+                approval.refuse(ToolKind(p.kind), p.name, p.args, state)
+                reason += " and refused such calls for the rest of this session"
+            if said:
+                reason += f"; the user said: {said}"
         p.result = CallResult.error(reason, "cancelled")
         state.record_call(p.name, True)
         traces.not_run(p, "declined")

@@ -32,9 +32,11 @@ class ToolKind(enum.StrEnum):
     READ = "read"  # reads the workspace; never needs permission
     EDIT = "edit"  # changes files in the workspace
     EXECUTE = "execute"  # runs commands
+    FETCH = "fetch"  # reads from the network: asked like a command, since what it sends leaves
     INTERNAL = "internal"  # touches only the session's own state (todo list)
     CLIENT = "client"  # executed by the client that supplied it; the core only waits
     MCP = "mcp"  # a tool of an MCP server
+    QUESTION = "question"  # asks the user; always waits for the answer, in every approval mode
 
 
 # --- the pieces of a tool call -------------------------------------------------------------------
@@ -98,7 +100,53 @@ class GenericDetails:
     description: str
 
 
-ConfirmationDetails = ExecuteDetails | FileDiff | FileDiffs | McpDetails | GenericDetails
+# The options of a question: one per choice (`choice_1`, `choice_2`, ...), the free answer (its text
+# in the Decision's `new_content`), and `cancel` (the user dismissed it).
+ANSWER_OPTION = "answer"
+_CHOICE_PREFIX = "choice_"
+
+
+def choice_option(n: int) -> str:
+    """The option id of the `n`-th choice of a question (from 1)."""
+    return f"{_CHOICE_PREFIX}{n}"
+
+
+@dataclass(slots=True)
+class QuestionDetails:
+    """A question the model asks the user (the `ask_user` tool): its text, the choices offered
+    (possibly none) and whether an answer in the user's own words is taken."""
+
+    question: str
+    choices: list[str] = field(default_factory=list)
+    allow_free_text: bool = True
+
+    def choice_of(self, option: str) -> str | None:
+        """The text of the choice an option id names, or None."""
+        if not option.startswith(_CHOICE_PREFIX):
+            return None
+        n = option[len(_CHOICE_PREFIX) :]
+        if not n.isdigit() or not 1 <= int(n) <= len(self.choices):
+            return None
+        return self.choices[int(n) - 1]
+
+    def answer_for(self, text: str) -> tuple[str, str | None] | None:
+        """A typed answer as (option, new_content): a choice's number or its text (any case) picks
+        that choice; other text is the free answer where one is taken; None otherwise (also for
+        empty text)."""
+        said = text.strip()
+        if not said:
+            return None
+        if said.isdigit() and 1 <= int(said) <= len(self.choices):
+            return choice_option(int(said)), None
+        for n, choice in enumerate(self.choices, start=1):
+            if said.casefold() == choice.strip().casefold():
+                return choice_option(n), None
+        if self.allow_free_text:
+            return ANSWER_OPTION, said
+        return None
+
+
+ConfirmationDetails = ExecuteDetails | FileDiff | FileDiffs | McpDetails | GenericDetails | QuestionDetails
 
 
 @dataclass(slots=True)
@@ -162,6 +210,12 @@ class ToolCall:
     def allow_always(self) -> str:
         """The option a user's "always" answer takes: the call's own, else "allow once"."""
         return self.always_option() or "proceed_once"
+
+    @property
+    def question(self) -> QuestionDetails | None:
+        """What the call asks the user when it is a question (the `ask_user` tool), else None."""
+        details = self.confirmation.details if self.confirmation is not None else None
+        return details if isinstance(details, QuestionDetails) else None
 
 
 # --- events --------------------------------------------------------------------------------------
@@ -322,10 +376,10 @@ class UserPrompt:
 
 @dataclass(slots=True)
 class Decision:
-    """An answer to a permission request. `option` is one of the request's option ids;
-    `new_content` replaces what an edit writes or the command a shell call runs ("edit
-    first"); `feedback` is what the user said with a
-    refusal, passed on to the model."""
+    """An answer to a permission request or a question. `option` is one of the request's option
+    ids; `new_content` replaces what an edit writes or the command a shell call runs ("edit
+    first"), or is the text of a question's free answer (option `answer`); `feedback` is what the
+    user said with a refusal (or why a question was not answered), passed on to the model."""
 
     call_id: str
     option: str

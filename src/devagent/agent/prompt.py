@@ -5,45 +5,31 @@ them (that cache is most of what a long session costs)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
+from devagent.agent import environment, guides
+from devagent.agent.system_prompt import PromptInputs, build_system_prompt
 from devagent.agent.tools.memory import read_memory
 
 if TYPE_CHECKING:
     from devagent.agent.state import ClientTool, SessionState
     from devagent.agent.tools.base import Tool, Workspace
 
-SYSTEM_PROMPT = """You are devagent, a coding agent working in the user's workspace.
-Workspace roots: {roots}
-Approval mode: {mode}. This conversation started on {date}.
-
-Work carefully and concretely: read files before you change them, prefer small exact edits
-(`edit`) over rewriting whole files, run commands to check your work, and say plainly what you did.
-Paths are relative to the first workspace root; you cannot leave the workspace roots.
-When a tool fails, read its message and adapt. Keep answers short unless asked for detail."""
-
-
-def system_prompt(state: SessionState, memory: str, memory_file: str) -> str:
-    """The instructions of every request: the same for the whole session unless the user changes
-    the approval mode or the memory file. The date is the session's first day, not today's."""
-    text = SYSTEM_PROMPT.format(
-        roots=", ".join(state.workspace_roots), mode=state.approval_mode, date=state.started_on
-    )
-    if memory.strip():
-        text += f"\n\nProject memory ({memory_file}):\n{memory.strip()}"
-    return text
-
 
 def request_parameters(
-    instructions: str, tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool]
+    instructions: str,
+    tools: Mapping[str, Tool],
+    builtin: Iterable[str],
+    client_tools: list[ClientTool],
+    native: Sequence[Any] = (),
 ) -> Any:
     """pydantic-ai's ModelRequestParameters: the same definitions in the same order on every
     request of the session: the built-ins in their fixed order, then the MCP servers' tools and
     the client's tools each by name (whichever server became ready first, whatever order a server
-    or client listed them in)."""
+    or client listed them in); `native` are the provider's own tools (its web search)."""
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.tools import ToolDefinition
 
@@ -59,32 +45,62 @@ def request_parameters(
     ]
     return ModelRequestParameters(
         function_tools=tool_defs,
+        native_tools=list(native),
         allow_text_output=True,
         instruction_parts=[pm.InstructionPart(content=instructions)],
     )
 
 
 class Instructions:
-    """A session's instructions and tool definitions. The memory file is read once per loaded
-    session: what the save_memory tool adds reaches the prompt after `/memory refresh` or when
-    the session is next loaded, so the prefix stays the same meanwhile."""
+    """A session's instructions and tool definitions. The memory file and the nested guides are
+    read once per loaded session: what the save_memory tool adds reaches the prompt after
+    `/memory refresh` or when the session is next loaded, so the prefix stays the same meanwhile.
+    The environment is taken at the session's first request and stored with it."""
 
-    def __init__(self, workspace: Workspace, memory_file: str) -> None:
+    def __init__(self, workspace: Workspace, memory_file: str, sandbox_network: bool = False) -> None:
         self.workspace = workspace
         self.memory_file = memory_file
+        self.sandbox_network = sandbox_network
         self._memory: str | None = None
+        self._nested: str | None = None
 
     def read_memory(self) -> str:
         return read_memory(self.workspace, self.memory_file)
 
     def refresh_memory(self) -> str:
         self._memory = self.read_memory()
+        self._nested = None
         return self._memory
 
-    def parameters(self, state: SessionState, tools: Mapping[str, Tool], builtin: Iterable[str]) -> Any:
+    def text(self, state: SessionState, offered: Iterable[str]) -> str:
+        """The system prompt for a model offered the tools named `offered`."""
         if self._memory is None:
             self._memory = self.read_memory()
+        if self._nested is None:
+            self._nested = guides.render_nested(guides.nested_guides(self.workspace, self.memory_file))
         if not state.started_on:  # a session stored before the day was kept
             state.started_on = time.strftime("%Y-%m-%d")
-        text = system_prompt(state, self._memory, self.memory_file)
-        return request_parameters(text, tools, builtin, state.client_tools)
+        if not state.environment:
+            execution = environment.current_execution(self.sandbox_network)
+            state.environment = environment.describe_environment(
+                state.workspace_roots, state.started_on, execution
+            )
+        inputs = PromptInputs(
+            tools=frozenset(offered),
+            environment=state.environment,
+            approval_mode=state.approval_mode,
+            memory=self._memory,
+            memory_file=self.memory_file,
+            nested_guides=self._nested,
+        )
+        return build_system_prompt(inputs)
+
+    def parameters(
+        self,
+        state: SessionState,
+        tools: Mapping[str, Tool],
+        builtin: Iterable[str],
+        native: Sequence[Any] = (),
+    ) -> Any:
+        offered = [*tools, *(t.name for t in state.client_tools)]
+        return request_parameters(self.text(state, offered), tools, builtin, state.client_tools, native)

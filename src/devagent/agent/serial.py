@@ -14,6 +14,7 @@ from devagent.agent.events import (
     GenericDetails,
     McpDetails,
     PermissionOption,
+    QuestionDetails,
     ToolOutput,
 )
 from devagent.agent.state import CallResult
@@ -24,6 +25,7 @@ _DETAIL_KINDS: dict[str, type[Any]] = {
     "file_edits": FileDiffs,
     "mcp": McpDetails,
     "generic": GenericDetails,
+    "question": QuestionDetails,
 }
 
 

@@ -22,6 +22,7 @@ from pydantic_ai import messages as pm
 from devagent.agent import compact, prompt, timeline, traces, transcript
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
+from devagent.agent.commands import parse_command_line, run_command
 from devagent.agent.events import (
     Event,
     Input,
@@ -42,10 +43,11 @@ from devagent.agent.events import (
 )
 from devagent.agent.inputs import CancelWaiting
 from devagent.agent.model_errors import describe as describe_model_error
+from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
-from devagent.agent.tools import builtin_tools
+from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext, Workspace
 from devagent.agent.tools.client import validate_client_tools
@@ -81,10 +83,12 @@ class Session:
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(self.record, lambda: core.check_budget(self.state.identity, self.id))
-        self._tools: dict[str, Tool] = builtin_tools()
+        self._tools: dict[str, Tool] = builtin_tools(core.config)
         self._label: str | None = None  # the running turn's label (see `advance`)
         self.runner = TurnRunner(self)
-        self.instructions = prompt.Instructions(self.workspace, core.config.memory_file)
+        self.instructions = prompt.Instructions(
+            self.workspace, core.config.memory_file, core.config.sandbox_network
+        )
 
     # --- what the session is -----------------------------------------------------------------
 
@@ -127,8 +131,11 @@ class Session:
         return self.runner.busy
 
     def tools(self) -> dict[str, Tool]:
-        """The tools the core runs: the built-ins and the tools of the session's ready MCP servers."""
-        return {**self.core.mcp.tools_for(self), **self._tools}
+        """The tools the core runs: the built-ins the session's model is offered (its family's
+        editing tools) and the tools of the session's ready MCP servers."""
+        hidden = hidden_tools(self.model_name, self.config.edit_tools)
+        builtin = {name: tool for name, tool in self._tools.items() if name not in hidden}
+        return {**self.core.mcp.tools_for(self), **builtin}
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         defs = [{**t.definition(), "kind": t.kind.value} for t in self.tools().values()]
@@ -273,8 +280,6 @@ class Session:
         if isinstance(inp, CancelWaiting) or self.runner.cancelled.is_set():
             raise _Cancelled()
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
-            from devagent.agent.commands import parse_command_line
-
             inp = parse_command_line(inp.text) or inp
         if isinstance(inp, RunCommand):
             prompt_text = await self._run_command(inp, emit)
@@ -297,8 +302,6 @@ class Session:
 
     async def _run_command(self, inp: RunCommand, emit: Emit) -> str | None:
         """A slash command: its prompt to run through the model, or None when it ended the turn."""
-        from devagent.agent.commands import run_command
-
         prompt_text = await run_command(self, inp, emit)
         if prompt_text is None:
             if self.calls.waiting():  # a command does not end a pause
@@ -461,7 +464,13 @@ class Session:
     # --- the model --------------------------------------------------------------------------
 
     async def request_parameters(self) -> Any:
-        return self.instructions.parameters(self.state, self.tools(), self._tools)
+        # The provider's own web search where the operator chose it and the model has one.
+        native = (
+            web.native_tools(self.config.web_search, self.model())
+            if self.config.web_search == "native"
+            else []
+        )
+        return self.instructions.parameters(self.state, self.tools(), self._tools, native)
 
     def _model_url(self) -> str | None:
         """The base URL of this session's model, if it was created and talks to a server."""

@@ -59,6 +59,10 @@ class CoreConfig:
     command_memory_mb: int = 4096
     command_processes: int = 1024
     memory_file: str = "AGENTS.md"
+    # Which editing tools models get: auto (by model family: apply_patch for OpenAI's GPT and
+    # codex models, edit for the others, both for the scripted and demo models) | edit |
+    # apply_patch | both.
+    edit_tools: str = "auto"
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
     # A process changes a session only while it holds the session's lease in the database; a
     # running turn renews it every third of this. A process that died is replaced after this long
@@ -74,9 +78,16 @@ class CoreConfig:
     mcp_client_url_prefixes: tuple[str, ...] = ()  # non-empty: a client's server URL must start with one
     # May a client name MCP servers at loopback/private addresses (SSRF guard, like webhooks)?
     mcp_client_private_urls: bool = False
-    # Networks (CIDR) the operator allows client-named destinations in, webhooks and MCP servers
-    # alike, although they are not global (devagent/common/netpolicy.py): e.g. "10.20.0.0/16".
+    # Networks (CIDR) the operator allows client-named destinations in, webhooks, MCP servers and
+    # web_fetch alike, although they are not global (devagent/common/netpolicy.py): e.g. "10.20.0.0/16".
     outbound_allow: tuple[str, ...] = ()
+    # The web tools (devagent/agent/tools/web.py): may the model fetch URLs (public addresses, and
+    # the networks of `outbound_allow`; asked like a command), and web search: off, native (the
+    # provider's own search tool, for models that have one) or the URL of a SearXNG-compatible
+    # search service (`?q=...&format=json`), sent `web_search_key` as a bearer token.
+    web_fetch: bool = True
+    web_search: str = "off"
+    web_search_key: str | None = None
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
     # The model's context window in tokens (0: the known size of the session's model, else

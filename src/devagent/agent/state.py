@@ -113,6 +113,7 @@ class SessionState:
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always": shell prefixes, exact commands
     grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server"
+    grants_web: list[str] = field(default_factory=list)  # "allow always" for web_fetch: origins
     refusals_tools: list[str] = field(default_factory=list)  # "reject always" per tool name
     refusals_shell: list[str] = field(default_factory=list)  # "reject always" per shell root command
     # MCP servers the client named for this session ({name: {command,args,env,cwd} | {url,headers}}),
@@ -133,6 +134,9 @@ class SessionState:
     # the session so that the prompt, and the provider's cache of it, stays the same across
     # midnight. "" in sessions stored before it was kept: the first request sets it.
     started_on: str = ""
+    # What the prompt says of the environment (OS, roots, git, sandbox), taken at the first
+    # request and kept, for the same reason.
+    environment: str = ""
     # The W3C traceparent of the span of the turn that last started or resumed (devagent/telemetry.py,
     # only when tracing is on): the turn that resumes after a pause links to it, in any process.
     trace_context: str = ""
@@ -156,6 +160,7 @@ class SessionState:
             "grants_tools": self.grants_tools,
             "grants_shell": self.grants_shell,
             "grants_mcp_servers": self.grants_mcp_servers,
+            **({"grants_web": self.grants_web} if self.grants_web else {}),
             "refusals_tools": self.refusals_tools,
             "refusals_shell": self.refusals_shell,
             "mcp_servers": self.mcp_servers,
@@ -169,6 +174,7 @@ class SessionState:
             "extra": self.extra,
             "identity": self.identity,
             "started_on": self.started_on,
+            "environment": self.environment,
             **({"trace_context": self.trace_context} if self.trace_context else {}),
         }
 
@@ -186,6 +192,7 @@ class SessionState:
             grants_tools=list(d.get("grants_tools", [])),
             grants_shell=list(d.get("grants_shell", [])),
             grants_mcp_servers=list(d.get("grants_mcp_servers", [])),
+            grants_web=list(d.get("grants_web", [])),
             refusals_tools=list(d.get("refusals_tools", [])),
             refusals_shell=list(d.get("refusals_shell", [])),
             mcp_servers=dict(d.get("mcp_servers", {})),
@@ -199,5 +206,6 @@ class SessionState:
             extra=dict(d.get("extra", {})),
             identity=str(d.get("identity", "")),
             started_on=str(d.get("started_on", "")),
+            environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
         )

@@ -1,10 +1,11 @@
 """A call in words, for doors whose clients read text rather than ToolCall objects (plain A2A
-clients, MCP hosts): what a waiting call wants to do, and a diff's size. One wording for every
+clients, MCP hosts): what a waiting call wants to do, a diff's size, and a question with its
+choices. One wording for every
 such door, so a request reads the same wherever it is asked."""
 
 from __future__ import annotations
 
-from devagent.agent.events import ExecuteDetails, FileDiff, FileDiffs, McpDetails, ToolCall
+from devagent.agent.events import ExecuteDetails, FileDiff, FileDiffs, McpDetails, QuestionDetails, ToolCall
 
 
 def _plural(n: int, word: str) -> str:
@@ -41,3 +42,17 @@ def request_text(call: ToolCall) -> str:
     if isinstance(details, McpDetails):
         return f"call the tool {details.tool_name} of the MCP server {details.server_name}"
     return call.description or call.name
+
+
+def question_words(q: QuestionDetails) -> str:
+    """A question as text: the question, then its choices numbered, one a line."""
+    return "\n".join([q.question, *(f"{n}. {c}" for n, c in enumerate(q.choices, start=1))])
+
+
+def how_to_answer(q: QuestionDetails) -> str:
+    """How a text answer is read (`QuestionDetails.answer_for`), in words."""
+    if not q.choices:
+        return "Reply with your answer."
+    if q.allow_free_text:
+        return "Reply with the number or the text of a choice, or answer in your own words."
+    return "Reply with the number or the text of a choice."

@@ -25,6 +25,7 @@ from devagent.a2a.extension import (
     TOOL_CALL_UPDATE,
 )
 from devagent.agent.events import (
+    ANSWER_OPTION,
     ConfirmationRequest,
     Event,
     ExecuteDetails,
@@ -34,6 +35,7 @@ from devagent.agent.events import (
     McpDetails,
     NeedsInput,
     PermissionOption,
+    QuestionDetails,
     Resume,
     RunCommand,
     TextDelta,
@@ -278,7 +280,9 @@ class RemoteBackend:
             for d in inp.decisions:
                 v = Value()
                 conf: dict[str, Any] = {"tool_call_id": d.call_id, "selected_option_id": d.option}
-                if d.new_content is not None:
+                if d.new_content is not None and d.option == ANSWER_OPTION:
+                    conf["question_details"] = {"answer": d.new_content}
+                elif d.new_content is not None:
                     conf["file_details"] = {"new_content": d.new_content}
                 v.struct_value.update(conf)
                 parts.append(Part(data=v))
@@ -483,6 +487,11 @@ def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
         elif isinstance(cr.get("mcp_details"), dict):
             m = cr["mcp_details"]
             details = McpDetails(str(m.get("server_name", "")), str(m.get("tool_name", "")))
+        elif isinstance(cr.get("question_details"), dict):
+            q = cr["question_details"]
+            choices = [str(c) for c in q.get("choices") or [] if isinstance(c, str)]
+            free = q.get("allow_free_text") is not False
+            details = QuestionDetails(str(q.get("question", "")), choices, free)
         else:
             g = cr.get("generic_details") or {}
             details = GenericDetails(str(g.get("description", "")) if isinstance(g, dict) else "")
@@ -492,7 +501,11 @@ def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
         id=str(d.get("tool_call_id", "")),
         name=str(d.get("tool_name", "")),
         args=_dict(d.get("input_parameters")),
-        kind=ToolKind.CLIENT if d.get("awaiting_client") else ToolKind.READ,
+        kind=ToolKind.CLIENT
+        if d.get("awaiting_client")
+        else ToolKind.QUESTION
+        if confirmation is not None and isinstance(confirmation.details, QuestionDetails)
+        else ToolKind.READ,
         description=str(d.get("description", "")),
         status=status,
         live_output=str(live) if live is not None else None,

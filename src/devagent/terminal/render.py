@@ -14,6 +14,7 @@ from devagent.agent.events import (
     McpDetails,
     NeedsInput,
     Notice,
+    QuestionDetails,
     StatusUpdate,
     TextDelta,
     ThoughtDelta,
@@ -216,7 +217,8 @@ class Renderer:
             self.show_request(call)
 
     def show_request(self, call: ToolCall) -> None:
-        """What a permission request is about: the diff, the command, the MCP tool."""
+        """What a permission request is about: the diff, the command, the MCP tool; a question's
+        choices, numbered."""
         assert call.confirmation is not None
         d = call.confirmation.details
         if isinstance(d, FileDiff | FileDiffs):
@@ -235,6 +237,12 @@ class Renderer:
             head, _, rest = d.description.partition("\n")
             self.console.print(f"  [dim]{_escape(head)}[/dim]", highlight=False)
             self._diff(rest.strip("\n"))
+        elif isinstance(d, QuestionDetails):
+            lines = [f"  {n}. {choice}" for n, choice in enumerate(d.choices, start=1)]
+            if d.question not in (call.description or ""):  # (shortened in the call's line)
+                lines.insert(0, f"  {d.question}")
+            if lines:
+                self.console.print(_escape("\n".join(lines)), highlight=False)
 
     def _diff(self, diff: str) -> None:
         from rich.syntax import Syntax

@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--approval-timeout",
         type=_positive_float,
         metavar="SECONDS",
-        help="reject an approval request the client has not answered in time (default: wait)",
+        help="reject an approval request, or dismiss a question, the client has not answered in time "
+        "(default: wait)",
     )
     p.add_argument(
         "--tool-call-timeout",

@@ -20,6 +20,7 @@ from devagent.agent.events import (
     FileDiff,
     FileDiffs,
     McpDetails,
+    QuestionDetails,
     StatusUpdate,
     ToolCall,
     ToolCallStatus,
@@ -31,8 +32,9 @@ JSON = dict[str, Any]
 RpcId = str | int
 
 # The newest protocol version this server speaks completely: 1.1 (initialize, external tools,
-# ToolCallRequest, ApprovalResponse) and 1.2 (TurnEnd). Later reference features (replay 1.3,
-# steer / set_plan_mode / questions 1.4, hooks 1.7, StepRetry 1.10) are not implemented, so this
+# ToolCallRequest, ApprovalResponse) and 1.2 (TurnEnd). Of 1.4 it has questions (`QuestionRequest`,
+# sent to a client that declared `capabilities.supports_question`), not steer or set_plan_mode;
+# later reference features (replay 1.3, hooks 1.7, StepRetry 1.10) are not implemented, so this
 # server does not claim them.
 WIRE_PROTOCOL_VERSION = "1.2"
 WIRE_PROTOCOL_MIN_VERSION = "1.1"  # the first version that has `initialize`
@@ -240,6 +242,7 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         action = {
             ToolKind.EXECUTE: "run command",
             ToolKind.EDIT: "edit file",
+            ToolKind.FETCH: "fetch URL",
         }.get(call.kind, f"call {call.name}")
         description = getattr(details, "description", "") or call.description or call.name
         display.append(brief(description))
@@ -262,6 +265,26 @@ def tool_call_request_payload(call: ToolCall) -> JSON:
     return {"id": call.id, "name": call.name, "arguments": tool_arguments(call)}
 
 
+def question_request_payload(request_id: str, call: ToolCall, q: QuestionDetails) -> JSON:
+    """A QuestionRequest of one question: its choices as the options (the client offers its own
+    "other" answer, taken as the free answer where the question allows one)."""
+    return {
+        "id": request_id,
+        "tool_call_id": call.id,
+        "questions": [
+            {
+                "question": q.question,
+                "header": "",
+                "options": [{"label": c, "description": ""} for c in q.choices],
+                "multi_select": False,
+                "body": "",
+                "other_label": "",
+                "other_description": "",
+            }
+        ],
+    }
+
+
 # --- inbound ---------------------------------------------------------------------------------------
 
 
@@ -282,6 +305,7 @@ class InitializeParams:
     client_name: str = ""
     client_version: str | None = None
     external_tools: list[ExternalToolDef] = field(default_factory=list)
+    supports_question: bool = False  # capabilities.supports_question: it can show a QuestionRequest
 
 
 def parse_initialize(params: Any) -> InitializeParams:
@@ -298,6 +322,10 @@ def parse_initialize(params: Any) -> InitializeParams:
         out.client_name = client["name"]
         cv = client.get("version")
         out.client_version = cv if isinstance(cv, str) else None
+    caps = params.get("capabilities")
+    if caps is not None and not isinstance(caps, dict):
+        raise ParamsError("capabilities must be an object")
+    out.supports_question = bool(caps and caps.get("supports_question") is True)
     tools = params.get("external_tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -376,6 +404,17 @@ def parse_approval_answer(payload: Any) -> ApprovalAnswerMsg | None:
         response=str(resp),
         feedback=fb if isinstance(fb, str) else "",
     )
+
+
+def parse_question_answer(payload: Any) -> dict[str, str] | None:
+    """A QuestionResponse's `answers` (question text -> the label chosen or the text typed; empty
+    when the user dismissed the questions), or None when the payload is not one."""
+    if not isinstance(payload, dict):
+        return None
+    answers = payload.get("answers", {})
+    if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
+        return None
+    return {str(k): v for k, v in answers.items()}
 
 
 @dataclass(slots=True)

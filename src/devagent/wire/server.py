@@ -38,6 +38,7 @@ from devagent.agent.events import (
     InputError,
     NeedsInput,
     Notice,
+    QuestionDetails,
     StatusUpdate,
     StepBegin,
     TextDelta,
@@ -115,12 +116,13 @@ class Turn:
 @dataclass(eq=False)
 class PendingRequest:
     rpc_id: str
-    kind: str  # "approval" | "tool"
+    kind: str  # "approval" | "tool" | "question"
     call_id: str
     turn: Turn
     message: m.JSON  # the request as sent, to send again after a re-initialize
     always: str | None = None  # the call's "allow always" option
     timer: asyncio.TimerHandle | None = None
+    question: QuestionDetails | None = None  # what a question request asks
 
 
 class WireServer:
@@ -128,6 +130,7 @@ class WireServer:
         self.opts = options
         self.out = out
         self.initialized = False
+        self.supports_question = False  # the client declared it can show a QuestionRequest
         self.version = m.WIRE_PROTOCOL_VERSION
         self.client_tools: dict[str, m.ExternalToolDef] = {}
         self.tools_dirty = False
@@ -315,6 +318,7 @@ class WireServer:
         if p.external_tools:
             self.tools_dirty = True
         self.initialized = True
+        self.supports_question = p.supports_question
         self.version = m.negotiate_version(p.protocol_version)
         log.info(
             "initialize from %s %s (protocol %s -> %s); tools accepted %s, rejected %s",
@@ -336,7 +340,7 @@ class WireServer:
                         "accepted": [t.name for t in accepted],
                         "rejected": [{"name": n, "reason": r} for n, r in rejected],
                     },
-                    "capabilities": {"supports_question": False},
+                    "capabilities": {"supports_question": True},
                 },
             )
         )
@@ -596,7 +600,17 @@ class WireServer:
     # --- requests to the client ------------------------------------------------------------
 
     def _send_request(self, session: Session, turn: Turn, call: ToolCall) -> None:
-        if call.awaiting_client:
+        q = call.question
+        if q is not None and not self.supports_question:
+            # Not offered to this client: the model reads that it cannot ask, and goes on.
+            turn.answer(Decision(call.id, "cancel", feedback=CANNOT_ASK))
+            return
+        if q is not None:
+            rid = _request_id(session, call)
+            msg = m.request(rid, "QuestionRequest", m.question_request_payload(rid, call, q))
+            pr = PendingRequest(rid, "question", call.id, turn, msg, question=q)
+            timeout = self.opts.approval_timeout
+        elif call.awaiting_client:
             rid = call.id
             msg = m.request(rid, "ToolCallRequest", m.tool_call_request_payload(call))
             pr = PendingRequest(rid, "tool", call.id, turn, msg)
@@ -605,8 +619,7 @@ class WireServer:
                 turn.seen.add(call.id)
                 self.send(m.tool_call_event(call))
         else:
-            # Stable across restarts, so a resumed session asks with the same id.
-            rid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"devagent:{session.id}:{call.id}"))
+            rid = _request_id(session, call)
             msg = m.request(rid, "ApprovalRequest", m.approval_request_payload(rid, call, turn.id))
             pr = PendingRequest(rid, "approval", call.id, turn, msg, call.always_option())
             timeout = self.opts.approval_timeout
@@ -631,6 +644,8 @@ class WireServer:
         log.warning("no answer to %s %s within %s s", pr.kind, rid, timeout)
         if pr.kind == "approval":
             self._answer_approval(pr, "reject", f"no answer within {timeout:g} s")
+        elif pr.kind == "question":
+            pr.turn.answer(Decision(pr.call_id, "cancel", feedback=f"no answer within {timeout:g} s"))
         else:
             pr.turn.answer(
                 ClientResult(
@@ -652,6 +667,9 @@ class WireServer:
         del self.pending[pr.rpc_id]
         if pr.timer:
             pr.timer.cancel()
+        if pr.kind == "question":
+            self._answer_question(pr, msg)
+            return
         if "error" in msg:
             err = msg["error"]
             text = err.get("message") or "the client reported an error"
@@ -705,8 +723,46 @@ class WireServer:
         else:
             pr.turn.answer(ClientResult(pr.call_id, error="Invalid tool result payload from client."))
 
+    def _answer_question(self, pr: PendingRequest, msg: m.JSON) -> None:
+        """A QuestionResponse: the answer (a choice's label or the client's "other" text) goes to
+        the core; no answer, an error or a payload the server cannot read dismisses the question
+        (an unreadable one is also answered `Invalid response`)."""
+        q = pr.question
+        assert q is not None
+        if "error" in msg:
+            error = msg["error"].get("message") or "an error"
+            pr.turn.answer(Decision(pr.call_id, "cancel", feedback=f"the client answered with {error}"))
+            return
+        type_, payload = m.unwrap_result(msg.get("result"))
+        answers = m.parse_question_answer(payload) if type_ in (None, "QuestionResponse") else None
+        if answers is None:
+            reason = "a question answer needs {request_id, answers: {question: answer}}"
+            log.warning("invalid answer to question %s: %s", pr.rpc_id, reason)
+            bad = {"id": pr.rpc_id, "reason": reason}
+            self.send(m.error_response(None, m.INVALID_REQUEST, "Invalid response", bad))
+            answers = {}
+        # keyed by the question's text; a client that keys it otherwise still answers it
+        said = answers.get(q.question, next(iter(answers.values()), ""))
+        got = q.answer_for(said)
+        if got is not None:
+            pr.turn.answer(Decision(pr.call_id, got[0], new_content=got[1]))
+        else:
+            feedback = f"they answered {said!r}, which is none of the choices" if said.strip() else None
+            pr.turn.answer(Decision(pr.call_id, "cancel", feedback=feedback))
+
 
 # --- helpers -------------------------------------------------------------------------------------
+
+# What the model reads when a question cannot be put to the client.
+CANNOT_ASK = (
+    "the user's client cannot show questions; do not call ask_user again in this session, "
+    "say in your answer what you need to know instead"
+)
+
+
+def _request_id(session: Session, call: ToolCall) -> str:
+    """A request's id: stable across restarts, so a resumed session asks with the same id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"devagent:{session.id}:{call.id}"))
 
 
 def _valid_envelope(msg: Any) -> bool:

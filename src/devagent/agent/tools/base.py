@@ -5,7 +5,8 @@ A tool has a name, a description and a JSON Schema for its arguments (what the m
 
 - `describe(args)`: a one-line human description of a call ("Write src/app.py").
 - `confirmation(args, ctx)`: the details a permission request shows (a FileDiff for edits, the
-  command and working directory for shell, a description otherwise). Called only when policy asks.
+  command and working directory for shell, the question for `ask_user`, a description
+  otherwise). Called only when policy asks.
 - `run(args, ctx)`: does the work and returns a `ToolResult`, or raises `ToolFailure` with a message
   the model and the user read. Long-running tools report live output through `ctx.live(text)`.
 """
@@ -28,6 +29,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
+from devagent.common.netpolicy import IPNetwork
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
@@ -168,7 +170,7 @@ class ToolContext:
     call_id: str = ""
     # Emits live output: the text passed replaces what was shown before (the call's live_content).
     live: Callable[[str], Awaitable[None]] = field(default=lambda _text: _noop())
-    # For edits: the content the user chose instead of the proposed one.
+    # For edits: the content the user chose instead of the proposed one; for a question: the answer.
     new_content: str | None = None
     # Set when the turn is cancelled; tools that wait (shell) watch it.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
@@ -184,6 +186,11 @@ class ToolContext:
     granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)
+    # The web tools (CoreConfig): the networks web_fetch may reach although they are not public,
+    # and the operator's search service with its key.
+    outbound_allow: tuple[IPNetwork, ...] = ()
+    web_search_url: str = ""
+    web_search_key: str = ""
 
     @classmethod
     def for_call(
@@ -209,6 +216,9 @@ class ToolContext:
             memory_file=config.memory_file,
             backends=backends,
             granted=call.granted,
+            outbound_allow=config.outbound_networks(),
+            web_search_url=config.web_search if "://" in config.web_search else "",
+            web_search_key=config.web_search_key or "",
             **kw,
         )
 
@@ -230,6 +240,11 @@ class Tool:
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         return GenericDetails(description=self.describe(args))
+
+    def answer_content(self, args: dict[str, Any], option: str, new_content: str | None) -> str | None:
+        """What a call allowed with `option` runs with as `ToolContext.new_content`: the content
+        the user sent (an edited file, a changed command), or for a question its answer."""
+        return new_content
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

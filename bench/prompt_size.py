@@ -1,0 +1,55 @@
+"""The size of what every request of a session carries before its messages, per model family:
+the system prompt and the tool definitions, in characters and estimated tokens.
+
+Tokens are estimated as characters / 4 (English prose and JSON with OpenAI's and Anthropic's
+tokenizers come close to that; no tokenizer file can be downloaded here). The workspace is empty
+(no AGENTS.md), so these are the floors a project's guides add to.
+
+    .venv/bin/python bench/prompt_size.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+
+from devagent.agent.core import AgentCore
+from devagent.agent.settings import CoreConfig
+
+MODELS = {
+    "openai": "openai:gpt-5-codex",
+    "anthropic": "anthropic:claude-sonnet-4-5",
+    "gemini": "google:gemini-2.5-pro",
+    "scripted/demo": "demo",
+    "other": "ollama:qwen3",
+}
+
+
+async def sizes(spec: str, tmp: Path) -> tuple[int, int, int]:
+    workspace = tmp / "ws"
+    workspace.mkdir(exist_ok=True)
+    db = f"sqlite+aiosqlite:///{tmp / (spec.replace(':', '_') + '.db')}"
+    core = await AgentCore.open(CoreConfig(db_url=db, default_model=spec, model_api_key="k"))
+    try:
+        session = await core.create_session([workspace])
+        tools = session.tools()
+        system = session.instructions.text(session.state, tools)
+        definitions = json.dumps([t.definition() for t in tools.values()])
+        return len(system), len(definitions), len(tools)
+    finally:
+        await core.close()
+
+
+async def main() -> None:
+    head = ("family", "tools", "system chars", "~tokens", "tool defs chars", "~tokens")
+    print(f"{head[0]:<14} {head[1]:>5} {head[2]:>12} {head[3]:>8} {head[4]:>15} {head[5]:>8}")
+    with tempfile.TemporaryDirectory() as d:
+        for family, spec in MODELS.items():
+            system, defs, n = await sizes(spec, Path(d))
+            print(f"{family:<14} {n:>5} {system:>12} {system // 4:>8} {defs:>15} {defs // 4:>8}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

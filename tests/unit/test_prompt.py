@@ -1,0 +1,140 @@
+"""The system prompt: its text per model family (snapshots), the editing tools each family is
+offered, the environment it states, the nested AGENTS.md files, and its stability."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devagent.agent.environment import git_state
+from devagent.agent.model_family import editing_tools, model_family
+
+SNAPSHOTS = Path(__file__).parent / "prompt_snapshots"
+# The model each family's snapshot is taken with (no request is made: the key is never used).
+FAMILY_MODELS = {
+    "openai": "openai:gpt-5-codex",
+    "anthropic": "anthropic:claude-sonnet-4-5",
+    "gemini": "google:gemini-2.5-pro",
+    "scripted": "demo",
+    "other": "ollama:qwen3",
+}
+FIXED_ENVIRONMENT = "- (the environment, fixed for the snapshot)"
+
+
+@pytest.mark.parametrize(
+    ("spec", "family"),
+    [
+        ("openai:gpt-4.1", "openai"),
+        ("openai:gpt-5-codex", "openai"),
+        ("openai:o3", "openai"),
+        ("openrouter:openai/gpt-5", "openai"),
+        ("vllm:openai/gpt-oss-20b", "openai"),
+        ("anthropic:claude-sonnet-4-5", "anthropic"),
+        ("openrouter:anthropic/claude-sonnet-4.5", "anthropic"),
+        ("google:gemini-2.5-flash", "gemini"),
+        ("gemini:gemini-2.5-pro", "gemini"),
+        ("demo", "scripted"),
+        ("scripted:/tmp/x.json", "scripted"),
+        ("ollama:qwen3", "other"),
+        ("deepseek:deepseek-chat", "other"),
+        ("nonsense", "other"),
+    ],
+)
+def test_issue30_item9_model_family_of_a_spec(spec: str, family: str) -> None:
+    assert model_family(spec) == family
+
+
+def test_issue30_item9_editing_tools_per_family_and_the_operators_override() -> None:
+    assert editing_tools("openai") == ("apply_patch",)
+    assert editing_tools("anthropic") == ("edit",)
+    assert editing_tools("gemini") == ("edit",)
+    assert editing_tools("other") == ("edit",)
+    assert editing_tools("scripted") == ("edit", "apply_patch")
+    assert editing_tools("openai", "edit") == ("edit",)
+    assert editing_tools("anthropic", "apply_patch") == ("apply_patch",)
+    assert editing_tools("gemini", "both") == ("edit", "apply_patch")
+
+
+async def _prompt_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> tuple[str, list[str]]:
+    core = await core_factory(spec, model_api_key="k", **config)
+    session = await core.create_session([workspace])
+    session.state.started_on = "2026-01-02"
+    session.state.environment = FIXED_ENVIRONMENT
+    tools = session.tools()
+    return session.instructions.text(session.state, tools), list(tools)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_MODELS))
+async def test_issue30_item8_item9_prompt_snapshot_per_family(
+    core_factory: Any, workspace: Path, family: str
+) -> None:
+    """The whole system prompt and the tool names each family gets, against a snapshot
+    (DEVAGENT_UPDATE_SNAPSHOTS=1 rewrites them after an intended change)."""
+    text, tools = await _prompt_of(core_factory, workspace, FAMILY_MODELS[family])
+    got = f"tools: {', '.join(tools)}\n\n{text}\n"
+    path = SNAPSHOTS / f"{family}.txt"
+    if os.environ.get("DEVAGENT_UPDATE_SNAPSHOTS"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got)
+    assert got == path.read_text(), f"the {family} prompt changed; see {path}"
+
+
+async def test_issue30_item9_openai_edits_with_apply_patch_and_anthropic_with_edit(
+    core_factory: Any, workspace: Path
+) -> None:
+    openai_text, openai_tools = await _prompt_of(core_factory, workspace, "openai:gpt-5")
+    claude_text, claude_tools = await _prompt_of(core_factory, workspace, "anthropic:claude-opus-4-1")
+    assert "edit" not in openai_tools and "`edit`" not in openai_text
+    assert "apply_patch" not in claude_tools and "apply_patch" not in claude_text
+    assert "edit" in claude_tools and "Change files with `edit`" in claude_text
+    overridden, tools = await _prompt_of(core_factory, workspace, "openai:gpt-5", edit_tools="edit")
+    assert "edit" in tools and "Change files with `edit`" in overridden
+
+
+async def test_issue30_item8_nested_guides_apply_to_their_folders(core_factory: Any, workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("Root rule: use tabs.\n")
+    (workspace / "web").mkdir()
+    (workspace / "web" / "AGENTS.md").write_text("Web rule: use pnpm.\n")
+    (workspace / "web" / "node_modules" / "x").mkdir(parents=True)
+    (workspace / "web" / "node_modules" / "x" / "AGENTS.md").write_text("Vendored rule.\n")
+    text, _ = await _prompt_of(core_factory, workspace, "demo")
+    assert "Root rule: use tabs." in text
+    assert "<guide path='web/AGENTS.md' applies_to='web/'>\nWeb rule: use pnpm.\n</guide>" in text
+    assert "takes precedence over the guides above it" in text
+    assert "Vendored rule." not in text  # dependency folders are not walked
+    assert text.index("Root rule") < text.index("Web rule")
+
+
+def test_issue30_item8_git_state_is_read_from_files_and_runs_nothing(tmp_path: Path) -> None:
+    """A repository's configuration names programs (fsmonitor); the prompt's git line is read
+    from HEAD, so none of them runs."""
+    marker = tmp_path / "ran"
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/feature/x\n")
+    (repo / ".git" / "config").write_text(f"[core]\n\tfsmonitor = touch {marker}\n")
+    assert "on branch feature/x" in git_state(repo)
+    assert not marker.exists()
+    (repo / ".git" / "HEAD").write_text("0123456789abcdef0123456789abcdef01234567\n")
+    assert "detached commit 0123456789ab" in git_state(repo)
+    assert git_state(tmp_path / "elsewhere") == "The workspace is not a git repository."
+
+
+async def test_issue30_item8_environment_is_taken_once_and_kept_across_a_restart(
+    core_factory: Any, workspace: Path, sqlite_url: str
+) -> None:
+    core = await core_factory("demo")
+    session = await core.create_session([workspace])
+    first = session.instructions.text(session.state, session.tools())
+    assert "Workspace roots: " + str(workspace) in first
+    assert "Commands run" in first  # sandbox and network are stated
+    await session.record.save()
+    (workspace / ".git").mkdir()  # the repository changes after the session began
+    (workspace / ".git" / "HEAD").write_text("ref: refs/heads/later\n")
+    again = await core_factory("demo", db=sqlite_url)
+    reloaded = await again.get_session(session.id)
+    assert reloaded is not None
+    assert reloaded.instructions.text(reloaded.state, reloaded.tools()) == first
