@@ -56,6 +56,7 @@ def test_g2_builtin_tools_registry() -> None:
         "read_many_files",
         "write_file",
         "edit",
+        "apply_patch",
         "list_directory",
         "glob",
         "grep",
@@ -365,7 +366,7 @@ async def test_g2_edit_not_found_error(ws: Path, ctx: ToolContext) -> None:
     (ws / "a.py").write_text("x = 1\n")
     args = {"path": "a.py", "old_string": "z = 1", "new_string": "z = 2"}
     err = await fails("edit", args, ctx, "edit_no_match")
-    assert "old_string not found in a.py" in err.message and "read the file again" in err.message
+    assert "old_string not found in a.py" in err.message and "Read the file again" in err.message
     # The confirmation fails the same way, so the core never asks about an edit that cannot apply.
     with pytest.raises(ToolFailure) as info:
         await TOOLS["edit"].confirmation(args, ctx)

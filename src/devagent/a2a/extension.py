@@ -17,6 +17,7 @@ from devagent.agent.events import (
     ConfirmationRequest,
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     McpDetails,
     QuestionDetails,
@@ -82,6 +83,10 @@ def confirmation_request_json(req: ConfirmationRequest) -> dict[str, Any]:
     det = req.details
     if isinstance(det, FileDiff):
         out["file_edit_details"] = file_diff_json(det)
+    elif isinstance(det, FileDiffs):
+        # The RFC's file_edit_details hold one file: a change of several is shown as text.
+        described = f"Change {len(det.files)} files:\n\n{det.formatted_diff}"
+        out["generic_details"] = {"description": described}
     elif isinstance(det, ExecuteDetails):
         ex: dict[str, Any] = {"command": det.command}
         if det.working_directory:
@@ -105,7 +110,7 @@ def tool_output_json(o: ToolOutput) -> dict[str, Any]:
     """The ToolOutput oneof: a diff for edits, else the text the model saw (a shell command's
     output, say), else the structured data."""
     if o.diff is not None:
-        return {"diff": file_diff_json(o.diff)}
+        return {"diff": file_diff_json(o.diff if isinstance(o.diff, FileDiff) else o.diff.combined())}
     if _mcp_rich(o.data):  # an MCP result's images reach the client, with the text
         return {"structured_data": {"text": o.text, **o.data}}
     if o.text or o.data is None:

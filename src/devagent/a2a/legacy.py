@@ -41,6 +41,7 @@ from devagent.a2a.request import LegacyRequest as LegacyRequest
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     McpDetails,
     QuestionDetails,
@@ -252,6 +253,12 @@ def file_diff_json(d: FileDiff) -> dict[str, Any]:
     }
 
 
+def _result_display(diff: FileDiff | FileDiffs | None, text: str) -> Any:
+    if diff is None:
+        return text
+    return file_diff_json(diff if isinstance(diff, FileDiff) else diff.combined())
+
+
 def confirmation_details_json(c: ToolCall, edited: str | None = None) -> dict[str, Any]:
     """gemini-core ToolCallConfirmationDetails with its `type`."""
     assert c.confirmation is not None
@@ -278,6 +285,12 @@ def confirmation_details_json(c: ToolCall, edited: str | None = None) -> dict[st
             "command": det.command,
             "rootCommand": root,
             "rootCommands": [root] if root else [],
+        }
+    if isinstance(det, FileDiffs):
+        return {
+            "type": "info",
+            "title": f"Confirm changes to {len(det.files)} files",
+            "prompt": det.formatted_diff,
         }
     if isinstance(det, McpDetails):
         return {
@@ -315,7 +328,7 @@ def response_json(c: ToolCall) -> dict[str, Any]:
             "responseParts": [
                 {"functionResponse": {"id": c.id, "name": c.name, "response": {"output": text}}}
             ],
-            "resultDisplay": file_diff_json(c.output.diff) if c.output.diff is not None else text,
+            "resultDisplay": _result_display(c.output.diff, text),
             "contentLength": len(text),
         }
     message = c.error.message if c.error is not None else "no result"

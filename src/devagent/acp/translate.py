@@ -21,6 +21,7 @@ from devagent.agent.events import (
     ToolKind,
     TurnEnd,
     Usage,
+    file_diffs,
 )
 
 JSON = dict[str, Any]
@@ -201,9 +202,9 @@ def tool_content(call: ToolCall, terminal_id: str | None = None) -> list[JSON]:
     content: list[JSON] = []
     details = call.confirmation.details if call.confirmation is not None else None
     if call.output is not None and call.output.diff is not None:
-        content.append(_diff(call.output.diff))
-    elif isinstance(details, FileDiff):
-        content.append(_diff(details))
+        content += [_diff(d) for d in file_diffs(call.output.diff)]
+    else:
+        content += [_diff(d) for d in file_diffs(details)]
     if terminal_id is not None:
         content.append({"type": "terminal", "terminalId": terminal_id})
     elif call.kind is ToolKind.EXECUTE:

@@ -54,6 +54,35 @@ class FileDiff:
 
 
 @dataclass(slots=True)
+class FileDiffs:
+    """A change of several files at once (a patch): one FileDiff per file, in the patch's order.
+    A deleted file's diff goes to /dev/null (its new content is ""); a moved file's goes from the
+    old path to the new one (`file_path`)."""
+
+    files: list[FileDiff]
+
+    @property
+    def formatted_diff(self) -> str:
+        """The files' unified diffs, one after the other."""
+        return "".join(f.formatted_diff for f in self.files)
+
+    def combined(self) -> FileDiff:
+        """One FileDiff standing for them all, for a protocol whose result holds one diff: no
+        path, no contents, every file's unified diff."""
+        n = len(self.files)
+        return FileDiff(f"{n} files", "", "", "", self.formatted_diff)
+
+
+def file_diffs(diff: object) -> list[FileDiff]:
+    """The FileDiffs of a confirmation's details or a result's diff (none for other details)."""
+    if isinstance(diff, FileDiff):
+        return [diff]
+    if isinstance(diff, FileDiffs):
+        return list(diff.files)
+    return []
+
+
+@dataclass(slots=True)
 class ExecuteDetails:
     command: str
     working_directory: str
@@ -117,7 +146,7 @@ class QuestionDetails:
         return None
 
 
-ConfirmationDetails = ExecuteDetails | FileDiff | McpDetails | GenericDetails | QuestionDetails
+ConfirmationDetails = ExecuteDetails | FileDiff | FileDiffs | McpDetails | GenericDetails | QuestionDetails
 
 
 @dataclass(slots=True)
@@ -141,7 +170,7 @@ class ToolOutput:
     `diff` is set for edits and `data` for structured results."""
 
     text: str
-    diff: FileDiff | None = None
+    diff: FileDiff | FileDiffs | None = None
     data: Any = None
 
 

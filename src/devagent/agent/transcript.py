@@ -155,7 +155,10 @@ def fit_result(text: str, context_tokens: int) -> str:
 
 def shown_diff(diff: dict[str, Any]) -> dict[str, Any]:
     """An edit's FileDiff as the transcript keeps it for readers: its names and unified diff; the
-    old and new contents are left out (the diff is what a reader shows, at a fraction the size)."""
+    old and new contents are left out (the diff is what a reader shows, at a fraction the size).
+    A change of several files keeps each file's so."""
+    if isinstance(diff.get("files"), list):
+        return {"files": [shown_diff(f) for f in diff["files"] if isinstance(f, dict)]}
     keep = ("file_name", "file_path", "formatted_diff")
     return {**{k: str(diff.get(k) or "") for k in keep}, "old_content": None, "new_content": ""}
 

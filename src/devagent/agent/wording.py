@@ -5,7 +5,7 @@ such door, so a request reads the same wherever it is asked."""
 
 from __future__ import annotations
 
-from devagent.agent.events import ExecuteDetails, FileDiff, McpDetails, QuestionDetails, ToolCall
+from devagent.agent.events import ExecuteDetails, FileDiff, FileDiffs, McpDetails, QuestionDetails, ToolCall
 
 
 def _plural(n: int, word: str) -> str:
@@ -16,6 +16,8 @@ def diff_summary(d: FileDiff) -> str:
     """`+3 -1 lines` from a FileDiff's unified diff (or "new file, N lines")."""
     if d.old_content is None:
         return f"new file, {_plural(len(d.new_content.splitlines()), 'line')}"
+    if "\n+++ /dev/null" in d.formatted_diff:
+        return f"deleted, {_plural(len(d.old_content.splitlines()), 'line')}"
     added = removed = 0
     for line in d.formatted_diff.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
@@ -32,6 +34,9 @@ def request_text(call: ToolCall) -> str:
         verb = "create" if details.old_content is None else "change"
         name = call.args.get("path") or call.args.get("file_path") or details.file_name
         return f"{verb} {name} ({diff_summary(details)})"
+    if isinstance(details, FileDiffs):
+        each = ", ".join(f"{d.file_name} ({diff_summary(d)})" for d in details.files)
+        return f"change {len(details.files)} files: {each}"
     if isinstance(details, ExecuteDetails):
         return f"run `{details.command}` in {details.working_directory}"
     if isinstance(details, McpDetails):

@@ -52,6 +52,7 @@ from devagent.agent.events import Decision as CoreDecision
 from devagent.agent.events import (
     Event,
     FileDiff,
+    FileDiffs,
     InputError,
     NeedsInput,
     Notice,
@@ -62,6 +63,7 @@ from devagent.agent.events import (
     ToolCallUpdate,
     TurnEnd,
     UserPrompt,
+    file_diffs,
 )
 from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp import questions
@@ -250,7 +252,7 @@ def _prompt(text: str) -> str:
 def _elicit_message(call: ToolCall) -> str:
     text = f"devagent wants to {request_text(call)}."
     details = call.confirmation.details if call.confirmation is not None else None
-    if isinstance(details, FileDiff) and details.formatted_diff:
+    if isinstance(details, FileDiff | FileDiffs) and details.formatted_diff:
         diff = details.formatted_diff
         text += "\n\n" + (diff if len(diff) <= 8000 else diff[:8000] + "\n[... diff shortened ...]")
     return text
@@ -313,10 +315,10 @@ class HostTurn(Door):
             if c.status is ToolCallStatus.EXECUTING:
                 await self._tell(f"{c.name}: {c.description or ''}".strip())
             elif c.status is ToolCallStatus.SUCCEEDED and c.output is not None and c.output.diff:
-                d = c.output.diff
-                self.files[d.file_path] = FileChange(
-                    path=self.session.workspace.display(Path(d.file_path)), summary=diff_summary(d)
-                )
+                for d in file_diffs(c.output.diff):
+                    self.files[d.file_path] = FileChange(
+                        path=self.session.workspace.display(Path(d.file_path)), summary=diff_summary(d)
+                    )
             elif c.status is ToolCallStatus.FAILED and c.error is not None:
                 await self._tell(f"{c.name} failed: {c.error.message[:200]}")
         elif isinstance(event, Notice) and event.level != "info":

@@ -18,12 +18,14 @@ from typing import Any, Literal
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     McpDetails,
     QuestionDetails,
     StatusUpdate,
     ToolCall,
     ToolCallStatus,
     ToolKind,
+    file_diffs,
 )
 
 JSON = dict[str, Any]
@@ -158,8 +160,8 @@ def tool_result_event(call: ToolCall) -> JSON:
     if call.status == ToolCallStatus.SUCCEEDED:
         out = call.output
         display: list[JSON] = []
-        if out is not None and out.diff is not None:
-            display.append(diff_block(out.diff))
+        if out is not None:
+            display += [diff_block(d) for d in file_diffs(out.diff)]
         rv = return_value(False, out.text if out else "", "", display)
     else:
         err = call.error
@@ -229,6 +231,10 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         verb = "Write" if details.old_content is None else "Edit"
         description = f"{verb} file `{details.file_path}`"
         display.append(diff_block(details))
+    elif isinstance(details, FileDiffs):
+        action = "edit file"
+        description = f"Change {len(details.files)} files"
+        display += [diff_block(d) for d in details.files]
     elif isinstance(details, McpDetails):
         action = f"mcp:{details.tool_name}"
         description = f"Call MCP tool `{details.tool_name}` of server `{details.server_name}`."

@@ -17,6 +17,7 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
     from devagent.agent.tools.ask import AskUser
     from devagent.agent.tools.background import BackgroundProcessTool
     from devagent.agent.tools.memory import SaveMemory
+    from devagent.agent.tools.patch import ApplyPatch
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
     from devagent.agent.tools.shell import RunShellCommand
@@ -29,6 +30,7 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
         ReadManyFiles(),
         WriteFile(),
         Edit(),
+        ApplyPatch(),
         ListDirectory(),
         Glob(),
         Grep(),

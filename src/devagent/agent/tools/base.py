@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from devagent.agent.events import (
     ConfirmationDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     ToolKind,
 )
@@ -68,7 +69,7 @@ class ToolResult:
     `attachments` go to the model with the text (never to clients)."""
 
     text: str
-    diff: FileDiff | None = None
+    diff: FileDiff | FileDiffs | None = None
     data: Any = None
     attachments: list[Attachment] = field(default_factory=list)
 

@@ -5,6 +5,7 @@ a truncated file and a hard link to a file outside the workspace is never writte
 from __future__ import annotations
 
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from devagent.agent.tools._util import (
     str_arg,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.matching import Replaced, replace_in
 from devagent.agent.tools.region import edited_region
 
 
@@ -217,14 +219,18 @@ def _written(
 class Edit(Tool):
     name = "edit"
     description = (
-        "Replace exact text in a file. `old_string` must match the file's current content exactly "
-        "(whitespace and indentation included) and, unless `replace_all` is true, exactly once: include "
-        "enough surrounding lines to make it unique. Read the file first. To create a new file, give "
-        "an empty `old_string` and the content as `new_string`. The user may be shown a diff and may "
-        "change the result before it is written."
+        "Replace text in a file. Copy `old_string` exactly from the file (whitespace and indentation "
+        "included); it must occur once, unless `replace_all` is true: include enough surrounding lines to "
+        "make it unique. When it is not in the file exactly, one place that differs from it only in "
+        "trailing whitespace, a consistent indentation shift, tabs against spaces, line endings or "
+        "typographic quotes and dashes is used (new_string re-indented the same way) and the result says "
+        "what was tolerated; otherwise the error shows the closest lines of the file. For several changes "
+        "to one file give `edits`, a list applied in order, all or none. Read the file first. To create a "
+        "new file, give an empty `old_string` and the content as `new_string`. The user may be shown a "
+        "diff and may change the result before it is written."
     )
     parameters = parameters_schema(
-        ["path", "old_string", "new_string"],
+        ["path"],
         path=parameter(
             "string", "The file to change, relative to the workspace root (or absolute inside it)."
         ),
@@ -233,107 +239,154 @@ class Edit(Tool):
         ),
         new_string=parameter("string", "The text to put in its place."),
         replace_all=parameter("boolean", "Replace every occurrence instead of exactly one. Default false."),
+        edits=parameter(
+            "array",
+            "Instead of old_string/new_string/replace_all: several replacements in this file, applied "
+            "in order (each sees the text the ones before it left); if one fails, none is written.",
+            items=parameters_schema(
+                ["old_string", "new_string"],
+                old_string=parameter("string", "The exact text to replace."),
+                new_string=parameter("string", "The text to put in its place."),
+                replace_all=parameter("boolean", "Replace every occurrence. Default false."),
+            ),
+            minItems=1,
+        ),
     )
     kind = ToolKind.EDIT
 
     def describe(self, args: dict[str, Any]) -> str:
         return f"Edit {args.get('path', '')}"
 
-    def _plan(
-        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None
-    ) -> tuple[Path, str | None, str, int]:
-        """(real path, old content or None, new content, replacements) or a ToolFailure."""
+    def _plan(self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None) -> _EditPlan:
+        """What the edit does to the file, or a ToolFailure."""
         path = str_arg(args, "path")
-        old_string = str_arg(args, "old_string", allow_empty=True)
-        new_string = str_arg(args, "new_string", allow_empty=True)
-        replace_all = bool_arg(args, "replace_all", False)
-        real, content_or_none = current or _current(ctx.workspace, path)
-        if content_or_none is None:
-            if old_string == "":
-                return real, None, new_string, 1
+        edits = _edit_list(args)
+        real, content = current or _current(ctx.workspace, path)
+        if content is None:
+            if len(edits) == 1 and edits[0][0] == "":
+                return _EditPlan(real, None, edits[0][1], 1)
             raise ToolFailure(
                 f"{path!r} does not exist. To create it, call edit with an empty old_string "
                 "(or use write_file).",
                 "not_found",
             )
-        content = content_or_none
         if "\x00" in content[:BINARY_SNIFF_BYTES]:
             raise ToolFailure(f"{path!r} is a binary file; it cannot be edited", "binary_file")
-        if old_string == "":
-            raise ToolFailure(
-                f"{path!r} already exists; an empty old_string only creates new files. Give the text "
-                "to replace, or use write_file to replace the whole file.",
-                "file_exists",
-            )
-        if old_string == new_string:
-            raise ToolFailure(
-                "old_string and new_string are the same; nothing would change", "edit_no_change"
-            )
-        count = content.count(old_string)
-        if count == 0 and "\r\n" in content and "\r\n" not in old_string and "\n" in old_string:
-            # The file has Windows line endings and the model wrote Unix ones.
-            old_string = old_string.replace("\n", "\r\n")
-            new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
-            count = content.count(old_string)
-        if count == 0:
-            raise ToolFailure(
-                f"old_string not found in {path}; read the file again and copy the exact text to replace "
-                "(whitespace and indentation included).",
-                "edit_no_match",
-            )
-        if count > 1 and not replace_all:
-            raise ToolFailure(
-                f"old_string found {count} times in {path}; give more surrounding context to make it "
-                "unique, or set replace_all to true to replace every occurrence.",
-                "edit_multiple_matches",
-            )
-        new = (
-            content.replace(old_string, new_string)
-            if replace_all
-            else content.replace(old_string, new_string, 1)
-        )
-        return real, content, new, count if replace_all else 1
+        plan = _EditPlan(real, content, content, 0)
+        for i, (old_string, new_string, replace_all) in enumerate(edits):
+            which = f"edits[{i}]: " if len(edits) > 1 else ""
+            try:
+                done = _one_edit(plan.new, old_string, new_string, replace_all, path)
+            except ToolFailure as e:
+                raise ToolFailure(which + e.message + _none_written(len(edits)), e.type) from None
+            plan.new, plan.count = done.text, plan.count + done.count
+            if done.tolerated:
+                plan.notes.append(f"{which}tolerated {done.tolerated}")
+        return plan
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
-        real, old, new, _n = await in_thread(self._plan, args, ctx, current)
-        await in_thread(vet_proposal, ctx, real, old, new)
-        return file_diff(ctx.workspace, real, old, new)
+        plan = await in_thread(self._plan, args, ctx, current)
+        await in_thread(vet_proposal, ctx, plan.real, plan.old, plan.new)
+        return file_diff(ctx.workspace, plan.real, plan.old, plan.new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
         if current is None:
             return await in_thread(self._run, args, ctx)
-        plan = self._change(args, ctx, current)
-        result = await _client_write(ctx, *plan[:4])
-        return self._say(result, plan[4], plan[1])
+        plan, proposed, verb = self._change(args, ctx, current)
+        result = await _client_write(ctx, plan.real, plan.old, proposed, verb)
+        return self._say(result, plan, proposed)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        real, old, proposed, verb, n = self._change(args, ctx, None)
-        return self._say(_write(ctx, real, old, proposed, verb), n, old)
+        plan, proposed, verb = self._change(args, ctx, None)
+        return self._say(_write(ctx, plan.real, plan.old, proposed, verb), plan, proposed)
 
     def _change(
         self, args: dict[str, Any], ctx: ToolContext, current: _Current | None
-    ) -> tuple[Path, str | None, str | None, str, int | None]:
-        """(real path, old content, proposed content, verb, replacements or None)."""
+    ) -> tuple[_EditPlan, str | None, str]:
+        """The plan, the proposed content (None when the user's replaces an edit that no longer
+        applies) and the verb."""
         if ctx.new_content is not None:
             # The user's whole new file replaces the proposal; the edit need not apply any more.
             path = str_arg(args, "path")
             real, old = current or _current(ctx.workspace, path)
             try:
-                proposed: str | None = self._plan(args, ctx, (real, old))[2]
+                plan = self._plan(args, ctx, (real, old))
+                proposed: str | None = plan.new
             except ToolFailure:
-                proposed = None  # the edit no longer applies: whatever the user wrote is theirs
-            return real, old, proposed, "Edited" if old is not None else "Created", None
-        real, old, new, n = self._plan(args, ctx, current)
-        return real, old, new, "Created" if old is None else "Edited", n
+                plan, proposed = _EditPlan(real, old, "", 0), None  # whatever the user wrote is theirs
+            plan.count = -1  # the user's content was written: no count to report
+            return plan, proposed, "Edited" if old is not None else "Created"
+        plan = self._plan(args, ctx, current)
+        return plan, plan.new, "Created" if plan.old is None else "Edited"
 
     @staticmethod
-    def _say(result: ToolResult, n: int | None, old: str | None) -> ToolResult:
-        if n is None:
+    def _say(result: ToolResult, plan: _EditPlan, proposed: str | None) -> ToolResult:
+        if plan.count < 0 or plan.old is None:
             return result
-        if old is not None:
-            first, rest = result.text.split("\n", 1) if "\n" in result.text else (result.text, "")
-            said = first.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
-            result.text = said + ("\n" + rest if rest else "")
+        n = plan.count
+        first, rest = result.text.split("\n", 1) if "\n" in result.text else (result.text, "")
+        said = first.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
+        if plan.notes:
+            said += " Not an exact match: " + "; ".join(plan.notes) + "."
+        result.text = said + ("\n" + rest if rest else "")
         return result
+
+
+@dataclass(slots=True)
+class _EditPlan:
+    real: Path
+    old: str | None  # None: the file does not exist
+    new: str
+    count: int  # places replaced
+    notes: list[str] = field(default_factory=list)  # what each edit's match tolerated
+
+
+def _edit_list(args: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The call's replacements: its `edits`, or its one old_string/new_string."""
+    edits = args.get("edits") if isinstance(args, dict) else None
+    if edits is None:
+        return [
+            (
+                str_arg(args, "old_string", allow_empty=True),
+                str_arg(args, "new_string", allow_empty=True),
+                bool_arg(args, "replace_all", False),
+            )
+        ]
+    if any(args.get(k) is not None for k in ("old_string", "new_string", "replace_all")):
+        raise ToolFailure("give either old_string and new_string or edits, not both", "invalid_arguments")
+    if not isinstance(edits, list) or not edits or not all(isinstance(e, dict) for e in edits):
+        raise ToolFailure("the argument 'edits' must be a non-empty list of objects", "invalid_arguments")
+    out = []
+    for i, e in enumerate(edits):
+        try:
+            old_string = str_arg(e, "old_string", allow_empty=True)
+            new_string = str_arg(e, "new_string", allow_empty=True)
+            replace_all = bool_arg(e, "replace_all", False)
+        except ToolFailure as f:
+            raise ToolFailure(f"edits[{i}]: {f.message}", f.type) from None
+        if old_string == "" and len(edits) > 1:
+            raise ToolFailure(
+                f"edits[{i}]: old_string is empty; an empty old_string only creates a new file, "
+                "in a call of its own",
+                "invalid_arguments",
+            )
+        out.append((old_string, new_string, replace_all))
+    return out
+
+
+def _one_edit(content: str, old_string: str, new_string: str, replace_all: bool, path: str) -> Replaced:
+    if old_string == "":
+        raise ToolFailure(
+            f"{path!r} already exists; an empty old_string only creates new files. Give the text "
+            "to replace, or use write_file to replace the whole file.",
+            "file_exists",
+        )
+    if old_string == new_string:
+        raise ToolFailure("old_string and new_string are the same; nothing would change", "edit_no_change")
+    return replace_in(content, old_string, new_string, replace_all=replace_all, path=path)
+
+
+def _none_written(n: int) -> str:
+    return " None of the edits was written." if n > 1 else ""
