@@ -61,6 +61,7 @@ from devagent.agent.events import (
     ToolCallUpdate as CoreToolCallUpdate,
 )
 from devagent.agent.tools.backends import ToolBackends
+from devagent.common.waiting import done_or_set
 from devagent.preflight import open_core
 
 if TYPE_CHECKING:
@@ -377,11 +378,7 @@ class DevagentAgent:
                 options=[PermissionOption.model_validate(x) for x in options],
             )
         )
-        cancelled = asyncio.ensure_future(o.cancelled.wait())
-        try:
-            await asyncio.wait({ask, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
+        await done_or_set(ask, o.cancelled)
         if not ask.done():
             # Cancelled: the client answers the request `cancelled` (its side of session/cancel);
             # the answer is not waited for.

@@ -29,6 +29,7 @@ from devagent import __version__
 from devagent.acp import translate as t
 from devagent.acp.options import AcpOptions
 from devagent.common.jsonlimits import depth_message, too_deep
+from devagent.common.waiting import done_or_set
 from devagent.preflight import stdio_door_config
 from devagent.stdio import Output, OverlongLine, serve_lines, start_reader, work_folder
 from devagent.stdio_cli import DoorFlags
@@ -201,11 +202,9 @@ async def _serve_stdio(opts: AcpOptions, proto_fd: int) -> int:
             loop.add_signal_handler(sig, stop.set)
     out = Output(proto_fd)
     serving = asyncio.ensure_future(serve(opts, queue, out))
-    stopping = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    await done_or_set(serving, stop)
     if not serving.done():  # a signal: EOF for the connection, which then shuts down
         queue.put_nowait(None)
         await asyncio.wait({serving}, timeout=15)
-    stopping.cancel()
     await out.flush(10)  # the last answers reach a client that reads
     return serving.result() if serving.done() and not serving.cancelled() else 0
