@@ -18,10 +18,8 @@ What the tests show, each from outside (the requests the fake model gets, the ev
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,8 @@ from tests.fakes.openai_responses_server import (
     function_outputs,
     tool_groups,
 )
-from tests.npm import ensure_installed, ensure_runs
+from tests.mcpdoor.conftest import devagent_mcp
+from tests.npm import ensure_installed, ensure_runs, run_headless
 
 JS = Path(__file__).parent / "js"
 CODEX = JS / "node_modules" / ".bin" / "codex"
@@ -135,13 +134,6 @@ def codex_config(
     )
 
 
-def devagent_mcp(workspace: Path, model: str, db: str, *approval: str) -> list[str]:
-    return [
-        sys.executable, "-m", "devagent", "mcp",
-        "--work-dir", str(workspace), "--model", model, "--db", db, *approval,
-    ]  # fmt: skip
-
-
 async def codex_exec(prompt: str, cwd: Path, codex_home: Path) -> list[dict[str, Any]]:
     """`codex exec --json PROMPT` in `cwd` with its configuration in `codex_home`, run to its end;
     the events it printed. It must succeed."""
@@ -154,23 +146,10 @@ async def codex_exec(prompt: str, cwd: Path, codex_home: Path) -> list[dict[str,
         "FAKE_OPENAI_KEY": "fake-key",
         "NO_COLOR": "1",
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(CODEX),
-        *("exec", "--strict-config", "--skip-git-repo-check", "--json", prompt),
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), RUN_WITHIN)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    assert proc.returncode == 0, err.decode()[-2000:]
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    command = [str(CODEX), "exec", "--strict-config", "--skip-git-repo-check", "--json", prompt]
+    code, out, err = await run_headless(command, cwd, env, RUN_WITHIN)
+    assert code == 0, err[-2000:]
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 def devagent_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,15 +169,6 @@ def agent_messages(events: list[dict[str, Any]]) -> list[str]:
         for e in events
         if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"
     ]
-
-
-@pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    """Codex's home (CODEX_HOME) and the folder it runs in."""
-    codex_home, cwd = tmp_path / "codex", tmp_path / "project"
-    codex_home.mkdir()
-    cwd.mkdir()
-    return codex_home, cwd
 
 
 WRITE = [
