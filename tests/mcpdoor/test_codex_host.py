@@ -152,6 +152,17 @@ async def codex_exec(prompt: str, cwd: Path, codex_home: Path) -> list[dict[str,
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+async def hand_codex_the_task(
+    model: CallsDevagent, codex_home: Path, cwd: Path, command: list[str], **config: Any
+) -> list[dict[str, Any]]:
+    """Configures Codex (`codex_config` with `config`) with devagent (`command`: its command line)
+    and the fake model scripted by `model`, then asks it with `codex exec` to use devagent to
+    write mcp.txt; the events it printed."""
+    async with FakeResponses(model) as url:
+        (codex_home / "config.toml").write_text(codex_config(url, command, **config))
+        return await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+
+
 def devagent_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The MCP tool calls of devagent's that Codex reports done (`item.completed`)."""
     return [
@@ -184,9 +195,7 @@ async def test_codex_exec_as_an_mcp_host_hands_devagent_a_task(
     codex_home, cwd = dirs
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
     command = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command))
-        events = await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    events = await hand_codex_the_task(model, codex_home, cwd, command)
     assert {"devagent_start", "devagent_continue", "devagent_sessions"} <= set(model.offered[0])
     assert (workspace / "mcp.txt").read_text() == "via mcp\n"
     [call] = devagent_calls(events)
@@ -208,9 +217,7 @@ async def test_codex_exec_declines_devagents_permission_so_the_write_is_refused(
     codex_home, cwd = dirs
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
     command = devagent_mcp(workspace, script(WRITE), sqlite_url)
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command))
-        await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    await hand_codex_the_task(model, codex_home, cwd, command)
     assert not (workspace / "mcp.txt").exists()
     [result] = model.results
     assert result["status"] == "completed" and result["files_changed"] == [], result
@@ -224,9 +231,7 @@ async def test_codex_exec_without_approve_mode_refuses_to_call_devagent(
     codex_home, cwd = dirs
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
     command = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command, approve=False))
-        events = await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    events = await hand_codex_the_task(model, codex_home, cwd, command, approve=False)
     assert not (workspace / "mcp.txt").exists()
     [result] = model.results
     assert "requires approval, but approval policy is never" in result["text"], result
@@ -253,9 +258,7 @@ async def test_codex_exec_without_required_does_not_wait_for_devagent_to_start(
     model = NotesTheFirstRequest("Write 'via mcp' to mcp.txt")
     held = f'while [ ! -e "{asked}" ]; do sleep 0.05; done; exec "$0" "$@"'
     command = ["sh", "-c", held, *devagent_mcp(workspace, script(WRITE), sqlite_url)]
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command, required=False, startup=3600))
-        events = await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    events = await hand_codex_the_task(model, codex_home, cwd, command, required=False, startup=3600)
     assert model.offered[0] == [], model.offered
     assert "no devagent tools" in agent_messages(events)
     assert not devagent_calls(events)
