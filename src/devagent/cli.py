@@ -529,31 +529,32 @@ def serve(
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
-    from devagent.a2a.cli import serve_command  # late: each command loads its own modules
+    from devagent.a2a.cli import ServeFlags, serve_command  # late: each command loads its own modules
 
+    flags = ServeFlags(
+        host=host,
+        port=port,
+        grpc_port=grpc_port,
+        workspace_roots=workspace_root or [],
+        db=db,
+        tokens=token,
+        workspace_for=workspace_for,
+        model=model,
+        approval=approval,
+        allow_private_webhooks=allow_private_webhooks,
+        public_url=public_url,
+        lease_seconds=lease_seconds,
+        sandbox=sandbox,
+        base_url=base_url,
+        api_key=api_key,
+        log_format=log_format,
+        max_streams_per_token=max_streams_per_token,
+        mcp=mcp,
+        console=console,
+        metrics_token=metrics_token,
+    )
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
-        code = serve_command(
-            host=host,
-            port=port,
-            grpc_port=grpc_port,
-            workspace_roots=workspace_root,
-            db=db,
-            tokens=token,
-            workspace_for=workspace_for,
-            model=model,
-            approval=approval,
-            allow_private_webhooks=allow_private_webhooks,
-            public_url=public_url,
-            lease_seconds=lease_seconds,
-            sandbox=sandbox,
-            base_url=base_url,
-            api_key=api_key,
-            log_format=log_format,
-            max_streams_per_token=max_streams_per_token,
-            mcp=mcp,
-            console=console,
-            metrics_token=metrics_token,
-        )
+        code = serve_command(flags)
     raise typer.Exit(code)
 
 

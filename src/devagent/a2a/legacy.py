@@ -24,12 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.types import (
     Artifact,
-    Message,
     Part,
     TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 
 from devagent.a2a import extension as ext
@@ -422,18 +419,29 @@ class LegacyEmitter(Emitter):
     def status_of(
         self, state: SessionState, waiting: list[ToolCall]
     ) -> tuple[TaskState, list[Part] | None, str]:
-        """A turn that ended leaves a legacy task waiting for the next message (see `emit`)."""
+        """A turn that ended leaves a legacy task waiting for the next message (`task_state`)."""
         task_state, parts, error = super().status_of(state, waiting)
-        if task_state in (COMPLETED, FAILED):
-            task_state = INPUT_REQUIRED
-        return task_state, parts, error
+        return self.task_state(task_state), parts, error
 
-    def _legacy_message(self, parts: list[Part], shared: bool) -> Message:
+    def task_state(self, state: TaskState) -> TaskState:
+        """A turn that ends (finished, a model error, the step limit) leaves the task waiting for
+        the client's next message, as these clients expect; an error never makes it terminal."""
+        return INPUT_REQUIRED if state in (COMPLETED, FAILED) else state
+
+    def message_id(self, kind: str, given: str | None) -> str | None:
+        """The text pieces of one model response share a messageId; anything else ends it."""
+        shared = _KINDS.get(kind, STATE_CHANGE) == TEXT_CONTENT
         if not shared:
-            return self._message(parts)
+            self._msg_id = None
+        return self._shared_id(shared)
+
+    def _shared_id(self, shared: bool) -> str | None:
+        """The messageId the pieces of the model's response share (None: not shared, a new one)."""
+        if not shared:
+            return None
         if self._msg_id is None:
             self._msg_id = str(uuid.uuid4())
-        return self._message(parts, self._msg_id)
+        return self._msg_id
 
     async def _send(
         self,
@@ -443,39 +451,9 @@ class LegacyEmitter(Emitter):
         error: str | None = None,
         shared: bool = False,
     ) -> None:
-        status = (
-            TaskStatus(state=state, message=self._legacy_message(parts, shared))
-            if parts
-            else TaskStatus(state=state)
+        await self._status_update(
+            state, parts, self._shared_id(shared), event_metadata(kind, self.model, error)
         )
-        status.timestamp.GetCurrentTime()
-        await self.queue.enqueue_event(
-            TaskStatusUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                status=status,
-                metadata=event_metadata(kind, self.model, error),
-            )
-        )
-
-    async def emit(
-        self,
-        state: TaskState,
-        kind: str,
-        part: Part | list[Part] | None = None,
-        error: str | None = None,
-        extra: dict[str, Any] | None = None,
-        message_id: str | None = None,
-    ) -> None:
-        # A turn that ends (finished, a model error, the step limit) leaves the task waiting for the
-        # client's next message, as these clients expect; an error never makes it terminal.
-        if state in (COMPLETED, FAILED):
-            state = INPUT_REQUIRED
-        lk = _KINDS.get(kind, STATE_CHANGE)
-        shared = lk == TEXT_CONTENT
-        if not shared:
-            self._msg_id = None
-        await self._send(state, lk, [part] if isinstance(part, Part) else part, error, shared)
 
     async def text(self, text: str) -> None:
         await self._send(WORKING, TEXT_CONTENT, [Part(text=text)], shared=True)

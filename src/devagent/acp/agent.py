@@ -63,6 +63,7 @@ from devagent.agent.events import (
     ToolCallUpdate as CoreToolCallUpdate,
 )
 from devagent.agent.tools.backends import ToolBackends
+from devagent.common.waiting import done_or_set
 from devagent.preflight import open_core
 
 if TYPE_CHECKING:
@@ -422,11 +423,7 @@ class DevagentAgent:
         with an error; None when the prompt was cancelled first (the client answers the request
         `cancelled` on its side of session/cancel; that answer is not waited for)."""
         ask: asyncio.Future[Any] = asyncio.ensure_future(request)
-        cancelled = asyncio.ensure_future(o.cancelled.wait())
-        try:
-            await asyncio.wait({ask, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
+        await done_or_set(ask, o.cancelled)
         if not ask.done():
             ask.add_done_callback(lambda f: f.cancelled() or f.exception())
             return None

@@ -25,20 +25,9 @@ if TYPE_CHECKING:
     from devagent.store.db import Store
 
 
-class SessionContext(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def state(self) -> SessionState: ...
-
-    @property
-    def revision(self) -> int:
-        """The stored revision the state is at (-1: another process changed it under a turn)."""
-        ...
-
-    @property
-    def workspace(self) -> Workspace: ...
+class CoreParts(Protocol):
+    """What a session shares with the core that owns it: the server's settings, its store, and the
+    MCP connections of this process (the session's servers among them)."""
 
     @property
     def config(self) -> CoreConfig: ...
@@ -47,13 +36,22 @@ class SessionContext(Protocol):
     def store(self) -> Store: ...
 
     @property
-    def model_name(self) -> str:
-        """The session's model spec, the server's default when the session names none."""
+    def mcp(self) -> McpManager: ...
+
+
+class SessionContext(CoreParts, Protocol):
+    id: str
+    state: SessionState
+    workspace: Workspace
+
+    @property
+    def revision(self) -> int:
+        """The stored revision the state is at (-1: another process changed it under a turn)."""
         ...
 
     @property
-    def mcp(self) -> McpManager:
-        """The MCP connections of this process (the session's servers among them)."""
+    def model_name(self) -> str:
+        """The session's model spec, the server's default when the session names none."""
         ...
 
     def model(self) -> Any:
@@ -102,20 +100,10 @@ class SessionContext(Protocol):
         ...
 
 
-class CoreServices(Protocol):
+class CoreServices(CoreParts, Protocol):
     """What a session needs of the core that owns it (`AgentCore` is the one implementation)."""
 
-    @property
-    def config(self) -> CoreConfig: ...
-
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def default_model(self) -> str: ...
-
-    @property
-    def mcp(self) -> McpManager: ...
+    default_model: str
 
     @property
     def processes(self) -> ProcessRegistry:

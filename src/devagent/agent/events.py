@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from devagent.common.dataclass_json import fields_json
+
 
 class ToolCallStatus(enum.StrEnum):
     """The development-tool RFC's ToolCall lifecycle."""
@@ -275,8 +277,8 @@ class Usage:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cache_read_tokens: int = 0
-    requests: int = 0
     cache_write_tokens: int = 0
+    requests: int = 0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
@@ -287,14 +289,7 @@ class Usage:
         self.requests += other.requests
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "requests": self.requests,
-        }
+        return fields_json(self)
 
     @classmethod
     def of_response(cls, u: Any) -> Usage:

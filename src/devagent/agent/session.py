@@ -75,6 +75,8 @@ class _Cancelled(Exception):
 class Session:
     def __init__(self, core: CoreServices, session_id: str, state: SessionState, revision: int = 0) -> None:
         self.core = core
+        self.config: CoreConfig = core.config  # the core's, which it never replaces
+        self.store: Store = core.store
         self.id = session_id
         self.record = SessionRecord(
             core.store, session_id, state, revision, core.config.lease_seconds, self.context_tokens
@@ -108,14 +110,6 @@ class Session:
     @property
     def revision(self) -> int:
         return self.record.revision
-
-    @property
-    def config(self) -> CoreConfig:
-        return self.core.config
-
-    @property
-    def store(self) -> Store:
-        return self.core.store
 
     @property
     def mcp(self) -> McpManager:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devagent.agent.events import Usage
+from devagent.common.dataclass_json import fields_json
 
 APPROVAL_MODES = ("ask", "auto-edit", "yolo", "plan")
 
@@ -25,7 +26,7 @@ class ClientTool:
     parameters: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+        return fields_json(self)
 
 
 @dataclass(slots=True)
@@ -46,14 +47,7 @@ class CallResult:
         return cls(message, True, error_type)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "is_error": self.is_error,
-            "error_type": self.error_type,
-            "diff": self.diff,
-            "data": self.data,
-            **({"files": self.files} if self.files else {}),
-        }
+        return fields_json(self, leave_out=() if self.files else ("files",))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CallResult:
@@ -84,23 +78,15 @@ class PendingCall:
     result: CallResult | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "args": self.args,
-            "kind": self.kind,
-            "description": self.description,
-            "needs": self.needs,
-            "granted": self.granted,
-            "confirmation": self.confirmation,
-            "status": self.status,
-            "result": None if self.result is None else self.result.to_json(),
-        }
+        return fields_json(self)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PendingCall:
         result = d.get("result")
         return cls(**{**d, "result": None if result is None else CallResult.from_json(result)})
+
+
+_ONLY_WHEN_SET = ("grants_web", "trace_context", "file_marks", "background")
 
 
 @dataclass(slots=True)
@@ -161,37 +147,9 @@ class SessionState:
             s["failures"] += 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "workspace_roots": self.workspace_roots,
-            "model": self.model,
-            "approval_mode": self.approval_mode,
-            "title": self.title,
-            "status": self.status,
-            "outcome": self.outcome,
-            "outcome_message": self.outcome_message,
-            "turn_label": self.turn_label,
-            "grants_tools": self.grants_tools,
-            "grants_shell": self.grants_shell,
-            "grants_mcp_servers": self.grants_mcp_servers,
-            **({"grants_web": self.grants_web} if self.grants_web else {}),
-            "refusals_tools": self.refusals_tools,
-            "refusals_shell": self.refusals_shell,
-            "mcp_servers": self.mcp_servers,
-            "todos": self.todos,
-            "usage": self.usage.to_json(),
-            "turn_usage": self.turn_usage.to_json(),
-            "turn_steps": self.turn_steps,
-            "tool_stats": self.tool_stats,
-            "client_tools": [t.to_json() for t in self.client_tools],
-            "pending": [p.to_json() for p in self.pending],
-            "extra": self.extra,
-            "identity": self.identity,
-            "started_on": self.started_on,
-            "environment": self.environment,
-            **({"trace_context": self.trace_context} if self.trace_context else {}),
-            **({"file_marks": dict(self.file_marks)} if self.file_marks else {}),
-            **({"background": self.background} if self.background else {}),
-        }
+        """Every field; those that are new or seldom set (grants of web origins, a trace context,
+        file marks, background processes) only when they hold something."""
+        return fields_json(self, leave_out=[n for n in _ONLY_WHEN_SET if not getattr(self, n)])
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SessionState:

@@ -24,6 +24,7 @@ from devagent.a2a.extension import (
     THOUGHT,
     TOOL_CALL_UPDATE,
 )
+from devagent.agent.commands import CommandInfo
 from devagent.agent.events import (
     ANSWER_OPTION,
     ConfirmationRequest,
@@ -50,7 +51,7 @@ from devagent.agent.events import (
     UserPrompt,
 )
 from devagent.preflight import StartError
-from devagent.terminal.backend import CommandEntry, Status
+from devagent.terminal.backend import Status
 from devagent.terminal.history import PastTurn
 
 # How many of a continued conversation's last tasks (turns) are read to show it.
@@ -104,7 +105,7 @@ class RemoteBackend:
         context_id: str | None,
         model: str | None,
         approval: str | None,
-        commands: list[CommandEntry],
+        commands: list[CommandInfo],
     ) -> None:
         self.url = url
         self.http = http
@@ -248,7 +249,7 @@ class RemoteBackend:
         # The RFC's confirmation carries edited file content only (file_details.new_content).
         return call.confirmation is not None and isinstance(call.confirmation.details, FileDiff)
 
-    def commands(self) -> list[CommandEntry]:
+    def commands(self) -> list[CommandInfo]:
         return self._commands
 
     async def set_approval_mode(self, mode: str) -> str | None:
@@ -530,7 +531,7 @@ def _file_diff(d: dict[str, Any]) -> FileDiff:
     )
 
 
-async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandEntry]:
+async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandInfo]:
     """The server's slash commands (the extension's `commands/get`), for completion."""
     try:
         resp = await http.post(base, json={"jsonrpc": "2.0", "id": 1, "method": "commands/get"})
@@ -545,9 +546,9 @@ async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandEntry]:
     result = body.get("result") if isinstance(body, dict) else None
     cmds = result.get("commands") if isinstance(result, dict) else None
 
-    def entry(c: dict[str, Any]) -> CommandEntry:
+    def entry(c: dict[str, Any]) -> CommandInfo:
         subs = [entry(s) for s in c.get("sub_commands") or [] if isinstance(s, dict)]
-        return CommandEntry(str(c.get("name", "")), str(c.get("description", "")), [], subs)
+        return CommandInfo(str(c.get("name", "")), str(c.get("description", "")), sub_commands=subs)
 
     return [entry(c) for c in cmds or [] if isinstance(c, dict)]
 

@@ -35,6 +35,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import FormattedTextControl, Layout, Window
 
+from devagent.agent.commands import CommandInfo
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     Decision,
@@ -50,7 +51,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.wording import how_to_answer
 from devagent.preflight import debug_enabled
-from devagent.terminal.backend import Backend, CommandEntry
+from devagent.terminal.backend import Backend
 from devagent.terminal.editor import edit_in_editor
 from devagent.terminal.render import Renderer
 
@@ -59,10 +60,10 @@ if TYPE_CHECKING:
 
 # The terminal's own commands (the rest go to the session: the core's commands, or the server's).
 LOCAL_COMMANDS = [
-    CommandEntry("exit", "Leave devagent (also Ctrl-D)", aliases=["quit"]),
-    CommandEntry("thoughts", "Show the last turn's thoughts; 'on' shows them always, 'off' folds them"),
-    CommandEntry("approval", "Set the approval mode: ask | auto-edit | yolo | plan"),
-    CommandEntry("status", "Model, approval mode, tokens and session id"),
+    CommandInfo("exit", "Leave devagent (also Ctrl-D)", aliases=["quit"]),
+    CommandInfo("thoughts", "Show the last turn's thoughts; 'on' shows them always, 'off' folds them"),
+    CommandInfo("approval", "Set the approval mode: ask | auto-edit | yolo | plan"),
+    CommandInfo("status", "Model, approval mode, tokens and session id"),
 ]
 
 
@@ -77,7 +78,7 @@ class Leave(Exception):
 class SlashCompleter(Completer):
     """Completes `/command` and its sub-commands from the session's command list."""
 
-    def __init__(self, commands: list[CommandEntry]) -> None:
+    def __init__(self, commands: list[CommandInfo]) -> None:
         self.commands = commands
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:

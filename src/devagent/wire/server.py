@@ -23,7 +23,7 @@ import logging
 import signal
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,7 +60,8 @@ from devagent.common.jsonlimits import (
 from devagent.common.rpcerrors import internal_error
 from devagent.config import ConfigError, load_config
 from devagent.preflight import StartError, check_db_url, check_model, debug_enabled, open_core, report
-from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
+from devagent.stdio import Output, OverlongLine, serve_lines, start_reader, work_folder
+from devagent.stdio_cli import DoorFlags
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
@@ -814,56 +815,48 @@ def _import_heavy() -> None:
 
 
 def run_wire(
-    work_dir: str | Path,
+    flags: DoorFlags,
+    *,
     session_id: str | None = None,
-    model: str | None = None,
     yolo: bool = False,
     thinking: bool | None = None,
-    db_url: str = "",
-    *,
     approval_timeout: float | None = None,
     tool_call_timeout: float | None = None,
     max_steps: int | None = None,
-    log_file: str | None = None,
-    verbose: bool = False,
-    settings: Mapping[str, Any] | None = None,
-    debug: bool = False,
 ) -> int:
-    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code.
-    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
-    wd = Path(work_dir).expanduser().resolve()
-    if not wd.is_dir():
-        print(f"devagent wire: --work-dir {work_dir} is not a directory", file=sys.stderr)
+    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    if (wd := work_folder("devagent wire", flags.work_dir or ".")) is None:
         return 2
-    overrides = {**(settings or {}), "db_url": db_url or None, "default_model": model, "max_steps": max_steps}
-    config = _checked_config(overrides, check_model_first=bool(model or not session_id), debug=debug)
+    overrides = {
+        **flags.settings,
+        "db_url": flags.db_url or None,
+        "default_model": flags.model,
+        "max_steps": max_steps,
+    }
+    config = _checked_config(
+        overrides, check_model_first=bool(flags.model or not session_id), debug=flags.debug
+    )
     if isinstance(config, int):
         return config
-    try:
-        limits = line_limits()
-    except ValueError as e:
-        print(f"devagent wire: {e}", file=sys.stderr)
-        return 2
     if yolo:
         # --yolo is the operator's choice when starting the server, not a client's request.
         config.approval_mode = "yolo"
-    proto_fd = guard_stdout()
-    setup_logging(verbose, log_file)
-    opts = WireOptions(
-        work_dir=wd,
-        config=config,
-        session_id=session_id,
-        model=model,
-        thinking=thinking,
-        approval_timeout=approval_timeout,
-        tool_call_timeout=tool_call_timeout,
-        debug=debug,
-        **limits,
-    )
-    try:
-        return asyncio.run(_serve_stdio(opts, proto_fd))
-    except KeyboardInterrupt:
-        return 130
+
+    def serve(limits: dict[str, int], proto_fd: int) -> Coroutine[Any, Any, int]:
+        opts = WireOptions(
+            work_dir=wd,
+            config=config,
+            session_id=session_id,
+            model=flags.model,
+            thinking=thinking,
+            approval_timeout=approval_timeout,
+            tool_call_timeout=tool_call_timeout,
+            debug=flags.debug,
+            **limits,
+        )
+        return _serve_stdio(opts, proto_fd)
+
+    return serve_lines("devagent wire", flags.verbose, flags.log_file, serve)
 
 
 def _checked_config(overrides: dict[str, Any], *, check_model_first: bool, debug: bool) -> CoreConfig | int:
