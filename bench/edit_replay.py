@@ -6,7 +6,9 @@ applied through a tolerated difference, were refused (nothing written), or were 
     .venv/bin/python bench/edit_replay.py [--list] [--data PATH]
 
 `--list` also prints each refused or wrong record with the message the model got. The data is read
-from `$DEVAGENT_REAL_PATCHES`, else ../shared/data/real-patches/commits.jsonl beside the checkout.
+from `--data`, else `$DEVAGENT_REAL_PATCHES`, else the first shared/data/real-patches/commits.jsonl in
+a folder above the checkout, else /work/shared/data/real-patches/commits.jsonl. Each replay is by a
+session that has read the file, as a model reads a file before it changes it.
 """
 
 from __future__ import annotations

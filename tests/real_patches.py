@@ -2,7 +2,9 @@
 way models err, and judging each file written against the commit.
 
 The data (`commits.jsonl`, described by the README beside it) lives outside the repository:
-`$DEVAGENT_REAL_PATCHES`, else `../shared/data/real-patches/commits.jsonl` next to the checkout.
+`$DEVAGENT_REAL_PATCHES` when set, else the first `shared/data/real-patches/commits.jsonl` found in
+a folder above the checkout (`../shared/...` beside it first), else the machine's
+`/work/shared/data/real-patches/commits.jsonl` (a clean clone elsewhere, as CI makes, finds it too).
 Each record is one commit changing one file: `before`, `after` and the `git diff -U3` hunks as
 `old`/`new` texts, each `old` unique in the text the hunks before it left.
 
@@ -34,10 +36,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(
-    os.environ.get("DEVAGENT_REAL_PATCHES")
-    or ROOT.parent / "shared" / "data" / "real-patches" / "commits.jsonl"
-)
+_IN_SHARED = Path("shared", "data", "real-patches", "commits.jsonl")
+# Where the data is looked for, in order, when $DEVAGENT_REAL_PATCHES is not set.
+PLACES = (*(folder / _IN_SHARED for folder in ROOT.parents), Path("/work") / _IN_SHARED)
+
+
+def _data() -> Path:
+    if named := os.environ.get("DEVAGENT_REAL_PATCHES"):
+        return Path(named)
+    return next((p for p in PLACES if p.is_file()), PLACES[0])
+
+
+DATA = _data()
 
 PERTURBATIONS = ("none", "trailing whitespace", "indentation", "tabs and spaces", "typographic quotes")
 OUTCOMES = ("first try", "tolerated", "refused", "wrong")
@@ -230,13 +240,19 @@ def table(counts: dict[tuple[str, str], Counter[str]]) -> str:
 # --- replaying through the tool objects ---------------------------------------------------------
 
 
-def _context(root: Path) -> Any:
+def _context(record: Record, root: Path) -> Any:
+    """A session on `root` that has read the record's file (as read_file records it): the model
+    edits what it read."""
     from devagent.agent.state import SessionState
+    from devagent.agent.tools import freshness
     from devagent.agent.tools.base import ToolContext, Workspace
 
-    return ToolContext(
+    ctx = ToolContext(
         workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="r"
     )
+    real = ctx.workspace.resolve(record["path"])
+    freshness.remember(ctx.state, real, freshness.mark_of(record["before"]))
+    return ctx
 
 
 def place(record: Record, root: Path) -> Path:
@@ -253,7 +269,7 @@ async def replay_edit(record: Record, kind: str, root: Path) -> tuple[str, str]:
     from devagent.agent.tools.base import ToolFailure
     from devagent.agent.tools.write import Edit
 
-    path, ctx, tool = place(record, root), _context(root), Edit()
+    path, ctx, tool = place(record, root), _context(record, root), Edit()
     written: list[str] = []
     tolerated = False
     for old, new in hunks(record, kind):
@@ -274,7 +290,7 @@ async def replay_patch(record: Record, kind: str, root: Path) -> tuple[str, str]
     from devagent.agent.tools.base import ToolFailure
     from devagent.agent.tools.patch import ApplyPatch
 
-    path, ctx = place(record, root), _context(root)
+    path, ctx = place(record, root), _context(record, root)
     try:
         res = await ApplyPatch().run({"input": v4a(record, kind)}, ctx)
     except ToolFailure as e:

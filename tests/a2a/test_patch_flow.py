@@ -19,7 +19,8 @@ PATCH = (
 async def test_issue30_item1_a_patch_of_two_files_is_asked_once_over_a2a(
     script: Script, db_url: str, workspace: Path
 ) -> None:
-    steps = call_then_text(call("apply_patch", {"input": PATCH}, "p1"), "patched")
+    read = {"items": [call("read_file", {"path": "README.md"})]}  # the model reads what it will change
+    steps = [read, *call_then_text(call("apply_patch", {"input": PATCH}, "p1"), "patched")]
     async with running_server(script(steps), db_url, workspace) as srv:
         async with httpx.AsyncClient(timeout=30) as c:
             settings = {"workspace_path": str(workspace)}

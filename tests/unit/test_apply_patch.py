@@ -26,7 +26,7 @@ from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.patch_format import parse
 from devagent.agent.wording import request_text
 from tests.core_helpers import call, collect, text_of, updates
-from tests.unit.test_tools import make_ctx
+from tests.unit.test_tools import make_ctx, run
 
 TOOL = builtin_tools()["apply_patch"]
 APP = 'def greet():\n    print("Hi")\n\n\ndef other():\n    return 1\n'
@@ -41,14 +41,16 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 async def applied(ws: Path, text: str, ctx: ToolContext | None = None) -> ToolResult:
-    return await TOOL.run({"input": text}, ctx or make_ctx(ws))
+    """The patch applied by a session that has read every file now in `ws` (unless `ctx` is given)."""
+    return await TOOL.run({"input": text}, ctx or make_ctx(ws, seen=True))
 
 
-async def refused(ws: Path, text: str, type_: str) -> str:
-    """The patch is refused with this error type, and no file changed; its message."""
+async def refused(ws: Path, text: str, type_: str, ctx: ToolContext | None = None) -> str:
+    """The patch is refused with this error type, and no file changed; its message. The session
+    has read every file now in `ws` (unless `ctx` is given), so the refusal is the patch's own."""
     before = tree(ws)
     with pytest.raises(ToolFailure) as info:
-        await TOOL.run({"input": text}, make_ctx(ws))
+        await TOOL.run({"input": text}, ctx or make_ctx(ws, seen=True))
     assert info.value.type == type_, info.value.message
     assert tree(ws) == before
     return info.value.message
@@ -73,7 +75,7 @@ async def test_issue30_item1_add_delete_move_update_several_files_at_once(app: P
         '+    print("Hello, world!")',
         "*** Delete File: obsolete.txt",
     )
-    details = await TOOL.confirmation({"input": text}, make_ctx(app))
+    details = await TOOL.confirmation({"input": text}, make_ctx(app, seen=True))
     assert isinstance(details, FileDiffs)
     assert [d.file_name for d in details.files] == ["hello.txt", "main.py", "obsolete.txt"]
     assert "--- a/app.py\n+++ b/src/main.py\n" in details.formatted_diff
@@ -117,7 +119,12 @@ async def test_issue30_item1_several_chunks_in_one_file_in_order(ws: Path) -> No
     res = await applied(ws, text)
     want = "".join(lines).replace("line 3\n", "line three\n").replace("line 11\n", "line 11\nline 11.5\n")
     assert (ws / "n.txt").read_text() == want.replace("line 20\n", "line twenty\n")
-    assert isinstance(res.diff, FileDiff) and res.text == "Edited n.txt (21 lines)."
+    assert isinstance(res.diff, FileDiff) and res.text == (
+        "Edited n.txt (21 lines).\n\nThe changed part of n.txt now reads (line number, a tab, the line):\n"
+        "1\tline 1\n2\tline 2\n3\tline three\n4\tline 4\n5\tline 5\n6\tline 6\n...\n"
+        "9\tline 9\n10\tline 10\n11\tline 11\n12\tline 11.5\n13\tline 12\n14\tline 13\n15\tline 14\n...\n"
+        "18\tline 17\n19\tline 18\n20\tline 19\n21\tline twenty"
+    )
     # The end-of-file marker: the lines must end the file (here "line 2" occurs elsewhere too).
     (ws / "e.txt").write_text("a\nb\na\n")
     await applied(ws, patch("*** Update File: e.txt", "@@", "-a", "+z", "*** End of File"))
@@ -150,7 +157,9 @@ async def test_issue30_item1_tolerant_context_and_the_result_says_so(ws: Path) -
         "Edited t.py (3 lines). Not an exact match: the chunk tolerated trailing whitespace (the file's "
         "kept on unchanged lines); indentation (the file's is 4 columns deeper; the new lines were "
         "re-indented the same way); tabs against spaces (the file indents with tabs; the new lines do "
-        "too); typographic quotes and dashes (read as ASCII, in the new lines too)."
+        "too); typographic quotes and dashes (read as ASCII, in the new lines too).\n\n"
+        "The changed part of t.py now reads (line number, a tab, the line):\n"
+        '1\tclass A:\n2\t\tdef f(self):  \n3\t\t\treturn "y"'
     )
 
 
@@ -231,6 +240,35 @@ async def test_issue30_item1_files_that_are_or_are_not_there(app: Path, outside:
     assert message.startswith("invalid patch: app.py is named twice;")
 
 
+async def test_issue30_item3_a_patch_updates_only_files_read_as_they_are(app: Path) -> None:
+    """A file the session never read is not updated, nor anything else the patch holds, and the
+    user is not asked; once read it is, and the patch's own write keeps it current; a change on
+    disk after that refuses the next patch until the file is read again."""
+    text = patch(
+        "*** Add File: x.txt", "+x", "*** Update File: app.py", "@@", "-    return 1", "+    return 2"
+    )
+    ctx = make_ctx(app)
+    with pytest.raises(ToolFailure) as info:
+        await TOOL.confirmation({"input": text}, ctx)
+    assert info.value.type == "file_not_read"
+    message = await refused(app, text, "file_not_read", ctx)
+    assert message.startswith(
+        "app.py has not been read in this session, so it was not changed: read it first"
+    )
+    assert not (app / "x.txt").exists()  # nor was the file the patch adds created
+    await run("read_file", {"path": "app.py"}, ctx)
+    res = await applied(app, text, ctx)
+    assert res.text.startswith("Applied the patch to 2 files:\n- Created x.txt (1 line).\n- Edited app.py")
+    await applied(app, patch("*** Update File: app.py", "@@", "-    return 2", "+    return 3"), ctx)
+    (app / "app.py").write_text(APP.replace("return 1", "return 4"))  # the user, a command
+    again = patch("*** Update File: app.py", "@@", "-    return 4", "+    return 5")
+    message = await refused(app, again, "file_changed", ctx)
+    assert message.startswith("app.py changed since this session last read or wrote it")
+    await run("read_file", {"path": "app.py"}, ctx)
+    await applied(app, again, ctx)
+    assert (app / "app.py").read_text() == APP.replace("return 1", "return 5")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -285,14 +323,14 @@ def test_issue30_item1_parser_is_forgiving_where_nothing_can_be_misread() -> Non
 
 async def test_issue30_item1_one_file_is_a_plain_diff_the_user_may_edit(app: Path) -> None:
     text = patch("*** Update File: app.py", "@@", "-    return 1", "+    return 2")
-    details = await TOOL.confirmation({"input": text}, make_ctx(app))
+    details = await TOOL.confirmation({"input": text}, make_ctx(app, seen=True))
     assert isinstance(details, FileDiff) and details.new_content == APP.replace("return 1", "return 2")
-    res = await applied(app, text, make_ctx(app, new_content="mine\n"))
+    res = await applied(app, text, make_ctx(app, seen=True, new_content="mine\n"))
     assert (app / "app.py").read_text() == "mine\n" and "user modified" in res.text
     # The user's content cannot stand for several files: refused, nothing written.
     two = patch("*** Add File: x.txt", "+x", "*** Update File: app.py", "@@", "-mine", "+yours")
     with pytest.raises(ToolFailure) as info:
-        await applied(app, two, make_ctx(app, new_content="edited"))
+        await applied(app, two, make_ctx(app, seen=True, new_content="edited"))
     assert info.value.type == "invalid_arguments" and not (app / "x.txt").exists()
 
 
@@ -300,7 +338,7 @@ async def test_issue30_item1_several_diffs_stored_and_worded(app: Path) -> None:
     text = patch(
         "*** Add File: x.txt", "+x", "*** Update File: app.py", "@@", "-    return 1", "+    return 2"
     )
-    details = await TOOL.confirmation({"input": text}, make_ctx(app))
+    details = await TOOL.confirmation({"input": text}, make_ctx(app, seen=True))
     assert isinstance(details, FileDiffs)
     request = ConfirmationRequest([], details)
     assert serial.confirmation_from_json(serial.confirmation_to_json(request)) == request
@@ -323,6 +361,7 @@ async def test_issue30_item1_patch_through_the_session_asks_once_and_restore_und
     )
     spec = script(
         [
+            [call("read_file", {"path": "README.md"})],  # the model reads what it will change
             [call("apply_patch", {"input": text}, "p1")],
             [{"text": "patched: {last_tool_results}"}],
             [{"text": "ok"}],
@@ -378,6 +417,7 @@ async def test_issue30_item1_a_patch_goes_through_the_clients_buffers(app: Path)
     real = app.resolve() / "app.py"
     buffers = _Buffers({real: APP.replace("return 1", "return 'unsaved'")})
     ctx = make_ctx(app, backends=ToolBackends(files=buffers))
+    await run("read_file", {"path": "app.py"}, ctx)  # the buffer's text, as the model reads it
     await applied(app, patch("*** Update File: app.py", "@@", "-    return 'unsaved'", "+    return 2"), ctx)
     assert buffers.files[real] == APP.replace("return 1", "return 2")
     assert (app / "app.py").read_text() == APP  # the editor saves it, not the tool

@@ -2,10 +2,11 @@
 file must end byte for byte as the commit left it, and hunks altered the way models err must apply
 correctly or be refused with a useful message, never written wrong.
 
-All 300 records go through the tool objects for every alteration (fast); a sample of 30 that covers
-CRLF, mixed line endings, tabs, non-ASCII text and a missing final newline goes through the real
-loop (a session, the scripted model, the tool calls as a model makes them). The data lives outside
-the repository: without it these tests are skipped, saying where they looked."""
+All 300 records go through the tool objects for every alteration (fast), each by a session that has
+read the file; a sample of 30 that covers CRLF, mixed line endings, tabs, non-ASCII text and a
+missing final newline goes through the real loop (a session, the scripted model reading the file and
+then making the tool calls as a model makes them). The data lives outside the repository (found as
+tests/real_patches.py says): without it these tests are skipped, saying where they looked."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserP
 from tests import real_patches as rp
 from tests.core_helpers import call, collect
 
-pytestmark = pytest.mark.skipif(not rp.DATA.exists(), reason=f"the real-patch data is not at {rp.DATA}")
+_LOOKED = os.environ.get("DEVAGENT_REAL_PATCHES") or ", ".join(map(str, rp.PLACES))
+pytestmark = pytest.mark.skipif(not rp.DATA.exists(), reason=f"no real-patch data at {_LOOKED}")
 
 # The one record a tabs-for-spaces alteration writes wrong, and why: the commit itself indented a
 # new line with spaces in a tab-indented file; the altered hunk gives that line with tabs, like
@@ -57,6 +59,8 @@ async def test_issue30_item1_all_records_replay_byte_for_byte_and_altered_never_
 
 
 def _steps(record: dict[str, Any], tool: str, kind: str) -> list[Any]:
+    """The model reads the file, then changes it with the tool, then ends its turn."""
+    read = [call("read_file", {"path": record["path"]})]
     if tool == "apply_patch":
         calls = [[call("apply_patch", {"input": rp.v4a(record, kind)}, "p")]]
     else:
@@ -64,7 +68,7 @@ def _steps(record: dict[str, Any], tool: str, kind: str) -> list[Any]:
             [call("edit", {"path": record["path"], "old_string": old, "new_string": new}, f"e{n}")]
             for n, (old, new) in enumerate(rp.hunks(record, kind))
         ]
-    return [*calls, [{"text": "done"}]]
+    return [read, *calls, [{"text": "done"}]]
 
 
 @pytest.mark.parametrize("kind", ["none", "indentation"])

@@ -180,18 +180,20 @@ async def test_issue30_item1_edit_tool_says_what_it_tolerated(ws: Path) -> None:
         "old_string": "def f(self):\n    return 1\n",
         "new_string": "def f(self):\n    return 5\n",
     }
-    res = await edit.run(args, make_ctx(ws))
+    res = await edit.run(args, make_ctx(ws, seen=True))
     assert (ws / "a.py").read_text() == CLASS.replace("return 1", "return 5")
     assert res.text == (
         "Edited a.py (6 lines): replaced 1 occurrence. Not an exact match: tolerated indentation (the "
-        "file's is 4 columns deeper; the new lines were re-indented the same way)."
+        "file's is 4 columns deeper; the new lines were re-indented the same way).\n\n"
+        "The changed part of a.py now reads (line number, a tab, the line):\n"
+        "1\tclass A:\n2\t    def f(self):\n3\t        return 5\n4\t\n5\t    def g(self):\n6\t        return 2"
     )
 
 
 async def test_issue30_item1_edits_list_applies_in_order_all_or_none(ws: Path) -> None:
     (ws / "a.py").write_text(CLASS)
     edit = builtin_tools()["edit"]
-    ctx = make_ctx(ws)
+    ctx = make_ctx(ws, seen=True)
     edits = [
         {"old_string": "return 1", "new_string": "return 11"},
         {"old_string": "return 11\n\n", "new_string": "return 11\n\n\n"},  # sees the first's result
@@ -201,7 +203,11 @@ async def test_issue30_item1_edits_list_applies_in_order_all_or_none(ws: Path) -
     assert diff.new_content == CLASS.replace("return 1", "return 11\n").replace("return 2", "return 22")  # type: ignore[union-attr]
     res = await edit.run({"path": "a.py", "edits": edits}, ctx)
     assert (ws / "a.py").read_text() == diff.new_content  # type: ignore[union-attr]
-    assert res.text == "Edited a.py (7 lines): replaced 3 occurrences."
+    assert res.text == (
+        "Edited a.py (7 lines): replaced 3 occurrences.\n\n"
+        "The changed part of a.py now reads (line number, a tab, the line):\n1\tclass A:\n"
+        "2\t    def f(self):\n3\t        return 11\n4\t\n5\t\n6\t    def g(self):\n7\t        return 22"
+    )
     # One that fails: nothing written, the message names it.
     before = (ws / "a.py").read_text()
     bad = [{"old_string": "return 11", "new_string": "return 1"}, {"old_string": "nope", "new_string": "x"}]

@@ -14,9 +14,10 @@ import pytest
 
 from devagent.agent.events import ExecuteDetails, FileDiff, ToolKind
 from devagent.agent.state import SessionState
-from devagent.agent.tools import builtin_tools
+from devagent.agent.tools import builtin_tools, freshness
 from devagent.agent.tools import read as read_mod
 from devagent.agent.tools import search as search_mod
+from devagent.agent.tools._util import read_text
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
 from devagent.agent.tools.memory import read_memory
 from devagent.agent.tools.shell import root_command
@@ -24,10 +25,24 @@ from devagent.agent.tools.shell import root_command
 TOOLS = builtin_tools()
 
 
-def make_ctx(root: Path, **kw: Any) -> ToolContext:
-    return ToolContext(
+def make_ctx(root: Path, *, seen: bool = False, **kw: Any) -> ToolContext:
+    """A tool context on the workspace `root`; with `seen`, the session has read every file now
+    under it (see `seen_files`), so edits of them are not refused for want of a read."""
+    ctx = ToolContext(
         workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1", **kw
     )
+    if seen:
+        seen_files(ctx, *(p for p in sorted(root.rglob("*")) if p.is_file()))
+    return ctx
+
+
+def seen_files(ctx: ToolContext, *paths: Path) -> ToolContext:
+    """The session has read each of these files whole as they are now: their marks recorded as
+    read_file records them (from the disk; a test with a client's buffers reads through read_file)."""
+    for path in paths:
+        real = ctx.workspace.resolve(str(path))
+        freshness.remember(ctx.state, real, freshness.mark_of(read_text(real, ctx.workspace)))
+    return ctx
 
 
 @pytest.fixture

@@ -18,7 +18,11 @@ def test_issue30_item1_a_patch_of_two_files_is_one_approval_with_two_diffs(
     start_wire: Callable[..., WireProc], work_dir: Path
 ) -> None:
     w = start_wire(
-        [{"items": [call("apply_patch", {"input": PATCH}, "p1")]}, {"items": [{"text": "patched"}]}]
+        [
+            {"items": [call("read_file", {"path": "README.md"})]},  # the model reads what it will change
+            {"items": [call("apply_patch", {"input": PATCH}, "p1")]},
+            {"items": [{"text": "patched"}]},
+        ]
     )
     w.initialize()
     w.prompt("patch")

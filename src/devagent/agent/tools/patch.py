@@ -275,8 +275,9 @@ def _result(ctx: ToolContext, changes: list[_Change], results: list[ToolResult |
     for c, res in zip(changes, results, strict=True):
         display = ctx.workspace.display(c.real)
         text = res.text if res is not None else f"Deleted {display}."
-        if c.notes:
-            text += " Not an exact match: " + "; ".join(c.notes) + "."
+        if c.notes:  # after the first line, before the changed part's numbered lines
+            first, nl, rest = text.partition("\n")
+            text = f"{first} Not an exact match: {'; '.join(c.notes)}.{nl}{rest}"
         lines.append(text)
         written = res.diff if res is not None and c.dest is None else None  # the user's version, if any
         diffs.append(written if isinstance(written, FileDiff) else _diff_of(ctx, c))
