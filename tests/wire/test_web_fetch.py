@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.core_helpers import call
+from tests.fakes.http_reply import send_body
 from tests.wire.conftest import WireProc, events, is_response, text_of
 
 
@@ -21,11 +22,7 @@ class _Pages(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         type(self).paths.append(self.path)
         body = f"<html><body><h1>Page {self.path}</h1><p>Hello from the web.</p></body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_body(self, body, "text/html; charset=utf-8")
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
