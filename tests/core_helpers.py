@@ -11,6 +11,7 @@ from devagent.agent.events import (
     Notice,
     TextDelta,
     ThoughtDelta,
+    ToolCall,
     ToolCallStatus,
     ToolCallUpdate,
     TurnEnd,
@@ -48,6 +49,21 @@ def shell_call(command: str, cid: str | None = None) -> dict[str, Any]:
     return call("run_shell_command", {"command": command}, cid)
 
 
+def ask_call(
+    question: str, choices: list[str] | None = None, cid: str | None = None, **more: Any
+) -> dict[str, Any]:
+    """A scripted-model `ask_user` call item."""
+    args: dict[str, Any] = {"question": question, **more}
+    if choices is not None:
+        args["choices"] = choices
+    return call("ask_user", args, cid)
+
+
+def ask_then_echo(question: str, choices: list[str] | None = None, cid: str = "q1") -> list[dict[str, Any]]:
+    """A scripted model's two steps: it asks the user, then says what the question's call returned."""
+    return [{"items": [ask_call(question, choices, cid)]}, {"items": [{"text": "Got: {last_tool_results}"}]}]
+
+
 def call_then_text(tool_call: dict[str, Any], text: str) -> list[dict[str, Any]]:
     """A scripted model's two steps: the tool call, then (once its result is in) the text."""
     return [{"items": [tool_call]}, {"items": [{"text": text}]}]
@@ -81,6 +97,19 @@ def assert_read_the_readme(events: list[Any], thought: str, answer: str) -> Turn
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.reason == "finished"
     return end
+
+
+def calls_by_id(events: list[Any]) -> dict[str, ToolCall]:
+    """Each call's last update in these events, by its id."""
+    return {e.call.id: e.call for e in events if isinstance(e, ToolCallUpdate)}
+
+
+def result_text(c: ToolCall) -> str:
+    """What the model read of a call: its output, or its error's message."""
+    if c.output is not None:
+        return c.output.text
+    assert c.error is not None, c
+    return c.error.message
 
 
 def task_call(description: str, prompt: str, cid: str, agent: str | None = None) -> dict[str, Any]:

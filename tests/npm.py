@@ -5,6 +5,7 @@ with the reason."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,3 +45,26 @@ def ensure_runs(binary: Path, package: str) -> None:
         pytest.skip(f"{package} does not run here: {e}")
     if r.returncode != 0:
         pytest.skip(f"{package} does not run here: {(r.stderr or r.stdout)[-300:]}")
+
+
+async def run_headless(
+    command: list[str], cwd: Path, env: dict[str, str], within: float
+) -> tuple[int | None, str, str]:
+    """Runs an npm client's command line headless (no input) to its end: (exit code, what it
+    printed, what it printed on stderr). After `within` seconds it is killed (TimeoutError): a
+    safety net on shared cores, never a pace."""
+    proc = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), within)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode, out.decode(), err.decode()

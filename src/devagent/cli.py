@@ -17,7 +17,15 @@ import typer
 
 from devagent import __version__
 from devagent.agent.driver import Door, TurnDriver
-from devagent.agent.events import Decision, FileDiff, NeedsInput, ToolCall, TurnEnd, UserPrompt
+from devagent.agent.events import (
+    Decision,
+    FileDiff,
+    NeedsInput,
+    QuestionDetails,
+    ToolCall,
+    TurnEnd,
+    UserPrompt,
+)
 from devagent.global_flags import GlobalFlags, lend, take
 from devagent.patches import httpx as httpx_patch
 from devagent.preflight import StartError, check_model, open_core, report
@@ -250,6 +258,8 @@ class _RunDoor(Door):
 
 def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
     """The user's decision on one call, or None when it cannot be asked here."""
+    if c.question is not None:
+        return _answer(console, c, c.question)
     if not sys.stdin.isatty():
         names = ", ".join(w.description or w.name for w in waiting)
         console.print(
@@ -278,8 +288,36 @@ def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
             return Decision(c.id, option)
 
 
+def _answer(console: Console, c: ToolCall, q: QuestionDetails) -> Decision:
+    """The user's answer to a question (its choices were shown with it), typed as a line; with
+    standard input not a terminal, or on Ctrl-C or Ctrl-D, it is dismissed and the turn goes on."""
+    if not sys.stdin.isatty():
+        console.print("[yellow]The model asked a question, but standard input is not a terminal.[/yellow]")
+        alone = "no one can answer: devagent run is not attached to a terminal"
+        return Decision(c.id, "cancel", feedback=alone)
+    from rich.markup import escape  # late: rich is the terminal's, loaded once a turn shows
+
+    from devagent.agent.wording import how_to_answer
+
+    hint = escape(f"{how_to_answer(q)} Ctrl-C dismisses the question.")
+    console.print(f"[dim]{hint}[/dim]", highlight=False)
+    while True:
+        try:
+            got = q.answer_for(_read_line(console, "Answer > "))
+        except (KeyboardInterrupt, EOFError):
+            console.print("\n[yellow]Question dismissed.[/yellow]")
+            return Decision(c.id, "cancel")
+        if got is not None:
+            return Decision(c.id, got[0], new_content=got[1])
+
+
 def _read_answer(console: Console, prompt: str) -> str:
-    """One answer at the permission prompt. Ctrl-C raises KeyboardInterrupt here: asyncio.run's
+    """One key's answer at the permission prompt (`_read_line`'s first letter)."""
+    return _read_line(console, prompt).lower()[:1]
+
+
+def _read_line(console: Console, prompt: str) -> str:
+    """One line typed at a prompt. Ctrl-C raises KeyboardInterrupt here: asyncio.run's
     own handler would only cancel the task, and input() would go on reading (the next lines typed
     taken as answers).
 
@@ -299,7 +337,7 @@ def _read_answer(console: Console, prompt: str) -> str:
                 pass
         except (OSError, ValueError):  # stdin that select cannot wait on: input() alone
             pass
-        return input().strip().lower()[:1]
+        return input().strip()
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -491,31 +529,32 @@ def serve(
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
-    from devagent.a2a.cli import serve_command  # late: each command loads its own modules
+    from devagent.a2a.cli import ServeFlags, serve_command  # late: each command loads its own modules
 
+    flags = ServeFlags(
+        host=host,
+        port=port,
+        grpc_port=grpc_port,
+        workspace_roots=workspace_root or [],
+        db=db,
+        tokens=token,
+        workspace_for=workspace_for,
+        model=model,
+        approval=approval,
+        allow_private_webhooks=allow_private_webhooks,
+        public_url=public_url,
+        lease_seconds=lease_seconds,
+        sandbox=sandbox,
+        base_url=base_url,
+        api_key=api_key,
+        log_format=log_format,
+        max_streams_per_token=max_streams_per_token,
+        mcp=mcp,
+        console=console,
+        metrics_token=metrics_token,
+    )
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
-        code = serve_command(
-            host=host,
-            port=port,
-            grpc_port=grpc_port,
-            workspace_roots=workspace_root,
-            db=db,
-            tokens=token,
-            workspace_for=workspace_for,
-            model=model,
-            approval=approval,
-            allow_private_webhooks=allow_private_webhooks,
-            public_url=public_url,
-            lease_seconds=lease_seconds,
-            sandbox=sandbox,
-            base_url=base_url,
-            api_key=api_key,
-            log_format=log_format,
-            max_streams_per_token=max_streams_per_token,
-            mcp=mcp,
-            console=console,
-            metrics_token=metrics_token,
-        )
+        code = serve_command(flags)
     raise typer.Exit(code)
 
 

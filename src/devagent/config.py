@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.shell import sandbox_setting
+from devagent.agent.tools.syntax import MODES as SYNTAX_CHECK_MODES
+from devagent.agent.tools.web import web_search_setting
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -38,6 +40,10 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "subagent_depth": ("DEVAGENT_SUBAGENT_DEPTH", "subagent_depth"),
     "subagent_workspace_models": ("DEVAGENT_SUBAGENT_WORKSPACE_MODELS", "subagent_workspace_models"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
+    "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
+    "shell_timeout_max": ("DEVAGENT_SHELL_TIMEOUT_MAX", "shell_timeout_max"),
+    "shell_background_idle": ("DEVAGENT_SHELL_BACKGROUND_IDLE", "shell_background_idle"),
+    "shell_outputs_mb": ("DEVAGENT_SHELL_OUTPUTS_MB", "shell_outputs_mb"),
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
@@ -59,6 +65,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "mcp_client_url_prefixes": ("DEVAGENT_MCP_CLIENT_URL_PREFIXES", "mcp_client_url_prefixes"),
     "mcp_client_private_urls": ("DEVAGENT_MCP_CLIENT_PRIVATE_URLS", "mcp_client_private_urls"),
     "outbound_allow": ("DEVAGENT_OUTBOUND_ALLOW", "outbound_allow"),
+    "web_fetch": ("DEVAGENT_WEB_FETCH", "web_fetch"),
+    "web_search": ("DEVAGENT_WEB_SEARCH", "web_search"),  # off | native | the URL of a search service
+    "web_search_key": ("DEVAGENT_WEB_SEARCH_KEY", "web_search_key"),
     "mcp_start_timeout": ("DEVAGENT_MCP_START_TIMEOUT", "mcp_start_timeout"),
     "mcp_call_timeout": ("DEVAGENT_MCP_CALL_TIMEOUT", "mcp_call_timeout"),
     "context_tokens": ("DEVAGENT_CONTEXT_TOKENS", "context_tokens"),
@@ -183,6 +192,30 @@ def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
             raise _unknown(key, keys, where, isinstance(section[key], Mapping))
 
 
+def _syntax_check_setting(value: str) -> str:
+    value = value.strip().lower()
+    if value not in SYNTAX_CHECK_MODES:
+        raise ValueError(f"edit_syntax_check must be one of {', '.join(SYNTAX_CHECK_MODES)}, not {value!r}")
+    return value
+
+
+def _normalise(config: CoreConfig) -> None:
+    """The settings a function checks and puts in their one spelling (`sandbox`, `edit_tools`,
+    `web_search`, `edit_syntax_check`); a ConfigError names the variable and the key of a bad one."""
+    checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+        ("sandbox", sandbox_setting),
+        ("edit_tools", check_edit_tools),
+        ("web_search", web_search_setting),
+        ("edit_syntax_check", _syntax_check_setting),
+    )
+    for name, check in checks:
+        try:
+            setattr(config, name, check(getattr(config, name)))
+        except ValueError as e:
+            var, key = SETTINGS[name]
+            raise ConfigError(f"{e} ({var}, {key} in the settings file)") from None
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> CoreConfig:
@@ -218,10 +251,7 @@ def load_config(
         raise ConfigError(f"env_pass (DEVAGENT_ENV_PASS): {e}") from None
     if config.command_memory_mb < 0 or config.command_processes < 0:
         raise ConfigError("command_memory_mb and command_processes must be 0 (no limit) or more")
-    try:
-        config.sandbox = sandbox_setting(config.sandbox)
-    except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_SANDBOX, sandbox in the settings file)") from None
+    _normalise(config)
     if config.budget_tokens_per_day < 0 or config.budget_concurrent_turns < 0:
         raise ConfigError("budget_tokens_per_day and budget_concurrent_turns must be 0 (no limit) or more")
     for entry in config.budgets:
@@ -253,10 +283,10 @@ def load_config(
         config.outbound_networks()
     except ValueError as e:
         raise ConfigError(f"outbound_allow (DEVAGENT_OUTBOUND_ALLOW): {e}") from None
-    try:
-        config.edit_tools = check_edit_tools(config.edit_tools)
-    except ValueError as e:
-        raise ConfigError(f"{e} (DEVAGENT_EDIT_TOOLS, edit_tools in the settings file)") from None
+    if not (config.shell_timeout > 0 and config.shell_timeout_max > 0):
+        raise ConfigError("shell_timeout and shell_timeout_max must be positive numbers of seconds")
+    if config.shell_background_idle < 0 or config.shell_outputs_mb < 0:
+        raise ConfigError("shell_background_idle and shell_outputs_mb must be 0 (off) or more")
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if config.subagents_parallel < 1:

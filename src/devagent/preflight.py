@@ -13,13 +13,14 @@ import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from devagent.global_flags import lent
 
 if TYPE_CHECKING:
     from devagent.agent.core import AgentCore
     from devagent.agent.settings import CoreConfig
+    from devagent.stdio_cli import DoorFlags
 
 DB_HELP = "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST/DB (--db or DEVAGENT_DB)"
 
@@ -134,26 +135,18 @@ async def open_core(config: CoreConfig) -> AgentCore:
         raise db_error(config.db_url, e) from e
 
 
-def stdio_door_config(
-    prog: str,
-    *,
-    db_url: str,
-    model: str | None,
-    approval: str | None,
-    settings: Mapping[str, Any] | None = None,
-    debug: bool = False,
-) -> CoreConfig | int:
+def stdio_door_config(prog: str, flags: DoorFlags, approval: str | None) -> CoreConfig | int:
     """The settings of a stdio door (`devagent acp`, `devagent mcp`), checked before it serves:
-    the flags (the door's and `settings`, the other flags of its command line) over the settings,
-    `approval` the default and the ceiling of its sessions, the model and the database URL
-    checked. An exit code (after one line on stderr, the traceback too with `debug`) when they
-    are wrong."""
+    the flags (the door's and `flags.settings`, the other flags of its command line) over the
+    settings, `approval` the default and the ceiling of its sessions, the model and the database
+    URL checked. An exit code (after one line on stderr, the traceback too with --debug) when
+    they are wrong."""
     # late: the settings (and the tools they read) stay off `devagent --help`
     from devagent.agent.state import APPROVAL_MODES
     from devagent.config import ConfigError, load_config
 
     try:
-        config = load_config({**(settings or {}), "db_url": db_url or None, "default_model": model})
+        config = load_config({**flags.settings, "db_url": flags.db_url or None, "default_model": flags.model})
     except ConfigError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -163,9 +156,9 @@ def stdio_door_config(
             return 2
         config.approval_mode = approval  # the operator's choice: the default and the ceiling
     try:
-        if model:
+        if flags.model:
             check_model(config)
         check_db_url(config.db_url)
     except StartError as e:
-        return report(prog, e, debug)
+        return report(prog, e, flags.debug)
     return config

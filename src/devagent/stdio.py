@@ -1,7 +1,8 @@
 """The plumbing the stdio doors (wire, ACP, MCP) share: stdout kept for the protocol alone
 (`guard_stdout`), logs to stderr or a file (`setup_logging`), the line limits a client is held to
 (`line_limits`), input lines read by a thread (`start_reader`) and protocol lines written by one
-(`Output`, with back-pressure).
+(`Output`, with back-pressure); a door's --work-dir checked (`work_folder`), and the start the
+line-based doors (wire, ACP) share (`serve_lines`).
 
 Light on purpose (nothing of devagent's above `common`): every door loads it on its fast start."""
 
@@ -16,6 +17,8 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from devagent.common.jsonlimits import DEFAULT_MAX_LINE_BYTES, positive_int_from_env
@@ -57,6 +60,38 @@ def line_limits() -> dict[str, int]:
         if value is not None:
             limits[name] = value
     return limits
+
+
+def work_folder(prog: str, given: str) -> Path | None:
+    """A door's --work-dir as an absolute path; None after one line on stderr when it is not a
+    folder."""
+    path = Path(given).expanduser().resolve()
+    if not path.is_dir():
+        print(f"{prog}: --work-dir {given} is not a directory", file=sys.stderr)
+        return None
+    return path
+
+
+def serve_lines(
+    prog: str,
+    verbose: bool,
+    log_file: str | None,
+    serve: Callable[[dict[str, int], int], Coroutine[Any, Any, int]],
+) -> int:
+    """Run a line-based door (wire, ACP) once its settings are checked: the line limits read from
+    the environment, stdout kept for the protocol, logging set up, then `serve(limits, proto_fd)`
+    until it returns the exit code (130 after Ctrl-C)."""
+    try:
+        limits = line_limits()
+    except ValueError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    proto_fd = guard_stdout()
+    setup_logging(verbose, log_file)
+    try:
+        return asyncio.run(serve(limits, proto_fd))
+    except KeyboardInterrupt:
+        return 130
 
 
 def json_line(msg: Any) -> bytes:

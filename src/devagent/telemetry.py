@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import devagent
+from devagent.common.asgi import HttpMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -149,19 +150,13 @@ def flush(timeout_ms: int = 5000) -> None:
 # --- a caller's trace context ---------------------------------------------------------------------
 
 
-class TraceContext:
+class TraceContext(HttpMiddleware):
     """ASGI middleware (used only when tracing is on): while the app handles a request, the trace
     context its headers carry (W3C `traceparent` and `tracestate`, or what `OTEL_PROPAGATORS`
     names) is the current context, so the spans it causes (a turn's, the a2a SDK's) are in the
     caller's trace, children of the caller's span. Plain ASGI: a streamed body passes through."""
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Any, receive: Any, send: Any) -> None:
         from opentelemetry import context, propagate
 
         carrier = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}

@@ -109,6 +109,15 @@ def serving(
         s.stop()
 
 
+@contextmanager
+def killed_at(args: list[str], log: Path, point: str) -> Iterator[Serve]:
+    """A server that SIGKILLs itself at crash point `point` (`name` or `name@N`): the block does
+    what takes it there, and by the block's end it must have died of it; stopped whatever happens."""
+    with serving(args, log, crash_at=point) as s:
+        yield s
+        assert s.wait_killed() == -9, s.stderr()
+
+
 def serve_argv(db: str, root: Path, model: str, *more: str, token: str = TOKEN) -> list[str]:
     """`serve`'s arguments: its database, a workspace root, its model, a caller's `--token`
     (`TOKEN`, or `name=token`), then `more`."""

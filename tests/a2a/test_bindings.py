@@ -111,6 +111,7 @@ async def test_binding_plain_write_get_cancel(
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         assert [p.text for a in task.artifacts for p in a.parts] == ["wrote b.txt"]
 
+        (workspace.parent / "b.txt").unlink()  # a new session would have to read it first
         evs2 = await run(client, message("write b.txt again"), ctx())
         assert evs2[-1][1].status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         canceled = await client.cancel_task(CancelTaskRequest(id=evs2[0][1].id), context=ctx())

@@ -17,6 +17,7 @@ from tests.a2a.procs import (
     TOKEN,
     confirmation,
     get_task,
+    killed_at,
     lines,
     send_stream,
     serve_args,
@@ -78,6 +79,34 @@ def open_on_task(flag: Path) -> Callable[[dict[str, Any]], None]:
     return on_frame
 
 
+async def killed_as_the_command_starts(
+    c: httpx.AsyncClient, shared_db: str, script: Script, workspace: Path
+) -> tuple[list[str], dict[str, Any]]:
+    """A yolo server runs "run it" in `workspace` and dies as the turn's shell command (`touch
+    ran.txt`, call s1) starts. The command is the turn's second tool: the first waits until the
+    client holds its task, so the kill never races the stream's first frame. The server's
+    arguments (to start it again) and the task."""
+    gate = workspace / "gate"  # inside the workspace: the shell sandbox sees it
+    steps = [gated_step(gate), shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]
+    args = serve_args(shared_db, workspace, script(steps), "yolo")
+    with killed_at(args, workspace.parent / "a.log", "session.tool_running@2") as a:
+        reply = await send_stream(
+            c,
+            a.url,
+            v03_message("run it", settings={"workspace_path": str(workspace)}),
+            open_on_task(gate),
+        )
+    return args, first_task(reply)
+
+
+async def paused_task(c: httpx.AsyncClient, url: str, text: str, workspace: Path) -> dict[str, Any]:
+    """A first message `text` to the server at `url`, in `workspace`, whose turn pauses for a
+    permission: its task."""
+    paused = await send_stream(c, url, v03_message(text, settings={"workspace_path": str(workspace)}))
+    assert paused.last_state == "input-required", paused.frames
+    return first_task(paused)
+
+
 def first_task(reply: Any) -> dict[str, Any]:
     assert reply.results, (reply.frames, reply.cut)
     task: dict[str, Any] = reply.results[0]
@@ -107,17 +136,9 @@ async def test_pause_stored_before_the_task_survives_a_kill(
     args = serve_args(shared_db, workspace, script(steps), "ask")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="a2a.turn_stored@2")
-        try:
-            first = await send_stream(
-                c, a.url, v03_message("write w", settings={"workspace_path": str(workspace)})
-            )
-            assert first.last_state == "input-required", first.frames
-            task = first_task(first)
+        with killed_at(args, logs / "a.log", "a2a.turn_stored@2") as a:
+            task = await paused_task(c, a.url, "write w", workspace)
             reply = await send_stream(c, a.url, confirmation(task, "t1"))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
         assert reply.last_state != "input-required"  # it died before announcing the pause
         assert not (workspace / "w.txt").exists()
 
@@ -159,22 +180,8 @@ async def test_turn_killed_while_a_tool_starts_reads_failed_and_continues(
     runs a new turn that completes. (The command is the turn's second tool; the first waits until
     the client holds its task, so the kill never races the stream's first frame.)"""
     logs = workspace.parent
-    gate = workspace / "gate"  # inside the workspace: the shell sandbox sees it
-    steps = [gated_step(gate), shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]
-    args = serve_args(shared_db, workspace, script(steps), "yolo")
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="session.tool_running@2")
-        try:
-            reply = await send_stream(
-                c,
-                a.url,
-                v03_message("run it", settings={"workspace_path": str(workspace)}),
-                open_on_task(gate),
-            )
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
-        task = first_task(reply)
+        args, task = await killed_as_the_command_starts(c, shared_db, script, workspace)
 
         with serving(args, logs / "b.log") as b:
             got = await get_task(c, b.url, task["id"])
@@ -201,32 +208,14 @@ async def test_continuation_killed_after_its_first_event(
     status message (which no client can answer): it reads what the session says, failed
     "interrupted"; a confirmation for the old call id is a JSON-RPC error; it can be continued."""
     logs = workspace.parent
-    gate = workspace / "gate"  # inside the workspace: the shell sandbox sees it
-    steps = [gated_step(gate), shell_step("touch ran.txt", "s1"), *FOLLOW_UPS]
-    args = serve_args(shared_db, workspace, script(steps), "yolo")
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="session.tool_running@2")
-        try:
-            reply = await send_stream(
-                c,
-                a.url,
-                v03_message("run it", settings={"workspace_path": str(workspace)}),
-                open_on_task(gate),
-            )
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
-        task = first_task(reply)
+        args, task = await killed_as_the_command_starts(c, shared_db, script, workspace)
 
         # This process's first execution is the continuation: it dies after its `working` event.
-        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
-        try:
+        with killed_at(args, logs / "b.log", "a2a.working_sent") as b:
             cont = await send_stream(
                 c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
             )
-            assert b.wait_killed() == -9, b.stderr()
-        finally:
-            b.stop()
         assert not cont.errors, cont.frames
 
         with serving(args, logs / "c.log") as srv:
@@ -259,17 +248,9 @@ async def test_a_tool_call_runs_at_most_once(
     logs = workspace.parent
     counter = workspace / "count.txt"
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at=point)
-        try:
-            paused = await send_stream(
-                c, a.url, v03_message("count", settings={"workspace_path": str(workspace)})
-            )
-            assert paused.last_state == "input-required", paused.frames
-            task = first_task(paused)
+        with killed_at(args, logs / "a.log", point) as a:
+            task = await paused_task(c, a.url, "count", workspace)
             await send_stream(c, a.url, confirmation(task, "c1"))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
         assert lines(counter) == runs
 
         with serving(args, logs / "b.log") as b:
@@ -313,16 +294,12 @@ async def test_issue21_a_first_message_no_process_took_up_reads_failed(
     args = [*serve_args(shared_db, workspace, script(FOLLOW_UPS), "yolo"), "--lease-seconds", "0.5"]
     async with httpx.AsyncClient(timeout=60) as c:
         context = "ctx-issue21-first-message"  # the client's: found again without the stream
-        a = start_serve(args, logs / "a.log", crash_at="a2a.task_created")
-        try:
+        with killed_at(args, logs / "a.log", "a2a.task_created") as a:
             await send_stream(
                 c,
                 a.url,
                 v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)}),
             )
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
         with serving(args, logs / "b.log") as b:
             listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
             assert "result" in listed and len(listed["result"]["tasks"]) == 1, listed
@@ -414,9 +391,7 @@ async def test_issue21_a_kill_after_a_finished_permission_turn_changes_nothing_i
     async with httpx.AsyncClient(timeout=60) as c:
         a = start_serve(args, logs / "a.log")
         try:
-            first = first_task(
-                await send_stream(c, a.url, v03_message("write", settings={"workspace_path": str(workspace)}))
-            )
+            first = await paused_task(c, a.url, "write", workspace)
             done = await send_stream(c, a.url, confirmation(first, "w1"))
             assert done.last_state == "completed", done.frames
             before = await get_task(c, a.url, first["id"])
@@ -471,17 +446,9 @@ async def test_issue28_item8_c_a_conversation_cut_off_by_a_kill_reaches_its_seco
     args = serve_args(shared_db, workspace, script(TWO_COMMANDS), "ask")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
-        try:
-            paused = await send_stream(
-                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
-            )
-            assert paused.last_state == "input-required", paused.frames
-            task = first_task(paused)
+        with killed_at(args, logs / "a.log", "session.tool_running") as a:
+            task = await paused_task(c, a.url, "two", workspace)
             await send_stream(c, a.url, confirmation(task, "c1"))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
 
         with serving(args, logs / "b.log") as b:
             got = await get_task(c, b.url, task["id"])
@@ -527,23 +494,15 @@ async def test_issue28_item8_b_a_continued_task_killed_twice_reads_its_true_stat
         return got
 
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="a2a.task_created")
-        try:
+        with killed_at(args, logs / "a.log", "a2a.task_created") as a:
             msg = v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)})
             await send_stream(c, a.url, msg)
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
-        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
-        try:
+        with killed_at(args, logs / "b.log", "a2a.working_sent") as b:
             listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
             task_id = listed["result"]["tasks"][0]["id"]
             got = await settled(b.url, task_id)
             assert got["status"]["state"] == "failed" and "send it again" in status_text(got), got["status"]
             await send_stream(c, b.url, v03_message("go on", task_id=task_id, context_id=context))
-            assert b.wait_killed() == -9, b.stderr()
-        finally:
-            b.stop()
 
         with serving(args, logs / "c.log") as srv:
             got = await settled(srv.url, task_id)
@@ -588,10 +547,7 @@ async def test_issue28_item8_a_an_answer_streamed_again_after_a_kill_is_in_the_h
     async with httpx.AsyncClient(timeout=60) as c:
         a = start_serve(args, logs / "a.log")
         try:
-            paused = await send_stream(
-                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
-            )
-            task = first_task(paused)
+            task = await paused_task(c, a.url, "two", workspace)
             confirming = asyncio.create_task(send_stream(c, a.url, confirmation(task, "c1")))
             for _ in range(600):  # until the turn has streamed the text (a bound, not a pace)
                 live = await get_task(c, a.url, task["id"])
@@ -639,26 +595,15 @@ async def test_issue28_item8_a_a_continued_task_killed_twice_shows_its_interrupt
     args = serve_args(shared_db, workspace, script([shell_step(COUNT, "c1"), *FOLLOW_UPS]), "ask")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at="session.tool_running")
-        try:
-            paused = await send_stream(
-                c, a.url, v03_message("count", settings={"workspace_path": str(workspace)})
-            )
-            task = first_task(paused)
+        with killed_at(args, logs / "a.log", "session.tool_running") as a:
+            task = await paused_task(c, a.url, "count", workspace)
             await send_stream(c, a.url, confirmation(task, "c1"))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
-        b = start_serve(args, logs / "b.log", crash_at="a2a.working_sent")
-        try:
+        with killed_at(args, logs / "b.log", "a2a.working_sent") as b:
             got = await get_task(c, b.url, task["id"])
             assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
             await send_stream(
                 c, b.url, v03_message("go on", task_id=task["id"], context_id=task["contextId"])
             )
-            assert b.wait_killed() == -9, b.stderr()
-        finally:
-            b.stop()
         with serving(args, logs / "c.log") as srv:
             got = await get_task(c, srv.url, task["id"])
             assert got["status"]["state"] == "failed" and "interrupted" in status_text(got), got["status"]
@@ -687,18 +632,11 @@ async def test_issue28_item8_a_text_the_conversation_holds_is_in_the_history_onc
     args = serve_args(shared_db, workspace, script(TWO_COMMANDS), "ask")
     logs = workspace.parent
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, logs / "a.log", crash_at=point)
-        try:
-            paused = await send_stream(
-                c, a.url, v03_message("two", settings={"workspace_path": str(workspace)})
-            )
-            task = first_task(paused)
+        with killed_at(args, logs / "a.log", point) as a:
+            task = await paused_task(c, a.url, "two", workspace)
             await send_stream(c, a.url, confirmation(task, "c1"))
             if point.startswith("a2a"):
                 await send_stream(c, a.url, confirmation(task, "c2"))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
 
         with serving(args, logs / "b.log") as b:
             got = await get_task(c, b.url, task["id"])

@@ -344,7 +344,11 @@ async def test_model_error_leaves_task_usable(script: Script, sqlite_url: str, w
             assert "error" not in evs2[-1]["metadata"]
 
 
-INIT = call_then_text(write_call("AGENTS.md", "# Guide\n", "init-w"), "Wrote AGENTS.md.")
+# `/memory add` below makes AGENTS.md first, so /init reads it before writing it, as its prompt says
+INIT = [
+    {"items": [{"tool_call": {"name": "read_file", "args": {"path": "AGENTS.md"}}}]},
+    *call_then_text(write_call("AGENTS.md", "# Guide\n", "init-w"), "Wrote AGENTS.md."),
+]
 
 
 async def test_rest_commands(script: Script, sqlite_url: str, workspace: Path) -> None:

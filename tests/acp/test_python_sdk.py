@@ -261,7 +261,7 @@ async def test_issue15_file_tools_go_through_the_editor(
         new = await conn.new_session(cwd=str(work_dir), mcp_servers=[])
         resp = await conn.prompt(session_id=new.session_id, prompt=[text_block("fix the readme")])
         assert resp.stop_reason == "end_turn"
-    assert "Read: # Demo in an unsaved buffer" in client.text()  # the buffer, not the disk
+    assert "Read: 1\t# Demo in an unsaved buffer" in client.text()  # the buffer, not the disk
     assert client.permissions[0]["toolCall"]["content"][0]["oldText"] == "# Demo in an unsaved buffer\n"
     assert client.writes == [(readme, "# Demo in an edited buffer\n")]  # the edit landed in the editor
     assert (work_dir / "README.md").read_text() == "# Demo on disk\n"  # and not behind its back

@@ -68,6 +68,8 @@ def test_issue15_initialize_answer_is_the_sdks_shape() -> None:
         ("run_shell_command", ToolKind.EXECUTE, "execute"),
         ("write_todos", ToolKind.INTERNAL, "think"),
         ("srv__tool", ToolKind.MCP, "other"),
+        ("web_fetch", ToolKind.FETCH, "fetch"),
+        ("web_search", ToolKind.READ, "search"),
     ],
 )
 def test_issue15_tool_call_updates_are_valid(

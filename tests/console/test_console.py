@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,10 @@ from tests.a2a.procs import Serve, serve_argv, serving
 from tests.core_helpers import shell_call, write_call
 
 pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.console.conftest import CHROMIUM
+
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (installed by scripts/test)")
 
 ALICE, BOB = "tok", "tok-bob"  # `tok` is the token tests.a2a.procs checks readiness with
@@ -86,16 +86,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Pa
     args = serve_argv(db, root, f"scripted:{script}", *more, token=f"alice={ALICE}")
     with serving(args, base / "serve.log") as s:
         yield s, root / "alice"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def shot(page: Page, name: str) -> None:
@@ -240,7 +230,9 @@ def test_issue23_an_answer_to_a_request_answered_elsewhere_is_refused_clearly(
     """The page shows a waiting request; the client that started the turn answers it first; the
     page's answer is then refused with the server's reason and the view shows where things stand.
     The page's clock is held (its polling never fires), so it still shows the old request."""
-    s, _ = server
+    s, root = server
+    for written in root.rglob("a.txt"):  # an earlier test wrote it: a new session must read it first
+        written.unlink()
     task = plain_send(s.url, "another greeting")
     assert task["status"]["state"] == "input-required"
     page = browser.new_page()
@@ -362,8 +354,13 @@ def refreshes(page: Page, context_id: str, cycles: int) -> None:
         page.wait_for_event("request", _view_fetch(context_id), timeout=WAIT)
 
 
-def _waiting_on_notes(url: str) -> str:
-    """A conversation (started by a plain client) whose command ran and whose write waits."""
+def _waiting_on_notes(url: str, workspace: Path) -> str:
+    """A conversation (started by a plain client) whose command ran and whose write waits. The
+    files it writes are new to it (another test's session may have written them: this one would
+    have to read them first)."""
+    for name in ("notes.txt", "p1.txt", "p2.txt"):
+        for written in workspace.rglob(name):
+            written.unlink()
     task = plain_send(url, "run echo")
     assert task["status"]["state"] == "input-required"
     context_id = str(task["contextId"])
@@ -381,10 +378,10 @@ def open_view(browser: Browser, url: str, context_id: str) -> Page:
     return page
 
 
-def notes_permission(browser: Browser, url: str) -> tuple[Page, Locator, str]:
+def notes_permission(browser: Browser, url: str, workspace: Path) -> tuple[Page, Locator, str]:
     """A conversation waiting for its notes.txt write, in a new page: the page, the write's
     permission card, and the conversation's context id."""
-    context_id = _waiting_on_notes(url)
+    context_id = _waiting_on_notes(url, workspace)
     page = open_view(browser, url, context_id)
     return page, page.locator(".permission", has_text="Write notes.txt"), context_id
 
@@ -430,8 +427,8 @@ def test_issue28_item9_the_page_says_how_to_send(server28: tuple[Serve, Path], b
 def test_issue28_item9_a_typed_reason_and_edit_survive_refreshes(
     server28: tuple[Serve, Path], browser: Browser
 ) -> None:
-    s, _ = server28
-    page, permission, context_id = notes_permission(browser, s.url)
+    s, workspace = server28
+    page, permission, context_id = notes_permission(browser, s.url, workspace)
     expect(permission).to_be_visible(timeout=WAIT)
     permission.get_by_text("Edit before allowing").click()
     editor = permission.get_by_label("New content of notes.txt")
@@ -484,7 +481,7 @@ def test_issue28_item9_B6_a_finished_write_shows_its_diff(
     server28: tuple[Serve, Path], browser: Browser
 ) -> None:
     s, workspace = server28
-    page, permission, _ = notes_permission(browser, s.url)
+    page, permission, _ = notes_permission(browser, s.url, workspace)
     permission.get_by_role("button", name="Allow once").click(timeout=WAIT)
     expect(page.locator(".msg.agent", has_text="Noted:")).to_be_visible(timeout=WAIT)
     assert (workspace / "notes.txt").read_text() == NOTES
@@ -522,7 +519,7 @@ def test_issue28_item9_answering_one_request_keeps_what_is_typed_in_another(
 ) -> None:
     """Two writes wait at once; a reason typed under the second stays while the first is allowed."""
     s, workspace = server28
-    context_id = _waiting_on_notes(s.url)
+    context_id = _waiting_on_notes(s.url, workspace)
     assert plain_send_on(s.url, "yes", context_id)["status"]["state"] == "completed"
     assert plain_send_on(s.url, "go on", context_id)["status"]["state"] == "completed"
     assert plain_send_on(s.url, "two files", context_id)["status"]["state"] == "input-required"

@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import FakeHTTPServer
+from tests.fakes.local_server import ScriptedServer
 
 Block = tuple[Any, ...]
 Script = Callable[[dict[str, Any]], tuple[list[Block], tuple[int | None, int]]]
@@ -151,12 +151,10 @@ class PromptCache:
         return total - read - creation, creation, read
 
 
-class FakeAnthropic(FakeHTTPServer):
+class FakeAnthropic(ScriptedServer[Script]):
     def __init__(self, script: Script, *, min_cache_tokens: int = 1024) -> None:
-        super().__init__()
-        self.script = script
+        super().__init__(script)
         self.cache = PromptCache(min_cache_tokens)
-        self.requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, int]] = []
 
     def _frames(self, blocks: list[Block], usage: dict[str, int], output_tokens: int) -> list[str]:

@@ -20,16 +20,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import FakeHTTPServer
+from tests.fakes.local_server import ScriptedServer
 
 Script = Callable[[dict[str, Any]], tuple[list[list[dict[str, Any]]], dict[str, int]]]
 
 
-class FakeGemini(FakeHTTPServer):
+class FakeGemini(ScriptedServer[Script]):
     def __init__(self, script: Script) -> None:
-        super().__init__()
-        self.script = script
-        self.requests: list[dict[str, Any]] = []
+        super().__init__(script)
         self.paths: list[str] = []
 
     async def _generate(self, request: Request) -> Response:

@@ -7,7 +7,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import uvicorn
 from starlette.applications import Starlette
@@ -96,3 +96,16 @@ class FakeHTTPServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._local.stop()
+
+
+S = TypeVar("S")
+
+
+class ScriptedServer(FakeHTTPServer, Generic[S]):
+    """A fake model provider: `script` decides each answer from the request body; `requests`
+    keeps the decoded request bodies, in order."""
+
+    def __init__(self, script: S) -> None:
+        super().__init__()
+        self.script = script
+        self.requests: list[dict[str, Any]] = []

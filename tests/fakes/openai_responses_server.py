@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import FakeHTTPServer
+from tests.fakes.local_server import ScriptedServer
 
 __all__ = ["FakeResponses", "FunctionCall", "Message", "Script", "function_outputs", "tool_groups"]
 
@@ -125,14 +125,12 @@ def _item_events(index: int, item: Item) -> tuple[list[str], dict[str, Any]]:
     return [added, *deltas, done], whole
 
 
-class FakeResponses(FakeHTTPServer):
+class FakeResponses(ScriptedServer[Script]):
     url_suffix = "/v1"
 
     def __init__(self, script: Script, *, model: str = "fake-model") -> None:
-        super().__init__()
-        self.script = script
+        super().__init__(script)
         self.model = model
-        self.requests: list[dict[str, Any]] = []
 
     async def _responses(self, request: Request) -> Response:
         body = await request.json()

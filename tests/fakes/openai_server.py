@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.local_server import FakeHTTPServer
+from tests.fakes.local_server import ScriptedServer
 
 __all__ = ["FakeOpenAI", "FakeToolCall", "Reply", "Script"]
 
@@ -66,14 +66,12 @@ def _split(text: str, n: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class FakeOpenAI(FakeHTTPServer):
+class FakeOpenAI(ScriptedServer[Script]):
     url_suffix = "/v1"
 
     def __init__(self, script: Script, *, model: str = "fake-model") -> None:
-        super().__init__()
-        self.script = script
+        super().__init__(script)
         self.model = model
-        self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
 
     # --- the wire format ---

@@ -25,6 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from tests.fakes.http_reply import send_body
+
 __all__ = ["OtlpReceiver", "Span"]
 
 
@@ -81,11 +83,7 @@ class OtlpReceiver:
                     return
                 receiver._add(ExportTraceServiceRequest.FromString(body))
                 reply = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                send_body(self, reply, "application/x-protobuf")
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

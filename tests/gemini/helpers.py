@@ -3,12 +3,11 @@ headless against a fake Gemini API, with a home folder of the test's own."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
 
-from tests.npm import ensure_installed
+from tests.npm import ensure_installed, run_headless
 
 JS = Path(__file__).parent / "js"
 GEMINI = JS / "node_modules" / ".bin" / "gemini"
@@ -38,14 +37,7 @@ async def run_gemini(prompt: str, cwd: Path, home: Path, gemini_url: str, **env:
         "NO_COLOR": "1",
         "CI": "1",
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(GEMINI),
-        *("-p", prompt, "--yolo", "-m", "gemini-2.5-flash"),
-        cwd=cwd,
-        env=environ,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 240)
-    assert proc.returncode == 0, err.decode()[-2000:]
-    return out.decode()
+    command = [str(GEMINI), "-p", prompt, "--yolo", "-m", "gemini-2.5-flash"]
+    code, out, err = await run_headless(command, cwd, environ, 240)
+    assert code == 0, err[-2000:]
+    return out

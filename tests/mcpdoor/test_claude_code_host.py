@@ -17,10 +17,8 @@ the workspace):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,8 @@ import pytest
 from tests.conftest import Script
 from tests.core_helpers import write_call
 from tests.fakes.anthropic_server import Block, FakeAnthropic
-from tests.npm import ensure_installed, ensure_runs
+from tests.mcpdoor.conftest import devagent_mcp
+from tests.npm import ensure_installed, ensure_runs, run_headless
 
 JS = Path(__file__).parent / "js"
 CLAUDE = JS / "node_modules" / ".bin" / "claude"
@@ -120,23 +119,9 @@ async def run_claude(args: list[str], cwd: Path, home: Path, model_url: str = ""
         # devagent's sources as this test run has them (Claude Code gives devagent its environment)
         **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(CLAUDE),
-        *args,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), RUN_WITHIN)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    assert proc.returncode == 0, (out.decode()[-2000:], err.decode()[-2000:])
-    return out.decode()
+    code, out, err = await run_headless([str(CLAUDE), *args], cwd, env, RUN_WITHIN)
+    assert code == 0, (out[-2000:], err[-2000:])
+    return out
 
 
 async def hand_devagent_a_task(
@@ -152,22 +137,6 @@ async def hand_devagent_a_task(
         out = await run_claude(["-p", prompt, "--output-format", "json", *allowed], cwd, home, url)
     result: dict[str, Any] = json.loads(out)
     return result
-
-
-def devagent_mcp(workspace: Path, model: str, db: str, *approval: str) -> list[str]:
-    return [
-        sys.executable, "-m", "devagent", "mcp",
-        "--work-dir", str(workspace), "--model", model, "--db", db, *approval,
-    ]  # fmt: skip
-
-
-@pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    """Claude Code's home and the folder it runs in."""
-    home, cwd = tmp_path / "home", tmp_path / "project"
-    home.mkdir()
-    cwd.mkdir()
-    return home, cwd
 
 
 WRITE = [{"items": [write_call("mcp.txt", "via mcp\n")]}, {"items": [{"text": "I wrote mcp.txt."}]}]

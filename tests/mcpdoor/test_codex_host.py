@@ -18,10 +18,8 @@ What the tests show, each from outside (the requests the fake model gets, the ev
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,8 @@ from tests.fakes.openai_responses_server import (
     function_outputs,
     tool_groups,
 )
-from tests.npm import ensure_installed, ensure_runs
+from tests.mcpdoor.conftest import devagent_mcp
+from tests.npm import ensure_installed, ensure_runs, run_headless
 
 JS = Path(__file__).parent / "js"
 CODEX = JS / "node_modules" / ".bin" / "codex"
@@ -135,13 +134,6 @@ def codex_config(
     )
 
 
-def devagent_mcp(workspace: Path, model: str, db: str, *approval: str) -> list[str]:
-    return [
-        sys.executable, "-m", "devagent", "mcp",
-        "--work-dir", str(workspace), "--model", model, "--db", db, *approval,
-    ]  # fmt: skip
-
-
 async def codex_exec(prompt: str, cwd: Path, codex_home: Path) -> list[dict[str, Any]]:
     """`codex exec --json PROMPT` in `cwd` with its configuration in `codex_home`, run to its end;
     the events it printed. It must succeed."""
@@ -154,23 +146,21 @@ async def codex_exec(prompt: str, cwd: Path, codex_home: Path) -> list[dict[str,
         "FAKE_OPENAI_KEY": "fake-key",
         "NO_COLOR": "1",
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(CODEX),
-        *("exec", "--strict-config", "--skip-git-repo-check", "--json", prompt),
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), RUN_WITHIN)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    assert proc.returncode == 0, err.decode()[-2000:]
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    command = [str(CODEX), "exec", "--strict-config", "--skip-git-repo-check", "--json", prompt]
+    code, out, err = await run_headless(command, cwd, env, RUN_WITHIN)
+    assert code == 0, err[-2000:]
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+async def hand_codex_the_task(
+    model: CallsDevagent, codex_home: Path, cwd: Path, command: list[str], **config: Any
+) -> list[dict[str, Any]]:
+    """Configures Codex (`codex_config` with `config`) with devagent (`command`: its command line)
+    and the fake model scripted by `model`, then asks it with `codex exec` to use devagent to
+    write mcp.txt; the events it printed."""
+    async with FakeResponses(model) as url:
+        (codex_home / "config.toml").write_text(codex_config(url, command, **config))
+        return await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
 
 
 def devagent_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,15 +182,6 @@ def agent_messages(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-@pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    """Codex's home (CODEX_HOME) and the folder it runs in."""
-    codex_home, cwd = tmp_path / "codex", tmp_path / "project"
-    codex_home.mkdir()
-    cwd.mkdir()
-    return codex_home, cwd
-
-
 WRITE = [
     {"items": [write_call("mcp.txt", "via mcp\n")]},
     {"items": [{"text": "I wrote mcp.txt. The write said: {last_tool_results}"}]},
@@ -214,9 +195,7 @@ async def test_codex_exec_as_an_mcp_host_hands_devagent_a_task(
     codex_home, cwd = dirs
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
     command = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command))
-        events = await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    events = await hand_codex_the_task(model, codex_home, cwd, command)
     assert {"devagent_start", "devagent_continue", "devagent_sessions"} <= set(model.offered[0])
     assert (workspace / "mcp.txt").read_text() == "via mcp\n"
     [call] = devagent_calls(events)
@@ -238,9 +217,7 @@ async def test_codex_exec_declines_devagents_permission_so_the_write_is_refused(
     codex_home, cwd = dirs
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
     command = devagent_mcp(workspace, script(WRITE), sqlite_url)
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command))
-        await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    await hand_codex_the_task(model, codex_home, cwd, command)
     assert not (workspace / "mcp.txt").exists()
     [result] = model.results
     assert result["status"] == "completed" and result["files_changed"] == [], result
@@ -254,9 +231,7 @@ async def test_codex_exec_without_approve_mode_refuses_to_call_devagent(
     codex_home, cwd = dirs
     model = CallsDevagent("Write 'via mcp' to mcp.txt")
     command = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command, approve=False))
-        events = await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    events = await hand_codex_the_task(model, codex_home, cwd, command, approve=False)
     assert not (workspace / "mcp.txt").exists()
     [result] = model.results
     assert "requires approval, but approval policy is never" in result["text"], result
@@ -283,9 +258,7 @@ async def test_codex_exec_without_required_does_not_wait_for_devagent_to_start(
     model = NotesTheFirstRequest("Write 'via mcp' to mcp.txt")
     held = f'while [ ! -e "{asked}" ]; do sleep 0.05; done; exec "$0" "$@"'
     command = ["sh", "-c", held, *devagent_mcp(workspace, script(WRITE), sqlite_url)]
-    async with FakeResponses(model) as url:
-        (codex_home / "config.toml").write_text(codex_config(url, command, required=False, startup=3600))
-        events = await codex_exec("Use devagent to write 'via mcp' to mcp.txt", cwd, codex_home)
+    events = await hand_codex_the_task(model, codex_home, cwd, command, required=False, startup=3600)
     assert model.offered[0] == [], model.offered
     assert "no devagent tools" in agent_messages(events)
     assert not devagent_calls(events)

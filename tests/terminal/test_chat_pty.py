@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from tests.a2a.procs import TOKEN, serve_argv, serving
-from tests.core_helpers import shell_call, write_call
+from tests.core_helpers import ask_then_echo, shell_call, write_call
 
 HANG = 60  # seconds: only bounds a hang (2 shared cores, cold imports)
 CPR = re.escape("\x1b[6n")
@@ -666,3 +666,46 @@ def test_issue28_item12_continue_shows_the_earlier_turn_and_never_picks_an_empty
     t.line("/status")
     t.expect(r"· session [0-9a-f-]{36}")  # (the full id: /status's line, not the status bar)
     assert t.leave() == 0
+
+
+QUESTION = "Which colour should the button be?"
+# one conversation, three questions (each its own call id)
+QUESTIONS = [step for n in (1, 2, 3) for step in ask_then_echo(QUESTION, ["Red", "Green"], f"q{n}")]
+
+
+def answer_three_questions(t: Term) -> None:
+    """QUESTIONS' three questions, answered with a choice's number, words of one's own, and
+    Ctrl-C, which dismisses the question and lets the turn go on."""
+    for typed, said in (("2", "Green"), ("a dark teal", "a dark teal")):
+        t.prompt()
+        t.line("style it")
+        out = t.expect("Answer")
+        assert f"Ask the user: {QUESTION}" in out and "1. Red" in out and "2. Green" in out, out
+        t.prompt()
+        t.line(typed)
+        t.expect(re.escape(f"Got: The user answered: {said}"))
+    t.prompt()
+    t.line("style it")
+    t.expect("Answer")
+    t.prompt()
+    t.p.sendcontrol("c")
+    t.expect("Question dismissed")
+    t.expect("the user dismissed the question without answering")
+    assert t.leave() == 0
+
+
+def test_issue30_item6_chat_asks_the_models_question(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'q.db'}"
+    t = term("chat", "--model", _script(tmp_path, QUESTIONS), "--db", db, "--approval", "yolo")
+    answer_three_questions(t)
+
+
+def test_issue30_item6_chat_remote_asks_the_models_question(
+    term: Callable[..., Term], tmp_path: Path, workspace: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = serve_argv(db, workspace, _script(tmp_path, QUESTIONS), "--no-sandbox")
+    with serving(args, tmp_path / "serve.log") as srv:
+        answer_three_questions(term("chat", "--url", srv.url, "--token", TOKEN))

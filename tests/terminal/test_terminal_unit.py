@@ -11,6 +11,7 @@ from prompt_toolkit.document import Document
 from rich.console import Console
 
 from devagent.a2a.extension import EXTENSION_URI, EXTENSION_VERSION, tool_call_json
+from devagent.agent.commands import CommandInfo
 from devagent.agent.events import (
     ConfirmationRequest,
     ExecuteDetails,
@@ -26,7 +27,6 @@ from devagent.agent.events import (
     TurnEnd,
 )
 from devagent.preflight import StartError
-from devagent.terminal.backend import CommandEntry
 from devagent.terminal.remote import check_card, tool_call_from_json, understands
 from devagent.terminal.render import Renderer
 from devagent.terminal.repl import LOCAL_COMMANDS, SlashCompleter
@@ -35,8 +35,8 @@ from devagent.terminal.repl import LOCAL_COMMANDS, SlashCompleter
 def _complete(text: str) -> list[str]:
     cmds = [
         *LOCAL_COMMANDS,
-        CommandEntry("memory", "", sub_commands=[CommandEntry("show", ""), CommandEntry("add", "")]),
-        CommandEntry("stats", "", aliases=["usage"]),
+        CommandInfo("memory", "", sub_commands=[CommandInfo("show", ""), CommandInfo("add", "")]),
+        CommandInfo("stats", "", aliases=["usage"]),
     ]
     return [c.text for c in SlashCompleter(cmds).get_completions(Document(text), CompleteEvent())]
 

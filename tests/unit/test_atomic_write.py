@@ -43,8 +43,17 @@ from devagent.agent.tools.base import ToolContext, Workspace
 
 root = Path(sys.argv[1])
 ctx = ToolContext(workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1")
-result = asyncio.run(builtin_tools()[sys.argv[2]].run(json.loads(sys.stdin.read()), ctx))
-print(result.text)
+args = json.loads(sys.stdin.read())
+
+
+async def main():
+    tools = builtin_tools()
+    if (root / args["path"]).exists():  # a file is read before it is replaced
+        await tools["read_file"].run({"path": args["path"]}, ctx)
+    return await tools[sys.argv[2]].run(args, ctx)
+
+
+print(asyncio.run(main()).text)
 """
 
 
@@ -166,7 +175,9 @@ async def test_g4_issue10_a_hard_link_to_a_file_outside_is_not_written_through(
         if tool == "write_file"
         else {"path": "linked.txt", "old_string": "TOP SECRET", "new_string": "overwritten"}
     )
-    await run(tool, args, make_ctx(ws))
+    ctx = make_ctx(ws)
+    await run("read_file", {"path": "linked.txt"}, ctx)
+    await run(tool, args, ctx)
     assert link.read_text() == "overwritten\n"
     assert secret.read_text() == "TOP SECRET\n"
     assert os.stat(secret).st_nlink == 1  # the workspace name is a file of its own now
@@ -193,6 +204,7 @@ async def test_g4_issue10_permissions_are_kept_and_new_files_get_the_default(ws:
     private.write_text("old\n")
     private.chmod(0o600)
     ctx = make_ctx(ws)
+    await run("read_many_files", {"paths": ["run.sh", "private.txt"]}, ctx)
     await run("edit", {"path": "run.sh", "old_string": "old", "new_string": "new"}, ctx)
     await run("write_file", {"path": "private.txt", "content": "new\n"}, ctx)
     await run("write_file", {"path": "fresh.txt", "content": "new\n"}, ctx)

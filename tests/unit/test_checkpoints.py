@@ -32,7 +32,11 @@ def last_text(msgs: list[Any]) -> str:
 
 
 STEPS = [
-    [call("write_file", {"path": "notes.txt", "content": "one\n"}, "w1")],  # 0
+    # README.md is read before step 2 edits it; a read takes no checkpoint
+    [
+        call("write_file", {"path": "notes.txt", "content": "one\n"}, "w1"),
+        call("read_file", {"path": "README.md"}),
+    ],
     [{"text": "wrote"}],  # 1
     [call("edit", {"path": "README.md", "old_string": "Hello.", "new_string": "Bonjour."}, "e1")],  # 2
     [{"text": "edited"}],  # 3
@@ -214,7 +218,11 @@ async def test_g4_g5_restore_never_writes_through_a_symlink_out(
     outside the workspace roots, so it is refused and the outside file is untouched."""
     import shutil
 
-    steps = [[call("write_file", {"path": "sub/x.txt", "content": "agent\n"}, "w")], [{"text": "ok"}]]
+    steps = [
+        [call("read_file", {"path": "sub/x.txt"})],
+        [call("write_file", {"path": "sub/x.txt", "content": "agent\n"}, "w")],
+        [{"text": "ok"}],
+    ]
     core = await core_factory(script(steps), approval_mode="yolo")
     s = await core.create_session([workspace], approval_mode="yolo")
     (workspace / "sub").mkdir()

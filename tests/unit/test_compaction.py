@@ -65,6 +65,9 @@ async def test_issue24_200_turns_with_large_tool_outputs_on_an_8k_window(
             model_api_key="k",
             context_tokens=WINDOW,
             approval_mode="yolo",
+            # the fixed prefix (system prompt and tools) plus one cut result must fit 8k: without
+            # the `task` tool it has the few hundred tokens of room this test was measured with
+            subagent_depth=0,
         )
         s = await core.create_session([workspace], approval_mode="yolo")
         notices: list[str] = []

@@ -65,7 +65,7 @@ async def test_g4_issue12_item1_symlinks_inside_keep_working(ws: Path, resolver:
     ctx = make_ctx(ws)
     for path in ["alias/a.txt", "abs.txt", "src/deep/up.txt", "chain/../a.txt", "src/deep/../a.txt"]:
         res = await run("read_file", {"path": path}, ctx)
-        assert res.text == "inside a\n", path
+        assert res.text == "1\tinside a\n", path
     await run("write_file", {"path": "alias/new.txt", "content": "via alias\n"}, ctx)
     assert (ws / "src" / "new.txt").read_text() == "via alias\n"
     await run("edit", {"path": "abs.txt", "old_string": "inside a", "new_string": "edited"}, ctx)
@@ -139,7 +139,7 @@ async def test_g4_issue12_item1_absolute_paths_outside_refused(
             await run("write_file", {"path": path, "content": "x"}, ctx)
         assert info.value.type == "path_outside_workspace", path
     res = await run("read_file", {"path": str(ws / "src" / "a.txt")}, ctx)
-    assert res.text == "inside a\n"
+    assert res.text == "1\tinside a\n"
 
 
 async def test_g4_issue12_item1_hard_link_read_but_never_written_through(
@@ -149,7 +149,7 @@ async def test_g4_issue12_item1_hard_link_read_but_never_written_through(
     it is read; a write replaces the name by rename and the outside file keeps its content."""
     os.link(outside / "secret.txt", ws / "hard.txt")
     ctx = make_ctx(ws)
-    assert (await run("read_file", {"path": "hard.txt"}, ctx)).text == "TOP SECRET\n"
+    assert (await run("read_file", {"path": "hard.txt"}, ctx)).text == "1\tTOP SECRET\n"
     await run("write_file", {"path": "hard.txt", "content": "mine\n"}, ctx)
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
 

@@ -9,7 +9,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.driver import Door, Paused, TurnDriver
+import pytest
+
+from devagent.agent.driver import Door, Outcome, Paused, TurnDriver
 from devagent.agent.events import (
     Decision,
     Event,
@@ -20,6 +22,7 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.agent.session import Session
 from tests.core_helpers import write_call
 
 TWO_WRITES = [
@@ -53,21 +56,30 @@ class RecordingDoor(Door):
         self.withdrawn_calls.extend(calls)
 
 
-def statuses(events: list[Event], call_id: str) -> list[ToolCallStatus]:
-    return [e.call.status for e in events if isinstance(e, ToolCallUpdate) and e.call.id == call_id]
+Waiting = tuple[Session, RecordingDoor, TurnDriver, "asyncio.Task[Outcome]"]
 
 
-async def test_issue29_driver_takes_answers_in_any_order(
-    core_factory: Any, script: Any, workspace: Path
-) -> None:
-    """Both calls of a step are asked; the answers come back later, the second call's first, and
-    the turn goes on once they came: both ran, the turn finished."""
+@pytest.fixture
+async def waiting(core_factory: Any, script: Any, workspace: Path) -> Waiting:
+    """A turn of two writes in `ask` mode whose driver waits for both answers: its session, door,
+    driver and running task."""
     core = await core_factory(script(TWO_WRITES))
     session = await core.create_session([workspace], approval_mode="ask")
     door = RecordingDoor()
     driver = TurnDriver(session, door)
     running = asyncio.create_task(driver.run(UserPrompt("write both")))
     await door.waited.wait()
+    return session, door, driver, running
+
+
+def statuses(events: list[Event], call_id: str) -> list[ToolCallStatus]:
+    return [e.call.status for e in events if isinstance(e, ToolCallUpdate) and e.call.id == call_id]
+
+
+async def test_issue29_driver_takes_answers_in_any_order(waiting: Waiting, workspace: Path) -> None:
+    """Both calls of a step are asked; the answers come back later, the second call's first, and
+    the turn goes on once they came: both ran, the turn finished."""
+    session, door, driver, running = waiting
     assert [c.id for c in door.asked] == ["wa", "wb"]
     assert driver.awaiting_answers
     driver.answer(Decision("wb", "proceed_once"))
@@ -80,16 +92,11 @@ async def test_issue29_driver_takes_answers_in_any_order(
 
 
 async def test_issue29_driver_asks_only_what_is_still_waiting_after_a_partial_answer(
-    core_factory: Any, script: Any, workspace: Path
+    waiting: Waiting, workspace: Path
 ) -> None:
     """One answer resumes the turn with the other call still waiting: the driver does not ask it
     again, and waits for its answer."""
-    core = await core_factory(script(TWO_WRITES))
-    session = await core.create_session([workspace], approval_mode="ask")
-    door = RecordingDoor()
-    driver = TurnDriver(session, door)
-    running = asyncio.create_task(driver.run(UserPrompt("write both")))
-    await door.waited.wait()
+    _, door, driver, running = waiting
     door.waited.clear()
     driver.answer(Decision("wa", "proceed_once"))
     await door.waited.wait()  # waiting again, for wb only
@@ -102,14 +109,9 @@ async def test_issue29_driver_asks_only_what_is_still_waiting_after_a_partial_an
 
 
 async def test_issue29_driver_cancel_while_waiting_withdraws_the_calls(
-    core_factory: Any, script: Any, workspace: Path
+    waiting: Waiting, workspace: Path
 ) -> None:
-    core = await core_factory(script(TWO_WRITES))
-    session = await core.create_session([workspace], approval_mode="ask")
-    door = RecordingDoor()
-    driver = TurnDriver(session, door)
-    running = asyncio.create_task(driver.run(UserPrompt("write both")))
-    await door.waited.wait()
+    session, door, driver, running = waiting
     await driver.cancel()
     end = await running
     assert isinstance(end, TurnEnd) and end.reason == "cancelled"

@@ -29,7 +29,7 @@ def script(body: dict[str, Any]) -> Reply:
             },
         )
     return Reply(
-        text=["The README says: ", tool_msgs[0]["content"].splitlines()[-1]],
+        text=["The README says: ", tool_msgs[0]["content"].splitlines()[-1].split("\t", 1)[-1]],
         usage={
             "prompt_tokens": 70,
             "completion_tokens": 8,

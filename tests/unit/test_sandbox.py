@@ -372,7 +372,7 @@ def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     """issue 12 item 7: `devagent serve` prints the line before it starts the server and uses the
     sandbox; with --sandbox where bwrap cannot run it exits 2 with one line and starts nothing."""
     from devagent.a2a import server
-    from devagent.a2a.cli import serve_command
+    from devagent.a2a.cli import ServeFlags, serve_command
 
     monkeypatch.chdir(tmp_path)
     for var in ("DEVAGENT_SANDBOX", "DEVAGENT_SANDBOX_NETWORK", "DEVAGENT_CONFIG"):
@@ -383,17 +383,17 @@ def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     )
 
     _fake_probe(monkeypatch, WORKS)
-    assert serve_command(port=0, tokens=["t"]) == 0
+    assert serve_command(ServeFlags(port=0, tokens=["t"])) == 0
     assert started == [True]
     assert f"Shell sandbox: on (bubblewrap 0.8.0, no network{AS_USER})" in capsys.readouterr().err
 
     _fake_probe(monkeypatch, MISSING)
-    assert serve_command(port=0, tokens=["t"]) == 0
+    assert serve_command(ServeFlags(port=0, tokens=["t"])) == 0
     assert started == [True, False]
     assert shell.sandbox_missing() == shell.SandboxMissing(MISSING)  # commands fail closed
     assert f"Shell sandbox: UNAVAILABLE ({MISSING})" in capsys.readouterr().err
 
-    assert serve_command(port=0, tokens=["t"], sandbox=True) == 2
+    assert serve_command(ServeFlags(port=0, tokens=["t"], sandbox=True)) == 2
     assert started == [True, False]
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

@@ -371,6 +371,7 @@ async def test_g6_decision_given_to_a_fresh_process(script: Any, workspace: Path
 
     spec = script(
         [
+            [call("read_file", {"path": "README.md"})],  # an edit needs a read first
             [
                 {"thinking": "need to write"},
                 call("edit", {"path": "README.md", "old_string": "Hello.", "new_string": "Hi!"}, "e"),

@@ -323,10 +323,9 @@ async def test_issue31_item2_types_from_both_folders_and_the_built_ins_in_a_stab
     listing = description[description.index("- alpha-repo") :]
     assert listing.splitlines() == [
         "- alpha-repo: A repository's type.",
-        "- explorer: Read-only: searches and reads the workspace to answer a question about the code "
-        "(where something is, how it works) and reports back; changes nothing.",
-        "- general-purpose: A general-purpose agent with your tools, for a self-contained piece of work "
-        "(a change, a fix, an investigation) you want done in a context of its own.",
+        "- explorer: read-only: searches and reads the code to answer a question about it.",
+        "- general-purpose: your tools, for a change, a fix or an investigation done in a context of "
+        "its own.",
         "- zeta-user: The user's own type.",
     ]
     catalog = session.subagents.catalog()

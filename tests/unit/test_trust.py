@@ -186,16 +186,16 @@ def test_issue20_serve_refuses_bad_identities(
     """issue 20 item 4: an identity name that cannot be a folder, or a mapped folder that does not
     exist, stops `serve` at start with one line and exit code 2."""
     from devagent.a2a import server
-    from devagent.a2a.cli import serve_command
+    from devagent.a2a.cli import ServeFlags, serve_command
 
     monkeypatch.delenv("DEVAGENT_WORKSPACE_FOR", raising=False)
     monkeypatch.setattr(server, "run_server", lambda *a, **k: None)
     root = tmp_path / "root"
     root.mkdir()
     data = {"workspace_roots": [root], "port": 0, "sandbox": False}
-    assert serve_command(tokens=["../x=t1", "bob=t2"], **data) == 2
+    assert serve_command(ServeFlags(tokens=["../x=t1", "bob=t2"], **data)) == 2
     assert "identity name '../x'" in capsys.readouterr().err
     missing = tmp_path / "missing"
-    assert serve_command(tokens=["alice=t1"], workspace_for=[f"alice={missing}"], **data) == 2
+    assert serve_command(ServeFlags(tokens=["alice=t1"], workspace_for=[f"alice={missing}"], **data)) == 2
     assert "not a directory" in capsys.readouterr().err
-    assert serve_command(tokens=["alice=t1"], workspace_for=[f"alice={root}"], **data) == 0
+    assert serve_command(ServeFlags(tokens=["alice=t1"], workspace_for=[f"alice={root}"], **data)) == 0

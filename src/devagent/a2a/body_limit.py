@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.json_response import send_json
+from devagent.common.asgi import HttpMiddleware
 from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
@@ -15,14 +16,14 @@ class _BodyTooLarge(Exception):
     pass
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """Requests whose body is larger than `limit` bytes get HTTP 413 with a JSON-RPC error,
     before the body is read: at once when Content-Length says so, else as soon as the streamed
     body grows past the limit (the app's reading stops there and whatever it would have answered
     is dropped)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
     async def _refuse(self, send: Send) -> None:
@@ -35,10 +36,7 @@ class BodyLimit:
                 return bool(v.strip().isdigit() and int(v) > self.limit)
         return False
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._declared_too_large(scope):
             await self._refuse(send)
             return

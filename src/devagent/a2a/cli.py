@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,41 +134,54 @@ def _flag_or_env(values: list[str] | None, environ: Mapping[str, str], var: str)
     return given
 
 
-def serve_settings(
-    environ: Mapping[str, str],
-    *,
-    host: str,
-    port: int,
-    grpc_port: int | None,
-    workspace_roots: list[Path],
-    tokens: list[str] | None,
-    workspace_for: list[str] | None,
-    allow_private_webhooks: bool,
-    public_url: str | None,
-    max_streams_per_token: int | None,
-    mcp: bool,
-    console: bool,
-    metrics_token: str | None,
-) -> A2ASettings:
+@dataclass(slots=True)
+class ServeFlags:
+    """The flags of `devagent serve`; None (or nothing) where a flag is not given: the
+    environment's value, else the setting's."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    grpc_port: int | None = None
+    workspace_roots: list[Path] = field(default_factory=list)
+    db: str | None = None
+    tokens: list[str] | None = None
+    workspace_for: list[str] | None = None
+    model: str | None = None
+    approval: str | None = None
+    allow_private_webhooks: bool = False
+    public_url: str | None = None
+    lease_seconds: float | None = None
+    sandbox: bool | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    log_level: str = "warning"
+    log_format: str = "text"
+    max_streams_per_token: int | None = None
+    mcp: bool = False
+    console: bool = True
+    metrics_token: str | None = None
+
+
+def serve_settings(environ: Mapping[str, str], flags: ServeFlags) -> A2ASettings:
     """The server's settings from its flags, and the environment where a flag is not given;
     ValueError says what is wrong."""
-    for r in workspace_roots:
+    for r in flags.workspace_roots:
         if not r.is_dir():
             raise ValueError(f"workspace root {r} is not a directory")
-    from_env = server_env_settings(environ, max_streams_per_token)
-    mapped = parse_workspace_for(_flag_or_env(workspace_for, environ, "DEVAGENT_WORKSPACE_FOR"))
+    from_env = server_env_settings(environ, flags.max_streams_per_token)
+    mapped = parse_workspace_for(_flag_or_env(flags.workspace_for, environ, "DEVAGENT_WORKSPACE_FOR"))
     settings = A2ASettings(
-        host=host,
-        port=port,
-        grpc_port=grpc_port,
-        workspace_roots=workspace_roots,
+        host=flags.host,
+        port=flags.port,
+        grpc_port=flags.grpc_port,
+        workspace_roots=list(flags.workspace_roots),
         workspace_for=mapped,
-        tokens=parse_token_args(_flag_or_env(tokens, environ, "DEVAGENT_TOKEN")),
-        allow_private_webhooks=allow_private_webhooks,
-        public_url=public_url or "",
-        mcp=mcp,
-        console=console,
-        metrics_token=(metrics_token or "").strip(),
+        tokens=parse_token_args(_flag_or_env(flags.tokens, environ, "DEVAGENT_TOKEN")),
+        allow_private_webhooks=flags.allow_private_webhooks,
+        public_url=flags.public_url or "",
+        mcp=flags.mcp,
+        console=flags.console,
+        metrics_token=(flags.metrics_token or "").strip(),
         **from_env,
     )
     settings.check_bind()
@@ -176,41 +190,19 @@ def serve_settings(
     return settings
 
 
-def serve_command(
-    *,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    grpc_port: int | None = None,
-    workspace_roots: list[Path] | None = None,
-    db: str | None = None,
-    tokens: list[str] | None = None,
-    workspace_for: list[str] | None = None,
-    model: str | None = None,
-    approval: str | None = None,
-    allow_private_webhooks: bool = False,
-    public_url: str | None = None,
-    lease_seconds: float | None = None,
-    sandbox: bool | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    log_level: str = "warning",
-    log_format: str = "text",
-    max_streams_per_token: int | None = None,
-    mcp: bool = False,
-    console: bool = True,
-    metrics_token: str | None = None,
-) -> int:
-    flags = {
-        "db_url": db,
-        "default_model": model,
-        "model_base_url": base_url,
-        "model_api_key": api_key,
-        "approval_mode": approval,
-        "lease_seconds": lease_seconds,
+def serve_command(flags: ServeFlags) -> int:
+    """`devagent serve`: the flags checked, then the server until it is stopped; the exit code."""
+    overrides = {
+        "db_url": flags.db,
+        "default_model": flags.model,
+        "model_base_url": flags.base_url,
+        "model_api_key": flags.api_key,
+        "approval_mode": flags.approval,
+        "lease_seconds": flags.lease_seconds,
     }
     try:
-        config = load_config(flags)
-        _check_listen_flags(port, grpc_port, log_format)
+        config = load_config(overrides)
+        _check_listen_flags(flags.port, flags.grpc_port, flags.log_format)
     except (ConfigError, ValueError) as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
@@ -220,25 +212,13 @@ def serve_command(
     except StartError as e:
         return report("devagent", e)
     try:
-        settings = serve_settings(
-            os.environ,
-            host=host,
-            port=port,
-            grpc_port=grpc_port,
-            workspace_roots=list(workspace_roots or []),
-            tokens=tokens,
-            workspace_for=workspace_for,
-            allow_private_webhooks=allow_private_webhooks,
-            public_url=public_url,
-            max_streams_per_token=max_streams_per_token,
-            mcp=mcp,
-            console=console,
-            metrics_token=metrics_token,
-        )
+        settings = serve_settings(os.environ, flags)
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
-    return _serve(config, settings, sandbox=sandbox, log_format=log_format, log_level=log_level)
+    return _serve(
+        config, settings, sandbox=flags.sandbox, log_format=flags.log_format, log_level=flags.log_level
+    )
 
 
 def _serve(

@@ -69,9 +69,9 @@ class Emitter:
     What a dialect decides: `metadata_of` (an event's metadata), `tool_json` (what a tool call
     update carries, read once per update), `data` (how such an update or a thought goes out),
     `pause_parts` (the status message of a pause). Shared here and overridden where a dialect
-    differs: `emit` (one status update), `text` (a piece of the reply), `reply` (the reply as an
-    artifact and the final status text) and `status_of` (the status a session's stored state
-    means)."""
+    differs: `task_state` and `message_id` (the state a status update shows, the message it
+    adds to), `text` (a piece of the reply), `reply` (the reply as an artifact and the final
+    status text) and `status_of` (the status a session's stored state means)."""
 
     __slots__ = ("_answer", "_reply_id", "_segment", "context_id", "model", "queue", "task_id")
 
@@ -140,8 +140,26 @@ class Emitter:
         message_id: str | None = None,
     ) -> None:
         parts = [part] if isinstance(part, Part) else part
-        if message_id is None:  # anything but a piece of the reply ends the reply's message
+        await self._status_update(
+            self.task_state(state),
+            parts,
+            self.message_id(kind, message_id),
+            self.metadata_of(kind, error, extra),
+        )
+
+    def task_state(self, state: TaskState) -> TaskState:
+        """The task state this dialect shows for a turn's `state`."""
+        return state
+
+    def message_id(self, kind: str, given: str | None) -> str | None:
+        """The messageId of an event's status message (None: a new one)."""
+        if given is None:  # anything but a piece of the reply ends the reply's message
             self._reply_id = None
+        return given
+
+    async def _status_update(
+        self, state: TaskState, parts: list[Part] | None, message_id: str | None, metadata: Any
+    ) -> None:
         status = (
             TaskStatus(state=state, message=self._message(parts, message_id))
             if parts
@@ -149,7 +167,6 @@ class Emitter:
         )
         # GetCurrentTime's value (microseconds), without its detour through datetime
         status.timestamp.FromMicroseconds(time.time_ns() // 1000)
-        metadata = self.metadata_of(kind, error, extra)
         if metadata is None:
             ev = TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
         else:

@@ -117,12 +117,8 @@ def task_extra(session: Session) -> dict[str, Any]:
     return out
 
 
-# What the pump hands the emitting loop in `_translate`, one small typed item per core event.
-
-
-@dataclass(slots=True)
-class _Text:
-    text: str
+# What the pump hands the emitting loop in `_translate`, one small typed item per core event: the
+# core's own text, thought and notice events, and these.
 
 
 @dataclass(slots=True)
@@ -137,18 +133,6 @@ class _Answer:
     """A model answer begins (`StepBegin.answer`)."""
 
     key: str
-
-
-@dataclass(slots=True)
-class _Thought:
-    subject: str
-    text: str
-
-
-@dataclass(slots=True)
-class _Notice:
-    text: str
-    level: str
 
 
 @dataclass(slots=True)
@@ -175,7 +159,7 @@ class _Done:
 
 
 _DONE = _Done()
-_Item = _Text | _Tool | _Answer | _Thought | _Notice | _End | _Refused | _Done
+_Item = TextDelta | _Tool | _Answer | ThoughtDelta | Notice | _End | _Refused | _Done
 
 
 @dataclass(slots=True)
@@ -425,15 +409,15 @@ class DevagentExecutor(AgentExecutor):
         ended = False
         while True:
             item = await outbox.next()
-            if isinstance(item, _Text):
+            if isinstance(item, TextDelta):
                 await em.text(item.text)
             elif isinstance(item, _Tool):
                 await em.data(ext.TOOL_CALL_UPDATE, item.json)
             elif isinstance(item, _Answer):
                 em.answer_begins(item.key)
-            elif isinstance(item, _Thought):
+            elif isinstance(item, ThoughtDelta):
                 await em.data(ext.THOUGHT, ext.thought_json(item.subject, item.text))
-            elif isinstance(item, _Notice):
+            elif isinstance(item, Notice):
                 error = item.text if item.level == "error" else None
                 await em.emit(WORKING, ext.TEXT_CONTENT, Part(text=item.text), error)
             elif isinstance(item, _End):
@@ -505,12 +489,12 @@ class _Outbox:
             await self._wake.wait()
         item = self._buf.popleft()
         buf = self._buf
-        if isinstance(item, _Text) and buf and isinstance(buf[0], _Text):
+        if isinstance(item, TextDelta) and buf and isinstance(buf[0], TextDelta):
             pieces = [item.text]
-            while buf and isinstance(more := buf[0], _Text):
+            while buf and isinstance(more := buf[0], TextDelta):
                 pieces.append(more.text)
                 buf.popleft()
-            return _Text("".join(pieces))
+            return TextDelta("".join(pieces))
         if isinstance(item, _Tool) and item.status == ToolCallStatus.EXECUTING:
             while (
                 buf
@@ -524,12 +508,12 @@ class _Outbox:
                 item = newer
                 buf.popleft()
             return item
-        if isinstance(item, _Thought) and buf and isinstance(buf[0], _Thought):
+        if isinstance(item, ThoughtDelta) and buf and isinstance(buf[0], ThoughtDelta):
             pieces = [item.text]
-            while buf and isinstance(same := buf[0], _Thought) and same.subject == item.subject:
+            while buf and isinstance(same := buf[0], ThoughtDelta) and same.subject == item.subject:
                 pieces.append(same.text)
                 buf.popleft()
-            return _Thought(item.subject, "".join(pieces))
+            return ThoughtDelta("".join(pieces), item.subject)
         return item
 
 
@@ -557,12 +541,12 @@ class _A2aDoor(Door):
             self.record.event(event)
         if self.in_thought and not isinstance(event, ThoughtDelta):
             if self.held:
-                self.outbox.put(_Thought(self.subject, self.held))
+                self.outbox.put(ThoughtDelta(self.held, self.subject))
             self.subject = self.held = ""
             self.in_thought = False
         if isinstance(event, TextDelta):
             if event.text:
-                self.outbox.put(_Text(event.text))
+                self.outbox.put(event)
                 self.reply.append(event.text)
         elif isinstance(event, ToolCallUpdate):
             self.reply.clear()  # text before a tool call is not the reply
@@ -574,7 +558,7 @@ class _A2aDoor(Door):
             if event.answer:  # the answer's messages get ids of its own (the same if asked again)
                 self.outbox.put(_Answer(f"{self.session_id}/{event.answer}"))
         elif isinstance(event, Notice):
-            self.outbox.put(_Notice(event.text, event.level))
+            self.outbox.put(event)
         elif isinstance(event, NeedsInput):
             # the requests and the calls the client runs go out with the pause itself
             self.outbox.put(_End(INPUT_REQUIRED, parts=self.em.pause_parts(event.calls)))
@@ -584,7 +568,7 @@ class _A2aDoor(Door):
     def _thought(self, ev: ThoughtDelta) -> None:
         if ev.subject:
             self.subject = ev.subject
-            self.outbox.put(_Thought(ev.subject, ev.text))
+            self.outbox.put(ThoughtDelta(ev.text, ev.subject))
         elif self.held or (not self.in_thought and ev.text.startswith("*")):
             # A thought opening with a bold title: hold it until the title is whole.
             self.held += ev.text
@@ -592,12 +576,12 @@ class _A2aDoor(Door):
                 self.subject, rest = split_subject(self.held)
                 self.held = ""
                 if rest:
-                    self.outbox.put(_Thought(self.subject, rest))
+                    self.outbox.put(ThoughtDelta(rest, self.subject))
             elif len(self.held) > 200 or not self.held.startswith("**"[: len(self.held)]):
-                self.outbox.put(_Thought(self.subject, self.held))
+                self.outbox.put(ThoughtDelta(self.held, self.subject))
                 self.held = ""
         else:
-            self.outbox.put(_Thought(self.subject, ev.text))
+            self.outbox.put(ThoughtDelta(ev.text, self.subject))
         self.in_thought = True
 
     def _end(self, ev: TurnEnd) -> _End:

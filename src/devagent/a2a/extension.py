@@ -17,8 +17,10 @@ from devagent.agent.events import (
     ConfirmationRequest,
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     McpDetails,
+    QuestionDetails,
     ToolCall,
     ToolOutput,
 )
@@ -81,6 +83,10 @@ def confirmation_request_json(req: ConfirmationRequest) -> dict[str, Any]:
     det = req.details
     if isinstance(det, FileDiff):
         out["file_edit_details"] = file_diff_json(det)
+    elif isinstance(det, FileDiffs):
+        # The RFC's file_edit_details hold one file: a change of several is shown as text.
+        described = f"Change {len(det.files)} files:\n\n{det.formatted_diff}"
+        out["generic_details"] = {"description": described}
     elif isinstance(det, ExecuteDetails):
         ex: dict[str, Any] = {"command": det.command}
         if det.working_directory:
@@ -90,6 +96,13 @@ def confirmation_request_json(req: ConfirmationRequest) -> dict[str, Any]:
         out["mcp_details"] = {"server_name": det.server_name, "tool_name": det.tool_name}
     elif isinstance(det, GenericDetails):
         out["generic_details"] = {"description": det.description}
+    elif isinstance(det, QuestionDetails):
+        # devagent's addition (ask_user): the options are the choices, `answer` and `cancel`
+        out["question_details"] = {
+            "question": det.question,
+            "choices": list(det.choices),
+            "allow_free_text": det.allow_free_text,
+        }
     return out
 
 
@@ -97,7 +110,7 @@ def tool_output_json(o: ToolOutput) -> dict[str, Any]:
     """The ToolOutput oneof: a diff for edits, else the text the model saw (a shell command's
     output, say), else the structured data."""
     if o.diff is not None:
-        return {"diff": file_diff_json(o.diff)}
+        return {"diff": file_diff_json(o.diff if isinstance(o.diff, FileDiff) else o.diff.combined())}
     if _mcp_rich(o.data):  # an MCP result's images reach the client, with the text
         return {"structured_data": {"text": o.text, **o.data}}
     if o.text or o.data is None:
@@ -229,7 +242,7 @@ def validate_workspace(path: str, allowed_roots: list[Path]) -> str:
 
 @dataclass(slots=True)
 class Confirmation:
-    """ToolCallConfirmation."""
+    """ToolCallConfirmation. `new_content`: an edit's content, or a question's typed answer."""
 
     tool_call_id: str
     selected_option_id: str
@@ -238,7 +251,9 @@ class Confirmation:
 
 def parse_confirmation(data: dict[str, Any]) -> Confirmation | None:
     """A ToolCallConfirmation from a DataPart's data, in the RFC's form (possibly keyed by the
-    extension URI) or the legacy `{callId, outcome, newContent}`; None if it is not one."""
+    extension URI) or the legacy `{callId, outcome, newContent}`; None if it is not one. A
+    question's typed answer is `question_details.answer` (RFC form) or, in the legacy form,
+    `newContent` or the first of gemini-core's `answers` (`{"0": "..."}`)."""
     inner = data.get(EXTENSION_URI)
     if isinstance(inner, dict):
         data = inner
@@ -248,14 +263,20 @@ def parse_confirmation(data: dict[str, Any]) -> Confirmation | None:
             raise SettingsError("ToolCallConfirmation needs tool_call_id and selected_option_id")
         new_content = None
         fd = data.get("file_details")
+        qd = data.get("question_details")
         if isinstance(fd, dict) and isinstance(fd.get("new_content"), str):
             new_content = fd["new_content"]
+        elif isinstance(qd, dict) and isinstance(qd.get("answer"), str):
+            new_content = qd["answer"]
         return Confirmation(tcid, opt, new_content)
     if "callId" in data and "outcome" in data:
         call_id, outcome = data.get("callId"), data.get("outcome")
         if not isinstance(call_id, str) or not isinstance(outcome, str):
             raise SettingsError("confirmation needs callId and outcome")
         nc = data.get("newContent")
+        answers = data.get("answers")
+        if not isinstance(nc, str) and isinstance(answers, dict):
+            nc = next((v for _, v in sorted(answers.items()) if isinstance(v, str)), None)
         return Confirmation(call_id, outcome, nc if isinstance(nc, str) else None)
     return None
 

@@ -49,7 +49,7 @@ from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
-from devagent.agent.events import InputError, Resume
+from devagent.agent.events import ANSWER_OPTION, InputError, Resume
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -146,14 +146,15 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
             prepared.text_results = ct.parse_text_results(prepared.text)
         except ct.ToolResultsError as e:
             raise InvalidParamsError(message=str(e)) from None
-    if (
-        prepared.text
-        and prepared.text_results is None
-        and any(c.selected_option_id == "cancel" for c in confirmations)
-    ):
+    if prepared.text and prepared.text_results is None:
         # Other text beside a refusal is the user's reason, passed on to the model (the RFC's
-        # ToolCallConfirmation has no field for it; `devagent chat --url` sends it so).
-        prepared.feedback = prepared.text
+        # ToolCallConfirmation has no field for it; `devagent chat --url` sends it so); beside a
+        # question's free answer without its text, it is the answer.
+        if any(c.selected_option_id == "cancel" for c in confirmations):
+            prepared.feedback = prepared.text
+        for c in confirmations:
+            if c.selected_option_id == ANSWER_OPTION and c.new_content is None:
+                c.new_content = prepared.text
     return prepared
 
 
@@ -437,15 +438,22 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
         """A plain client answers a permission request in words, on the waiting task: `yes`,
         `always`, or `no` with feedback become the decisions; other text refuses the calls with
-        the user's words for the model (`plain.parse_answer`)."""
+        the user's words for the model (`plain.parse_answer`). A question waiting is answered
+        first, with the whole text (`plain.question_answer`)."""
         # late: only plain clients answering in words need the parser
-        from devagent.a2a.plain import parse_answer
+        from devagent.a2a.plain import parse_answer, question_answer
 
         session = await self.devagent.core.inspect(session_id_for(owner_of(context), task.context_id))
         if session is None or session.state.turn_label != task.id:
             return
         asks = [c for c in session.waiting_calls() if not c.awaiting_client]
         if not asks:
+            return
+        question = next((c for c in asks if c.question is not None), None)
+        if question is not None:  # the question shown (the first), answered with the text
+            confirmation, prepared.feedback = question_answer(question, prepared.text)
+            prepared.confirmations.append(confirmation)
+            prepared.text = ""
             return
         answer = parse_answer(prepared.text)
         for c in asks:

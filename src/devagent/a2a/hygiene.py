@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.json_response import send_json
+from devagent.common.asgi import HttpMiddleware
 from devagent.common.rpcerrors import (
     INTERNAL_ERROR,
     clean_error,
@@ -26,7 +27,7 @@ from devagent.common.rpcerrors import (
 )
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +94,8 @@ def clean_sse_chunk(chunk: bytes, what: str) -> bytes:
     return b"\n".join(lines)
 
 
-class ErrorHygiene:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class ErrorHygiene(HttpMiddleware):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         what = f"{scope.get('method', '')} {scope.get('path', '')}".strip()
         mode = ""
         held: Message | None = None

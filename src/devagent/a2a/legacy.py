@@ -24,12 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.types import (
     Artifact,
-    Message,
     Part,
     TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 
 from devagent.a2a import extension as ext
@@ -41,8 +38,10 @@ from devagent.a2a.request import LegacyRequest as LegacyRequest
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     McpDetails,
+    QuestionDetails,
     ToolCall,
     ToolCallStatus,
     ToolKind,
@@ -117,9 +116,11 @@ _TOOL_KIND = {
     ToolKind.READ: "read",
     ToolKind.EDIT: "edit",
     ToolKind.EXECUTE: "execute",
+    ToolKind.FETCH: "fetch",
     ToolKind.INTERNAL: "think",
     ToolKind.CLIENT: "other",
     ToolKind.MCP: "other",
+    ToolKind.QUESTION: "communicate",
 }
 
 
@@ -174,11 +175,14 @@ def apply_confirmations(session: Session, prepared: Prepared, lreq: LegacyReques
     kept: list[ext.Confirmation] = []
     for c in prepared.confirmations:
         call = waiting[c.tool_call_id]
+        lreq.outcomes[c.tool_call_id] = c.selected_option_id
+        if call.question is not None:
+            kept.append(question_confirmation(call.question, c))
+            continue
         req = call.confirmation
         offered = [o.id for o in req.options] if req is not None else []
         is_edit = req is not None and isinstance(req.details, FileDiff)
         key = c.tool_call_id
-        lreq.outcomes[c.tool_call_id] = c.selected_option_id
         if c.selected_option_id == MODIFY:
             if c.new_content is not None and is_edit:
                 edits[key] = c.new_content
@@ -196,6 +200,21 @@ def apply_confirmations(session: Session, prepared: Prepared, lreq: LegacyReques
         lreq.reannounce = True
         lreq.edits = dict(edits)
     return changed
+
+
+def question_confirmation(q: QuestionDetails, c: ext.Confirmation) -> ext.Confirmation:
+    """A legacy answer to a question: `cancel` dismisses it; any other outcome answers it with
+    the text sent (gemini-core's `answers`, or `newContent`): a choice's label or number picks it,
+    other text is the free answer."""
+    if c.selected_option_id == "cancel":
+        return ext.Confirmation(c.tool_call_id, "cancel")
+    if c.selected_option_id not in _NEAREST:
+        raise ext.SettingsError(f"outcome {c.selected_option_id!r} does not answer a question")
+    got = q.answer_for(c.new_content or "")
+    if got is None:
+        wanted = "one of its options" if not q.allow_free_text else "its text"
+        raise ext.SettingsError(f"an answer to the question {q.question!r} needs {wanted} in `answers`")
+    return ext.Confirmation(c.tool_call_id, got[0], got[1])
 
 
 # --- agent -> client -----------------------------------------------------------------------------
@@ -231,6 +250,12 @@ def file_diff_json(d: FileDiff) -> dict[str, Any]:
     }
 
 
+def _result_display(diff: FileDiff | FileDiffs | None, text: str) -> Any:
+    if diff is None:
+        return text
+    return file_diff_json(diff if isinstance(diff, FileDiff) else diff.combined())
+
+
 def confirmation_details_json(c: ToolCall, edited: str | None = None) -> dict[str, Any]:
     """gemini-core ToolCallConfirmationDetails with its `type`."""
     assert c.confirmation is not None
@@ -258,6 +283,12 @@ def confirmation_details_json(c: ToolCall, edited: str | None = None) -> dict[st
             "rootCommand": root,
             "rootCommands": [root] if root else [],
         }
+    if isinstance(det, FileDiffs):
+        return {
+            "type": "info",
+            "title": f"Confirm changes to {len(det.files)} files",
+            "prompt": det.formatted_diff,
+        }
     if isinstance(det, McpDetails):
         return {
             "type": "mcp",
@@ -266,6 +297,20 @@ def confirmation_details_json(c: ToolCall, edited: str | None = None) -> dict[st
             "toolName": det.tool_name,
             "toolDisplayName": det.tool_name,
             "toolArgs": c.args,
+        }
+    if isinstance(det, QuestionDetails):  # gemini-core's ask_user confirmation
+        return {
+            "type": "ask_user",
+            "title": "Ask User",
+            "questions": [
+                {
+                    "question": det.question,
+                    "header": "Question",
+                    "type": "choice" if det.choices else "text",
+                    "options": [{"label": choice, "description": ""} for choice in det.choices],
+                    "multiSelect": False,
+                }
+            ],
         }
     assert isinstance(det, GenericDetails)
     return {"type": "info", "title": f"Confirm {c.name}", "prompt": det.description}
@@ -280,7 +325,7 @@ def response_json(c: ToolCall) -> dict[str, Any]:
             "responseParts": [
                 {"functionResponse": {"id": c.id, "name": c.name, "response": {"output": text}}}
             ],
-            "resultDisplay": file_diff_json(c.output.diff) if c.output.diff is not None else text,
+            "resultDisplay": _result_display(c.output.diff, text),
             "contentLength": len(text),
         }
     message = c.error.message if c.error is not None else "no result"
@@ -374,18 +419,29 @@ class LegacyEmitter(Emitter):
     def status_of(
         self, state: SessionState, waiting: list[ToolCall]
     ) -> tuple[TaskState, list[Part] | None, str]:
-        """A turn that ended leaves a legacy task waiting for the next message (see `emit`)."""
+        """A turn that ended leaves a legacy task waiting for the next message (`task_state`)."""
         task_state, parts, error = super().status_of(state, waiting)
-        if task_state in (COMPLETED, FAILED):
-            task_state = INPUT_REQUIRED
-        return task_state, parts, error
+        return self.task_state(task_state), parts, error
 
-    def _legacy_message(self, parts: list[Part], shared: bool) -> Message:
+    def task_state(self, state: TaskState) -> TaskState:
+        """A turn that ends (finished, a model error, the step limit) leaves the task waiting for
+        the client's next message, as these clients expect; an error never makes it terminal."""
+        return INPUT_REQUIRED if state in (COMPLETED, FAILED) else state
+
+    def message_id(self, kind: str, given: str | None) -> str | None:
+        """The text pieces of one model response share a messageId; anything else ends it."""
+        shared = _KINDS.get(kind, STATE_CHANGE) == TEXT_CONTENT
         if not shared:
-            return self._message(parts)
+            self._msg_id = None
+        return self._shared_id(shared)
+
+    def _shared_id(self, shared: bool) -> str | None:
+        """The messageId the pieces of the model's response share (None: not shared, a new one)."""
+        if not shared:
+            return None
         if self._msg_id is None:
             self._msg_id = str(uuid.uuid4())
-        return self._message(parts, self._msg_id)
+        return self._msg_id
 
     async def _send(
         self,
@@ -395,39 +451,9 @@ class LegacyEmitter(Emitter):
         error: str | None = None,
         shared: bool = False,
     ) -> None:
-        status = (
-            TaskStatus(state=state, message=self._legacy_message(parts, shared))
-            if parts
-            else TaskStatus(state=state)
+        await self._status_update(
+            state, parts, self._shared_id(shared), event_metadata(kind, self.model, error)
         )
-        status.timestamp.GetCurrentTime()
-        await self.queue.enqueue_event(
-            TaskStatusUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                status=status,
-                metadata=event_metadata(kind, self.model, error),
-            )
-        )
-
-    async def emit(
-        self,
-        state: TaskState,
-        kind: str,
-        part: Part | list[Part] | None = None,
-        error: str | None = None,
-        extra: dict[str, Any] | None = None,
-        message_id: str | None = None,
-    ) -> None:
-        # A turn that ends (finished, a model error, the step limit) leaves the task waiting for the
-        # client's next message, as these clients expect; an error never makes it terminal.
-        if state in (COMPLETED, FAILED):
-            state = INPUT_REQUIRED
-        lk = _KINDS.get(kind, STATE_CHANGE)
-        shared = lk == TEXT_CONTENT
-        if not shared:
-            self._msg_id = None
-        await self._send(state, lk, [part] if isinstance(part, Part) else part, error, shared)
 
     async def text(self, text: str) -> None:
         await self._send(WORKING, TEXT_CONTENT, [Part(text=text)], shared=True)

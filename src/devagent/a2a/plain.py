@@ -10,8 +10,10 @@ Such a client knows tasks, messages and text, nothing of ToolCalls or thoughts. 
 - a permission request ends the turn `input-required` with a status message that says, in words,
   what the agent wants to do and how to answer: `yes`, `always`, or `no` followed by optional
   feedback for the model; the answer comes back as text (`parse_answer`). The extension's
-  ToolCallConfirmation DataPart is accepted too. Client-supplied tools (their own design, not the
-  extension) keep their DataParts.
+  ToolCallConfirmation DataPart is accepted too;
+- a question the model asks (`ask_user`) ends it `input-required` with the question and its
+  choices numbered; the next text message is the answer (`question_answer`). Client-supplied
+  tools (their own design, not the extension) keep their DataParts.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState
 from devagent.a2a import extension as ext
 from devagent.a2a.emitter import Emitter, tool_calls_part
 from devagent.agent.events import ToolCall, ToolCallStatus, ToolKind
-from devagent.agent.wording import request_text
+from devagent.agent.wording import how_to_answer, question_words, request_text
 
 if TYPE_CHECKING:
     from a2a.server.events import EventQueue
@@ -90,10 +92,33 @@ def parse_answer(text: str) -> Answer:
     return Answer("cancel", f"the user answered with a message instead: {stripped}")
 
 
+def question_answer(call: ToolCall, text: str) -> tuple[ext.Confirmation, str]:
+    """A text answer to a waiting question: a choice (its number or its text), else the text as
+    the free answer; where the question takes no free answer and the text names no choice, the
+    question is dismissed with the user's words for the model. Returns the confirmation and the
+    feedback that goes with a dismissal."""
+    q = call.question
+    got = q.answer_for(text) if q is not None else None
+    if got is None:
+        said = text.strip()
+        return ext.Confirmation(call.id, "cancel"), f"they replied: {said}" if said else ""
+    option, content = got
+    return ext.Confirmation(call.id, option, content), ""
+
+
+def _question_text(call: ToolCall) -> str:
+    q = call.question
+    assert q is not None
+    return f"{question_words(q)}\n{how_to_answer(q)}"
+
+
 def pause_text(calls: list[ToolCall]) -> str:
     asks = [c for c in calls if not c.awaiting_client]
     if not asks:
         return ""
+    question = next((c for c in asks if c.question is not None), None)
+    if question is not None:  # one question at a time; other requests are asked after it
+        return _question_text(question)
     if len(asks) == 1:
         what = f"I want to {request_text(asks[0])}."
     else:
@@ -116,6 +141,8 @@ def progress_text(call: ToolCall) -> str | None:
             return f"Editing {path}"
         if call.kind == ToolKind.EXECUTE:
             return f"Running `{call.args.get('command', call.description)}`"
+        if call.kind == ToolKind.FETCH:
+            return f"Fetching {call.args.get('url', call.description)}"
         return None  # reads, searches, internal tools: not worth a line
     if call.status == ToolCallStatus.FAILED and call.error is not None and call.error.type != "cancelled":
         return f"{call.name} failed: {call.error.message}"

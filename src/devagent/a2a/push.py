@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_PRIVATE_HINT = "start the server with --allow-private-webhooks"
+_PRIVATE_HINT = "start the server with --allow-private-webhooks, or list its network in outbound_allow"
 
 # Per-process caches of the push tables: registrations read or written, and
 # tasks known to have configs or none.

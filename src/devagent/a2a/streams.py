@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.json_response import send_json
 from devagent.a2a.settings import REST_PREFIX
+from devagent.common.asgi import HttpMiddleware
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -105,19 +106,16 @@ def is_rest_stream(scope: Scope) -> bool:
     return path.startswith(REST_PREFIX + "/") and path.endswith((":stream", ":subscribe"))
 
 
-class StreamSlots:
+class StreamSlots(HttpMiddleware):
     """Gives every HTTP request a place for the stream slot it takes and releases it when the
     request ends; refuses the HTTP+JSON binding's streaming routes over the limit (HTTP 429 with
     that binding's error body) before they are routed."""
 
     def __init__(self, app: ASGIApp, limit: StreamLimit) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         held: list[StreamSlot] = []
         scope[_SCOPE_KEY] = held
 

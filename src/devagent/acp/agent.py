@@ -24,6 +24,7 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
     CloseSessionResponse,
+    ElicitationFormSessionMode,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -48,6 +49,7 @@ from devagent.agent.events import (
     Event,
     InputError,
     Notice,
+    QuestionDetails,
     StatusUpdate,
     StepBegin,
     TextDelta,
@@ -61,6 +63,7 @@ from devagent.agent.events import (
     ToolCallUpdate as CoreToolCallUpdate,
 )
 from devagent.agent.tools.backends import ToolBackends
+from devagent.common.waiting import done_or_set
 from devagent.preflight import open_core
 
 if TYPE_CHECKING:
@@ -363,45 +366,72 @@ class DevagentAgent:
         return outcome
 
     async def _ask(self, o: _Open, call: ToolCall) -> Decision | None:
-        """`session/request_permission` for one call; None when the turn was cancelled first."""
+        """`session/request_permission` for one call (a question: an elicitation where the client
+        takes one); None when the turn was cancelled first."""
         assert self.conn is not None
         root = o.session.workspace.primary
         if call.id not in o.seen:
             o.seen.add(call.id)
             await self._send(o.session.id, t.tool_call_update(call, root, first=True))
+        q = call.question
+        if q is not None and self.client_offers("elicitation", "form"):
+            return await self._elicit(o, call, q)
+        if q is not None and not q.choices:  # a permission request takes no typed answer
+            return Decision(call.id, "cancel", feedback=CANNOT_TYPE)
         tool_call, options = t.permission_request(call, root)
-        ask = asyncio.ensure_future(
+        answer = await self._client_answer(
+            o,
+            call,
             self.conn.request_permission(
                 session_id=o.session.id,
                 tool_call=ToolCallUpdate.model_validate(tool_call),
                 options=[PermissionOption.model_validate(x) for x in options],
-            )
+            ),
         )
-        cancelled = asyncio.ensure_future(o.cancelled.wait())
-        try:
-            await asyncio.wait({ask, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
-        if not ask.done():
-            # Cancelled: the client answers the request `cancelled` (its side of session/cancel);
-            # the answer is not waited for.
-            ask.add_done_callback(lambda f: f.cancelled() or f.exception())
-            return None
-        try:
-            answer = ask.result()
-        except RequestError as e:
-            log.info("the client answered the permission request with an error: %s", e)
-            return Decision(call.id, "cancel", feedback=str(e))
+        if answer is None or isinstance(answer, Decision):
+            return answer
         outcome = answer.outcome
         if getattr(outcome, "outcome", "") != "selected":
             o.cancelled.set()  # the client cancelled the prompt
             return None
-        option = outcome.option_id  # type: ignore[union-attr]
+        option = outcome.option_id
         offered = call.option_ids()
         if option not in offered:
             log.warning("the client chose option %r, which was not offered; taken as a refusal", option)
             option = "cancel"
         return Decision(call.id, option)
+
+    async def _elicit(self, o: _Open, call: ToolCall, q: QuestionDetails) -> Decision | None:
+        """A question as an elicitation form (its choices, a text field): the answer given, or the
+        question dismissed (declined, cancelled, left empty); None when the turn was cancelled."""
+        assert self.conn is not None
+        mode = ElicitationFormSessionMode.model_validate(
+            {"sessionId": o.session.id, "toolCallId": call.id, "requestedSchema": t.question_form(q)}
+        )
+        form = self.conn.create_elicitation(message=q.question, mode=mode)
+        answer = await self._client_answer(o, call, form)
+        if answer is None or isinstance(answer, Decision):
+            return answer
+        got = t.question_answer(q, getattr(answer, "content", None)) if answer.action == "accept" else None
+        if got is None:
+            return Decision(call.id, "cancel")
+        return Decision(call.id, got[0], new_content=got[1])
+
+    async def _client_answer(self, o: _Open, call: ToolCall, request: Any) -> Any:
+        """A request to the client about a waiting call, waited for until it is answered or the
+        prompt is cancelled: the client's answer; a refusal of the call when the client answered
+        with an error; None when the prompt was cancelled first (the client answers the request
+        `cancelled` on its side of session/cancel; that answer is not waited for)."""
+        ask: asyncio.Future[Any] = asyncio.ensure_future(request)
+        await done_or_set(ask, o.cancelled)
+        if not ask.done():
+            ask.add_done_callback(lambda f: f.cancelled() or f.exception())
+            return None
+        try:
+            return ask.result()
+        except RequestError as e:
+            log.info("the client answered its request about %s with an error: %s", call.name, e)
+            return Decision(call.id, "cancel", feedback=str(e))
 
     async def _emit(self, o: _Open, ev: Any) -> None:
         sid = o.session.id
@@ -434,12 +464,26 @@ class DevagentAgent:
         return bool(getattr(self.transport, "eof", False))
 
     def client_can(self, *path: str) -> bool:
+        return self._client_cap(path) is True
+
+    def client_offers(self, *path: str) -> bool:
+        """A capability the client declares with an object (`elicitation.form: {}`)."""
+        return isinstance(self._client_cap(path), dict)
+
+    def _client_cap(self, path: tuple[str, ...]) -> Any:
         node: Any = self.client_caps
         for key in path:
             if not isinstance(node, dict):
-                return False
+                return None
             node = node.get(key)
-        return node is True
+        return node
+
+
+# What the model reads when a question takes only a typed answer and the editor cannot take one.
+CANNOT_TYPE = (
+    "the user's editor cannot take a typed answer; ask again with choices, or say in your answer "
+    "what you need to know"
+)
 
 
 def _error(code: int, reason: str, **data: Any) -> RequestError:

@@ -16,15 +16,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the Agent Client Protocol (ACP, protocol version 1) on stdin/stdout, for editors "
         "such as Zed, JetBrains IDEs, Neovim and Emacs.",
     )
-    p.add_argument(
-        "--work-dir",
-        "-w",
-        help="workspace root of every session (default: the cwd the editor sends with session/new)",
+    stdio_cli.add_work_dir(
+        p, "workspace root of every session (default: the cwd the editor sends with session/new)"
     )
-    p.add_argument(
-        "--approval",
-        choices=("ask", "auto-edit", "yolo", "plan"),
-        help="approval mode of new sessions, and the most permissive mode the editor may switch to "
+    stdio_cli.add_approval(
+        p,
+        "approval mode of new sessions, and the most permissive mode the editor may switch to "
         "(default: the server's approval_mode, ask)",
     )
     p.add_argument(
@@ -40,14 +37,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 def acp_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "acp")
-    return run_acp(
-        args.work_dir,
-        session_id=args.session,
-        model=args.model,
-        approval=args.approval,
-        db_url=args.db or "",
-        log_file=args.log_file,
-        verbose=args.verbose,
-        settings=stdio_cli.settings(args, flags),
-        debug=flags.debug,
-    )
+    return run_acp(stdio_cli.door_flags(args, flags), session_id=args.session, approval=args.approval)

@@ -21,8 +21,7 @@ import contextlib
 import json
 import logging
 import signal
-import sys
-from collections.abc import Mapping
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,10 @@ from devagent import __version__
 from devagent.acp import translate as t
 from devagent.acp.options import AcpOptions
 from devagent.common.jsonlimits import depth_message, too_deep
+from devagent.common.waiting import done_or_set
 from devagent.preflight import stdio_door_config
-from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
+from devagent.stdio import Output, OverlongLine, serve_lines, start_reader, work_folder
+from devagent.stdio_cli import DoorFlags
 
 log = logging.getLogger("devagent.acp")
 
@@ -174,43 +175,20 @@ def _initialize(opts: AcpOptions, params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run_acp(
-    work_dir: str | None,
-    *,
-    session_id: str | None = None,
-    model: str | None = None,
-    approval: str | None = None,
-    db_url: str = "",
-    log_file: str | None = None,
-    verbose: bool = False,
-    settings: Mapping[str, Any] | None = None,
-    debug: bool = False,
-) -> int:
-    """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code.
-    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
+def run_acp(flags: DoorFlags, *, session_id: str | None = None, approval: str | None = None) -> int:
+    """Serve ACP on this process's stdin/stdout until stdin closes. Returns the exit code."""
     wd: Path | None = None
-    if work_dir:
-        wd = Path(work_dir).expanduser().resolve()
-        if not wd.is_dir():
-            print(f"devagent acp: --work-dir {work_dir} is not a directory", file=sys.stderr)
-            return 2
-    config = stdio_door_config(
-        "devagent acp", db_url=db_url, model=model, approval=approval, settings=settings, debug=debug
-    )
+    if flags.work_dir and (wd := work_folder("devagent acp", flags.work_dir)) is None:
+        return 2
+    config = stdio_door_config("devagent acp", flags, approval)
     if isinstance(config, int):
         return config
-    try:
-        limits = line_limits()
-    except ValueError as e:
-        print(f"devagent acp: {e}", file=sys.stderr)
-        return 2
-    proto_fd = guard_stdout()
-    setup_logging(verbose, log_file)
-    opts = AcpOptions(config=config, work_dir=wd, session_id=session_id, model=model, **limits)
-    try:
-        return asyncio.run(_serve_stdio(opts, proto_fd))
-    except KeyboardInterrupt:
-        return 130
+
+    def serve(limits: dict[str, int], proto_fd: int) -> Coroutine[Any, Any, int]:
+        opts = AcpOptions(config=config, work_dir=wd, session_id=session_id, model=flags.model, **limits)
+        return _serve_stdio(opts, proto_fd)
+
+    return serve_lines("devagent acp", flags.verbose, flags.log_file, serve)
 
 
 async def _serve_stdio(opts: AcpOptions, proto_fd: int) -> int:
@@ -224,11 +202,9 @@ async def _serve_stdio(opts: AcpOptions, proto_fd: int) -> int:
             loop.add_signal_handler(sig, stop.set)
     out = Output(proto_fd)
     serving = asyncio.ensure_future(serve(opts, queue, out))
-    stopping = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    await done_or_set(serving, stop)
     if not serving.done():  # a signal: EOF for the connection, which then shuts down
         queue.put_nowait(None)
         await asyncio.wait({serving}, timeout=15)
-    stopping.cancel()
     await out.flush(10)  # the last answers reach a client that reads
     return serving.result() if serving.done() and not serving.cancelled() else 0

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import (
+    ANSWER_OPTION,
     ExecuteDetails,
     FileDiff,
+    QuestionDetails,
     ToolCall,
     ToolCallStatus,
     ToolKind,
     TurnEnd,
     Usage,
+    file_diffs,
 )
 
 JSON = dict[str, Any]
@@ -41,7 +44,7 @@ _STATUS = {
     ToolCallStatus.CANCELLED: "failed",
 }
 
-_SEARCH_TOOLS = frozenset(("grep", "glob"))
+_SEARCH_TOOLS = frozenset(("grep", "glob", "web_search"))
 
 # The core's permission options and the ACP kinds they are (allow_once, allow_always,
 # reject_once, reject_always). The option id sent to the client is the core's own, so the
@@ -149,9 +152,11 @@ def tool_kind(call: ToolCall) -> str:
         return "edit"
     if call.kind is ToolKind.EXECUTE:
         return "execute"
+    if call.kind is ToolKind.FETCH:
+        return "fetch"
     if call.kind is ToolKind.INTERNAL:
         return "think"
-    return "other"
+    return "other"  # client, MCP and question calls
 
 
 def locations(call: ToolCall, root: Path) -> list[JSON]:
@@ -197,9 +202,9 @@ def tool_content(call: ToolCall, terminal_id: str | None = None) -> list[JSON]:
     content: list[JSON] = []
     details = call.confirmation.details if call.confirmation is not None else None
     if call.output is not None and call.output.diff is not None:
-        content.append(_diff(call.output.diff))
-    elif isinstance(details, FileDiff):
-        content.append(_diff(details))
+        content += [_diff(d) for d in file_diffs(call.output.diff)]
+    else:
+        content += [_diff(d) for d in file_diffs(details)]
     if terminal_id is not None:
         content.append({"type": "terminal", "terminalId": terminal_id})
     elif call.kind is ToolKind.EXECUTE:
@@ -255,8 +260,38 @@ def permission_request(call: ToolCall, root: Path) -> tuple[JSON, list[JSON]]:
     options = [
         {"optionId": o.id, "name": o.name, "kind": _OPTION_KINDS.get(o.id, "allow_once")}
         for o in (call.confirmation.options if call.confirmation else [])
+        # a question's choices are options; its typed answer needs a form (`question_form`)
+        if o.id != ANSWER_OPTION
     ]
     return tool_call, options
+
+
+def question_form(q: QuestionDetails) -> JSON:
+    """The form of an elicitation that asks a question: its choices as a single-select of
+    strings, and a text field for an answer in the user's own words where one is taken."""
+    properties: JSON = {}
+    if q.choices:
+        properties["choice"] = {"type": "string", "title": "Choose", "enum": list(q.choices)}
+    if q.allow_free_text:
+        title = "Or answer in your own words" if q.choices else "Your answer"
+        properties["answer"] = {"type": "string", "title": title}
+    form: JSON = {"type": "object", "title": q.question, "properties": properties}
+    if not q.choices:
+        form["required"] = ["answer"]
+    elif not q.allow_free_text:
+        form["required"] = ["choice"]
+    return form
+
+
+def question_answer(q: QuestionDetails, content: Any) -> tuple[str, str | None] | None:
+    """The answer in an accepted question form: the words typed, else the choice made; None when
+    it holds neither (the question then counts as dismissed)."""
+    content = content if isinstance(content, dict) else {}
+    for key in ("answer", "choice"):
+        value = content.get(key)
+        if isinstance(value, str) and value.strip():
+            return q.answer_for(value)
+    return None
 
 
 def plan(todos: list[JSON]) -> JSON:

@@ -13,11 +13,18 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from devagent.agent.events import PermissionOption, ToolKind
+from devagent.agent.events import (
+    ANSWER_OPTION,
+    PermissionOption,
+    QuestionDetails,
+    ToolKind,
+    choice_option,
+)
 from devagent.agent.mcp_names import server_of
 from devagent.agent.state import SessionState
-from devagent.agent.tools.shell import active_sandbox
+from devagent.agent.tools.shell import RunShellCommand, active_sandbox
 
 Verdict = Literal["run", "ask", "deny", "client"]
 
@@ -29,6 +36,12 @@ class Decision:
     # Runs unasked because a prefix grant covers it ("git status"), not because of the mode or
     # an exact grant: it must start only what was shown (gitguard).
     granted: bool = False
+
+
+def _command(kind: ToolKind, name: str) -> bool:
+    """Whether a call runs a shell command, which grants and refusals name by what it runs (other
+    calls that execute, such as writing to a background process's input, by their tool)."""
+    return kind is ToolKind.EXECUTE and name == RunShellCommand.name
 
 
 def shell_root(command: str) -> str:
@@ -270,12 +283,20 @@ def paths_inside(commands: list[list[str]], workspace_roots: list[str], director
 def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
     if kind is ToolKind.CLIENT:
         return Decision("client")
+    if kind is ToolKind.QUESTION:  # only the user answers a question: no mode or grant does
+        return Decision("ask")
     if kind in (ToolKind.READ, ToolKind.INTERNAL):
         return Decision("run")
     if refused := _refused(kind, name, args, state):
         return Decision("deny", refused)
     mode = state.approval_mode
     if mode == "plan":
+        if kind is ToolKind.FETCH:
+            return Decision(
+                "deny",
+                f"{name} is not available in plan mode: it sends requests out, and only tools "
+                "that read this machine may run",
+            )
         return Decision("deny", f"{name} is not available in plan mode: only read-only tools may run")
     if mode == "yolo":
         return Decision("run")
@@ -285,16 +306,33 @@ def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState)
         return Decision("run")
     if kind is ToolKind.MCP and server_of(name) in state.grants_mcp_servers:
         return Decision("run")
-    if kind is ToolKind.EXECUTE and (covered := _shell_grant(args, state)):
+    if _command(kind, name) and (covered := _shell_grant(args, state)):
         return Decision("run", granted=covered == "prefix")
+    if kind is ToolKind.FETCH and url_origin(str(args.get("url", ""))) in state.grants_web:
+        return Decision("run")
     return Decision("ask")
+
+
+def url_origin(url: str) -> str:
+    """What "allow always" on a web fetch grants: the URL's scheme, host and port
+    (`https://docs.python.org`), "" for what is not an http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return ""
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
 def _refused(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> str:
     """Why the user's "reject always" refuses this call, or "" (it does not)."""
     if name in state.refusals_tools:
         return f"the user refused {name} for the rest of this session"
-    if kind is ToolKind.EXECUTE and state.refusals_shell:
+    if _command(kind, name) and state.refusals_shell:
         command = str(args.get("command", ""))
         roots = command_roots(command) or [shell_root(command)]
         hit = [r for r in roots if r in state.refusals_shell]
@@ -329,6 +367,16 @@ def _sandbox_note() -> str:
     return f"in the sandbox: writable workspace only, {network}"
 
 
+def question_options(question: QuestionDetails) -> list[PermissionOption]:
+    """A question's options: each choice, the free answer where one is taken, and dismissing it."""
+    options = [PermissionOption(choice_option(n), c, "") for n, c in enumerate(question.choices, start=1)]
+    if question.allow_free_text:
+        typed = "The answer's text is the decision's new content"
+        options.append(PermissionOption(ANSWER_OPTION, "Answer in your own words", typed))
+    options.append(PermissionOption("cancel", "Dismiss", "Do not answer the question"))
+    return options
+
+
 def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
     if kind is ToolKind.MCP:  # the RFC's options for an MCP call
         server = server_of(name)
@@ -346,7 +394,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             PermissionOption("cancel_always", "Reject always", f"Refuse {name} for the rest of this session"),
         ]
     once = "Run this call"
-    if kind is ToolKind.EXECUTE:
+    if _command(kind, name):
         command = str(args.get("command", ""))
         prefixes = _prefixes(command)
         if prefixes is None:
@@ -363,6 +411,12 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
             always += f" (each {sandboxed})"
         roots = ", ".join(f"`{r}`" for r in _refusal_roots(command))
         never = f"Refuse {roots} commands for the rest of this session"
+    elif kind is ToolKind.FETCH:
+        once = "Fetch this URL"
+        always = (
+            f"Allow fetching any URL of {url_origin(str(args.get('url', '')))} for the rest of this session"
+        )
+        never = f"Refuse {name} for the rest of this session"
     else:
         always = f"Allow {name} for the rest of this session"
         never = f"Refuse {name} for the rest of this session"
@@ -377,7 +431,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
 def refuse(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> None:
     """Remember "reject always" for the session: per command root for shell (each root of the
     command), per tool otherwise. Later such calls are refused without asking, in every mode."""
-    if kind is ToolKind.EXECUTE:
+    if _command(kind, name):
         _remember(_refusal_roots(str(args.get("command", ""))), state.refusals_shell)
     else:
         _remember([name], state.refusals_tools)
@@ -388,11 +442,13 @@ def grant(
 ) -> None:
     """Remember "allow always" for the session: for shell what was shown (`_shell_grants`: the
     exact command, or prefixes that cannot start another program), per server for an MCP call
-    answered "always allow this server", per tool otherwise."""
+    answered "always allow this server", per origin for a web fetch, per tool otherwise."""
     if kind is ToolKind.MCP and option == "proceed_always_server":
         _remember([server_of(name)], state.grants_mcp_servers)
-    elif kind is ToolKind.EXECUTE:
+    elif _command(kind, name):
         _remember(_shell_grants(str(args.get("command", ""))), state.grants_shell)
+    elif kind is ToolKind.FETCH:
+        _remember([origin] if (origin := url_origin(str(args.get("url", "")))) else [], state.grants_web)
     else:
         _remember([name], state.grants_tools)
 

@@ -9,6 +9,7 @@ them runs, and an answer before its call runs, so a crash never runs a call twic
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from devagent.agent.events import (
     ClientResult,
     ConfirmationRequest,
     Event,
+    QuestionDetails,
     Resume,
     ToolCallStatus,
     ToolCallUpdate,
@@ -91,12 +93,13 @@ class StepCalls:
                 needs="client",
             )
         return await self._by_policy(
-            PendingCall(call_id, name, args, tool.kind.value, description=tool.describe(args)), tool
+            PendingCall(call_id, name, args, tool.kind_for(args).value, description=tool.describe(args)), tool
         )
 
     async def _by_policy(self, pc: PendingCall, tool: Tool) -> PendingCall:
         state = self.session.state
-        verdict = approval.decide(tool.kind, pc.name, pc.args, state)
+        kind = ToolKind(pc.kind)
+        verdict = approval.decide(kind, pc.name, pc.args, state)
         pc.granted = verdict.granted
         if verdict.verdict == "deny":
             self._refuse(pc, verdict.reason, "denied_by_policy")
@@ -107,9 +110,12 @@ class StepCalls:
                 self._refuse(pc, f.message, f.type)
                 return pc
             pc.needs = "permission"
-            pc.confirmation = confirmation_to_json(
-                ConfirmationRequest(approval.options_for(tool.kind, pc.name, pc.args), details)
+            options = (
+                approval.question_options(details)
+                if isinstance(details, QuestionDetails)
+                else approval.options_for(kind, pc.name, pc.args)
             )
+            pc.confirmation = confirmation_to_json(ConfirmationRequest(options, details))
         return pc
 
     def _refuse(self, pc: PendingCall, message: str, error_type: str) -> None:
@@ -154,7 +160,7 @@ class StepCalls:
             if d.option in _GRANT_OPTIONS:
                 approval.grant(ToolKind(p.kind), p.name, p.args, state, d.option)
             p.needs = ""
-            to_run.append((p, d.new_content))
+            to_run.append((p, self.tool_of(p).answer_content(p.args, d.option, d.new_content)))
         for r in inp.results:
             p = pending[r.call_id]
             if p.via:
@@ -197,12 +203,18 @@ class StepCalls:
     def _decline(self, p: PendingCall, option: str, feedback: str | None) -> None:
         state = self.session.state
         p.status = ToolCallStatus.CANCELLED.value
-        reason = "the user declined to run this call"
-        if option == "cancel_always":
-            approval.refuse(ToolKind(p.kind), p.name, p.args, state)
-            reason += " and refused such calls for the rest of this session"
-        if feedback and feedback.strip():
-            reason += f"; the user said: {feedback.strip()}"
+        said = feedback.strip() if feedback else ""
+        if p.kind == ToolKind.QUESTION.value:
+            # a question dismissed (or one the user's client could not show): the turn goes on
+            reason = f"the user did not answer the question: {said}" if said else ""
+            reason = reason or "the user dismissed the question without answering"
+        else:
+            reason = "the user declined to run this call"
+            if option == "cancel_always":
+                approval.refuse(ToolKind(p.kind), p.name, p.args, state)
+                reason += " and refused such calls for the rest of this session"
+            if said:
+                reason += f"; the user said: {said}"
         p.result = CallResult.error(reason, "cancelled")
         state.record_call(p.name, True)
         traces.not_run(p, "declined")
@@ -289,7 +301,11 @@ class StepCalls:
         else:
             p.status = ToolCallStatus.SUCCEEDED.value
             diff = dataclasses.asdict(result.diff) if result.diff is not None else None
-            p.result = CallResult(result.text, diff=diff, data=result.data)
+            files = [
+                {"media_type": a.media_type, "data": base64.b64encode(a.data).decode("ascii")}
+                for a in result.attachments
+            ]
+            p.result = CallResult(result.text, diff=diff, data=result.data, files=files)
         await checkpoints.after_edit(self.session, checkpoint)
         self.session.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(call_view(p, live_output=call.live_output)))

@@ -41,6 +41,7 @@ from devagent.agent.events import ToolKind
 from devagent.agent.tools._util import file_status, read_bytes
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.memory import memory_path
+from devagent.common.dataclass_json import fields_json
 
 if TYPE_CHECKING:
     from devagent.agent.context import SessionContext
@@ -78,24 +79,8 @@ class Checkpoint:
     step_calls: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "call_id": self.call_id,
-            "tool_name": self.tool_name,
-            "description": self.description,
-            "position": self.position,
-            "anchor": self.anchor,
-            "files": [
-                {
-                    "path": f.path,
-                    "display": f.display,
-                    "before": f.before,
-                    "too_large": f.too_large,
-                    "after": f.after,
-                }
-                for f in self.files
-            ],
-            "step_calls": self.step_calls,
-        }
+        """What is stored of it beside its row's number and time."""
+        return fields_json(self, leave_out=("seq", "created_at"))
 
     @classmethod
     def from_row(cls, seq: int, created_at: float, data: str) -> Checkpoint:

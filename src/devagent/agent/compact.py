@@ -41,10 +41,20 @@ def part_chars(part: pm.ModelRequestPart | pm.ModelResponsePart) -> int:
     content = getattr(part, "content", "")
     if isinstance(content, str):
         return len(content)
+    if isinstance(content, list) and any(isinstance(c, pm.BinaryContent) for c in content):
+        return sum(file_chars(c) if isinstance(c, pm.BinaryContent) else len(str(c)) for c in content)
     try:
         return len(json.dumps(content, default=str))
     except (TypeError, ValueError):
         return len(str(content))
+
+
+def file_chars(file: pm.BinaryContent) -> int:
+    """What an attached file weighs in the window, as characters: an image costs the providers about
+    1,600 tokens whatever its bytes; a PDF about a page's worth for every 50 KB of it."""
+    if file.is_image:
+        return 1_600 * CHARS_PER_TOKEN
+    return max(1_600, len(file.data) // 50_000 * 1_600) * CHARS_PER_TOKEN
 
 
 def estimate_tokens(messages: Sequence[pm.ModelMessage], extra_chars: int = 0) -> int:

@@ -23,23 +23,14 @@ if TYPE_CHECKING:
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.backends import ToolBackends
     from devagent.agent.tools.base import Tool, ToolContext, Workspace
+    from devagent.agent.tools.processes import ProcessRegistry
+    from devagent.agent.tools.saved_outputs import SavedOutputs
     from devagent.store.db import Store
 
 
-class SessionContext(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def state(self) -> SessionState: ...
-
-    @property
-    def revision(self) -> int:
-        """The stored revision the state is at (-1: another process changed it under a turn)."""
-        ...
-
-    @property
-    def workspace(self) -> Workspace: ...
+class CoreParts(Protocol):
+    """What a session shares with the core that owns it: the server's settings, its store, and the
+    MCP connections of this process (the session's servers among them)."""
 
     @property
     def config(self) -> CoreConfig: ...
@@ -48,13 +39,22 @@ class SessionContext(Protocol):
     def store(self) -> Store: ...
 
     @property
-    def model_name(self) -> str:
-        """The session's model spec, the server's default when the session names none."""
+    def mcp(self) -> McpManager: ...
+
+
+class SessionContext(CoreParts, Protocol):
+    id: str
+    state: SessionState
+    workspace: Workspace
+
+    @property
+    def revision(self) -> int:
+        """The stored revision the state is at (-1: another process changed it under a turn)."""
         ...
 
     @property
-    def mcp(self) -> McpManager:
-        """The MCP connections of this process (the session's servers among them)."""
+    def model_name(self) -> str:
+        """The session's model spec, the server's default when the session names none."""
         ...
 
     def model(self) -> Any:
@@ -97,6 +97,11 @@ class SessionContext(Protocol):
 
     def refresh_memory(self) -> str: ...
 
+    async def forget_saved_outputs(self) -> None:
+        """Remove the saved whole outputs of the session's long commands (its conversation is
+        cleared: nothing names them any more)."""
+        ...
+
 
 class ChildSession(Drivable, Protocol):
     """What the `task` tool needs of a subagent's session (`Session` is the one implementation)."""
@@ -114,20 +119,20 @@ class ChildSession(Drivable, Protocol):
     def waiting_calls(self) -> list[ToolCall]: ...
 
 
-class CoreServices(Protocol):
+class CoreServices(CoreParts, Protocol):
     """What a session needs of the core that owns it (`AgentCore` is the one implementation)."""
 
-    @property
-    def config(self) -> CoreConfig: ...
+    default_model: str
 
     @property
-    def store(self) -> Store: ...
+    def processes(self) -> ProcessRegistry:
+        """The background processes of this process's sessions."""
+        ...
 
     @property
-    def default_model(self) -> str: ...
-
-    @property
-    def mcp(self) -> McpManager: ...
+    def saved_outputs(self) -> SavedOutputs | None:
+        """Where the whole output of long commands is saved (None: nowhere)."""
+        ...
 
     def model_for(self, spec: str) -> Any:
         """The pydantic-ai model for a spec ("" = the server default), created once per spec."""

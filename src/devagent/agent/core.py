@@ -33,6 +33,8 @@ from devagent.agent.mcp import McpManager
 from devagent.agent.models import context_window, create_model, default_model_spec
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
+from devagent.agent.tools.processes import ProcessRegistry
+from devagent.agent.tools.saved_outputs import SavedOutputs
 from devagent.common import scrub
 from devagent.common.lru import LRU
 from devagent.store.db import Store
@@ -68,6 +70,11 @@ class AgentCore:
         # one dropped is made again from its spec.
         self.models: LRU[str, Any] = LRU(MODELS_IN_MEMORY)
         self._mcp: McpManager | None = None
+        # The background processes of this process's sessions (never stored: they end with it),
+        # and where the whole output of long commands is saved (None: nowhere).
+        self.processes = ProcessRegistry(config.shell_background_idle, self.running_here)
+        mib = config.shell_outputs_mb
+        self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
         # Secrets that error text from a provider may quote back: never shown (common/scrub.py).
         scrub.remember([config.model_api_key])
@@ -174,6 +181,7 @@ class AgentCore:
     async def close(self) -> None:
         for s in list(self._sessions.values()):
             await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
+        await self.processes.close()
         if self._mcp is not None:
             await self._mcp.close()
         await self.store.close()
@@ -320,10 +328,11 @@ class AgentCore:
 
     async def release(self, session_id: str) -> None:
         """Let go of a session its door closed: it leaves the recently used ones (it stays in
-        memory only while something still holds it), and the servers its client named that no
-        other session uses stop before this returns. Nothing stored changes: it can be opened
-        again."""
+        memory only while something still holds it), and its background processes and the
+        servers its client named that no other session uses stop before this returns. Nothing
+        stored changes: it can be opened again."""
         self._recent.pop(session_id, None)
+        await self.processes.stop_session(session_id, "its session ended", forget=True)
         if self._mcp is not None:
             await self._mcp.release(session_id)
 

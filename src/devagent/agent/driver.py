@@ -30,6 +30,7 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.common.waiting import done_or_set
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -204,11 +205,9 @@ class TurnDriver:
     async def _first_answer(self) -> Decision | ClientResult | None:
         """Wait for an answer or a cancel: the answer, or None when the turn was cancelled."""
         get = asyncio.ensure_future(self._answers.get())
-        stop = asyncio.ensure_future(self._cancelled.wait())
         try:
-            await asyncio.wait({get, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await done_or_set(get, self._cancelled)
         finally:
-            stop.cancel()
             if not get.done():
                 get.cancel()
         if self.cancelled or not get.done() or get.cancelled():

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from devagent.common.dataclass_json import fields_json
+
 
 class ToolCallStatus(enum.StrEnum):
     """The development-tool RFC's ToolCall lifecycle."""
@@ -32,9 +34,11 @@ class ToolKind(enum.StrEnum):
     READ = "read"  # reads the workspace; never needs permission
     EDIT = "edit"  # changes files in the workspace
     EXECUTE = "execute"  # runs commands
+    FETCH = "fetch"  # reads from the network: asked like a command, since what it sends leaves
     INTERNAL = "internal"  # touches only the session's own state (todo list)
     CLIENT = "client"  # executed by the client that supplied it; the core only waits
     MCP = "mcp"  # a tool of an MCP server
+    QUESTION = "question"  # asks the user; always waits for the answer, in every approval mode
 
 
 # --- the pieces of a tool call -------------------------------------------------------------------
@@ -49,6 +53,35 @@ class FileDiff:
     old_content: str | None
     new_content: str
     formatted_diff: str
+
+
+@dataclass(slots=True)
+class FileDiffs:
+    """A change of several files at once (a patch): one FileDiff per file, in the patch's order.
+    A deleted file's diff goes to /dev/null (its new content is ""); a moved file's goes from the
+    old path to the new one (`file_path`)."""
+
+    files: list[FileDiff]
+
+    @property
+    def formatted_diff(self) -> str:
+        """The files' unified diffs, one after the other."""
+        return "".join(f.formatted_diff for f in self.files)
+
+    def combined(self) -> FileDiff:
+        """One FileDiff standing for them all, for a protocol whose result holds one diff: no
+        path, no contents, every file's unified diff."""
+        n = len(self.files)
+        return FileDiff(f"{n} files", "", "", "", self.formatted_diff)
+
+
+def file_diffs(diff: object) -> list[FileDiff]:
+    """The FileDiffs of a confirmation's details or a result's diff (none for other details)."""
+    if isinstance(diff, FileDiff):
+        return [diff]
+    if isinstance(diff, FileDiffs):
+        return list(diff.files)
+    return []
 
 
 @dataclass(slots=True)
@@ -69,7 +102,53 @@ class GenericDetails:
     description: str
 
 
-ConfirmationDetails = ExecuteDetails | FileDiff | McpDetails | GenericDetails
+# The options of a question: one per choice (`choice_1`, `choice_2`, ...), the free answer (its text
+# in the Decision's `new_content`), and `cancel` (the user dismissed it).
+ANSWER_OPTION = "answer"
+_CHOICE_PREFIX = "choice_"
+
+
+def choice_option(n: int) -> str:
+    """The option id of the `n`-th choice of a question (from 1)."""
+    return f"{_CHOICE_PREFIX}{n}"
+
+
+@dataclass(slots=True)
+class QuestionDetails:
+    """A question the model asks the user (the `ask_user` tool): its text, the choices offered
+    (possibly none) and whether an answer in the user's own words is taken."""
+
+    question: str
+    choices: list[str] = field(default_factory=list)
+    allow_free_text: bool = True
+
+    def choice_of(self, option: str) -> str | None:
+        """The text of the choice an option id names, or None."""
+        if not option.startswith(_CHOICE_PREFIX):
+            return None
+        n = option[len(_CHOICE_PREFIX) :]
+        if not n.isdigit() or not 1 <= int(n) <= len(self.choices):
+            return None
+        return self.choices[int(n) - 1]
+
+    def answer_for(self, text: str) -> tuple[str, str | None] | None:
+        """A typed answer as (option, new_content): a choice's number or its text (any case) picks
+        that choice; other text is the free answer where one is taken; None otherwise (also for
+        empty text)."""
+        said = text.strip()
+        if not said:
+            return None
+        if said.isdigit() and 1 <= int(said) <= len(self.choices):
+            return choice_option(int(said)), None
+        for n, choice in enumerate(self.choices, start=1):
+            if said.casefold() == choice.strip().casefold():
+                return choice_option(n), None
+        if self.allow_free_text:
+            return ANSWER_OPTION, said
+        return None
+
+
+ConfirmationDetails = ExecuteDetails | FileDiff | FileDiffs | McpDetails | GenericDetails | QuestionDetails
 
 
 @dataclass(slots=True)
@@ -93,7 +172,7 @@ class ToolOutput:
     `diff` is set for edits and `data` for structured results."""
 
     text: str
-    diff: FileDiff | None = None
+    diff: FileDiff | FileDiffs | None = None
     data: Any = None
 
 
@@ -137,6 +216,12 @@ class ToolCall:
     def allow_always(self) -> str:
         """The option a user's "always" answer takes: the call's own, else "allow once"."""
         return self.always_option() or "proceed_once"
+
+    @property
+    def question(self) -> QuestionDetails | None:
+        """What the call asks the user when it is a question (the `ask_user` tool), else None."""
+        details = self.confirmation.details if self.confirmation is not None else None
+        return details if isinstance(details, QuestionDetails) else None
 
 
 # --- events --------------------------------------------------------------------------------------
@@ -196,8 +281,8 @@ class Usage:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cache_read_tokens: int = 0
-    requests: int = 0
     cache_write_tokens: int = 0
+    requests: int = 0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
@@ -208,14 +293,7 @@ class Usage:
         self.requests += other.requests
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "requests": self.requests,
-        }
+        return fields_json(self)
 
     @classmethod
     def of_response(cls, u: Any) -> Usage:
@@ -297,10 +375,10 @@ class UserPrompt:
 
 @dataclass(slots=True)
 class Decision:
-    """An answer to a permission request. `option` is one of the request's option ids;
-    `new_content` replaces what an edit writes or the command a shell call runs ("edit
-    first"); `feedback` is what the user said with a
-    refusal, passed on to the model."""
+    """An answer to a permission request or a question. `option` is one of the request's option
+    ids; `new_content` replaces what an edit writes or the command a shell call runs ("edit
+    first"), or is the text of a question's free answer (option `answer`); `feedback` is what the
+    user said with a refusal (or why a question was not answered), passed on to the model."""
 
     call_id: str
     option: str

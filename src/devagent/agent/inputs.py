@@ -4,7 +4,7 @@ an `InputError` the door answers in its protocol's terms, and nothing is lost.""
 from __future__ import annotations
 
 from devagent.agent.commands import registry
-from devagent.agent.events import Input, InputError, Resume, RunCommand, UserPrompt
+from devagent.agent.events import ANSWER_OPTION, Input, InputError, Resume, RunCommand, UserPrompt
 from devagent.agent.state import PendingCall, SessionState
 
 
@@ -40,6 +40,8 @@ def _validate_answers(inp: Resume, state: SessionState) -> None:
             raise InputError(
                 f"option {d.option!r} is not one of {options} for call {d.call_id!r}", "bad_option"
             )
+        if d.option == ANSWER_OPTION and not (d.new_content or "").strip():
+            raise InputError(f"the answer to the question of call {d.call_id!r} is empty", "empty_answer")
     for r in inp.results:
         result_call = waiting.get(r.call_id)
         if result_call is None:

@@ -768,7 +768,10 @@ class McpManager:
                     e.spec.url,
                     allow_private=self.config.mcp_client_private_urls,
                     what="an MCP server URL",
-                    hint="the operator can allow such addresses with mcp_client_private_urls",
+                    hint=(
+                        "the operator can allow such addresses with mcp_client_private_urls, "
+                        "or list its network in outbound_allow"
+                    ),
                     allow=self.config.outbound_networks(),
                 )
                 if reason:

@@ -5,7 +5,7 @@ them (that cache is most of what a long session costs)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
@@ -20,20 +20,28 @@ if TYPE_CHECKING:
 
 
 def request_parameters(
-    instructions: str, tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool]
+    instructions: str,
+    tools: Mapping[str, Tool],
+    builtin: Iterable[str],
+    client_tools: list[ClientTool],
+    native: Sequence[Any] = (),
 ) -> Any:
     """pydantic-ai's ModelRequestParameters: the same definitions in the same order on every
     request of the session: the built-ins in their fixed order, then the MCP servers' tools and
     the client's tools each by name (whichever server became ready first, whatever order a server
-    or client listed them in)."""
+    or client listed them in); `native` are the provider's own tools (its web search)."""
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.tools import ToolDefinition
 
     builtin = set(builtin)
     ordered = [t for name, t in tools.items() if name in builtin]
     ordered += [tools[name] for name in sorted(tools) if name not in builtin]
+    # A tool's definition, not its class description: the shell tool's says how this process
+    # runs commands (in the sandbox, with or without network; or that it cannot run them).
     tool_defs = [
-        ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+        ToolDefinition(
+            name=t.name, description=t.definition()["description"], parameters_json_schema=t.parameters
+        )
         for t in ordered
     ] + [
         ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
@@ -41,6 +49,7 @@ def request_parameters(
     ]
     return ModelRequestParameters(
         function_tools=tool_defs,
+        native_tools=list(native),
         allow_text_output=True,
         instruction_parts=[pm.InstructionPart(content=instructions)],
     )
@@ -91,6 +100,12 @@ class Instructions:
         )
         return build_system_prompt(inputs)
 
-    def parameters(self, state: SessionState, tools: Mapping[str, Tool], builtin: Iterable[str]) -> Any:
+    def parameters(
+        self,
+        state: SessionState,
+        tools: Mapping[str, Tool],
+        builtin: Iterable[str],
+        native: Sequence[Any] = (),
+    ) -> Any:
         offered = [*tools, *(t.name for t in state.client_tools)]
-        return request_parameters(self.text(state, offered), tools, builtin, state.client_tools)
+        return request_parameters(self.text(state, offered), tools, builtin, state.client_tools, native)

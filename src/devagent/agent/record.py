@@ -88,6 +88,13 @@ class SessionRecord:
     def write_with_next_save(self, write: Callable[[Any], Awaitable[object]]) -> None:
         self._also.append(write)
 
+    def changed_message(self, index: int) -> None:
+        """The transcript's message `index` was changed in place: stored again with the next save
+        (a message not stored yet goes with it anyway)."""
+        if self._messages is not None and index < self._saved_count:
+            data = transcript.dump(self._messages[index])
+            self._also.append(self.store.message_write(self.id, index, data))
+
     async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
         """The whole transcript replaced, and stored with the state in one write."""
         self._messages = list(messages)

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
 from pydantic_ai.messages import (
@@ -42,6 +42,7 @@ from devagent.agent.transcript import answers
 __all__ = [
     "DemoModel",
     "ErrorItem",
+    "FileItem",
     "Item",
     "ScriptedModel",
     "ScriptedStreamedResponse",
@@ -49,9 +50,7 @@ __all__ = [
     "TextItem",
     "ThinkingItem",
     "ToolCallItem",
-    "TouchItem",
     "UsageItem",
-    "WaitForItem",
     "parse_script",
 ]
 
@@ -63,7 +62,11 @@ SYSTEM = "scripted"
 
 @dataclass(frozen=True, slots=True)
 class TextItem:
+    """Answer text. `finish` is the finish reason the provider gives when the text itself decides
+    it: `content_filter` for a refusal, `length` for text cut off at the model's output token limit."""
+
     text: str
+    finish: Literal["content_filter", "length"] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,45 +102,15 @@ class SleepItem:
 
 
 @dataclass(frozen=True, slots=True)
-class TouchItem:
-    """Create an empty file (a test sees the step being played)."""
+class FileItem:
+    """A file a test follows or holds the script by: `touch` creates it (the test sees the step
+    being played), `wait_for` waits until it exists (the test decides when the step goes on)."""
 
+    action: Literal["touch", "wait_for"]
     path: str
 
 
-@dataclass(frozen=True, slots=True)
-class WaitForItem:
-    """Wait until a file exists (a test decides when the step goes on)."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class RefusalItem:
-    """Answer text the provider marks as a refusal (finish reason `content_filter`)."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class TruncatedItem:
-    """Answer text cut off at the model's output token limit (finish reason `length`)."""
-
-    text: str
-
-
-Item = (
-    TextItem
-    | ThinkingItem
-    | ToolCallItem
-    | UsageItem
-    | ErrorItem
-    | SleepItem
-    | TouchItem
-    | WaitForItem
-    | RefusalItem
-    | TruncatedItem
-)
+Item = TextItem | ThinkingItem | ToolCallItem | UsageItem | ErrorItem | SleepItem | FileItem
 Step = tuple[Item, ...]
 
 
@@ -226,6 +199,10 @@ def _parse_step(step: Any, path: str) -> Step:
     return tuple(_parse_item(item, f"{path}[{i}]") for i, item in enumerate(items))
 
 
+# The finish reason of the text items that decide it
+_FINISH: dict[str, Literal["content_filter", "length"]] = {"refusal": "content_filter", "truncated": "length"}
+
+
 def _parse_item(item: Any, path: str) -> Item:
     kinds = (
         "text",
@@ -246,15 +223,13 @@ def _parse_item(item: Any, path: str) -> Item:
     if kind in ("touch", "wait_for"):
         if not isinstance(value, str) or not value:
             raise _Invalid(path, "must be a file path")
-        return TouchItem(value) if kind == "touch" else WaitForItem(value)
+        return FileItem(kind, value)
     if kind in ("text", "thinking", "refusal", "truncated"):
         if not isinstance(value, str):
             raise _Invalid(path, "must be a string")
-        if kind == "refusal":
-            return RefusalItem(value)
-        if kind == "truncated":
-            return TruncatedItem(value)
-        return TextItem(value) if kind == "text" else ThinkingItem(value)
+        if kind == "thinking":
+            return ThinkingItem(value)
+        return TextItem(value, _FINISH.get(kind))
     if kind == "tool_call":
         obj = _object(value, path, required={"name"}, optional={"args", "id"})
         name, args, call_id = obj["name"], obj.get("args", {}), obj.get("id")
@@ -402,7 +377,17 @@ def _chunks(text: str, n: int = 3) -> list[str]:
 # --- the model ----------------------------------------------------------------------------------
 
 
-class ScriptedModel(Model):
+class _Named:
+    """The model name a scripted model and each of its responses report."""
+
+    _model_name: str
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+
+class ScriptedModel(_Named, Model):
     """A model that plays a script: step N answers the request whose history holds N responses.
 
     `source` names the script in messages (its file name); `model_name` defaults to it."""
@@ -448,10 +433,6 @@ class ScriptedModel(Model):
     @property
     def steps(self) -> list[Step]:
         return list(self._steps)
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
 
     @property
     def system(self) -> str:
@@ -532,7 +513,7 @@ def _error(item: ErrorItem, model_name: str, *, in_stream: bool) -> ModelAPIErro
 
 
 @dataclass
-class ScriptedStreamedResponse(StreamedResponse):
+class ScriptedStreamedResponse(_Named, StreamedResponse):
     """Streams one script step as pydantic-ai events and reports the step's usage exactly."""
 
     _model_name: str
@@ -548,26 +529,16 @@ class ScriptedStreamedResponse(StreamedResponse):
         calls = 0
         refused = truncated = False
         for index, item in enumerate(self._items):
-            if isinstance(item, TextItem | RefusalItem | TruncatedItem):
-                refused = refused or isinstance(item, RefusalItem)
-                truncated = truncated or isinstance(item, TruncatedItem)
+            if isinstance(item, TextItem | ThinkingItem):
                 text = self._text(item.text)
-                output_chars += len(text)
-                for piece in _chunks(text):
-                    for event in self._parts_manager.handle_text_delta(
-                        vendor_part_id=("text", index), content=piece
-                    ):
-                        yield event
-                    await asyncio.sleep(0)
-            elif isinstance(item, ThinkingItem):
-                text = self._text(item.text)
-                reasoning_chars += len(text)
-                for piece in _chunks(text):
-                    for event in self._parts_manager.handle_thinking_delta(
-                        vendor_part_id=("thinking", index), content=piece
-                    ):
-                        yield event
-                    await asyncio.sleep(0)
+                if isinstance(item, ThinkingItem):
+                    reasoning_chars += len(text)
+                else:
+                    output_chars += len(text)
+                    refused = refused or item.finish == "content_filter"
+                    truncated = truncated or item.finish == "length"
+                async for event in self._deltas(text, index, thinking=isinstance(item, ThinkingItem)):
+                    yield event
             elif isinstance(item, ToolCallItem):
                 call_id = item.id or f"call_{self._step}_{calls}"
                 calls += 1
@@ -589,9 +560,9 @@ class ScriptedStreamedResponse(StreamedResponse):
                 raise _error(item, self._model_name, in_stream=True)
             elif isinstance(item, SleepItem):
                 await asyncio.sleep(item.seconds)
-            elif isinstance(item, TouchItem):
+            elif isinstance(item, FileItem) and item.action == "touch":
                 Path(self._text(item.path)).touch()
-            elif isinstance(item, WaitForItem):
+            elif isinstance(item, FileItem):
                 await _wait_for(Path(self._text(item.path)))
         self.finish_reason = (
             "content_filter" if refused else "length" if truncated else "tool_call" if calls else "stop"
@@ -607,6 +578,21 @@ class ScriptedStreamedResponse(StreamedResponse):
     def _text(self, text: str) -> str:
         return _fill(text, self._messages) if self._fill_placeholders else text
 
+    async def _deltas(
+        self, text: str, index: int, *, thinking: bool
+    ) -> AsyncIterator[ModelResponseStreamEvent]:
+        """The events of a text or thinking item, in a few pieces, each followed by a turn of the loop."""
+        for piece in _chunks(text):
+            if thinking:
+                events = self._parts_manager.handle_thinking_delta(
+                    vendor_part_id=("thinking", index), content=piece
+                )
+            else:
+                events = self._parts_manager.handle_text_delta(vendor_part_id=("text", index), content=piece)
+            for event in events:
+                yield event
+            await asyncio.sleep(0)
+
     def _tool_call_events(
         self, part_id: tuple[str, int], item: ToolCallItem, call_id: str
     ) -> Iterator[ModelResponseStreamEvent]:
@@ -621,10 +607,6 @@ class ScriptedStreamedResponse(StreamedResponse):
 
     async def close_stream(self) -> None:
         """Nothing to close: cancelling just stops iterating."""
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
 
     @property
     def provider_name(self) -> str:

@@ -10,9 +10,11 @@ from devagent.agent.events import (
     ConfirmationRequest,
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     McpDetails,
     PermissionOption,
+    QuestionDetails,
     ToolOutput,
 )
 from devagent.agent.state import CallResult
@@ -20,8 +22,10 @@ from devagent.agent.state import CallResult
 _DETAIL_KINDS: dict[str, type[Any]] = {
     "execute": ExecuteDetails,
     "file_edit": FileDiff,
+    "file_edits": FileDiffs,
     "mcp": McpDetails,
     "generic": GenericDetails,
+    "question": QuestionDetails,
 }
 
 
@@ -44,9 +48,16 @@ def confirmation_from_json(d: dict[str, Any]) -> ConfirmationRequest:
     cls = _DETAIL_KINDS[details.pop("kind")]
     return ConfirmationRequest(
         options=[PermissionOption(**o) for o in d["options"]],
-        details=cls(**details),
+        details=diff_from_json(details) if cls is FileDiffs else cls(**details),
     )
 
 
+def diff_from_json(d: dict[str, Any]) -> FileDiff | FileDiffs:
+    """A stored diff: one file's fields, or `files` holding several."""
+    if "files" in d:
+        return FileDiffs([FileDiff(**f) for f in d["files"]])
+    return FileDiff(**d)
+
+
 def output_from_result(r: CallResult) -> ToolOutput:
-    return ToolOutput(text=r.text, diff=FileDiff(**r.diff) if r.diff else None, data=r.data)
+    return ToolOutput(text=r.text, diff=diff_from_json(r.diff) if r.diff else None, data=r.data)

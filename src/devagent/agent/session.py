@@ -48,9 +48,9 @@ from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.subagents import Subagents
-from devagent.agent.tools import builtin_tools
+from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
-from devagent.agent.tools.base import Tool, ToolContext, Workspace
+from devagent.agent.tools.base import MediaInput, Tool, ToolContext, Workspace
 from devagent.agent.tools.client import validate_client_tools
 from devagent.agent.turn import Turn, TurnRunner
 from devagent.common.faults import crash_point
@@ -76,18 +76,25 @@ class _Cancelled(Exception):
 class Session:
     def __init__(self, core: CoreServices, session_id: str, state: SessionState, revision: int = 0) -> None:
         self.core = core
+        self.config: CoreConfig = core.config  # the core's, which it never replaces
+        self.store: Store = core.store
         self.id = session_id
         self.record = SessionRecord(
             core.store, session_id, state, revision, core.config.lease_seconds, self.context_tokens
         )
-        self.workspace = Workspace([Path(r) for r in state.workspace_roots], core.config.protected_paths())
+        saved = core.saved_outputs
+        self.workspace = Workspace(
+            [Path(r) for r in state.workspace_roots],
+            core.config.protected_paths(),
+            read_only_roots=(saved.folder(session_id),) if saved is not None else (),
+        )
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(
             self.record,
             lambda: core.check_budget(self.state.identity, self.id, slot=self.state.subagent_of is None),
         )
-        self._tools: dict[str, Tool] = builtin_tools()
+        self._tools: dict[str, Tool] = builtin_tools(core.config)
         self.subagents = Subagents(self)
         self._label: str | None = None  # the running turn's label (see `advance`)
         self.runner = TurnRunner(self)
@@ -108,14 +115,6 @@ class Session:
     @property
     def revision(self) -> int:
         return self.record.revision
-
-    @property
-    def config(self) -> CoreConfig:
-        return self.core.config
-
-    @property
-    def store(self) -> Store:
-        return self.core.store
 
     @property
     def mcp(self) -> McpManager:
@@ -166,7 +165,25 @@ class Session:
             self.runner.cancelled,
             self.backends,
             subagents=self.subagents,
+            media=self.media_input(),
+            session_id=self.id,
+            saved_outputs=self.core.saved_outputs,
+            processes=self.core.processes.of(self.id),
             **kw,
+        )
+
+    def media_input(self) -> MediaInput:
+        """Which files the session's model can be given to look at, as its pydantic-ai profile
+        says (a model that cannot be made gets none)."""
+        try:
+            profile = self.model().profile
+        except Exception:  # the model's own request reports why it cannot be made
+            return MediaInput()
+        documents = profile.get("supported_document_media_types")
+        return MediaInput(
+            images=bool(profile.get("supports_image_input", True)),
+            pdf=bool(profile.get("supports_document_input", True))
+            and (documents is None or "application/pdf" in documents),
         )
 
     def use_backends(self, backends: ToolBackends) -> None:
@@ -303,6 +320,8 @@ class Session:
             text = internal_error(repr(e), what=f"the turn of session {self.id}", exc_info=e)
             self.calls.close_open("the turn failed", "internal")
             await self._end("error", text, emit, quietly=True)
+        finally:
+            self.core.processes.touch(self.id)  # a session's idle time counts from a turn's end
 
     async def _turn_body(self, inp: Input | CancelWaiting, emit: Emit) -> None:
         if isinstance(inp, CancelWaiting) or self.runner.cancelled.is_set():
@@ -413,6 +432,8 @@ class Session:
                 return
             messages = await self.messages()
             messages.append(response)
+            for index in transcript.drop_shown_files(messages):  # seen: not sent or kept again
+                self.record.changed_message(index)
             calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
             if not calls:
                 if response.finish_reason == "length":
@@ -478,6 +499,8 @@ class Session:
 
     async def _after_cancel(self, emit: Emit) -> None:
         await self.subagents.abandon(self.state.pending)
+        # A cancel stops everything the agent runs for the session, its background processes too.
+        await self.core.processes.stop_session(self.id, "a turn was cancelled")
         self.calls.close_open("the user cancelled the turn", "cancelled")
         for p in self.state.pending:
             emit(ToolCallUpdate(timeline.call_view(p)))
@@ -494,7 +517,13 @@ class Session:
     # --- the model --------------------------------------------------------------------------
 
     async def request_parameters(self) -> Any:
-        return self.instructions.parameters(self.state, self.tools(), self._tools)
+        # The provider's own web search where the operator chose it and the model has one.
+        native = (
+            web.native_tools(self.config.web_search, self.model())
+            if self.config.web_search == "native"
+            else []
+        )
+        return self.instructions.parameters(self.state, self.tools(), self._tools, native)
 
     def _model_url(self) -> str | None:
         """The base URL of this session's model, if it was created and talks to a server."""
@@ -513,3 +542,7 @@ class Session:
 
     def refresh_memory(self) -> str:
         return self.instructions.refresh_memory()
+
+    async def forget_saved_outputs(self) -> None:
+        if self.core.saved_outputs is not None:
+            await asyncio.to_thread(self.core.saved_outputs.remove, self.id)

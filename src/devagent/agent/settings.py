@@ -43,7 +43,19 @@ class CoreConfig:
     subagents_parallel: int = 4
     subagent_depth: int = 1
     subagent_workspace_models: bool = False
+    # Shell commands (devagent/agent/tools/shell.py): the timeout of a command that names none, and
+    # the most a command may ask for (a larger one is lowered to it).
     shell_timeout: float = 120.0
+    shell_timeout_max: float = 600.0
+    # Background processes (devagent/agent/tools/processes.py) are stopped after this many seconds
+    # in which their session ran no turn and no call used them (0: never for that reason).
+    shell_background_idle: float = 1800.0
+    # The whole output of long commands is saved under data_dir/outputs for read_file: at most
+    # this many MiB in all, the oldest removed first (0: not saved).
+    shell_outputs_mb: int = 512
+    # What a write or edit that introduces a syntax error does (tools/syntax.py): warn (written,
+    # the errors in its result), refuse (nothing written, the errors returned) or off (no check).
+    edit_syntax_check: str = "warn"
     # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
     # off unless `sandbox_network`.
@@ -85,9 +97,16 @@ class CoreConfig:
     mcp_client_url_prefixes: tuple[str, ...] = ()  # non-empty: a client's server URL must start with one
     # May a client name MCP servers at loopback/private addresses (SSRF guard, like webhooks)?
     mcp_client_private_urls: bool = False
-    # Networks (CIDR) the operator allows client-named destinations in, webhooks and MCP servers
-    # alike, although they are not global (devagent/common/netpolicy.py): e.g. "10.20.0.0/16".
+    # Networks (CIDR) the operator allows client-named destinations in, webhooks, MCP servers and
+    # web_fetch alike, although they are not global (devagent/common/netpolicy.py): e.g. "10.20.0.0/16".
     outbound_allow: tuple[str, ...] = ()
+    # The web tools (devagent/agent/tools/web.py): may the model fetch URLs (public addresses, and
+    # the networks of `outbound_allow`; asked like a command), and web search: off, native (the
+    # provider's own search tool, for models that have one) or the URL of a SearXNG-compatible
+    # search service (`?q=...&format=json`), sent `web_search_key` as a bearer token.
+    web_fetch: bool = True
+    web_search: str = "off"
+    web_search_key: str | None = None
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
     # The model's context window in tokens (0: the known size of the session's model, else

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devagent.agent.events import Usage
+from devagent.common.dataclass_json import fields_json
 
 APPROVAL_MODES = ("ask", "auto-edit", "yolo", "plan")
 
@@ -25,7 +26,7 @@ class ClientTool:
     parameters: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+        return fields_json(self)
 
 
 @dataclass(slots=True)
@@ -37,19 +38,16 @@ class CallResult:
     error_type: str = ""  # for errors: "interrupted", "cancelled", "denied_by_policy", ...
     diff: dict[str, Any] | None = None  # a FileDiff's fields, for edits
     data: Any = None  # structured output (client tools, MCP)
+    # Files for the model to look at beside the text (read_file's images and PDFs), as
+    # {"media_type", "data" (base64)}: kept only until the step's results go to the model.
+    files: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def error(cls, message: str, error_type: str) -> CallResult:
         return cls(message, True, error_type)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "is_error": self.is_error,
-            "error_type": self.error_type,
-            "diff": self.diff,
-            "data": self.data,
-        }
+        return fields_json(self, leave_out=() if self.files else ("files",))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CallResult:
@@ -59,6 +57,7 @@ class CallResult:
             error_type=str(d.get("error_type") or ""),
             diff=d.get("diff"),
             data=d.get("data"),
+            files=[dict(f) for f in d.get("files") or []],
         )
 
 
@@ -88,26 +87,15 @@ class PendingCall:
     answer: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {
-            "id": self.id,
-            "name": self.name,
-            "args": self.args,
-            "kind": self.kind,
-            "description": self.description,
-            "needs": self.needs,
-            "granted": self.granted,
-            "confirmation": self.confirmation,
-            "status": self.status,
-            "result": None if self.result is None else self.result.to_json(),
-        }
-        if self.via:
-            out.update(via=self.via, parent_call=self.parent_call, answer=self.answer)
-        return out
+        return fields_json(self, leave_out=() if self.via else ("via", "parent_call", "answer"))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PendingCall:
         result = d.get("result")
         return cls(**{**d, "result": None if result is None else CallResult.from_json(result)})
+
+
+_ONLY_WHEN_SET = ("grants_web", "trace_context", "file_marks", "background", "subagent_of")
 
 
 @dataclass(slots=True)
@@ -126,16 +114,7 @@ class SubagentOf:
     prompt: str = ""  # the type's instructions
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "call": self.call,
-            "agent": self.agent,
-            "description": self.description,
-            "depth": self.depth,
-            "tools": self.tools,
-            "refused": self.refused,
-            "prompt": self.prompt,
-        }
+        return fields_json(self)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SubagentOf:
@@ -166,6 +145,7 @@ class SessionState:
     grants_tools: list[str] = field(default_factory=list)  # "allow always" per tool name
     grants_shell: list[str] = field(default_factory=list)  # "allow always": shell prefixes, exact commands
     grants_mcp_servers: list[str] = field(default_factory=list)  # "always allow this server"
+    grants_web: list[str] = field(default_factory=list)  # "allow always" for web_fetch: origins
     refusals_tools: list[str] = field(default_factory=list)  # "reject always" per tool name
     refusals_shell: list[str] = field(default_factory=list)  # "reject always" per shell root command
     # MCP servers the client named for this session ({name: {command,args,env,cwd} | {url,headers}}),
@@ -194,6 +174,14 @@ class SessionState:
     trace_context: str = ""
     # Set for a subagent's session (the `task` tool's child); None for a session a door opened.
     subagent_of: SubagentOf | None = None
+    # What the session last saw of each file it read whole or wrote: real path -> a short hash of
+    # the text (tools/freshness.py), so an edit of a file it never read, or one that changed since,
+    # is refused, also after a restart. Bounded (freshness.MAX_MARKS); left out when empty.
+    file_marks: dict[str, str] = field(default_factory=dict)
+    # The background processes this session started ({id, command, started_by}: the registry
+    # of the server process that started each, tools/processes.py), newest last: a process lives
+    # only in that server process, and the model is told so when it names one that is gone.
+    background: list[dict[str, Any]] = field(default_factory=list)
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -202,35 +190,9 @@ class SessionState:
             s["failures"] += 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "workspace_roots": self.workspace_roots,
-            "model": self.model,
-            "approval_mode": self.approval_mode,
-            "title": self.title,
-            "status": self.status,
-            "outcome": self.outcome,
-            "outcome_message": self.outcome_message,
-            "turn_label": self.turn_label,
-            "grants_tools": self.grants_tools,
-            "grants_shell": self.grants_shell,
-            "grants_mcp_servers": self.grants_mcp_servers,
-            "refusals_tools": self.refusals_tools,
-            "refusals_shell": self.refusals_shell,
-            "mcp_servers": self.mcp_servers,
-            "todos": self.todos,
-            "usage": self.usage.to_json(),
-            "turn_usage": self.turn_usage.to_json(),
-            "turn_steps": self.turn_steps,
-            "tool_stats": self.tool_stats,
-            "client_tools": [t.to_json() for t in self.client_tools],
-            "pending": [p.to_json() for p in self.pending],
-            "extra": self.extra,
-            "identity": self.identity,
-            "started_on": self.started_on,
-            "environment": self.environment,
-            **({"trace_context": self.trace_context} if self.trace_context else {}),
-            **({"subagent_of": self.subagent_of.to_json()} if self.subagent_of is not None else {}),
-        }
+        """Every field; those that are new or seldom set (grants of web origins, a trace context,
+        file marks, background processes) only when they hold something."""
+        return fields_json(self, leave_out=[n for n in _ONLY_WHEN_SET if not getattr(self, n)])
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SessionState:
@@ -246,6 +208,7 @@ class SessionState:
             grants_tools=list(d.get("grants_tools", [])),
             grants_shell=list(d.get("grants_shell", [])),
             grants_mcp_servers=list(d.get("grants_mcp_servers", [])),
+            grants_web=list(d.get("grants_web", [])),
             refusals_tools=list(d.get("refusals_tools", [])),
             refusals_shell=list(d.get("refusals_shell", [])),
             mcp_servers=dict(d.get("mcp_servers", {})),
@@ -262,4 +225,6 @@ class SessionState:
             environment=str(d.get("environment", "")),
             trace_context=str(d.get("trace_context", "")),
             subagent_of=SubagentOf.from_json(d["subagent_of"]) if d.get("subagent_of") else None,
+            file_marks={str(k): str(v) for k, v in dict(d.get("file_marks") or {}).items()},
+            background=[dict(r) for r in d.get("background", []) if isinstance(r, dict)],
         )

@@ -64,8 +64,7 @@ class AgentType:
 BUILT_IN = (
     AgentType(
         GENERAL,
-        "A general-purpose agent with your tools, for a self-contained piece of work (a change, a "
-        "fix, an investigation) you want done in a context of its own.",
+        "your tools, for a change, a fix or an investigation done in a context of its own.",
         None,
         "",
         "",
@@ -73,8 +72,7 @@ BUILT_IN = (
     ),
     AgentType(
         EXPLORER,
-        "Read-only: searches and reads the workspace to answer a question about the code (where "
-        "something is, how it works) and reports back; changes nothing.",
+        "read-only: searches and reads the code to answer a question about it.",
         None,
         "",
         "Explore the workspace to answer the question: search broadly, read what matters, and "

@@ -84,7 +84,7 @@ def returned_call(
         id=call.tool_call_id,
         name=call.tool_name,
         args=args,
-        kind=tool.kind if tool is not None else ToolKind.INTERNAL,
+        kind=tool.kind_for(args) if tool is not None else ToolKind.INTERNAL,
         description=tool.describe(args) if tool is not None else call.tool_name,
         status=status,
         output=output,
@@ -177,7 +177,7 @@ def replayed_call(
     args = part.args_as_dict() if part.args else {}
     tool = tools.get(part.tool_name)
     if tool is not None:
-        kind = tool.kind
+        kind = tool.kind_for(args)
     else:
         kind = ToolKind.CLIENT if part.tool_name in client_tools else ToolKind.MCP
     try:

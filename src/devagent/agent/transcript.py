@@ -16,6 +16,8 @@ crash cut off.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -85,8 +87,56 @@ def append_tool_returns(
             content = f"{ERROR_PREFIX}{r.error_type or 'tool_error'}): {content}"
         # An edit's diff rides along for readers (`timeline`); metadata is never sent to a model.
         shown = {"diff": shown_diff(r.diff)} if r.diff and not r.is_error else None
-        parts.append(pm.ToolReturnPart(tool_name=p.name, content=content, tool_call_id=p.id, metadata=shown))
+        body: Any = content
+        if r.files and not r.is_error:  # an image or a PDF to look at, after the text
+            body = [content, *(_binary(f) for f in r.files)]
+        parts.append(pm.ToolReturnPart(tool_name=p.name, content=body, tool_call_id=p.id, metadata=shown))
     messages.append(pm.ModelRequest(parts=parts))
+
+
+def _binary(file: dict[str, str]) -> pm.BinaryContent:
+    return pm.BinaryContent(base64.b64decode(file["data"]), media_type=file["media_type"])
+
+
+# In place of a file a tool attached, once the model has answered the request that carried it.
+FILE_SHOWN = (
+    "[The file attached to this result was shown to the model in the request that followed it and "
+    "is not kept in the conversation: read it again to look at it again.]"
+)
+
+
+def drop_shown_files(messages: list[pm.ModelMessage]) -> list[int]:
+    """A file a tool attached (an image, a PDF) is sent in the one request that follows it: once
+    the model has answered, it is replaced by a note in the transcript, so later requests and the
+    stored conversation do not carry it again. Such a request is replaced by a new object (a
+    message object stands for fixed content: `patches/pydantic_ai.py` remembers its mapping on
+    it). Returns the indexes of the requests replaced."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, pm.ModelResponse)), default=0)
+    changed: list[int] = []
+    for i, m in enumerate(messages[:last]):
+        if not isinstance(m, pm.ModelRequest) or not any(_has_files(p) for p in m.parts):
+            continue
+        messages[i] = dataclasses.replace(m, parts=[_shown_once(p) for p in m.parts])
+        changed.append(i)
+    return changed
+
+
+def _has_files(part: pm.ModelRequestPart) -> bool:
+    return isinstance(part, pm.ToolReturnPart) and isinstance(part.content, list) and bool(part.files)
+
+
+def _shown_once(part: pm.ModelRequestPart) -> pm.ModelRequestPart:
+    """A tool return without its files, the note in their place; any other part as it is."""
+    if not isinstance(part, pm.ToolReturnPart) or not _has_files(part):
+        return part
+    text = f"{part.model_response_str()}\n{FILE_SHOWN}"
+    return pm.ToolReturnPart(
+        tool_name=part.tool_name,
+        content=text,
+        tool_call_id=part.tool_call_id,
+        metadata=part.metadata,
+        timestamp=part.timestamp,
+    )
 
 
 def fit_result(text: str, context_tokens: int) -> str:
@@ -106,7 +156,10 @@ def fit_result(text: str, context_tokens: int) -> str:
 
 def shown_diff(diff: dict[str, Any]) -> dict[str, Any]:
     """An edit's FileDiff as the transcript keeps it for readers: its names and unified diff; the
-    old and new contents are left out (the diff is what a reader shows, at a fraction the size)."""
+    old and new contents are left out (the diff is what a reader shows, at a fraction the size).
+    A change of several files keeps each file's so."""
+    if isinstance(diff.get("files"), list):
+        return {"files": [shown_diff(f) for f in diff["files"] if isinstance(f, dict)]}
     keep = ("file_name", "file_path", "formatted_diff")
     return {**{k: str(diff.get(k) or "") for k in keep}, "old_content": None, "new_content": ""}
 

@@ -24,14 +24,9 @@ if TYPE_CHECKING:
 class TurnHost(Protocol):
     """What the runner needs of its session."""
 
-    @property
-    def admission(self) -> Admission: ...
-
-    @property
-    def record(self) -> SessionRecord: ...
-
-    @property
-    def state(self) -> SessionState: ...
+    admission: Admission
+    record: SessionRecord
+    state: SessionState
 
     def turn_usage(self) -> Usage: ...
 

@@ -77,7 +77,7 @@ async def check_outbound_url(
     url: str, *, allow_private: bool, what: str, hint: str, allow: tuple[IPNetwork, ...] = ()
 ) -> str | None:
     """None if the server may call `url`, else why not. `what` names the URL ("webhook URL") and
-    `hint` says how the operator allows private addresses."""
+    `hint` says how the operator allows private addresses (`outbound_allow` among them)."""
     reason, _ip = await resolve_outbound_url(
         url, allow_private=allow_private, what=what, hint=hint, allow=allow
     )
@@ -109,10 +109,7 @@ async def resolve_outbound_url(
             return f"cannot resolve {host}", None
     for a in addrs:
         if not address_allowed(a, allow):
-            return (
-                f"{host} resolves to {a}, a loopback/private address ({hint}, "
-                "or list its network in outbound_allow)"
-            ), None
+            return (f"{host} resolves to {a}, a loopback/private address ({hint})"), None
     return None, str(addrs[0])
 
 

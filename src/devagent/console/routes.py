@@ -89,9 +89,10 @@ def summary(state: dict[str, Any], updated: float, default_model: str) -> dict[s
     a2a = (state.get("extra") or {}).get("a2a") or {}
     pending = state.get("pending") or []
     status = str(state.get("status", "idle"))
-    waiting = status == "awaiting_input" and any(
-        isinstance(p, dict) and p.get("needs") == "permission" and not p.get("result") for p in pending
-    )
+    asks = [
+        p for p in pending if isinstance(p, dict) and p.get("needs") == "permission" and not p.get("result")
+    ]
+    waiting = status == "awaiting_input" and bool(asks)
     usage = state.get("usage") or {}
     roots = state.get("workspace_roots") or [""]
     return {
@@ -102,6 +103,8 @@ def summary(state: dict[str, Any], updated: float, default_model: str) -> dict[s
         "state": status,
         "outcome": str(state.get("outcome", "")),
         "waiting": waiting,
+        # what waits is a question the model asks (ask_user), not a permission
+        "asking": waiting and any(p.get("kind") == "question" for p in asks),
         "updated": _iso(updated),
         "tokens": _int(usage.get("input_tokens")) + _int(usage.get("output_tokens")),
         "model": shown_name(str(state.get("model") or default_model)),

@@ -15,15 +15,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="devagent mcp",
         description="Serve devagent as an MCP server on stdin/stdout: an MCP host hands it coding tasks.",
     )
-    p.add_argument(
-        "--work-dir",
-        "-w",
-        help="the workspace root: tasks run in it or in a folder under it (default: the current directory)",
+    stdio_cli.add_work_dir(
+        p, "the workspace root: tasks run in it or in a folder under it (default: the current directory)"
     )
-    p.add_argument(
-        "--approval",
-        choices=("ask", "auto-edit", "yolo", "plan"),
-        help="approval mode of new sessions, and the most permissive a host may ask for (default: ask)",
+    stdio_cli.add_approval(
+        p, "approval mode of new sessions, and the most permissive a host may ask for (default: ask)"
     )
     stdio_cli.add_model(p)
     stdio_cli.add_db(p)
@@ -34,13 +30,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 def mcp_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "mcp")
-    return run_mcp(
-        args.work_dir,
-        model=args.model,
-        approval=args.approval,
-        db_url=args.db or "",
-        sandbox=args.sandbox,
-        verbose=args.verbose,
-        settings=stdio_cli.settings(args, flags),
-        debug=flags.debug,
-    )
+    return run_mcp(stdio_cli.door_flags(args, flags), approval=args.approval, sandbox=args.sandbox)

@@ -17,8 +17,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from devagent import __version__
@@ -26,7 +24,8 @@ from devagent.agent.tools.shell import SandboxError, setup_sandbox
 from devagent.mcp import listing
 from devagent.mcp.instructions import INSTRUCTIONS
 from devagent.preflight import stdio_door_config
-from devagent.stdio import setup_logging
+from devagent.stdio import setup_logging, work_folder
+from devagent.stdio_cli import DoorFlags
 
 # The protocol versions the SDK's handshake accepts; another one gets the latest (as the SDK does).
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -153,26 +152,11 @@ class _Relay:
             self._write(line)
 
 
-def run_mcp(
-    work_dir: str | None,
-    *,
-    model: str | None = None,
-    approval: str | None = None,
-    db_url: str = "",
-    sandbox: bool | None = None,
-    verbose: bool = False,
-    settings: Mapping[str, Any] | None = None,
-    debug: bool = False,
-) -> int:
-    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code.
-    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
-    root = Path(work_dir or os.getcwd()).expanduser().resolve()
-    if not root.is_dir():
-        print(f"devagent mcp: --work-dir {work_dir} is not a directory", file=sys.stderr)
+def run_mcp(flags: DoorFlags, *, approval: str | None = None, sandbox: bool | None = None) -> int:
+    """Serve MCP on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    if (root := work_folder("devagent mcp", flags.work_dir or os.getcwd())) is None:
         return 2
-    config = stdio_door_config(
-        "devagent mcp", db_url=db_url, model=model, approval=approval, settings=settings, debug=debug
-    )
+    config = stdio_door_config("devagent mcp", flags, approval)
     if isinstance(config, int):
         return config
     try:
@@ -180,8 +164,8 @@ def run_mcp(
     except SandboxError as e:
         print(f"devagent mcp: {e}", file=sys.stderr)
         return 2
-    setup_logging(verbose)
-    if verbose:
+    setup_logging(flags.verbose)
+    if flags.verbose:
         print(f"devagent mcp: {line}", file=sys.stderr)
 
     # fd 0 and fd 1 become the SDK's pipes; the relay threads hold the real ones.

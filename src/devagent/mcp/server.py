@@ -17,9 +17,11 @@ allow always, refuse with a reason; the options are the core's), and the turn go
 tool call. A host without elicitation, or one that dismisses the question (a cancelled
 elicitation: headless hosts cancel every one), gets an `input_required` result describing the
 request; its model answers with `devagent_continue` (`answer`: yes / always / no and a reason).
-Declining the question refuses the call. Either way the
-pause is the core's stored pause, so a restarted server (or another process on the same database)
-takes the answer.
+Declining the question refuses the call. A question the model asks (`ask_user`) is asked the
+same way, as a form of its choices and a text field (`questions.py`): declining it dismisses it
+and the turn goes on; the host's model answers an `input_required` one with the user's reply.
+Either way the pause is the core's stored pause, so a restarted server (or another process on the
+same database) takes the answer.
 
 While a turn runs the host gets progress notifications (when it sent a progress token) and log
 messages, one per tool call and step; a host's cancellation of the tool call stops the turn,
@@ -50,6 +52,7 @@ from devagent.agent.events import Decision as CoreDecision
 from devagent.agent.events import (
     Event,
     FileDiff,
+    FileDiffs,
     InputError,
     NeedsInput,
     Notice,
@@ -60,8 +63,10 @@ from devagent.agent.events import (
     ToolCallUpdate,
     TurnEnd,
     UserPrompt,
+    file_diffs,
 )
 from devagent.agent.wording import diff_summary, request_text
+from devagent.mcp import questions
 from devagent.mcp.instructions import INSTRUCTIONS
 
 if TYPE_CHECKING:
@@ -106,8 +111,9 @@ class TaskResult(BaseModel):
     answer: str = Field(description="What devagent said in this turn")
     files_changed: list[FileChange] = Field(default_factory=list)
     pending: list[PendingRequest] = Field(
-        default_factory=list, description="When input_required: the permission requests waiting"
+        default_factory=list, description="When input_required: the permission requests or questions waiting"
     )
+    asking: str = Field(default="", description="When input_required by a question: the question, in words")
     workspace: str = ""
     usage: TurnUsage = Field(default_factory=TurnUsage, description="The tokens this turn used")
 
@@ -246,7 +252,7 @@ def _prompt(text: str) -> str:
 def _elicit_message(call: ToolCall) -> str:
     text = f"devagent wants to {request_text(call)}."
     details = call.confirmation.details if call.confirmation is not None else None
-    if isinstance(details, FileDiff) and details.formatted_diff:
+    if isinstance(details, FileDiff | FileDiffs) and details.formatted_diff:
         diff = details.formatted_diff
         text += "\n\n" + (diff if len(diff) <= 8000 else diff[:8000] + "\n[... diff shortened ...]")
     return text
@@ -309,10 +315,10 @@ class HostTurn(Door):
             if c.status is ToolCallStatus.EXECUTING:
                 await self._tell(f"{c.name}: {c.description or ''}".strip())
             elif c.status is ToolCallStatus.SUCCEEDED and c.output is not None and c.output.diff:
-                d = c.output.diff
-                self.files[d.file_path] = FileChange(
-                    path=self.session.workspace.display(Path(d.file_path)), summary=diff_summary(d)
-                )
+                for d in file_diffs(c.output.diff):
+                    self.files[d.file_path] = FileChange(
+                        path=self.session.workspace.display(Path(d.file_path)), summary=diff_summary(d)
+                    )
             elif c.status is ToolCallStatus.FAILED and c.error is not None:
                 await self._tell(f"{c.name} failed: {c.error.message[:200]}")
         elif isinstance(event, Notice) and event.level != "info":
@@ -330,7 +336,8 @@ class HostTurn(Door):
             self.elicit_later = list(self.asks)  # asked in the result (2026-07-28)
             driver.park()
             return
-        got = await self.ctx.elicit(_elicit_message(call), Decision)
+        message, schema = _elicitation(call)
+        got = await self.ctx.elicit(message, schema)
         if got.action == "cancel":
             self.dismissed = True
             driver.park()
@@ -349,16 +356,15 @@ class HostTurn(Door):
         from mcp.server.elicitation import render_elicitation_schema
         from mcp_types import ElicitRequest, ElicitRequestFormParams
 
-        schema = render_elicitation_schema(Decision)
-        return InputRequiredResult(
-            input_requests={
-                c.id: ElicitRequest(
-                    params=ElicitRequestFormParams(message=_elicit_message(c), requested_schema=schema)
+        requests: dict[str, Any] = {}
+        for c in self.elicit_later:
+            message, schema = _elicitation(c)
+            requests[c.id] = ElicitRequest(
+                params=ElicitRequestFormParams(
+                    message=message, requested_schema=render_elicitation_schema(schema)
                 )
-                for c in self.elicit_later
-            },
-            request_state=self.session.id,
-        )
+            )
+        return InputRequiredResult(input_requests=requests, request_state=self.session.id)
 
     def _can_elicit(self) -> bool:
         try:
@@ -378,15 +384,8 @@ class HostTurn(Door):
             status=status,  # type: ignore[arg-type]
             answer="".join(self.text).strip(),
             files_changed=list(self.files.values()),
-            pending=[
-                PendingRequest(
-                    call_id=c.id,
-                    tool=c.name,
-                    description=request_text(c),
-                    options=["yes", "always", "no"],
-                )
-                for c in pending
-            ],
+            pending=[_pending(c) for c in pending],
+            asking=next((questions.asking(c.question) for c in pending if c.question is not None), ""),
             workspace=str(self.session.workspace.primary),
             usage=TurnUsage(
                 input_tokens=u.input_tokens,
@@ -398,9 +397,31 @@ class HostTurn(Door):
         )
 
 
-def _decision(call: ToolCall, data: Decision | None) -> Any:
+def _pending(c: ToolCall) -> PendingRequest:
+    """A waiting call as the result lists it: a permission request, or a question with its choices."""
+    q = c.question
+    if q is None:
+        return PendingRequest(
+            call_id=c.id, tool=c.name, description=request_text(c), options=["yes", "always", "no"]
+        )
+    options = [*q.choices, *(["any other answer in the user's words"] if q.allow_free_text else [])]
+    return PendingRequest(call_id=c.id, tool=c.name, description=q.question, options=options)
+
+
+def _elicitation(call: ToolCall) -> tuple[str, type[BaseModel]]:
+    """The message and the form of the elicitation that asks about a call."""
+    q = call.question
+    if q is not None:
+        return questions.message(q), questions.form(q)
+    return _elicit_message(call), Decision
+
+
+def _decision(call: ToolCall, data: BaseModel | None) -> Any:
     """The core's decision for a call from the host user's answer to its elicitation: accepted
-    with a choice, or declined (None: a refusal)."""
+    with a choice, or declined (None: a refusal; for a question, dismissing it)."""
+    if call.question is not None:
+        return questions.decision(call, data)
+    assert data is None or isinstance(data, Decision)
     if data is None:
         return CoreDecision(call.id, "cancel")
     option = CHOICES[data.decision]
@@ -421,7 +442,7 @@ def _responses(session: Session, responses: Any) -> Any:
             decisions.append(_decision(call, None))
         elif action == "accept":
             try:
-                data = Decision.model_validate(getattr(got, "content", None) or {})
+                data = _elicitation(call)[1].model_validate(getattr(got, "content", None) or {})
             except ValueError:
                 continue
             decisions.append(_decision(call, data))
@@ -444,7 +465,12 @@ def result_text(r: TaskResult) -> str:
     lines = [r.answer or "(no answer text)"]
     if r.files_changed:
         lines.append("\nFiles changed: " + ", ".join(f"{f.path} ({f.summary})" for f in r.files_changed))
-    if r.status == "input_required":
+    if r.status == "input_required" and r.asking:
+        lines.append(
+            f"\n{r.asking}\nAsk the user, then call devagent_continue with "
+            f'session_id "{r.session_id}" and `answer` set to their reply.'
+        )
+    elif r.status == "input_required":
         wants = "; ".join(p.description for p in r.pending)
         lines.append(
             f"\ndevagent waits for permission to {wants}. Ask the user, then call devagent_continue with "
@@ -466,10 +492,17 @@ def _error(message: str) -> CallToolResult:
 
 
 def _answer(session: Session, answer: str) -> Any:
-    """`yes` / `always` / `no <reason>` for every call the session waits on, as the core's Resume."""
+    """`yes` / `always` / `no <reason>` for every call the session waits on, as the core's Resume;
+    while a question waits, the reply to it (the first one asked)."""
     waiting = [c for c in session.waiting_calls() if not c.awaiting_client]
     if not waiting:
-        raise DoorError("this session waits for no permission: send a prompt instead")
+        raise DoorError("this session waits for no answer: send a prompt instead")
+    question = next((c for c in waiting if c.question is not None), None)
+    if question is not None and question.question is not None:
+        decision = questions.typed(question, answer)
+        if decision is None:
+            raise DoorError(f"that answers none of the choices. {questions.asking(question.question)}")
+        return Resume(decisions=[decision])
     word, _, reason = answer.strip().partition(" ")
     option = ANSWER_WORDS.get(word.lower().rstrip(",.:;!"))
     if option is None:
@@ -551,14 +584,19 @@ def _add_continue(server: MCPServer, door: McpDoor) -> None:
         name="devagent_continue",
         description=(
             "Go on with a devagent session: send a new prompt, or answer the permission it waits "
-            'for ("yes", "always", or "no" followed by what to do instead).'
+            'for ("yes", "always", or "no" followed by what to do instead) or the question it asks.'
         ),
     )
     async def devagent_continue(
         session_id: str,
         ctx: Context,
         prompt: Annotated[str, Field(description="The next instruction")] = "",
-        answer: Annotated[str, Field(description='"yes", "always" or "no <what to do instead>"')] = "",
+        answer: Annotated[
+            str,
+            Field(
+                description='"yes", "always" or "no <what to do instead>"; to a question, the user\'s reply'
+            ),
+        ] = "",
     ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
         if ctx.request_state:
             return await _answered(door, ctx)
@@ -567,7 +605,10 @@ def _add_continue(server: MCPServer, door: McpDoor) -> None:
             if answer.strip():
                 inp: Any = _answer(session, answer)
             else:
-                if session.waiting_calls():
+                waiting = session.waiting_calls()
+                if any(c.question is not None for c in waiting):
+                    raise DoorError("this session waits for the answer to its question: send it as `answer`")
+                if waiting:
                     raise DoorError(
                         "this session waits for permission: answer it (yes, always, or no with what to do)"
                     )

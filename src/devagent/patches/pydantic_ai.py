@@ -20,13 +20,13 @@ work grew with every turn. bench/library_patches.py: for a transcript of 800 mes
 tool turns), 12.5 ms a request without the patch, 2.8 ms with it.
 
 The results are remembered on each message object. devagent's transcript is append-only and its
-messages are never changed in place (/clear and /compact replace the list with new objects), and
-pydantic-ai builds new objects rather than changing them, so a message object stands for fixed
-content; what a result also depends on (the model) is part of its key. The mapped messages are
-handed out as shallow copies, since pydantic-ai sets keys on them afterwards (a reasoning field
-backfilled on a recent assistant message) and must not find those in the next request. The rest
-of a request's preparation (instructions, tool definitions, the JSON body) is built each time as
-before.
+messages are never changed in place (/clear and /compact replace the list with new objects, and a
+request whose attached files were shown is replaced by a new object), and pydantic-ai builds new
+objects rather than changing them, so a message object stands for fixed content; what a result also
+depends on (the model) is part of its key. The mapped messages are handed out as shallow copies,
+since pydantic-ai sets keys on them afterwards (a reasoning field backfilled on a recent assistant
+message) and must not find those in the next request. The rest of a request's preparation
+(instructions, tool definitions, the JSON body) is built each time as before.
 
 No public hook does either: `Model.customize_request_parameters` may be overridden, but only by
 re-implementing it around the same private function, in a subclass of every model class devagent

@@ -395,6 +395,22 @@ class Store:
                 await write(conn)
         return expected + 1
 
+    def message_write(
+        self, session_id: str, seq: int, data: str
+    ) -> Callable[[AsyncConnection], Awaitable[object]]:
+        """A write (for `save(also=...)`) replacing the stored message `seq` of a session (one the
+        session changed after it was stored)."""
+        stmt = (
+            update(messages_table)
+            .where(messages_table.c.session_id == session_id, messages_table.c.seq == seq)
+            .values(data=data)
+        )
+
+        async def write(conn: AsyncConnection) -> object:
+            return await conn.execute(stmt)
+
+        return write
+
     def usage_write(
         self, identity: str, day: str, amounts: dict[str, int]
     ) -> Callable[[AsyncConnection], Awaitable[object]]:

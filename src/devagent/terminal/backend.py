@@ -4,7 +4,7 @@ runs a core session in this process; `remote.RemoteBackend` is an A2A client of 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,16 +41,6 @@ class Status:
     workspace: str = ""  # the session's workspace, where it is known
 
 
-@dataclass(slots=True)
-class CommandEntry:
-    """A slash command for completion: its name, aliases, description and sub-commands."""
-
-    name: str
-    description: str
-    aliases: list[str] = field(default_factory=list)
-    sub_commands: list[CommandEntry] = field(default_factory=list)
-
-
 class TurnStream(Protocol):
     def __aiter__(self) -> AsyncIterator[Event]: ...
 
@@ -83,7 +73,9 @@ class Backend(Protocol):
         """Whether "edit first" can change this call's content or command."""
         ...
 
-    def commands(self) -> list[CommandEntry]: ...
+    def commands(self) -> list[CommandInfo]:
+        """The slash commands, for completion (their names, aliases, descriptions, sub-commands)."""
+        ...
 
     async def set_approval_mode(self, mode: str) -> str | None:
         """Change the session's approval mode; None when done, else why not."""
@@ -131,11 +123,8 @@ class LocalBackend:
             call.confirmation.details, FileDiff | ExecuteDetails
         )
 
-    def commands(self) -> list[CommandEntry]:
-        def entry(c: CommandInfo) -> CommandEntry:
-            return CommandEntry(c.name, c.description, list(c.aliases), [entry(s) for s in c.sub_commands])
-
-        return [entry(c) for c in registry().list()]
+    def commands(self) -> list[CommandInfo]:
+        return registry().list()
 
     async def set_approval_mode(self, mode: str) -> str | None:
         try:  # the terminal user is the operator of a local session: any mode

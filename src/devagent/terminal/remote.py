@@ -24,7 +24,9 @@ from devagent.a2a.extension import (
     THOUGHT,
     TOOL_CALL_UPDATE,
 )
+from devagent.agent.commands import CommandInfo
 from devagent.agent.events import (
+    ANSWER_OPTION,
     ConfirmationRequest,
     Event,
     ExecuteDetails,
@@ -34,6 +36,7 @@ from devagent.agent.events import (
     McpDetails,
     NeedsInput,
     PermissionOption,
+    QuestionDetails,
     Resume,
     RunCommand,
     TextDelta,
@@ -48,7 +51,7 @@ from devagent.agent.events import (
     UserPrompt,
 )
 from devagent.preflight import StartError
-from devagent.terminal.backend import CommandEntry, Status
+from devagent.terminal.backend import Status
 from devagent.terminal.history import PastTurn
 
 # How many of a continued conversation's last tasks (turns) are read to show it.
@@ -102,7 +105,7 @@ class RemoteBackend:
         context_id: str | None,
         model: str | None,
         approval: str | None,
-        commands: list[CommandEntry],
+        commands: list[CommandInfo],
     ) -> None:
         self.url = url
         self.http = http
@@ -246,7 +249,7 @@ class RemoteBackend:
         # The RFC's confirmation carries edited file content only (file_details.new_content).
         return call.confirmation is not None and isinstance(call.confirmation.details, FileDiff)
 
-    def commands(self) -> list[CommandEntry]:
+    def commands(self) -> list[CommandInfo]:
         return self._commands
 
     async def set_approval_mode(self, mode: str) -> str | None:
@@ -278,7 +281,9 @@ class RemoteBackend:
             for d in inp.decisions:
                 v = Value()
                 conf: dict[str, Any] = {"tool_call_id": d.call_id, "selected_option_id": d.option}
-                if d.new_content is not None:
+                if d.new_content is not None and d.option == ANSWER_OPTION:
+                    conf["question_details"] = {"answer": d.new_content}
+                elif d.new_content is not None:
                     conf["file_details"] = {"new_content": d.new_content}
                 v.struct_value.update(conf)
                 parts.append(Part(data=v))
@@ -483,6 +488,11 @@ def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
         elif isinstance(cr.get("mcp_details"), dict):
             m = cr["mcp_details"]
             details = McpDetails(str(m.get("server_name", "")), str(m.get("tool_name", "")))
+        elif isinstance(cr.get("question_details"), dict):
+            q = cr["question_details"]
+            choices = [str(c) for c in q.get("choices") or [] if isinstance(c, str)]
+            free = q.get("allow_free_text") is not False
+            details = QuestionDetails(str(q.get("question", "")), choices, free)
         else:
             g = cr.get("generic_details") or {}
             details = GenericDetails(str(g.get("description", "")) if isinstance(g, dict) else "")
@@ -492,7 +502,11 @@ def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
         id=str(d.get("tool_call_id", "")),
         name=str(d.get("tool_name", "")),
         args=_dict(d.get("input_parameters")),
-        kind=ToolKind.CLIENT if d.get("awaiting_client") else ToolKind.READ,
+        kind=ToolKind.CLIENT
+        if d.get("awaiting_client")
+        else ToolKind.QUESTION
+        if confirmation is not None and isinstance(confirmation.details, QuestionDetails)
+        else ToolKind.READ,
         description=str(d.get("description", "")),
         status=status,
         live_output=str(live) if live is not None else None,
@@ -517,7 +531,7 @@ def _file_diff(d: dict[str, Any]) -> FileDiff:
     )
 
 
-async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandEntry]:
+async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandInfo]:
     """The server's slash commands (the extension's `commands/get`), for completion."""
     try:
         resp = await http.post(base, json={"jsonrpc": "2.0", "id": 1, "method": "commands/get"})
@@ -532,9 +546,9 @@ async def _commands(http: httpx.AsyncClient, base: str) -> list[CommandEntry]:
     result = body.get("result") if isinstance(body, dict) else None
     cmds = result.get("commands") if isinstance(result, dict) else None
 
-    def entry(c: dict[str, Any]) -> CommandEntry:
+    def entry(c: dict[str, Any]) -> CommandInfo:
         subs = [entry(s) for s in c.get("sub_commands") or [] if isinstance(s, dict)]
-        return CommandEntry(str(c.get("name", "")), str(c.get("description", "")), [], subs)
+        return CommandInfo(str(c.get("name", "")), str(c.get("description", "")), sub_commands=subs)
 
     return [entry(c) for c in cmds or [] if isinstance(c, dict)]
 

@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
+    GenericDetails,
     McpDetails,
     NeedsInput,
     Notice,
+    QuestionDetails,
     StatusUpdate,
     TextDelta,
     ThoughtDelta,
@@ -214,10 +217,11 @@ class Renderer:
             self.show_request(call)
 
     def show_request(self, call: ToolCall) -> None:
-        """What a permission request is about: the diff, the command, the MCP tool."""
+        """What a permission request is about: the diff, the command, the MCP tool; a question's
+        choices, numbered."""
         assert call.confirmation is not None
         d = call.confirmation.details
-        if isinstance(d, FileDiff):
+        if isinstance(d, FileDiff | FileDiffs):
             self._diff(d.formatted_diff or "(no change)")
         elif isinstance(d, ExecuteDetails):
             where = (
@@ -228,6 +232,17 @@ class Renderer:
             self.console.print(f"  [dim]$ {_escape(d.command)}{_escape(where)}[/dim]", highlight=False)
         elif isinstance(d, McpDetails):
             self.console.print(f"  [dim]{d.tool_name} from MCP server {d.server_name}[/dim]", highlight=False)
+        elif isinstance(d, GenericDetails) and "\n" in d.description:
+            # A change of several files as a remote server words it: a line, then the diffs.
+            head, _, rest = d.description.partition("\n")
+            self.console.print(f"  [dim]{_escape(head)}[/dim]", highlight=False)
+            self._diff(rest.strip("\n"))
+        elif isinstance(d, QuestionDetails):
+            lines = [f"  {n}. {choice}" for n, choice in enumerate(d.choices, start=1)]
+            if d.question not in (call.description or ""):  # (shortened in the call's line)
+                lines.insert(0, f"  {d.question}")
+            if lines:
+                self.console.print(_escape("\n".join(lines)), highlight=False)
 
     def _diff(self, diff: str) -> None:
         from rich.syntax import Syntax

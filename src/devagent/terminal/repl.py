@@ -1,6 +1,6 @@
 """The interactive loop of `devagent chat` (prompt_toolkit): the prompt with history, multi-line
 input, slash-command completion and a status line; turns with Ctrl-C to cancel; inline permission
-prompts (once / always / no with feedback / edit first).
+prompts (once / always / no with feedback / edit first) and answers to the model's questions.
 
 Keys at the prompt: Enter sends; Esc then Enter (or Alt-Enter) and Ctrl-J insert a new line (a
 pasted text keeps its lines); Ctrl-C clears the line, and on an empty line a second Ctrl-C
@@ -35,6 +35,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import FormattedTextControl, Layout, Window
 
+from devagent.agent.commands import CommandInfo
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     Decision,
@@ -43,12 +44,14 @@ from devagent.agent.events import (
     FileDiff,
     Input,
     NeedsInput,
+    QuestionDetails,
     ToolCall,
     TurnEnd,
     UserPrompt,
 )
+from devagent.agent.wording import how_to_answer
 from devagent.preflight import debug_enabled
-from devagent.terminal.backend import Backend, CommandEntry
+from devagent.terminal.backend import Backend
 from devagent.terminal.editor import edit_in_editor
 from devagent.terminal.render import Renderer
 
@@ -57,10 +60,10 @@ if TYPE_CHECKING:
 
 # The terminal's own commands (the rest go to the session: the core's commands, or the server's).
 LOCAL_COMMANDS = [
-    CommandEntry("exit", "Leave devagent (also Ctrl-D)", aliases=["quit"]),
-    CommandEntry("thoughts", "Show the last turn's thoughts; 'on' shows them always, 'off' folds them"),
-    CommandEntry("approval", "Set the approval mode: ask | auto-edit | yolo | plan"),
-    CommandEntry("status", "Model, approval mode, tokens and session id"),
+    CommandInfo("exit", "Leave devagent (also Ctrl-D)", aliases=["quit"]),
+    CommandInfo("thoughts", "Show the last turn's thoughts; 'on' shows them always, 'off' folds them"),
+    CommandInfo("approval", "Set the approval mode: ask | auto-edit | yolo | plan"),
+    CommandInfo("status", "Model, approval mode, tokens and session id"),
 ]
 
 
@@ -75,7 +78,7 @@ class Leave(Exception):
 class SlashCompleter(Completer):
     """Completes `/command` and its sub-commands from the session's command list."""
 
-    def __init__(self, commands: list[CommandEntry]) -> None:
+    def __init__(self, commands: list[CommandInfo]) -> None:
         self.commands = commands
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
@@ -249,6 +252,8 @@ class Chat:
     # --- permission prompts -------------------------------------------------------------------
 
     async def _ask_one(self, c: ToolCall) -> Decision | None:
+        if c.question is not None:
+            return await self._answer(c, c.question)
         always = c.always_option()
         never = "cancel_always" in c.option_ids()  # refuse it for the rest of the session
         can_edit = self.backend.can_edit(c)
@@ -293,6 +298,26 @@ class Chat:
                 continue
             keys_said = ", ".join(offered[:-1]) + " or " + offered[-1]
             self.console.print(f"[dim]Press {keys_said} (Ctrl-C cancels the turn).[/dim]", highlight=False)
+
+    async def _answer(self, c: ToolCall, q: QuestionDetails) -> Decision:
+        """A question (its choices were shown with it): a choice's number or text, or the user's
+        own words where they are taken. Ctrl-C or Ctrl-D dismisses it; the turn goes on."""
+        inp = self.prompt.app.input
+        self._held += [*get_typeahead(inp), *self._typeahead()]  # (never an answer: kept)
+        clear_typeahead(inp)
+        hint = f"{how_to_answer(q)} Ctrl-C dismisses the question."
+        self.console.print(f"[dim]{_escape(hint)}[/dim]", highlight=False)
+        label = HTML("<b><ansiyellow>Answer</ansiyellow></b> › ")
+        while True:
+            try:
+                text = await PromptSession[str]().prompt_async(label)
+            except (KeyboardInterrupt, EOFError):
+                self.console.print("[yellow]Question dismissed.[/yellow]")
+                return Decision(c.id, "cancel")
+            got = q.answer_for(text)
+            if got is not None:
+                return Decision(c.id, got[0], new_content=got[1])
+            self.console.print(f"[dim]{_escape(hint)}[/dim]", highlight=False)
 
     def _typeahead(self) -> list[KeyPress]:
         keys = take_typeahead(self.prompt.app.input)

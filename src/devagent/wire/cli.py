@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"(kimi-cli wire protocol {WIRE_PROTOCOL_VERSION} with KLIP-12 initialize and external tools).",
     )
     p.add_argument("--wire", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--work-dir", "-w", default=".", help="workspace root (default: the current directory)")
+    stdio_cli.add_work_dir(p, "workspace root (default: the current directory)", default=".")
     p.add_argument(
         "--session",
         "--resume",
@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--approval-timeout",
         type=_positive_float,
         metavar="SECONDS",
-        help="reject an approval request the client has not answered in time (default: wait)",
+        help="reject an approval request, or dismiss a question, the client has not answered in time "
+        "(default: wait)",
     )
     p.add_argument(
         "--tool-call-timeout",
@@ -95,25 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
 def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     """Run wire mode from a command line (`devagent wire …` or `devagent --wire …`)."""
     args = stdio_cli.parse(build_parser(), argv, "wire")
-    settings = stdio_cli.settings(args, flags)
-    if (code := _setup_sandbox(args.sandbox, settings)) is not None:
+    door = stdio_cli.door_flags(args, flags)
+    if (code := _setup_sandbox(args.sandbox, door.settings)) is not None:
         return code
     timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
     tool_env = os.environ.get("DEVAGENT_WIRE_TOOL_CALL_TIMEOUT")
     return run_wire(
-        args.work_dir,
+        door,
         session_id=args.session,
-        model=args.model,
         yolo=args.yolo,
         thinking=args.thinking,
-        db_url=args.db or "",
         approval_timeout=args.approval_timeout or (float(timeout_env) if timeout_env else None),
         tool_call_timeout=args.tool_call_timeout or (float(tool_env) if tool_env else None),
         max_steps=args.max_steps,
-        log_file=args.log_file,
-        verbose=args.verbose,
-        settings=settings,
-        debug=flags.debug,
     )
 
 

@@ -18,11 +18,14 @@ from typing import Any, Literal
 from devagent.agent.events import (
     ExecuteDetails,
     FileDiff,
+    FileDiffs,
     McpDetails,
+    QuestionDetails,
     StatusUpdate,
     ToolCall,
     ToolCallStatus,
     ToolKind,
+    file_diffs,
 )
 from devagent.agent.wording import subagent_name
 
@@ -30,8 +33,9 @@ JSON = dict[str, Any]
 RpcId = str | int
 
 # The newest protocol version this server speaks completely: 1.1 (initialize, external tools,
-# ToolCallRequest, ApprovalResponse) and 1.2 (TurnEnd). Later reference features (replay 1.3,
-# steer / set_plan_mode / questions 1.4, hooks 1.7, StepRetry 1.10) are not implemented, so this
+# ToolCallRequest, ApprovalResponse) and 1.2 (TurnEnd). Of 1.4 it has questions (`QuestionRequest`,
+# sent to a client that declared `capabilities.supports_question`), not steer or set_plan_mode;
+# later reference features (replay 1.3, hooks 1.7, StepRetry 1.10) are not implemented, so this
 # server does not claim them.
 WIRE_PROTOCOL_VERSION = "1.2"
 WIRE_PROTOCOL_MIN_VERSION = "1.1"  # the first version that has `initialize`
@@ -173,8 +177,8 @@ def tool_result_event(call: ToolCall) -> JSON:
     if call.status == ToolCallStatus.SUCCEEDED:
         out = call.output
         display: list[JSON] = []
-        if out is not None and out.diff is not None:
-            display.append(diff_block(out.diff))
+        if out is not None:
+            display += [diff_block(d) for d in file_diffs(out.diff)]
         rv = return_value(False, out.text if out else "", "", display)
     else:
         err = call.error
@@ -244,6 +248,10 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         verb = "Write" if details.old_content is None else "Edit"
         description = f"{verb} file `{details.file_path}`"
         display.append(diff_block(details))
+    elif isinstance(details, FileDiffs):
+        action = "edit file"
+        description = f"Change {len(details.files)} files"
+        display += [diff_block(d) for d in details.files]
     elif isinstance(details, McpDetails):
         action = f"mcp:{details.tool_name}"
         description = f"Call MCP tool `{details.tool_name}` of server `{details.server_name}`."
@@ -251,6 +259,7 @@ def approval_request_payload(request_id: str, call: ToolCall, turn_id: str) -> J
         action = {
             ToolKind.EXECUTE: "run command",
             ToolKind.EDIT: "edit file",
+            ToolKind.FETCH: "fetch URL",
         }.get(call.kind, f"call {call.name}")
         description = getattr(details, "description", "") or call.description or call.name
         display.append(brief(description))
@@ -276,6 +285,26 @@ def tool_call_request_payload(call: ToolCall) -> JSON:
     return {"id": call.id, "name": call.name, "arguments": tool_arguments(call)}
 
 
+def question_request_payload(request_id: str, call: ToolCall, q: QuestionDetails) -> JSON:
+    """A QuestionRequest of one question: its choices as the options (the client offers its own
+    "other" answer, taken as the free answer where the question allows one)."""
+    return {
+        "id": request_id,
+        "tool_call_id": call.id,
+        "questions": [
+            {
+                "question": q.question,
+                "header": "",
+                "options": [{"label": c, "description": ""} for c in q.choices],
+                "multi_select": False,
+                "body": "",
+                "other_label": "",
+                "other_description": "",
+            }
+        ],
+    }
+
+
 # --- inbound ---------------------------------------------------------------------------------------
 
 
@@ -296,6 +325,7 @@ class InitializeParams:
     client_name: str = ""
     client_version: str | None = None
     external_tools: list[ExternalToolDef] = field(default_factory=list)
+    supports_question: bool = False  # capabilities.supports_question: it can show a QuestionRequest
 
 
 def parse_initialize(params: Any) -> InitializeParams:
@@ -312,6 +342,10 @@ def parse_initialize(params: Any) -> InitializeParams:
         out.client_name = client["name"]
         cv = client.get("version")
         out.client_version = cv if isinstance(cv, str) else None
+    caps = params.get("capabilities")
+    if caps is not None and not isinstance(caps, dict):
+        raise ParamsError("capabilities must be an object")
+    out.supports_question = bool(caps and caps.get("supports_question") is True)
     tools = params.get("external_tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -390,6 +424,17 @@ def parse_approval_answer(payload: Any) -> ApprovalAnswerMsg | None:
         response=str(resp),
         feedback=fb if isinstance(fb, str) else "",
     )
+
+
+def parse_question_answer(payload: Any) -> dict[str, str] | None:
+    """A QuestionResponse's `answers` (question text -> the label chosen or the text typed; empty
+    when the user dismissed the questions), or None when the payload is not one."""
+    if not isinstance(payload, dict):
+        return None
+    answers = payload.get("answers", {})
+    if not isinstance(answers, dict) or not all(isinstance(v, str) for v in answers.values()):
+        return None
+    return {str(k): v for k, v in answers.items()}
 
 
 @dataclass(slots=True)

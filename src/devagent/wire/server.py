@@ -23,7 +23,7 @@ import logging
 import signal
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ from devagent.agent.events import (
     InputError,
     NeedsInput,
     Notice,
+    QuestionDetails,
     StatusUpdate,
     StepBegin,
     TextDelta,
@@ -59,7 +60,8 @@ from devagent.common.jsonlimits import (
 from devagent.common.rpcerrors import internal_error
 from devagent.config import ConfigError, load_config
 from devagent.preflight import StartError, check_db_url, check_model, debug_enabled, open_core, report
-from devagent.stdio import Output, OverlongLine, guard_stdout, line_limits, setup_logging, start_reader
+from devagent.stdio import Output, OverlongLine, serve_lines, start_reader, work_folder
+from devagent.stdio_cli import DoorFlags
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
@@ -115,12 +117,13 @@ class Turn:
 @dataclass(eq=False)
 class PendingRequest:
     rpc_id: str
-    kind: str  # "approval" | "tool"
+    kind: str  # "approval" | "tool" | "question"
     call_id: str
     turn: Turn
     message: m.JSON  # the request as sent, to send again after a re-initialize
     always: str | None = None  # the call's "allow always" option
     timer: asyncio.TimerHandle | None = None
+    question: QuestionDetails | None = None  # what a question request asks
 
 
 class WireServer:
@@ -128,6 +131,7 @@ class WireServer:
         self.opts = options
         self.out = out
         self.initialized = False
+        self.supports_question = False  # the client declared it can show a QuestionRequest
         self.version = m.WIRE_PROTOCOL_VERSION
         self.client_tools: dict[str, m.ExternalToolDef] = {}
         self.tools_dirty = False
@@ -315,6 +319,7 @@ class WireServer:
         if p.external_tools:
             self.tools_dirty = True
         self.initialized = True
+        self.supports_question = p.supports_question
         self.version = m.negotiate_version(p.protocol_version)
         log.info(
             "initialize from %s %s (protocol %s -> %s); tools accepted %s, rejected %s",
@@ -336,7 +341,7 @@ class WireServer:
                         "accepted": [t.name for t in accepted],
                         "rejected": [{"name": n, "reason": r} for n, r in rejected],
                     },
-                    "capabilities": {"supports_question": False},
+                    "capabilities": {"supports_question": True},
                 },
             )
         )
@@ -598,7 +603,17 @@ class WireServer:
     # --- requests to the client ------------------------------------------------------------
 
     def _send_request(self, session: Session, turn: Turn, call: ToolCall) -> None:
-        if call.awaiting_client:
+        q = call.question
+        if q is not None and not self.supports_question:
+            # Not offered to this client: the model reads that it cannot ask, and goes on.
+            turn.answer(Decision(call.id, "cancel", feedback=CANNOT_ASK))
+            return
+        if q is not None:
+            rid = _request_id(session, call)
+            msg = m.request(rid, "QuestionRequest", m.question_request_payload(rid, call, q))
+            pr = PendingRequest(rid, "question", call.id, turn, msg, question=q)
+            timeout = self.opts.approval_timeout
+        elif call.awaiting_client:
             rid = call.id
             msg = m.request(rid, "ToolCallRequest", m.tool_call_request_payload(call))
             pr = PendingRequest(rid, "tool", call.id, turn, msg)
@@ -607,8 +622,7 @@ class WireServer:
                 turn.seen.add(call.id)
                 self.send(m.tool_call_event(call))
         else:
-            # Stable across restarts, so a resumed session asks with the same id.
-            rid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"devagent:{session.id}:{call.id}"))
+            rid = _request_id(session, call)
             msg = m.request(rid, "ApprovalRequest", m.approval_request_payload(rid, call, turn.id))
             pr = PendingRequest(rid, "approval", call.id, turn, msg, call.always_option())
             timeout = self.opts.approval_timeout
@@ -633,6 +647,8 @@ class WireServer:
         log.warning("no answer to %s %s within %s s", pr.kind, rid, timeout)
         if pr.kind == "approval":
             self._answer_approval(pr, "reject", f"no answer within {timeout:g} s")
+        elif pr.kind == "question":
+            pr.turn.answer(Decision(pr.call_id, "cancel", feedback=f"no answer within {timeout:g} s"))
         else:
             pr.turn.answer(
                 ClientResult(
@@ -654,6 +670,9 @@ class WireServer:
         del self.pending[pr.rpc_id]
         if pr.timer:
             pr.timer.cancel()
+        if pr.kind == "question":
+            self._answer_question(pr, msg)
+            return
         if "error" in msg:
             err = msg["error"]
             text = err.get("message") or "the client reported an error"
@@ -707,8 +726,46 @@ class WireServer:
         else:
             pr.turn.answer(ClientResult(pr.call_id, error="Invalid tool result payload from client."))
 
+    def _answer_question(self, pr: PendingRequest, msg: m.JSON) -> None:
+        """A QuestionResponse: the answer (a choice's label or the client's "other" text) goes to
+        the core; no answer, an error or a payload the server cannot read dismisses the question
+        (an unreadable one is also answered `Invalid response`)."""
+        q = pr.question
+        assert q is not None
+        if "error" in msg:
+            error = msg["error"].get("message") or "an error"
+            pr.turn.answer(Decision(pr.call_id, "cancel", feedback=f"the client answered with {error}"))
+            return
+        type_, payload = m.unwrap_result(msg.get("result"))
+        answers = m.parse_question_answer(payload) if type_ in (None, "QuestionResponse") else None
+        if answers is None:
+            reason = "a question answer needs {request_id, answers: {question: answer}}"
+            log.warning("invalid answer to question %s: %s", pr.rpc_id, reason)
+            bad = {"id": pr.rpc_id, "reason": reason}
+            self.send(m.error_response(None, m.INVALID_REQUEST, "Invalid response", bad))
+            answers = {}
+        # keyed by the question's text; a client that keys it otherwise still answers it
+        said = answers.get(q.question, next(iter(answers.values()), ""))
+        got = q.answer_for(said)
+        if got is not None:
+            pr.turn.answer(Decision(pr.call_id, got[0], new_content=got[1]))
+        else:
+            feedback = f"they answered {said!r}, which is none of the choices" if said.strip() else None
+            pr.turn.answer(Decision(pr.call_id, "cancel", feedback=feedback))
+
 
 # --- helpers -------------------------------------------------------------------------------------
+
+# What the model reads when a question cannot be put to the client.
+CANNOT_ASK = (
+    "the user's client cannot show questions; do not call ask_user again in this session, "
+    "say in your answer what you need to know instead"
+)
+
+
+def _request_id(session: Session, call: ToolCall) -> str:
+    """A request's id: stable across restarts, so a resumed session asks with the same id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"devagent:{session.id}:{call.id}"))
 
 
 def _valid_envelope(msg: Any) -> bool:
@@ -760,56 +817,48 @@ def _import_heavy() -> None:
 
 
 def run_wire(
-    work_dir: str | Path,
+    flags: DoorFlags,
+    *,
     session_id: str | None = None,
-    model: str | None = None,
     yolo: bool = False,
     thinking: bool | None = None,
-    db_url: str = "",
-    *,
     approval_timeout: float | None = None,
     tool_call_timeout: float | None = None,
     max_steps: int | None = None,
-    log_file: str | None = None,
-    verbose: bool = False,
-    settings: Mapping[str, Any] | None = None,
-    debug: bool = False,
 ) -> int:
-    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code.
-    `settings`: the command line's other flags, as `load_config` overrides; `debug`: --debug."""
-    wd = Path(work_dir).expanduser().resolve()
-    if not wd.is_dir():
-        print(f"devagent wire: --work-dir {work_dir} is not a directory", file=sys.stderr)
+    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    if (wd := work_folder("devagent wire", flags.work_dir or ".")) is None:
         return 2
-    overrides = {**(settings or {}), "db_url": db_url or None, "default_model": model, "max_steps": max_steps}
-    config = _checked_config(overrides, check_model_first=bool(model or not session_id), debug=debug)
+    overrides = {
+        **flags.settings,
+        "db_url": flags.db_url or None,
+        "default_model": flags.model,
+        "max_steps": max_steps,
+    }
+    config = _checked_config(
+        overrides, check_model_first=bool(flags.model or not session_id), debug=flags.debug
+    )
     if isinstance(config, int):
         return config
-    try:
-        limits = line_limits()
-    except ValueError as e:
-        print(f"devagent wire: {e}", file=sys.stderr)
-        return 2
     if yolo:
         # --yolo is the operator's choice when starting the server, not a client's request.
         config.approval_mode = "yolo"
-    proto_fd = guard_stdout()
-    setup_logging(verbose, log_file)
-    opts = WireOptions(
-        work_dir=wd,
-        config=config,
-        session_id=session_id,
-        model=model,
-        thinking=thinking,
-        approval_timeout=approval_timeout,
-        tool_call_timeout=tool_call_timeout,
-        debug=debug,
-        **limits,
-    )
-    try:
-        return asyncio.run(_serve_stdio(opts, proto_fd))
-    except KeyboardInterrupt:
-        return 130
+
+    def serve(limits: dict[str, int], proto_fd: int) -> Coroutine[Any, Any, int]:
+        opts = WireOptions(
+            work_dir=wd,
+            config=config,
+            session_id=session_id,
+            model=flags.model,
+            thinking=thinking,
+            approval_timeout=approval_timeout,
+            tool_call_timeout=tool_call_timeout,
+            debug=flags.debug,
+            **limits,
+        )
+        return _serve_stdio(opts, proto_fd)
+
+    return serve_lines("devagent wire", flags.verbose, flags.log_file, serve)
 
 
 def _checked_config(overrides: dict[str, Any], *, check_model_first: bool, debug: bool) -> CoreConfig | int:

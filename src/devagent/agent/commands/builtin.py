@@ -33,7 +33,9 @@ async def compact(session: SessionContext, args: str, emit: Emit) -> str | None:
 async def clear(session: SessionContext, args: str, emit: Emit) -> str | None:
     session.state.pending = []
     session.state.todos = []
+    session.state.file_marks = {}  # the model no longer has what it read
     await session.replace_messages([])
+    await session.forget_saved_outputs()
     say(emit, "Conversation cleared.")
     return None
 

@@ -1,19 +1,29 @@
-"""The built-in tools. `builtin_tools()` returns a fresh instance of each, by name."""
+"""The built-in tools. `builtin_tools()` returns a fresh instance of each, by name; given the
+operator's settings, only those the operator turned on (the web tools can be turned off)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from devagent.agent.tools.base import Tool
 
+if TYPE_CHECKING:
+    from devagent.agent.settings import CoreConfig
 
-def builtin_tools() -> dict[str, Tool]:
+
+def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
     # late: a door that imports one tool module (the settings import the shell tool's sandbox)
     # does not load every tool before it answers `initialize`
+    from devagent.agent.tools.ask import AskUser
+    from devagent.agent.tools.background import BackgroundProcessTool
     from devagent.agent.tools.memory import SaveMemory
+    from devagent.agent.tools.patch import ApplyPatch
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
     from devagent.agent.tools.shell import RunShellCommand
     from devagent.agent.tools.task import Task
     from devagent.agent.tools.todo import WriteTodos
+    from devagent.agent.tools.web import WebFetch, WebSearch
     from devagent.agent.tools.write import Edit, WriteFile
 
     tools: list[Tool] = [
@@ -21,15 +31,29 @@ def builtin_tools() -> dict[str, Tool]:
         ReadManyFiles(),
         WriteFile(),
         Edit(),
+        ApplyPatch(),
         ListDirectory(),
         Glob(),
         Grep(),
         RunShellCommand(),
+        BackgroundProcessTool(),
         SaveMemory(),
         WriteTodos(),
+        WebFetch(),
+        WebSearch(),
+        AskUser(),
         Task(),
     ]
+    tools = [t for t in tools if config is None or _offered(t.name, config)]
     return {t.name: t for t in tools}
+
+
+def _offered(name: str, config: CoreConfig) -> bool:
+    if name == "web_fetch":
+        return config.web_fetch
+    if name == "web_search":  # the operator's search service; "native" is the provider's own
+        return "://" in config.web_search
+    return True
 
 
 __all__ = ["builtin_tools"]

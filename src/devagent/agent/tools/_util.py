@@ -143,12 +143,15 @@ def str_list_arg(args: dict[str, Any], key: str, *, required: bool) -> list[str]
 # --- files ---------------------------------------------------------------------------------------
 
 
-def _locate(path: Path, workspace: Workspace | None, *, create_dirs: bool = False) -> Located:
-    """`path` located through the workspace. Without a workspace the path must be
-    a real path already (what `Workspace.resolve` gives) and is walked from "/" following no
-    symlink at all: one that appeared since the path was resolved is refused (ELOOP)."""
+def _locate(
+    path: Path, workspace: Workspace | None, *, create_dirs: bool = False, readable: bool = False
+) -> Located:
+    """`path` located through the workspace (`readable`: its read-only roots too). Without a
+    workspace the path must be a real path already (what `Workspace.resolve` gives) and is
+    walked from "/" following no symlink at all: one that appeared since the path was resolved
+    is refused (ELOOP)."""
     if workspace is not None:
-        return workspace.locate(path, create_dirs=create_dirs)
+        return workspace.locate(path, create_dirs=create_dirs, readable=readable)
     return locate([Path("/")], path, follow=False, create_dirs=create_dirs)
 
 
@@ -196,11 +199,12 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise fs_failure(e, e.filename if isinstance(e.filename, str) else "the path") from e
 
 
-def open_file(path: Path, workspace: Workspace | None = None) -> BinaryIO:
-    """The regular file `path`, open for reading through the confined walk: the final open is
-    O_NOFOLLOW relative to the parent's descriptor. A hard link to a file outside the workspace is
-    read like any file (the two names are one file; nothing can tell them apart)."""
-    with _locate(path, workspace) as loc:
+def open_file(path: Path, workspace: Workspace | None = None, *, readable: bool = False) -> BinaryIO:
+    """The regular file `path`, open for reading through the confined walk (`readable`: the
+    workspace's read-only roots too): the final open is O_NOFOLLOW relative to the parent's
+    descriptor. A hard link to a file outside the workspace is read like any file (the two names
+    are one file; nothing can tell them apart)."""
+    with _locate(path, workspace, readable=readable) as loc:
         fd = loc.open_file()
     return os.fdopen(fd, "rb")
 

@@ -5,7 +5,8 @@ A tool has a name, a description and a JSON Schema for its arguments (what the m
 
 - `describe(args)`: a one-line human description of a call ("Write src/app.py").
 - `confirmation(args, ctx)`: the details a permission request shows (a FileDiff for edits, the
-  command and working directory for shell, a description otherwise). Called only when policy asks.
+  command and working directory for shell, the question for `ask_user`, a description
+  otherwise). Called only when policy asks.
 - `run(args, ctx)`: does the work and returns a `ToolResult`, or raises `ToolFailure` with a message
   the model and the user read. Long-running tools report live output through `ctx.live(text)`.
 """
@@ -23,15 +24,19 @@ from devagent.agent.events import (
     ConfirmationDetails,
     Event,
     FileDiff,
+    FileDiffs,
     GenericDetails,
     ToolKind,
 )
 from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
+from devagent.common.netpolicy import IPNetwork
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
+    from devagent.agent.tools.processes import SessionProcesses
+    from devagent.agent.tools.saved_outputs import SavedOutputs
 
 
 class ToolFailure(Exception):
@@ -41,6 +46,22 @@ class ToolFailure(Exception):
         super().__init__(message)
         self.message = message
         self.type = type
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a tool gives the model to look at (an image, a PDF), beside its text."""
+
+    media_type: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MediaInput:
+    """Which files the session's model takes beside a tool's text (its profile says so)."""
+
+    images: bool = False
+    pdf: bool = False
 
 
 class ToolWaits(Exception):
@@ -61,11 +82,13 @@ class Delegation(Protocol):
 
 @dataclass(slots=True)
 class ToolResult:
-    """`text` goes to the model; `diff` and `data` go to clients as the ToolCall output."""
+    """`text` goes to the model; `diff` and `data` go to clients as the ToolCall output;
+    `attachments` go to the model with the text (never to clients)."""
 
     text: str
-    diff: FileDiff | None = None
+    diff: FileDiff | FileDiffs | None = None
     data: Any = None
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 class Workspace:
@@ -77,12 +100,20 @@ class Workspace:
     is the open parent directory, so the final open (O_NOFOLLOW) or rename happens relative to a
     directory that is certainly inside, whatever is swapped meanwhile (`_confine`). `resolve` gives
     the real path a string names, for display and to name the file again later; it is never
-    opened as a string."""
+    opened as a string.
 
-    def __init__(self, roots: list[Path], protected: tuple[Path, ...] = ()) -> None:
+    Beside the roots, `read_only_roots`: folders the session may read through `read_file` but
+    never write (the saved whole output of its long commands). Only the reads that ask for them
+    (`readable=True`) reach them; a write there is refused, and commands do not get them mounted
+    (they are under the data directory, which the sandbox hides)."""
+
+    def __init__(
+        self, roots: list[Path], protected: tuple[Path, ...] = (), read_only_roots: tuple[Path, ...] = ()
+    ) -> None:
         if not roots:
             raise ValueError("a workspace needs at least one root")
         self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.read_only_roots = [Path(os.path.realpath(r)) for r in read_only_roots]
         # What configures devagent or holds its state (CoreConfig.protected_paths, real paths):
         # never written by a tool, whatever the approval mode.
         self.protected = protected
@@ -103,25 +134,48 @@ class Workspace:
         return p if p.is_absolute() else self.primary / p
 
     def _outside(self, path: str | Path) -> ToolFailure:
+        if self.in_read_only_root(path):
+            return self._read_only(path)
         return ToolFailure(
             f"path {str(path)!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
             "path_outside_workspace",
         )
 
-    def locate(self, path: str | Path, *, create_dirs: bool = False, missing_ok: bool = False) -> Located:
-        """The open parent directory of `path` and its final name (see `_confine.locate`); the
-        caller closes it. Refused with a ToolFailure when the path leaves the roots; other
-        OSErrors (a missing parent directory, a symlink loop) are the caller's to word."""
+    @staticmethod
+    def _read_only(path: str | Path) -> ToolFailure:
+        return ToolFailure(
+            f"{str(path)!r} is read-only: it is kept by devagent for reading (read_file), never "
+            "written or run",
+            "read_only_path",
+        )
+
+    def in_read_only_root(self, path: str | Path) -> bool:
+        """Whether `path` names something in a read-only root (by its words: a file there is
+        still opened through the confined walk)."""
         try:
-            return locate(self.roots, self.absolute(path), create_dirs=create_dirs, missing_ok=missing_ok)
+            p = Path(os.path.normpath(self.absolute(path)))
+        except ToolFailure:
+            return False
+        return any(p.is_relative_to(r) for r in self.read_only_roots)
+
+    def locate(
+        self, path: str | Path, *, create_dirs: bool = False, missing_ok: bool = False, readable: bool = False
+    ) -> Located:
+        """The open parent directory of `path` and its final name (see `_confine.locate`); the
+        caller closes it. Refused with a ToolFailure when the path leaves the roots (with
+        `readable`, the read-only roots count as roots); other OSErrors (a missing parent
+        directory, a symlink loop) are the caller's to word."""
+        roots = [*self.roots, *self.read_only_roots] if readable else self.roots
+        try:
+            return locate(roots, self.absolute(path), create_dirs=create_dirs, missing_ok=missing_ok)
         except Outside as e:
             raise self._outside(path) from e
 
-    def resolve(self, path: str | Path, *, must_exist: bool = False) -> Path:
+    def resolve(self, path: str | Path, *, must_exist: bool = False, readable: bool = False) -> Path:
         """The real path `path` names inside the roots (symlinks inside followed, by the rule of
-        `locate`), or a ToolFailure."""
+        `locate`; with `readable`, the read-only roots too), or a ToolFailure."""
         try:
-            with self.locate(path, missing_ok=True) as loc:
+            with self.locate(path, missing_ok=True, readable=readable) as loc:
                 exists = loc.lstat() is not None
                 real = loc.path
         except OSError as e:
@@ -138,6 +192,8 @@ class Workspace:
         named `HEAD`: with it, `config`, `objects/` and `refs/` make any folder a git directory
         whose configuration git would read."""
         what = str(shown if shown is not None else self.display(real))
+        if any(real.is_relative_to(r) for r in self.read_only_roots):
+            raise self._read_only(what)
         for p in self.protected:
             if real == p or real.is_relative_to(p):
                 raise ToolFailure(
@@ -184,11 +240,18 @@ class ToolContext:
     call_id: str = ""
     # Emits live output: the text passed replaces what was shown before (the call's live_content).
     live: Callable[[str], Awaitable[None]] = field(default=lambda _text: _noop())
-    # For edits: the content the user chose instead of the proposed one.
+    # For edits: the content the user chose instead of the proposed one; for a question: the answer.
     new_content: str | None = None
     # Set when the turn is cancelled; tools that wait (shell) watch it.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    session_id: str = ""
+    # A shell command's timeout when it names none, and the most it may name (CoreConfig).
     shell_timeout: float = 120.0
+    shell_timeout_max: float = 600.0
+    # Where the whole output of a long command is saved (None: nowhere), and the session's
+    # background processes (None: none may start here).
+    saved_outputs: SavedOutputs | None = None
+    processes: SessionProcesses | None = None
     # What a shell command gets (CoreConfig): the operator's extra environment names, and its
     # limits.
     env_pass: tuple[str, ...] = ()
@@ -200,6 +263,16 @@ class ToolContext:
     granted: bool = False
     # Where files are read and written and commands run (the client's, when a door supplies them).
     backends: ToolBackends = field(default_factory=ToolBackends)
+    # The web tools (CoreConfig): the networks web_fetch may reach although they are not public,
+    # and the operator's search service with its key.
+    outbound_allow: tuple[IPNetwork, ...] = ()
+    web_search_url: str = ""
+    web_search_key: str = ""
+    # What a write does when it would introduce a syntax error: warn | refuse | off
+    # (CoreConfig.edit_syntax_check).
+    syntax_check: str = "warn"
+    # The files the session's model can be given to look at (read_file's images and PDFs).
+    media: MediaInput = field(default_factory=MediaInput)
     # The session's subagents (the `task` tool starts one), and the turn's events, into which a
     # subagent's own are shown nested.
     subagents: Delegation | None = None
@@ -223,12 +296,17 @@ class ToolContext:
             call_id=call.id,
             cancelled=cancelled,
             shell_timeout=config.shell_timeout,
+            shell_timeout_max=config.shell_timeout_max,
             env_pass=config.env_pass,
             command_memory_mb=config.command_memory_mb,
             command_processes=config.command_processes,
             memory_file=config.memory_file,
+            syntax_check=config.edit_syntax_check,
             backends=backends,
             granted=call.granted,
+            outbound_allow=config.outbound_networks(),
+            web_search_url=config.web_search if "://" in config.web_search else "",
+            web_search_key=config.web_search_key or "",
             **kw,
         )
 
@@ -248,8 +326,18 @@ class Tool:
     def describe(self, args: dict[str, Any]) -> str:
         return self.name
 
+    def kind_for(self, args: dict[str, Any]) -> ToolKind:
+        """The kind of one call, which the approval policy decides on: the tool's `kind`, unless
+        what a call does depends on its arguments."""
+        return self.kind
+
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         return GenericDetails(description=self.describe(args))
+
+    def answer_content(self, args: dict[str, Any], option: str, new_content: str | None) -> str | None:
+        """What a call allowed with `option` runs with as `ToolContext.new_content`: the content
+        the user sent (an edited file, a changed command), or for a question its answer."""
+        return new_content
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

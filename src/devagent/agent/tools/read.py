@@ -7,10 +7,12 @@ from __future__ import annotations
 import io
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from devagent.agent.events import ToolKind
+from devagent.agent.tools import freshness, media
 from devagent.agent.tools._util import (
     GLOB_MAGIC,
     SKIP_DIRS,
@@ -34,6 +36,9 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
 
+if TYPE_CHECKING:
+    from devagent.agent.state import SessionState
+
 # Defaults of the read caps.
 MAX_LINES = 2000
 MAX_BYTES = 256 * 1024
@@ -42,40 +47,43 @@ MANY_MAX_TOTAL_BYTES = 512 * 1024
 MANY_MAX_FILES = 200
 
 
-def _open_text(workspace: Workspace, path: str) -> BinaryIO:
-    """The text file `path` open for reading (confined), or a ToolFailure."""
+def _open(workspace: Workspace, path: str) -> tuple[Path, BinaryIO]:
+    """The real path `path` names and the file open for reading (confined to the workspace and its
+    read-only roots), or a ToolFailure."""
     try:
-        f = open_file(workspace.absolute(path), workspace)
+        with workspace.locate(workspace.absolute(path), readable=True) as loc:
+            return loc.path, os.fdopen(loc.open_file(), "rb")
     except OSError as e:
         raise fs_failure(e, path) from e
-    try:
-        if sniff_binary(f):
-            size = os.fstat(f.fileno()).st_size
-            raise ToolFailure(
-                f"{path!r} is a binary file ({human_size(size)}); only text files can be read", "binary_file"
-            )
-    except BaseException:
-        f.close()
-        raise
-    return f
 
 
-def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> tuple[str, int, int, int, bool]:
-    with _open_text(workspace, path) as f:
-        return _read_lines(f, offset, limit, MAX_BYTES)
+@dataclass(slots=True)
+class _Lines:
+    """Some lines of a text: `text` (lines `first`..`last` of `total`), whether some were cut at
+    MAX_LINE_CHARS, and the freshness mark of the whole text."""
+
+    text: str
+    first: int
+    last: int
+    total: int
+    cut: bool
+    mark: str
 
 
-def _read_lines(raw: BinaryIO, offset: int, limit: int, max_bytes: int) -> tuple[str, int, int, int, bool]:
-    """Lines offset..offset+limit-1 (1-based) of a text file, at most max_bytes of them.
-    Returns (text, first line shown, last line shown, total lines, some lines were cut)."""
+def _read_lines(raw: BinaryIO, offset: int, limit: int, max_bytes: int, *, numbers: bool = False) -> _Lines:
+    """Lines offset..offset+limit-1 (1-based) of a text file, at most max_bytes of them, each
+    prefixed by its number and a tab when `numbers`. The whole file is read (its lines counted,
+    its mark taken)."""
     out: list[str] = []
     size = 0
     total = 0
     last = offset - 1
     cut_lines = False
     full = False
+    mark = freshness.TextHash()
     with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as f:
         for total, line in enumerate(f, start=1):
+            mark.update(line)
             if total < offset or full:
                 continue
             if total >= offset + limit:
@@ -85,6 +93,8 @@ def _read_lines(raw: BinaryIO, offset: int, limit: int, max_bytes: int) -> tuple
                 ending = "\n" if line.endswith("\n") else ""
                 line = line[:MAX_LINE_CHARS] + f"… [line cut at {MAX_LINE_CHARS} characters]" + ending
                 cut_lines = True
+            if numbers:
+                line = f"{total}\t{line}"
             encoded = len(line.encode("utf-8", errors="replace"))
             if size + encoded > max_bytes and out:
                 full = True
@@ -92,16 +102,98 @@ def _read_lines(raw: BinaryIO, offset: int, limit: int, max_bytes: int) -> tuple
             out.append(line)
             size += encoded
             last = total
-    return "".join(out), offset, last, total, cut_lines
+    return _Lines("".join(out), offset, last, total, cut_lines, mark.mark())
+
+
+@dataclass(slots=True)
+class _Read:
+    """What read_file read of a text: its lines, the real path whose mark they carry (None: a
+    PDF's text, which no edit applies to) and a note to put first."""
+
+    lines: _Lines
+    real: Path | None = None
+    note: str = ""
+
+
+def _read_disk(ctx: ToolContext, path: str, offset: int, limit: int, paging: bool) -> _Read | ToolResult:
+    """read_file on the disk: a text's lines, or an image or PDF (`_read_media`)."""
+    real, f = _open(ctx.workspace, path)
+    with f:
+        kind = media.media_type(f.read(media.HEAD_BYTES))
+        f.seek(0)
+        if kind is not None:
+            return _read_media(ctx, f, kind, path, (offset, limit, paging))
+        if sniff_binary(f):
+            size = os.fstat(f.fileno()).st_size
+            raise ToolFailure(
+                f"{path!r} is a binary file ({human_size(size)}); only text files, images and PDFs can be "
+                "read",
+                "binary_file",
+            )
+        return _Read(_read_lines(f, offset, limit, MAX_BYTES, numbers=True), real)
+
+
+def _read_media(
+    ctx: ToolContext, f: BinaryIO, kind: str, path: str, part: tuple[int, int, bool]
+) -> _Read | ToolResult:
+    """An image or PDF: attached for the model, or a PDF's text (its lines `part` asks for)."""
+    offset, limit, paging = part
+    too_large = media.too_large(kind, os.fstat(f.fileno()).st_size, path)
+    if too_large is not None:
+        raise too_large
+    data = f.read()
+    if kind != media.PDF:
+        return media.image(data, kind, path, ctx.media)
+    document = media.pdf_document(data, path, ctx.media, paging)
+    if document is not None:
+        return document
+    pdf = media.pdf_text(data, path)
+    lines = _read_lines(io.BytesIO(pdf.text.encode("utf-8")), offset, limit, MAX_BYTES, numbers=True)
+    more = f" (only its first {pdf.pages_read} pages)" if pdf.pages_read < pdf.pages else ""
+    note = (
+        f"[{path}: PDF, {pdf.pages} page{'' if pdf.pages == 1 else 's'}; its text follows{more}, each "
+        "page after a [page N] line (the layout, images and tables are not kept).]\n"
+    )
+    return _Read(lines, None, note)
+
+
+async def _read_client(
+    ctx: ToolContext, path: str, offset: int, limit: int, paging: bool
+) -> _Read | ToolResult:
+    """read_file through the client: its view of a text file (an editor's buffer, unsaved changes
+    included); an image or PDF is read from the disk."""
+    assert ctx.backends.files is not None
+    real = await in_thread(ctx.workspace.resolve, path)
+    if await in_thread(_media_on_disk, ctx.workspace, real):
+        return await in_thread(_read_disk, ctx, path, offset, limit, paging)
+    content = await ctx.backends.files.read_text(real)
+    if content is None:
+        raise ToolFailure(f"{path!r} does not exist", "not_found")
+    raw = io.BytesIO(content.encode("utf-8", errors="surrogatepass"))
+    lines = _read_lines(raw, offset, limit, MAX_BYTES, numbers=True)
+    lines.mark = freshness.mark_of(content)  # the client's text exactly, as an edit will see it
+    return _Read(lines, real)
+
+
+def _media_on_disk(workspace: Workspace, real: Path) -> bool:
+    try:
+        with open_file(real, workspace) as f:
+            return media.media_type(f.read(media.HEAD_BYTES)) is not None
+    except (OSError, ToolFailure):
+        return False
 
 
 class ReadFile(Tool):
     name = "read_file"
     description = (
-        "Read a text file of the workspace. Returns the file's content exactly (no line numbers). "
-        f"Large files are cut at {MAX_LINES} lines or {MAX_BYTES // 1024} KiB; a header then says which "
-        "lines were shown and which `offset` to pass to read on. Use `offset` (1-based first line) and "
-        "`limit` (number of lines) to read part of a file. Binary files are refused."
+        "Read a file of the workspace. A text file comes back line by line, each line prefixed by its "
+        "line number and a tab (`12\\tdef main():`, \\t being the tab); the prefix is not part of the "
+        f"file, so never copy it into an edit. Large files are cut at {MAX_LINES} lines or "
+        f"{MAX_BYTES // 1024} KiB; a header then says which lines were shown and which `offset` to pass "
+        "to read on. Use `offset` (1-based first line) and `limit` (number of lines) to read part of a "
+        "file. Images (PNG, JPEG, GIF, WebP) are shown to you when your model can see images; a PDF is "
+        "attached whole when your model reads PDFs, else (or with offset or limit) its text is "
+        "returned. Other binary files are refused. Read a file before you edit or overwrite it."
     )
     parameters = parameters_schema(
         ["path"],
@@ -118,40 +210,47 @@ class ReadFile(Tool):
         path = str_arg(args, "path")
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
-        files = ctx.backends.files
-        if files is None:
-            text, first, last, total, cut = await in_thread(_read_file, ctx.workspace, path, offset, limit)
-        else:  # the client's view of the file (an editor's buffer, unsaved changes included)
-            real = await in_thread(ctx.workspace.resolve, path)
-            content = await files.read_text(real)
-            if content is None:
-                raise ToolFailure(f"{path!r} does not exist", "not_found")
-            text, first, last, total, cut = _read_lines(
-                io.BytesIO(content.encode("utf-8")), offset, limit, MAX_BYTES
-            )
-        if total == 0:
-            return ToolResult(text="[the file is empty]", data={"path": path, "total_lines": 0})
-        if offset > total:
-            raise ToolFailure(
-                f"offset {offset} is past the end of {path!r}, which has {total} lines", "invalid_arguments"
-            )
-        truncated = first > 1 or last < total
-        header = ""
-        if truncated:
-            more = f" To read more, call read_file with offset={last + 1}." if last < total else ""
-            header = f"[Showing lines {first}-{last} of {total} of {path}.{more}]\n\n"
-        if cut:
-            header += f"[Some lines longer than {MAX_LINE_CHARS} characters were cut.]\n\n"
-        return ToolResult(
-            text=header + text,
-            data={
-                "path": path,
-                "start_line": first,
-                "end_line": last,
-                "total_lines": total,
-                "truncated": truncated,
-            },
+        paging = args.get("offset") is not None or args.get("limit") is not None
+        if ctx.backends.files is None or ctx.workspace.in_read_only_root(path):  # not the client's
+            got = await in_thread(_read_disk, ctx, path, offset, limit, paging)
+        else:
+            got = await _read_client(ctx, path, offset, limit, paging)
+        if isinstance(got, ToolResult):
+            return got
+        result = _shown(path, got, offset)
+        if got.real is not None:  # the session has seen this file: it may edit it
+            freshness.remember(ctx.state, got.real, got.lines.mark)
+        return result
+
+
+def _shown(path: str, got: _Read, offset: int) -> ToolResult:
+    """read_file's result for some lines of a text."""
+    lines = got.lines
+    if lines.total == 0:
+        return ToolResult(text=got.note + "[the file is empty]", data={"path": path, "total_lines": 0})
+    if offset > lines.total:
+        raise ToolFailure(
+            f"offset {offset} is past the end of {path!r}, which has {lines.total} lines", "invalid_arguments"
         )
+    truncated = lines.first > 1 or lines.last < lines.total
+    header = got.note
+    if truncated:
+        more = ""
+        if lines.last < lines.total:
+            more = f" To read more, call read_file with offset={lines.last + 1}."
+        header += f"[Showing lines {lines.first}-{lines.last} of {lines.total} of {path}.{more}]\n\n"
+    if lines.cut:
+        header += f"[Some lines longer than {MAX_LINE_CHARS} characters were cut.]\n\n"
+    return ToolResult(
+        text=header + lines.text,
+        data={
+            "path": path,
+            "start_line": lines.first,
+            "end_line": lines.last,
+            "total_lines": lines.total,
+            "truncated": truncated,
+        },
+    )
 
 
 def _expand(
@@ -217,7 +316,9 @@ def _candidates(workspace: Workspace, entry: str) -> list[tuple[Path, bool]]:
     return [(real, False)]
 
 
-def _read_many(workspace: Workspace, paths: list[str], exclude: list[str]) -> tuple[str, dict[str, Any]]:
+def _read_many(
+    workspace: Workspace, state: SessionState, paths: list[str], exclude: list[str]
+) -> tuple[str, dict[str, Any]]:
     skipped: list[str] = []
     files: list[tuple[Path, str]] = []
     seen: set[Path] = set()
@@ -240,10 +341,12 @@ def _read_many(workspace: Workspace, paths: list[str], exclude: list[str]) -> tu
                 if sniff_binary(f):
                     skipped.append(f"{display} (binary)")
                     continue
-                text, _first, last, lines, _cut = _read_lines(f, 1, MAX_LINES, budget)
+                got = _read_lines(f, 1, MAX_LINES, budget)
         except OSError as e:  # changed since it was listed (removed, swapped for a symlink...)
             skipped.append(f"{display} ({fs_failure(e, display).message})")
             continue
+        freshness.remember(state, real, got.mark)
+        text, last, lines = got.text, got.last, got.total
         note = ""
         if last < lines:
             note = f"\n[cut after line {last} of {lines}; use read_file with offset={last + 1} to read on]"
@@ -293,5 +396,5 @@ class ReadManyFiles(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         paths = str_list_arg(args, "paths", required=True)
         exclude = str_list_arg(args, "exclude", required=False)
-        text, data = await in_thread(_read_many, ctx.workspace, paths, exclude)
+        text, data = await in_thread(_read_many, ctx.workspace, ctx.state, paths, exclude)
         return ToolResult(text=text, data=data)

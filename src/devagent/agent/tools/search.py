@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import contextlib
 import json
 import os
 import re
 import shutil
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -27,6 +29,7 @@ from devagent.agent.tools._util import (
     glob_regex,
     human_size,
     in_thread,
+    int_arg,
     is_temp_name,
     open_file,
     open_walk,
@@ -44,7 +47,10 @@ from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 # Defaults of the listing and search caps.
 LIST_MAX_ENTRIES = 1000
 GLOB_MAX_RESULTS = 500
-GREP_MAX_MATCHES = 200
+GREP_MAX_MATCHES = 200  # matching lines shown
+GREP_MAX_FILES = 500  # files listed or counted
+GREP_MAX_COUNTED = 10_000  # matching lines counted
+GREP_MAX_CONTEXT = 10  # context lines before or after a match
 GREP_MAX_LINE_CHARS = 500
 GREP_MAX_FILESIZE = 1024 * 1024
 GREP_TIMEOUT = 60.0
@@ -135,7 +141,9 @@ class ListDirectory(Tool):
         display = workspace.display(real)
         header = f"{display}: {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}, {len(files)} file(s)"
         if len(lines) > LIST_MAX_ENTRIES:
-            header += f" (showing the first {LIST_MAX_ENTRIES})"
+            header += (
+                f" (showing the first {LIST_MAX_ENTRIES}; list a subdirectory or leave names out with ignore)"
+            )
         if not lines:
             return ToolResult(text=f"{display} is empty.", data={"path": display, "entries": []})
         return ToolResult(text=header + "\n" + "\n".join(shown), data={"path": display, "entries": entries})
@@ -212,7 +220,7 @@ class Glob(Tool):
         header = f"{len(matches)} file(s) match {pattern!r} in {where}"
         header += " (newest first)" if by_mtime else " (by name)"
         if len(matches) > GLOB_MAX_RESULTS:
-            header += f"; showing the first {GLOB_MAX_RESULTS}, narrow the pattern to see the rest"
+            header += f"; showing the first {GLOB_MAX_RESULTS}, narrow the pattern or path to see the rest"
         return ToolResult(
             text=header + ":\n" + "\n".join(shown),
             data={"files": shown, "total": len(matches), "truncated": len(matches) > GLOB_MAX_RESULTS},
@@ -220,6 +228,11 @@ class Glob(Tool):
 
 
 # --- grep ----------------------------------------------------------------------------------------
+#
+# Both engines give the same results in the same form: ripgrep only says which lines of which
+# files match; each of those files is then read again through the confined walk, the lines
+# checked, and the output (context lines included) made from that reading, as the pure Python
+# search makes it from its own.
 
 
 def ripgrep() -> str | None:
@@ -231,6 +244,75 @@ class _RgUnsupported(Exception):
     """ripgrep refused a pattern Python accepts (look-around, back-references)."""
 
 
+GREP_OUTPUTS = ("content", "files", "count")
+_NEWLINE_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\n")
+
+
+@dataclass(frozen=True, slots=True)
+class GrepQuery:
+    """What one grep call looks for, and how its results are shown."""
+
+    pattern: str
+    regex: re.Pattern[str]  # the pattern as Python compiled it (escaped when `fixed`)
+    fixed: bool = False
+    ignore_case: bool = False
+    multiline: bool = False
+    output: str = "content"  # content | files | count
+    before: int = 0
+    after: int = 0
+    include: str | None = None
+
+    def hits(self, text: str, lines: list[str]) -> list[int]:
+        """The numbers (from 1) of the lines of a file that hold a match: in multiline mode every
+        line a match spans, else every line the pattern matches on its own (without its `\\r`)."""
+        if not self.multiline:
+            return [n for n, line in enumerate(lines, start=1) if self.regex.search(line.rstrip("\r"))]
+        newlines = [m.start() for m in re.finditer("\n", text)]
+        found: set[int] = set()
+        for m in self.regex.finditer(text):
+            first = bisect.bisect_left(newlines, m.start()) + 1
+            last = bisect.bisect_left(newlines, max(m.start(), m.end() - 1)) + 1
+            found.update(range(first, min(last, len(lines)) + 1))
+        return sorted(found)
+
+    def shown(self) -> str:
+        return f"{self.pattern!r}" if self.fixed else f"/{self.pattern}/"
+
+
+def grep_query(args: dict[str, Any]) -> GrepQuery:
+    """A grep call's arguments, checked: a clear failure for a bad pattern or option."""
+    pattern = str_arg(args, "pattern", allow_empty=False)
+    fixed = bool_arg(args, "fixed_strings", False)
+    ignore_case = bool_arg(args, "ignore_case", False)
+    multiline = bool_arg(args, "multiline", False)
+    output = opt_str_arg(args, "output", "content") or "content"
+    if output not in GREP_OUTPUTS:
+        raise ToolFailure(f"output must be one of {', '.join(GREP_OUTPUTS)}", "invalid_arguments")
+    context = int_arg(args, "context", 0)
+    before, after = int_arg(args, "before", context), int_arg(args, "after", context)
+    if max(before, after) > GREP_MAX_CONTEXT:
+        raise ToolFailure(f"at most {GREP_MAX_CONTEXT} context lines", "invalid_arguments")
+    if not multiline and ("\n" in pattern or (not fixed and _NEWLINE_ESCAPE.search(pattern))):
+        raise ToolFailure(
+            "the pattern holds a line break, which a line never contains: set multiline to true "
+            "to match across lines",
+            "invalid_arguments",
+        )
+    flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
+    try:
+        regex = re.compile(re.escape(pattern) if fixed else pattern, flags)
+    except re.error as e:
+        raise ToolFailure(
+            f"invalid regular expression {pattern!r}: {e}. Escape special characters such as ( [ . * "
+            "with a backslash to match them literally, or set fixed_strings to true.",
+            "invalid_regex",
+        ) from e
+    include = opt_str_arg(args, "include")
+    if include:
+        glob_regex(include)  # a clear failure for a broken glob
+    return GrepQuery(pattern, regex, fixed, ignore_case, multiline, output, before, after, include)
+
+
 def _clip(text: str) -> str:
     text = text.rstrip("\r\n")
     if len(text) > GREP_MAX_LINE_CHARS:
@@ -238,34 +320,107 @@ def _clip(text: str) -> str:
     return text
 
 
-def _grep_python(
-    workspace: Workspace, regex: re.Pattern[str], base: Path, include: str | None
-) -> tuple[list[tuple[str, int, str]], bool]:
+def _lines(data: bytes) -> list[str]:
+    """A file's lines without their `\\n` (a `\\r` before it is kept), no empty line after the
+    last `\\n`."""
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _content_block(display: str, lines: list[str], hits: list[int], before: int, after: int) -> list[str]:
+    """A file's matching lines as `path:N:text` with the context asked for as `path-N-text`,
+    groups that do not touch separated by `--`, as grep and ripgrep print them."""
+    shown: dict[int, bool] = {}  # line number: whether it matches
+    for n in hits:
+        for c in range(max(1, n - before), min(len(lines), n + after) + 1):
+            shown.setdefault(c, False)
+        shown[n] = True
+    out: list[str] = []
+    previous = 0
+    for n in sorted(shown):
+        if previous and n > previous + 1 and (before or after):
+            out.append("--")
+        mark = ":" if shown[n] else "-"
+        out.append(f"{display}{mark}{n}{mark}{_clip(lines[n - 1])}")
+        previous = n
+    return out
+
+
+class _Found:
+    """A search's results, file by file in path order, up to the caps: matching lines for
+    `content` (GREP_MAX_MATCHES); files (GREP_MAX_FILES) and lines counted (GREP_MAX_COUNTED)
+    for `files` and `count`. `capped` once something was left out."""
+
+    def __init__(self, query: GrepQuery) -> None:
+        self.query = query
+        self.out: list[str] = []
+        self.matches = 0
+        self.files = 0
+        self.capped = False
+
+    def add(self, display: str, lines: list[str], hits: list[int]) -> bool:
+        """Adds one file's matching lines; True once the results are full (stop searching)."""
+        q = self.query
+        if not hits:
+            return self.capped
+        if q.output == "files":
+            hits = hits[:1]
+        room = (GREP_MAX_MATCHES if q.output == "content" else GREP_MAX_COUNTED) - self.matches
+        if room <= 0 or (q.output != "content" and self.files >= GREP_MAX_FILES):
+            self.capped = True
+            return True
+        if len(hits) > room:
+            hits, self.capped = hits[:room], True
+        if q.output == "content":
+            if self.out and (q.before or q.after):
+                self.out.append("--")
+            self.out += _content_block(display, lines, hits, q.before, q.after)
+        else:
+            self.out.append(display if q.output == "files" else f"{display}:{len(hits)}")
+        self.matches += len(hits)
+        self.files += 1
+        return self.capped
+
+
+def _grep_python(workspace: Workspace, query: GrepQuery, base: Path) -> _Found:
     """The pure Python search: every directory and file opened through the confined walk,
     symlinks not followed."""
-    matches: list[tuple[str, int, str]] = []
+    found = _Found(query)
     fd = open_walk(workspace, base)
     if fd is None:  # one file
         try:
             data = _read_capped(open_file(base, workspace))
         except OSError:
-            return matches, False
-        return _grep_data(workspace.display(base), data, regex, matches)
+            return found
+        _search_file(found, workspace.display(base), data)
+        return found
     try:
         with contextlib.closing(walk_files(fd, base, skip_dirs=SKIP_DIRS)) as walk:
             for entry in walk:
-                if include and not glob_match(include, rel_posix(entry.path, base), basename=True):
+                if query.include and not glob_match(
+                    query.include, rel_posix(entry.path, base), basename=True
+                ):
                     continue
                 try:
                     data = _read_capped(entry.open())
                 except OSError:
                     continue
-                _grep_data(workspace.display(entry.path), data, regex, matches)
-                if len(matches) > GREP_MAX_MATCHES:
-                    return matches[:GREP_MAX_MATCHES], True
+                if _search_file(found, workspace.display(entry.path), data):
+                    break
     finally:
         os.close(fd)
-    return matches, False
+    return found
+
+
+def _search_file(found: _Found, display: str, data: bytes | None) -> bool:
+    """Searches one file's bytes (None: too large; with a NUL byte: binary, skipped); True once
+    the results are full."""
+    if data is None or b"\x00" in data:
+        return False
+    lines = _lines(data)
+    return found.add(display, lines, found.query.hits(data.decode("utf-8", errors="replace"), lines))
 
 
 def _read_capped(f: BinaryIO) -> bytes | None:
@@ -276,81 +431,86 @@ def _read_capped(f: BinaryIO) -> bytes | None:
         return f.read(GREP_MAX_FILESIZE + 1)
 
 
-def _grep_data(
-    display: str, data: bytes | None, regex: re.Pattern[str], matches: list[tuple[str, int, str]]
-) -> tuple[list[tuple[str, int, str]], bool]:
-    if data is None or b"\x00" in data:
-        return matches, False
-    for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
-        if regex.search(line.rstrip("\r")):
-            matches.append((display, n, _clip(line)))
-            if len(matches) > GREP_MAX_MATCHES:
-                return matches[:GREP_MAX_MATCHES], True
-    return matches, False
+# A ripgrep hit: the file, the number of the first line of the match, and the lines it spans.
+_Hit = tuple[Path, int, list[str]]
 
 
-def _confirm_rg(
-    workspace: Workspace, matches: list[tuple[str, int, str, Path]]
-) -> list[tuple[str, int, str]]:
-    """ripgrep's matches, each checked against the file read again through the confined walk.
+def _confirm_rg(workspace: Workspace, query: GrepQuery, hits: list[_Hit]) -> _Found:
+    """ripgrep's hits, each checked against the file read again through the confined walk, in
+    path order (component by component, as `rg --sort path` would).
 
     ripgrep does not follow symlinks unless told to (`-L`, never passed), but it walks by path
     strings, so a directory swapped for a symlink while it runs can make it read a file outside
-    the workspace. So its output is only a hint: a match is reported only when the same line is at
-    the same line number of the file opened by `Workspace.locate`."""
-    confirmed: list[tuple[str, int, str]] = []
-    lines_of: dict[Path, list[str] | None] = {}
-    for display, n, text, path in matches:
-        if path not in lines_of:
-            try:
-                data = _read_capped(open_file(path, workspace))
-            except (OSError, ToolFailure):
-                data = None
-            lines_of[path] = None if data is None else data.decode("utf-8", errors="replace").split("\n")
-        lines = lines_of[path]
-        if lines is not None and 0 < n <= len(lines) and _clip(lines[n - 1]) == text:
-            confirmed.append((display, n, text))
-    return confirmed
+    the workspace. So its output is only a hint: a line is reported only when the same lines are
+    at the same line numbers of the file opened by `Workspace.locate`, and what is shown (the
+    context too) is read from that file."""
+    found = _Found(query)
+    by_file: dict[Path, list[tuple[int, list[str]]]] = {}
+    for path, n, texts in hits:
+        by_file.setdefault(path, []).append((n, texts))
+    for path in sorted(by_file, key=lambda p: p.parts):
+        try:
+            data = _read_capped(open_file(path, workspace))
+        except (OSError, ToolFailure):
+            continue
+        if data is None or b"\x00" in data:
+            continue
+        lines = _lines(data)
+        confirmed = {
+            n + i
+            for n, texts in by_file[path]
+            if n >= 1 and lines[n - 1 : n - 1 + len(texts)] == texts
+            for i in range(len(texts))
+        }
+        if found.add(workspace.display(path), lines, sorted(confirmed)):
+            break
+    return found
 
 
-def _rg_command(rg: str, pattern: str, base: Path, include: str | None, ignore_case: bool) -> list[str]:
+def _rg_command(rg: str, query: GrepQuery, base: Path) -> list[str]:
     cmd = [
         rg,
         "--json",
         "--no-config",
         "--no-ignore",
         "--hidden",
+        "--crlf",  # `$` before a `\r\n` too, as the Python search sees each line without its `\r`
         "--max-filesize",
         str(GREP_MAX_FILESIZE),
-        "--regexp",
-        pattern,
     ]
-    if ignore_case:
+    if query.fixed:
+        cmd.append("--fixed-strings")
+    if query.ignore_case:
         cmd.append("--ignore-case")
-    if include:
-        cmd += ["--glob", include]
+    if query.multiline:
+        cmd.append("--multiline")
+    if query.output == "files":
+        cmd += ["--max-count", "1"]
+    cmd += ["--regexp", query.pattern]
+    if query.include:
+        cmd += ["--glob", query.include]
     for d in sorted(SKIP_DIRS):
         cmd += ["--glob", f"!{d}"]
     cmd += ["--glob", f"!{TEMP_PREFIX}*"]  # what a crashed atomic write left behind
     return [*cmd, "--", str(base)]
 
 
-async def _grep_rg(
-    rg: str,
-    workspace: Workspace,
-    pattern: str,
-    base: Path,
-    include: str | None,
-    ignore_case: bool,
-) -> tuple[list[tuple[str, int, str]], bool]:
-    """ripgrep's matches, sorted by path (component by component, as `rg --sort path` would) and
-    line number. rg searches in parallel (no `--sort`, which makes it single-threaded), so files
-    come in whatever order its threads finish; the matches are sorted here. When there are more
-    than `GREP_MAX_MATCHES`, rg is stopped at the first `GREP_MAX_MATCHES` + 1 it reports: the
-    matches kept are then the first `GREP_MAX_MATCHES` rg found (whole files in the order its
-    threads finished them, so not always the same ones from run to run), sorted the same way."""
+def _rg_bound(query: GrepQuery) -> int:
+    """How many lines (files for `files`) ripgrep reports before it is stopped: one more than the
+    results can hold tells that some were left out."""
+    if query.output == "content":
+        return GREP_MAX_MATCHES
+    return GREP_MAX_FILES if query.output == "files" else GREP_MAX_COUNTED
+
+
+async def _grep_rg(rg: str, workspace: Workspace, query: GrepQuery, base: Path) -> _Found:
+    """ripgrep's hits, confirmed and shown as the Python search shows its own. rg searches in
+    parallel (no `--sort`, which makes it single-threaded), so files come in whatever order its
+    threads finish; the hits are sorted by path here. When there are more than the results hold,
+    rg is stopped once it reported one more (`_rg_bound`): the files kept are then those rg
+    searched first (not always the same ones from run to run), sorted the same way."""
     proc = await asyncio.create_subprocess_exec(
-        *_rg_command(rg, pattern, base, include, ignore_case),
+        *_rg_command(rg, query, base),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -361,25 +521,10 @@ async def _grep_rg(
     # files, say) would otherwise fill its pipe and stall ripgrep until the timeout. Only the
     # tail is kept: it is read for one thing, whether the regex was refused.
     errors = asyncio.ensure_future(_tail(proc.stderr, RG_STDERR_TAIL))
-    matches: list[tuple[str, int, str, Path]] = []
-    capped = False
+    hits: list[_Hit] = []
     try:
         async with asyncio.timeout(GREP_TIMEOUT):
-            while True:
-                raw = await proc.stdout.readline()
-                if not raw:
-                    break
-                msg = json.loads(raw)
-                if msg.get("type") != "match":
-                    continue
-                data = msg["data"]
-                file = _rg_text(data["path"])
-                line = _rg_text(data["lines"])
-                path = Path(file)
-                matches.append((workspace.display(path), int(data["line_number"]), _clip(line), path))
-                if len(matches) > GREP_MAX_MATCHES:
-                    capped = True
-                    break
+            capped = await _read_rg_hits(proc.stdout, _rg_bound(query), query.output == "files", hits)
             if capped:
                 proc.kill()
             code = await proc.wait()
@@ -398,11 +543,29 @@ async def _grep_rg(
     finally:
         if not errors.done():
             errors.cancel()
-    if code == 2 and not matches and "regex" in stderr.lower():
+    if code == 2 and not hits and "regex" in stderr.lower():
         raise _RgUnsupported(stderr)
-    kept = sorted(matches[:GREP_MAX_MATCHES], key=lambda m: (m[3].parts, m[1]))
-    confirmed = await in_thread(_confirm_rg, workspace, kept)
-    return confirmed, capped
+    found = await in_thread(_confirm_rg, workspace, query, hits)
+    found.capped = found.capped or capped
+    return found
+
+
+async def _read_rg_hits(stdout: asyncio.StreamReader, bound: int, by_file: bool, hits: list[_Hit]) -> bool:
+    """Reads rg's JSON lines into `hits` until its output ends (False) or more than `bound` lines
+    (files when `by_file`) were reported (True)."""
+    count = 0
+    while raw := await stdout.readline():
+        msg = json.loads(raw)
+        if msg.get("type") != "match":
+            continue
+        data = msg["data"]
+        text = _rg_text(data["lines"])
+        texts = (text[:-1] if text.endswith("\n") else text).split("\n")
+        hits.append((Path(_rg_text(data["path"])), int(data["line_number"]), texts))
+        count += 1 if by_file else len(texts)
+        if count > bound:
+            return True
+    return False
 
 
 RG_STDERR_TAIL = 64 * 1024
@@ -425,21 +588,54 @@ def _rg_text(obj: dict[str, Any]) -> str:
 class Grep(Tool):
     name = "grep"
     description = (
-        "Search file contents with a regular expression (Rust/Python syntax, matched per line). "
-        "Returns matching lines as `file:line:text`, files in path order, at most "
-        f"{GREP_MAX_MATCHES} matches. Narrow with `path` (a directory or a file) and `include` (a glob "
-        "such as `*.py` matched against file names, or `src/**/*.ts` against paths). Binary files, "
-        f"files over {GREP_MAX_FILESIZE // (1024 * 1024)} MiB, `.git`, `node_modules`, virtualenvs and "
-        "caches are skipped."
+        "Search file contents with a regular expression (Rust/Python syntax, matched per line unless "
+        "`multiline`), or literal text with `fixed_strings`. Returns matching lines as `file:line:text` "
+        "(with `context`, `before` or `after`: the lines around them as `file-line-text`, groups "
+        "separated by `--`), files in path order, at most "
+        f"{GREP_MAX_MATCHES} matching lines; `output: files` lists only the files that match, "
+        "`output: count` the number of matching lines per file. Narrow with `path` (a directory or a "
+        "file) and `include` (a glob such as `*.py` matched against file names, or `src/**/*.ts` "
+        "against paths). Binary files, files over "
+        f"{GREP_MAX_FILESIZE // (1024 * 1024)} MiB, `.git`, `node_modules`, virtualenvs and caches "
+        "are skipped."
     )
     parameters = parameters_schema(
         ["pattern"],
-        pattern=parameter("string", "The regular expression to search for."),
+        pattern=parameter(
+            "string", "The regular expression (or, with fixed_strings, the text) to search for."
+        ),
         path=parameter(
             "string", "Directory or file to search (relative to the workspace root; default: root)."
         ),
         include=parameter("string", "Only search files matching this glob, e.g. `*.py` or `*.{ts,tsx}`."),
         ignore_case=parameter("boolean", "Match case-insensitively. Default false."),
+        fixed_strings=parameter("boolean", "Take the pattern as literal text, not a regular expression."),
+        multiline=parameter(
+            "boolean",
+            "Let a match span lines (`\\n` in the pattern matches a line break; `.` does not unless "
+            "the pattern starts with `(?s)`); every line a match spans is shown. Default false.",
+        ),
+        output=parameter(
+            "string",
+            "`content` (matching lines, the default), `files` (only the paths of files that match) "
+            "or `count` (matching lines per file).",
+            enum=list(GREP_OUTPUTS),
+        ),
+        context=parameter(
+            "integer", "Lines to show before and after each match.", minimum=0, maximum=GREP_MAX_CONTEXT
+        ),
+        before=parameter(
+            "integer",
+            "Lines to show before each match (overrides context).",
+            minimum=0,
+            maximum=GREP_MAX_CONTEXT,
+        ),
+        after=parameter(
+            "integer",
+            "Lines to show after each match (overrides context).",
+            minimum=0,
+            maximum=GREP_MAX_CONTEXT,
+        ),
     )
     kind = ToolKind.READ
 
@@ -449,46 +645,56 @@ class Grep(Tool):
         return f"Search for `{args.get('pattern', '')}`{where}{inc}"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        pattern = str_arg(args, "pattern", allow_empty=False)
+        query = grep_query(args)
         path = opt_str_arg(args, "path", ".") or "."
-        include = opt_str_arg(args, "include")
-        ignore_case = bool_arg(args, "ignore_case", False)
-        try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as e:
-            raise ToolFailure(
-                f"invalid regular expression {pattern!r}: {e}. Escape special characters such as ( [ . * "
-                "with a backslash to match them literally.",
-                "invalid_regex",
-            ) from e
-        if include:
-            glob_regex(include)  # a clear failure for a broken glob
         base = await in_thread(ctx.workspace.resolve, path, must_exist=True)
         rg = ripgrep()
         engine = "python"
-        matches: list[tuple[str, int, str]]
         if rg:
             try:
-                matches, capped = await _grep_rg(rg, ctx.workspace, pattern, base, include, ignore_case)
+                found = await _grep_rg(rg, ctx.workspace, query, base)
                 engine = "ripgrep"
             except _RgUnsupported:
-                matches, capped = await in_thread(_grep_python, ctx.workspace, regex, base, include)
+                found = await in_thread(_grep_python, ctx.workspace, query, base)
         else:
-            matches, capped = await in_thread(_grep_python, ctx.workspace, regex, base, include)
-        where = ctx.workspace.display(base)
-        scope = f" in {where}" + (f" (files matching {include})" if include else "")
-        if not matches:
-            return ToolResult(
-                text=f"No matches for /{pattern}/{scope}.", data={"matches": 0, "engine": engine}
+            found = await in_thread(_grep_python, ctx.workspace, query, base)
+        scope = f" in {ctx.workspace.display(base)}"
+        if query.include:
+            scope += f" (files matching {query.include})"
+        return _grep_result(query, found, scope, engine)
+
+
+_NARROW = "Narrow the search with path, include or a more specific pattern"
+
+
+def _plural(n: int, word: str, plural: str = "") -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def _grep_result(query: GrepQuery, found: _Found, scope: str, engine: str) -> ToolResult:
+    data = {
+        "matches": found.matches,
+        "files": found.files,
+        "truncated": found.capped,
+        "engine": engine,
+        "output": query.output,
+    }
+    what = f"{query.shown()}{scope}"
+    if not found.out:
+        return ToolResult(text=f"No matches for {what}.", data=data)
+    if query.output == "count":
+        header = f"{_plural(found.matches, 'matching line')} in {_plural(found.files, 'file')} for {what}"
+        if found.capped:
+            header += (
+                f"; counting stopped there (at most {GREP_MAX_FILES} files and {GREP_MAX_COUNTED} lines), "
+                f"so the counts are incomplete. {_NARROW}"
             )
-        header = f"{len(matches)} match{'es' if len(matches) != 1 else ''} for /{pattern}/{scope}"
-        if capped:
-            header = (
-                f"More than {GREP_MAX_MATCHES} matches for /{pattern}/{scope}; showing the first "
-                f"{GREP_MAX_MATCHES}. Narrow the search with path, include or a more specific pattern"
-            )
-        body = "\n".join(f"{f}:{n}:{t}" for f, n, t in matches)
-        return ToolResult(
-            text=header + ":\n" + body,
-            data={"matches": len(matches), "truncated": capped, "engine": engine},
-        )
+    elif found.capped:
+        cap = GREP_MAX_MATCHES if query.output == "content" else GREP_MAX_FILES
+        more = f"{cap} matches for" if query.output == "content" else f"{cap} files match"
+        header = f"More than {more} {what}; showing the first {cap}. {_NARROW}"
+    elif query.output == "content":
+        header = f"{_plural(found.matches, 'match', 'matches')} for {what}"
+    else:
+        header = f"{_plural(found.files, 'file')} {'matches' if found.files == 1 else 'match'} {what}"
+    return ToolResult(text=header + ":\n" + "\n".join(found.out), data=data)

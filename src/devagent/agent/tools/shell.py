@@ -18,7 +18,6 @@ kin, /root, devagent's own files and the operator's `sandbox_hide`.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import functools
 import os
@@ -31,19 +30,27 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
-from devagent.agent.tools._util import num_arg, opt_str_arg, parameter, parameters_schema, str_arg
+from devagent.agent.tools._util import (
+    bool_arg,
+    num_arg,
+    opt_str_arg,
+    parameter,
+    parameters_schema,
+    str_arg,
+)
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.output import HeadTail, head_and_tail
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import CommandBackend
+    from devagent.agent.tools.saved_outputs import OutputFile
 
-OUTPUT_MAX_CHARS = 30_000  # what the model gets: the tail of the output
 LIVE_INTERVAL = 0.05  # seconds between live updates at most
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 EOF_GRACE = 0.5  # seconds to wait for output after bash exited (background jobs may hold the pipe)
@@ -64,38 +71,6 @@ def root_command(command: str) -> str:
     return ""
 
 
-class _Output:
-    """Combined output, keeping only the tail beyond a cap."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.text = ""
-        self.dropped = 0
-        self.changed = False
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def feed(self, data: bytes, final: bool = False) -> None:
-        chunk = self._decoder.decode(data, final)
-        if not chunk:
-            return
-        self.text += chunk
-        self.changed = True
-        if len(self.text) > 2 * self.cap:
-            self._trim()
-
-    def _trim(self) -> None:
-        if len(self.text) > self.cap:
-            cut = len(self.text) - self.cap
-            self.dropped += cut
-            self.text = self.text[cut:]
-
-    def render(self) -> str:
-        self._trim()
-        if self.dropped:
-            return f"[… {self.dropped} earlier characters of output omitted …]\n{self.text}"
-        return self.text
-
-
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -106,12 +81,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-async def _wait_exit(proc: asyncio.subprocess.Process, seconds: float) -> None:
+async def wait_exit(proc: asyncio.subprocess.Process, seconds: float) -> None:
     """Waits until the process has exited (not for its pipes, which others may hold open)."""
     deadline = time.monotonic() + seconds
     while proc.returncode is None and time.monotonic() < deadline:  # noqa: ASYNC110 - no exit event
@@ -122,17 +97,17 @@ async def kill_group(proc: asyncio.subprocess.Process, grace: float | None = Non
     """SIGTERM to the whole process group, SIGKILL after `grace` for whatever is left."""
     grace = KILL_GRACE if grace is None else grace
     pgid = proc.pid  # start_new_session: the shell leads its own group
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     try:
         deadline = time.monotonic() + grace
-        await _wait_exit(proc, grace)
+        await wait_exit(proc, grace)
         while _group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling a pgid
             await asyncio.sleep(0.02)
     finally:
         # Reaped zombies of other parents may still answer signal 0 for a moment; SIGKILL is
         # harmless to them and final for anything that ignored SIGTERM.
-        _signal_group(pgid, signal.SIGKILL)
-        await _wait_exit(proc, 1.0)
+        signal_group(pgid, signal.SIGKILL)
+        await wait_exit(proc, 1.0)
 
 
 # --- the sandbox (bubblewrap) ----------------------------------------------------------------------
@@ -569,11 +544,32 @@ def limited(command: str, memory_mb: int, processes: int) -> list[str]:
     return ["bash", "-c", " && ".join([*steps, 'exec bash -c "$1"']), "bash", command]
 
 
-async def _start_command(
-    command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], sandbox: Sandbox | None
-) -> tuple[asyncio.subprocess.Process, int]:
-    """Starts `command` in its own process group (in the sandbox, if on) with the agent's
-    environment and limits; the process and the read end of its output pipe."""
+# The program that leads an unsandboxed background command's process group and ends everything
+# the command started when the server dies or the command ends (see its docstring). A sandboxed
+# command needs none: bwrap's --die-with-parent and its PID namespace do the same.
+SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
+
+
+@dataclass(slots=True)
+class Started:
+    """A command started in its own process group: the read end of its output pipe, and for a
+    background command the write end of its input pipe (else -1) and whether `SUPERVISOR` leads
+    it."""
+
+    proc: asyncio.subprocess.Process
+    output_fd: int
+    input_fd: int = -1
+    sandboxed: bool = False
+    supervised: bool = False
+
+
+async def start_command(
+    command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], *, background: bool = False
+) -> Started:
+    """Starts `command` in its own process group (in the process's sandbox, if on) with the
+    agent's environment and limits. `background`: its input is a pipe for the caller to write,
+    and it never outlives the server (`SUPERVISOR`, or the sandbox); else its input is closed."""
+    sandbox = active_sandbox()
     # An allow-list, never the server's environment (tokens, database URL, provider keys stay in
     # the server).
     env = child_env(
@@ -586,34 +582,48 @@ async def _start_command(
             raise ToolFailure(why, "sandbox_unavailable")
         argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
         env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
-    # Our own pipe rather than asyncio's: we can close our end when background jobs keep the
-    # write end open after the shell exited, and the process transport holds no pipes.
+    elif background:
+        argv = [os.path.realpath(sys.executable), "-I", "-S", SUPERVISOR, str(os.getpid()), *argv]
+    # Our own pipes rather than asyncio's: we can close our end when background jobs keep the
+    # write end open after the shell exited, and the process transport holds no pipes (so its
+    # wait() ends when the process does).
     read_fd, write_fd = os.pipe()
+    stdin_r, stdin_w = os.pipe() if background else (-1, -1)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=env,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=stdin_r if background else asyncio.subprocess.DEVNULL,
             stdout=write_fd,
             stderr=write_fd,
             start_new_session=True,
             **(sandbox.run_as() if sandbox is not None else {}),
         )
     except BaseException:
-        os.close(read_fd)
+        for fd in (read_fd, stdin_w):
+            if fd >= 0:
+                os.close(fd)
         raise
     finally:
-        os.close(write_fd)
-    return proc, read_fd
+        for fd in (write_fd, stdin_r):
+            if fd >= 0:
+                os.close(fd)
+    return Started(proc, read_fd, stdin_w, sandbox is not None, background and sandbox is None)
 
 
 async def _follow_command(
-    proc: asyncio.subprocess.Process, read_fd: int, time_limit: float, ctx: ToolContext
-) -> tuple[str, _Output]:
-    """Reads the command's output (shown live) until it ends, runs past `time_limit` seconds, is
-    cancelled or leaves background processes holding the pipe; how it ended ("done", "timeout",
-    "cancelled", "detached") and its output. A timed out or cancelled command's group is killed."""
+    proc: asyncio.subprocess.Process,
+    read_fd: int,
+    time_limit: float,
+    ctx: ToolContext,
+    out: HeadTail,
+    saving: OutputFile | None,
+) -> str:
+    """Reads the command's output into `out` (shown live) and `saving` until it ends, runs past
+    `time_limit` seconds, is cancelled or leaves background processes holding the pipe; how it
+    ended ("done", "timeout", "cancelled", "detached"). A timed out or cancelled command's group
+    is killed."""
     loop = asyncio.get_running_loop()
     stdout = asyncio.StreamReader(loop=loop)
     try:
@@ -623,11 +633,12 @@ async def _follow_command(
     except BaseException:
         await asyncio.shield(kill_group(proc))
         raise
-    out = _Output(OUTPUT_MAX_CHARS)
 
     async def read() -> None:
         while data := await stdout.read(READ_CHUNK):
             out.feed(data)
+            if saving is not None:
+                saving.write(data)
         out.feed(b"", final=True)
 
     reader = asyncio.create_task(read())
@@ -670,8 +681,8 @@ async def _follow_command(
                 task.cancel()
         pipe.close()
     if proc.returncode is None:  # pragma: no cover - the loop ends only after exit or a kill
-        await _wait_exit(proc, KILL_GRACE)
-    return outcome, out
+        await wait_exit(proc, KILL_GRACE)
+    return outcome
 
 
 class RunShellCommand(Tool):
@@ -681,9 +692,13 @@ class RunShellCommand(Tool):
         "root) and return its combined stdout and stderr followed by `exit code N`. A non-zero exit "
         "code is reported, not treated as a failure. Standard input is closed, so interactive "
         "programs cannot prompt: pass flags such as `--yes`, and avoid pagers and editors. The "
-        "command is killed after `timeout` seconds (capped by the server). Long output keeps only its "
-        f"last {OUTPUT_MAX_CHARS} characters. To start a server or other long-running process, run it "
-        "in the background with its output redirected, e.g. `npm start > server.log 2>&1 &`."
+        "command is killed after `timeout` seconds (default: the server's; a larger value than the "
+        "server allows is lowered to its maximum). Long output keeps its first and last lines; a "
+        "line between them says how many were left out and names the file that holds the whole "
+        "output, which read_file pages through (offset and limit, in lines). To start a server, a "
+        "watcher or any other long-running process, pass `background: true`: the call returns at "
+        "once with the process's id, and background_process reads its new output, writes to its "
+        "input, lists and stops it."
     )
     parameters = parameters_schema(
         ["command"],
@@ -696,16 +711,27 @@ class RunShellCommand(Tool):
         ),
         timeout=parameter(
             "number",
-            "Seconds before the command is killed. The server's limit applies if lower.",
+            "Seconds before the command is killed. Default: the server's; at most the server's maximum. "
+            "Not for background processes.",
             exclusiveMinimum=0,
+        ),
+        background=parameter(
+            "boolean",
+            "Start the command in the background and return at once with its id (see "
+            "background_process). Default: false.",
         ),
     )
     kind = ToolKind.EXECUTE
     SANDBOX_NOTE = (
         " Commands run in a sandbox: only the workspace is writable, /tmp is private to each "
-        "command, {network}, and background processes end when the command ends (start a server "
-        "and use it in the same command)."
+        "command, {network}. A job started with `&` ends when its command ends: use `background: "
+        "true` for processes that must keep running."
     )
+    NETWORK: ClassVar[dict[bool, str]] = {
+        True: "the network (the host's, loopback included) is reachable",
+        False: "there is no network, and each command has a loopback of its own (a background "
+        "server can be reached only by its own command)",
+    }
 
     def definition(self) -> dict[str, Any]:
         if (missing := sandbox_missing()) is not None:
@@ -713,15 +739,16 @@ class RunShellCommand(Tool):
         sandbox = active_sandbox()
         if sandbox is None:
             return super().definition()
-        network = "the network is reachable" if sandbox.network else "there is no network"
         return {
             **super().definition(),
-            "description": self.description + self.SANDBOX_NOTE.format(network=network),
+            "description": self.description + self.SANDBOX_NOTE.format(network=self.NETWORK[sandbox.network]),
         }
 
     def describe(self, args: dict[str, Any]) -> str:
         command = args.get("command")
-        return command if isinstance(command, str) else "Run a shell command"
+        if not isinstance(command, str):
+            return "Run a shell command"
+        return f"{command} (in the background)" if args.get("background") is True else command
 
     def _cwd(self, args: dict[str, Any], ctx: ToolContext) -> str:
         directory = opt_str_arg(args, "directory", ".") or "."
@@ -744,50 +771,68 @@ class RunShellCommand(Tool):
         edited = ctx.new_content is not None and ctx.new_content.strip() not in ("", proposed)
         command = ctx.new_content.strip() if edited and ctx.new_content is not None else proposed
         cwd = self._cwd(args, ctx)
-        requested = num_arg(args, "timeout")
-        timeout = min(requested, ctx.shell_timeout) if requested else ctx.shell_timeout
+        background = bool_arg(args, "background")
+        limit = TimeLimit.of(num_arg(args, "timeout"), ctx)
         if ctx.cancelled.is_set():
             raise ToolFailure("the command was cancelled before it started", "cancelled")
         # Under a prefix grant, git starts no program its configuration names.
         guard = granted_env() if ctx.granted else {}
+        if background:
+            return await self._start_background(command, cwd, ctx, guard, edited)
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
-            return await self._run_elsewhere(ctx.backends.commands, command, cwd, timeout, ctx, guard)
+            return await self._run_elsewhere(ctx.backends.commands, command, cwd, limit, ctx, guard)
         self._check_can_run(ctx)
-        sandbox = active_sandbox()
-        proc, read_fd = await _start_command(command, cwd, ctx, guard, sandbox)
-        outcome, out = await _follow_command(proc, read_fd, timeout, ctx)
-        code = proc.returncode if proc.returncode is not None else -9
-        await ctx.live(out.render())
-        text = out.render()
+        return await self._run_here(command, cwd, limit, ctx, guard, edited)
 
+    async def _run_here(
+        self,
+        command: str,
+        cwd: str,
+        limit: TimeLimit,
+        ctx: ToolContext,
+        guard: dict[str, str],
+        edited: bool,
+    ) -> ToolResult:
+        """Runs the command as a process of this server, its whole output saved when long."""
+        started = await start_command(command, cwd, ctx, guard)
+        out = HeadTail()
+        saved_outputs = ctx.saved_outputs
+        saving = saved_outputs.open(ctx.session_id, ctx.call_id) if saved_outputs is not None else None
+        try:
+            outcome = await _follow_command(started.proc, started.output_fd, limit.seconds, ctx, out, saving)
+        except BaseException:
+            if saving is not None:
+                saving.finish(keep=False)
+            raise
+        saved = saving.finish(keep=out.elided) if saving is not None else None
+        if saved is not None and saved_outputs is not None:
+            await asyncio.to_thread(saved_outputs.prune)
+        text = out.render(str(saved) if saved is not None else "")
+        await ctx.live(text)
         if outcome == "timeout":
             raise ToolFailure(
-                f"the command timed out after {timeout:g} s and was killed. Output so far:\n{text}",
-                "timeout",
+                f"the command {limit.timed_out()} and was killed. Output so far:\n{text}", "timeout"
             )
         if outcome == "cancelled":
             raise ToolFailure(f"the command was cancelled. Output so far:\n{text}", "cancelled")
-
-        body = text if text.strip() else "(no output)"
-        if not body.endswith("\n"):
-            body += "\n"
-        status = f"exit code {code}" if code >= 0 else f"exit code {128 - code} (killed by signal {-code})"
+        notes = limit.notes()
         if outcome == "detached":
-            status += (
-                "\n(background processes still hold the output; their further output is not captured "
-                "— redirect it to a file)"
+            notes.append(
+                "(background processes still hold the output; their further output is not captured: "
+                "start such processes with `background: true`)"
             )
-        if edited:
-            status += f"\n(the user edited the command before approving it; what ran was: {command})"
+        notes += _edited(command) if edited else []
+        code = started.proc.returncode if started.proc.returncode is not None else -9
         return ToolResult(
-            text=body + status,
+            text=_with_status(text, _exit_status(code), notes),
             data={
                 "exit_code": code,
                 "command": command,
                 "user_modified": edited,
                 "directory": ctx.workspace.display(Path(cwd)),
-                "truncated": out.dropped > 0,
-                "sandboxed": sandbox is not None,
+                "truncated": out.elided,
+                "saved_output": None if saved is None else str(saved),
+                "sandboxed": started.sandboxed,
             },
         )
 
@@ -799,30 +844,105 @@ class RunShellCommand(Tool):
         if missing is not None and ctx.backends.commands is None:
             raise ToolFailure(missing.message(), "sandbox_unavailable")
 
+    async def _start_background(
+        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], edited: bool
+    ) -> ToolResult:
+        if ctx.backends.commands is not None or ctx.processes is None:
+            raise ToolFailure(
+                "background processes are not available here (commands run in the client's terminal)"
+                if ctx.backends.commands is not None
+                else "background processes are not available here",
+                "unsupported",
+            )
+        self._check_can_run(ctx)
+        process = await ctx.processes.start(command, cwd, ctx, guard)
+        text = (
+            f"Started in the background as {process.id}. Read its output with background_process "
+            f"(action `output`, id `{process.id}`; `wait_for` waits for a line such as a server's "
+            "'listening'), write to its input (action `input`), or stop it (action `stop`). It is "
+            "stopped when the turn is cancelled, when the session ends or has been idle for long, "
+            "and when the server stops."
+        )
+        return ToolResult(
+            text="\n".join([text, *(_edited(command) if edited else [])]),
+            data={
+                "background_id": process.id,
+                "command": command,
+                "user_modified": edited,
+                "directory": ctx.workspace.display(Path(cwd)),
+                "sandboxed": process.sandboxed,
+            },
+        )
+
     async def _run_elsewhere(
         self,
         backend: CommandBackend,
         command: str,
         cwd: str,
-        time_limit: float,
+        limit: TimeLimit,
         ctx: ToolContext,
         env: dict[str, str],
     ) -> ToolResult:
-        result = await backend.run(command, cwd, time_limit, ctx, env)
-        body = result.output if result.output.strip() else "(no output)"
-        if not body.endswith("\n"):
-            body += "\n"
+        result = await backend.run(command, cwd, limit.seconds, ctx, env)
+        text = head_and_tail(result.output)
         if result.exit_code is not None:
             status = f"exit code {result.exit_code}"
         else:
             status = f"killed by signal {result.signal or '?'}"
         return ToolResult(
-            text=body + status,
+            text=_with_status(text, status, limit.notes()),
             data={
                 "exit_code": result.exit_code,
                 "command": command,
                 "directory": ctx.workspace.display(Path(cwd)),
-                "truncated": result.truncated,
+                "truncated": result.truncated or len(text) < len(result.output),
                 "sandboxed": False,
             },
         )
+
+
+@dataclass(frozen=True, slots=True)
+class TimeLimit:
+    """How long a command may run: what it asked for, within the server's maximum (never below
+    the server's default), else the server's default."""
+
+    seconds: float
+    asked: float | None = None
+
+    @classmethod
+    def of(cls, asked: float | None, ctx: ToolContext) -> TimeLimit:
+        if asked is None:
+            return cls(ctx.shell_timeout)
+        return cls(min(asked, max(ctx.shell_timeout_max, ctx.shell_timeout)), asked)
+
+    @property
+    def lowered(self) -> bool:
+        return self.asked is not None and self.asked > self.seconds
+
+    def notes(self) -> list[str]:
+        if not self.lowered:
+            return []
+        return [
+            f"(the timeout asked for, {self.asked:g} s, is more than the server allows: it had "
+            f"{self.seconds:g} s)"
+        ]
+
+    def timed_out(self) -> str:
+        more = f" (the server's maximum; {self.asked:g} s was asked for)" if self.lowered else ""
+        return f"timed out after {self.seconds:g} s{more}"
+
+
+def _edited(command: str) -> list[str]:
+    return [f"(the user edited the command before approving it; what ran was: {command})"]
+
+
+def _exit_status(code: int) -> str:
+    return f"exit code {code}" if code >= 0 else f"exit code {128 - code} (killed by signal {-code})"
+
+
+def _with_status(output: str, status: str, notes: Sequence[str]) -> str:
+    """A command's result as the model reads it: its output, then how it ended, then notes."""
+    body = output if output.strip() else "(no output)"
+    if not body.endswith("\n"):
+        body += "\n"
+    return body + "\n".join([status, *notes])

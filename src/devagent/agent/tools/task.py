@@ -12,25 +12,21 @@ from devagent.agent.tools._util import parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
 DESCRIPTION = (
-    "Hand a self-contained piece of work to a subagent: a fresh agent with a context of its own, "
-    "in the same workspace, that works through it with its own tools and answers with one final "
-    "report, which is this tool's result. Use it for a search or an investigation whose "
-    "intermediate steps you do not need to see, or for independent pieces of work; several `task` "
-    "calls in one step run in parallel. The subagent knows only the `prompt`: give it everything it "
-    "needs (the goal, the files, what to report). Its file changes and commands are asked for like "
-    "your own. Subagent types (`agent`):"
+    "Hand self-contained work to a subagent: a fresh agent in this workspace with its own context, "
+    "whose final report is the result. Calls in one step run in parallel. The `prompt` is all it "
+    "knows: say what to do and what to report. Types (`agent`):"
 )
 
 
 class Task(Tool):
     name = "task"
-    description = DESCRIPTION + "\n- general-purpose: your own tools."
+    description = DESCRIPTION + "\n- general-purpose: your tools."
     kind = ToolKind.INTERNAL
     parameters = parameters_schema(
         ["description", "prompt"],
-        description=parameter("string", "A few words naming the work (shown to the user)."),
-        prompt=parameter("string", "The work, complete: what to do and what to report back."),
-        agent=parameter("string", "The subagent type (default: general-purpose)."),
+        description=parameter("string", "A few words naming the work, shown to the user."),
+        prompt=parameter("string", "The whole task."),
+        agent=parameter("string", "The type (default general-purpose)."),
     )
 
     def describe(self, args: dict[str, Any]) -> str:

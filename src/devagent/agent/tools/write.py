@@ -5,10 +5,12 @@ a truncated file and a hard link to a file outside the workspace is never writte
 from __future__ import annotations
 
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
+from devagent.agent.tools import freshness, syntax
 from devagent.agent.tools._util import (
     BINARY_SNIFF_BYTES,
     atomic_write,
@@ -24,6 +26,8 @@ from devagent.agent.tools._util import (
     str_arg,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.matching import Replaced, replace_in
+from devagent.agent.tools.region import edited_region
 
 
 class WriteFile(Tool):
@@ -31,8 +35,10 @@ class WriteFile(Tool):
     description = (
         "Write a whole file in the workspace, replacing its content, or create it (and its parent "
         "directories). Give the complete content: nothing of the old file is kept. To change part of "
-        "an existing file prefer `edit`. The user may be shown a diff and may change the content "
-        "before it is written; the result says so when that happened."
+        "an existing file prefer `edit`. Replacing an existing file needs a read of it in this session "
+        "first. The user may be shown a diff and may change the content before it is written; the "
+        "result says so when that happened, shows the changed part with line numbers and reports "
+        "syntax errors the write introduced."
     )
     parameters = parameters_schema(
         ["path", "content"],
@@ -57,6 +63,7 @@ class WriteFile(Tool):
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
         real, old, new = await in_thread(self._plan, args, ctx, current)
+        await in_thread(vet_proposal, ctx, real, old, new)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -96,8 +103,9 @@ async def _client_write(
     """`_write` through the client's file backend (the editor writes it, into its buffer)."""
     assert ctx.backends.files is not None
     content, modified = _content(ctx, proposed)
+    report = await in_thread(_vet, ctx, real, old, content, modified)
     await ctx.backends.files.write_text(real, content)
-    return _written(ctx, real, old, content, modified, verb)
+    return _written(ctx, real, old, content, modified, verb, report)
 
 
 def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
@@ -129,41 +137,100 @@ def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
 
 
 def _write(ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str) -> ToolResult:
-    """Writes the proposed content, or the user's version of it, and describes the change."""
+    """Writes the proposed content, or the user's version of it, and describes the change. Refused
+    (nothing written) when the session has not seen the file's current text, or when the operator
+    refuses writes that break the syntax (`_vet`)."""
     content, modified = _content(ctx, proposed)
+    report = _vet(ctx, real, old, content, modified)
     try:  # a crash leaves the old file or the new one; written through the confined walk
         atomic_write(real, content, ctx.workspace)
     except OSError as e:
         raise fs_failure(e, ctx.workspace.display(real)) from e
-    return _written(ctx, real, old, content, modified, verb)
+    return _written(ctx, real, old, content, modified, verb, report)
+
+
+def vet_proposal(ctx: ToolContext, real: Path, old: str | None, proposed: str) -> None:
+    """Before the user is asked about a write: a ToolFailure if it would be refused when run
+    (the file not read or changed since; a syntax error the operator refuses)."""
+    if ctx.syntax_check == "refuse":
+        _vet(ctx, real, old, proposed, False)
+    else:
+        freshness.check_before_write(ctx.state, ctx.workspace, real, old)
+
+
+def _vet(ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool) -> syntax.Report | None:
+    """What a write must pass before it is made: the session has seen the file as it is now
+    (`freshness`), and, when the operator refuses writes that break the syntax, the model's content
+    introduces no syntax error (what the user wrote is theirs and is written). Returns the syntax
+    check's report (None: not checked)."""
+    freshness.check_before_write(ctx.state, ctx.workspace, real, old)
+    if ctx.syntax_check == "off":
+        return None
+    report = syntax.introduced(real, old, content)
+    if report is not None and report.problems and ctx.syntax_check == "refuse" and not modified:
+        raise ToolFailure(
+            f"Nothing was written: this change would introduce syntax errors in "
+            f"{ctx.workspace.display(real)} ({report.language}):\n{report.shown()}\n"
+            "The file is unchanged; correct the change and try again.",
+            "syntax_error",
+        )
+    return report
 
 
 def _written(
-    ctx: ToolContext, real: Path, old: str | None, content: str, modified: bool, verb: str
+    ctx: ToolContext,
+    real: Path,
+    old: str | None,
+    content: str,
+    modified: bool,
+    verb: str,
+    report: syntax.Report | None = None,
 ) -> ToolResult:
+    """The result of a write that was made: what was written, the changed part with line
+    numbers, and the syntax errors it introduced. The session now knows the file's text (unless
+    the user changed it: the model must read it again)."""
     display = ctx.workspace.display(real)
     n = count_lines(content)
     text = f"{verb} {display} ({n} line{'' if n == 1 else 's'})."
+    # The mark of a file the user changed matches no text: the next edit is asked to read it first.
+    freshness.remember(ctx.state, real, "" if modified else freshness.mark_of(content))
     if modified:
         text += (
             " The user modified the proposed content before it was written; read the file again "
             "before editing it further."
         )
+    region = edited_region(old, content) if old is not None else ""
+    if region:
+        shown = region.rstrip("\n")
+        text += f"\n\nThe changed part of {display} now reads (line number, a tab, the line):\n{shown}"
+    if report is None and ctx.syntax_check != "off":
+        report = syntax.introduced(real, old, content)
+    data: dict[str, Any] = {"path": display, "user_modified": modified}
+    if report is not None and report.problems:
+        text += (
+            f"\n\nSyntax check ({report.language}): this write introduced syntax errors:\n"
+            f"{report.shown()}\nThe file was written as shown; fix them with another edit."
+        )
+        data["syntax_errors"] = [{"line": p.line, "message": p.message} for p in report.problems]
     diff: FileDiff = file_diff(ctx.workspace, real, old, content)
-    return ToolResult(text=text, diff=diff, data={"path": display, "user_modified": modified})
+    return ToolResult(text=text, diff=diff, data=data)
 
 
 class Edit(Tool):
     name = "edit"
     description = (
-        "Replace exact text in a file. `old_string` must match the file's current content exactly "
-        "(whitespace and indentation included) and, unless `replace_all` is true, exactly once: include "
-        "enough surrounding lines to make it unique. Read the file first. To create a new file, give "
-        "an empty `old_string` and the content as `new_string`. The user may be shown a diff and may "
-        "change the result before it is written."
+        "Replace text in a file. Copy `old_string` exactly from the file (whitespace and indentation "
+        "included); it must occur once, unless `replace_all` is true: include enough surrounding lines to "
+        "make it unique. When it is not in the file exactly, one place that differs from it only in "
+        "trailing whitespace, a consistent indentation shift, tabs against spaces, line endings or "
+        "typographic quotes and dashes is used (new_string re-indented the same way) and the result says "
+        "what was tolerated; otherwise the error shows the closest lines of the file. For several changes "
+        "to one file give `edits`, a list applied in order, all or none. Read the file first. To create a "
+        "new file, give an empty `old_string` and the content as `new_string`. The user may be shown a "
+        "diff and may change the result before it is written."
     )
     parameters = parameters_schema(
-        ["path", "old_string", "new_string"],
+        ["path"],
         path=parameter(
             "string", "The file to change, relative to the workspace root (or absolute inside it)."
         ),
@@ -172,104 +239,154 @@ class Edit(Tool):
         ),
         new_string=parameter("string", "The text to put in its place."),
         replace_all=parameter("boolean", "Replace every occurrence instead of exactly one. Default false."),
+        edits=parameter(
+            "array",
+            "Instead of old_string/new_string/replace_all: several replacements in this file, applied "
+            "in order (each sees the text the ones before it left); if one fails, none is written.",
+            items=parameters_schema(
+                ["old_string", "new_string"],
+                old_string=parameter("string", "The exact text to replace."),
+                new_string=parameter("string", "The text to put in its place."),
+                replace_all=parameter("boolean", "Replace every occurrence. Default false."),
+            ),
+            minItems=1,
+        ),
     )
     kind = ToolKind.EDIT
 
     def describe(self, args: dict[str, Any]) -> str:
         return f"Edit {args.get('path', '')}"
 
-    def _plan(
-        self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None
-    ) -> tuple[Path, str | None, str, int]:
-        """(real path, old content or None, new content, replacements) or a ToolFailure."""
+    def _plan(self, args: dict[str, Any], ctx: ToolContext, current: _Current | None = None) -> _EditPlan:
+        """What the edit does to the file, or a ToolFailure."""
         path = str_arg(args, "path")
-        old_string = str_arg(args, "old_string", allow_empty=True)
-        new_string = str_arg(args, "new_string", allow_empty=True)
-        replace_all = bool_arg(args, "replace_all", False)
-        real, content_or_none = current or _current(ctx.workspace, path)
-        if content_or_none is None:
-            if old_string == "":
-                return real, None, new_string, 1
+        edits = _edit_list(args)
+        real, content = current or _current(ctx.workspace, path)
+        if content is None:
+            if len(edits) == 1 and edits[0][0] == "":
+                return _EditPlan(real, None, edits[0][1], 1)
             raise ToolFailure(
                 f"{path!r} does not exist. To create it, call edit with an empty old_string "
                 "(or use write_file).",
                 "not_found",
             )
-        content = content_or_none
         if "\x00" in content[:BINARY_SNIFF_BYTES]:
             raise ToolFailure(f"{path!r} is a binary file; it cannot be edited", "binary_file")
-        if old_string == "":
-            raise ToolFailure(
-                f"{path!r} already exists; an empty old_string only creates new files. Give the text "
-                "to replace, or use write_file to replace the whole file.",
-                "file_exists",
-            )
-        if old_string == new_string:
-            raise ToolFailure(
-                "old_string and new_string are the same; nothing would change", "edit_no_change"
-            )
-        count = content.count(old_string)
-        if count == 0 and "\r\n" in content and "\r\n" not in old_string and "\n" in old_string:
-            # The file has Windows line endings and the model wrote Unix ones.
-            old_string = old_string.replace("\n", "\r\n")
-            new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
-            count = content.count(old_string)
-        if count == 0:
-            raise ToolFailure(
-                f"old_string not found in {path}; read the file again and copy the exact text to replace "
-                "(whitespace and indentation included).",
-                "edit_no_match",
-            )
-        if count > 1 and not replace_all:
-            raise ToolFailure(
-                f"old_string found {count} times in {path}; give more surrounding context to make it "
-                "unique, or set replace_all to true to replace every occurrence.",
-                "edit_multiple_matches",
-            )
-        new = (
-            content.replace(old_string, new_string)
-            if replace_all
-            else content.replace(old_string, new_string, 1)
-        )
-        return real, content, new, count if replace_all else 1
+        plan = _EditPlan(real, content, content, 0)
+        for i, (old_string, new_string, replace_all) in enumerate(edits):
+            which = f"edits[{i}]: " if len(edits) > 1 else ""
+            try:
+                done = _one_edit(plan.new, old_string, new_string, replace_all, path)
+            except ToolFailure as e:
+                raise ToolFailure(which + e.message + _none_written(len(edits)), e.type) from None
+            plan.new, plan.count = done.text, plan.count + done.count
+            if done.tolerated:
+                plan.notes.append(f"{which}tolerated {done.tolerated}")
+        return plan
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
-        real, old, new, _n = await in_thread(self._plan, args, ctx, current)
-        return file_diff(ctx.workspace, real, old, new)
+        plan = await in_thread(self._plan, args, ctx, current)
+        await in_thread(vet_proposal, ctx, plan.real, plan.old, plan.new)
+        return file_diff(ctx.workspace, plan.real, plan.old, plan.new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
         if current is None:
             return await in_thread(self._run, args, ctx)
-        plan = self._change(args, ctx, current)
-        result = await _client_write(ctx, *plan[:4])
-        return self._say(result, plan[4], plan[1])
+        plan, proposed, verb = self._change(args, ctx, current)
+        result = await _client_write(ctx, plan.real, plan.old, proposed, verb)
+        return self._say(result, plan, proposed)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        real, old, proposed, verb, n = self._change(args, ctx, None)
-        return self._say(_write(ctx, real, old, proposed, verb), n, old)
+        plan, proposed, verb = self._change(args, ctx, None)
+        return self._say(_write(ctx, plan.real, plan.old, proposed, verb), plan, proposed)
 
     def _change(
         self, args: dict[str, Any], ctx: ToolContext, current: _Current | None
-    ) -> tuple[Path, str | None, str | None, str, int | None]:
-        """(real path, old content, proposed content, verb, replacements or None)."""
+    ) -> tuple[_EditPlan, str | None, str]:
+        """The plan, the proposed content (None when the user's replaces an edit that no longer
+        applies) and the verb."""
         if ctx.new_content is not None:
             # The user's whole new file replaces the proposal; the edit need not apply any more.
             path = str_arg(args, "path")
             real, old = current or _current(ctx.workspace, path)
             try:
-                proposed: str | None = self._plan(args, ctx, (real, old))[2]
+                plan = self._plan(args, ctx, (real, old))
+                proposed: str | None = plan.new
             except ToolFailure:
-                proposed = None  # the edit no longer applies: whatever the user wrote is theirs
-            return real, old, proposed, "Edited" if old is not None else "Created", None
-        real, old, new, n = self._plan(args, ctx, current)
-        return real, old, new, "Created" if old is None else "Edited", n
+                plan, proposed = _EditPlan(real, old, "", 0), None  # whatever the user wrote is theirs
+            plan.count = -1  # the user's content was written: no count to report
+            return plan, proposed, "Edited" if old is not None else "Created"
+        plan = self._plan(args, ctx, current)
+        return plan, plan.new, "Created" if plan.old is None else "Edited"
 
     @staticmethod
-    def _say(result: ToolResult, n: int | None, old: str | None) -> ToolResult:
-        if n is None:
+    def _say(result: ToolResult, plan: _EditPlan, proposed: str | None) -> ToolResult:
+        if plan.count < 0 or plan.old is None:
             return result
-        if old is not None:
-            result.text = result.text.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
+        n = plan.count
+        first, rest = result.text.split("\n", 1) if "\n" in result.text else (result.text, "")
+        said = first.rstrip(".") + f": replaced {n} occurrence{'s' if n != 1 else ''}."
+        if plan.notes:
+            said += " Not an exact match: " + "; ".join(plan.notes) + "."
+        result.text = said + ("\n" + rest if rest else "")
         return result
+
+
+@dataclass(slots=True)
+class _EditPlan:
+    real: Path
+    old: str | None  # None: the file does not exist
+    new: str
+    count: int  # places replaced
+    notes: list[str] = field(default_factory=list)  # what each edit's match tolerated
+
+
+def _edit_list(args: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The call's replacements: its `edits`, or its one old_string/new_string."""
+    edits = args.get("edits") if isinstance(args, dict) else None
+    if edits is None:
+        return [
+            (
+                str_arg(args, "old_string", allow_empty=True),
+                str_arg(args, "new_string", allow_empty=True),
+                bool_arg(args, "replace_all", False),
+            )
+        ]
+    if any(args.get(k) is not None for k in ("old_string", "new_string", "replace_all")):
+        raise ToolFailure("give either old_string and new_string or edits, not both", "invalid_arguments")
+    if not isinstance(edits, list) or not edits or not all(isinstance(e, dict) for e in edits):
+        raise ToolFailure("the argument 'edits' must be a non-empty list of objects", "invalid_arguments")
+    out = []
+    for i, e in enumerate(edits):
+        try:
+            old_string = str_arg(e, "old_string", allow_empty=True)
+            new_string = str_arg(e, "new_string", allow_empty=True)
+            replace_all = bool_arg(e, "replace_all", False)
+        except ToolFailure as f:
+            raise ToolFailure(f"edits[{i}]: {f.message}", f.type) from None
+        if old_string == "" and len(edits) > 1:
+            raise ToolFailure(
+                f"edits[{i}]: old_string is empty; an empty old_string only creates a new file, "
+                "in a call of its own",
+                "invalid_arguments",
+            )
+        out.append((old_string, new_string, replace_all))
+    return out
+
+
+def _one_edit(content: str, old_string: str, new_string: str, replace_all: bool, path: str) -> Replaced:
+    if old_string == "":
+        raise ToolFailure(
+            f"{path!r} already exists; an empty old_string only creates new files. Give the text "
+            "to replace, or use write_file to replace the whole file.",
+            "file_exists",
+        )
+    if old_string == new_string:
+        raise ToolFailure("old_string and new_string are the same; nothing would change", "edit_no_change")
+    return replace_in(content, old_string, new_string, replace_all=replace_all, path=path)
+
+
+def _none_written(n: int) -> str:
+    return " None of the edits was written." if n > 1 else ""

@@ -121,6 +121,7 @@ function ago(iso) {
 }
 
 function stateLabel(session) {
+  if (session.asking) return ["waiting for an answer", "waiting"];
   if (session.waiting) return ["waiting for approval", "waiting"];
   if (session.state === "running") return ["running", "running"];
   if (session.state === "awaiting_input") return ["waiting for its client", "waiting"];
@@ -613,6 +614,7 @@ function permissionNode(call) {
     box.append(el("p", { class: "muted", text: "The client that started this turn runs this tool; only it can answer." }));
     return box;
   }
+  if (cr.question_details) return questionNode(call, box, id);
   const fe = cr.file_edit_details;
   if (fe) {
     box.append(el("p", { class: "muted", text: fe.file_path || fe.file_name }));
@@ -665,15 +667,45 @@ function permissionNode(call) {
   return box;
 }
 
+// A question the model asks: a button per choice, a box for an answer in one's own words (where
+// the question takes one), and Dismiss, which lets the turn go on unanswered.
+function questionNode(call, box, id) {
+  const cr = call.confirmation_request;
+  const q = cr.question_details;
+  box.querySelector("h2").textContent = "devagent asks";
+  box.append(el("p", { class: "plain question", text: q.question || "" }));
+  const buttons = el("div", { class: "options" });
+  for (const o of cr.options || []) {
+    if (o.id === "answer" || o.id === "cancel") continue;
+    buttons.append(el("button", { type: "button", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
+  }
+  box.append(buttons);
+  if ((cr.options || []).some((o) => o.id === "answer")) {
+    const typedId = `answer-${call.tool_call_id}`;
+    const typed = el("textarea", { id: typedId, rows: "2" });
+    const send = () => typed.value.trim() && answer(call, "answer", { answerText: typed.value.trim() });
+    box.append(
+      el("label", { for: typedId, text: (q.choices || []).length ? "Or answer in your own words" : "Your answer" }),
+      typed,
+      el("div", { class: "options" }, el("button", { type: "button", text: "Send answer", onclick: send })),
+    );
+  }
+  if ((cr.options || []).some((o) => o.id === "cancel")) {
+    box.append(el("div", { class: "options" }, el("button", { type: "button", text: "Dismiss", title: "Do not answer; the agent goes on", onclick: () => answer(call, "cancel") })));
+  }
+  return box;
+}
+
 // The answer to a waiting call: the extension's ToolCallConfirmation on the session's task, and
 // the turn it lets go on, followed live. A request that was answered meanwhile is refused by the
 // server; its reason is shown and the view read again.
-async function answer(call, option, { reason, newContent } = {}) {
+async function answer(call, option, { reason, newContent, answerText } = {}) {
   const v = S.view;
   if (!v || v.stream) return;
   for (const b of $("permissions").querySelectorAll("button")) b.disabled = true;
   const conf = { tool_call_id: call.tool_call_id, selected_option_id: option };
   if (newContent !== undefined) conf.file_details = { new_content: newContent };
+  if (answerText !== undefined) conf.question_details = { answer: answerText };
   const parts = [{ data: conf }];
   if (reason && reason.trim()) parts.push({ text: reason.trim() });
   const message = {
