@@ -29,7 +29,7 @@ from tests.a2a.procs import (
     status_tool_calls,
 )
 from tests.a2a.test_crash import tool_updates
-from tests.core_helpers import notes_by_a_subagent, task_call, write_call, write_script
+from tests.core_helpers import NOTES_REPLY, notes_by_a_subagent, task_call, write_call, write_script
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 PLAIN = auth(TOKEN, ext=False)
@@ -195,3 +195,31 @@ async def test_issue31_item6_a_subagents_turns_are_child_spans_of_its_task_calls
     (write,) = [s for s in spans if s.name == "execute_tool write_file"]
     (resumed_child,) = [s for s in children if s.attributes["devagent.turn.input"] == "resume"]
     assert write.parent_id == resumed_child.span_id
+
+
+async def test_issue31_item1_kill_while_the_parent_waits_for_a_subagents_answer_then_continue(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The server dies (SIGKILL) once the pause for the subagent's write is stored, before the task
+    store has it. After a restart the task reads input-required with the subagent's call, and
+    confirming it continues the subagent: the file is written once, the parent finishes."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
+    args = serve_args(db, workspace, notes_by_a_subagent(tmp_path / "s.json"), "ask")
+    settings = {"workspace_path": str(workspace)}
+    async with httpx.AsyncClient(timeout=60) as c:
+        a = start_serve(args, tmp_path / "a.log", crash_at="a2a.turn_stored")
+        try:
+            cut = await send_stream(c, a.url, v03_message("make notes", settings=settings))
+            assert a.wait_killed() == -9, a.stderr()
+        finally:
+            a.stop()
+        task = cut.results[0]
+        with serving(args, tmp_path / "b.log") as b:
+            got = await get_task(c, b.url, task["id"])
+            assert got["status"]["state"] == "input-required", got["status"]
+            [asked] = status_tool_calls(got)
+            assert asked["tool_call_id"] == "t1/w1" and asked["parent_tool_call_id"] == "t1"
+            done = await send_stream(c, b.url, confirmation(got, "t1/w1"))
+            assert done.last_state == "completed", done.frames
+            assert _reply(done.results) == NOTES_REPLY
+    assert (workspace / "notes.txt").read_text() == "hello\n"

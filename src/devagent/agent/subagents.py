@@ -17,8 +17,10 @@ transcript, so the call finds its child again after a pause, in any process. A c
 parent's turn cancels the child's (running or waiting); a crash settles both as any session is
 settled (the `task` call reported interrupted).
 
-A remote agent is meant to be another kind of child behind the same `task` call: `Child` is what
-the call needs of one.
+A remote agent is meant to be another kind of child behind the same `task` call: what the call
+needs of a child is `context.ChildSession` (a `Drivable` the turn driver runs, with its state,
+transcript and waiting calls); the relaying (`_ChildDoor`, `_question`, `_answers`) works on the
+driver's events, `ToolCall`s and answers, whatever runs the child.
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class Subagents:
             outcome = await self._drive(child, inp, ctx)
         if isinstance(outcome, Paused):
             raise ToolWaits([self._question(ctx.call_id, child, c) for c in outcome.calls])
+        # nothing reaches a subagent's background processes once its report is in
+        await self.session.core.processes.stop_session(child.id, "its subagent's task ended", forget=True)
         return await self._result(child, outcome)
 
     async def _child_id(self, call_id: str) -> str:
