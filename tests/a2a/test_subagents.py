@@ -35,6 +35,20 @@ from tests.fakes.otlp_receiver import OtlpReceiver
 PLAIN = auth(TOKEN, ext=False)
 
 
+async def _killed_at(
+    c: httpx.AsyncClient, args: list[str], log: Path, crash_at: str, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """Send "make notes" to a server told to SIGKILL itself at `crash_at`; the task it had begun."""
+    a = start_serve(args, log, crash_at=crash_at)
+    try:
+        cut = await send_stream(c, a.url, v03_message("make notes", settings=settings))
+        assert a.wait_killed() == -9, a.stderr()
+    finally:
+        a.stop()
+    task: dict[str, Any] = cut.results[0]
+    return task
+
+
 def _reply(results: list[dict[str, Any]]) -> str:
     return "".join(
         p.get("text", "")
@@ -116,13 +130,7 @@ async def test_issue31_item1_kill_during_a_subagents_turn_then_restart(
     args = serve_args(db, workspace, spec, "yolo")
     settings = {"workspace_path": str(workspace), "approval_mode": "yolo"}
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, tmp_path / "a.log", crash_at="session.tool_running@2")
-        try:
-            cut = await send_stream(c, a.url, v03_message("make notes", settings=settings))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
-        task = cut.results[0]
+        task = await _killed_at(c, args, tmp_path / "a.log", "session.tool_running@2", settings)
         assert not (workspace / "notes.txt").exists()
         with serving(args, tmp_path / "b.log") as b:
             got = await get_task(c, b.url, task["id"])
@@ -207,13 +215,7 @@ async def test_issue31_item1_kill_while_the_parent_waits_for_a_subagents_answer_
     args = serve_args(db, workspace, notes_by_a_subagent(tmp_path / "s.json"), "ask")
     settings = {"workspace_path": str(workspace)}
     async with httpx.AsyncClient(timeout=60) as c:
-        a = start_serve(args, tmp_path / "a.log", crash_at="a2a.turn_stored")
-        try:
-            cut = await send_stream(c, a.url, v03_message("make notes", settings=settings))
-            assert a.wait_killed() == -9, a.stderr()
-        finally:
-            a.stop()
-        task = cut.results[0]
+        task = await _killed_at(c, args, tmp_path / "a.log", "a2a.turn_stored", settings)
         with serving(args, tmp_path / "b.log") as b:
             got = await get_task(c, b.url, task["id"])
             assert got["status"]["state"] == "input-required", got["status"]
