@@ -4,6 +4,7 @@ model plays the parent's conversation and each subagent's (keyed by the subagent
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.agent.model_errors import ModelConfigError
+from devagent.agent.scripted import parse_conversations, parse_script
+from devagent.agent.subagent_types import parse_type
 from tests.conftest import process_ended
 from tests.core_helpers import call, collect, shell_call, task_call, text_of, write_call, write_script
 
@@ -403,3 +407,26 @@ async def test_issue31_item2_an_unknown_type_fails_the_call_with_the_types(
     parent = await core.create_session([workspace])
     events = await collect(parent.advance(UserPrompt("go")))
     assert "no subagent type 'wizard'; the types are: explorer, general-purpose" in text_of(events)
+
+
+def test_issue31_item2_the_documented_example_parses() -> None:
+    """examples/subagents (docs/subagents.md): the type file and the script with its subagent's
+    conversation."""
+    example = Path(__file__).parents[2] / "examples" / "subagents"
+    path = example / ".devagent" / "agents" / "test-runner.md"
+    agent = parse_type(path.read_text(), str(path))
+    assert agent.name == "test-runner"
+    assert agent.tools == ("read_file", "grep", "glob", "run_shell_command")
+    data = json.loads((example / "script.json").read_text())
+    assert len(parse_script(data)) == 2
+    [(prefix, steps)] = parse_conversations(data)
+    assert prefix == "TESTS:" and len(steps) == 2
+    assert data["steps"][0]["items"][1]["tool_call"]["args"]["prompt"].startswith(prefix)
+
+
+def test_issue31_item1_a_bad_scripted_conversation_names_its_place() -> None:
+    bad = {"steps": [[{"text": "x"}]], "conversations": [{"first_prompt": "A", "steps": [[{"txt": "x"}]]}]}
+    with pytest.raises(ModelConfigError, match=r"conversations\[0\]\.steps\[0\]\[0\]"):
+        parse_conversations(bad)
+    with pytest.raises(ModelConfigError, match=r"conversations\[0\]\.first_prompt"):
+        parse_conversations({"steps": [], "conversations": [{"first_prompt": "", "steps": [[]]}]})
