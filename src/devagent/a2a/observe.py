@@ -116,6 +116,28 @@ class Metrics:
         self.all_model_requests = Counter(
             "devagent_model_requests", "Model requests made, all callers", registry=self._totals
         )
+        # Dollars at the models' prices (devagent/agent/prices.py), and the requests of models
+        # with no known price (not in the dollars).
+        self.cost = Counter(
+            "devagent_cost_usd",
+            "What model requests cost in USD at the models' prices, by caller (token name)",
+            ["identity"],
+            registry=self._by_identity,
+        )
+        self.unpriced = Counter(
+            "devagent_unpriced_model_requests",
+            "Model requests of a model with no known price (their cost is not counted), by caller",
+            ["identity"],
+            registry=self._by_identity,
+        )
+        self.all_cost = Counter(
+            "devagent_cost_usd", "What model requests cost in USD, all callers", registry=self._totals
+        )
+        self.all_unpriced = Counter(
+            "devagent_unpriced_model_requests",
+            "Model requests of a model with no known price, all callers",
+            registry=self._totals,
+        )
 
     def count_usage(self, identity: str, usage: Usage) -> None:
         """A core usage listener (AgentCore.usage_listeners)."""
@@ -130,6 +152,11 @@ class Metrics:
             self.all_tokens.labels(kind).inc(n)
         self.model_requests.labels(who).inc(usage.requests)
         self.all_model_requests.inc(usage.requests)
+        self.cost.labels(who).inc(usage.cost_usd)
+        self.all_cost.inc(usage.cost_usd)
+        if usage.unpriced_requests:
+            self.unpriced.labels(who).inc(usage.unpriced_requests)
+            self.all_unpriced.inc(usage.unpriced_requests)
 
     def count_open_streams(self, total: Callable[[], int]) -> None:
         """The open-streams gauge reads the per-token stream count (a2a/streams.py), the one

@@ -3,6 +3,7 @@ layer may read (the settings file loader fills it; the core, its tools and the d
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -22,6 +23,17 @@ class Budget(NamedTuple):
     tokens_per_day: int
     concurrent_turns: int
     usd_per_day: float
+
+
+def requested_cap(value: object) -> float | None:
+    """A caller's `max_cost_usd` (its cap on each task's cost) as a door received it: None when
+    not given, else a number of US dollars (0: none of the caller's; the operator's
+    `max_cost_usd_per_task` applies anyway). ValueError, for the door's error, when it is not one."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"max_cost_usd must be a number of US dollars, 0 or more, not {value!r}")
+    return float(value)
 
 
 def utc_day(ts: float | None = None) -> str:
