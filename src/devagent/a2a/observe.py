@@ -104,39 +104,29 @@ class Metrics:
             ["identity", "kind"],
             registry=self._by_identity,
         )
-        self.model_requests = Counter(
-            "devagent_model_requests",
-            "Model requests made, by caller (token name)",
-            ["identity"],
-            registry=self._by_identity,
-        )
         self.all_tokens = Counter(
             "devagent_tokens", f"Model tokens used, all callers, by {kinds}", ["kind"], registry=self._totals
         )
-        self.all_model_requests = Counter(
-            "devagent_model_requests", "Model requests made, all callers", registry=self._totals
+        self.model_requests, self.all_model_requests = self._spend(
+            "devagent_model_requests", "Model requests made"
         )
         # Dollars at the models' prices (devagent/agent/prices.py), and the requests of models
         # with no known price (not in the dollars).
-        self.cost = Counter(
-            "devagent_cost_usd",
-            "What model requests cost in USD at the models' prices, by caller (token name)",
-            ["identity"],
-            registry=self._by_identity,
+        self.cost, self.all_cost = self._spend(
+            "devagent_cost_usd", "What model requests cost in USD at the models' prices"
         )
-        self.unpriced = Counter(
+        self.unpriced, self.all_unpriced = self._spend(
             "devagent_unpriced_model_requests",
-            "Model requests of a model with no known price (their cost is not counted), by caller",
-            ["identity"],
-            registry=self._by_identity,
+            "Model requests of a model with no known price (not in the cost)",
         )
-        self.all_cost = Counter(
-            "devagent_cost_usd", "What model requests cost in USD, all callers", registry=self._totals
-        )
-        self.all_unpriced = Counter(
-            "devagent_unpriced_model_requests",
-            "Model requests of a model with no known price, all callers",
-            registry=self._totals,
+
+    def _spend(self, name: str, what: str) -> tuple[Any, Any]:
+        """A spend counter per caller (labelled by the token's name) and its total of all callers."""
+        from prometheus_client import Counter
+
+        return (
+            Counter(name, f"{what}, by caller (token name)", ["identity"], registry=self._by_identity),
+            Counter(name, f"{what}, all callers", registry=self._totals),
         )
 
     def count_usage(self, identity: str, usage: Usage) -> None:
