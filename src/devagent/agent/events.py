@@ -298,11 +298,6 @@ class Usage:
         self.cost_usd += other.cost_usd
         self.unpriced_requests += other.unpriced_requests
 
-    @property
-    def cost_known(self) -> bool:
-        """Whether every request was priced (`cost_usd` is the whole cost)."""
-        return self.unpriced_requests == 0
-
     def to_json(self) -> dict[str, Any]:
         return {**fields_json(self), "cost_usd": round(self.cost_usd, 9)}
 
