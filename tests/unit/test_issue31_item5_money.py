@@ -2,7 +2,7 @@
 over them, the offline models free, an unknown model's cost unknown and never guessed), a known
 conversation's cost over the real provider code (fake OpenAI and Anthropic servers, reached
 through the provider's name at a custom base URL), the settings that carry prices and money
-budgets, a model with no price under a cap, and a subagent spending from its parent's task."""
+budgets, a model with no price under a cap, and subagents spending from their parent's task."""
 
 from __future__ import annotations
 
@@ -12,11 +12,18 @@ from typing import Any
 
 import pytest
 
-from devagent.agent.events import TurnEnd, Usage, UserPrompt
+from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, Usage, UserPrompt
 from devagent.agent.prices import Price, PriceTable, cost_text, parse_prices
 from devagent.agent.settings import CoreConfig
 from devagent.config import ConfigError, load_config
-from tests.core_helpers import ask_about_the_readme, assert_read_the_readme, call, collect
+from tests.core_helpers import (
+    ask_about_the_readme,
+    assert_read_the_readme,
+    call,
+    collect,
+    task_call,
+    write_script,
+)
 from tests.fakes.anthropic_server import Block, FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.unit.test_openai_path import script as readme_script
@@ -24,7 +31,8 @@ from tests.unit.test_openai_path import script as readme_script
 # the operator's price of the scripted model in these tests: a request of 1,000 input and 100
 # output tokens costs $0.01 + $0.01
 SCRIPTED_PRICES = {"scripted": {"input": 10, "output": 100}}
-STEP = [call("list_directory", {"path": "."}), {"usage": {"input_tokens": 1000, "output_tokens": 100}}]
+USAGE_ITEM = {"usage": {"input_tokens": 1000, "output_tokens": 100}}
+STEP = [call("list_directory", {"path": "."}), USAGE_ITEM]
 
 
 def close(a: float, b: float) -> bool:
@@ -195,32 +203,41 @@ async def test_issue31_item5_a_model_with_no_price_under_a_cap_is_not_run(
     assert len(fake.requests) == 1  # the capped session made none
 
 
-async def test_issue31_item5_a_subagent_spends_from_its_parents_task(
-    core_factory: Any, script: Any, workspace: Path
+async def test_issue31_item5_subagents_spend_from_their_parents_task(
+    core_factory: Any, tmp_path: Path, workspace: Path
 ) -> None:
-    """A child session made with `subagent_budget(parent)` is charged to its parent's task as it
-    spends: the parent's turn, session and subagents' share count it, and the child stops before
-    the request that would begin past the parent's cap (here the child has no cap of its own)."""
-    core = await core_factory(script([STEP] * 10), prices=SCRIPTED_PRICES)
-    parent = await core.create_session([workspace], max_cost_usd=0.05, identity="alice")
-    parent.state.turn_usage.cost_usd = 0.01  # the parent's task has spent a cent itself
-    budget = core.subagent_budget(parent)
-    assert budget["charge_to"] == parent.id and budget["identity"] == "alice"
-    assert close(budget["max_cost_usd"], 0.04)
-    child = await core.create_session([workspace], **{**budget, "max_cost_usd": 0.0})
-    events = await collect(child.advance(UserPrompt("look around")))
+    """The parent's task may cost $0.07; its first request costs $0.02 and starts two subagents
+    in parallel, each of whose requests costs $0.02. Alone, each would make three requests (its own
+    cap is the parent's remaining $0.05); together they stop once the parent's task, which they are
+    charged to as they spend, reaches its cap: three requests, or four when both had one under
+    way. The parent's turn then stops before its next request; the caller's day counts each request
+    once."""
+    model = write_script(
+        tmp_path / "parent.json",
+        [[task_call("one", "CHILD: look", "t1"), task_call("two", "CHILD: look", "t2"), USAGE_ITEM]],
+        {"CHILD": [STEP] * 10},
+    )
+    core = await core_factory(model, prices=SCRIPTED_PRICES)
+    parent = await core.create_session([workspace], max_cost_usd=0.07, identity="alice")
+    events = await collect(parent.advance(UserPrompt("split the work")))
     end = events[-1]
     assert isinstance(end, TurnEnd) and end.reason == "error", events
+    children = parent.state.subagent_usage.requests
+    assert 3 <= children <= 4, parent.state.subagent_usage
+    spent = 0.02 * (1 + children)
     assert end.error == (
-        "Stopped by the task's cost cap: the task this subagent works for has cost $0.0500, "
-        "its cap is $0.0500 (max_cost_usd)."
+        f"Stopped by the task's cost cap: this task has cost ${spent:.4f}, its cap is $0.0700 (max_cost_usd)."
     )
-    assert child.state.usage.requests == 2 and close(child.state.usage.cost_usd, 0.04)
-    assert close(parent.state.turn_usage.cost_usd, 0.05)
-    assert parent.state.subagent_usage.requests == 2 and close(parent.state.subagent_usage.cost_usd, 0.04)
-    assert close(parent.state.usage.cost_usd, 0.04)
-    (day,) = await core.store.usage()  # the caller's day counts each request once
-    assert (day["identity"], day["requests"], day["cost_nanousd"]) == ("alice", 2, 40_000_000)
+    assert close(parent.state.turn_usage.cost_usd, spent) and close(parent.state.usage.cost_usd, spent)
+    assert close(parent.state.subagent_usage.cost_usd, 0.02 * children)
+    failed = [e.call for e in events if isinstance(e, ToolCallUpdate) and e.call.id in ("t1", "t2")]
+    assert {c.status for c in failed[-2:]} == {ToolCallStatus.FAILED}
+    (day,) = await core.store.usage()
+    assert (day["identity"], day["requests"], day["cost_nanousd"]) == (
+        "alice",
+        1 + children,
+        round(spent * 1e9),
+    )
 
 
 def test_issue31_item5_a_cap_within_the_operators_ceiling() -> None:

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent import telemetry
-from devagent.agent import spending
 from devagent.agent.events import InputError, Usage
 from devagent.agent.mcp import McpManager
 from devagent.agent.models import context_window, create_model, default_model_spec
@@ -150,10 +149,10 @@ class AgentCore:
             listener(identity, usage)
 
     def charge(self, session_id: str, usage: Usage) -> None:
-        """A subagent's request, charged to the session it works for (`SessionState.charge_to`)
+        """A subagent's request, charged to the session it works for (`SessionState.subagent_of`)
         and on up: counted in that session's task, where its cap holds. That session runs the
-        subagent's call, so it is loaded here; if it is not, its task is not charged (the
-        subagent's own cap, its remainder when it started, still holds)."""
+        subagent's `task` call, so it is loaded here; if it is not, its task is not charged (the
+        subagent's own cap, the parent's remainder when it started, still holds)."""
         parent = self._sessions.get(session_id)
         if parent is None:
             log.info(
@@ -166,14 +165,6 @@ class AgentCore:
         """The state of a session loaded in this process, None otherwise (nothing is read)."""
         session = self._sessions.get(session_id)
         return None if session is None else session.state
-
-    def subagent_budget(self, parent: Session) -> dict[str, Any]:
-        """What a subagent's session is created with so that it spends from its parent's task:
-        `core.create_session(roots, ..., **core.subagent_budget(parent))`. Its requests are
-        charged to the parent's turn as they are made, the parent's caller's day counts them,
-        and it starts with what the parent's task may still spend as its own cap."""
-        left = spending.remaining(self.config, parent.state, self.loaded_state)
-        return {"charge_to": parent.id, "max_cost_usd": left, "identity": parent.state.identity}
 
     def known_model(self, spec: str) -> Any | None:
         """The model for a spec if it was created already (nothing is created)."""
@@ -248,14 +239,11 @@ class AgentCore:
         leased: bool = False,
         identity: str = "",
         max_cost_usd: float = 0.0,
-        charge_to: str = "",
     ) -> Session:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
         an id no other process can know yet (its turn would wait for the lease until it expires).
-        `max_cost_usd`: the caller's cap on each task of the session (`spending.task_cap`);
-        `charge_to`: the session whose task this one's spending counts against too (a subagent's
-        parent; see `subagent_budget`)."""
+        `max_cost_usd`: the caller's cap on each task of the session (`spending.task_cap`)."""
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
             if not Path(r).is_dir():
@@ -270,7 +258,6 @@ class AgentCore:
             identity=identity,
             started_on=time.strftime("%Y-%m-%d"),
             max_cost_usd=max(0.0, max_cost_usd),
-            charge_to=charge_to,
         )
         return await self._create(session_id, state, leased=leased)
 

@@ -563,15 +563,15 @@ class Session:
         self.core.prices.charge(self.model_name, usage)
         self.record.spend(usage)
         self.core.spent(self.state.identity, usage)
-        if self.state.charge_to:
-            self.core.charge(self.state.charge_to, usage)
+        if self.state.subagent_of is not None:
+            self.core.charge(self.state.subagent_of.session, usage)
 
     def charged(self, usage: Usage) -> None:
         """A request of one of this session's subagents (`AgentCore.charge`): counted in this
         session's task, and in that of the session it works for in turn."""
         self.record.charge_subagent(usage)
-        if self.state.charge_to:
-            self.core.charge(self.state.charge_to, usage)
+        if self.state.subagent_of is not None:
+            self.core.charge(self.state.subagent_of.session, usage)
 
     def read_memory(self) -> str:
         return self.instructions.read_memory()

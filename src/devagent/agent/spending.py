@@ -6,12 +6,12 @@ checked before every model request of the turn, as the daily budgets are: the tu
 the request that would begin past the cap, so a task overspends by at most the one request that
 crossed it.
 
-Subagents spend from their parent's task: a child session names its parent in `charge_to`;
-each of its requests is added to the parent's turn as it is made (`AgentCore.charge`), so the
-parent's cap holds across all its children, those running in parallel included, and a child
-stops as soon as any task it is charged to has reached its cap. A child is also given the
-parent's remainder as a cap of its own (`remaining`, through `AgentCore.subagent_budget`), which
-holds where the parent is not loaded in the process running the child.
+Subagents spend from their parent's task: each request of a child session (`subagent_of`) is
+added to its parent's turn as it is made (`AgentCore.charge`), so the parent's cap holds across
+all its children, those running in parallel included, and a child stops as soon as any task it
+works for has reached its cap. A child is also given the parent's remainder as a cap of its own
+(`remaining`, when `subagents.py` starts it), which holds where the parent is not loaded in the
+process running the child.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ def _chain(state: SessionState, state_of: StateOf) -> list[tuple[SessionState, b
     first (a parent's, then its parent's...), each with whether it is the session itself."""
     chain = [(state, True)]
     seen: set[str] = set()
-    parent = state.charge_to
-    while parent and parent not in seen:
-        seen.add(parent)
-        found = state_of(parent)
+    link = state.subagent_of
+    while link is not None and link.session not in seen:
+        seen.add(link.session)
+        found = state_of(link.session)
         if found is None:
             break
         chain.append((found, False))
-        parent = found.charge_to
+        link = found.subagent_of
     return chain
 
 

@@ -102,7 +102,6 @@ _ONLY_WHEN_SET = (
     "background",
     "subagent_of",
     "max_cost_usd",
-    "charge_to",
 )
 
 
@@ -191,11 +190,10 @@ class SessionState:
     # only in that server process, and the model is told so when it names one that is gone.
     background: list[dict[str, Any]] = field(default_factory=list)
     # Money (devagent/agent/spending.py): the caller's cap on what one task (a turn, across its
-    # pauses) may cost in USD, 0: none of the caller's (the operator's ceiling applies anyway);
-    # the session whose turn this one's requests are charged to as well (a subagent's parent);
-    # and the part of `usage` (and `turn_usage`) that this session's subagents spent.
+    # pauses) may cost in USD, 0: none of the caller's (the operator's ceiling applies anyway;
+    # a subagent's: what its parent's task had left when it started); and the part of `usage`
+    # (and `turn_usage`) that this session's subagents spent (charged to it as they spend).
     max_cost_usd: float = 0.0
-    charge_to: str = ""
     subagent_usage: Usage = field(default_factory=Usage)
 
     def record_call(self, name: str, failed: bool) -> None:
@@ -247,6 +245,5 @@ class SessionState:
             file_marks={str(k): str(v) for k, v in dict(d.get("file_marks") or {}).items()},
             background=[dict(r) for r in d.get("background", []) if isinstance(r, dict)],
             max_cost_usd=float(d.get("max_cost_usd", 0) or 0),
-            charge_to=str(d.get("charge_to", "")),
             subagent_usage=Usage.from_json(d.get("subagent_usage")),
         )

@@ -247,7 +247,8 @@ async def _list(
                     "status": state.get("status", ""),
                     "identity": state.get("identity", ""),
                     "usage": state.get("usage") or {},
-                    "subagent_of": state.get("charge_to", ""),  # the session it works for, if any
+                    # the session a subagent works for ("" for any other)
+                    "subagent_of": (state.get("subagent_of") or {}).get("session", ""),
                     "updated_at": updated,
                 }
             )
