@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devagent import __version__
-from devagent.agent.driver import Door, TurnDriver
+from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     Decision,
     FileDiff,
@@ -132,74 +132,166 @@ def commands() -> None:
 @app.command()
 def run(
     ctx: typer.Context,
-    prompt: Annotated[str, typer.Argument(help="What to do")],
+    prompt: Annotated[
+        str | None, typer.Argument(help="What to do ('-' reads it from standard input)")
+    ] = None,
     workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Workspace root")] = Path("."),
     model: ModelOpt = None,
     approval: Annotated[
         str | None, typer.Option("--approval", "-a", help="ask | auto-edit | yolo | plan (default: ask)")
     ] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Continue this stored session")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", "--session", "-r", help="Continue this stored session")
+    ] = None,
+    cont: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the last session of this workspace")
+    ] = False,
+    output_format: Annotated[
+        str,
+        typer.Option("--output-format", help="text | json (the result) | stream-json (events and result)"),
+    ] = "text",
+    answers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--answer", help="CALL_ID=OPTION (allow, always, deny, an option id, a question's answer)"
+        ),
+    ] = None,
+    allow: Annotated[
+        bool, typer.Option("--allow", help="Allow every call the resumed session waits for")
+    ] = False,
+    deny: Annotated[
+        bool, typer.Option("--deny", help="Refuse every call the resumed session waits for")
+    ] = False,
     db: DbOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
     sandbox: SandboxOpt = None,
 ) -> None:
-    """Run one task in the terminal: streams text, thoughts and tool calls, asks permission."""
-    # late: the settings and the sandbox, not loaded for `devagent --help`
+    """Run one task: streams text, thoughts and tool calls (or JSON with --output-format), asks
+    permission at a terminal; a question that cannot be asked leaves the session waiting (exit 4)."""
+    # late: the settings, the sandbox and the JSON output, not loaded for `devagent --help`
+    from devagent.terminal.headless import FORMATS, emit, error_result
     from devagent.terminal.start import local_config, start_sandbox
 
     flags = _flags(ctx)
+    as_json = output_format in ("json", "stream-json")
     try:
+        if output_format not in FORMATS:
+            raise StartError(f"--output-format {output_format!r}: choose text, json or stream-json", 2)
+        req = _run_request(prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny)
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
         start_sandbox(sandbox, config)  # asked for: says what came of it
-    except StartError as e:
-        typer.echo(f"devagent: {e.message}", err=True)
-        raise typer.Exit(2) from e
-    try:
-        if model or not session:  # a resumed session keeps its own model unless --model is given
+        if model or not (resume or cont):  # a resumed session keeps its own model unless --model is given
             check_model(config)
-        code = asyncio.run(_run(config, prompt, workspace, session, model))
-    except StartError as e:
-        raise typer.Exit(report("devagent", e, flags.debug)) from None
+        code = asyncio.run(_run(config, req))
+    except (StartError, ValueError) as e:
+        err = e if isinstance(e, StartError) else StartError(str(e), 2)
+        if as_json:
+            emit(error_result(err.message))
+        raise typer.Exit(report("devagent", err, flags.debug)) from None
     except KeyboardInterrupt:  # a second Ctrl-C while the turn was being cancelled
         typer.echo("devagent: cancelled (Ctrl-C).", err=True)
         raise typer.Exit(130) from None
     raise typer.Exit(code)
 
 
-async def _run(
-    config: Any, prompt: str, workspace: Path, session_id: str | None, model: str | None = None
-) -> int:
+def _run_request(
+    prompt: str | None,
+    workspace: Path,
+    resume: str | None,
+    cont: bool,
+    model: str | None,
+    output_format: str,
+    answers: list[str],
+    allow: bool,
+    deny: bool,
+) -> Any:
+    """The run the flags ask for, checked (StartError or ValueError says what is wrong)."""
+    from devagent.terminal.headless import RunRequest, parse_answers  # late: as in run()
+
+    if resume and cont:
+        raise StartError("--resume and --continue cannot both be given", 2)
+    given, rest = parse_answers(answers, allow, deny)
+    if (given or rest) and not (resume or cont):
+        raise StartError(
+            "--answer, --allow and --deny answer a stored session: give --resume ID or --continue", 2
+        )
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if prompt is not None and not prompt.strip():
+        raise StartError("the prompt is empty", 2)
+    if prompt is None and not (resume or cont):
+        raise StartError(
+            "Missing argument 'PROMPT' ('-' reads it from standard input; see 'devagent run --help')",
+            2,
+        )
+    return RunRequest(prompt, workspace, resume, cont, model, output_format, given, rest)
+
+
+async def _run(config: Any, req: Any) -> int:
     from rich.console import Console
 
     from devagent.agent.tools.shell import active_sandbox  # late: as in run()
-    from devagent.terminal.backend import open_local_session  # late: as in run()
+    from devagent.terminal.backend import latest_session_id, open_local_session  # late: as in run()
+    from devagent.terminal.headless import preset_decisions, run_json  # late: as in run()
     from devagent.terminal.render import Renderer  # late: the terminal's renderer, run's only
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     core = await open_core(config)
     try:
-        if not session_id:
+        session_id = req.session_id
+        if req.cont:
+            session_id = await latest_session_id(core, req.workspace)
+            if session_id is None:
+                raise StartError(f"no stored session in {req.workspace.resolve()} to continue", 2)
+        if not session_id and req.output_format == "text":
             _announce_model(core, err)
         s, resumed = await open_local_session(
-            core, config, workspace, session_id, model, unknown_hint="its id is printed when a run starts"
+            core,
+            config,
+            req.workspace,
+            session_id,
+            req.model,
+            unknown_hint="its id is printed when a run starts",
         )
+        waiting = _check_waiting(s.waiting_calls() if resumed else [], req)
+        preset = preset_decisions(waiting, req.given, req.rest)
+        if req.output_format != "text":
+            return await run_json(s, req, waiting, preset, core.default_model)
         if resumed:
             err.print(f"[dim]Model: {s.state.model or core.default_model}[/dim]")
-        err.print(
-            f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {workspace.resolve()}[/dim]"
-        )
+        where = req.workspace.resolve()
+        err.print(f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {where}[/dim]")
 
         # thoughts shown whole: a one-shot run has no /thoughts to unfold them
         renderer = Renderer(out, show_thoughts=True, sandboxed=active_sandbox() is not None)
         renderer.new_turn()
-        return await _drive(s, UserPrompt(prompt), renderer)
+        first = UserPrompt(req.prompt) if req.prompt is not None else None
+        return await _drive(s, first, renderer, waiting, preset)
     finally:
         await core.close()
+
+
+def _check_waiting(waiting: list[ToolCall], req: Any) -> list[ToolCall]:
+    """The calls a resumed session waits for, when the flags fit them (else StartError)."""
+    if waiting and req.prompt is not None:
+        ids = ", ".join(c.id for c in waiting)
+        raise StartError(
+            f"the session waits for answers to {ids}: answer them (--answer CALL_ID=OPTION, --allow or "
+            "--deny) without a prompt",
+            2,
+        )
+    if not waiting and (req.given or req.rest):
+        raise StartError(
+            "the session waits for no answers (--answer, --allow and --deny have nothing to answer)", 2
+        )
+    if not waiting and req.prompt is None:
+        raise StartError("what to do? give a prompt (the session waits for no answers)", 2)
+    return waiting
 
 
 def _announce_model(core: AgentCore, err: Console) -> None:
@@ -209,12 +301,18 @@ def _announce_model(core: AgentCore, err: Console) -> None:
         err.print(f"[dim]{core.model_explanation}[/dim]")
 
 
-async def _drive(s: Any, prompt: Any, r: Renderer) -> int:
-    """The turn through the core's turn driver, its permission questions asked at the terminal;
-    the exit code: 0 finished, 3 at the step limit, 130 cancelled, 2 refused to ask, 1 failed."""
-    door = _RunDoor(r)
+async def _drive(
+    s: Any, prompt: Any, r: Renderer, waiting: list[ToolCall], preset: dict[str, Decision]
+) -> int:
+    """The turn (from a prompt, or from the calls a resumed session waits for) through the core's
+    turn driver, its permission questions asked at the terminal; the exit code: 0 finished, 3 at
+    the step limit, 4 waiting for a permission no one could give here, 130 cancelled, 2 refused to
+    ask, 1 failed."""
+    from devagent.terminal.headless import EXIT_PERMISSION  # late: as in run()
+
+    door = _RunDoor(r, preset)
     try:
-        end = await TurnDriver(s, door).run(prompt)
+        end = await TurnDriver(s, door).run(prompt, waiting=waiting or None)
     except (KeyboardInterrupt, EOFError, asyncio.CancelledError) as e:
         # Ctrl-C during the turn (asyncio.run cancels this task) or at the prompt, or Ctrl-D there
         task = asyncio.current_task()
@@ -222,9 +320,17 @@ async def _drive(s: Any, prompt: Any, r: Renderer) -> int:
             task.uncancel()  # handled here: the cleanup below must not be cancelled again
         r.finish()
         why = "end of input at the prompt" if isinstance(e, EOFError) else "Ctrl-C"
-        print(f"devagent: cancelled ({why}); the session is stored, --session continues it.", file=sys.stderr)
+        print(f"devagent: cancelled ({why}); the session is stored, --resume continues it.", file=sys.stderr)
         await s.cancel()
         return 130
+    if isinstance(end, Paused):
+        ids = " ".join(f"--answer {c.id}=allow" for c in end.calls)
+        print(
+            f"devagent: session {s.id} waits for permission. Go on with: devagent run --resume {s.id} "
+            f"--allow (or --deny, or {ids})",
+            file=sys.stderr,
+        )
+        return EXIT_PERMISSION
     if door.refused:
         return 2
     reason = getattr(end, "reason", "error")
@@ -232,12 +338,15 @@ async def _drive(s: Any, prompt: Any, r: Renderer) -> int:
 
 
 class _RunDoor(Door):
-    """`devagent run`'s side of a turn: events rendered, each permission asked at the terminal
-    (a session waiting with stdin not a terminal, or for a client tool, is cancelled: refused)."""
+    """`devagent run`'s side of a turn: events rendered, each permission answered by the command
+    line's flags or asked at the terminal; with standard input not a terminal the turn is parked
+    (stored waiting, `--resume` answers it); a client tool's call is refused (the turn cancelled)."""
 
-    def __init__(self, r: Renderer) -> None:
+    def __init__(self, r: Renderer, preset: dict[str, Decision]) -> None:
         self.r = r
+        self.preset = preset
         self.refused = False
+        self.told = False  # the user was told the permission cannot be asked here
         self.calls: list[ToolCall] = []  # those the turn waits for now
 
     async def show(self, event: Any) -> None:
@@ -248,7 +357,21 @@ class _RunDoor(Door):
             self.calls = event.calls
 
     async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
-        decision = None if self.refused else _ask(self.r.console, call, self.calls)
+        if call.id in self.preset:
+            driver.answer(self.preset.pop(call.id))
+            return
+        if call.question is None and not call.awaiting_client and not sys.stdin.isatty():
+            if not self.told:
+                self.told = True
+                names = ", ".join(w.description or w.name for w in self.calls)
+                self.r.console.print(
+                    f"[red]Permission needed for: {names}, but standard input is not a terminal.[/red]\n"
+                    "Answer it with --resume, or choose a mode that does not ask: "
+                    "--approval auto-edit | yolo | plan."
+                )
+            driver.park()
+            return
+        decision = None if self.refused else _ask(self.r.console, call)
         if decision is None:
             self.refused = True
             await driver.cancel()
@@ -256,17 +379,10 @@ class _RunDoor(Door):
             driver.answer(decision)
 
 
-def _ask(console: Console, c: ToolCall, waiting: list[ToolCall]) -> Any:
+def _ask(console: Console, c: ToolCall) -> Any:
     """The user's decision on one call, or None when it cannot be asked here."""
     if c.question is not None:
         return _answer(console, c, c.question)
-    if not sys.stdin.isatty():
-        names = ", ".join(w.description or w.name for w in waiting)
-        console.print(
-            f"[red]Permission needed for: {names}, but standard input is not a terminal.[/red]\n"
-            "Run in a terminal, or choose a mode that does not ask: --approval auto-edit | yolo | plan."
-        )
-        return None
     if c.awaiting_client:
         console.print(f"[red]{c.name} is a client tool; the terminal cannot run it.[/red]")
         return None
@@ -660,6 +776,10 @@ def _typer_main(argv: list[str], flags: GlobalFlags) -> Any:
         where = e.ctx.command_path if e.ctx is not None else "devagent"
         message = e.format_message().replace("\n", " ")
         print(f"{where}: {message} (see '{where} --help')", file=sys.stderr)
+        from devagent.terminal.headless import emit, error_result, json_format  # late: a JSON run's only
+
+        if json_format(argv):  # a script reads the error as the result it waits for
+            emit(error_result(message))
         return 2
     except typer.Abort:
         print("devagent: cancelled.", file=sys.stderr)

@@ -45,7 +45,7 @@ def test_run_demo_model_says_so_plainly(tmp_path: Path, workspace: Path) -> None
 def test_g3_run_without_tty_fails_clearly_when_permission_is_needed(tmp_path: Path, workspace: Path) -> None:
     spec = write_script(tmp_path, [[write_call("x", "x")]])
     out = run(["run", "write", "--workspace", str(workspace), "--model", spec], tmp_path)
-    assert out.returncode == 2
+    assert out.returncode == 4  # the session waits, stored: `run --resume ID --allow` goes on
     assert "not a terminal" in out.stdout + out.stderr and "--approval" in out.stdout + out.stderr
     assert not (workspace / "x").exists()
 
