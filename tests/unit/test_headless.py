@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.core_helpers import write_call
+from tests.core_helpers import ask_call, write_call
 from tests.unit.test_cli import DEVAGENT, run, write_script
 
 ANSWER = 'Done: wrote x.txt.\n<b>"quoted"</b> $(rm -rf /) \\ end'
@@ -18,6 +18,10 @@ ANSWER = 'Done: wrote x.txt.\n<b>"quoted"</b> $(rm -rf /) \\ end'
 def lines(stdout: str) -> list[dict[str, Any]]:
     """Every line of the output parsed on its own, as a reader of the stream does."""
     return [json.loads(line) for line in stdout.splitlines()]
+
+
+def headless(tmp_path: Path, workspace: Path, fmt: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run(["run", *args, "-w", str(workspace), "--output-format", fmt], tmp_path)
 
 
 def writing_script(tmp_path: Path) -> str:
@@ -161,3 +165,18 @@ def test_issue32_item4_errors_are_json_results(tmp_path: Path, workspace: Path) 
     model_fails = write_script(tmp_path, [[{"error": {"message": "quota exceeded", "status": 429}}]])
     failed = run(["run", "hi", "-w", str(workspace), "-m", model_fails, "--output-format", "json"], tmp_path)
     assert failed.returncode == 1 and "quota exceeded" in lines(failed.stdout)[0]["error"]
+
+
+def test_issue32_item4_a_question_waits_and_its_answer_is_given_by_resume(
+    tmp_path: Path, workspace: Path
+) -> None:
+    spec = write_script(tmp_path, [[ask_call("Which colour?", ["red", "blue"], cid="q1")], [{"text": "ok"}]])
+    out = headless(tmp_path, workspace, "json", "pick", "-m", spec)
+    assert out.returncode == 4, out.stdout + out.stderr
+    [pending] = json.loads(out.stdout)["pending"]
+    assert pending["call_id"] == "q1" and pending["question"]["choices"] == ["red", "blue"]
+    sid = json.loads(out.stdout)["session_id"]
+    again = headless(tmp_path, workspace, "stream-json", "--resume", sid, "--answer", "q1=blue")
+    assert again.returncode == 0, again.stdout + again.stderr
+    [done] = [e for e in lines(again.stdout) if e.get("call_id") == "q1" and e["status"] == "succeeded"]
+    assert "blue" in done["output"]

@@ -125,7 +125,8 @@ def preset_decisions(waiting: list[ToolCall], given: dict[str, str], rest: str |
     out = {cid: decision_for(by_id[cid], option) for cid, option in given.items()}
     if rest is not None:
         for c in waiting:
-            out.setdefault(c.id, decision_for(c, rest if c.question is None else "cancel"))
+            # a question is not a permission: --allow and --deny both dismiss it
+            out.setdefault(c.id, decision_for(c, rest) if c.question is None else Decision(c.id, "cancel"))
     return out
 
 
