@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.core_helpers import ask_call, write_call
 from tests.unit.test_cli import DEVAGENT, run, write_script
 
@@ -24,31 +26,31 @@ def headless(tmp_path: Path, workspace: Path, fmt: str, *args: str) -> subproces
     return run(["run", *args, "-w", str(workspace), "--output-format", fmt], tmp_path)
 
 
+def stream_args(workspace: Path, *args: str) -> list[str]:
+    return ["run", *args, "-w", str(workspace), "--output-format", "stream-json"]
+
+
+def used(tokens_in: int, tokens_out: int) -> dict[str, Any]:
+    return {"usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}}
+
+
 def writing_script(tmp_path: Path) -> str:
     return write_script(
         tmp_path,
         [
-            [{"thinking": "write the file"}, write_call("x.txt", "hello\n", cid="w1")],
-            [{"text": ANSWER}],
+            [{"thinking": "write the file"}, write_call("x.txt", "hello\n", cid="w1"), used(100, 10)],
+            [{"text": ANSWER}, used(200, 20)],
         ],
     )
 
 
 def test_issue32_item4_stream_json_lines_init_events_and_result(tmp_path: Path, workspace: Path) -> None:
     spec = writing_script(tmp_path)
-    argv = [
-        "run",
-        "write x",
-        "-w",
-        str(workspace),
-        "-m",
-        spec,
-        "-a",
-        "yolo",
-        "--output-format",
-        "stream-json",
-    ]
-    out = run(argv, tmp_path)
+    settings = tmp_path / "config.toml"  # the operator's prices: USD per million tokens
+    settings.write_text("[prices.scripted]\ninput = 1000\noutput = 2000\n")
+    out = run(
+        ["--config", str(settings), *stream_args(workspace, "write x", "-m", spec, "-a", "yolo")], tmp_path
+    )
     assert out.returncode == 0, out.stderr
     events = lines(out.stdout)
     init, result = events[0], events[-1]
@@ -65,7 +67,10 @@ def test_issue32_item4_stream_json_lines_init_events_and_result(tmp_path: Path, 
     assert result["result"] == ANSWER  # the model's text, JSON-escaped and intact
     assert result["session_id"] == init["session_id"]
     assert result["usage"]["requests"] == 2 and result["num_turns"] == 2
-    assert isinstance(result["cost_usd"], float)
+    assert result["usage"]["input_tokens"] == 300 and result["usage"]["output_tokens"] == 30
+    assert result["cost_usd"] == pytest.approx(300 * 0.001 + 30 * 0.002)
+    assert result["session_cost_usd"] == pytest.approx(result["cost_usd"])
+    assert sum(e["usage"]["requests"] for e in events if e["type"] == "usage") == 2
     assert (workspace / "x.txt").read_text() == "hello\n"
 
 
