@@ -180,6 +180,7 @@ def run(
         if output_format not in FORMATS:
             raise StartError(f"--output-format {output_format!r}: choose text, json or stream-json", 2)
         req = _run_request(prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny)
+        req.approval = approval
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
@@ -258,6 +259,8 @@ async def _run(config: Any, req: Any) -> int:
             req.model,
             unknown_hint="its id is printed when a run starts",
         )
+        if resumed and req.approval:  # --approval given: the resumed session goes on in that mode
+            await s.set_approval_mode(req.approval)
         waiting = _check_waiting(s.waiting_calls() if resumed else [], req)
         preset = preset_decisions(waiting, req.given, req.rest)
         if req.output_format != "text":

@@ -10,6 +10,7 @@ parked, stored waiting, and the result lists what waits (`permission_required`, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -140,12 +141,15 @@ class JsonDoor(Door):
         self.answer = ""  # the text of the last step: the turn's answer
         self.steps = 0
         self.refused = ""  # why the turn was cancelled instead of parked (a client tool)
+        self.used = ev.Usage()  # what this run's model requests used (a parked turn's usage)
 
     async def show(self, event: Any) -> None:
         if isinstance(event, ev.StepBegin):
             self.steps, self.answer = event.n, ""
         elif isinstance(event, ev.TextDelta):
             self.answer += event.text
+        elif isinstance(event, ev.StatusUpdate):
+            self.used.add(event.usage)
         line = event_json(event)
         if self.stream and line is not None:
             emit(line)
@@ -171,7 +175,7 @@ class RunInfo:
 
 def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: Any) -> dict[str, Any]:
     if isinstance(outcome, Paused):
-        subtype, usage, error = "permission_required", None, None
+        subtype, usage, error = "permission_required", door.used, None
     else:
         subtype = "error" if door.refused else SUBTYPES.get(outcome.reason, "error")
         usage, error = outcome.usage, door.refused or outcome.error
@@ -184,8 +188,8 @@ def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: 
         "model": info.model,
         "num_turns": door.steps,
         "duration_ms": int((time.monotonic() - info.started) * 1000),
-        "usage": usage.to_json() if usage is not None else None,
-        "cost_usd": round(usage.cost_usd, 9) if usage is not None else 0.0,
+        "usage": usage.to_json(),
+        "cost_usd": round(usage.cost_usd, 9),
         "session_cost_usd": round(session_usage.cost_usd, 9),
     }
     if isinstance(outcome, TurnEnd) and outcome.finish_reason:
@@ -238,6 +242,7 @@ class RunRequest:
     output_format: str
     given: dict[str, str]  # --answer CALL_ID=OPTION
     rest: str | None  # --allow / --deny: the option for every other waiting call
+    approval: str | None = None  # --approval: a resumed session goes on in this mode
 
 
 def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, Any]:
@@ -266,7 +271,14 @@ async def run_json(
         emit(init_json(s, req, model, resumed=bool(req.session_id or req.cont)))
     door = JsonDoor(stream, preset)
     first = ev.UserPrompt(req.prompt) if req.prompt is not None else None
-    outcome = await TurnDriver(s, door).run(first, waiting=waiting or None)
+    try:
+        outcome: Outcome = await TurnDriver(s, door).run(first, waiting=waiting or None)
+    except (KeyboardInterrupt, asyncio.CancelledError) as e:  # Ctrl-C, or SIGINT from a CI runner
+        task = asyncio.current_task()
+        if isinstance(e, asyncio.CancelledError) and task is not None:
+            task.uncancel()  # handled here: the cleanup below must not be cancelled again
+        await s.cancel()
+        outcome = TurnEnd("cancelled", usage=door.used, error="cancelled (Ctrl-C); the session is stored")
     result = result_json(info, outcome, door, s.state.usage)
     emit(result)
     return exit_code(result)
