@@ -169,7 +169,7 @@ def run(
     sandbox: SandboxOpt = None,
 ) -> None:
     """Run one task: streams text, thoughts and tool calls (or JSON with --output-format), asks
-    permission at a terminal; a question that cannot be asked leaves the session waiting (exit 4)."""
+    permission at a terminal; a permission that cannot be asked leaves the session waiting (exit 4)."""
     # late: the settings, the sandbox and the JSON output, not loaded for `devagent --help`
     from devagent.terminal.headless import FORMATS, emit, error_result
     from devagent.terminal.start import local_config, start_sandbox
