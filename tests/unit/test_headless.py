@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.core_helpers import ask_call, write_call
+from tests.core_helpers import ask_call, shell_call, write_call
 from tests.unit.test_cli import DEVAGENT, run, write_script
 
 ANSWER = 'Done: wrote x.txt.\n<b>"quoted"</b> $(rm -rf /) \\ end'
@@ -185,3 +186,27 @@ def test_issue32_item4_a_question_waits_and_its_answer_is_given_by_resume(
     assert again.returncode == 0, again.stdout + again.stderr
     [done] = [e for e in lines(again.stdout) if e.get("call_id") == "q1" and e["status"] == "succeeded"]
     assert "blue" in done["output"]
+
+
+def test_issue32_item4_interrupt_ends_with_a_cancelled_result(tmp_path: Path, workspace: Path) -> None:
+    spec = write_script(tmp_path, [[shell_call("sleep 120", cid="s1")], [{"text": "never"}]])
+    env = {**os.environ, "DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1"}
+    argv = DEVAGENT + stream_args(workspace, "wait", "-m", spec, "-a", "yolo", "--no-sandbox")
+    p = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:  # the command runs once its call says so
+            e = json.loads(line)
+            if e["type"] == "tool_call" and e["status"] == "executing":
+                break
+        p.send_signal(signal.SIGINT)
+        rest, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    result = lines(rest)[-1]
+    assert p.returncode == 130
+    assert result["type"] == "result" and result["subtype"] == "cancelled" and result["session_id"]
