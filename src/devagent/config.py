@@ -39,6 +39,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "subagents_parallel": ("DEVAGENT_SUBAGENTS_PARALLEL", "subagents_parallel"),
     "subagent_depth": ("DEVAGENT_SUBAGENT_DEPTH", "subagent_depth"),
     "subagent_workspace_models": ("DEVAGENT_SUBAGENT_WORKSPACE_MODELS", "subagent_workspace_models"),
+    # Remote A2A agents: [remote_agents.NAME] tables (top level or under [devagent]); the variable holds JSON.
+    "remote_agents": ("DEVAGENT_REMOTE_AGENTS", "remote_agents"),
+    "remote_agent_timeout": ("DEVAGENT_REMOTE_AGENT_TIMEOUT", "remote_agent_timeout"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
     "shell_timeout_max": ("DEVAGENT_SHELL_TIMEOUT_MAX", "shell_timeout_max"),
@@ -124,6 +127,13 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             return {n: spec.to_json() for n, spec in parse_servers(value).items()}
         except ValueError as e:  # the message names the server; the value may hold secrets
             raise ConfigError(str(e)) from None
+    if name == "remote_agents":
+        from devagent.agent.remote_agents import parse_remote_agents  # late: off the doors' start
+
+        try:
+            return parse_remote_agents(value)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if "tuple" in kind:
         if isinstance(value, list | tuple):
             items = list(value)
@@ -172,14 +182,17 @@ def _unknown(key: str, known: list[str], where: str, table: bool = False) -> Con
     return ConfigError(f"{where}: unknown {what}{hint}")
 
 
+_BESIDE = ("devagent", "mcp_servers", "remote_agents")  # top-level tables beside [devagent]
+
+
 def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
     """Every key of the file is a known setting: a typo is an error, never silently ignored."""
     keys = [key for _env, key in SETTINGS.values()]
     top = doc.get("devagent")
     if isinstance(top, Mapping):
-        for key in doc:  # beside [devagent], only [mcp_servers] is read
-            if key not in ("devagent", "mcp_servers"):
-                raise _unknown(key, ["devagent", "mcp_servers"], str(path), isinstance(doc[key], Mapping))
+        for key in doc:  # beside [devagent], only the tables of servers and agents are read
+            if key not in _BESIDE:
+                raise _unknown(key, list(_BESIDE), str(path), isinstance(doc[key], Mapping))
         section: Mapping[str, Any] = top
         where = f"{path} [devagent]"
     else:
@@ -237,8 +250,9 @@ def load_config(
         for name, (_env, key) in SETTINGS.items():
             if key in section:
                 values[name] = _convert(name, section[key], f"{key} in {path}")
-        if "mcp_servers" not in values and "mcp_servers" in doc:  # top level beside [devagent]
-            values["mcp_servers"] = _convert("mcp_servers", doc["mcp_servers"])
+        for table in _BESIDE[1:]:  # top level beside [devagent]
+            if table not in values and table in doc:
+                values[table] = _convert(table, doc[table])
     for name, (var, key) in SETTINGS.items():
         if env.get(var):
             values[name] = _convert(name, env[var], f"{var} ({key})")
@@ -293,6 +307,10 @@ def load_config(
         raise ConfigError("subagents_parallel (DEVAGENT_SUBAGENTS_PARALLEL) must be at least 1")
     if config.subagent_depth < 0:
         raise ConfigError("subagent_depth (DEVAGENT_SUBAGENT_DEPTH) must be 0 or more")
+    if not config.remote_agent_timeout > 0:
+        raise ConfigError(
+            "remote_agent_timeout (DEVAGENT_REMOTE_AGENT_TIMEOUT) must be a positive number of seconds"
+        )
     if not config.lease_seconds > 0:
         raise ConfigError("lease_seconds must be a positive number of seconds (DEVAGENT_LEASE_SECONDS)")
     return config

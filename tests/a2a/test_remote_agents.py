@@ -1,0 +1,190 @@
+"""Remote A2A agents as subagent types: a `devagent serve` delegates a `task` call to a second real
+`devagent serve` (scripted model) over A2A, and to fake A2A servers that record what reaches them,
+hang, or answer garbage. The parent is driven by a plain A2A client."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.a2a.helpers import auth, results, stream_message, v03_message
+from tests.a2a.procs import TOKEN, serve_args, serving, status_text
+from tests.a2a.test_subagents import _reply
+from tests.conftest import folder_with
+from tests.core_helpers import task_call, write_call, write_script
+
+PLAIN = auth(TOKEN, ext=False)
+SECRET = "sk-server-secret-that-must-stay"  # in the parent's environment, never sent
+
+
+def _parent(tmp_path: Path, agent: str, settings: str) -> tuple[list[str], dict[str, str]]:
+    """A parent server whose model starts a `task` of type `agent`, then says its result; its
+    settings file holds `settings`. Its arguments and environment."""
+    import os
+
+    spec = write_script(
+        tmp_path / "parent.json",
+        [
+            {"items": [task_call("ask the remote", "write notes.txt with hello", "t1", agent=agent)]},
+            {"items": [{"text": "parent: {last_tool_results}"}]},
+        ],
+    )
+    config = tmp_path / "parent.toml"
+    config.write_text(settings)
+    ws = _folder(tmp_path / "parent" / "ws", "parent\n")
+    args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'parent.db'}", ws, spec, "ask")
+    env = {
+        **os.environ,
+        "DEVAGENT_CONFIG": str(config),
+        "REMOTE_TOKEN": TOKEN,
+        "OPENAI_API_KEY": SECRET,
+    }
+    return args, env
+
+
+def _remote_settings(name: str, card_url: str, more: str = "") -> str:
+    return f"""
+outbound_allow = ["127.0.0.1/32"]
+{more}
+[remote_agents.{name}]
+card_url = "{card_url}"
+bearer_token_env = "REMOTE_TOKEN"
+"""
+
+
+def _folder(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return folder_with(path, {"README.md": text})
+
+
+async def _delegate(tmp_path: Path, agent: str, settings: str) -> list[dict[str, Any]]:
+    """Start the parent with `settings`, send it one prompt (it starts a task of type `agent`),
+    and return the results of its turn (the parent stopped)."""
+    args, env = _parent(tmp_path, agent, settings)
+    async with httpx.AsyncClient(timeout=60) as c:
+        with serving(args, tmp_path / "parent.log", env=env) as parent:
+            return results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
+
+
+async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_question(tmp_path: Path) -> None:
+    """The remote's write asks permission (input-required, in words); the parent's user answers
+    through the parent's door, the answer goes back on the remote task, the remote writes and
+    its answer is the task call's result. The bearer token from REMOTE_TOKEN is what lets the
+    remote (served with --token) accept the call."""
+    remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
+    remote_spec = write_script(
+        tmp_path / "remote.json",
+        [{"items": [write_call("notes.txt", "hello\n", "w1")]}, {"items": [{"text": "I wrote notes.txt."}]}],
+    )
+    remote_args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}", remote_ws, remote_spec, "ask")
+    async with httpx.AsyncClient(timeout=60) as c:
+        with serving(remote_args, tmp_path / "remote.log") as remote:
+            card = remote.url + ".well-known/agent-card.json"
+            args, env = _parent(tmp_path, "reviewer", _remote_settings("reviewer", card))
+            with serving(args, tmp_path / "parent.log", env=env) as parent:
+                first = results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
+                assert first[-1]["status"]["state"] == "input-required", first
+                asked = status_text(first[-1])
+                assert "reviewer" in asked and "notes.txt" in asked, asked
+                assert not (remote_ws.parent / "notes.txt").exists()
+                answer = v03_message("yes", task_id=first[0]["id"], context_id=first[0]["contextId"])
+                second = results(await stream_message(c, parent.url, answer, PLAIN))
+                assert second[-1]["status"]["state"] == "completed", second
+                assert (remote_ws.parent / "notes.txt").read_text() == "hello\n"
+                assert _reply(second) == "parent: I wrote notes.txt."
+
+
+class _Fake(BaseHTTPRequestHandler):
+    """An A2A server's card, and a message endpoint that answers garbage or never answers."""
+
+    server: Any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        base = f"http://127.0.0.1:{self.server.server_port}/"
+        card = {
+            "name": "Fake reviewer",
+            "description": "Reviews things, badly.",
+            "version": "1",
+            "supportedInterfaces": [{"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "capabilities": {"streaming": True},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "poke", "name": "poke", "description": "pokes a diff", "tags": ["x"]}],
+        }
+        self._send(json.dumps(card).encode(), "application/json")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.server.seen.append((dict(self.headers), body))
+        if self.server.mode == "hang":
+            self.server.release.wait()
+            return
+        self._send(b"data: this is not JSON-RPC at all\n\n", "text/event-stream")
+
+    def _send(self, data: bytes, kind: str) -> None:
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextmanager
+def _fake(mode: str) -> Iterator[Any]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
+    server.daemon_threads = True
+    server.mode, server.seen, server.release = mode, [], threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("mode", ["garbage", "hang"])
+async def test_issue31_item4_a_remote_that_answers_garbage_or_hangs_fails_the_call_not_the_turn(
+    tmp_path: Path, mode: str
+) -> None:
+    """The call ends with a clear error, the parent's turn goes on to its answer; what reached the
+    remote carries the configured bearer token and no other secret of the server's."""
+    with _fake(mode) as fake:
+        card = f"http://127.0.0.1:{fake.server_port}/.well-known/agent-card.json"
+        frames = await _delegate(tmp_path, "fake", _remote_settings("fake", card, "remote_agent_timeout = 3"))
+        assert frames[-1]["status"]["state"] == "completed", frames
+        said = _reply(frames)
+        expected = "did not finish within 3 s" if mode == "hang" else "the remote agent 'fake' failed"
+        assert said.startswith("parent: ") and expected in said, said
+        assert fake.seen, "the message reached the remote"
+        for headers, body in fake.seen:
+            assert headers.get("authorization") == f"Bearer {TOKEN}" or headers.get("Authorization") == (
+                f"Bearer {TOKEN}"
+            )
+            assert SECRET not in json.dumps(headers) and SECRET.encode() not in body
+            assert b"write notes.txt with hello" in body
+
+
+async def test_issue31_item4_a_remote_outside_the_outbound_policy_is_refused(tmp_path: Path) -> None:
+    """Without `outbound_allow`, a loopback card URL is refused, clearly, and nothing reaches it;
+    the type says it is unavailable and the parent's turn goes on."""
+    with _fake("garbage") as fake:
+        card = f"http://127.0.0.1:{fake.server_port}/.well-known/agent-card.json"
+        settings = _remote_settings("fake", card).replace('outbound_allow = ["127.0.0.1/32"]', "")
+        frames = await _delegate(tmp_path, "fake", settings)
+        assert frames[-1]["status"]["state"] == "completed", frames
+        said = _reply(frames)
+        assert "is refused" in said and "outbound_allow" in said, said
+        assert fake.seen == []
