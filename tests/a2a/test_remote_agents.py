@@ -20,12 +20,15 @@ from tests.a2a.procs import TOKEN, serve_args, serving, status_text
 from tests.a2a.test_subagents import _reply
 from tests.conftest import folder_with
 from tests.core_helpers import task_call, write_call, write_script
+from tests.fakes.otlp_receiver import OtlpReceiver
 
 PLAIN = auth(TOKEN, ext=False)
 SECRET = "sk-server-secret-that-must-stay"  # in the parent's environment, never sent
 
 
-def _parent(tmp_path: Path, agent: str, settings: str) -> tuple[list[str], dict[str, str]]:
+def _parent(
+    tmp_path: Path, agent: str, settings: str, more_env: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """A parent server whose model starts a `task` of type `agent`, then says its result; its
     settings file holds `settings`. Its arguments and environment."""
     import os
@@ -46,6 +49,7 @@ def _parent(tmp_path: Path, agent: str, settings: str) -> tuple[list[str], dict[
         "DEVAGENT_CONFIG": str(config),
         "REMOTE_TOKEN": TOKEN,
         "OPENAI_API_KEY": SECRET,
+        **(more_env or {}),
     }
     return args, env
 
@@ -65,10 +69,12 @@ def _folder(path: Path, text: str) -> Path:
     return folder_with(path, {"README.md": text})
 
 
-async def _delegate(tmp_path: Path, agent: str, settings: str) -> list[dict[str, Any]]:
+async def _delegate(
+    tmp_path: Path, agent: str, settings: str, more_env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Start the parent with `settings`, send it one prompt (it starts a task of type `agent`),
     and return the results of its turn (the parent stopped)."""
-    args, env = _parent(tmp_path, agent, settings)
+    args, env = _parent(tmp_path, agent, settings, more_env)
     async with httpx.AsyncClient(timeout=60) as c:
         with serving(args, tmp_path / "parent.log", env=env) as parent:
             return results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
@@ -126,7 +132,14 @@ class _Fake(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.server.seen.append((dict(self.headers), body))
+        if self.path == "/token":  # an OAuth 2.0 token endpoint
+            self.server.token_requests.append(body.decode())
+            self._send(
+                json.dumps({"access_token": "access-from-oauth", "token_type": "Bearer"}).encode(),
+                "application/json",
+            )
+            return
+        self.server.seen.append(({k.lower(): v for k, v in self.headers.items()}, body))
         if self.server.mode == "hang":
             self.server.release.wait()
             return
@@ -145,6 +158,7 @@ def _fake(mode: str) -> Iterator[Any]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
     server.daemon_threads = True
     server.mode, server.seen, server.release = mode, [], threading.Event()  # type: ignore[attr-defined]
+    server.token_requests = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -170,9 +184,7 @@ async def test_issue31_item4_a_remote_that_answers_garbage_or_hangs_fails_the_ca
         assert said.startswith("parent: ") and expected in said, said
         assert fake.seen, "the message reached the remote"
         for headers, body in fake.seen:
-            assert headers.get("authorization") == f"Bearer {TOKEN}" or headers.get("Authorization") == (
-                f"Bearer {TOKEN}"
-            )
+            assert headers.get("authorization") == f"Bearer {TOKEN}"
             assert SECRET not in json.dumps(headers) and SECRET.encode() not in body
             assert b"write notes.txt with hello" in body
 
@@ -188,3 +200,47 @@ async def test_issue31_item4_a_remote_outside_the_outbound_policy_is_refused(tmp
         said = _reply(frames)
         assert "is refused" in said and "outbound_allow" in said, said
         assert fake.seen == []
+
+
+AUTH = {
+    "api_key": ('api_key_header = "X-Api-Key"\napi_key_env = "REMOTE_TOKEN"', "x-api-key", TOKEN),
+    "oauth": (
+        'oauth_token_url = "{base}token"\noauth_client_id = "devagent"\n'
+        'oauth_client_secret_env = "REMOTE_TOKEN"\noauth_scope = "agents"',
+        "authorization",
+        "Bearer access-from-oauth",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(AUTH))
+async def test_issue31_item4_api_key_and_oauth_auth_reach_the_remote_and_nothing_else(
+    tmp_path: Path, kind: str
+) -> None:
+    """The API-key header, or the access token of a client-credentials grant (its secret from
+    the configured variable), is what the remote gets; with traces on, a `traceparent` too."""
+    auth_keys, header, value = AUTH[kind]
+    with _fake("garbage") as fake:
+        base = f"http://127.0.0.1:{fake.server_port}/"
+        settings = f"""
+outbound_allow = ["127.0.0.1/32"]
+[remote_agents.fake]
+card_url = "{base}.well-known/agent-card.json"
+{auth_keys.format(base=base)}
+"""
+        with OtlpReceiver() as receiver:
+            traced = {"DEVAGENT_TRACES": "on", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+            frames = await _delegate(tmp_path, "fake", settings, traced)
+        assert frames[-1]["status"]["state"] == "completed", frames
+        assert "the remote agent 'fake' failed" in _reply(frames)
+        [(headers, body)] = fake.seen
+        assert headers.get(header) == value, headers
+        if kind == "api_key":
+            assert "authorization" not in headers
+        else:
+            assert fake.token_requests  # one for reading the card, one for the call
+            for form in fake.token_requests:
+                assert "grant_type=client_credentials" in form and f"client_secret={TOKEN}" in form
+                assert "client_id=devagent" in form and "scope=agents" in form
+        assert headers["traceparent"].startswith("00-"), headers
+        assert SECRET not in json.dumps(headers) and SECRET.encode() not in body
