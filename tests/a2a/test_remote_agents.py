@@ -108,6 +108,28 @@ async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_quest
                 assert _reply(second) == "parent: I wrote notes.txt."
 
 
+async def test_issue31_item4_over_grpc_when_the_card_prefers_it(tmp_path: Path) -> None:
+    """A remote `devagent serve` whose card (served by a fake, as the operator's card URL) names
+    only its gRPC endpoint: the call goes over gRPC, the bearer token in its metadata, and the
+    remote's answer is the result."""
+    remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
+    remote_spec = write_script(tmp_path / "remote.json", [{"items": [{"text": "hello over gRPC"}]}])
+    db = f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}"
+    remote_args = [*serve_args(db, remote_ws, remote_spec, "ask"), "--grpc-port", "0"]
+    async with httpx.AsyncClient(timeout=60) as c:
+        with serving(remote_args, tmp_path / "remote.log") as remote:
+            card = (await c.get(remote.url + ".well-known/agent-card.json", headers=PLAIN)).json()
+            grpc_only = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+            assert grpc_only, card
+            card["supportedInterfaces"] = grpc_only
+            with _fake("garbage", card) as fake:
+                url = f"http://127.0.0.1:{fake.server_port}/.well-known/agent-card.json"
+                frames = await _delegate(tmp_path, "remote", _remote_settings("remote", url))
+            assert fake.seen == []  # only the card came from the fake
+    assert frames[-1]["status"]["state"] == "completed", frames
+    assert _reply(frames) == "parent: hello over gRPC"
+
+
 class _Fake(BaseHTTPRequestHandler):
     """An A2A server's card, and a message endpoint that answers garbage or never answers."""
 
@@ -117,6 +139,9 @@ class _Fake(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.server.card is not None:
+            self._send(json.dumps(self.server.card).encode(), "application/json")
+            return
         base = f"http://127.0.0.1:{self.server.server_port}/"
         card = {
             "name": "Fake reviewer",
@@ -154,11 +179,11 @@ class _Fake(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def _fake(mode: str) -> Iterator[Any]:
+def _fake(mode: str, card: dict[str, Any] | None = None) -> Iterator[Any]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
     server.daemon_threads = True
     server.mode, server.seen, server.release = mode, [], threading.Event()  # type: ignore[attr-defined]
-    server.token_requests = []  # type: ignore[attr-defined]
+    server.token_requests, server.card = [], card  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
