@@ -4,6 +4,7 @@ hang, or answer garbage. The parent is driven by a plain A2A client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, results, stream_message, v03_message
-from tests.a2a.procs import TOKEN, serve_args, serving, status_text
+from tests.a2a.procs import TOKEN, send_stream, serve_args, serving, status_text
+from tests.a2a.test_stream_limit import until
 from tests.a2a.test_subagents import _reply
 from tests.conftest import folder_with
 from tests.core_helpers import task_call, write_call, write_script
@@ -128,6 +130,52 @@ async def test_issue31_item4_over_grpc_when_the_card_prefers_it(tmp_path: Path) 
             assert fake.seen == []  # only the card came from the fake
     assert frames[-1]["status"]["state"] == "completed", frames
     assert _reply(frames) == "parent: hello over gRPC"
+
+
+async def _remote_states(c: httpx.AsyncClient, url: str) -> list[str]:
+    """The states of the remote server's tasks (A2A 1.0 ListTasks)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    got = (await c.post(url, json=body, headers={**PLAIN, "A2A-Version": "1.0"})).json()
+    return [t["status"]["state"] for t in got["result"].get("tasks", [])]
+
+
+async def test_issue31_item4_a_cancel_of_the_parents_turn_cancels_the_remote_task(tmp_path: Path) -> None:
+    """The remote works (its model waits for a file that never comes); the parent's task is
+    cancelled: the remote task ends canceled too."""
+    started = tmp_path / "remote-started"
+    remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
+    steps = [{"items": [{"touch": str(started)}, {"wait_for": str(tmp_path / "never")}, {"text": "late"}]}]
+    remote_spec = write_script(tmp_path / "remote.json", steps)
+    remote_args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}", remote_ws, remote_spec, "ask")
+    async with httpx.AsyncClient(timeout=60) as c:
+        with serving(remote_args, tmp_path / "remote.log") as remote:
+            card = remote.url + ".well-known/agent-card.json"
+            args, env = _parent(tmp_path, "reviewer", _remote_settings("reviewer", card))
+            with serving(args, tmp_path / "parent.log", env=env) as parent:
+                tasks: list[str] = []
+
+                def first(frame: dict[str, Any]) -> None:
+                    if not tasks and "id" in frame.get("result", {}):
+                        tasks.append(frame["result"]["id"])
+
+                turn = asyncio.create_task(send_stream(c, parent.url, v03_message("delegate"), first))
+                await until(lambda: started.exists() and bool(tasks), "the remote agent started")
+                assert await _remote_states(c, remote.url) == ["TASK_STATE_WORKING"]
+                cancel = {"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": tasks[0]}}
+                assert "result" in (await c.post(parent.url, json=cancel, headers=PLAIN)).json()
+                assert (await turn).last_state == "canceled"
+                await until_async(
+                    lambda: _remote_states(c, remote.url), ["TASK_STATE_CANCELED"], "the remote task canceled"
+                )
+
+
+async def until_async(read: Any, expected: Any, what: str) -> None:
+    """Waits until `await read()` gives `expected` (a state the test observes, not a time)."""
+    for _ in range(3000):
+        if await read() == expected:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}: {await read()}")
 
 
 class _Fake(BaseHTTPRequestHandler):
