@@ -82,32 +82,41 @@ async def _delegate(
             return results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
 
 
+@contextmanager
+def _remote_devagent(tmp_path: Path, steps: list[Any]) -> Iterator[tuple[Path, Any, Any]]:
+    """A remote `devagent serve` (ask mode) whose model plays `steps`, and a parent whose
+    `reviewer` type is that remote: (the remote's workspace, the remote, the parent)."""
+    remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
+    remote_spec = write_script(tmp_path / "remote.json", steps)
+    remote_args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}", remote_ws, remote_spec, "ask")
+    with serving(remote_args, tmp_path / "remote.log") as remote:
+        card = remote.url + ".well-known/agent-card.json"
+        args, env = _parent(tmp_path, "reviewer", _remote_settings("reviewer", card))
+        with serving(args, tmp_path / "parent.log", env=env) as parent:
+            yield remote_ws, remote, parent
+
+
 async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_question(tmp_path: Path) -> None:
     """The remote's write asks permission (input-required, in words); the parent's user answers
     through the parent's door, the answer goes back on the remote task, the remote writes and
     its answer is the task call's result. The bearer token from REMOTE_TOKEN is what lets the
     remote (served with --token) accept the call."""
-    remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
-    remote_spec = write_script(
-        tmp_path / "remote.json",
-        [{"items": [write_call("notes.txt", "hello\n", "w1")]}, {"items": [{"text": "I wrote notes.txt."}]}],
-    )
-    remote_args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}", remote_ws, remote_spec, "ask")
+    steps = [
+        {"items": [write_call("notes.txt", "hello\n", "w1")]},
+        {"items": [{"text": "I wrote notes.txt."}]},
+    ]
     async with httpx.AsyncClient(timeout=60) as c:
-        with serving(remote_args, tmp_path / "remote.log") as remote:
-            card = remote.url + ".well-known/agent-card.json"
-            args, env = _parent(tmp_path, "reviewer", _remote_settings("reviewer", card))
-            with serving(args, tmp_path / "parent.log", env=env) as parent:
-                first = results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
-                assert first[-1]["status"]["state"] == "input-required", first
-                asked = status_text(first[-1])
-                assert "reviewer" in asked and "notes.txt" in asked, asked
-                assert not (remote_ws.parent / "notes.txt").exists()
-                answer = v03_message("yes", task_id=first[0]["id"], context_id=first[0]["contextId"])
-                second = results(await stream_message(c, parent.url, answer, PLAIN))
-                assert second[-1]["status"]["state"] == "completed", second
-                assert (remote_ws.parent / "notes.txt").read_text() == "hello\n"
-                assert _reply(second) == "parent: I wrote notes.txt."
+        with _remote_devagent(tmp_path, steps) as (remote_ws, _remote, parent):
+            first = results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
+            assert first[-1]["status"]["state"] == "input-required", first
+            asked = status_text(first[-1])
+            assert "reviewer" in asked and "notes.txt" in asked, asked
+            assert not (remote_ws.parent / "notes.txt").exists()
+            answer = v03_message("yes", task_id=first[0]["id"], context_id=first[0]["contextId"])
+            second = results(await stream_message(c, parent.url, answer, PLAIN))
+            assert second[-1]["status"]["state"] == "completed", second
+            assert (remote_ws.parent / "notes.txt").read_text() == "hello\n"
+            assert _reply(second) == "parent: I wrote notes.txt."
 
 
 async def test_issue31_item4_over_grpc_when_the_card_prefers_it(tmp_path: Path) -> None:
@@ -143,30 +152,24 @@ async def test_issue31_item4_a_cancel_of_the_parents_turn_cancels_the_remote_tas
     """The remote works (its model waits for a file that never comes); the parent's task is
     cancelled: the remote task ends canceled too."""
     started = tmp_path / "remote-started"
-    remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
     steps = [{"items": [{"touch": str(started)}, {"wait_for": str(tmp_path / "never")}, {"text": "late"}]}]
-    remote_spec = write_script(tmp_path / "remote.json", steps)
-    remote_args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}", remote_ws, remote_spec, "ask")
     async with httpx.AsyncClient(timeout=60) as c:
-        with serving(remote_args, tmp_path / "remote.log") as remote:
-            card = remote.url + ".well-known/agent-card.json"
-            args, env = _parent(tmp_path, "reviewer", _remote_settings("reviewer", card))
-            with serving(args, tmp_path / "parent.log", env=env) as parent:
-                tasks: list[str] = []
+        with _remote_devagent(tmp_path, steps) as (_ws, remote, parent):
+            tasks: list[str] = []
 
-                def first(frame: dict[str, Any]) -> None:
-                    if not tasks and "id" in frame.get("result", {}):
-                        tasks.append(frame["result"]["id"])
+            def first(frame: dict[str, Any]) -> None:
+                if not tasks and "id" in frame.get("result", {}):
+                    tasks.append(frame["result"]["id"])
 
-                turn = asyncio.create_task(send_stream(c, parent.url, v03_message("delegate"), first))
-                await until(lambda: started.exists() and bool(tasks), "the remote agent started")
-                assert await _remote_states(c, remote.url) == ["TASK_STATE_WORKING"]
-                cancel = {"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": tasks[0]}}
-                assert "result" in (await c.post(parent.url, json=cancel, headers=PLAIN)).json()
-                assert (await turn).last_state == "canceled"
-                await until_async(
-                    lambda: _remote_states(c, remote.url), ["TASK_STATE_CANCELED"], "the remote task canceled"
-                )
+            turn = asyncio.create_task(send_stream(c, parent.url, v03_message("delegate"), first))
+            await until(lambda: started.exists() and bool(tasks), "the remote agent started")
+            assert await _remote_states(c, remote.url) == ["TASK_STATE_WORKING"]
+            cancel = {"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": tasks[0]}}
+            assert "result" in (await c.post(parent.url, json=cancel, headers=PLAIN)).json()
+            assert (await turn).last_state == "canceled"
+            await until_async(
+                lambda: _remote_states(c, remote.url), ["TASK_STATE_CANCELED"], "the remote task canceled"
+            )
 
 
 async def until_async(read: Any, expected: Any, what: str) -> None:
