@@ -119,26 +119,40 @@ async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_quest
             assert _reply(second) == "parent: I wrote notes.txt."
 
 
-async def test_issue31_item4_over_grpc_when_the_card_prefers_it(tmp_path: Path) -> None:
+# the interfaces a card keeps: gRPC (1.0), HTTP+JSON (1.0), JSON-RPC of A2A 0.3
+INTERFACES = {
+    "grpc": ("GRPC", "1.0"),
+    "http_json": ("HTTP+JSON", "1.0"),
+    "jsonrpc_0.3": ("JSONRPC", "0.3"),
+}
+
+
+@pytest.mark.parametrize("interface", sorted(INTERFACES))
+async def test_issue31_item4_over_the_binding_the_card_names(tmp_path: Path, interface: str) -> None:
     """A remote `devagent serve` whose card (served by a fake, as the operator's card URL) names
-    only its gRPC endpoint: the call goes over gRPC, the bearer token in its metadata, and the
-    remote's answer is the result."""
+    only one of its endpoints: the call goes there (gRPC with the bearer token in its metadata;
+    HTTP+JSON; A2A 0.3's JSON-RPC), and the remote's answer is the result."""
+    binding, version = INTERFACES[interface]
     remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
-    remote_spec = write_script(tmp_path / "remote.json", [{"items": [{"text": "hello over gRPC"}]}])
+    remote_spec = write_script(tmp_path / "remote.json", [{"items": [{"text": f"hello over {interface}"}]}])
     db = f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}"
     remote_args = [*serve_args(db, remote_ws, remote_spec, "ask"), "--grpc-port", "0"]
     async with httpx.AsyncClient(timeout=60) as c:
         with serving(remote_args, tmp_path / "remote.log") as remote:
             card = (await c.get(remote.url + ".well-known/agent-card.json", headers=PLAIN)).json()
-            grpc_only = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
-            assert grpc_only, card
-            card["supportedInterfaces"] = grpc_only
+            only = [
+                i
+                for i in card["supportedInterfaces"]
+                if i["protocolBinding"] == binding and i.get("protocolVersion") == version
+            ]
+            assert len(only) == 1, card
+            card["supportedInterfaces"] = only
             with _fake("garbage", card) as fake:
                 url = f"http://127.0.0.1:{fake.server_port}/.well-known/agent-card.json"
                 frames = await _delegate(tmp_path, "remote", _remote_settings("remote", url))
             assert fake.seen == []  # only the card came from the fake
     assert frames[-1]["status"]["state"] == "completed", frames
-    assert _reply(frames) == "parent: hello over gRPC"
+    assert _reply(frames) == f"parent: hello over {interface}"
 
 
 async def _remote_states(c: httpx.AsyncClient, url: str) -> list[str]:
