@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import auth, results, stream_message, v03_message
-from tests.a2a.procs import TOKEN, send_stream, serve_args, serving, status_text
+from tests.a2a.procs import TOKEN, send_stream, serve_args, serving, start_serve, status_text
 from tests.a2a.test_stream_limit import until
 from tests.a2a.test_subagents import _reply
 from tests.conftest import folder_with
@@ -85,7 +85,8 @@ async def _delegate(
 @contextmanager
 def _remote_devagent(tmp_path: Path, steps: list[Any]) -> Iterator[tuple[Path, Any, Any]]:
     """A remote `devagent serve` (ask mode) whose model plays `steps`, and a parent whose
-    `reviewer` type is that remote: (the remote's workspace, the remote, the parent)."""
+    `reviewer` type is that remote: (the remote's workspace, the remote, the parent). The
+    parent's `again()` stops it and starts another on the same store."""
     remote_ws = _folder(tmp_path / "remote" / "ws", "remote\n")
     remote_spec = write_script(tmp_path / "remote.json", steps)
     remote_args = serve_args(f"sqlite+aiosqlite:///{tmp_path / 'remote.db'}", remote_ws, remote_spec, "ask")
@@ -93,14 +94,30 @@ def _remote_devagent(tmp_path: Path, steps: list[Any]) -> Iterator[tuple[Path, A
         card = remote.url + ".well-known/agent-card.json"
         args, env = _parent(tmp_path, "reviewer", _remote_settings("reviewer", card))
         with serving(args, tmp_path / "parent.log", env=env) as parent:
-            yield remote_ws, remote, parent
+            later: list[Any] = []
+
+            def again() -> Any:
+                parent.stop()
+                later.append(start_serve(args, tmp_path / "parent2.log", env=env))
+                return later[-1]
+
+            parent.again = again
+            try:
+                yield remote_ws, remote, parent
+            finally:
+                for p in later:
+                    p.stop()
 
 
-async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_question(tmp_path: Path) -> None:
+@pytest.mark.parametrize("restart", [False, True])
+async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_question(
+    tmp_path: Path, restart: bool
+) -> None:
     """The remote's write asks permission (input-required, in words); the parent's user answers
-    through the parent's door, the answer goes back on the remote task, the remote writes and
-    its answer is the task call's result. The bearer token from REMOTE_TOKEN is what lets the
-    remote (served with --token) accept the call."""
+    through the parent's door (also after the parent restarted: the remote task is stored with
+    the question), the answer goes back on the remote task, the remote writes and its answer is
+    the task call's result. The bearer token from REMOTE_TOKEN is what lets the remote (served
+    with --token) accept the call."""
     steps = [
         {"items": [write_call("notes.txt", "hello\n", "w1")]},
         {"items": [{"text": "I wrote notes.txt."}]},
@@ -112,6 +129,8 @@ async def test_issue31_item4_delegates_to_a_remote_devagent_and_relays_its_quest
             asked = status_text(first[-1])
             assert "reviewer" in asked and "notes.txt" in asked, asked
             assert not (remote_ws.parent / "notes.txt").exists()
+            if restart:
+                parent = parent.again()
             answer = v03_message("yes", task_id=first[0]["id"], context_id=first[0]["contextId"])
             second = results(await stream_message(c, parent.url, answer, PLAIN))
             assert second[-1]["status"]["state"] == "completed", second
