@@ -187,7 +187,7 @@ def _as_url(target: str) -> str:
 
 def _http(config: CoreConfig) -> httpx.AsyncClient:
     """An HTTP client whose every request passes the outbound address policy first (redirects
-    are not followed)."""
+    are not followed, the environment's proxies and .netrc are not used)."""
     import httpx  # late: only remote agents call out here
 
     allow = config.outbound_networks()
@@ -197,7 +197,10 @@ def _http(config: CoreConfig) -> httpx.AsyncClient:
             await _check(str(request.url), allow, "a remote agent's URL")
             return await super().handle_async_request(request)
 
-    return httpx.AsyncClient(transport=PolicyTransport(), timeout=httpx.Timeout(30.0, read=None))
+    # trust_env off: no proxy variables and no .netrc credentials, only the configured auth
+    return httpx.AsyncClient(
+        transport=PolicyTransport(trust_env=False), timeout=httpx.Timeout(30.0, read=None), trust_env=False
+    )
 
 
 def _secret(var: str, what: str) -> str:
