@@ -205,6 +205,25 @@ async def test_issue31_item4_a_cancel_of_the_parents_turn_cancels_the_remote_tas
             )
 
 
+async def test_issue31_item4_a_cancel_while_the_remote_waits_for_an_answer_cancels_its_task(
+    tmp_path: Path,
+) -> None:
+    """The remote asks (input-required, relayed); instead of an answer the parent's task is
+    cancelled: the remote task is cancelled too, never left waiting."""
+    steps = [{"items": [write_call("notes.txt", "hello\n", "w1")]}, {"items": [{"text": "never"}]}]
+    async with httpx.AsyncClient(timeout=60) as c:
+        with _remote_devagent(tmp_path, steps) as (remote_ws, remote, parent):
+            first = results(await stream_message(c, parent.url, v03_message("delegate"), PLAIN))
+            assert first[-1]["status"]["state"] == "input-required", first
+            assert await _remote_states(c, remote.url) == ["TASK_STATE_INPUT_REQUIRED"]
+            cancel = {"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": first[0]["id"]}}
+            assert "result" in (await c.post(parent.url, json=cancel, headers=PLAIN)).json()
+            await until_async(
+                lambda: _remote_states(c, remote.url), ["TASK_STATE_CANCELED"], "the remote task canceled"
+            )
+            assert not (remote_ws.parent / "notes.txt").exists()
+
+
 async def until_async(read: Any, expected: Any, what: str) -> None:
     """Waits until `await read()` gives `expected` (a state the test observes, not a time)."""
     for _ in range(3000):
