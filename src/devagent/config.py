@@ -8,6 +8,7 @@ devagent (its approval mode, its MCP commands, where its API key goes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -79,9 +80,17 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "budget_tokens_per_day": ("DEVAGENT_BUDGET_TOKENS_PER_DAY", "budget_tokens_per_day"),
     "budget_concurrent_turns": ("DEVAGENT_BUDGET_CONCURRENT_TURNS", "budget_concurrent_turns"),
     "budgets": ("DEVAGENT_BUDGETS", "budgets"),
+    "budget_usd_per_day": ("DEVAGENT_BUDGET_USD_PER_DAY", "budget_usd_per_day"),
+    "max_cost_usd_per_task": ("DEVAGENT_MAX_COST_USD_PER_TASK", "max_cost_usd_per_task"),
+    # Prices: [prices."provider:model"] tables (top level or under [devagent]); the variable holds JSON.
+    "prices": ("DEVAGENT_PRICES", "prices"),
     "traces": ("DEVAGENT_TRACES", "traces"),  # auto | on | off (OpenTelemetry over OTLP/HTTP)
     "trace_content": ("DEVAGENT_TRACE_CONTENT", "trace_content"),
 }
+
+
+# Settings written as tables of their own, which may stand beside [devagent] at the top level.
+_TABLES = ("mcp_servers", "prices", "remote_agents")
 
 
 class ConfigError(ValueError):
@@ -134,6 +143,18 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             return parse_remote_agents(value)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+    if name == "prices":
+        from devagent.agent.prices import parse_prices  # late: the model layer's names
+
+        if isinstance(value, str):  # the environment variable: JSON
+            try:
+                value = json.loads(value)
+            except ValueError as e:
+                raise bad('JSON such as {"openai:gpt-4.1": {"input": 2, "output": 8}}') from e
+        try:
+            return parse_prices(value)
+        except ValueError as e:
+            raise ConfigError(f"setting {label}: {e}") from None
     if "tuple" in kind:
         if isinstance(value, list | tuple):
             items = list(value)
@@ -182,17 +203,14 @@ def _unknown(key: str, known: list[str], where: str, table: bool = False) -> Con
     return ConfigError(f"{where}: unknown {what}{hint}")
 
 
-_BESIDE = ("devagent", "mcp_servers", "remote_agents")  # top-level tables beside [devagent]
-
-
 def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
     """Every key of the file is a known setting: a typo is an error, never silently ignored."""
     keys = [key for _env, key in SETTINGS.values()]
     top = doc.get("devagent")
     if isinstance(top, Mapping):
-        for key in doc:  # beside [devagent], only the tables of servers and agents are read
-            if key not in _BESIDE:
-                raise _unknown(key, list(_BESIDE), str(path), isinstance(doc[key], Mapping))
+        for key in doc:  # beside [devagent], only the tables below are read
+            if key not in ("devagent", *_TABLES):
+                raise _unknown(key, ["devagent", *_TABLES], str(path), isinstance(doc[key], Mapping))
         section: Mapping[str, Any] = top
         where = f"{path} [devagent]"
     else:
@@ -229,6 +247,34 @@ def _normalise(config: CoreConfig) -> None:
             raise ConfigError(f"{e} ({var}, {key} in the settings file)") from None
 
 
+def _check_budgets(config: CoreConfig) -> None:
+    if config.budget_tokens_per_day < 0 or config.budget_concurrent_turns < 0:
+        raise ConfigError("budget_tokens_per_day and budget_concurrent_turns must be 0 (no limit) or more")
+    for what, amount in (
+        ("budget_usd_per_day (DEVAGENT_BUDGET_USD_PER_DAY)", config.budget_usd_per_day),
+        ("max_cost_usd_per_task (DEVAGENT_MAX_COST_USD_PER_TASK)", config.max_cost_usd_per_task),
+    ):
+        if not 0 <= amount < float("inf"):
+            raise ConfigError(f"{what} must be 0 (no limit) or a positive number of dollars")
+    for entry in config.budgets:
+        _name, eq, limits = entry.partition("=")
+        parts = limits.split("/")
+        whole = [p.strip() or "0" for p in parts[:2]]
+        dollars = parts[2].strip() if len(parts) == 3 else "0"
+        if not eq or len(parts) > 3 or not all(v.isdigit() for v in whole) or not _dollars(dollars):
+            raise ConfigError(
+                f"budgets (DEVAGENT_BUDGETS): {entry!r} is not NAME=TOKENS/TURNS or NAME=TOKENS/TURNS/USD "
+                "(e.g. ci=200000/2 or ci=0/2/5.50; 0 for no limit)"
+            )
+
+
+def _dollars(text: str) -> bool:
+    try:
+        return 0 <= float(text or "0") < float("inf")
+    except ValueError:
+        return False
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> CoreConfig:
@@ -250,9 +296,9 @@ def load_config(
         for name, (_env, key) in SETTINGS.items():
             if key in section:
                 values[name] = _convert(name, section[key], f"{key} in {path}")
-        for table in _BESIDE[1:]:  # top level beside [devagent]
+        for table in _TABLES:  # top level beside [devagent]
             if table not in values and table in doc:
-                values[table] = _convert(table, doc[table])
+                values[table] = _convert(table, doc[table], f"[{table}] in {path}")
     for name, (var, key) in SETTINGS.items():
         if env.get(var):
             values[name] = _convert(name, env[var], f"{var} ({key})")
@@ -266,16 +312,7 @@ def load_config(
     if config.command_memory_mb < 0 or config.command_processes < 0:
         raise ConfigError("command_memory_mb and command_processes must be 0 (no limit) or more")
     _normalise(config)
-    if config.budget_tokens_per_day < 0 or config.budget_concurrent_turns < 0:
-        raise ConfigError("budget_tokens_per_day and budget_concurrent_turns must be 0 (no limit) or more")
-    for entry in config.budgets:
-        name, eq, limits = entry.partition("=")
-        tokens, _, turns = limits.partition("/")
-        if not eq or not all(v.strip().isdigit() for v in (tokens or "0", turns or "0")):
-            raise ConfigError(
-                f"budgets (DEVAGENT_BUDGETS): {entry!r} is not NAME=TOKENS/TURNS "
-                "(e.g. ci=200000/2; 0 for no limit)"
-            )
+    _check_budgets(config)
     if config.context_tokens < 0 or (0 < config.context_tokens < 1024):
         raise ConfigError(
             "context_tokens (DEVAGENT_CONTEXT_TOKENS) must be 0 (the model's size) or 1024 or more"

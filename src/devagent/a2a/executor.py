@@ -100,18 +100,24 @@ def _mcp_servers(raw: Any) -> dict[str, dict[str, Any]] | None:
 
 def task_extra(session: Session) -> dict[str, Any]:
     """What the task's metadata keeps about the conversation: the client tool set in force, the
-    definitions last refused, per-tool call and failure counts, and the tokens the
-    conversation has used so far (what a remote `devagent chat` shows in its status line)."""
+    definitions last refused, per-tool call and failure counts, and the tokens and dollars the
+    conversation has used so far (what a remote `devagent chat` shows in its status line), this
+    task's own (`task_usage`: what its cap counts) and its subagents' share."""
     out: dict[str, Any] = {}
-    u = session.state.usage
-    if u.requests or u.input_tokens or u.output_tokens:
-        out["usage"] = u.to_json()
-    if session.state.tool_stats:
-        out["tool_stats"] = {k: dict(v) for k, v in session.state.tool_stats.items()}
-    rejected = (session.state.extra.get("a2a") or {}).get("client_tools_rejected") or []
-    if session.state.client_tools or rejected:
+    state = session.state
+    for key, u in (
+        ("usage", state.usage),
+        ("task_usage", state.turn_usage),
+        ("subagent_usage", state.subagent_usage),
+    ):
+        if u.requests or u.input_tokens or u.output_tokens:
+            out[key] = u.to_json()
+    if state.tool_stats:
+        out["tool_stats"] = {k: dict(v) for k, v in state.tool_stats.items()}
+    rejected = (state.extra.get("a2a") or {}).get("client_tools_rejected") or []
+    if state.client_tools or rejected:
         out["client_tools"] = {
-            "accepted": [t.name for t in session.state.client_tools],
+            "accepted": [t.name for t in state.client_tools],
             "rejected": list(rejected),
         }
     return out

@@ -24,6 +24,7 @@ from devagent.agent.events import (
     ToolCall,
     ToolOutput,
 )
+from devagent.agent.settings import requested_cap
 
 EXTENSION_VERSION = "0.1.0"
 # The RFC's URI, so RFC clients find it; the version is the extension's semantic version.
@@ -170,6 +171,7 @@ class AgentSettings:
     approval_mode: str | None = None
     model: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    max_cost_usd: float | None = None  # the caller's cap on each task's cost (USD)
 
     @classmethod
     def from_metadata(cls, *sources: dict[str, Any] | None) -> AgentSettings | None:
@@ -183,21 +185,17 @@ class AgentSettings:
                 inner = raw.get("agent_settings")
                 if isinstance(inner, dict):  # {URI: {"agent_settings": {...}}} is accepted too
                     raw = inner
-                if (
-                    "workspace_path" in raw
-                    or "approval_mode" in raw
-                    or "model" in raw
-                    or "mcp_servers" in raw
-                ):
+                if any(k in raw for k in (*_NAMED, "mcp_servers")):
+                    try:
+                        cap = requested_cap(raw.get("max_cost_usd"))
+                    except ValueError as e:
+                        raise SettingsError(str(e)) from None
                     return cls(
                         workspace_path=_opt_str(raw.get("workspace_path")),
                         approval_mode=_opt_str(raw.get("approval_mode")),
                         model=_client_model(raw.get("model")),
-                        extra={
-                            k: v
-                            for k, v in raw.items()
-                            if k not in ("workspace_path", "approval_mode", "model")
-                        },
+                        extra={k: v for k, v in raw.items() if k not in _NAMED},
+                        max_cost_usd=cap,
                     )
             legacy = md.get(LEGACY_KEY)
             if isinstance(legacy, dict) and legacy.get("kind") == "agent-settings":
@@ -208,6 +206,9 @@ class AgentSettings:
                     approval_mode="yolo" if legacy.get("autoExecute") is True else None,
                 )
         return None
+
+
+_NAMED = ("workspace_path", "approval_mode", "model", "max_cost_usd")  # AgentSettings' own fields
 
 
 def _opt_str(v: Any) -> str | None:

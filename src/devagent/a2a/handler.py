@@ -132,7 +132,10 @@ def parse_message(message: Message, request_metadata: dict[str, Any] | None) -> 
                 if c is not None:
                     confirmations.append(c)
     msg_md = MessageToDict(message.metadata) if message.HasField("metadata") else None
-    settings = ext.AgentSettings.from_metadata(msg_md, request_metadata)
+    try:
+        settings = ext.AgentSettings.from_metadata(msg_md, request_metadata)
+    except ext.SettingsError as e:
+        raise InvalidParamsError(message=str(e)) from None
     prepared = Prepared(
         text="\n".join(texts),
         confirmations=confirmations,

@@ -104,17 +104,29 @@ class Metrics:
             ["identity", "kind"],
             registry=self._by_identity,
         )
-        self.model_requests = Counter(
-            "devagent_model_requests",
-            "Model requests made, by caller (token name)",
-            ["identity"],
-            registry=self._by_identity,
-        )
         self.all_tokens = Counter(
             "devagent_tokens", f"Model tokens used, all callers, by {kinds}", ["kind"], registry=self._totals
         )
-        self.all_model_requests = Counter(
-            "devagent_model_requests", "Model requests made, all callers", registry=self._totals
+        self.model_requests, self.all_model_requests = self._spend(
+            "devagent_model_requests", "Model requests made"
+        )
+        # Dollars at the models' prices (devagent/agent/prices.py), and the requests of models
+        # with no known price (not in the dollars).
+        self.cost, self.all_cost = self._spend(
+            "devagent_cost_usd", "What model requests cost in USD at the models' prices"
+        )
+        self.unpriced, self.all_unpriced = self._spend(
+            "devagent_unpriced_model_requests",
+            "Model requests of a model with no known price (not in the cost)",
+        )
+
+    def _spend(self, name: str, what: str) -> tuple[Any, Any]:
+        """A spend counter per caller (labelled by the token's name) and its total of all callers."""
+        from prometheus_client import Counter
+
+        return (
+            Counter(name, f"{what}, by caller (token name)", ["identity"], registry=self._by_identity),
+            Counter(name, f"{what}, all callers", registry=self._totals),
         )
 
     def count_usage(self, identity: str, usage: Usage) -> None:
@@ -130,6 +142,11 @@ class Metrics:
             self.all_tokens.labels(kind).inc(n)
         self.model_requests.labels(who).inc(usage.requests)
         self.all_model_requests.inc(usage.requests)
+        self.cost.labels(who).inc(usage.cost_usd)
+        self.all_cost.inc(usage.cost_usd)
+        if usage.unpriced_requests:
+            self.unpriced.labels(who).inc(usage.unpriced_requests)
+            self.all_unpriced.inc(usage.unpriced_requests)
 
     def count_open_streams(self, total: Callable[[], int]) -> None:
         """The open-streams gauge reads the per-token stream count (a2a/streams.py), the one

@@ -157,7 +157,8 @@ def _camel(name: str) -> str:
 def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
     """The task metadata the RFC dialect keeps about tools, in A2A's own JSON style (camelCase
     field names, no data as keys; TCK DM-SERIAL-001): `toolStats` a list of
-    `{tool, calls, failures}`, `clientTools` `{accepted, rejected}`, `usage` `{inputTokens, ...}`.
+    `{tool, calls, failures}`, `clientTools` `{accepted, rejected}`, `usage`, `taskUsage` and
+    `subagentUsage` `{inputTokens, ..., costUsd, unpricedRequests}`.
     Extension clients keep the RFC dialect's `tool_stats` / `client_tools` / `usage` under the
     extension's URI."""
     md: dict[str, Any] = {}
@@ -166,8 +167,8 @@ def plain_extra(extra: dict[str, Any]) -> dict[str, Any]:
             md["toolStats"] = [{"tool": name, **stats} for name, stats in sorted(value.items())]
         elif key == "client_tools":
             md["clientTools"] = value
-        elif key == "usage":
-            md["usage"] = {_camel(k): v for k, v in value.items()}
+        elif key in ("usage", "task_usage", "subagent_usage"):
+            md[_camel(key)] = {_camel(k): v for k, v in value.items()}
         else:
             md[key] = value
     return md

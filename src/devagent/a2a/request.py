@@ -56,7 +56,7 @@ class Prepared:
                 ],
                 results=list(self.results),
             )
-        return UserPrompt(self.text)
+        return UserPrompt(self.text, self.settings.max_cost_usd if self.settings else None)
 
 
 @dataclass(slots=True)

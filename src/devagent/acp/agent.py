@@ -62,6 +62,7 @@ from devagent.agent.events import (
 from devagent.agent.events import (
     ToolCallUpdate as CoreToolCallUpdate,
 )
+from devagent.agent.settings import requested_cap
 from devagent.agent.tools.backends import ToolBackends
 from devagent.common.waiting import done_or_set
 from devagent.preflight import open_core
@@ -200,6 +201,7 @@ class DevagentAgent:
     ) -> NewSessionResponse:
         core = await self._core()
         root = self._root(cwd)
+        cap = _cap(kw)  # `_meta.max_cost_usd`: the editor's cap on each turn's cost
         session = None
         if self.opts.session_id and not self._resumed_flag_session:
             # `--session ID`: the first session/new continues that stored session.
@@ -212,6 +214,7 @@ class DevagentAgent:
                 model=self.opts.model,
                 approval_mode=None,
                 mcp_servers=_mcp_servers(mcp_servers),
+                max_cost_usd=cap or 0.0,
             )
             log.info("new session %s in %s", session.id, root)
         o = self._attach(session)
@@ -319,6 +322,7 @@ class DevagentAgent:
             raise _invalid(f"devagent takes text prompts; not {', '.join(sorted(set(refused)))}")
         if not text.strip():
             raise _invalid("the prompt is empty")
+        cap = _cap(kw)
         async with o.lock:
             if o.closed:
                 raise _error(-32800, "the session was closed before the prompt ran")
@@ -327,7 +331,7 @@ class DevagentAgent:
                 # `_meta` keys come as keyword arguments: an editor inside a trace sends its
                 # `traceparent` there, and the turn joins that trace
                 with telemetry.caller(kw):
-                    end = await self._drive(o, UserPrompt(text), None)
+                    end = await self._drive(o, UserPrompt(text, cap), None)
             except InputError as e:
                 raise _invalid(str(e)) from e
             except ConnectionError as e:
@@ -490,6 +494,15 @@ def _error(code: int, reason: str, **data: Any) -> RequestError:
     """The SDK's error with what went wrong in `message` (editors show it; `data` is kept for
     programs): "Invalid params: cwd must be an existing absolute directory"."""
     return RequestError(code, t.error_message(code, reason), {**data, "reason": reason})
+
+
+def _cap(meta: dict[str, Any]) -> float | None:
+    """A request's `_meta.max_cost_usd` (its keys come as keyword arguments): the editor's cap on
+    each turn's cost in USD, None when not given."""
+    try:
+        return requested_cap(meta.get("max_cost_usd"))
+    except ValueError as e:
+        raise _invalid(str(e), max_cost_usd=meta.get("max_cost_usd")) from None
 
 
 def _invalid(reason: str, **data: Any) -> RequestError:

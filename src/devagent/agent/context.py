@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from devagent.agent.events import ToolCall, Usage
     from devagent.agent.mcp import McpManager
+    from devagent.agent.prices import Priced, PriceTable
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.backends import ToolBackends
@@ -63,6 +64,10 @@ class SessionContext(CoreParts, Protocol):
 
     def context_tokens(self) -> int:
         """The context window of the session's model, in tokens."""
+        ...
+
+    def model_price(self) -> Priced | None:
+        """The price of the session's model (None: unknown)."""
         ...
 
     async def messages(self) -> list[pm.ModelMessage]: ...
@@ -155,8 +160,21 @@ class CoreServices(CoreParts, Protocol):
 
     async def get_session(self, session_id: str) -> ChildSession | None: ...
 
-    async def tokens_spent(self, identity: str) -> str:
+    async def budget_spent(self, identity: str) -> str:
         """Why a caller may make no more model requests today ("" if it may)."""
         ...
 
     def spent(self, identity: str, usage: Usage) -> None: ...
+
+    @property
+    def prices(self) -> PriceTable:
+        """What each model's requests cost."""
+        ...
+
+    def charge(self, session_id: str, usage: Usage) -> None:
+        """Count a subagent's request in the task of the session it works for (and on up)."""
+        ...
+
+    def loaded_state(self, session_id: str) -> SessionState | None:
+        """The state of a session loaded in this process (None otherwise)."""
+        ...

@@ -31,6 +31,7 @@ from devagent import telemetry
 from devagent.agent.events import InputError, Usage
 from devagent.agent.mcp import McpManager
 from devagent.agent.models import context_window, create_model, default_model_spec
+from devagent.agent.prices import NANO, PriceTable, usage_dollars
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.agent.tools.processes import ProcessRegistry
@@ -76,6 +77,7 @@ class AgentCore:
         mib = config.shell_outputs_mb
         self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
+        self.prices = PriceTable(config.prices)  # what each model's requests cost
         # Secrets that error text from a provider may quote back: never shown (common/scrub.py).
         scrub.remember([config.model_api_key])
         scrub.remember_environment()
@@ -102,14 +104,12 @@ class AgentCore:
 
     async def check_budget(self, identity: str, session_id: str, *, slot: bool = True) -> bool:
         """Admit a turn of a caller (a new one, or one going on after a pause) within its
-        budget: its day's tokens are not spent, and one of its concurrent-turn slots is free
-        (taken now, in the store, for the turn; True when a slot was taken). Else refused with
-        InputError `budget_exceeded`, which every door turns into its protocol's error, and a
+        budget: its day's tokens and dollars are not spent, and one of its concurrent-turn slots
+        is free (taken now, in the store, for the turn; True when a slot was taken). Else refused
+        with InputError `budget_exceeded`, which every door turns into its protocol's error, and a
         log line. A subagent's turn (`slot=False`) runs within its parent's and takes no slot."""
-        _, turns = self.config.budget_for(identity)
-        if not slot:
-            turns = 0
-        message = await self.tokens_spent(identity)
+        turns = self.config.budget_for(identity).concurrent_turns if slot else 0
+        message = await self.budget_spent(identity)
         if not message and turns > 0:
             slots = self.store.slots
             if not await slots.take(identity, session_id, turns, self.config.lease_seconds):
@@ -123,24 +123,48 @@ class AgentCore:
             raise InputError(f"refused by the server's budget: {message}", "budget_exceeded")
         return turns > 0
 
-    async def tokens_spent(self, identity: str) -> str:
-        """Why a caller may make no more model requests today ("" if it may)."""
-        tokens, _ = self.config.budget_for(identity)
-        if tokens <= 0:
+    async def budget_spent(self, identity: str) -> str:
+        """Why a caller may make no more model requests today ("" if it may): its tokens or its
+        dollars for the day are spent."""
+        budget = self.config.budget_for(identity)
+        if budget.tokens_per_day <= 0 and budget.usd_per_day <= 0:
             return ""
         today = await self.store.usage(utc_day(), identity)
+        renews = "; the budget renews at midnight UTC"
         used = sum(int(r["input_tokens"]) + int(r["output_tokens"]) for r in today)
-        if used < tokens:
-            return ""
-        return (
-            f"{_who(identity)} has used {used:,} of its {tokens:,} tokens for today; the budget renews "
-            "at midnight UTC"
-        )
+        if 0 < budget.tokens_per_day <= used:
+            tokens = f"{budget.tokens_per_day:,} tokens"
+            return f"{_who(identity)} has used {used:,} of its {tokens} for today{renews}"
+        dollars = sum(int(r["cost_nanousd"]) for r in today) / NANO
+        if 0 < budget.usd_per_day <= dollars:
+            return (
+                f"{_who(identity)} has spent {usage_dollars(dollars)} of its "
+                f"{usage_dollars(budget.usd_per_day)} for today{renews}"
+            )
+        return ""
 
     def spent(self, identity: str, usage: Usage) -> None:
         """Tell the listeners (the server's /metrics) what a caller's model request used."""
         for listener in self.usage_listeners:
             listener(identity, usage)
+
+    def charge(self, session_id: str, usage: Usage) -> None:
+        """A subagent's request, charged to the session it works for (`SessionState.subagent_of`)
+        and on up: counted in that session's task, where its cap holds. That session runs the
+        subagent's `task` call, so it is loaded here; if it is not, its task is not charged (the
+        subagent's own cap, the parent's remainder when it started, still holds)."""
+        parent = self._sessions.get(session_id)
+        if parent is None:
+            log.info(
+                "spend of a subagent of session %s, which is not loaded here: not charged to it", session_id
+            )
+            return
+        parent.charged(usage)
+
+    def loaded_state(self, session_id: str) -> SessionState | None:
+        """The state of a session loaded in this process, None otherwise (nothing is read)."""
+        session = self._sessions.get(session_id)
+        return None if session is None else session.state
 
     def known_model(self, spec: str) -> Any | None:
         """The model for a spec if it was created already (nothing is created)."""
@@ -220,10 +244,12 @@ class AgentCore:
         mcp_servers: dict[str, dict[str, Any]] | None = None,
         leased: bool = False,
         identity: str = "",
+        max_cost_usd: float = 0.0,
     ) -> Session:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); only for
-        an id no other process can know yet (its turn would wait for the lease until it expires)."""
+        an id no other process can know yet (its turn would wait for the lease until it expires).
+        `max_cost_usd`: the caller's cap on each task of the session (`spending.task_cap`)."""
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
             if not Path(r).is_dir():
@@ -237,6 +263,7 @@ class AgentCore:
             mcp_servers=dict(mcp_servers or {}),  # checked against policy when first used (mcp.py)
             identity=identity,
             started_on=time.strftime("%Y-%m-%d"),
+            max_cost_usd=max(0.0, max_cost_usd),
         )
         return await self._create(session_id, state, leased=leased)
 

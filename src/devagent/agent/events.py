@@ -273,9 +273,11 @@ class Notice:
 
 @dataclass(slots=True)
 class Usage:
-    """Tokens of model requests. `input_tokens` is the whole prompt; `cache_read_tokens` and
-    `cache_write_tokens` are the parts of it read from and written to the provider's prompt
-    cache (reads cost about a tenth of input, Anthropic's writes a quarter more)."""
+    """Tokens of model requests, and what they cost. `input_tokens` is the whole prompt;
+    `cache_read_tokens` and `cache_write_tokens` are the parts of it read from and written to the
+    provider's prompt cache (reads cost about a tenth of input, Anthropic's writes a quarter
+    more). `cost_usd` is the cost of the requests whose model has a price (`agent/prices.py`);
+    `unpriced_requests` counts those whose model has none (their cost is unknown)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -283,6 +285,8 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     requests: int = 0
+    cost_usd: float = 0.0
+    unpriced_requests: int = 0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
@@ -291,13 +295,16 @@ class Usage:
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
         self.requests += other.requests
+        self.cost_usd += other.cost_usd
+        self.unpriced_requests += other.unpriced_requests
 
-    def to_json(self) -> dict[str, int]:
-        return fields_json(self)
+    def to_json(self) -> dict[str, Any]:
+        return {**fields_json(self), "cost_usd": round(self.cost_usd, 9)}
 
     @classmethod
     def of_response(cls, u: Any) -> Usage:
-        """The usage of one model response, from pydantic-ai's RequestUsage (read by attribute)."""
+        """The usage of one model response, from pydantic-ai's RequestUsage (read by attribute);
+        its cost is the price table's to set (`PriceTable.charge`)."""
         details = getattr(u, "details", None) or {}
         reasoning = getattr(u, "output_reasoning_tokens", 0) or details.get("reasoning_tokens", 0) or 0
         return cls(
@@ -312,7 +319,8 @@ class Usage:
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Usage:
         data = data or {}
-        return cls(**{k: int(data.get(k, 0)) for k in cls.__dataclass_fields__})
+        counts = {k: int(data.get(k, 0) or 0) for k in cls.__dataclass_fields__ if k != "cost_usd"}
+        return cls(**counts, cost_usd=float(data.get("cost_usd", 0) or 0))
 
 
 @dataclass(slots=True)
@@ -370,7 +378,12 @@ Event = TextDelta | ThoughtDelta | StepBegin | ToolCallUpdate | Notice | StatusU
 
 @dataclass(slots=True)
 class UserPrompt:
+    """A prompt, starting a turn. `max_cost_usd`: the caller's cap on what this turn and those
+    after it may cost (USD; 0: none of the caller's), within the operator's; None keeps the
+    session's."""
+
     text: str
+    max_cost_usd: float | None = None
 
 
 @dataclass(slots=True)

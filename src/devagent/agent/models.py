@@ -29,6 +29,7 @@ __all__ = [
     "DEMO_SPEC",
     "PROVIDERS",
     "ProviderInfo",
+    "canonical_provider",
     "check_model_spec",
     "create_model",
     "default_model_spec",
@@ -108,6 +109,13 @@ _SPEC_HELP = (
 )
 
 
+def canonical_provider(prefix: str) -> str | None:
+    """A provider prefix as devagent names it (`gemini` -> `google`), None when it is unknown."""
+    prefix = prefix.strip().lower()
+    provider = _ALIASES.get(prefix, prefix)
+    return provider if provider in PROVIDERS else None
+
+
 def parse_model_spec(spec: str) -> tuple[str, str]:
     """Split `provider:name` into the canonical provider and the model name (or file for
     `scripted`). `demo` gives `("demo", "")`. Raises `ModelConfigError` for anything else."""
@@ -119,8 +127,8 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     name = name.strip()
     if not sep:
         raise ModelConfigError(f"Model {spec!r} has no provider. {_SPEC_HELP}")
-    provider = _ALIASES.get(prefix, prefix)
-    if provider not in PROVIDERS:
+    provider = canonical_provider(prefix)
+    if provider is None:
         known = ", ".join(sorted([*PROVIDERS, *_ALIASES, DEMO_SPEC]))
         raise ModelConfigError(f"Unknown model provider {prefix!r} in {spec!r}. Known providers: {known}.")
     if not name:

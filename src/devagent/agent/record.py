@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent import transcript
 from devagent.agent.events import ToolCallStatus, Usage
+from devagent.agent.prices import NANO
 from devagent.agent.settings import utc_day
 from devagent.agent.state import CallResult, SessionState
 from devagent.store.leases import Lease
@@ -102,8 +103,8 @@ class SessionRecord:
         self._saved_count = len(self._messages)
 
     def spend(self, usage: Usage) -> None:
-        """A model request's usage: the session's and the turn's, and the caller's day in the
-        store (written with the next save, in the step's transaction)."""
+        """A model request's usage (priced already): the session's and the turn's, and the
+        caller's day in the store (written with the next save, in the step's transaction)."""
         self.state.usage.add(usage)
         self.state.turn_usage.add(usage)
         amounts = {
@@ -112,8 +113,18 @@ class SessionRecord:
             "cache_write_tokens": usage.cache_write_tokens,
             "output_tokens": usage.output_tokens,
             "requests": usage.requests,
+            "cost_nanousd": round(usage.cost_usd * NANO),
+            "unpriced_requests": usage.unpriced_requests,
         }
         self._also.append(self.store.usage_write(self.state.identity, utc_day(), amounts))
+
+    def charge_subagent(self, usage: Usage) -> None:
+        """A request of one of this session's subagents: counted in this session's usage, its
+        turn's (so the task's cap holds across its subagents) and its subagents' share; stored with
+        this session's next save. The caller's day has it already (the subagent's own save)."""
+        self.state.usage.add(usage)
+        self.state.turn_usage.add(usage)
+        self.state.subagent_usage.add(usage)
 
     # --- saving -----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
-from devagent.agent import compact, prompt, timeline, traces, transcript
+from devagent.agent import compact, prompt, spending, timeline, traces, transcript
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
 from devagent.agent.commands import parse_command_line, run_command
@@ -45,6 +45,7 @@ from devagent.agent.inputs import CancelWaiting
 from devagent.agent.model_errors import describe as describe_model_error
 from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
+from devagent.agent.models import shown_name
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.subagents import Subagents
@@ -61,6 +62,7 @@ from devagent.store.leases import StaleSession
 if TYPE_CHECKING:
     from devagent.agent.context import CoreServices
     from devagent.agent.mcp import McpManager
+    from devagent.agent.prices import Priced
     from devagent.agent.settings import CoreConfig
     from devagent.store.db import Store
 
@@ -129,6 +131,9 @@ class Session:
 
     def context_tokens(self) -> int:
         return self.core.context_tokens(self.state.model)
+
+    def model_price(self) -> Priced | None:
+        return self.core.prices.lookup(self.model_name)
 
     @property
     def busy(self) -> bool:
@@ -326,6 +331,8 @@ class Session:
     async def _turn_body(self, inp: Input | CancelWaiting, emit: Emit) -> None:
         if isinstance(inp, CancelWaiting) or self.runner.cancelled.is_set():
             raise _Cancelled()
+        if isinstance(inp, UserPrompt) and inp.max_cost_usd is not None:
+            self.state.max_cost_usd = max(0.0, inp.max_cost_usd)  # stored with the turn's first save
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
             inp = parse_command_line(inp.text) or inp
         if isinstance(inp, RunCommand):
@@ -454,22 +461,41 @@ class Session:
                 return
 
     async def _stop_reason(self) -> tuple[TurnEndReason, str] | None:
-        """Why the turn may take no further step: the step limit, or the caller's daily tokens
-        (no model request past them: at most one overspends). None when it may go on."""
+        """Why the turn may take no further step: the step limit, the caller's daily tokens or
+        dollars, or a task's cost cap (no model request past them: at most one overspends). None
+        when it may go on."""
         max_steps = self.core.config.max_steps
         if self.state.turn_steps >= max_steps:
             return (
                 "max_steps_reached",
                 f"Stopped after {max_steps} model steps in one turn (the server's limit).",
             )
-        spent = await self.core.tokens_spent(self.state.identity)
-        if spent:
-            log.warning("budget: stopped the turn of session %s: %s", self.id, spent)
-            transcript.close_request(
-                await self.messages(), f"[the turn was stopped by the server's budget: {spent}]"
-            )
-            return "error", f"Stopped by the server's budget: {spent}."
+        for limit, why in (
+            ("the server's budget", await self.core.budget_spent(self.state.identity)),
+            ("the task's cost cap", spending.cap_reached(self.config, self.state, self.core.loaded_state)),
+            ("a limit in dollars", self._unpriced()),
+        ):
+            if why:
+                log.warning("budget: stopped the turn of session %s: %s", self.id, why)
+                transcript.close_request(await self.messages(), f"[the turn was stopped by {limit}: {why}]")
+                return "error", f"Stopped by {limit}: {why}."
         return None
+
+    def _unpriced(self) -> str:
+        """Why a model with no price may not be used now ("" if it may): a task's cap or a daily
+        budget in dollars applies, and its cost could not be counted against it."""
+        config, state_of = self.core.config, self.core.loaded_state
+        if self.core.prices.lookup(self.model_name) is not None:
+            return ""
+        if config.budget_for(self.state.identity).usd_per_day <= 0 and not spending.capped(
+            config, self.state, state_of
+        ):
+            return ""
+        name = shown_name(self.model_name)
+        return (
+            f"the price of model {name!r} is unknown, so its cost cannot be counted; the operator can "
+            f'price it in the settings file ([prices."{name}"] with input and output, USD per million tokens)'
+        )
 
     async def _model_step(self, emit: Emit) -> pm.ModelResponse | None:
         """The next model response, or None when the request failed (the turn ended, said why)."""
@@ -532,10 +558,20 @@ class Session:
         return str(url) if url else None
 
     def spent(self, usage: Usage) -> None:
-        """A model request's usage: the session's, the turn's and the caller's day (`record`),
-        and the server's metrics."""
+        """A model request's usage, priced: the session's, the turn's and the caller's day
+        (`record`), the server's metrics, and the task this session works for as a subagent."""
+        self.core.prices.charge(self.model_name, usage)
         self.record.spend(usage)
         self.core.spent(self.state.identity, usage)
+        if self.state.subagent_of is not None:
+            self.core.charge(self.state.subagent_of.session, usage)
+
+    def charged(self, usage: Usage) -> None:
+        """A request of one of this session's subagents (`AgentCore.charge`): counted in this
+        session's task, and in that of the session it works for in turn."""
+        self.record.charge_subagent(usage)
+        if self.state.subagent_of is not None:
+            self.core.charge(self.state.subagent_of.session, usage)
 
     def read_memory(self) -> str:
         return self.instructions.read_memory()

@@ -3,17 +3,37 @@ layer may read (the settings file loader fills it; the core, its tools and the d
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from devagent.common.netpolicy import IPNetwork, parse_networks
 
 # How much each approval mode lets run without asking.
 PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
+
+
+class Budget(NamedTuple):
+    """A caller's budget; 0 means no limit."""
+
+    tokens_per_day: int
+    concurrent_turns: int
+    usd_per_day: float
+
+
+def requested_cap(value: object) -> float | None:
+    """A caller's `max_cost_usd` (its cap on each task's cost) as a door received it: None when
+    not given, else a number of US dollars (0: none of the caller's; the operator's
+    `max_cost_usd_per_task` applies anyway). ValueError, for the door's error, when it is not one."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"max_cost_usd must be a number of US dollars, 0 or more, not {value!r}")
+    return float(value)
 
 
 def utc_day(ts: float | None = None) -> str:
@@ -123,13 +143,20 @@ class CoreConfig:
     # definitions, the system prompt and the conversation so far are read from the provider's
     # cache by the next request. Other providers cache by themselves.
     prompt_cache: bool = True
-    # Budgets per caller (0: none): tokens (input and output) per UTC day and
-    # turns running at once, for every identity; `budgets` overrides them per identity
-    # ("NAME=TOKENS/TURNS", "" for the local user's). Turns hold slots in the store while they
-    # run (devagent/store/slots.py); tokens are checked before every model request.
+    # Budgets per caller (0: none): tokens (input and output) per UTC day, turns running at
+    # once, and USD per UTC day, for every identity; `budgets` overrides them per identity
+    # ("NAME=TOKENS/TURNS[/USD]", "" for the local user's). Turns hold slots in the store while
+    # they run (devagent/store/slots.py); tokens and dollars are checked before every model request.
     budget_tokens_per_day: int = 0
     budget_concurrent_turns: int = 0
     budgets: tuple[str, ...] = ()
+    budget_usd_per_day: float = 0.0
+    # The most one task (a turn, across its pauses, its subagents included) may cost in USD: the
+    # cap of every task, and the ceiling of the cap a caller sets for its own (0: none).
+    max_cost_usd_per_task: float = 0.0
+    # The operator's prices (USD per million tokens) over the built-in ones, by model spec or
+    # provider: {spec: {input, cached_input, cache_write, output}} (devagent/agent/prices.py).
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)
     # Traces (devagent/telemetry.py): auto (on when OTEL_EXPORTER_OTLP_ENDPOINT or
     # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector) | on | off; and whether spans may
     # carry prompts, answers, tool arguments and results.
@@ -139,14 +166,16 @@ class CoreConfig:
     # own), which no tool may change.
     config_path: Path | None = None
 
-    def budget_for(self, identity: str) -> tuple[int, int]:
-        """(tokens per day, concurrent turns) of a caller; 0 means no limit."""
+    def budget_for(self, identity: str) -> Budget:
+        """A caller's budget: its entry in `budgets`, else the settings for every caller. An entry
+        without dollars (`NAME=TOKENS/TURNS`) keeps `budget_usd_per_day`."""
         for entry in self.budgets:
             name, _, limits = entry.partition("=")
             if name.strip() == identity:
-                tokens, _, turns = limits.partition("/")
-                return int(tokens or 0), int(turns or 0)
-        return self.budget_tokens_per_day, self.budget_concurrent_turns
+                tokens, turns, usd = [*limits.split("/"), "", ""][:3]
+                dollars = float(usd) if usd.strip() else self.budget_usd_per_day
+                return Budget(int(tokens or 0), int(turns or 0), dollars)
+        return Budget(self.budget_tokens_per_day, self.budget_concurrent_turns, self.budget_usd_per_day)
 
     def outbound_networks(self) -> tuple[IPNetwork, ...]:
         return parse_networks(self.outbound_allow)

@@ -95,7 +95,14 @@ class PendingCall:
         return cls(**{**d, "result": None if result is None else CallResult.from_json(result)})
 
 
-_ONLY_WHEN_SET = ("grants_web", "trace_context", "file_marks", "background", "subagent_of")
+_ONLY_WHEN_SET = (
+    "grants_web",
+    "trace_context",
+    "file_marks",
+    "background",
+    "subagent_of",
+    "max_cost_usd",
+)
 
 
 @dataclass(slots=True)
@@ -182,6 +189,12 @@ class SessionState:
     # of the server process that started each, tools/processes.py), newest last: a process lives
     # only in that server process, and the model is told so when it names one that is gone.
     background: list[dict[str, Any]] = field(default_factory=list)
+    # Money (devagent/agent/spending.py): the caller's cap on what one task (a turn, across its
+    # pauses) may cost in USD, 0: none of the caller's (the operator's ceiling applies anyway;
+    # a subagent's: what its parent's task had left when it started); and the part of `usage`
+    # (and `turn_usage`) that this session's subagents spent (charged to it as they spend).
+    max_cost_usd: float = 0.0
+    subagent_usage: Usage = field(default_factory=Usage)
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -191,8 +204,12 @@ class SessionState:
 
     def to_json(self) -> dict[str, Any]:
         """Every field; those that are new or seldom set (grants of web origins, a trace context,
-        file marks, background processes) only when they hold something."""
-        return fields_json(self, leave_out=[n for n in _ONLY_WHEN_SET if not getattr(self, n)])
+        file marks, background processes, money caps and subagents' usage) only when they hold
+        something."""
+        leave_out = [n for n in _ONLY_WHEN_SET if not getattr(self, n)]
+        if not self.subagent_usage.requests:
+            leave_out.append("subagent_usage")
+        return fields_json(self, leave_out=leave_out)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SessionState:
@@ -227,4 +244,6 @@ class SessionState:
             subagent_of=SubagentOf.from_json(d["subagent_of"]) if d.get("subagent_of") else None,
             file_marks={str(k): str(v) for k, v in dict(d.get("file_marks") or {}).items()},
             background=[dict(r) for r in d.get("background", []) if isinstance(r, dict)],
+            max_cost_usd=float(d.get("max_cost_usd", 0) or 0),
+            subagent_usage=Usage.from_json(d.get("subagent_usage")),
         )

@@ -10,7 +10,9 @@ through the one turn driver with a door of its own (`_ChildDoor`):
   call of the parent (the same id as the nested call, its description prefixed with the task's),
   which any door asks like its own. Their answers, stored with the parent, are passed to the
   child when the `task` call runs again, and the child goes on;
-- its final answer is the `task` call's result, with its usage.
+- its final answer is the `task` call's result, with its usage;
+- it spends from its parent's task: its requests are charged to the parent's turn as they are
+  made, where the parent's cost cap holds (`spending.py`).
 
 The child's id follows from the parent's id, the task call's id and the call's place in the
 transcript, so the call finds its child again after a pause, in any process. A cancel of the
@@ -31,7 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent import remote_agents
+from devagent.agent import remote_agents, spending
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     ClientResult,
@@ -209,6 +211,8 @@ class Subagents:
             client_tools=[t for t in parent.client_tools if t.name in tools],
             identity=parent.identity,
             started_on=parent.started_on or time.strftime("%Y-%m-%d"),
+            # it spends from its parent's task (charged to it as it goes): at most what is left
+            max_cost_usd=spending.remaining(self.session.config, parent, self.session.core.loaded_state),
             subagent_of=SubagentOf(
                 session=self.session.id,
                 call=call_id,

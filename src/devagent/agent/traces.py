@@ -18,11 +18,13 @@ the pause (its W3C traceparent is stored with the session's state).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from devagent import telemetry
+from devagent.agent.events import Usage
 from devagent.common.scrub import scrub
 
 if TYPE_CHECKING:
@@ -120,6 +122,7 @@ async def _traced_turn(
             usage = state.turn_usage
             span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            _describe_cost(span, usage)
             span.set_attribute("devagent.turn.steps", state.turn_steps)
             if state.status == "awaiting_input":
                 outcome = "input_required"
@@ -166,6 +169,8 @@ async def _traced_model_request(session: SessionContext, work: Coroutine[Any, An
         attributes["devagent.request.purpose"] = purpose
     if telemetry.content() and not purpose:
         attributes["gen_ai.input.messages"] = _json(_since_last_response(await session.messages()))
+    # the request's cost: what it added to the session's (the loop prices it as it counts it)
+    before = dataclasses.replace(session.state.usage)
     with _span(f"chat {name}", SpanKind.CLIENT, attributes) as span:
         try:
             response = await work
@@ -186,7 +191,26 @@ async def _traced_model_request(session: SessionContext, work: Coroutine[Any, An
             )
             raise
         _describe_response(span, response)
+        after = session.state.usage
+        _describe_cost(
+            span,
+            Usage(
+                requests=after.requests - before.requests,
+                cost_usd=after.cost_usd - before.cost_usd,
+                unpriced_requests=after.unpriced_requests - before.unpriced_requests,
+            ),
+        )
         return response
+
+
+def _describe_cost(span: Any, usage: Usage) -> None:
+    """The cost in USD of the span's requests (`devagent.cost.usd`), and whether some had no
+    known price (`devagent.cost.unknown`: then the cost given is only the priced part)."""
+    if not usage.requests:
+        return
+    span.set_attribute("devagent.cost.usd", round(usage.cost_usd, 9))
+    if usage.unpriced_requests:
+        span.set_attribute("devagent.cost.unknown", True)
 
 
 def _describe_response(span: Any, response: Any) -> None:

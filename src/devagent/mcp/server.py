@@ -65,6 +65,7 @@ from devagent.agent.events import (
     UserPrompt,
     file_diffs,
 )
+from devagent.agent.settings import requested_cap
 from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp import questions
 from devagent.mcp.instructions import INSTRUCTIONS
@@ -103,6 +104,12 @@ class TurnUsage(BaseModel):
         default=0, description="Of the input: written to the provider's prompt cache"
     )
     requests: int = Field(default=0, description="Model requests")
+    cost_usd: float | None = Field(
+        default=0.0,
+        description="What the requests cost in US dollars at the models' prices; null when no "
+        "request's model has a known price (then unpriced_requests says how many)",
+    )
+    unpriced_requests: int = Field(default=0, description="Requests of a model with no known price")
 
 
 class TaskResult(BaseModel):
@@ -115,7 +122,7 @@ class TaskResult(BaseModel):
     )
     asking: str = Field(default="", description="When input_required by a question: the question, in words")
     workspace: str = ""
-    usage: TurnUsage = Field(default_factory=TurnUsage, description="The tokens this turn used")
+    usage: TurnUsage = Field(default_factory=TurnUsage, description="The tokens and dollars this turn used")
 
 
 class SessionInfo(BaseModel):
@@ -393,6 +400,8 @@ class HostTurn(Door):
                 cache_read_tokens=u.cache_read_tokens,
                 cache_write_tokens=u.cache_write_tokens,
                 requests=u.requests,
+                cost_usd=None if u.requests and u.unpriced_requests >= u.requests else round(u.cost_usd, 9),
+                unpriced_requests=u.unpriced_requests,
             ),
         )
 
@@ -557,11 +566,21 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
         approval_mode: Annotated[
             str, Field(description="ask | auto-edit | plan (or more, where the server allows it)")
         ] = "",
+        max_cost_usd: Annotated[
+            float,
+            Field(
+                ge=0,
+                description="The most each task of this session may cost, in US dollars (0: no cap "
+                "of yours; the server's own cap applies anyway); a task stops before the model "
+                "request that would begin past it",
+            ),
+        ] = 0,
     ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
         if ctx.request_state:  # the retry after an input-required result: the answers
             return await _answered(door, ctx)
         try:
             text = _prompt(prompt)
+            cap = requested_cap(max_cost_usd)
             core = await door.core()
             ws = door.workspace(workspace, ctx)
             mode = door.approval(core, approval_mode)
@@ -571,6 +590,7 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
                 approval_mode=mode,
                 extra={"mcp": {"title": text[:120], "owner": door.owner(ctx)}},
                 identity=door.owner(ctx),
+                max_cost_usd=cap or 0.0,
             )
         except (DoorError, ValueError) as e:
             return _error(str(e))

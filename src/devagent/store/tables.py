@@ -35,8 +35,20 @@ usage_table = Table(
     Column("requests", BigInteger, nullable=False, default=0),
     # written to the prompt cache (Anthropic bills them above the input price)
     Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
+    # what the priced requests cost, in billionths of a dollar (whole numbers add up exactly),
+    # and the requests of models with no known price (devagent/agent/prices.py)
+    Column("cost_nanousd", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("unpriced_requests", BigInteger, nullable=False, default=0, server_default="0"),
 )
-USAGE_KINDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "requests")
+USAGE_KINDS = (
+    "input_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "requests",
+    "cost_nanousd",
+    "unpriced_requests",
+)
 
 # Turns running at once per caller (budgets): a row is a slot a session's turn holds, on any
 # replica, until the turn ends or pauses; `until` is renewed with the session's lease, so a dead
@@ -85,5 +97,9 @@ ADDED_COLUMNS = {
         ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
         ("identity", "VARCHAR(200)"),
     ),
-    "devagent_usage": (("cache_write_tokens", "BIGINT NOT NULL DEFAULT 0"),),
+    "devagent_usage": (
+        ("cache_write_tokens", "BIGINT NOT NULL DEFAULT 0"),
+        ("cost_nanousd", "BIGINT NOT NULL DEFAULT 0"),
+        ("unpriced_requests", "BIGINT NOT NULL DEFAULT 0"),
+    ),
 }

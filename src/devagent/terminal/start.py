@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.events import Usage
+from devagent.agent.prices import NANO, usage_dollars
 from devagent.agent.settings import CoreConfig, utc_day
 from devagent.agent.tools.shell import SandboxError, active_sandbox, setup_sandbox
 from devagent.config import ConfigError, load_config
@@ -192,29 +194,31 @@ def sessions_command(
     from rich.text import Text
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("id", "workspace", "title", "caller", "tokens", "last activity"):
+    for col in ("id", "workspace", "title", "caller", "tokens", "cost", "last activity"):
         table.add_column(col, overflow="fold" if col != "title" else "ellipsis")
     for r in rows:
-        u = r["usage"]
+        u = Usage.from_json(r["usage"])
         table.add_row(
             r["id"],
             Text(r["workspace"]),  # stored text, never markup
             Text(r["title"]) if r["title"] else Text("(no prompt yet)", style="dim"),
             Text(r["identity"] or "-"),
-            f"{int(u.get('input_tokens', 0)) + int(u.get('output_tokens', 0)):,}",
+            f"{u.input_tokens + u.output_tokens:,}",
+            _cost_cell(u.cost_usd, u.unpriced_requests, u.requests),
             _ago(r["updated_at"]),
         )
     console = Console(highlight=False)
     console.print(table)
     if spend:
         per = Table(box=None, header_style="bold", pad_edge=False, title="Usage per caller (UTC days)")
-        for col in ("day", "caller", "input", "cached", "cache writes", "output", "requests"):
+        for col in ("day", "caller", "input", "cached", "cache writes", "output", "requests", "cost"):
             per.add_column(col)
         for s in spend:
             per.add_row(
                 s["day"],
                 Text(s["identity"] or "-"),
                 *(f"{int(s.get(k, 0)):,}" for k in _SPEND_COLUMNS),
+                _cost_cell(int(s["cost_nanousd"]) / NANO, int(s["unpriced_requests"]), int(s["requests"])),
             )
         console.print()
         console.print(per)
@@ -243,6 +247,8 @@ async def _list(
                     "status": state.get("status", ""),
                     "identity": state.get("identity", ""),
                     "usage": state.get("usage") or {},
+                    # the session a subagent works for ("" for any other)
+                    "subagent_of": (state.get("subagent_of") or {}).get("session", ""),
                     "updated_at": updated,
                 }
             )
@@ -252,6 +258,14 @@ async def _list(
         return out, spend
     finally:
         await core.close()
+
+
+def _cost_cell(dollars: float, unpriced: int, requests: int) -> str:
+    """A cost as `devagent sessions` shows it: dollars, `?` when no request had a known price,
+    `>= $...` when some had none (their cost is unknown)."""
+    if requests and unpriced >= requests:
+        return "?"
+    return (">= " if unpriced else "") + usage_dollars(dollars)
 
 
 def _ago(t: float) -> str:

@@ -27,6 +27,7 @@ from devagent.agent.events import (
     ToolKind,
     file_diffs,
 )
+from devagent.agent.settings import requested_cap
 from devagent.agent.wording import subagent_name
 
 JSON = dict[str, Any]
@@ -326,6 +327,7 @@ class InitializeParams:
     client_version: str | None = None
     external_tools: list[ExternalToolDef] = field(default_factory=list)
     supports_question: bool = False  # capabilities.supports_question: it can show a QuestionRequest
+    max_cost_usd: float | None = None  # the client's cap on each turn's cost (USD)
 
 
 def parse_initialize(params: Any) -> InitializeParams:
@@ -361,6 +363,10 @@ def parse_initialize(params: Any) -> InitializeParams:
                     parameters=t.get("parameters"),
                 )
             )
+    try:
+        out.max_cost_usd = requested_cap(params.get("max_cost_usd"))
+    except ValueError as e:
+        raise ParamsError(str(e)) from None
     return out
 
 

@@ -134,6 +134,7 @@ class WireServer:
         self.supports_question = False  # the client declared it can show a QuestionRequest
         self.version = m.WIRE_PROTOCOL_VERSION
         self.client_tools: dict[str, m.ExternalToolDef] = {}
+        self.max_cost_usd: float | None = None  # the client's cap on each turn's cost (initialize)
         self.tools_dirty = False
         self.core: AgentCore | None = None
         self.session: Session | None = None
@@ -318,6 +319,8 @@ class WireServer:
             self.client_tools[t.name] = t  # a name registered again is replaced
         if p.external_tools:
             self.tools_dirty = True
+        if p.max_cost_usd is not None:
+            self.max_cost_usd = p.max_cost_usd
         self.initialized = True
         self.supports_question = p.supports_question
         self.version = m.negotiate_version(p.protocol_version)
@@ -473,7 +476,7 @@ class WireServer:
             self.turn = turn
             await self._sync_tools(session)
             self.send(m.turn_begin(user_input))
-            await self._run_turn(session, turn, UserPrompt(text))
+            await self._run_turn(session, turn, UserPrompt(text, self.max_cost_usd))
 
     async def _resume_waiting(self) -> None:
         """After a restart: a session that waits for answers sends its requests again."""

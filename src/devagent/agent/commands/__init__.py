@@ -113,7 +113,10 @@ def registry() -> Registry:
                 handler=restore.restore,
             ),
             CommandInfo(
-                "stats", "Token usage and tool call statistics", handler=builtin.stats, aliases=["usage"]
+                "stats",
+                "Token usage, cost and tool call statistics",
+                handler=builtin.stats,
+                aliases=["usage"],
             ),
         ]
     )

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devagent.agent.commands.registry import Emit, say
+from devagent.agent.prices import NANO, cost_text, usage_dollars
+from devagent.agent.settings import utc_day
+from devagent.agent.spending import task_cap
 
 if TYPE_CHECKING:
     from devagent.agent.context import SessionContext
@@ -59,6 +62,7 @@ async def stats(session: SessionContext, args: str, emit: Emit) -> str | None:
         f"Tokens: {u.input_tokens} in ({u.cache_read_tokens} read from the cache, "
         f"{u.cache_write_tokens} written to it), {u.output_tokens} out ({u.reasoning_tokens} reasoning); "
         f"{u.requests} model requests",
+        *await money_lines(session),
     ]
     if state.tool_stats:
         lines.append("Tool calls:")
@@ -66,3 +70,29 @@ async def stats(session: SessionContext, args: str, emit: Emit) -> str | None:
             lines.append(f"  {name}: {s['calls']} calls, {s['failures']} failed")
     say(emit, "\n".join(lines))
     return None
+
+
+async def money_lines(session: SessionContext) -> list[str]:
+    """What the session and its last task cost, the model's price, the task's cap, and what
+    the session's caller spent today against its budget."""
+    state, config = session.state, session.config
+    cost = f"Cost: {cost_text(state.usage)}"
+    if state.subagent_usage.requests:
+        cost += f" (subagents: {cost_text(state.subagent_usage)})"
+    lines = [cost + f"; the last task: {cost_text(state.turn_usage)}"]
+    priced = session.model_price()
+    lines.append(
+        f"Price of {session.model_name}: {priced.price.describe()} ({priced.source})"
+        if priced is not None
+        else f"Price of {session.model_name}: unknown (the operator may set it in the settings file)"
+    )
+    cap = task_cap(config, state)
+    if cap > 0:
+        lines.append(f"Cap per task: {usage_dollars(cap)}")
+    budget = config.budget_for(state.identity).usd_per_day
+    today = await session.store.usage(utc_day(), state.identity)
+    spent = sum(int(r["cost_nanousd"]) for r in today) / NANO
+    who = f"caller {state.identity!r}" if state.identity else "the local user"
+    of = f" of its {usage_dollars(budget)} budget" if budget > 0 else ""
+    lines.append(f"Today (UTC), {who} has spent {usage_dollars(spent)}{of}")
+    return lines
