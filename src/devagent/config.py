@@ -40,6 +40,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "subagents_parallel": ("DEVAGENT_SUBAGENTS_PARALLEL", "subagents_parallel"),
     "subagent_depth": ("DEVAGENT_SUBAGENT_DEPTH", "subagent_depth"),
     "subagent_workspace_models": ("DEVAGENT_SUBAGENT_WORKSPACE_MODELS", "subagent_workspace_models"),
+    # Remote A2A agents: [remote_agents.NAME] tables (top level or under [devagent]); the variable holds JSON.
+    "remote_agents": ("DEVAGENT_REMOTE_AGENTS", "remote_agents"),
+    "remote_agent_timeout": ("DEVAGENT_REMOTE_AGENT_TIMEOUT", "remote_agent_timeout"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
     "shell_timeout_max": ("DEVAGENT_SHELL_TIMEOUT_MAX", "shell_timeout_max"),
@@ -87,7 +90,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
 
 
 # Settings written as tables of their own, which may stand beside [devagent] at the top level.
-_TABLES = ("mcp_servers", "prices")
+_TABLES = ("mcp_servers", "prices", "remote_agents")
 
 
 class ConfigError(ValueError):
@@ -132,6 +135,13 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
         try:
             return {n: spec.to_json() for n, spec in parse_servers(value).items()}
         except ValueError as e:  # the message names the server; the value may hold secrets
+            raise ConfigError(str(e)) from None
+    if name == "remote_agents":
+        from devagent.agent.remote_agents import parse_remote_agents  # late: off the doors' start
+
+        try:
+            return parse_remote_agents(value)
+        except ValueError as e:
             raise ConfigError(str(e)) from None
     if name == "prices":
         from devagent.agent.prices import parse_prices  # late: the model layer's names
@@ -334,6 +344,10 @@ def load_config(
         raise ConfigError("subagents_parallel (DEVAGENT_SUBAGENTS_PARALLEL) must be at least 1")
     if config.subagent_depth < 0:
         raise ConfigError("subagent_depth (DEVAGENT_SUBAGENT_DEPTH) must be 0 or more")
+    if not config.remote_agent_timeout > 0:
+        raise ConfigError(
+            "remote_agent_timeout (DEVAGENT_REMOTE_AGENT_TIMEOUT) must be a positive number of seconds"
+        )
     if not config.lease_seconds > 0:
         raise ConfigError("lease_seconds must be a positive number of seconds (DEVAGENT_LEASE_SECONDS)")
     return config

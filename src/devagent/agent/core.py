@@ -189,6 +189,12 @@ class AgentCore:
             await asyncio.to_thread(telemetry.start)  # the OpenTelemetry SDK, off the loop
         store = await Store.open(config.resolved_db_url())
         core = cls(config, store)
+        if config.remote_agents:
+            # late: the A2A client, for remote agents only; their cards are read once, now, so
+            # every session of the process lists the same types
+            from devagent.agent import remote_agents
+
+            await remote_agents.prefetch(config)
         if not store.is_sqlite:
             # Another replica's tasks/cancel reaches a turn running here at once (the lease's
             # heartbeat would find the request too, a third of lease_seconds later).

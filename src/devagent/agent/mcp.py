@@ -43,6 +43,7 @@ from devagent.agent.mcp_names import SEPARATOR, server_of
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import resolve_outbound_url
+from devagent.common.tables import named_tables
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
@@ -160,16 +161,9 @@ class McpServerSpec:
 
 
 def parse_servers(raw: Any, what: str = "mcp_servers") -> dict[str, McpServerSpec]:
-    if raw is None:
-        return {}
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{what}: not valid JSON ({e})") from e
-    if not isinstance(raw, dict):
-        raise ValueError(f"{what} must be a table of servers by name")
-    return {name: McpServerSpec.parse(name, spec) for name, spec in raw.items()}
+    return {
+        name: McpServerSpec.parse(name, spec) for name, spec in named_tables(raw, what, "servers").items()
+    }
 
 
 def _inside(path: Path, roots: list[str]) -> bool:

@@ -63,6 +63,11 @@ class CoreConfig:
     subagents_parallel: int = 4
     subagent_depth: int = 1
     subagent_workspace_models: bool = False
+    # Remote A2A agents as subagent types (devagent/agent/remote_agents.py): {name: {card_url, and
+    # bearer_token_env | api_key_header + api_key_env | oauth_token_url + oauth_client_id +
+    # oauth_client_secret_env (+ oauth_scope)}}, and how long one exchange with one may take.
+    remote_agents: dict[str, dict[str, str]] = field(default_factory=dict)
+    remote_agent_timeout: float = 600.0
     # Shell commands (devagent/agent/tools/shell.py): the timeout of a command that names none, and
     # the most a command may ask for (a larger one is lowered to it).
     shell_timeout: float = 120.0

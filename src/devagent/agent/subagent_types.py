@@ -55,6 +55,7 @@ class AgentType:
     prompt: str  # its instructions (the file's body)
     source: str  # "built-in", or the file it came from
     read_only: bool = False  # the parent's read tools only (the explorer)
+    remote: bool = False  # a remote A2A agent the operator configured (named after its settings key)
 
     def instructions(self) -> str:
         """What the subagent's system prompt says of its role."""
@@ -98,14 +99,18 @@ class Catalog:
         return "\n".join(f"- {name}: {' '.join(t.description.split())}" for name, t in ordered)
 
 
-def load_catalog(config_dir: Path, workspace: Workspace, *, workspace_models: bool) -> Catalog:
-    """The built-in types, then the user's (which may replace a built-in), then the workspace's
-    (which may add names, never replace one). A file that cannot be read or parsed is left out
-    with a warning."""
+def load_catalog(
+    config_dir: Path, workspace: Workspace, *, workspace_models: bool, remote: Mapping[str, str] | None = None
+) -> Catalog:
+    """The built-in types, then the user's (which may replace a built-in), then the operator's
+    remote agents (`remote`: name to description), then the workspace's (which may add names,
+    never replace one). A file that cannot be read or parsed is left out with a warning."""
     types = {t.name: t for t in BUILT_IN}
     warnings: list[str] = []
     for t in _read_folder(config_dir / TYPES_FOLDER, None, warnings):
         types[t.name] = t
+    for name, description in (remote or {}).items():
+        types[name] = AgentType(name, description, (), "", "", "settings file", remote=True)
     for root in workspace.roots:
         for t in _read_folder(root / WORKSPACE_FOLDER, workspace, warnings):
             if t.name in types:

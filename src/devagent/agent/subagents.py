@@ -19,10 +19,9 @@ transcript, so the call finds its child again after a pause, in any process. A c
 parent's turn cancels the child's (running or waiting); a crash settles both as any session is
 settled (the `task` call reported interrupted).
 
-A remote agent is meant to be another kind of child behind the same `task` call: what the call
-needs of a child is `context.ChildSession` (a `Drivable` the turn driver runs, with its state,
-transcript and waiting calls); the relaying (`_ChildDoor`, `_question`, `_answers`) works on the
-driver's events, `ToolCall`s and answers, whatever runs the child.
+A remote A2A agent the operator configured is a type too (`remote_agents`): its `task` call is a
+conversation with the remote agent, no session of ours; its `input-required` questions are relayed
+the same way (waiting calls of the parent with `via` set), and their answers sent back to it.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent import spending
+from devagent.agent import remote_agents, spending
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     ClientResult,
@@ -120,10 +119,14 @@ class Subagents:
         """The types, read once per loaded session (so the tool's description, which lists them,
         stays the same for every request the session makes)."""
         if self._catalog is None:
+            remote = {
+                n: remote_agents.description(s) for n, s in remote_agents.specs(self.session.config).items()
+            }
             self._catalog = load_catalog(
                 user_config_dir(),
                 self.session.workspace,
                 workspace_models=self.session.config.subagent_workspace_models,
+                remote=remote,
             )
         return self._catalog
 
@@ -137,6 +140,11 @@ class Subagents:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Run (or go on with) the subagent of the `task` call `ctx.call_id`: its final answer, or
         `ToolWaits` with its questions, or a `ToolFailure`."""
+        remote = self._remote(args)
+        if remote is not None:  # a remote A2A agent: no session of ours runs it
+            config = self.session.config
+            async with self._slots:
+                return await remote_agents.run(remote, config, self.session.state.pending, args, ctx)
         child_id = await self._child_id(ctx.call_id)
         child = await self.session.core.get_session(child_id)
         inp: Input
@@ -156,6 +164,12 @@ class Subagents:
         # nothing reaches a subagent's background processes once its report is in
         await self.session.core.processes.stop_session(child.id, "its subagent's task ended", forget=True)
         return await self._result(child, outcome)
+
+    def _remote(self, args: dict[str, Any]) -> remote_agents.RemoteAgentSpec | None:
+        agent = self.catalog().types.get(str(args.get("agent") or GENERAL))
+        if agent is None or not agent.remote:
+            return None
+        return remote_agents.specs(self.session.config).get(agent.name)
 
     async def _child_id(self, call_id: str) -> str:
         """The same for the call wherever and whenever it runs: from the parent's id, the call's
@@ -295,6 +309,10 @@ class Subagents:
         prompt came instead of answers): the children of its `task` calls that wait end too."""
         for p in pending:
             if p.needs != "relay" or p.result is not None:
+                continue
+            remote = self._remote(p.args)
+            if remote is not None:
+                await remote_agents.abandon(remote, self.session.config, self.session.state.pending, p.id)
                 continue
             try:
                 child = await self.session.core.get_session(await self._child_id(p.id))
