@@ -140,3 +140,14 @@ async def test_issue32_item3_a_session_runs_a_command_as_the_user_message(
     after = await session.request_parameters()
     assert before == after
     assert "late" not in listed and "git:summary" in listed
+
+
+def test_issue32_item3_the_documented_example_expands_as_documented(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "commands.md").read_text()
+    example = doc.split("```markdown\n", 1)[1].split("```", 1)[0]
+    shown = doc.split("sends the model:\n\n```\n", 1)[1].split("```", 1)[0]
+    command = parse(example, "review", "review.md")
+    assert command.argument_hint == "<file> [concern]"
+    expanded = command.expand('"src/app/main.py" error handling')
+    head, _, tail = shown.strip().partition("...")
+    assert expanded.startswith(head) and expanded.endswith(tail.strip().splitlines()[-1])
