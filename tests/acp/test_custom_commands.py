@@ -41,7 +41,7 @@ async def test_issue32_item3_available_commands_and_the_expanded_prompt(
         assert listed["review"] == {
             "name": "review",
             "description": "Review a file",
-            "input": {"hint": "[<file> [focus]]"},
+            "input": {"hint": "<file> [focus]"},
         }
         assert listed["frontend:component"]["description"] == "Make a component $1."
         assert "help" in listed

@@ -122,7 +122,7 @@ async def test_issue32_item3_a_session_runs_a_command_as_the_user_message(
 ) -> None:
     _command(config_home / "commands", "review", REVIEW)
     _command(workspace / ".devagent" / "commands", "git/summary", "Summarise the last $1 commits.")
-    spec = write_script(tmp_path / "s.json", [[{"text": "MODEL GOT <<{last_user}>>"}]] * 3)
+    spec = write_script(tmp_path / "s.json", [[{"text": "MODEL GOT <<{last_user}>>"}]] * 4)
     core = await core_factory(spec)
     session = await core.create_session([workspace])
     listed = [c.name for c in session.commands().list()]
@@ -136,6 +136,8 @@ async def test_issue32_item3_a_session_runs_a_command_as_the_user_message(
 
     events = await collect(session.run_command(["git:summary"], "5"))
     assert text_of(events) == "MODEL GOT <<Summarise the last 5 commits.>>"
+    events = await collect(session.advance(UserPrompt("/help")))
+    assert "  /review <file> [focus]  Review a file\n" in text_of(events)
     # the commands never change the system prompt or the tools
     after = await session.request_parameters()
     assert before == after

@@ -65,12 +65,13 @@ class ExtensionMethods:
             return self.workspaces_get(request, rid, params)
         return await self.command_execute(request, rid, params)
 
-    def commands_for(self, request: Request) -> Registry:
+    def commands_for(self, request: Request, *, every_root: bool = False) -> Registry:
         """The built-in commands and the custom ones of the caller's workspace (the first of its
-        roots, where its sessions work when a message names no other), as on disk now; a session
-        keeps the list it read when it was loaded."""
+        roots, where its sessions work when a message names no other; with `every_root`, those of
+        all its roots), as on disk now; a session keeps the list it read when it was loaded."""
         roots = self.settings.roots_for(owner_of(self.ctx_builder.build(request)))
-        return with_custom(user_config_dir(), Workspace(roots[:1]) if roots else None)
+        chosen = roots if every_root else roots[:1]
+        return with_custom(user_config_dir(), Workspace(chosen) if chosen else None)
 
     def commands_get(self, request: Request, rid: Any) -> dict[str, Any]:
         commands = self.commands_for(request).list()
@@ -103,7 +104,8 @@ class ExtensionMethods:
             or not isinstance(args, str)
         ):
             return _invalid_params(rid, "command_path must be a non-empty list of names and args a string")
-        if self.commands_for(request).find(path) is None:
+        # any of the caller's workspaces: the session (perhaps in another of them) checks its own
+        if self.commands_for(request, every_root=True).find(path) is None:
             message = f"unknown command /{' '.join(path)}"
             return _result(rid, {"execution_id": "", "status": "FAILED_TO_START", "message": message})
         req = SendMessageRequest(message=_command_message(path, args, params))

@@ -62,8 +62,7 @@ async def _help(session: SessionContext, args: str, emit: Emit) -> str | None:
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
             if c.handler is not None:
-                argtext = " ".join(f"<{a.name}>" if a.required else f"[{a.name}]" for a in c.arguments)
-                lines.append(f"  {prefix}{c.name} {argtext}".rstrip() + f"  {c.description}")
+                lines.append(f"  {prefix}{c.name} {c.usage()}".rstrip() + f"  {c.description}")
             walk(c.sub_commands, f"{prefix}{c.name} ")
 
     walk(session.commands().list(), "/")

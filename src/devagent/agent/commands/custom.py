@@ -61,10 +61,8 @@ class CustomCommand:
         async def handler(session: SessionContext, args: str, emit: Emit) -> str | None:
             return self.expand(args)
 
-        hint = self.argument_hint or "arguments"
-        return CommandInfo(
-            self.name, self.description, [ArgumentInfo(hint, "The command's arguments")], handler=handler
-        )
+        argument = ArgumentInfo(self.argument_hint or "arguments", "The command's arguments")
+        return CommandInfo(self.name, self.description, [argument], handler=handler, hint=self.argument_hint)
 
 
 def expand(body: str, args: str) -> str:
