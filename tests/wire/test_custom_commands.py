@@ -22,16 +22,22 @@ def test_issue32_item3_listed_by_initialize_and_expanded_for_the_model(
     repo.mkdir(parents=True)
     (repo / "review.md").write_text("The repository's review: never used.\n")
     (repo / "changelog.md").write_text("Write the changelog entry for $ARGUMENTS.\n")
-    w = start_wire(ECHO * 2)
+    w = start_wire(ECHO * 3)
     commands = {c["name"]: c for c in w.initialize()["result"]["slash_commands"]}
     assert commands["review"] == {"name": "review", "description": "Review a file", "aliases": []}
     assert commands["changelog"]["description"] == "Write the changelog entry for $ARGUMENTS."
+    (repo / "late.md").write_text(
+        "Added after initialize: $1\n"
+    )  # not the session's: it keeps the list shown
     w.prompt("/review 'src/my app.py' speed")
     msgs = w.until(lambda m: m.get("id") == "p1" and "result" in m)[0]
     assert text_of(msgs) == "MODEL GOT <<Review src/my app.py for speed.>>"
     w.prompt("/changelog version 2.0", "p2")
     msgs = w.until(lambda m: m.get("id") == "p2" and "result" in m)[0]
     assert text_of(msgs) == "MODEL GOT <<Write the changelog entry for version 2.0.>>"
+    w.prompt("/late x", "p3")
+    msgs = w.until(lambda m: m.get("id") == "p3" and "result" in m)[0]
+    assert text_of(msgs) == "MODEL GOT <</late x>>"
     # a second initialize lists the same commands
     assert {c["name"]: c for c in w.initialize()["result"]["slash_commands"]} == commands
     assert w.close() == 0

@@ -583,6 +583,11 @@ class Session:
             self._commands = with_custom(user_config_dir(), self.workspace)
         return self._commands
 
+    def use_commands(self, commands: Registry) -> None:
+        """The commands a door read for this session's workspace before the session was loaded
+        and listed already: the session runs the list its client was shown."""
+        self._commands = commands
+
     def read_memory(self) -> str:
         return self.instructions.read_memory()
 

@@ -142,6 +142,7 @@ class WireServer:
         self.core: AgentCore | None = None
         self.session: Session | None = None
         self._commands: Registry | None = None  # the work folder's, before the session opens
+        self._listed_in = Workspace([options.work_dir])
         self._load_task: asyncio.Task[Session] | None = None
         self._turn_lock = asyncio.Lock()
         self.turn: Turn | None = None
@@ -320,7 +321,7 @@ class WireServer:
             registry = self.session.commands()
         else:
             if self._commands is None:
-                self._commands = with_custom(user_config_dir(), Workspace([self.opts.work_dir]))
+                self._commands = with_custom(user_config_dir(), self._listed_in)
             registry = self._commands
         listed = registry.list()
         return [{"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in listed]
@@ -417,6 +418,8 @@ class WireServer:
                 extra={"wire": {"thinking": self.opts.thinking}},
             )
             log.info("new session %s", session.id)
+        if self._commands is not None and session.workspace.roots == self._listed_in.roots:
+            session.use_commands(self._commands)  # the list `initialize` gave is the session's
         self.session = session
         return session
 
