@@ -117,8 +117,11 @@ def version() -> None:
 
 @app.command()
 def commands() -> None:
-    """List the slash commands."""
-    from devagent.agent.commands import CommandInfo, registry  # late: the command registry, not for --help
+    """List the slash commands: the built-in ones, yours and the current folder's (docs/commands.md)."""
+    # late: the command registry, not for --help
+    from devagent.agent.commands import CommandInfo, with_custom
+    from devagent.agent.settings import user_config_dir
+    from devagent.agent.tools.base import Workspace
 
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
@@ -126,7 +129,7 @@ def commands() -> None:
                 typer.echo(f"{prefix + c.name:<18} {c.description}")
             walk(c.sub_commands, f"{prefix}{c.name} ")
 
-    walk(registry().list(), "/")
+    walk(with_custom(user_config_dir(), Workspace([Path.cwd()])).list(), "/")
 
 
 @app.command()

@@ -13,7 +13,9 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 from devagent.a2a import extension as ext
 from devagent.a2a.executor import owner_of
 from devagent.a2a.request import handoff
-from devagent.agent.commands import registry
+from devagent.agent.commands import Registry, with_custom
+from devagent.agent.settings import user_config_dir
+from devagent.agent.tools.base import Workspace
 from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
@@ -32,10 +34,6 @@ def _result(rid: Any, result: dict[str, Any]) -> dict[str, Any]:
 
 def _invalid_params(rid: Any, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
     return rpc_error(rid, -32602, message, data)
-
-
-def _known_command(path: list[str]) -> bool:
-    return registry().find(path) is not None
 
 
 def _command_message(path: list[str], args: str, params: dict[str, Any]) -> Message:
@@ -62,13 +60,22 @@ class ExtensionMethods:
     async def answer(self, method: str, request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         """The JSON-RPC response object of one of `METHODS`."""
         if method == "commands/get":
-            return self.commands_get(rid)
+            return self.commands_get(request, rid)
         if method == "workspaces/get":
             return self.workspaces_get(request, rid, params)
         return await self.command_execute(request, rid, params)
 
-    def commands_get(self, rid: Any) -> dict[str, Any]:
-        return _result(rid, {"commands": [ext.slash_command_json(c) for c in registry().list()]})
+    def commands_for(self, request: Request, *, every_root: bool = False) -> Registry:
+        """The built-in commands and the custom ones of the caller's workspace (the first of its
+        roots, where its sessions work when a message names no other; with `every_root`, those of
+        all its roots), as on disk now; a session keeps the list it read when it was loaded."""
+        roots = self.settings.roots_for(owner_of(self.ctx_builder.build(request)))
+        chosen = roots if every_root else roots[:1]
+        return with_custom(user_config_dir(), Workspace(chosen) if chosen else None)
+
+    def commands_get(self, request: Request, rid: Any) -> dict[str, Any]:
+        commands = self.commands_for(request).list()
+        return _result(rid, {"commands": [ext.slash_command_json(c) for c in commands]})
 
     def workspaces_get(self, request: Request, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
         """The caller's workspace roots (the first is its workspace when a message names none), and
@@ -97,7 +104,8 @@ class ExtensionMethods:
             or not isinstance(args, str)
         ):
             return _invalid_params(rid, "command_path must be a non-empty list of names and args a string")
-        if not _known_command(path):
+        # any of the caller's workspaces: the session (perhaps in another of them) checks its own
+        if self.commands_for(request, every_root=True).find(path) is None:
             message = f"unknown command /{' '.join(path)}"
             return _result(rid, {"execution_id": "", "status": "FAILED_TO_START", "message": message})
         req = SendMessageRequest(message=_command_message(path, args, params))

@@ -42,7 +42,6 @@ from devagent.acp import translate as t
 from devagent.acp.backends import backends_for
 from devagent.acp.options import AcpOptions
 from devagent.acp.replay import history
-from devagent.agent.commands import registry
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     Decision,
@@ -279,7 +278,7 @@ class DevagentAgent:
         return o
 
     async def _after_open(self, o: _Open) -> None:
-        await self._send(o.session.id, t.available_commands(registry().list()))
+        await self._send(o.session.id, t.available_commands(o.session.commands().list()))
         if o.session.state.todos:
             await self._send(o.session.id, t.plan(o.session.state.todos))
         if o.session.state.status == "awaiting_input":

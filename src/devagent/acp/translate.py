@@ -9,7 +9,7 @@ through the SDK's models before they are sent, and the tests check them against 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import (
     ANSWER_OPTION,
@@ -23,6 +23,9 @@ from devagent.agent.events import (
     Usage,
     file_diffs,
 )
+
+if TYPE_CHECKING:
+    from devagent.agent.commands import CommandInfo
 
 JSON = dict[str, Any]
 
@@ -307,14 +310,12 @@ def plan(todos: list[JSON]) -> JSON:
     return {"sessionUpdate": "plan", "entries": entries}
 
 
-def available_commands(commands: list[Any]) -> JSON:
+def available_commands(commands: list[CommandInfo]) -> JSON:
     """The slash command registry as `available_commands_update` (`CommandInfo`s)."""
     out = []
     for c in commands:
         entry: JSON = {"name": c.name, "description": c.description}
-        hint = " ".join(
-            f"<{a.name}>" if a.required else f"[{a.name}]" for a in getattr(c, "arguments", []) or []
-        )
+        hint = c.usage()
         subs = [s.name for s in getattr(c, "sub_commands", []) or []]
         if subs:
             hint = ("|".join(subs) + " " + hint).strip()

@@ -22,8 +22,14 @@ ANSWER_HOLD_SECONDS = 120
 
 
 class Admission:
-    def __init__(self, record: SessionRecord, take_slot: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(
+        self,
+        record: SessionRecord,
+        take_slot: Callable[[], Awaitable[bool]],
+        known_command: Callable[[list[str]], bool],
+    ) -> None:
         self.record = record
+        self._known_command = known_command  # the session's commands, custom ones included
         self._take_slot = take_slot  # the caller's budget: a slot for the turn (True: one taken)
         self.lock = asyncio.Lock()
         self._answering: dict[str, float] = {}  # call ids of accepted answers not applied yet
@@ -39,7 +45,7 @@ class Admission:
         async def recheck() -> None:
             assert isinstance(inp, Resume)
             await record.refresh()
-            validate(inp, record.state)
+            validate(inp, record.state, self._known_command)
 
         return await record.claim(cancelled, recheck if isinstance(inp, Resume) else None)
 
@@ -50,7 +56,7 @@ class Admission:
             claimed = await self.claim(inp, cancelled)
             if claimed:
                 await self.record.messages()
-                validate(inp, self.record.state)
+                validate(inp, self.record.state, self._known_command)
                 if not isinstance(inp, CancelWaiting):
                     self.record.slot = await self._take_slot()
             return claimed
@@ -111,7 +117,7 @@ class Admission:
         async with self.lock:
             if not await self.claim(inp, cancelled):
                 raise InputError("the answer was cancelled", "cancelled")
-            validate(inp, self.record.state)
+            validate(inp, self.record.state, self._known_command)
             try:
                 self.record.slot = await self._take_slot()
             except InputError:

@@ -17,6 +17,7 @@ from devagent.agent.driver import Drivable
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
+    from devagent.agent.commands.registry import Registry
     from devagent.agent.events import ToolCall, Usage
     from devagent.agent.mcp import McpManager
     from devagent.agent.prices import Priced, PriceTable
@@ -97,6 +98,10 @@ class SessionContext(CoreParts, Protocol):
         ...
 
     def waiting_calls(self) -> list[ToolCall]: ...
+
+    def commands(self) -> Registry:
+        """The slash commands of the session: the built-ins and the custom ones, read once."""
+        ...
 
     def read_memory(self) -> str: ...
 

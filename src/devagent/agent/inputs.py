@@ -3,7 +3,8 @@ an `InputError` the door answers in its protocol's terms, and nothing is lost.""
 
 from __future__ import annotations
 
-from devagent.agent.commands import registry
+from collections.abc import Callable
+
 from devagent.agent.events import ANSWER_OPTION, Input, InputError, Resume, RunCommand, UserPrompt
 from devagent.agent.state import PendingCall, SessionState
 
@@ -12,14 +13,17 @@ class CancelWaiting:
     """Internal input: end a turn that waits for input."""
 
 
-def validate(inp: Input | CancelWaiting, state: SessionState) -> None:
+def validate(
+    inp: Input | CancelWaiting, state: SessionState, known_command: Callable[[list[str]], bool]
+) -> None:
+    """`known_command(path)`: whether the session has that slash command."""
     if isinstance(inp, Resume):
         _validate_answers(inp, state)
     elif isinstance(inp, UserPrompt):
         if not inp.text.strip():
             raise InputError("the prompt is empty", "empty")
     elif isinstance(inp, RunCommand):
-        if registry().find(inp.path) is None:
+        if not known_command(inp.path):
             raise InputError(f"unknown command /{' '.join(inp.path)}; try /help", "unknown_command")
 
 

@@ -22,7 +22,7 @@ from pydantic_ai import messages as pm
 from devagent.agent import compact, prompt, spending, timeline, traces, transcript
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
-from devagent.agent.commands import parse_command_line, run_command
+from devagent.agent.commands import Registry, parse_command_line, run_command, with_custom
 from devagent.agent.events import (
     Event,
     Input,
@@ -47,6 +47,7 @@ from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
 from devagent.agent.models import shown_name
 from devagent.agent.record import STALE, SessionRecord
+from devagent.agent.settings import user_config_dir
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.subagents import Subagents
 from devagent.agent.tools import builtin_tools, web
@@ -95,7 +96,9 @@ class Session:
         self.admission = Admission(
             self.record,
             lambda: core.check_budget(self.state.identity, self.id, slot=self.state.subagent_of is None),
+            lambda path: self.commands().find(path) is not None,
         )
+        self._commands: Registry | None = None
         self._tools: dict[str, Tool] = builtin_tools(core.config)
         self.subagents = Subagents(self)
         self._label: str | None = None  # the running turn's label (see `advance`)
@@ -334,7 +337,7 @@ class Session:
         if isinstance(inp, UserPrompt) and inp.max_cost_usd is not None:
             self.state.max_cost_usd = max(0.0, inp.max_cost_usd)  # stored with the turn's first save
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
-            inp = parse_command_line(inp.text) or inp
+            inp = parse_command_line(inp.text, self.commands()) or inp
         if isinstance(inp, RunCommand):
             prompt_text = await self._run_command(inp, emit)
             if prompt_text is None:
@@ -356,7 +359,7 @@ class Session:
 
     async def _run_command(self, inp: RunCommand, emit: Emit) -> str | None:
         """A slash command: its prompt to run through the model, or None when it ended the turn."""
-        prompt_text = await run_command(self, inp, emit)
+        prompt_text = await run_command(self, inp, emit, self.commands())
         if prompt_text is None:
             if self.calls.waiting():  # a command does not end a pause
                 await self.record.save(release=True)
@@ -572,6 +575,18 @@ class Session:
         self.record.charge_subagent(usage)
         if self.state.subagent_of is not None:
             self.core.charge(self.state.subagent_of.session, usage)
+
+    def commands(self) -> Registry:
+        """The built-in commands and the custom ones, read once per loaded session (so every
+        door lists the same commands for the whole session)."""
+        if self._commands is None:
+            self._commands = with_custom(user_config_dir(), self.workspace)
+        return self._commands
+
+    def use_commands(self, commands: Registry) -> None:
+        """The commands a door read for this session's workspace before the session was loaded
+        and listed already: the session runs the list its client was shown."""
+        self._commands = commands
 
     def read_memory(self) -> str:
         return self.instructions.read_memory()

@@ -24,6 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from devagent.agent import front_matter
 from devagent.agent.events import ToolKind
 from devagent.agent.tools.base import ToolFailure, Workspace
 
@@ -137,39 +138,16 @@ def _read_folder(folder: Path, workspace: Workspace | None, warnings: list[str])
     for name in names[:MAX_FILES]:
         path = real / name
         try:
-            text = _read(path, workspace)
+            text = front_matter.read_small(path, workspace, MAX_FILE_BYTES)
             yield parse_type(text, str(path))
         except (OSError, ToolFailure, ValueError) as e:
             warnings.append(f"{path}: {getattr(e, 'message', None) or e}")
 
 
-def _read(path: Path, workspace: Workspace | None) -> str:
-    # late: the file helpers (tools/_util) are only needed when a folder of types exists
-    from devagent.agent.tools._util import read_bytes
-
-    data = read_bytes(path, workspace)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-    return data.decode("utf-8")
-
-
 def parse_type(text: str, source: str) -> AgentType:
     """A type file: `---`, YAML front matter (`name`, `description`, `tools`, `model`), `---`,
     then the prompt. ValueError says what is wrong."""
-    import yaml  # late: only read when a folder of types exists
-
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise ValueError("a type file starts with a line `---` and YAML front matter")
-    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
-    if end is None:
-        raise ValueError("the front matter has no closing `---` line")
-    try:
-        meta = yaml.safe_load("".join(lines[1:end])) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"the front matter is not valid YAML: {e}") from None
-    if not isinstance(meta, dict):
-        raise ValueError("the front matter must be a mapping (name: ..., description: ...)")
+    meta, body = front_matter.split(text, required=True)
     unknown = sorted(set(map(str, meta)) - {"name", "description", "tools", "model"})
     if unknown:
         raise ValueError(f"unknown keys in the front matter: {', '.join(unknown)}")
@@ -181,9 +159,7 @@ def parse_type(text: str, source: str) -> AgentType:
     model = meta.get("model") or ""
     if not isinstance(model, str):
         raise ValueError("`model` must be a string")
-    return AgentType(
-        name, description.strip(), _tools(meta.get("tools")), model.strip(), "".join(lines[end + 1 :]), source
-    )
+    return AgentType(name, description.strip(), _tools(meta.get("tools")), model.strip(), body, source)
 
 
 def _tools(value: object) -> tuple[str, ...] | None:

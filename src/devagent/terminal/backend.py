@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.commands import CommandInfo, registry
+from devagent.agent.commands import CommandInfo
 from devagent.agent.events import (
     Event,
     ExecuteDetails,
@@ -124,7 +124,7 @@ class LocalBackend:
         )
 
     def commands(self) -> list[CommandInfo]:
-        return registry().list()
+        return self.session.commands().list()
 
     async def set_approval_mode(self, mode: str) -> str | None:
         try:  # the terminal user is the operator of a local session: any mode

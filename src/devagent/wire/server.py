@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent import __version__
-from devagent.agent.commands import registry
+from devagent.agent.commands import with_custom
 from devagent.agent.driver import Door, TurnDriver
 from devagent.agent.events import (
     ClientResult,
@@ -48,8 +48,10 @@ from devagent.agent.events import (
     TurnEnd,
     UserPrompt,
 )
+from devagent.agent.settings import user_config_dir
 from devagent.agent.state import ClientTool
 from devagent.agent.tools import builtin_tools
+from devagent.agent.tools.base import Workspace
 from devagent.agent.tools.client import validate_client_tools
 from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
@@ -65,6 +67,7 @@ from devagent.stdio_cli import DoorFlags
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
+    from devagent.agent.commands import Registry
     from devagent.agent.core import AgentCore
     from devagent.agent.session import Session
     from devagent.agent.settings import CoreConfig
@@ -138,6 +141,8 @@ class WireServer:
         self.tools_dirty = False
         self.core: AgentCore | None = None
         self.session: Session | None = None
+        self._commands: Registry | None = None  # the work folder's, before the session opens
+        self._listed_in = Workspace([options.work_dir])
         self._load_task: asyncio.Task[Session] | None = None
         self._turn_lock = asyncio.Lock()
         self.turn: Turn | None = None
@@ -309,6 +314,18 @@ class WireServer:
 
     # --- initialize ------------------------------------------------------------------------
 
+    def _slash_commands(self) -> list[m.JSON]:
+        """The session's commands (built-in and custom), or before it opens, those of the work
+        folder: read once, so a second `initialize` lists the same."""
+        if self.session is not None:
+            registry = self.session.commands()
+        else:
+            if self._commands is None:
+                self._commands = with_custom(user_config_dir(), self._listed_in)
+            registry = self._commands
+        listed = registry.list()
+        return [{"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in listed]
+
     def _handle_initialize(self, rpc_id: m.RpcId, params: Any) -> None:
         p = m.parse_initialize(params)
         if self.turn is not None and self.turn.begun and not self.turn.waiting:
@@ -339,7 +356,7 @@ class WireServer:
                 {
                     "protocol_version": self.version,
                     "server": {"name": m.SERVER_NAME, "version": __version__},
-                    "slash_commands": _slash_commands(),
+                    "slash_commands": self._slash_commands(),
                     "external_tools": {
                         "accepted": [t.name for t in accepted],
                         "rejected": [{"name": n, "reason": r} for n, r in rejected],
@@ -401,6 +418,8 @@ class WireServer:
                 extra={"wire": {"thinking": self.opts.thinking}},
             )
             log.info("new session %s", session.id)
+        if self._commands is not None and session.workspace.roots == self._listed_in.roots:
+            session.use_commands(self._commands)  # the list `initialize` gave is the session's
         self.session = session
         return session
 
@@ -804,12 +823,6 @@ def _option_for(response: str, always: str | None) -> str:
     if response == "approve_for_session":
         return always or "proceed_once"
     return "cancel" if response == "reject" else "proceed_once"
-
-
-def _slash_commands() -> list[m.JSON]:
-    return [
-        {"name": c.name, "description": c.description, "aliases": list(c.aliases)} for c in registry().list()
-    ]
 
 
 def _import_heavy() -> None:

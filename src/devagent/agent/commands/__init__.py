@@ -1,6 +1,7 @@
 """Slash commands: the registry every door lists (A2A `commands/get`, wire `initialize`, ACP's
 available commands, the terminal's completion) and runs, through `Session.run_command(path, args)`
-or a prompt that starts with `/`.
+or a prompt that starts with `/`. The built-in commands (`registry()`), and for a workspace those
+plus the user's and the workspace's custom commands (`with_custom`, custom.py).
 
 Listing commands must be cheap (a stdio door's `initialize`): the command modules load what
 they need when they run.
@@ -9,25 +10,35 @@ they need when they run.
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devagent.agent.commands import builtin, mcp, memory, restore
+from devagent.agent.commands import builtin, custom, mcp, memory, restore
 from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Registry, say
 from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:
     from devagent.agent.context import SessionContext
+    from devagent.agent.tools.base import Workspace
 
-__all__ = ["ArgumentInfo", "CommandInfo", "Registry", "parse_command_line", "registry", "run_command"]
+__all__ = [
+    "ArgumentInfo",
+    "CommandInfo",
+    "Registry",
+    "parse_command_line",
+    "registry",
+    "run_command",
+    "with_custom",
+]
 
 
-def parse_command_line(text: str) -> RunCommand | None:
+def parse_command_line(text: str, commands: Registry | None = None) -> RunCommand | None:
     """`/memory add fact` -> RunCommand(["memory", "add"], "fact"); None if no command matches.
-    The argument text is kept as typed."""
+    The argument text is kept as typed. `commands`: the session's (the built-ins when None)."""
     line = text.strip()
     if not line.startswith("/"):
         return None
-    resolved = registry().resolve(line[1:].split())
+    resolved = (commands or registry()).resolve(line[1:].split())
     if resolved is None:
         return None
     path, used = resolved
@@ -35,8 +46,10 @@ def parse_command_line(text: str) -> RunCommand | None:
     return RunCommand(path=path, args=pieces[used].strip() if len(pieces) > used else "")
 
 
-async def run_command(session: SessionContext, cmd: RunCommand, emit: Emit) -> str | None:
-    info = registry().find(cmd.path)
+async def run_command(
+    session: SessionContext, cmd: RunCommand, emit: Emit, commands: Registry | None = None
+) -> str | None:
+    info = (commands or registry()).find(cmd.path)
     if info is None or info.handler is None:
         emit(Notice(f"Unknown command /{' '.join(cmd.path)}. Try /help.", "error"))
         return None
@@ -49,17 +62,25 @@ async def _help(session: SessionContext, args: str, emit: Emit) -> str | None:
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
             if c.handler is not None:
-                argtext = " ".join(f"<{a.name}>" if a.required else f"[{a.name}]" for a in c.arguments)
-                lines.append(f"  {prefix}{c.name} {argtext}".rstrip() + f"  {c.description}")
+                lines.append(f"  {prefix}{c.name} {c.usage()}".rstrip() + f"  {c.description}")
             walk(c.sub_commands, f"{prefix}{c.name} ")
 
-    walk(registry().list(), "/")
+    walk(session.commands().list(), "/")
     say(emit, "\n".join(lines))
     return None
 
 
+def with_custom(config_dir: Path, workspace: Workspace | None) -> Registry:
+    """The built-in commands, then the custom commands of the user's config folder and of the
+    workspace (read now: a session reads them once, so its list stays the same)."""
+    builtins = registry().list()
+    taken = [n for c in builtins for n in (c.name, *c.aliases)]
+    return Registry([*builtins, *(c.info() for c in custom.load(config_dir, workspace, taken))])
+
+
 @cache
 def registry() -> Registry:
+    """The built-in commands."""
     return Registry(
         [
             CommandInfo("help", "List the commands", handler=_help, aliases=["?"]),

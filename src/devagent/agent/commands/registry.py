@@ -35,6 +35,13 @@ class CommandInfo:
     sub_commands: list[CommandInfo] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     handler: Handler | None = None
+    hint: str = ""  # how to call it, when its author wrote that (a custom command's argument-hint)
+
+    def usage(self) -> str:
+        """The arguments as a list shows them: `<required> [optional]`, or the author's hint."""
+        if self.hint:
+            return self.hint
+        return " ".join(f"<{a.name}>" if a.required else f"[{a.name}]" for a in self.arguments)
 
 
 class Registry:

@@ -1,0 +1,155 @@
+"""Custom slash commands: Markdown prompt files the user keeps in the `commands/` folder of
+devagent's config folder, and a project keeps in its workspace's `.devagent/commands/`:
+
+    ---
+    description: Review a file for one concern
+    argument-hint: <file> [focus]
+    ---
+    Review the file $1. Look above all for: $2 (see docs/commands.md)
+
+`/NAME ARGS` runs the body as the user's message to the model, with `$ARGUMENTS` replaced by the
+argument text as typed and `$1`, `$2`, ... by its words (split like a shell: quotes group words);
+a missing one is empty. A body with no placeholder gets the arguments appended. A file in a
+subfolder is named with its folder: `frontend/component.md` is `/frontend:component`.
+
+A command is text and nothing more: running one is sending its prompt, under the session's
+approval mode and tools. Built-in commands keep their names; a workspace's command cannot take
+the name of a user's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from devagent.agent import front_matter
+from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit
+from devagent.agent.tools.base import ToolFailure, Workspace
+
+if TYPE_CHECKING:
+    from devagent.agent.context import SessionContext
+
+log = logging.getLogger(__name__)
+
+USER_FOLDER = "commands"  # in the user's config folder
+WORKSPACE_FOLDER = ".devagent/commands"
+MAX_FILE_BYTES = 64 * 1024
+MAX_FILES = 200  # per folder, subfolders included
+MAX_DEPTH = 3  # folder levels below the commands folder
+_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_PLACEHOLDER = re.compile(r"\$(ARGUMENTS\b|[1-9][0-9]?)")
+
+
+@dataclass(frozen=True, slots=True)
+class CustomCommand:
+    name: str  # `frontend:component` for commands/frontend/component.md
+    description: str
+    argument_hint: str
+    body: str
+    source: str  # the file it came from
+
+    def expand(self, args: str) -> str:
+        return expand(self.body, args)
+
+    def info(self) -> CommandInfo:
+        async def handler(session: SessionContext, args: str, emit: Emit) -> str | None:
+            return self.expand(args)
+
+        argument = ArgumentInfo(self.argument_hint or "arguments", "The command's arguments")
+        return CommandInfo(self.name, self.description, [argument], handler=handler, hint=self.argument_hint)
+
+
+def expand(body: str, args: str) -> str:
+    """The body with `$ARGUMENTS` and `$1`..`$99` replaced; with no placeholder, the arguments
+    (if any) follow the body."""
+    text = args.strip()
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: plain words rather than a refusal
+        words = text.split()
+
+    def value(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key.startswith("ARGUMENTS"):
+            return text
+        i = int(key)
+        return words[i - 1] if i <= len(words) else ""
+
+    if _PLACEHOLDER.search(body) is None:
+        return body.rstrip() + (f"\n\nArguments: {text}" if text else "")
+    return _PLACEHOLDER.sub(value, body).rstrip()
+
+
+def load(config_dir: Path, workspace: Workspace | None, taken: Iterable[str]) -> list[CustomCommand]:
+    """The user's commands, then the workspace's (through its confined walk), by name; a name
+    already taken (a built-in's, or the user's for a workspace command) is left out with a warning,
+    as is a file that cannot be read or parsed."""
+    names = set(taken)
+    found: list[CustomCommand] = []
+    warnings: list[str] = []
+    folders: list[tuple[Path, Workspace | None]] = [(config_dir / USER_FOLDER, None)]
+    if workspace is not None:
+        folders += [(root / WORKSPACE_FOLDER, workspace) for root in workspace.roots]
+    for folder, ws in folders:
+        for cmd in _read_folder(folder, ws, warnings):
+            if cmd.name in names:
+                warnings.append(f"{cmd.source}: the command /{cmd.name} exists already; this one is ignored")
+                continue
+            names.add(cmd.name)
+            found.append(cmd)
+    for w in warnings:
+        log.warning("custom commands: %s", w)
+    return sorted(found, key=lambda c: c.name)
+
+
+def _read_folder(folder: Path, workspace: Workspace | None, warnings: list[str]) -> Iterator[CustomCommand]:
+    files = list(_markdown_files(folder, workspace, (), warnings))
+    if len(files) > MAX_FILES:
+        warnings.append(f"{folder}: only the first {MAX_FILES} command files are read")
+    for path, parts in files[:MAX_FILES]:
+        try:
+            yield parse(front_matter.read_small(path, workspace, MAX_FILE_BYTES), ":".join(parts), str(path))
+        except (OSError, ToolFailure, ValueError, UnicodeDecodeError) as e:
+            warnings.append(f"{path}: {getattr(e, 'message', None) or e}")
+
+
+def _markdown_files(
+    folder: Path, workspace: Workspace | None, prefix: tuple[str, ...], warnings: list[str]
+) -> Iterator[tuple[Path, tuple[str, ...]]]:
+    """`(file, name parts)` of the `*.md` files under `folder`, sorted; a workspace's folders
+    resolved through its confined walk (a link out of the roots is not followed)."""
+    try:
+        real = workspace.resolve(folder) if workspace is not None else folder
+        entries = sorted(os.scandir(real), key=lambda e: e.name)
+    except (OSError, ToolFailure):
+        return
+    for e in entries:
+        stem = e.name[:-3] if e.name.endswith(".md") else e.name
+        if not _PART.match(stem):
+            continue
+        if e.name.endswith(".md") and e.is_file():
+            yield real / e.name, (*prefix, stem)
+        elif e.is_dir() and len(prefix) < MAX_DEPTH:
+            yield from _markdown_files(real / e.name, workspace, (*prefix, e.name), warnings)
+
+
+def parse(text: str, name: str, source: str) -> CustomCommand:
+    """A command file: optional front matter (`description`, `argument-hint`), then the prompt."""
+    meta, body = front_matter.split(text, required=False)
+    unknown = sorted(set(map(str, meta)) - {"description", "argument-hint"})
+    if unknown:
+        raise ValueError(f"unknown keys in the front matter: {', '.join(unknown)}")
+    description, hint = meta.get("description", ""), meta.get("argument-hint", "")
+    if not isinstance(description, str) or not isinstance(hint, str):
+        raise ValueError("`description` and `argument-hint` must be strings")
+    if not body.strip():
+        raise ValueError("the command has no prompt")
+    first = body.strip().splitlines()[0].strip()
+    description = " ".join(description.split()) or (first[:80] + ("…" if len(first) > 80 else ""))
+    return CustomCommand(name, description, " ".join(hint.split()), body, source)
