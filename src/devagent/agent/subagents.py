@@ -34,6 +34,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent import remote_agents, spending
+from devagent.agent.context import SessionContext
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
     ClientResult,
@@ -61,9 +62,7 @@ if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
     from devagent.agent.context import ChildSession, CoreServices
-    from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import ToolBackends
-    from devagent.agent.tools.base import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -71,30 +70,12 @@ _CHILD_IDS = uuid.UUID("6f1d3a52-9a43-4c1e-9d0b-1c2f7e0a5b31")
 LIVE_CHARS = 2000  # of a subagent's latest text, shown as its task call's live output
 
 
-class Parent(Protocol):
-    """What the subagents need of the session that starts them."""
+class Parent(SessionContext, Protocol):
+    """What the subagents need of the session that starts them: its narrow view, with the core
+    that owns it and the door's backends its children inherit."""
 
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def state(self) -> SessionState: ...
-
-    @property
-    def config(self) -> CoreConfig: ...
-
-    @property
-    def workspace(self) -> Workspace: ...
-
-    @property
-    def core(self) -> CoreServices: ...
-
-    @property
-    def backends(self) -> ToolBackends: ...
-
-    def tools(self) -> dict[str, Tool]: ...
-
-    async def messages(self) -> list[pm.ModelMessage]: ...
+    core: CoreServices
+    backends: ToolBackends
 
 
 class Subagents:
