@@ -524,6 +524,25 @@ def _answer(session: Session, answer: str) -> Any:
     return Resume(decisions=decisions)
 
 
+# What each tool does, as hosts show it to their models.
+_DESCRIPTIONS = {
+    "devagent_start": (
+        "Start a coding task in a new devagent session and run it until it is done or waits "
+        "for permission. Returns the answer, the files changed and the session id."
+    ),
+    "devagent_continue": (
+        "Go on with a devagent session: send a new prompt, or answer the permission it waits "
+        'for ("yes", "always", or "no" followed by what to do instead) or the question it asks.'
+    ),
+    "devagent_sessions": "List the sessions started here (newest first), or read one with its conversation.",
+}
+
+
+def _tool(server: MCPServer, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The decorator that registers tool `name` on `server` with its description."""
+    return server.tool(name=name, description=_DESCRIPTIONS[name])
+
+
 def build_server(door: McpDoor) -> Any:
     """devagent's MCP server over `door`: its tools, in the order hosts list them."""
 
@@ -549,13 +568,7 @@ def build_server(door: McpDoor) -> Any:
 def _add_start(server: MCPServer, door: McpDoor) -> None:
     """devagent_start: a task in a new session."""
 
-    @server.tool(
-        name="devagent_start",
-        description=(
-            "Start a coding task in a new devagent session and run it until it is done or waits "
-            "for permission. Returns the answer, the files changed and the session id."
-        ),
-    )
+    @_tool(server, "devagent_start")
     async def devagent_start(
         prompt: Annotated[str, Field(description="The task, as you would tell a developer")],
         ctx: Context,
@@ -600,13 +613,7 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
 def _add_continue(server: MCPServer, door: McpDoor) -> None:
     """devagent_continue: a session's next prompt, or its answer to a permission."""
 
-    @server.tool(
-        name="devagent_continue",
-        description=(
-            "Go on with a devagent session: send a new prompt, or answer the permission it waits "
-            'for ("yes", "always", or "no" followed by what to do instead) or the question it asks.'
-        ),
-    )
+    @_tool(server, "devagent_continue")
     async def devagent_continue(
         session_id: str,
         ctx: Context,
@@ -641,10 +648,7 @@ def _add_continue(server: MCPServer, door: McpDoor) -> None:
 def _add_sessions(server: MCPServer, door: McpDoor) -> None:
     """devagent_sessions: the caller's sessions, or one with its conversation."""
 
-    @server.tool(
-        name="devagent_sessions",
-        description="List the sessions started here (newest first), or read one with its conversation.",
-    )
+    @_tool(server, "devagent_sessions")
     async def devagent_sessions(
         ctx: Context,
         session_id: Annotated[str, Field(description="Read this session")] = "",
