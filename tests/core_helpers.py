@@ -3,6 +3,7 @@ texts) that the tests of every door give it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,17 @@ from devagent.agent.events import (
 
 async def collect(gen: Any) -> list[Any]:
     return [e async for e in gen]
+
+
+def read_in_background(turn: Any, events: list[Any]) -> asyncio.Task[None]:
+    """Append a turn's events to `events` as they come, in a task (the test acts meanwhile and
+    awaits the task for the turn's end)."""
+
+    async def read() -> None:
+        async for e in turn:
+            events.append(e)
+
+    return asyncio.create_task(read())
 
 
 def text_of(events: list[Any]) -> str:

@@ -37,7 +37,7 @@ from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, processes, shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.processes import NewestText, ProcessRegistry
-from tests.core_helpers import call, calls_by_id, collect, result_text
+from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
 
 PY = os.path.realpath(sys.executable)
@@ -204,12 +204,7 @@ async def test_issue30_item4_cancel_stops_background_processes(
     s = await core.create_session([workspace])
     turn = s.advance(UserPrompt("go"))
     events: list[Any] = []
-
-    async def read() -> None:
-        async for e in turn:
-            events.append(e)
-
-    reading = asyncio.create_task(read())
+    reading = read_in_background(turn, events)
     await until(
         lambda: any(
             c.status is ToolCallStatus.SUCCEEDED for cid, c in calls_by_id(events).items() if cid == "ready"

@@ -25,7 +25,16 @@ from devagent.agent.model_errors import ModelConfigError
 from devagent.agent.scripted import parse_conversations, parse_script
 from devagent.agent.subagent_types import parse_type
 from tests.conftest import process_ended
-from tests.core_helpers import call, collect, shell_call, task_call, text_of, write_call, write_script
+from tests.core_helpers import (
+    call,
+    collect,
+    read_in_background,
+    shell_call,
+    task_call,
+    text_of,
+    write_call,
+    write_script,
+)
 
 
 def _parent(*calls: dict[str, Any]) -> list[Any]:
@@ -206,12 +215,7 @@ async def test_issue31_item1_a_cancel_during_a_subagents_command_cancels_the_sub
     parent = await core.create_session([workspace], approval_mode="yolo")
     turn = parent.advance(UserPrompt("go"))
     events: list[Any] = []
-
-    async def read() -> None:
-        async for e in turn:
-            events.append(e)
-
-    reader = asyncio.create_task(read())
+    reader = read_in_background(turn, events)
     pid = int(await _written(started))
     await parent.cancel()
     await asyncio.wait_for(reader, 30)
