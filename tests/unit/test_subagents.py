@@ -42,6 +42,18 @@ def _parent(*calls: dict[str, Any]) -> list[Any]:
     return [{"items": list(calls)}, {"items": [{"text": "Done: {last_tool_results}"}]}]
 
 
+@pytest.fixture
+def asking_parent(core_factory: Any, workspace: Path, tmp_path: Path) -> Any:
+    """Makes a core and its parent session in ask mode, the parent making one `task` call and each
+    child answering by its conversation in `children`."""
+
+    async def make(task: dict[str, Any], children: dict[str, Any]) -> tuple[Any, Any]:
+        core = await core_factory(write_script(tmp_path / "s.json", _parent(task), children))
+        return core, await core.create_session([workspace], approval_mode="ask")
+
+    return make
+
+
 async def _written(path: Path) -> str:
     """The file's text once something is written in it (by the subagent's command): waits for a
     state the test observes, not for a time."""
@@ -53,18 +65,15 @@ async def _written(path: Path) -> str:
 
 
 async def test_issue31_item1_a_subagent_writes_a_file_asked_through_the_parent(
-    core_factory: Any, workspace: Path, tmp_path: Path
+    asking_parent: Any, workspace: Path
 ) -> None:
     """The child's write waits as a call of the parent (named with the child, its id under the
     task call's); approved there, the child writes, and its answer is the task call's result, with
     its usage. The child is a session of its own, linked to its parent and call."""
-    spec = write_script(
-        tmp_path / "s.json",
-        _parent(task_call("write the notes", "CHILD: write notes.txt", "t1")),
+    core, parent = await asking_parent(
+        task_call("write the notes", "CHILD: write notes.txt", "t1"),
         {"CHILD": [[write_call("notes.txt", "hello\n", "w1")], [{"text": "I wrote notes.txt."}]]},
     )
-    core = await core_factory(spec)
-    parent = await core.create_session([workspace], approval_mode="ask")
     events = await collect(parent.advance(UserPrompt("make notes")))
     pause = events[-1]
     assert isinstance(pause, NeedsInput)
@@ -237,15 +246,12 @@ async def _children(core: Any, parent_id: str) -> list[Any]:
 
 
 async def test_issue31_item1_a_cancel_while_a_subagent_waits_ends_the_subagent(
-    core_factory: Any, workspace: Path, tmp_path: Path
+    asking_parent: Any, workspace: Path
 ) -> None:
-    spec = write_script(
-        tmp_path / "s.json",
-        _parent(task_call("write", "CHILD write", "t1")),
+    core, parent = await asking_parent(
+        task_call("write", "CHILD write", "t1"),
         {"CHILD": [[write_call("x.txt", "x", "w")], [{"text": "never"}]]},
     )
-    core = await core_factory(spec)
-    parent = await core.create_session([workspace], approval_mode="ask")
     events = await collect(parent.advance(UserPrompt("go")))
     assert isinstance(events[-1], NeedsInput)
     await parent.cancel()
@@ -281,16 +287,11 @@ async def test_issue31_item3_an_always_answer_holds_for_the_parent_and_its_later
     assert "write_file" in parent.state.grants_tools
 
 
-async def test_issue31_item3_a_refusal_reaches_the_subagent(
-    core_factory: Any, workspace: Path, tmp_path: Path
-) -> None:
-    spec = write_script(
-        tmp_path / "s.json",
-        _parent(task_call("one", "ONE", "t1")),
+async def test_issue31_item3_a_refusal_reaches_the_subagent(asking_parent: Any, workspace: Path) -> None:
+    _, parent = await asking_parent(
+        task_call("one", "ONE", "t1"),
         {"ONE": [[write_call("one.txt", "1", "w")], [{"text": "child read: {last_tool_results}"}]]},
     )
-    core = await core_factory(spec)
-    parent = await core.create_session([workspace], approval_mode="ask")
     await collect(parent.advance(UserPrompt("go")))
     decision = Decision("t1/w", "cancel", feedback="not that file")
     events = await collect(parent.advance(Resume(decisions=[decision])))
