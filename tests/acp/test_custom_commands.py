@@ -13,7 +13,7 @@ pytest.importorskip("acp", reason="agent-client-protocol is installed by scripts
 from acp import text_block
 
 from tests.acp.conftest import acp_argv
-from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
+from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, new_session_id, start
 from tests.conftest import ScriptFile
 
 
@@ -32,9 +32,7 @@ async def test_issue32_item3_available_commands_and_the_expanded_prompt(
     client = EditorClient()
     async with agent(client, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
         await start(conn)
-        sid = (
-            await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
-        ).session_id
+        sid = await new_session_id(conn, work_dir)
         await client.until(lambda: "available_commands_update" in client.kinds())
         update = next(u for u in client.updates if u["sessionUpdate"] == "available_commands_update")
         listed = {c["name"]: c for c in update["availableCommands"]}

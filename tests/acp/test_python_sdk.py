@@ -128,6 +128,11 @@ async def start(conn: Any, *, fs: bool = False) -> InitializeResponse:
     )
 
 
+async def new_session_id(conn: Any, cwd: Path) -> str:
+    """A new session of the agent in `cwd`, with no MCP servers of the editor's: its id."""
+    return (await asyncio.wait_for(conn.new_session(cwd=str(cwd), mcp_servers=[]), TIMEOUT)).session_id
+
+
 async def test_issue15_initialize_new_session_and_permission_allowed_then_rejected(
     acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:

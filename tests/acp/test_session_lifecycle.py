@@ -19,7 +19,7 @@ from acp import RequestError, text_block
 from acp.schema import McpServerStdio
 
 from tests.acp.conftest import acp_argv
-from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, start
+from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, new_session_id, start
 from tests.conftest import ScriptFile
 from tests.core_helpers import shell_call, write_call
 from tests.mcp_servers import SERVER
@@ -46,9 +46,7 @@ async def test_issue28_item14_acp_resume_in_a_new_process_goes_on_without_replay
     first = EditorClient()
     async with agent(first, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
         await start(conn)
-        sid = (
-            await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
-        ).session_id
+        sid = await new_session_id(conn, work_dir)
         resp = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("hello")]), TIMEOUT)
         assert resp.stop_reason == "end_turn" and first.text() == "First answer."
 
@@ -150,9 +148,7 @@ async def test_issue28_item14_acp_close_withdraws_a_pending_permission(
     first.request_permission = _hang(first)  # type: ignore[method-assign]
     async with agent(first, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
         await start(conn)
-        sid = (
-            await asyncio.wait_for(conn.new_session(cwd=str(work_dir), mcp_servers=[]), TIMEOUT)
-        ).session_id
+        sid = await new_session_id(conn, work_dir)
         prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("write it")]))
         await asyncio.wait_for(first.asked.wait(), TIMEOUT)
         await asyncio.wait_for(conn.close_session(session_id=sid), TIMEOUT)
