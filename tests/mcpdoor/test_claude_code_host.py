@@ -142,12 +142,19 @@ async def hand_devagent_a_task(
 WRITE = [{"items": [write_call("mcp.txt", "via mcp\n")]}, {"items": [{"text": "I wrote mcp.txt."}]}]
 
 
-async def test_claude_code_as_an_mcp_host_hands_devagent_a_task(
-    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
-) -> None:
+@pytest.fixture
+def claude_asked_to_write(dirs: tuple[Path, Path]) -> tuple[CallsDevagent, Path, Path]:
+    """Claude Code present (else the test is skipped), its home and working folders, and a model that
+    asks devagent to write mcp.txt."""
     need_claude_code()
     home, cwd = dirs
-    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    return CallsDevagent("Write 'via mcp' to mcp.txt"), home, cwd
+
+
+async def test_claude_code_as_an_mcp_host_hands_devagent_a_task(
+    script: Script, sqlite_url: str, workspace: Path, claude_asked_to_write: tuple[CallsDevagent, Path, Path]
+) -> None:
+    model, home, cwd = claude_asked_to_write
     devagent = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
     result = await hand_devagent_a_task(model, home, cwd, devagent)
     assert START in model.calls, model.calls
@@ -159,11 +166,9 @@ async def test_claude_code_as_an_mcp_host_hands_devagent_a_task(
 
 
 async def test_claude_code_headless_permission_comes_back_input_required_and_is_continued(
-    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
+    script: Script, sqlite_url: str, workspace: Path, claude_asked_to_write: tuple[CallsDevagent, Path, Path]
 ) -> None:
-    need_claude_code()
-    home, cwd = dirs
-    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    model, home, cwd = claude_asked_to_write
     devagent = devagent_mcp(workspace, script(WRITE), sqlite_url)  # `ask`: the write is asked
     result = await hand_devagent_a_task(model, home, cwd, devagent)
     assert model.calls[-2:] == [START, CONTINUE], model.calls
@@ -178,13 +183,11 @@ async def test_claude_code_headless_permission_comes_back_input_required_and_is_
 
 
 async def test_claude_code_headless_without_allowed_tools_denies_devagents_tools(
-    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
+    script: Script, sqlite_url: str, workspace: Path, claude_asked_to_write: tuple[CallsDevagent, Path, Path]
 ) -> None:
     """`claude -p` has nobody to ask for its own permission to call an MCP tool: without
     `--allowedTools mcp__devagent` it denies the call, and devagent never runs the task."""
-    need_claude_code()
-    home, cwd = dirs
-    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    model, home, cwd = claude_asked_to_write
     devagent = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
     result = await hand_devagent_a_task(model, home, cwd, devagent, allowed=())
     [denied] = result["permission_denials"]

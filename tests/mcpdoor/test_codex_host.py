@@ -188,12 +188,19 @@ WRITE = [
 ]
 
 
-async def test_codex_exec_as_an_mcp_host_hands_devagent_a_task(
-    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
-) -> None:
+@pytest.fixture
+def codex_asked_to_write(dirs: tuple[Path, Path]) -> tuple[CallsDevagent, Path, Path]:
+    """Codex present (else the test is skipped), its home and working folders, and a model that
+    asks devagent to write mcp.txt."""
     need_codex()
     codex_home, cwd = dirs
-    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    return CallsDevagent("Write 'via mcp' to mcp.txt"), codex_home, cwd
+
+
+async def test_codex_exec_as_an_mcp_host_hands_devagent_a_task(
+    script: Script, sqlite_url: str, workspace: Path, codex_asked_to_write: tuple[CallsDevagent, Path, Path]
+) -> None:
+    model, codex_home, cwd = codex_asked_to_write
     command = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
     events = await hand_codex_the_task(model, codex_home, cwd, command)
     assert {"devagent_start", "devagent_continue", "devagent_sessions"} <= set(model.offered[0])
@@ -209,13 +216,11 @@ async def test_codex_exec_as_an_mcp_host_hands_devagent_a_task(
 
 
 async def test_codex_exec_declines_devagents_permission_so_the_write_is_refused(
-    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
+    script: Script, sqlite_url: str, workspace: Path, codex_asked_to_write: tuple[CallsDevagent, Path, Path]
 ) -> None:
     """In `ask` mode devagent asks Codex's user with an elicitation; `codex exec` has none to ask
     and declines it: the call is refused (not left waiting), and devagent's model is told so."""
-    need_codex()
-    codex_home, cwd = dirs
-    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    model, codex_home, cwd = codex_asked_to_write
     command = devagent_mcp(workspace, script(WRITE), sqlite_url)
     await hand_codex_the_task(model, codex_home, cwd, command)
     assert not (workspace / "mcp.txt").exists()
@@ -225,11 +230,9 @@ async def test_codex_exec_declines_devagents_permission_so_the_write_is_refused(
 
 
 async def test_codex_exec_without_approve_mode_refuses_to_call_devagent(
-    script: Script, sqlite_url: str, workspace: Path, dirs: tuple[Path, Path]
+    script: Script, sqlite_url: str, workspace: Path, codex_asked_to_write: tuple[CallsDevagent, Path, Path]
 ) -> None:
-    need_codex()
-    codex_home, cwd = dirs
-    model = CallsDevagent("Write 'via mcp' to mcp.txt")
+    model, codex_home, cwd = codex_asked_to_write
     command = devagent_mcp(workspace, script(WRITE), sqlite_url, "--approval", "auto-edit")
     events = await hand_codex_the_task(model, codex_home, cwd, command, approve=False)
     assert not (workspace / "mcp.txt").exists()
