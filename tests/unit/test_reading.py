@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devagent.agent import transcript
+from devagent.agent import toolset, transcript
 from devagent.agent.events import (
     Decision,
     NeedsInput,
@@ -264,9 +264,9 @@ async def test_issue30_item3_the_session_knows_what_its_model_takes(
 
     core = await core_factory("demo")
     s = await core.create_session([workspace])
-    assert s.media_input() == MediaInput(images=True, pdf=True)  # pydantic-ai's defaults
+    assert toolset.media_input(s) == MediaInput(images=True, pdf=True)  # pydantic-ai's defaults
     core.models[core.default_model] = TextOnly(parse_script([[{"text": "hi"}]]))
-    assert s.media_input() == MediaInput(images=False, pdf=False)
+    assert toolset.media_input(s) == MediaInput(images=False, pdf=False)
 
 
 def test_issue30_item3_attached_files_in_the_transcript() -> None:

@@ -14,12 +14,11 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
-from devagent.agent import compact, prompt, spending, timeline, traces, transcript
+from devagent.agent import compact, prompt, spending, timeline, toolset, traces, transcript, turn_limits
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
 from devagent.agent.commands import Registry, parse_command_line, run_command, with_custom
@@ -35,7 +34,6 @@ from devagent.agent.events import (
     StepBegin,
     ToolCall,
     ToolCallUpdate,
-    ToolKind,
     TurnEnd,
     TurnEndReason,
     Usage,
@@ -43,16 +41,14 @@ from devagent.agent.events import (
 )
 from devagent.agent.inputs import CancelWaiting
 from devagent.agent.model_errors import describe as describe_model_error
-from devagent.agent.model_family import hidden_tools
 from devagent.agent.model_step import stream_response
-from devagent.agent.models import shown_name
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.settings import user_config_dir
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.subagents import Subagents
 from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
-from devagent.agent.tools.base import MediaInput, Tool, ToolContext, Workspace
+from devagent.agent.tools.base import Tool, ToolContext
 from devagent.agent.tools.client import validate_client_tools
 from devagent.agent.turn import Turn, TurnRunner
 from devagent.common.faults import crash_point
@@ -85,12 +81,7 @@ class Session:
         self.record = SessionRecord(
             core.store, session_id, state, revision, core.config.lease_seconds, self.context_tokens
         )
-        saved = core.saved_outputs
-        self.workspace = Workspace(
-            [Path(r) for r in state.workspace_roots],
-            core.config.protected_paths(),
-            read_only_roots=(saved.folder(session_id),) if saved is not None else (),
-        )
+        self.workspace = toolset.workspace_of(core, session_id, state.workspace_roots)
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(
@@ -143,56 +134,14 @@ class Session:
         return self.runner.busy
 
     def tools(self) -> dict[str, Tool]:
-        """The tools the core runs: the built-ins the session's model is offered (its family's
-        editing tools; `task` while the session may start subagents) and the tools of the
-        session's ready MCP servers; a subagent's, only those its type gave it."""
-        hidden = hidden_tools(self.model_name, self.config.edit_tools)
-        builtin = {name: tool for name, tool in self._tools.items() if name not in hidden}
-        if "task" in builtin:
-            if self.subagents.may_delegate():
-                builtin["task"] = self.subagents.tool()
-            else:
-                del builtin["task"]
-        tools = {**self.core.mcp.tools_for(self), **builtin}
-        link = self.state.subagent_of
-        if link is not None:
-            tools = {name: tool for name, tool in tools.items() if name in link.tools}
-        return tools
+        """The tools the core runs for this session (`toolset.offered`)."""
+        return toolset.offered(self, self._tools)
 
     def tool_definitions(self) -> list[dict[str, Any]]:
-        defs = [{**t.definition(), "kind": t.kind.value} for t in self.tools().values()]
-        defs += [{**t.to_json(), "kind": ToolKind.CLIENT.value} for t in self.state.client_tools]
-        return defs
+        return toolset.definitions(self.tools(), self.state.client_tools)
 
     def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
-        return ToolContext.for_call(
-            self.core.config,
-            self.workspace,
-            self.state,
-            call,
-            self.runner.cancelled,
-            self.backends,
-            subagents=self.subagents,
-            media=self.media_input(),
-            session_id=self.id,
-            saved_outputs=self.core.saved_outputs,
-            processes=self.core.processes.of(self.id),
-            **kw,
-        )
-
-    def media_input(self) -> MediaInput:
-        """Which files the session's model can be given to look at, as its pydantic-ai profile
-        says (a model that cannot be made gets none)."""
-        try:
-            profile = self.model().profile
-        except Exception:  # the model's own request reports why it cannot be made
-            return MediaInput()
-        documents = profile.get("supported_document_media_types")
-        return MediaInput(
-            images=bool(profile.get("supports_image_input", True)),
-            pdf=bool(profile.get("supports_document_input", True))
-            and (documents is None or "application/pdf" in documents),
-        )
+        return toolset.context_for(self, call, **kw)
 
     def use_backends(self, backends: ToolBackends) -> None:
         """Let the built-in tools read and write files and run commands through the client that
@@ -429,7 +378,7 @@ class Session:
 
     async def _loop(self, emit: Emit) -> None:
         while True:
-            stop = await self._stop_reason()
+            stop = await turn_limits.stop_reason(self)
             if stop is not None:
                 reason, message = stop
                 emit(Notice(message, "warning" if reason == "max_steps_reached" else "error"))
@@ -462,43 +411,6 @@ class Session:
             await self.calls.run(to_run, emit)
             if await self._pause_or_close_step(emit):
                 return
-
-    async def _stop_reason(self) -> tuple[TurnEndReason, str] | None:
-        """Why the turn may take no further step: the step limit, the caller's daily tokens or
-        dollars, or a task's cost cap (no model request past them: at most one overspends). None
-        when it may go on."""
-        max_steps = self.core.config.max_steps
-        if self.state.turn_steps >= max_steps:
-            return (
-                "max_steps_reached",
-                f"Stopped after {max_steps} model steps in one turn (the server's limit).",
-            )
-        for limit, why in (
-            ("the server's budget", await self.core.budget_spent(self.state.identity)),
-            ("the task's cost cap", spending.cap_reached(self.config, self.state, self.core.loaded_state)),
-            ("a limit in dollars", self._unpriced()),
-        ):
-            if why:
-                log.warning("budget: stopped the turn of session %s: %s", self.id, why)
-                transcript.close_request(await self.messages(), f"[the turn was stopped by {limit}: {why}]")
-                return "error", f"Stopped by {limit}: {why}."
-        return None
-
-    def _unpriced(self) -> str:
-        """Why a model with no price may not be used now ("" if it may): a task's cap or a daily
-        budget in dollars applies, and its cost could not be counted against it."""
-        config, state_of = self.core.config, self.core.loaded_state
-        if self.core.prices.lookup(self.model_name) is not None:
-            return ""
-        if config.budget_for(self.state.identity).usd_per_day <= 0 and not spending.capped(
-            config, self.state, state_of
-        ):
-            return ""
-        name = shown_name(self.model_name)
-        return (
-            f"the price of model {name!r} is unknown, so its cost cannot be counted; the operator can "
-            f'price it in the settings file ([prices."{name}"] with input and output, USD per million tokens)'
-        )
 
     async def _model_step(self, emit: Emit) -> pm.ModelResponse | None:
         """The next model response, or None when the request failed (the turn ended, said why)."""
@@ -547,11 +459,7 @@ class Session:
 
     async def request_parameters(self) -> Any:
         # The provider's own web search where the operator chose it and the model has one.
-        native = (
-            web.native_tools(self.config.web_search, self.model())
-            if self.config.web_search == "native"
-            else []
-        )
+        native = web.native_tools(self.config.web_search, self.model())
         return self.instructions.parameters(self.state, self.tools(), self._tools, native)
 
     def _model_url(self) -> str | None:
@@ -561,20 +469,10 @@ class Session:
         return str(url) if url else None
 
     def spent(self, usage: Usage) -> None:
-        """A model request's usage, priced: the session's, the turn's and the caller's day
-        (`record`), the server's metrics, and the task this session works for as a subagent."""
-        self.core.prices.charge(self.model_name, usage)
-        self.record.spend(usage)
-        self.core.spent(self.state.identity, usage)
-        if self.state.subagent_of is not None:
-            self.core.charge(self.state.subagent_of.session, usage)
+        spending.record_request(self, usage)
 
     def charged(self, usage: Usage) -> None:
-        """A request of one of this session's subagents (`AgentCore.charge`): counted in this
-        session's task, and in that of the session it works for in turn."""
-        self.record.charge_subagent(usage)
-        if self.state.subagent_of is not None:
-            self.core.charge(self.state.subagent_of.session, usage)
+        spending.record_subagent_request(self, usage)
 
     def commands(self) -> Registry:
         """The built-in commands and the custom ones, read once per loaded session (so every

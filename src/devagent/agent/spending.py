@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from devagent.agent.prices import usage_dollars
 
 if TYPE_CHECKING:
+    from devagent.agent.events import Usage
+    from devagent.agent.session import Session
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import SessionState
 
@@ -81,3 +83,21 @@ def remaining(config: CoreConfig, state: SessionState, state_of: StateOf) -> flo
         return 0.0
     # a spent task leaves its children a cent's millionth: a cap of 0 would mean none
     return max(min(left), 1e-9)
+
+
+def record_request(session: Session, usage: Usage) -> None:
+    """A model request's usage, priced: the session's, the turn's and the caller's day
+    (`record`), the server's metrics, and the task this session works for as a subagent."""
+    session.core.prices.charge(session.model_name, usage)
+    session.record.spend(usage)
+    session.core.spent(session.state.identity, usage)
+    if session.state.subagent_of is not None:
+        session.core.charge(session.state.subagent_of.session, usage)
+
+
+def record_subagent_request(session: Session, usage: Usage) -> None:
+    """A request of one of this session's subagents (`AgentCore.charge`): counted in this
+    session's task, and in that of the session it works for in turn."""
+    session.record.charge_subagent(usage)
+    if session.state.subagent_of is not None:
+        session.core.charge(session.state.subagent_of.session, usage)

@@ -1,0 +1,85 @@
+"""What a session's model is offered and what its tools get: the built-ins its family and its
+place allow (the family's editing tools; `task` while it may start subagents; a subagent only what
+its type gave it), the ready MCP servers' tools, the definitions doors list, and the context a call
+runs in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devagent.agent.events import ToolKind
+from devagent.agent.model_family import hidden_tools
+from devagent.agent.tools.base import MediaInput, Tool, ToolContext, Workspace
+
+if TYPE_CHECKING:
+    from devagent.agent.context import CoreServices
+    from devagent.agent.session import Session
+    from devagent.agent.state import ClientTool, PendingCall
+
+
+def workspace_of(core: CoreServices, session_id: str, roots: list[str]) -> Workspace:
+    """The roots a session's tools work in, with the folder of its saved command outputs as a
+    read-only root."""
+    saved = core.saved_outputs
+    return Workspace(
+        [Path(r) for r in roots],
+        core.config.protected_paths(),
+        read_only_roots=(saved.folder(session_id),) if saved is not None else (),
+    )
+
+
+def offered(session: Session, builtins: dict[str, Tool]) -> dict[str, Tool]:
+    """The tools the core runs for `session`, by name."""
+    hidden = hidden_tools(session.model_name, session.config.edit_tools)
+    builtin = {name: tool for name, tool in builtins.items() if name not in hidden}
+    if "task" in builtin:
+        if session.subagents.may_delegate():
+            builtin["task"] = session.subagents.tool()
+        else:
+            del builtin["task"]
+    tools = {**session.core.mcp.tools_for(session), **builtin}
+    link = session.state.subagent_of
+    if link is not None:
+        tools = {name: tool for name, tool in tools.items() if name in link.tools}
+    return tools
+
+
+def definitions(tools: dict[str, Tool], client_tools: list[ClientTool]) -> list[dict[str, Any]]:
+    """The definitions a door lists: the core's tools, then the client's."""
+    defs = [{**t.definition(), "kind": t.kind.value} for t in tools.values()]
+    defs += [{**t.to_json(), "kind": ToolKind.CLIENT.value} for t in client_tools]
+    return defs
+
+
+def context_for(session: Session, call: PendingCall, **kw: Any) -> ToolContext:
+    """The context one call of `session` runs in."""
+    return ToolContext.for_call(
+        session.core.config,
+        session.workspace,
+        session.state,
+        call,
+        session.runner.cancelled,
+        session.backends,
+        subagents=session.subagents,
+        media=media_input(session),
+        session_id=session.id,
+        saved_outputs=session.core.saved_outputs,
+        processes=session.core.processes.of(session.id),
+        **kw,
+    )
+
+
+def media_input(session: Session) -> MediaInput:
+    """Which files the session's model can be given to look at, as its pydantic-ai profile says
+    (a model that cannot be made gets none)."""
+    try:
+        profile = session.model().profile
+    except Exception:  # the model's own request reports why it cannot be made
+        return MediaInput()
+    documents = profile.get("supported_document_media_types")
+    return MediaInput(
+        images=bool(profile.get("supports_image_input", True)),
+        pdf=bool(profile.get("supports_document_input", True))
+        and (documents is None or "application/pdf" in documents),
+    )
