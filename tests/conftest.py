@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -95,6 +96,12 @@ def child_env(tmp_path: Path, db_file: str) -> dict[str, str]:
     env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp_path / db_file}"
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+# A suite started in the background of a script (`... &`) inherits SIGINT ignored, and so would
+# every process a test starts; the tests that press Ctrl-C need it delivered, as at a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
