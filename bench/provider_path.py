@@ -92,7 +92,7 @@ def serve_bare(port: int, chat_events: int, tool_events: int) -> None:
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, Part, TaskState
+    from a2a.types import Part, TaskState
     from starlette.applications import Starlette
 
     from a2a.helpers import new_task_from_user_message
@@ -117,15 +117,10 @@ def serve_bare(port: int, chat_events: int, tool_events: int) -> None:
             pass
 
     url = f"http://127.0.0.1:{port}/"
-    card = AgentCard(
-        name="bare",
-        description="bare",
-        version="1",
-        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", protocol_version="1.0", url=url)],
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain"],
-    )
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.fakes.bare_a2a_agent import plain_card
+
+    card = plain_card(url)
     handler = DefaultRequestHandler(agent_executor=Bare(), task_store=InMemoryTaskStore(), agent_card=card)
 
     @contextlib.asynccontextmanager

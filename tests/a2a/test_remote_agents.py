@@ -22,6 +22,7 @@ from tests.a2a.test_stream_limit import until
 from tests.a2a.test_subagents import _reply
 from tests.conftest import folder_with
 from tests.core_helpers import task_call, write_call, write_script
+from tests.fakes.bare_a2a_agent import bare_a2a_agent
 from tests.fakes.otlp_receiver import OtlpReceiver
 
 PLAIN = auth(TOKEN, ext=False)
@@ -372,3 +373,12 @@ card_url = "{base}.well-known/agent-card.json"
                 assert "client_id=devagent" in form and "scope=agents" in form
         assert headers["traceparent"].startswith("00-"), headers
         assert SECRET not in json.dumps(headers) and SECRET.encode() not in body
+
+
+async def test_issue31_item4_a_bare_a2a_sdk_agent_answers_as_a_subagent(tmp_path: Path) -> None:
+    """A remote agent that is not devagent (a minimal agent on a2a-sdk's server classes): the
+    parent's `task` call reaches it and its answer is the call's result; the turn finishes."""
+    with bare_a2a_agent("pong from the bare agent") as card:
+        frames = await _delegate(tmp_path, "bare", _remote_settings("bare", card))
+    assert frames[-1]["status"]["state"] == "completed", frames
+    assert _reply(frames) == "parent: pong from the bare agent"
