@@ -246,6 +246,7 @@ async def _run(config: Any, req: Any) -> int:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     core = await open_core(config)
+    ran: str | None = None  # the session this run opened, which it ends
     try:
         session_id = req.session_id
         if req.cont:
@@ -262,6 +263,7 @@ async def _run(config: Any, req: Any) -> int:
             req.model,
             unknown_hint="its id is printed when a run starts",
         )
+        ran = s.id
         if resumed and req.approval:  # --approval given: the resumed session goes on in that mode
             await s.set_approval_mode(req.approval)
         waiting = _check_waiting(s.waiting_calls() if resumed else [], req)
@@ -279,6 +281,8 @@ async def _run(config: Any, req: Any) -> int:
         first = UserPrompt(req.prompt) if req.prompt is not None else None
         return await _drive(s, first, renderer, waiting, preset)
     finally:
+        if ran is not None:
+            await core.end_session(ran)
         await core.close()
 
 

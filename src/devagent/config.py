@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.childenv import check_env_pass
+from devagent.agent.hooks.config import HooksFileError, load_hooks
 from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
@@ -57,6 +58,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
+    "hooks_file": ("DEVAGENT_HOOKS_FILE", "hooks_file"),  # Claude Code's hooks JSON
     "edit_tools": ("DEVAGENT_EDIT_TOOLS", "edit_tools"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
@@ -268,6 +270,22 @@ def _check_budgets(config: CoreConfig) -> None:
             )
 
 
+def _check_hooks(config: CoreConfig) -> None:
+    """The hooks file is read now, so a mistake in it stops the start, not a turn; a relative
+    path is the settings file's folder's (or, from a flag or the environment, the current one's)."""
+    if not config.hooks_file:
+        return
+    path = Path(config.hooks_file).expanduser()
+    if not path.is_absolute():
+        base = config.config_path.parent if config.config_path is not None else Path.cwd()
+        path = base / path
+    config.hooks_file = str(path.resolve())
+    try:
+        load_hooks(path)
+    except HooksFileError as e:
+        raise ConfigError(f"hooks_file (DEVAGENT_HOOKS_FILE): {e}") from None
+
+
 def _dollars(text: str) -> bool:
     try:
         return 0 <= float(text or "0") < float("inf")
@@ -313,6 +331,7 @@ def load_config(
         raise ConfigError("command_memory_mb and command_processes must be 0 (no limit) or more")
     _normalise(config)
     _check_budgets(config)
+    _check_hooks(config)
     if config.context_tokens < 0 or (0 < config.context_tokens < 1024):
         raise ConfigError(
             "context_tokens (DEVAGENT_CONTEXT_TOKENS) must be 0 (the model's size) or 1024 or more"

@@ -565,7 +565,7 @@ async def test_internal_error_is_reported_without_details_and_session_survives(
     s = await core.create_session([workspace])
     original = StepCalls.classify
 
-    async def broken(self: StepCalls, part: Any) -> Any:
+    async def broken(self: StepCalls, part: Any, emit: Any) -> Any:
         raise RuntimeError("INSERT INTO secret_table VALUES ('password')")
 
     monkeypatch.setattr(StepCalls, "classify", broken)

@@ -266,7 +266,7 @@ class DevagentAgent:
                 del self.open[session_id]
         if session_id not in self.open:
             o.session.use_backends(ToolBackends())
-            await (await self._core()).release(session_id)
+            await (await self._core()).end_session(session_id)
         log.info("session %s closed", session_id)
         return CloseSessionResponse()
 

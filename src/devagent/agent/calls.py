@@ -20,12 +20,14 @@ from devagent.agent.events import (
     ClientResult,
     ConfirmationRequest,
     Event,
+    Notice,
     QuestionDetails,
     Resume,
     ToolCallStatus,
     ToolCallUpdate,
     ToolKind,
 )
+from devagent.agent.hooks import points as hook_points
 from devagent.agent.serial import confirmation_to_json
 from devagent.agent.state import CallResult, PendingCall
 from devagent.agent.timeline import call_view
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 
     from devagent.agent.checkpoints import Checkpoint
     from devagent.agent.context import SessionContext
+    from devagent.agent.hooks import Verdict
 
 Emit = Callable[[Event], None]
 
@@ -52,10 +55,12 @@ class StepCalls:
     def __init__(self, session: SessionContext) -> None:
         self.session = session
         self._checkpoints: dict[str, Checkpoint | None] = {}  # the step's, by call id
+        # A hook asked to end the turn (`continue: false`): why, once the step's calls are done.
+        self.stop_requested: str | None = None
 
     # --- what the model asked for ------------------------------------------------------------
 
-    async def classify(self, part: pm.ToolCallPart) -> PendingCall:
+    async def classify(self, part: pm.ToolCallPart, emit: Emit) -> PendingCall:
         """A call as the step holds it: refused at once (unknown tool, bad arguments, policy),
         waiting for permission or for the client, or ready to run."""
         name = part.tool_name
@@ -84,7 +89,7 @@ class StepCalls:
         if problem:
             return self.failed(call_id, name, args, f"invalid arguments: {problem}", "invalid_arguments")
         if tool is None:
-            return PendingCall(
+            pc = PendingCall(
                 call_id,
                 name,
                 args,
@@ -92,15 +97,52 @@ class StepCalls:
                 description=f"{name} (run by the client)",
                 needs="client",
             )
-        return await self._by_policy(
-            PendingCall(call_id, name, args, tool.kind_for(args).value, description=tool.describe(args)), tool
-        )
+            if (await self._hooked(pc, schema, emit)).blocked:
+                pc.needs = ""
+            return pc
+        pc = PendingCall(call_id, name, args, tool.kind_for(args).value, description=tool.describe(args))
+        hooked = await self._hooked(pc, schema, emit)
+        if hooked.blocked:
+            return pc
+        if pc.args is not args:  # a hook changed the input: what is shown and decided on is the new one
+            pc.kind, pc.description = tool.kind_for(pc.args).value, tool.describe(pc.args)
+        return await self._by_policy(pc, tool, hooked.permission)
 
-    async def _by_policy(self, pc: PendingCall, tool: Tool) -> PendingCall:
+    async def _hooked(self, pc: PendingCall, schema: dict[str, Any], emit: Emit) -> Verdict:
+        """The PreToolUse hooks' verdict on the call: a block refuses it (their reason is the
+        result the model reads); input they changed replaces the call's when it is valid."""
+        verdict = await hook_points.before_tool(self.session, pc)
+        self._tell(verdict, emit)
+        if verdict.blocked:
+            self._refuse(pc, f"a PreToolUse hook blocked this call: {verdict.reason}", "blocked_by_hook")
+            return verdict
+        if verdict.updated_input is not None:
+            problem = validate_arguments(schema, verdict.updated_input)
+            if problem:
+                emit(Notice(f"A PreToolUse hook's updatedInput was not used: {problem}", "warning"))
+            else:
+                pc.args = verdict.updated_input
+        return verdict
+
+    def _tell(self, verdict: Verdict, emit: Emit) -> None:
+        """Hooks' messages for the user; a hook's `continue: false` ends the turn after the step."""
+        hook_points.tell(verdict, emit)
+        if verdict.stop and self.stop_requested is None:
+            self.stop_requested = verdict.stop_reason or "a hook ended the turn"
+
+    async def _by_policy(
+        self, pc: PendingCall, tool: Tool, hook_permission: str | None = None
+    ) -> PendingCall:
         state = self.session.state
         kind = ToolKind(pc.kind)
         verdict = approval.decide(kind, pc.name, pc.args, state)
         pc.granted = verdict.granted
+        # A hook's decision answers the permission question (the operator's hook chose), within
+        # what the server's policy allows: it never lifts a refusal, nor answers a question.
+        if hook_permission == "allow" and verdict.verdict == "ask" and kind is not ToolKind.QUESTION:
+            verdict = approval.Decision("run")
+        elif hook_permission == "ask" and verdict.verdict == "run":
+            verdict = approval.Decision("ask")
         if verdict.verdict == "deny":
             self._refuse(pc, verdict.reason, "denied_by_policy")
         elif verdict.verdict == "ask":
@@ -306,9 +348,19 @@ class StepCalls:
                 for a in result.attachments
             ]
             p.result = CallResult(result.text, diff=diff, data=result.data, files=files)
+            await self._after_hooks(p, emit)
         await checkpoints.after_edit(self.session, checkpoint)
         self.session.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(call_view(p, live_output=call.live_output)))
+
+    async def _after_hooks(self, p: PendingCall, emit: Emit) -> None:
+        """The PostToolUse hooks see the result; what they say (a block's reason, context) is
+        added to the result the model reads. The call ran: nothing is undone."""
+        verdict = await hook_points.after_tool(self.session, p)
+        self._tell(verdict, emit)
+        note = hook_points.hook_note("PostToolUse", verdict)
+        if note and p.result is not None:
+            p.result = dataclasses.replace(p.result, text=f"{p.result.text}\n\n{note}")
 
     def _relay(self, p: PendingCall, questions: list[PendingCall]) -> None:
         """The call waits for answers to questions it relays (its subagent's): they join the

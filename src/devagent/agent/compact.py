@@ -18,6 +18,7 @@ from pydantic_ai import messages as pm
 
 from devagent.agent import traces
 from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta, Usage
+from devagent.agent.hooks import points as hook_points
 from devagent.agent.transcript import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ async def compact(
     if len(messages) <= KEEP_TAIL + 1:
         emit(TextDelta("Nothing to compact yet.\n"))
         return
+    await hook_points.before_compact(session, "manual", keep_instructions, emit)
     limit = session.context_tokens()
     summary, usage = await _summarise(
         session, messages, keep_instructions, int(limit * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
@@ -161,6 +163,7 @@ async def compact(
         return
     before = len(messages)
     await session.replace_messages(_rebuilt(summary, _safe_tail(messages)))
+    session.restarted("compact")
     emit(TextDelta(f"Compacted {before} messages into a summary ({len(summary)} characters).\n"))
 
 
@@ -189,6 +192,8 @@ async def compact_if_needed(
     start = _tail_start(messages, int(limit * TAIL_SHARE))
     if start < 2:  # nothing older than the tail worth a summary
         return
+    if not await hook_points.before_compact(session, "auto", "", emit):
+        return
     summary, usage = await _summarise(
         session, messages[:start], "", int(limit * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
     )
@@ -199,6 +204,7 @@ async def compact_if_needed(
         return
     new = _rebuilt(summary, messages[start:])
     await session.replace_messages(new)
+    session.restarted("compact")
     after = estimate_tokens(new, prefix_chars)
     emit(
         Notice(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from devagent.agent.commands.registry import Registry
     from devagent.agent.events import ToolCall, Usage
+    from devagent.agent.hooks import Hooks
     from devagent.agent.mcp import McpManager
     from devagent.agent.prices import Priced, PriceTable
     from devagent.agent.settings import CoreConfig
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
 
 
 class CoreParts(Protocol):
-    """What a session shares with the core that owns it: the server's settings, its store, and the
-    MCP connections of this process (the session's servers among them)."""
+    """What a session shares with the core that owns it: the server's settings, its store, the
+    MCP connections of this process (the session's servers among them), and the hooks."""
 
     @property
     def config(self) -> CoreConfig: ...
@@ -42,6 +43,11 @@ class CoreParts(Protocol):
 
     @property
     def mcp(self) -> McpManager: ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """The operator's hooks (none unless the settings name a hooks file)."""
+        ...
 
 
 class SessionContext(CoreParts, Protocol):
@@ -106,6 +112,11 @@ class SessionContext(CoreParts, Protocol):
     def read_memory(self) -> str: ...
 
     def refresh_memory(self) -> str: ...
+
+    def restarted(self, source: str) -> None:
+        """The conversation starts afresh (`clear`) or from a summary (`compact`): the
+        SessionStart hooks fire again before the next prompt."""
+        ...
 
     async def forget_saved_outputs(self) -> None:
         """Remove the saved whole outputs of the session's long commands (its conversation is

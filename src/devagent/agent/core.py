@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from devagent import telemetry
 from devagent.agent.events import InputError, Usage
+from devagent.agent.hooks import Hooks, load_hooks
+from devagent.agent.hooks import points as hook_points
+from devagent.agent.hooks.run import HookLimits
 from devagent.agent.mcp import McpManager
 from devagent.agent.models import context_window, create_model, default_model_spec
 from devagent.agent.prices import NANO, PriceTable, usage_dollars
@@ -48,6 +51,14 @@ if TYPE_CHECKING:
 MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
 
 log = logging.getLogger(__name__)
+
+
+def _hooks(config: CoreConfig) -> Hooks:
+    """The hooks of the settings' hooks file (checked already when the settings were read)."""
+    if not config.hooks_file:
+        return Hooks()
+    limits = HookLimits(config.env_pass, config.command_memory_mb, config.command_processes)
+    return Hooks(load_hooks(config.hooks_file), limits)
 
 
 def _who(identity: str) -> str:
@@ -78,6 +89,7 @@ class AgentCore:
         self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
         self.prices = PriceTable(config.prices)  # what each model's requests cost
+        self.hooks = _hooks(config)
         # Secrets that error text from a provider may quote back: never shown (common/scrub.py).
         scrub.remember([config.model_api_key])
         scrub.remember_environment()
@@ -358,6 +370,14 @@ class AgentCore:
             await session.cancel(end_waiting=False)
             return True
         return await self.store.request_cancel(session_id) is not None
+
+    async def end_session(self, session_id: str, reason: str = "other") -> None:
+        """A door ended the session (`reason`, as hooks read it: prompt_input_exit when the user
+        left, other): its SessionEnd hooks run, then the core lets go of it (`release`)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            await hook_points.session_end(session, reason)
+        await self.release(session_id)
 
     async def release(self, session_id: str) -> None:
         """Let go of a session its door closed: it leaves the recently used ones (it stays in

@@ -39,6 +39,7 @@ from devagent.agent.events import (
     Usage,
     UserPrompt,
 )
+from devagent.agent.hooks import points as hook_points
 from devagent.agent.inputs import CancelWaiting
 from devagent.agent.model_errors import describe as describe_model_error
 from devagent.agent.model_step import stream_response
@@ -58,6 +59,7 @@ from devagent.store.leases import StaleSession
 
 if TYPE_CHECKING:
     from devagent.agent.context import CoreServices
+    from devagent.agent.hooks import Hooks
     from devagent.agent.mcp import McpManager
     from devagent.agent.prices import Priced
     from devagent.agent.settings import CoreConfig
@@ -93,6 +95,10 @@ class Session:
         self._tools: dict[str, Tool] = builtin_tools(core.config)
         self.subagents = Subagents(self)
         self._label: str | None = None  # the running turn's label (see `advance`)
+        # SessionStart hooks fire before the next prompt with this source ("" once they did):
+        # startup or resume (decided then), clear, compact.
+        self._start_source: str | None = None
+        self._stop_hook_active = False  # a Stop hook kept this turn going already
         self.runner = TurnRunner(self)
         self.instructions = prompt.Instructions(
             self.workspace, core.config.memory_file, core.config.sandbox_network
@@ -115,6 +121,10 @@ class Session:
     @property
     def mcp(self) -> McpManager:
         return self.core.mcp
+
+    @property
+    def hooks(self) -> Hooks:
+        return self.core.hooks
 
     @property
     def model_name(self) -> str:
@@ -294,7 +304,8 @@ class Session:
             inp = UserPrompt(prompt_text)
         await self.core.mcp.prepare(self, emit)  # start MCP servers on first use; report failures
         if isinstance(inp, UserPrompt):
-            await self._begin(inp, emit)
+            if not await self._begin(inp, emit):
+                return
         else:
             self._set_running()
             self.admission.applied(inp)
@@ -317,9 +328,19 @@ class Session:
                 await self._end("finished", "", emit)
         return prompt_text
 
-    async def _begin(self, inp: UserPrompt, emit: Emit) -> None:
-        """A new prompt: a pause it interrupts is closed, the prompt goes into the transcript."""
+    async def _begin(self, inp: UserPrompt, emit: Emit) -> bool:
+        """A new prompt: the hooks see it first (False: one blocked it, and nothing changed but
+        the turn's end), then a pause it interrupts is closed and the prompt goes into the
+        transcript with the context the hooks gave."""
         messages = await self.messages()
+        source = (
+            self._start_source if self._start_source is not None else ("resume" if messages else "startup")
+        )
+        hooked = await hook_points.before_prompt(self, inp.text, source, emit)
+        self._start_source = ""
+        if hooked.blocked is not None:
+            await self._prompt_blocked(hooked.blocked, emit)
+            return False
         if self.calls.waiting():
             await self.subagents.abandon(self.state.pending)
             self.calls.close_open("the user sent a new message instead of answering", "cancelled")
@@ -330,9 +351,26 @@ class Session:
         self.state.turn_steps = 0
         if not self.state.title:
             self.state.title = inp.text.strip().splitlines()[0][:80]
-        transcript.append_prompt(messages, inp.text)
+        transcript.append_prompt(messages, inp.text, hooked.context)
+        self._stop_hook_active = False
         self._set_running()
         await self.record.save()
+        return True
+
+    async def _prompt_blocked(self, reason: str, emit: Emit) -> None:
+        """A UserPromptSubmit hook blocked the prompt: it is not kept; the user reads why."""
+        message = f"A UserPromptSubmit hook blocked the prompt: {reason}"
+        emit(Notice(message, "error"))
+        if self.calls.waiting():  # the pause stays as it was
+            await self.record.save(release=True)
+            emit(TurnEnd("error", self.turn_usage(), message))
+        else:
+            await self._end("error", message, emit)
+
+    def restarted(self, source: str) -> None:
+        """The conversation starts afresh (/clear) or from a summary (compaction): SessionStart
+        hooks fire again, with `source`, before the next prompt."""
+        self._start_source = source
 
     def _close_step(self, messages: list[pm.ModelMessage]) -> None:
         """The step's results become the tool-return request the model reads next."""
@@ -345,7 +383,9 @@ class Session:
         if self.calls.waiting():
             self.state.status = "awaiting_input"
             await self.record.save(release=True)
-            emit(NeedsInput(self.waiting_calls()))
+            waiting = self.waiting_calls()
+            await hook_points.waiting(self, waiting, emit)
+            emit(NeedsInput(waiting))
             return True
         self._close_step(await self.messages())
         await self.record.save()
@@ -394,12 +434,14 @@ class Session:
             for index in transcript.drop_shown_files(messages):  # seen: not sent or kept again
                 self.record.changed_message(index)
             calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
+            if not calls and await self._stop_refused(response, emit):
+                continue
             if not calls:
                 if response.finish_reason == "length":
                     emit(Notice("The answer was cut off at the model's output token limit.", "warning"))
                 await self._end("finished", "", emit, finish=response.finish_reason)
                 return
-            self.state.pending = [await self.calls.classify(c) for c in calls]
+            self.state.pending = [await self.calls.classify(c, emit) for c in calls]
             to_run = [p for p in self.state.pending if not p.needs and p.result is None]
             await self.calls.checkpoint(to_run)
             # Stored before any of them runs (with the checkpoints of the edits among them): a
@@ -411,6 +453,22 @@ class Session:
             await self.calls.run(to_run, emit)
             if await self._pause_or_close_step(emit):
                 return
+            if self.calls.stop_requested is not None:
+                why, self.calls.stop_requested = self.calls.stop_requested, None
+                await self._end("finished", why, emit)
+                return
+
+    async def _stop_refused(self, response: pm.ModelResponse, emit: Emit) -> bool:
+        """The model answered without calls: a Stop hook may keep the turn going (True), its
+        reason given to the model as the next message."""
+        answer = "".join(p.content for p in response.parts if isinstance(p, pm.TextPart))
+        said = await hook_points.before_stop(self, self._stop_hook_active, answer, emit)
+        if said is None:
+            return False
+        self._stop_hook_active = True
+        transcript.append_prompt(await self.messages(), said)
+        await self.record.save()
+        return True
 
     async def _model_step(self, emit: Emit) -> pm.ModelResponse | None:
         """The next model response, or None when the request failed (the turn ended, said why)."""

@@ -103,6 +103,9 @@ class CoreConfig:
     command_memory_mb: int = 4096
     command_processes: int = 1024
     memory_file: str = "AGENTS.md"
+    # Hooks (devagent/agent/hooks/): the file of commands run at points of every session, in
+    # Claude Code's hooks JSON; "" for none. Only ever from the settings, never a workspace.
+    hooks_file: str = ""
     # Which editing tools models get: auto (by model family: apply_patch for OpenAI's GPT and
     # codex models, edit for the others, both for the scripted and demo models) | edit |
     # apply_patch | both.

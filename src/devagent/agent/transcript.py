@@ -55,8 +55,10 @@ def json_text(value: Any) -> str:
         return str(value)
 
 
-def append_prompt(messages: list[pm.ModelMessage], text: str) -> None:
-    messages.append(pm.ModelRequest(parts=[pm.UserPromptPart(content=text)]))
+def append_prompt(messages: list[pm.ModelMessage], text: str, context: Sequence[str] = ()) -> None:
+    """The user's prompt, and beside it (parts of the same request) context the hooks gave."""
+    parts = [pm.UserPromptPart(content=text), *(pm.UserPromptPart(content=c) for c in context)]
+    messages.append(pm.ModelRequest(parts=list(parts)))
 
 
 def close_request(messages: list[pm.ModelMessage], note: str, *, interrupted: bool = False) -> None:

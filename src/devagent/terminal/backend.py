@@ -146,6 +146,7 @@ class LocalBackend:
                 )
 
     async def close(self) -> None:
+        await self.core.end_session(self.session.id, "prompt_input_exit")
         await self.core.close()
 
 

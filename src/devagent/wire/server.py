@@ -252,6 +252,9 @@ class WireServer:
             with contextlib.suppress(BaseException):
                 await self._load_task
         if self.core is not None:
+            if self.session is not None:  # the client left: the session ends (its hooks run)
+                with contextlib.suppress(Exception):
+                    await self.core.end_session(self.session.id)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.core.close(), 10)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devagent.agent.commands.registry import Emit, say
+from devagent.agent.hooks import points as hook_points
 from devagent.agent.prices import NANO, cost_text, usage_dollars
 from devagent.agent.settings import utc_day
 from devagent.agent.spending import task_cap
@@ -34,6 +35,8 @@ async def compact(session: SessionContext, args: str, emit: Emit) -> str | None:
 
 
 async def clear(session: SessionContext, args: str, emit: Emit) -> str | None:
+    await hook_points.session_end(session, "clear")
+    session.restarted("clear")
     session.state.pending = []
     session.state.todos = []
     session.state.file_marks = {}  # the model no longer has what it read
