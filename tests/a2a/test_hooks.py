@@ -1,0 +1,74 @@
+"""Hooks on a real `devagent serve` with its shell sandbox: a PreToolUse hook blocks a call, the
+A2A client sees the call refused with the hook's reason, and the hook itself ran under the
+sandbox's rules (not as root, nothing outside the workspace readable)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.a2a.helpers import v03_message
+from tests.a2a.procs import send_stream, serve_args, serving, status_tool_calls
+from tests.a2a.test_hostile import bwrap_works, script
+from tests.core_helpers import shell_call
+from tests.sandbox_user import for_sandbox_user
+
+
+def calls_seen(results: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
+    out = []
+    for r in results:
+        if "status" in r:
+            out += [c for c in status_tool_calls(r) if c["tool_call_id"] == call_id]
+    return out
+
+
+async def test_issue32_item1_a2a_shows_a_blocked_call_refused_and_the_hook_ran_sandboxed(
+    tmp_path: Path,
+) -> None:
+    if not bwrap_works():
+        pytest.skip("needs a working bubblewrap")
+    ws = tmp_path / "root" / "ws"
+    ws.mkdir(parents=True)
+    secret = tmp_path / "operator-secret.txt"
+    secret.write_text("s3cret\n")
+    hook = (
+        'cat > "$CLAUDE_PROJECT_DIR/hook-input.json"; id -u > "$CLAUDE_PROJECT_DIR/hook-uid"; '
+        f'cat {secret} > "$CLAUDE_PROJECT_DIR/hook-read" 2>&1; '
+        "echo 'deploys go through CI' >&2; exit 2"
+    )
+    hooks = tmp_path / "hooks.json"
+    hooks.write_text(
+        json.dumps({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}]})
+    )
+    settings = tmp_path / "config.toml"
+    settings.write_text(f'hooks_file = "{hooks}"\n')
+    model = script(
+        tmp_path / "s.json",
+        [[shell_call("touch deployed.txt", "s1")], [{"text": "model saw: {last_tool_results}"}]],
+    )
+    args = [
+        *serve_args(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}", ws, model, "yolo"),
+        "--sandbox",
+        "--config",
+        str(settings),
+    ]
+    for_sandbox_user(ws)
+    with serving(args, tmp_path / "serve.log") as s:
+        async with httpx.AsyncClient(timeout=120) as c:
+            reply = await send_stream(c, s.url, v03_message("deploy", settings={"workspace_path": str(ws)}))
+    assert not reply.errors and reply.last_state == "completed", reply.frames
+    assert not (ws / "deployed.txt").exists()
+    final = calls_seen(reply.results, "s1")[-1]
+    assert final["status"] == "FAILED" and final["error"]["type"] == "blocked_by_hook"
+    assert "deploys go through CI" in final["error"]["message"]
+    said = json.dumps(reply.results[-1])
+    assert "model saw:" in said and "deploys go through CI" in said
+    event = json.loads((ws / "hook-input.json").read_text())
+    assert event["tool_name"] == "Bash" and event["tool_input"]["command"] == "touch deployed.txt"
+    assert (ws / "hook-uid").read_text().strip() != "0" or os.geteuid() != 0
+    assert "s3cret" not in (ws / "hook-read").read_text()  # outside the workspace: not there
