@@ -50,14 +50,18 @@ async def test_issue32_item1_subagentstop_keeps_the_subagent_going(
     logger = {"type": "command", "command": f"{sys.executable} {LOGGER} >> {log}"}
     path = hooks_file(
         tmp_path,
-        {"SubagentStop": [{"matcher": "general-purpose", "hooks": [hook]}], "Stop": [{"hooks": [logger]}]},
+        {
+            "SubagentStop": [{"matcher": "general-purpose", "hooks": [hook]}],
+            **{e: [{"hooks": [logger]}] for e in ("Stop", "SessionStart", "UserPromptSubmit")},
+        },
     )
     core = await core_factory(spec, hooks_file=path)
     parent = await core.create_session([workspace], approval_mode="yolo")
     events = await collect(parent.advance(UserPrompt("go")))
     assert isinstance(events[-1], TurnEnd) and events[-1].reason == "finished"
     assert "then: [SubagentStop hook] look in tests/ too" in text_of(events)
-    assert logged(log) == [["Stop", ""]]  # the parent's stop is a Stop; the subagent's never
+    # the parent's events; the subagent's prompt and stop are not the user's
+    assert logged(log) == [["SessionStart", "startup"], ["UserPromptSubmit", ""], ["Stop", ""]]
 
 
 async def test_issue32_item1_a_question_notifies(core_factory: Any, workspace: Path, tmp_path: Path) -> None:

@@ -109,8 +109,11 @@ async def before_prompt(
     session: SessionContext, text: str, start_source: str | None, emit: Emit
 ) -> PromptHooks:
     """SessionStart (when the session starts here, or again after /clear or a compaction) and
-    UserPromptSubmit, before the prompt joins the conversation."""
+    UserPromptSubmit, before the prompt joins the conversation. Not for a subagent: its prompt
+    is its parent model's, and its end is SubagentStop."""
     out = PromptHooks()
+    if session.state.subagent_of is not None:
+        return out
     if start_source:
         started = await fire(session, "SessionStart", {"source": start_source}, (start_source,))
         tell(started, emit, "SessionStart", blocks=False)
