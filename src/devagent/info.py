@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.hooks.config import load_hooks
 from devagent.agent.model_errors import ModelConfigError, describe
 from devagent.agent.models import PROVIDERS, check_model_spec, create_model, default_model_spec
 from devagent.agent.tools.shell import SandboxError, choose_sandbox
@@ -56,7 +57,17 @@ def resolved(
         "data_dir": str(config.data_dir),
         "sandbox": {cmd: _sandbox_line(config, cmd) for cmd in ("serve", "run")},
         "workspace_roots": _serve_roots(env),
+        "hooks": _hooks(config.hooks_file),
     }
+
+
+def _hooks(path: str) -> dict[str, Any]:
+    """The hooks file and how many commands each of its events runs (at most)."""
+    if not path:
+        return {"file": None}
+    hook_set = load_hooks(path)  # read already by load_config: it is valid
+    counts = {event: sum(len(g.hooks) for g in groups) for event, groups in hook_set.groups.items()}
+    return {"file": path, **counts}
 
 
 def _key_source(given: str | None, key: str | None, names: tuple[str, ...], env: dict[str, str]) -> str:

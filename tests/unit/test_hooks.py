@@ -319,3 +319,14 @@ def test_issue32_item1_mcp_and_client_tools_answer_to_claude_code_names() -> Non
         "MultiEdit",
         "Write",
     )
+
+
+def test_issue32_item1_info_names_the_hooks_file_and_counts_its_hooks(tmp_path: Path) -> None:
+    settings = hooks_config(
+        tmp_path,
+        {"PreToolUse": [group("Bash", command("a"), command("b"))], "Stop": [group("", command("c"))]},
+    )
+    out = run(["--config", str(settings), "info", "--json"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    hooks = json.loads(out.stdout)["hooks"]
+    assert hooks == {"file": str((tmp_path / "hooks.json").resolve()), "PreToolUse": 2, "Stop": 1}
