@@ -330,3 +330,33 @@ def test_issue32_item1_info_names_the_hooks_file_and_counts_its_hooks(tmp_path: 
     assert out.returncode == 0, out.stderr
     hooks = json.loads(out.stdout)["hooks"]
     assert hooks == {"file": str((tmp_path / "hooks.json").resolve()), "PreToolUse": 2, "Stop": 1}
+
+
+def test_issue32_item1_a_hook_gets_the_clean_environment_of_commands(tmp_path: Path, workspace: Path) -> None:
+    dump = tmp_path / "hook-env.txt"
+    settings = hooks_config(tmp_path, {"UserPromptSubmit": [{"hooks": [command(f"env > {dump}")]}]})
+    spec = write_script(tmp_path, [[{"text": "ok"}]])
+    env = {
+        **os.environ,
+        "DEVAGENT_DATA_DIR": str(tmp_path / "data"),
+        "OPENAI_API_KEY": "sk-not-for-hooks",
+        "DEVAGENT_API_KEY": "dk-not-for-hooks",
+        "SOME_TOKEN": "t-not-for-hooks",
+    }
+    argv = [
+        "--config",
+        str(settings),
+        "run",
+        "hi",
+        "-w",
+        str(workspace),
+        "-m",
+        spec,
+        "--output-format",
+        "json",
+    ]
+    out = subprocess.run(DEVAGENT + argv, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    seen = dump.read_text()
+    assert "not-for-hooks" not in seen
+    assert f"CLAUDE_PROJECT_DIR={workspace.resolve()}" in seen and "PATH=" in seen
