@@ -147,6 +147,27 @@ class SessionContext(CoreParts, Protocol):
         ...
 
 
+class CoreSession(Protocol):
+    """A session with the core that owns it, as the helpers of its loop read it (`toolset.py`,
+    `turn_limits.py`, `spending.py`, each asking a little more): its id, state, settings and
+    model name (`Session` is the one implementation)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def core(self) -> CoreServices: ...
+
+
 class ChildSession(Drivable, Protocol):
     """What the `task` tool needs of a subagent's session (`Session` is the one implementation)."""
 
