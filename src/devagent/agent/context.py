@@ -9,7 +9,7 @@ the loop imports them without a circle). `Session` is the one implementation.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.driver import Drivable
@@ -17,7 +17,6 @@ from devagent.agent.driver import Drivable
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
-    from devagent.agent.commands.registry import Registry
     from devagent.agent.events import ToolCall, Usage
     from devagent.agent.hooks import Hooks
     from devagent.agent.mcp import McpManager
@@ -29,6 +28,30 @@ if TYPE_CHECKING:
     from devagent.agent.tools.processes import ProcessRegistry
     from devagent.agent.tools.saved_outputs import SavedOutputs
     from devagent.store.db import Store
+
+
+class ListedCommand(Protocol):
+    """A slash command as a list shows it (`commands.registry.CommandInfo`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def handler(self) -> Callable[..., Awaitable[str | None]] | None: ...
+
+    @property
+    def sub_commands(self) -> Sequence[ListedCommand]: ...
+
+    def usage(self) -> str: ...
+
+
+class Commands(Protocol):
+    """A session's slash commands, as a list (`commands.registry.Registry`)."""
+
+    def list(self) -> Sequence[ListedCommand]: ...
 
 
 class CoreParts(Protocol):
@@ -105,7 +128,7 @@ class SessionContext(CoreParts, Protocol):
 
     def waiting_calls(self) -> list[ToolCall]: ...
 
-    def commands(self) -> Registry:
+    def commands(self) -> Commands:
         """The slash commands of the session: the built-ins and the custom ones, read once."""
         ...
 
@@ -122,6 +145,27 @@ class SessionContext(CoreParts, Protocol):
         """Remove the saved whole outputs of the session's long commands (its conversation is
         cleared: nothing names them any more)."""
         ...
+
+
+class CoreSession(Protocol):
+    """A session with the core that owns it, as the helpers of its loop read it (`toolset.py`,
+    `turn_limits.py`, `spending.py`, each asking a little more): its id, state, settings and
+    model name (`Session` is the one implementation)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def core(self) -> CoreServices: ...
 
 
 class ChildSession(Drivable, Protocol):

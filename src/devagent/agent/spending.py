@@ -17,18 +17,26 @@ process running the child.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from devagent.agent.context import CoreSession
 from devagent.agent.prices import usage_dollars
 
 if TYPE_CHECKING:
     from devagent.agent.events import Usage
-    from devagent.agent.session import Session
+    from devagent.agent.record import SessionRecord
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import SessionState
 
 # A session's state by id, if it is loaded in this process (AgentCore.loaded_state).
 StateOf = Callable[[str], "SessionState | None"]
+
+
+class Spender(CoreSession, Protocol):
+    """What counting a session's requests needs of it: with its core, its stored record."""
+
+    @property
+    def record(self) -> SessionRecord: ...
 
 
 def task_cap(config: CoreConfig, state: SessionState) -> float:
@@ -85,7 +93,7 @@ def remaining(config: CoreConfig, state: SessionState, state_of: StateOf) -> flo
     return max(min(left), 1e-9)
 
 
-def record_request(session: Session, usage: Usage) -> None:
+def record_request(session: Spender, usage: Usage) -> None:
     """A model request's usage, priced: the session's, the turn's and the caller's day
     (`record`), the server's metrics, and the task this session works for as a subagent."""
     session.core.prices.charge(session.model_name, usage)
@@ -95,7 +103,7 @@ def record_request(session: Session, usage: Usage) -> None:
         session.core.charge(session.state.subagent_of.session, usage)
 
 
-def record_subagent_request(session: Session, usage: Usage) -> None:
+def record_subagent_request(session: Spender, usage: Usage) -> None:
     """A request of one of this session's subagents (`AgentCore.charge`): counted in this
     session's task, and in that of the session it works for in turn."""
     session.record.charge_subagent(usage)

@@ -5,17 +5,56 @@ runs in."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from devagent.agent.context import CoreSession
 from devagent.agent.events import ToolKind
 from devagent.agent.model_family import hidden_tools
-from devagent.agent.tools.base import MediaInput, Tool, ToolContext, Workspace
+from devagent.agent.tools.base import Delegation, MediaInput, Tool, ToolContext, Workspace
 
 if TYPE_CHECKING:
     from devagent.agent.context import CoreServices
-    from devagent.agent.session import Session
     from devagent.agent.state import ClientTool, PendingCall
+    from devagent.agent.tools.backends import ToolBackends
+
+
+class Delegates(Delegation, Protocol):
+    """The session's subagents, as its tools see them (`subagents.Subagents`)."""
+
+    def may_delegate(self) -> bool: ...
+
+    def tool(self) -> Tool:
+        """The `task` tool, listing the types the session may start."""
+        ...
+
+
+class Cancellable(Protocol):
+    """What runs the session's turns (`turn.TurnRunner`): set when the running turn is to stop."""
+
+    @property
+    def cancelled(self) -> asyncio.Event: ...
+
+
+class ToolUser(CoreSession, Protocol):
+    """What choosing a session's tools and the context of its calls read of it."""
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def backends(self) -> ToolBackends: ...
+
+    @property
+    def runner(self) -> Cancellable: ...
+
+    @property
+    def subagents(self) -> Delegates: ...
+
+    def model(self) -> Any:
+        """The pydantic-ai model of the session."""
+        ...
 
 
 def workspace_of(core: CoreServices, session_id: str, roots: list[str]) -> Workspace:
@@ -29,7 +68,7 @@ def workspace_of(core: CoreServices, session_id: str, roots: list[str]) -> Works
     )
 
 
-def offered(session: Session, builtins: dict[str, Tool]) -> dict[str, Tool]:
+def offered(session: ToolUser, builtins: dict[str, Tool]) -> dict[str, Tool]:
     """The tools the core runs for `session`, by name."""
     hidden = hidden_tools(session.model_name, session.config.edit_tools)
     builtin = {name: tool for name, tool in builtins.items() if name not in hidden}
@@ -52,7 +91,7 @@ def definitions(tools: dict[str, Tool], client_tools: list[ClientTool]) -> list[
     return defs
 
 
-def context_for(session: Session, call: PendingCall, **kw: Any) -> ToolContext:
+def context_for(session: ToolUser, call: PendingCall, **kw: Any) -> ToolContext:
     """The context one call of `session` runs in."""
     return ToolContext.for_call(
         session.core.config,
@@ -70,7 +109,7 @@ def context_for(session: Session, call: PendingCall, **kw: Any) -> ToolContext:
     )
 
 
-def media_input(session: Session) -> MediaInput:
+def media_input(session: ToolUser) -> MediaInput:
     """Which files the session's model can be given to look at, as its pydantic-ai profile says
     (a model that cannot be made gets none)."""
     try:

@@ -5,19 +5,27 @@ checked before the request that would pass it, so at most one request overspends
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent import spending, transcript
+from devagent.agent.context import CoreSession
 from devagent.agent.models import shown_name
 
 if TYPE_CHECKING:
+    from pydantic_ai import messages as pm
+
     from devagent.agent.events import TurnEndReason
-    from devagent.agent.session import Session
 
 log = logging.getLogger("devagent.session")
 
 
-async def stop_reason(session: Session) -> tuple[TurnEndReason, str] | None:
+class Limited(CoreSession, Protocol):
+    """What the limits of a turn read of its session: with its core, its transcript."""
+
+    async def messages(self) -> list[pm.ModelMessage]: ...
+
+
+async def stop_reason(session: Limited) -> tuple[TurnEndReason, str] | None:
     """Why the turn may take no further step: the step limit, the caller's daily tokens or
     dollars, or a task's cost cap (no model request past them: at most one overspends). None
     when it may go on."""
@@ -42,7 +50,7 @@ async def stop_reason(session: Session) -> tuple[TurnEndReason, str] | None:
     return None
 
 
-def unpriced(session: Session) -> str:
+def unpriced(session: Limited) -> str:
     """Why a model with no price may not be used now ("" if it may): a task's cap or a daily
     budget in dollars applies, and its cost could not be counted against it."""
     config, state_of = session.core.config, session.core.loaded_state

@@ -9,6 +9,7 @@ they need when they run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Re
 from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.context import ListedCommand, SessionContext
     from devagent.agent.tools.base import Workspace
 
 __all__ = [
@@ -59,7 +60,7 @@ async def run_command(
 async def _help(session: SessionContext, args: str, emit: Emit) -> str | None:
     lines = ["Commands:"]
 
-    def walk(cmds: list[CommandInfo], prefix: str) -> None:
+    def walk(cmds: Sequence[ListedCommand], prefix: str) -> None:
         for c in cmds:
             if c.handler is not None:
                 lines.append(f"  {prefix}{c.name} {c.usage()}".rstrip() + f"  {c.description}")

@@ -11,8 +11,15 @@ from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolKind
 from devagent.agent.tools._util import bool_arg, num_arg, opt_str_arg, parameter, parameters_schema, str_arg
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
-from devagent.agent.tools.processes import BUFFER_CHARS, BackgroundProcess, SessionProcesses
+from devagent.agent.tools.base import (
+    BackgroundProcesses,
+    RunningProcess,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolResult,
+)
+from devagent.agent.tools.processes import BUFFER_CHARS
 
 ACTIONS = ("output", "input", "list", "stop")
 DEFAULT_WAIT = 30.0  # seconds `wait_for` waits when no `timeout` is given
@@ -71,7 +78,7 @@ class BackgroundProcessTool(Tool):
         return GenericDetails(description=f"Write {text!r} to the input of {what}{close}")
 
     @staticmethod
-    def _processes(ctx: ToolContext) -> SessionProcesses:
+    def _processes(ctx: ToolContext) -> BackgroundProcesses:
         if ctx.processes is None:
             raise ToolFailure("background processes are not available here", "unsupported")
         return ctx.processes
@@ -102,7 +109,7 @@ class BackgroundProcessTool(Tool):
             await process.write(str_arg(args, "input", allow_empty=True), bool_arg(args, "close_input"))
         return await self._read(process, args, ctx)
 
-    async def _read(self, process: BackgroundProcess, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def _read(self, process: RunningProcess, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """The process's new output, once `wait_for` appeared or it ended or the time passed."""
         until = opt_str_arg(args, "wait_for")
         asked = num_arg(args, "timeout")
@@ -117,7 +124,7 @@ class BackgroundProcessTool(Tool):
         return self._result(process, note, found=found if until is not None else None)
 
     @staticmethod
-    def _result(process: BackgroundProcess, note: str, found: bool | None = None) -> ToolResult:
+    def _result(process: RunningProcess, note: str, found: bool | None = None) -> ToolResult:
         output = process.take_output()
         if not output.endswith("\n"):
             output += "\n"
@@ -128,7 +135,7 @@ class BackgroundProcessTool(Tool):
         )
 
 
-def _data(process: BackgroundProcess) -> dict[str, Any]:
+def _data(process: RunningProcess) -> dict[str, Any]:
     return {
         "id": process.id,
         "command": process.command,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -35,8 +35,6 @@ from devagent.common.netpolicy import IPNetwork
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
-    from devagent.agent.tools.processes import SessionProcesses
-    from devagent.agent.tools.saved_outputs import SavedOutputs
 
 
 class ToolFailure(Exception):
@@ -78,6 +76,70 @@ class Delegation(Protocol):
     """What runs a `task` call: the session's subagents (`devagent.agent.subagents`)."""
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+class OutputFileLike(Protocol):
+    """One command's whole output as it is saved (`saved_outputs.OutputFile`)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def finish(self, keep: bool) -> Path | None:
+        """Closes the file; kept (its path returned) or removed."""
+        ...
+
+
+class OutputSaver(Protocol):
+    """Where the whole output of long commands is saved (`saved_outputs.SavedOutputs`)."""
+
+    def open(self, session_id: str, call_id: str) -> OutputFileLike | None: ...
+
+    def prune(self) -> None: ...
+
+
+class RunningProcess(Protocol):
+    """A background process as the tools see it (`processes.BackgroundProcess`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def sandboxed(self) -> bool: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def exit_code(self) -> int | None: ...
+
+    @property
+    def state(self) -> str: ...
+
+    def summary(self) -> str: ...
+
+    def take_output(self) -> str: ...
+
+    async def wait(self, until: str | None, seconds: float, cancelled: asyncio.Event) -> bool: ...
+
+    async def write(self, text: str, close: bool) -> None: ...
+
+    async def stop(self, why: str) -> None: ...
+
+
+class BackgroundProcesses(Protocol):
+    """One session's background processes, as its tools use them (`processes.SessionProcesses`)."""
+
+    def get(self, pid: str) -> RunningProcess | None: ...
+
+    def all(self) -> Sequence[RunningProcess]: ...
+
+    async def start(
+        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str]
+    ) -> RunningProcess: ...
+
+    def gone(self, pid: str, records: list[dict[str, Any]]) -> str: ...
 
 
 @dataclass(slots=True)
@@ -250,8 +312,8 @@ class ToolContext:
     shell_timeout_max: float = 600.0
     # Where the whole output of a long command is saved (None: nowhere), and the session's
     # background processes (None: none may start here).
-    saved_outputs: SavedOutputs | None = None
-    processes: SessionProcesses | None = None
+    saved_outputs: OutputSaver | None = None
+    processes: BackgroundProcesses | None = None
     # What a shell command gets (CoreConfig): the operator's extra environment names, and its
     # limits.
     env_pass: tuple[str, ...] = ()

@@ -43,13 +43,12 @@ from devagent.agent.tools._util import (
     parameters_schema,
     str_arg,
 )
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.output import HeadTail, head_and_tail
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import CommandBackend
-    from devagent.agent.tools.saved_outputs import OutputFile
 
 LIVE_INTERVAL = 0.05  # seconds between live updates at most
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
@@ -618,7 +617,7 @@ async def _follow_command(
     time_limit: float,
     ctx: ToolContext,
     out: HeadTail,
-    saving: OutputFile | None,
+    saving: OutputFileLike | None,
 ) -> str:
     """Reads the command's output into `out` (shown live) and `saving` until it ends, runs past
     `time_limit` seconds, is cancelled or leaves background processes holding the pipe; how it
