@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import Event, Notice, ToolCall, ToolKind
 from devagent.agent.hooks.config import claude_names
@@ -15,12 +15,25 @@ from devagent.agent.hooks.verdict import Verdict
 from devagent.agent.mcp_names import server_of
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
-    from devagent.agent.state import PendingCall
+    from devagent.agent.hooks import Hooks
+    from devagent.agent.state import PendingCall, SessionState
+    from devagent.agent.tools.base import Workspace
 
 log = logging.getLogger("devagent.hooks")
 
 Emit = Callable[[Event], None]
+
+
+class SessionContext(Protocol):
+    """What the hooks read of a session (a `Session`; named here, not taken from context.py,
+    which names `Hooks`)."""
+
+    id: str
+    state: SessionState
+    workspace: Workspace
+
+    @property
+    def hooks(self) -> Hooks: ...
 
 
 async def fire(
