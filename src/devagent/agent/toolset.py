@@ -18,14 +18,16 @@ if TYPE_CHECKING:
     from devagent.agent.state import ClientTool, PendingCall
 
 
-def workspace_of(core: CoreServices, session_id: str, roots: list[str]) -> Workspace:
-    """The roots a session's tools work in, with the folder of its saved command outputs as a
-    read-only root."""
+def workspace_of(
+    core: CoreServices, session_id: str, roots: list[str], skill_folders: tuple[Path, ...] = ()
+) -> Workspace:
+    """The roots a session's tools work in, with the folder of its saved command outputs and the
+    folders of the user's skills as read-only roots."""
     saved = core.saved_outputs
     return Workspace(
         [Path(r) for r in roots],
         core.config.protected_paths(),
-        read_only_roots=(saved.folder(session_id),) if saved is not None else (),
+        read_only_roots=((saved.folder(session_id),) if saved is not None else ()) + skill_folders,
     )
 
 
