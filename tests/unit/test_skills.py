@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 
 from devagent.agent import skills
+from devagent.agent.settings import CoreConfig
 from devagent.agent.system_prompt import PromptInputs, build_system_prompt
 from devagent.agent.tools.base import Workspace
+from devagent.agent.tools.shell import Sandbox, choose_sandbox
 from devagent.agent.tools.skill import MAX_FILES, skill_files
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 from tests.unit.test_model_surface import devagent
+from tests.unit.test_sandbox import WORKS, _fake_probe
 
 
 def write_skill(folder: Path, front: str, body: str = "Do the thing.\n") -> Path:
@@ -143,6 +146,21 @@ def test_issue32_item2_skill_files_listed_confined_and_capped(tmp_path: Path) ->
         (folder / "references" / f"n{i:03}.md").write_text("x")
     files, more = skill_files(skill, workspace)
     assert len(files) == MAX_FILES and more
+
+
+def test_issue32_item2_the_sandbox_shows_the_users_skill_folders_read_only(
+    tmp_path: Path, config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config folder is hidden from sandboxed commands; a user's skill folder is shown again,
+    read-only, so that its scripts run as commands. The rest of the config folder stays hidden."""
+    skill = write_skill(config_home / "skills" / "lint-kit", "name: lint-kit\ndescription: d\n")
+    (config_home / "skills" / "not-a-skill").mkdir()
+    _fake_probe(monkeypatch, WORKS)
+    sandbox, _line = choose_sandbox(None, CoreConfig(), "serve")
+    assert isinstance(sandbox, Sandbox)
+    config_real = config_home.resolve()
+    assert config_real in sandbox.hidden and skill.resolve() in sandbox.readable
+    assert not any(p == config_real or p == config_real / "skills" / "not-a-skill" for p in sandbox.readable)
 
 
 # --- a real process against a fake OpenAI-compatible server -----------------------------------

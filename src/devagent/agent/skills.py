@@ -140,6 +140,14 @@ def _read_user(folder: Path, warnings: list[str]) -> Iterator[Skill]:
             warnings.append(f"{folder / entry / SKILL_FILE}: {getattr(e, 'message', None) or e}")
 
 
+def user_folders(config_dir: Path) -> list[Path]:
+    """The real folders in the user's skills folder that hold a SKILL.md, unchecked: what the
+    shell sandbox, which hides the config folder, shows read-only so that their scripts run."""
+    folder = config_dir / USER_FOLDER
+    real = [Path(os.path.realpath(folder / entry)) for entry in _entries(folder)]
+    return [p for p in real if (p / SKILL_FILE).is_file()]
+
+
 def read_workspace(workspace: Workspace) -> list[Skill]:
     """The skills of each workspace root's `.agents/skills/`, through the confined walk (a link
     that leads out of the workspace is not followed)."""

@@ -103,9 +103,9 @@ class Workspace:
     opened as a string.
 
     Beside the roots, `read_only_roots`: folders the session may read through `read_file` but
-    never write (the saved whole output of its long commands). Only the reads that ask for them
-    (`readable=True`) reach them; a write there is refused, and commands do not get them mounted
-    (they are under the data directory, which the sandbox hides)."""
+    never write (the saved whole output of its long commands, under the data directory which the
+    sandbox hides; the user's skill folders, which it shows read-only). Only the reads that ask for
+    them (`readable=True`) reach them; a write there is refused."""
 
     def __init__(
         self, roots: list[Path], protected: tuple[Path, ...] = (), read_only_roots: tuple[Path, ...] = ()
@@ -144,8 +144,7 @@ class Workspace:
     @staticmethod
     def _read_only(path: str | Path) -> ToolFailure:
         return ToolFailure(
-            f"{str(path)!r} is read-only: it is kept by devagent for reading (read_file), never "
-            "written or run",
+            f"{str(path)!r} is read-only: read it with read_file; no tool writes there",
             "read_only_path",
         )
 
