@@ -15,14 +15,17 @@ from typing import Any
 import pytest
 
 from devagent.agent import skills
+from devagent.agent.events import UserPrompt
 from devagent.agent.settings import CoreConfig
 from devagent.agent.system_prompt import PromptInputs, build_system_prompt
 from devagent.agent.tools.base import Workspace
 from devagent.agent.tools.shell import Sandbox, choose_sandbox
 from devagent.agent.tools.skill import MAX_FILES, skill_files
+from tests.core_helpers import call, collect, task_call, text_of, write_script
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 from tests.unit.test_model_surface import devagent
 from tests.unit.test_sandbox import WORKS, _fake_probe
+from tests.unit.test_subagents import _children, _type_file
 
 
 def write_skill(folder: Path, front: str, body: str = "Do the thing.\n") -> Path:
@@ -161,6 +164,41 @@ def test_issue32_item2_the_sandbox_shows_the_users_skill_folders_read_only(
     config_real = config_home.resolve()
     assert config_real in sandbox.hidden and skill.resolve() in sandbox.readable
     assert not any(p == config_real or p == config_real / "skills" / "not-a-skill" for p in sandbox.readable)
+
+
+async def test_issue32_item2_a_subagent_has_skill_as_its_type_allows(
+    core_factory: Any, workspace: Path, tmp_path: Path, config_home: Path
+) -> None:
+    """The explorer (the parent's read tools) loads a skill; a type that lists only read_file has
+    neither the tool nor the skills section."""
+    write_skill(workspace / ".agents" / "skills" / "fmt-code", "name: fmt-code\ndescription: Format code.\n")
+    _type_file(workspace / ".devagent" / "agents", "reader", "Reads only.", "read_file")
+    tasks = [
+        task_call("a", "EXPLORE go", "t1", agent="explorer"),
+        task_call("b", "READER go", "t2", agent="reader"),
+    ]
+    spec = write_script(
+        tmp_path / "s.json",
+        [{"items": tasks}, {"items": [{"text": "parent: {last_tool_results}"}]}],
+        {
+            "EXPLORE": [
+                [call("skill", {"name": "fmt-code"}, "k")],
+                [{"text": "explorer: {last_tool_results}"}],
+            ],
+            "READER": [[{"text": "reader done"}]],
+        },
+    )
+    core = await core_factory(spec)
+    parent = await core.create_session([workspace], approval_mode="ask")
+    events = await collect(parent.advance(UserPrompt("go")))
+    assert "Do the thing." in text_of(events) and "reader done" in text_of(events)
+    children = {c.state.subagent_of.agent: c for c in await _children(core, parent.id)}
+    explorer, reader = children["explorer"], children["reader"]
+    assert "skill" in explorer.tools() and "skill" not in reader.tools()
+    assert "- fmt-code (workspace): Format code." in explorer.instructions.text(
+        explorer.state, explorer.tools()
+    )
+    assert "# Skills" not in reader.instructions.text(reader.state, reader.tools())
 
 
 # --- a real process against a fake OpenAI-compatible server -----------------------------------
