@@ -88,6 +88,7 @@ def test_issue32_item2_discovery_order_clash_and_bad_skills_skipped(
     write_skill(local / "alpha", "name: alpha\ndescription: The workspace's alpha.\n")
     write_skill(local / "shared", "name: shared\ndescription: The workspace's shared.\n")
     write_skill(local / "broken", "name: broken\n")
+    write_skill(local / "deep", f"name: deep\ndescription: {'[' * 50000}{']' * 50000}\n")
     outside = write_skill(tmp_path / "outside" / "escape", "name: escape\ndescription: Out.\n")
     (local / "escape").symlink_to(outside)  # a repository's link out of the workspace is not
     with caplog.at_level(logging.WARNING, logger="devagent.agent.skills"):
@@ -103,7 +104,7 @@ def test_issue32_item2_discovery_order_clash_and_bad_skills_skipped(
         "- shared (user): The user's shared.\n- zeta (user): The user's zeta."
     )
     logged = caplog.text
-    for why in ("Bad", "broken", "escape", "is in", "lowercase"):
+    for why in ("Bad", "broken", "escape", "is in", "lowercase", "nested too deeply"):
         assert why in logged, (why, logged)
     assert "no-skill-file" not in logged  # a folder without SKILL.md is simply not a skill
     # none at all: an empty catalog, no prompt section
