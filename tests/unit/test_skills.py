@@ -17,8 +17,10 @@ import pytest
 from devagent.agent import skills
 from devagent.agent.events import UserPrompt
 from devagent.agent.settings import CoreConfig
+from devagent.agent.state import SessionState
 from devagent.agent.system_prompt import PromptInputs, build_system_prompt
-from devagent.agent.tools.base import Workspace
+from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.read import ReadFile
 from devagent.agent.tools.shell import Sandbox, choose_sandbox
 from devagent.agent.tools.skill import MAX_FILES, skill_files
 from tests.core_helpers import call, collect, task_call, text_of, write_script
@@ -127,7 +129,7 @@ def _fields(inputs: PromptInputs) -> dict[str, Any]:
     return {f: getattr(inputs, f) for f in inputs.__dataclass_fields__}
 
 
-def test_issue32_item2_skill_files_listed_confined_and_capped(tmp_path: Path) -> None:
+async def test_issue32_item2_skill_files_listed_confined_and_capped(tmp_path: Path) -> None:
     folder = write_skill(tmp_path / "cfg" / "tool-kit", "name: tool-kit\ndescription: d\n")
     (folder / "scripts").mkdir()
     (folder / "scripts" / "run.sh").write_text("echo hi\n")
@@ -146,6 +148,13 @@ def test_issue32_item2_skill_files_listed_confined_and_capped(tmp_path: Path) ->
     skill = skills.parse((folder / "SKILL.md").read_text(), folder.resolve(), skills.USER)
     files, more = skill_files(skill, workspace)
     assert files == ["in-link", "references/guide.md", "scripts/run.sh"] and not more
+    # read_file follows the link inside the folder, not the one leading out of it
+    ctx = ToolContext(workspace=workspace, state=SessionState(workspace_roots=[str(ws)]))
+    inside = await ReadFile().run({"path": str(folder / "in-link")}, ctx)
+    assert "guide" in inside.text
+    with pytest.raises(ToolFailure) as refused:
+        await ReadFile().run({"path": str(folder / "out-link")}, ctx)
+    assert refused.value.type == "path_outside_workspace"
     for i in range(MAX_FILES + 5):
         (folder / "references" / f"n{i:03}.md").write_text("x")
     files, more = skill_files(skill, workspace)
@@ -165,6 +174,15 @@ def test_issue32_item2_the_sandbox_shows_the_users_skill_folders_read_only(
     config_real = config_home.resolve()
     assert config_real in sandbox.hidden and skill.resolve() in sandbox.readable
     assert not any(p == config_real or p == config_real / "skills" / "not-a-skill" for p in sandbox.readable)
+
+
+async def test_issue32_item2_no_skills_no_tool_and_no_section(
+    core_factory: Any, workspace: Path, tmp_path: Path, config_home: Path
+) -> None:
+    core = await core_factory(write_script(tmp_path / "s.json", [[{"text": "hi"}]]))
+    session = await core.create_session([workspace])
+    tools = session.tools()
+    assert "skill" not in tools and "# Skills" not in session.instructions.text(session.state, tools)
 
 
 async def test_issue32_item2_a_subagent_has_skill_as_its_type_allows(

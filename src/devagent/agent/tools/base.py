@@ -133,8 +133,8 @@ class Workspace:
         p = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
         return p if p.is_absolute() else self.primary / p
 
-    def _outside(self, path: str | Path) -> ToolFailure:
-        if self.in_read_only_root(path):
+    def _outside(self, path: str | Path, readable: bool) -> ToolFailure:
+        if not readable and self.in_read_only_root(path):
             return self._read_only(path)
         return ToolFailure(
             f"path {str(path)!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
@@ -168,7 +168,7 @@ class Workspace:
         try:
             return locate(roots, self.absolute(path), create_dirs=create_dirs, missing_ok=missing_ok)
         except Outside as e:
-            raise self._outside(path) from e
+            raise self._outside(path, readable) from e
 
     def resolve(self, path: str | Path, *, must_exist: bool = False, readable: bool = False) -> Path:
         """The real path `path` names inside the roots (symlinks inside followed, by the rule of
