@@ -185,6 +185,23 @@ async def test_issue32_item2_no_skills_no_tool_and_no_section(
     assert "skill" not in tools and "# Skills" not in session.instructions.text(session.state, tools)
 
 
+async def test_issue32_item2_a_skill_folder_holding_devagents_data_is_not_opened(
+    core_factory: Any, workspace: Path, tmp_path: Path, config_home: Path
+) -> None:
+    """A user's skill linked to a folder that holds devagent's data (the home folder, say) is
+    listed, but is no read-only root: read_file does not reach the database through it."""
+    big = write_skill(tmp_path / "home", "name: home\ndescription: My whole home.\n")
+    (config_home / "skills").mkdir(parents=True)
+    (config_home / "skills" / "home").symlink_to(big)
+    fine = write_skill(config_home / "skills" / "fine", "name: fine\ndescription: Fine.\n")
+    spec = write_script(tmp_path / "s.json", [[{"text": "hi"}]])
+    core = await core_factory(spec, data_dir=big / "data")
+    session = await core.create_session([workspace])
+    assert session.skills.names() == ["fine", "home"]
+    assert fine.resolve() in session.workspace.read_only_roots
+    assert big.resolve() not in session.workspace.read_only_roots
+
+
 async def test_issue32_item2_a_subagent_has_skill_as_its_type_allows(
     core_factory: Any, workspace: Path, tmp_path: Path, config_home: Path
 ) -> None:
