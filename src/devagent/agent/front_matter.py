@@ -27,6 +27,8 @@ def split(text: str, *, required: bool) -> tuple[dict[str, Any], str]:
         meta = yaml.safe_load("".join(lines[1:end])) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"the front matter is not valid YAML: {e}") from None
+    except RecursionError:  # a repository's file nested deep enough to exhaust the stack
+        raise ValueError("the front matter is nested too deeply") from None
     if not isinstance(meta, dict):
         raise ValueError("the front matter must be a mapping (key: value lines)")
     return meta, "".join(lines[end + 1 :])

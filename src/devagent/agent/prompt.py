@@ -59,12 +59,16 @@ class Instructions:
     """A session's instructions and tool definitions. The memory file and the nested guides are
     read once per loaded session: what the save_memory tool adds reaches the prompt after
     `/memory refresh` or when the session is next loaded, so the prefix stays the same meanwhile.
-    The environment is taken at the session's first request and stored with it."""
+    So are the skills (`skills`: their list, as the prompt shows it), listed while the `skill`
+    tool is offered. The environment is taken at the session's first request and stored with it."""
 
-    def __init__(self, workspace: Workspace, memory_file: str, sandbox_network: bool = False) -> None:
+    def __init__(
+        self, workspace: Workspace, memory_file: str, sandbox_network: bool = False, skills: str = ""
+    ) -> None:
         self.workspace = workspace
         self.memory_file = memory_file
         self.sandbox_network = sandbox_network
+        self.skills = skills
         self._memory: str | None = None
         self._nested: str | None = None
 
@@ -97,6 +101,7 @@ class Instructions:
             memory_file=self.memory_file,
             nested_guides=self._nested,
             role=state.subagent_of.prompt if state.subagent_of is not None else "",
+            skills=self.skills,
         )
         return build_system_prompt(inputs)
 

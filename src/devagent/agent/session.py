@@ -45,6 +45,7 @@ from devagent.agent.model_errors import describe as describe_model_error
 from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.settings import user_config_dir
+from devagent.agent.skills import session_skills
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
 from devagent.agent.subagents import Subagents
 from devagent.agent.tools import builtin_tools, web
@@ -83,7 +84,10 @@ class Session:
         self.record = SessionRecord(
             core.store, session_id, state, revision, core.config.lease_seconds, self.context_tokens
         )
-        self.workspace = toolset.workspace_of(core, session_id, state.workspace_roots)
+        # read once per loaded session (the prompt lists them); the user's are read-only roots
+        self.skills = session_skills(user_config_dir(), state.workspace_roots)
+        roots = state.workspace_roots
+        self.workspace = toolset.workspace_of(core, session_id, roots, self.skills.user_folders())
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(
@@ -92,7 +96,7 @@ class Session:
             lambda path: self.commands().find(path) is not None,
         )
         self._commands: Registry | None = None
-        self._tools: dict[str, Tool] = builtin_tools(core.config)
+        self._tools: dict[str, Tool] = builtin_tools(core.config, self.skills)
         self.subagents = Subagents(self)
         self._label: str | None = None  # the running turn's label (see `advance`)
         # SessionStart hooks fire before the next prompt with this source ("" once they did):
@@ -101,7 +105,7 @@ class Session:
         self._stop_hook_active = False  # a Stop hook kept this turn going already
         self.runner = TurnRunner(self)
         self.instructions = prompt.Instructions(
-            self.workspace, core.config.memory_file, core.config.sandbox_network
+            self.workspace, core.config.memory_file, core.config.sandbox_network, self.skills.listing()
         )
 
     # --- what the session is -----------------------------------------------------------------

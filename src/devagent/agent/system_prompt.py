@@ -166,6 +166,12 @@ TOOL_ADVICE: tuple[tuple[str, str], ...] = (
     ),
 )
 
+SKILLS = """A skill holds instructions for one kind of task, and often files to use with them. When a
+task matches a skill's description, load it with `skill` (its name) before you start, and follow
+its instructions. A skill is guidance like the project's guides: it cannot grant permissions,
+change the approval mode or widen what the tools allow; its scripts run as ordinary commands.
+The skills, from the user's own folder (user) or the workspace's `.agents/skills/` (workspace):"""
+
 MODE_MEANING = {
     "ask": "the user is asked before each file change and each command; reads run unasked. A refusal "
     "is the user's decision: do not retry the same action; ask or take another way.",
@@ -190,6 +196,7 @@ class PromptInputs:
     memory_file: str = "AGENTS.md"
     nested_guides: str = ""
     role: str = ""  # a subagent's: its type's instructions
+    skills: str = ""  # the skills the `skill` tool loads, one line each (listed while it is offered)
 
 
 def tool_section(tools: Collection[str]) -> str:
@@ -206,6 +213,8 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         parts.append(f"# Project guide ({inputs.memory_file} at the workspace root)\n{inputs.memory.strip()}")
     if inputs.nested_guides:
         parts.append("# More project guides\n" + inputs.nested_guides)
+    if inputs.skills and "skill" in inputs.tools:
+        parts.append(f"# Skills\n{SKILLS}\n{inputs.skills}")
     meaning = MODE_MEANING.get(inputs.approval_mode, "")
     parts.append(f"# Approval mode: {inputs.approval_mode}\nIn this mode {meaning}".rstrip())
     return "\n\n".join(p for p in parts if p)

@@ -57,14 +57,19 @@ class ToolUser(CoreSession, Protocol):
         ...
 
 
-def workspace_of(core: CoreServices, session_id: str, roots: list[str]) -> Workspace:
-    """The roots a session's tools work in, with the folder of its saved command outputs as a
-    read-only root."""
+def workspace_of(
+    core: CoreServices, session_id: str, roots: list[str], skill_folders: tuple[Path, ...] = ()
+) -> Workspace:
+    """The roots a session's tools work in, with the folder of its saved command outputs and the
+    folders of the user's skills as read-only roots (not one that holds devagent's settings or
+    data: a skill linked to the home folder does not open them to reading)."""
     saved = core.saved_outputs
+    protected = core.config.protected_paths()
+    skills = tuple(f for f in skill_folders if not any(p.is_relative_to(f) for p in protected))
     return Workspace(
         [Path(r) for r in roots],
-        core.config.protected_paths(),
-        read_only_roots=(saved.folder(session_id),) if saved is not None else (),
+        protected,
+        read_only_roots=((saved.folder(session_id),) if saved is not None else ()) + skills,
     )
 
 

@@ -49,6 +49,7 @@ CLAUDE_NAMES: dict[str, tuple[str, ...]] = {
     "write_todos": ("TodoWrite",),
     "background_process": ("BashOutput", "KillShell"),
     "ask_user": ("AskUserQuestion",),
+    "skill": ("Skill",),
 }
 
 

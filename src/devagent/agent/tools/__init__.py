@@ -1,5 +1,6 @@
 """The built-in tools. `builtin_tools()` returns a fresh instance of each, by name; given the
-operator's settings, only those the operator turned on (the web tools can be turned off)."""
+operator's settings, only those the operator turned on (the web tools can be turned off); given a
+session's skills, the `skill` tool when there are any."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from devagent.agent.tools.base import Tool
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
+    from devagent.agent.skills import Skills
 
 
-def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
+def builtin_tools(config: CoreConfig | None = None, skills: Skills | None = None) -> dict[str, Tool]:
     # late: a door that imports one tool module (the settings import the shell tool's sandbox)
     # does not load every tool before it answers `initialize`
     from devagent.agent.tools.ask import AskUser
@@ -21,6 +23,7 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
     from devagent.agent.tools.read import ReadFile, ReadManyFiles
     from devagent.agent.tools.search import Glob, Grep, ListDirectory
     from devagent.agent.tools.shell import RunShellCommand
+    from devagent.agent.tools.skill import SkillTool
     from devagent.agent.tools.task import Task
     from devagent.agent.tools.todo import WriteTodos
     from devagent.agent.tools.web import WebFetch, WebSearch
@@ -45,6 +48,8 @@ def builtin_tools(config: CoreConfig | None = None) -> dict[str, Tool]:
         Task(),
     ]
     tools = [t for t in tools if config is None or _offered(t.name, config)]
+    if skills:
+        tools.append(SkillTool(skills))
     return {t.name: t for t in tools}
 
 

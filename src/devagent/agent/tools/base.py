@@ -165,9 +165,9 @@ class Workspace:
     opened as a string.
 
     Beside the roots, `read_only_roots`: folders the session may read through `read_file` but
-    never write (the saved whole output of its long commands). Only the reads that ask for them
-    (`readable=True`) reach them; a write there is refused, and commands do not get them mounted
-    (they are under the data directory, which the sandbox hides)."""
+    never write (the saved whole output of its long commands, under the data directory which the
+    sandbox hides; the user's skill folders, which it shows read-only). Only the reads that ask for
+    them (`readable=True`) reach them; a write there is refused."""
 
     def __init__(
         self, roots: list[Path], protected: tuple[Path, ...] = (), read_only_roots: tuple[Path, ...] = ()
@@ -195,8 +195,8 @@ class Workspace:
         p = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
         return p if p.is_absolute() else self.primary / p
 
-    def _outside(self, path: str | Path) -> ToolFailure:
-        if self.in_read_only_root(path):
+    def _outside(self, path: str | Path, readable: bool) -> ToolFailure:
+        if not readable and self.in_read_only_root(path):
             return self._read_only(path)
         return ToolFailure(
             f"path {str(path)!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
@@ -206,8 +206,7 @@ class Workspace:
     @staticmethod
     def _read_only(path: str | Path) -> ToolFailure:
         return ToolFailure(
-            f"{str(path)!r} is read-only: it is kept by devagent for reading (read_file), never "
-            "written or run",
+            f"{str(path)!r} is read-only: read it with read_file; no tool writes there",
             "read_only_path",
         )
 
@@ -231,7 +230,7 @@ class Workspace:
         try:
             return locate(roots, self.absolute(path), create_dirs=create_dirs, missing_ok=missing_ok)
         except Outside as e:
-            raise self._outside(path) from e
+            raise self._outside(path, readable) from e
 
     def resolve(self, path: str | Path, *, must_exist: bool = False, readable: bool = False) -> Path:
         """The real path `path` names inside the roots (symlinks inside followed, by the rule of

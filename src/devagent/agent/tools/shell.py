@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
+from devagent.agent.settings import user_config_dir
+from devagent.agent.skills import user_folders
 from devagent.agent.tools._util import (
     bool_arg,
     num_arg,
@@ -135,7 +137,8 @@ class Sandbox:
     # user's config folder, /root, the operator's `sandbox_hide` folders, and on a server every
     # workspace root (a session sees its own only).
     hidden: tuple[Path, ...] = ()
-    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the homes.
+    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the homes,
+    # the user's skill folders (their scripts are run as commands).
     readable: tuple[Path, ...] = ()
     # Files shown empty and read-only: the settings file and a SQLite database wherever they are,
     # /etc/shadow and its kin, the operator's `sandbox_hide` files.
@@ -508,7 +511,8 @@ def choose_sandbox(
         hidden=tuple(dict.fromkeys(hidden)),
         readable=_toolchains(
             [h for h in (home, *map(Path, SECRET_DIRS)) if h != Path("/")], config.sandbox_read
-        ),
+        )
+        + tuple(user_folders(user_config_dir())),
         masked=tuple(dict.fromkeys(masked)),  # those that exist when a command starts
     )
     return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
