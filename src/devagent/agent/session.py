@@ -325,12 +325,17 @@ class Session:
         """A slash command: its prompt to run through the model, or None when it ended the turn."""
         prompt_text = await run_command(self, inp, emit, self.commands())
         if prompt_text is None:
-            if self.calls.waiting():  # a command does not end a pause
-                await self.record.save(release=True)
-                emit(TurnEnd("finished", self.turn_usage()))
-            else:
-                await self._end("finished", "", emit)
+            await self._end_keeping_pause("finished", "", emit)
         return prompt_text
+
+    async def _end_keeping_pause(self, reason: TurnEndReason, message: str, emit: Emit) -> None:
+        """End a turn that changed nothing of the conversation (a command, a blocked prompt): a
+        pause the session was in stays as it was."""
+        if self.calls.waiting():
+            await self.record.save(release=True)
+            emit(TurnEnd(reason, self.turn_usage(), message or None))
+        else:
+            await self._end(reason, message, emit)
 
     async def _begin(self, inp: UserPrompt, emit: Emit) -> bool:
         """A new prompt: the hooks see it first (False: one blocked it, and nothing changed but
@@ -365,11 +370,7 @@ class Session:
         """A UserPromptSubmit hook blocked the prompt: it is not kept; the user reads why."""
         message = f"A UserPromptSubmit hook blocked the prompt: {reason}"
         emit(Notice(message, "error"))
-        if self.calls.waiting():  # the pause stays as it was
-            await self.record.save(release=True)
-            emit(TurnEnd("error", self.turn_usage(), message))
-        else:
-            await self._end("error", message, emit)
+        await self._end_keeping_pause("error", message, emit)
 
     def restarted(self, source: str) -> None:
         """The conversation starts afresh (/clear) or from a summary (compaction): SessionStart
