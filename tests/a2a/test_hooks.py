@@ -16,6 +16,7 @@ from tests.a2a.helpers import v03_message
 from tests.a2a.procs import send_stream, serve_args, serving, status_tool_calls
 from tests.a2a.test_hostile import bwrap_works, script
 from tests.core_helpers import shell_call
+from tests.hook_files import command, group, settings_with_hooks
 from tests.sandbox_user import for_sandbox_user
 
 
@@ -41,12 +42,7 @@ async def test_issue32_item1_a2a_shows_a_blocked_call_refused_and_the_hook_ran_s
         f'cat {secret} > "$CLAUDE_PROJECT_DIR/hook-read" 2>&1; '
         "echo 'deploys go through CI' >&2; exit 2"
     )
-    hooks = tmp_path / "hooks.json"
-    hooks.write_text(
-        json.dumps({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}]})
-    )
-    settings = tmp_path / "config.toml"
-    settings.write_text(f'hooks_file = "{hooks}"\n')
+    settings = settings_with_hooks(tmp_path, {"PreToolUse": [group("Bash", command(hook))]})
     model = script(
         tmp_path / "s.json",
         [[shell_call("touch deployed.txt", "s1")], [{"text": "model saw: {last_tool_results}"}]],

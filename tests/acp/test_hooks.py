@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,19 @@ from tests.acp.conftest import acp_argv
 from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, new_session_id, start
 from tests.conftest import ScriptFile
 from tests.core_helpers import shell_call
-
-LOGGER = Path(__file__).parent.parent / "unit" / "hook_logger.py"
+from tests.hook_files import blocking, logged, logger, write_hooks
 
 
 async def test_issue32_item1_acp_shows_a_blocked_call_failed_with_the_reason_and_close_ends_the_session(
     acp_env: dict[str, str], work_dir: Path, script: ScriptFile, tmp_path: Path
 ) -> None:
     log = tmp_path / "events.log"
-    guard = {"type": "command", "command": "echo 'no network tools in this project' >&2; exit 2"}
-    logger = {"type": "command", "command": f"{sys.executable} {LOGGER} >> {log}"}
-    hooks = tmp_path / "hooks.json"
-    hooks.write_text(
-        json.dumps(
-            {"PreToolUse": [{"matcher": "Bash", "hooks": [guard]}], "SessionEnd": [{"hooks": [logger]}]}
-        )
+    hooks = write_hooks(
+        tmp_path,
+        {
+            "PreToolUse": [blocking("Bash", "no network tools in this project")],
+            "SessionEnd": [{"hooks": [logger(log)]}],
+        },
     )
     env = {**acp_env, "DEVAGENT_HOOKS_FILE": str(hooks)}
     path = script([[shell_call("curl example.com", "s1")], [{"text": "understood: {last_tool_results}"}]])
@@ -51,4 +48,4 @@ async def test_issue32_item1_acp_shows_a_blocked_call_failed_with_the_reason_and
         assert "no network tools in this project" in json.dumps(final)
         assert "no network tools in this project" in editor.text()
         await asyncio.wait_for(conn.close_session(session_id=sid), TIMEOUT)
-    assert [json.loads(line) for line in log.read_text().splitlines()] == [["SessionEnd", "other"]]
+    assert logged(log) == [["SessionEnd", "other"]]

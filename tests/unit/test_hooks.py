@@ -14,30 +14,11 @@ import pytest
 
 from devagent.agent.hooks.config import HooksFileError, load_hooks
 from tests.core_helpers import shell_call, write_call
+from tests.hook_files import command, group, logged, logger, settings_with_hooks
 from tests.unit.test_cli import DEVAGENT, run, write_script
 from tests.unit.test_headless import lines
 
 ECHO = {"text": "Got: {last_tool_results}"}
-LOGGER = Path(__file__).with_name("hook_logger.py")
-
-
-def hooks_config(tmp_path: Path, hooks: dict[str, Any], *, settings_file: bool = False) -> Path:
-    """A settings file naming a hooks file with `hooks` (in a whole Claude Code settings file
-    when `settings_file`, else the hooks object alone)."""
-    hooks_path = tmp_path / "hooks.json"
-    doc = {"permissions": {"allow": []}, "hooks": hooks} if settings_file else hooks
-    hooks_path.write_text(json.dumps(doc))
-    settings = tmp_path / "config.toml"
-    settings.write_text(f'hooks_file = "{hooks_path}"\n')
-    return settings
-
-
-def command(text: str, **more: Any) -> dict[str, Any]:
-    return {"type": "command", "command": text, **more}
-
-
-def group(matcher: str, *commands: dict[str, Any]) -> dict[str, Any]:
-    return {"matcher": matcher, "hooks": list(commands)}
 
 
 def run_stream(
@@ -62,7 +43,7 @@ GUARD = "cat > \"$CLAUDE_PROJECT_DIR/../seen.json\"; echo 'no shell commands her
 def test_issue32_item1_pretooluse_exit_2_blocks_a_shell_command_in_yolo_mode(
     tmp_path: Path, workspace: Path, matcher: str
 ) -> None:
-    settings = hooks_config(tmp_path, {"PreToolUse": [group(matcher, command(GUARD))]})
+    settings = settings_with_hooks(tmp_path, {"PreToolUse": [group(matcher, command(GUARD))]})
     spec = write_script(tmp_path, [[shell_call("touch ran.txt", cid="s1")], [ECHO]])
     events = run_stream(tmp_path, workspace, settings, spec, "go", "-a", "yolo")
     assert not (workspace / "ran.txt").exists()  # the command never ran
@@ -78,7 +59,7 @@ def test_issue32_item1_pretooluse_exit_2_blocks_a_shell_command_in_yolo_mode(
 
 
 def test_issue32_item1_a_matcher_for_another_tool_lets_the_call_run(tmp_path: Path, workspace: Path) -> None:
-    settings = hooks_config(tmp_path, {"PreToolUse": [group("Write|Edit", command(GUARD))]})
+    settings = settings_with_hooks(tmp_path, {"PreToolUse": [group("Write|Edit", command(GUARD))]})
     spec = write_script(tmp_path, [[shell_call("touch ran.txt", cid="s1")], [ECHO]])
     events = run_stream(tmp_path, workspace, settings, spec, "go", "-a", "yolo")
     assert (workspace / "ran.txt").exists() and final_call(events, "s1")["status"] == "succeeded"
@@ -91,7 +72,7 @@ def deny_json(reason: str) -> str:
 
 
 def test_issue32_item1_json_permission_deny_refuses_with_its_reason(tmp_path: Path, workspace: Path) -> None:
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path, {"PreToolUse": [group("Write", command(deny_json("generated files are read-only")))]},
         settings_file=True,
     )  # fmt: skip
@@ -110,7 +91,7 @@ def permission(decision: str) -> str:
 def test_issue32_item1_allow_answers_the_question_and_ask_asks_in_yolo(
     tmp_path: Path, workspace: Path
 ) -> None:
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path,
         {
             "PreToolUse": [
@@ -132,7 +113,7 @@ def test_issue32_item1_allow_answers_the_question_and_ask_asks_in_yolo(
 
 def test_issue32_item1_allow_never_lifts_the_policy(tmp_path: Path, workspace: Path) -> None:
     """Plan mode refuses writes; a hook's allow does not change that."""
-    settings = hooks_config(tmp_path, {"PreToolUse": [group("*", command(permission("allow")))]})
+    settings = settings_with_hooks(tmp_path, {"PreToolUse": [group("*", command(permission("allow")))]})
     spec = write_script(tmp_path, [[write_call("a.txt", "a\n", cid="w1")], [ECHO]])
     events = run_stream(tmp_path, workspace, settings, spec, "go", "-a", "plan")
     assert not (workspace / "a.txt").exists()
@@ -144,7 +125,7 @@ def test_issue32_item1_posttooluse_sees_the_output_and_its_reason_reaches_the_mo
 ) -> None:
     seen = tmp_path / "post.json"
     hook = f"cat > {seen}; echo '{json.dumps({'decision': 'block', 'reason': 'lint: 2 warnings'})}'"
-    settings = hooks_config(tmp_path, {"PostToolUse": [group("Bash", command(hook))]})
+    settings = settings_with_hooks(tmp_path, {"PostToolUse": [group("Bash", command(hook))]})
     spec = write_script(tmp_path, [[shell_call("echo hello-from-the-command", cid="s1")], [ECHO]])
     events = run_stream(tmp_path, workspace, settings, spec, "go", "-a", "yolo")
     data = json.loads(seen.read_text())
@@ -158,7 +139,7 @@ def test_issue32_item1_posttooluse_sees_the_output_and_its_reason_reaches_the_mo
 def test_issue32_item1_userpromptsubmit_context_reaches_the_model(tmp_path: Path, workspace: Path) -> None:
     seen = tmp_path / "prompt.json"
     context = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "use make"}}
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path,
         {
             "UserPromptSubmit": [{"hooks": [command(f"cat > {seen}; echo '{json.dumps(context)}'")]}],
@@ -176,7 +157,7 @@ def test_issue32_item1_userpromptsubmit_context_reaches_the_model(tmp_path: Path
 def test_issue32_item1_sessionstart_stdout_is_context_on_the_first_prompt(
     tmp_path: Path, workspace: Path
 ) -> None:
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path, {"SessionStart": [group("startup", command("echo the branch is main"))]}
     )
     spec = write_script(tmp_path, [[{"text": "I read: {last_user}"}]])
@@ -185,7 +166,7 @@ def test_issue32_item1_sessionstart_stdout_is_context_on_the_first_prompt(
 
 
 def test_issue32_item1_userpromptsubmit_exit_2_blocks_the_prompt(tmp_path: Path, workspace: Path) -> None:
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path, {"UserPromptSubmit": [{"hooks": [command("echo 'no secrets in prompts' >&2; exit 2")]}]}
     )
     spec = write_script(tmp_path, [[{"text": "should not be asked"}]])
@@ -197,7 +178,7 @@ def test_issue32_item1_userpromptsubmit_exit_2_blocks_the_prompt(tmp_path: Path,
 
 
 def test_issue32_item1_a_hanging_hook_times_out_and_the_turn_goes_on(tmp_path: Path, workspace: Path) -> None:
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path,
         {
             "PreToolUse": [group("Bash", command("sleep 600", timeout=1))],
@@ -217,7 +198,7 @@ def test_issue32_item1_stop_hook_keeps_the_turn_going_once(tmp_path: Path, works
         f"if [ -e {marker} ]; then exit 0; fi; touch {marker}; "
         f"echo '{json.dumps({'decision': 'block', 'reason': 'run the tests first'})}'"
     )
-    settings = hooks_config(tmp_path, {"Stop": [{"hooks": [command(hook)]}]})
+    settings = settings_with_hooks(tmp_path, {"Stop": [{"hooks": [command(hook)]}]})
     spec = write_script(tmp_path, [[{"text": "all done"}], [{"text": "Told: {last_user}"}]])
     events = run_stream(tmp_path, workspace, settings, spec, "go")
     assert events[-1]["result"].endswith("Told: [Stop hook] run the tests first")
@@ -250,9 +231,8 @@ def test_issue32_item1_events_at_the_session_points(tmp_path: Path, workspace: P
     """SessionStart (startup, then resume), Notification for a permission, SessionEnd: each logged
     by one hook that writes what it read."""
     log = tmp_path / "events.log"
-    logger = command(f"python3 {LOGGER} >> {log}")
-    settings = hooks_config(
-        tmp_path, {e: [{"hooks": [logger]}] for e in ("SessionStart", "Notification", "SessionEnd")}
+    settings = settings_with_hooks(
+        tmp_path, {e: [{"hooks": [logger(log)]}] for e in ("SessionStart", "Notification", "SessionEnd")}
     )
     spec = write_script(tmp_path, [[write_call("x.txt", "x\n", cid="w1")], [{"text": "done"}]])
     events = run_stream(tmp_path, workspace, settings, spec, "go")
@@ -260,16 +240,16 @@ def test_issue32_item1_events_at_the_session_points(tmp_path: Path, workspace: P
     sid = events[-1]["session_id"]
     events = run_stream(tmp_path, workspace, settings, spec, "--resume", sid, "--allow")
     assert events[-1]["exit_code"] == 0, events[-1]
-    logged = [json.loads(line) for line in log.read_text().splitlines()]
-    assert logged[0] == ["SessionStart", "startup"]
-    assert ["Notification", "permission_prompt"] in logged
-    assert logged.count(["SessionEnd", "other"]) == 2
+    seen = logged(log)
+    assert seen[0] == ["SessionStart", "startup"]
+    assert ["Notification", "permission_prompt"] in seen
+    assert seen.count(["SessionEnd", "other"]) == 2
 
 
 def test_issue32_item1_a_bad_hooks_file_stops_the_start_with_its_place(
     tmp_path: Path, workspace: Path
 ) -> None:
-    settings = hooks_config(tmp_path, {"PreToolUse": [group("Bash(", command("true"))]})
+    settings = settings_with_hooks(tmp_path, {"PreToolUse": [group("Bash(", command("true"))]})
     out = run(["--config", str(settings), "run", "hi", "-w", str(workspace)], tmp_path)
     assert out.returncode != 0
     assert "hooks_file" in out.stderr and "PreToolUse[0].matcher" in out.stderr
@@ -322,7 +302,7 @@ def test_issue32_item1_mcp_and_client_tools_answer_to_claude_code_names() -> Non
 
 
 def test_issue32_item1_info_names_the_hooks_file_and_counts_its_hooks(tmp_path: Path) -> None:
-    settings = hooks_config(
+    settings = settings_with_hooks(
         tmp_path,
         {"PreToolUse": [group("Bash", command("a"), command("b"))], "Stop": [group("", command("c"))]},
     )
@@ -334,7 +314,7 @@ def test_issue32_item1_info_names_the_hooks_file_and_counts_its_hooks(tmp_path: 
 
 def test_issue32_item1_a_hook_gets_the_clean_environment_of_commands(tmp_path: Path, workspace: Path) -> None:
     dump = tmp_path / "hook-env.txt"
-    settings = hooks_config(tmp_path, {"UserPromptSubmit": [{"hooks": [command(f"env > {dump}")]}]})
+    settings = settings_with_hooks(tmp_path, {"UserPromptSubmit": [{"hooks": [command(f"env > {dump}")]}]})
     spec = write_script(tmp_path, [[{"text": "ok"}]])
     env = {
         **os.environ,

@@ -5,7 +5,6 @@ how several hooks' answers combine."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +12,15 @@ from devagent.agent.events import NeedsInput, Notice, TurnEnd, UserPrompt
 from devagent.agent.hooks.run import HookRun
 from devagent.agent.hooks.verdict import combine
 from tests.core_helpers import ask_call, collect, task_call, text_of, write_script
-
-LOGGER = Path(__file__).with_name("hook_logger.py")
+from tests.hook_files import command, logged, logger, write_hooks
 
 
 def hooks_file(tmp_path: Path, hooks: dict[str, Any]) -> str:
-    path = tmp_path / "hooks.json"
-    path.write_text(json.dumps({"hooks": hooks}))
-    return str(path)
+    return str(write_hooks(tmp_path, hooks, settings_file=True))
 
 
 def logging_hooks(tmp_path: Path, log: Path, *events: str) -> str:
-    logger = {"type": "command", "command": f"{sys.executable} {LOGGER} >> {log}"}
-    return hooks_file(tmp_path, {e: [{"hooks": [logger]}] for e in events})
-
-
-def logged(log: Path) -> list[list[str]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return hooks_file(tmp_path, {e: [{"hooks": [logger(log)]}] for e in events})
 
 
 async def test_issue32_item1_subagentstop_keeps_the_subagent_going(
@@ -37,7 +28,7 @@ async def test_issue32_item1_subagentstop_keeps_the_subagent_going(
 ) -> None:
     marker = tmp_path / "once"
     block = json.dumps({"decision": "block", "reason": "look in tests/ too"})
-    hook = {"type": "command", "command": f"[ -e {marker} ] && exit 0; touch {marker}; echo '{block}'"}
+    hook = command(f"[ -e {marker} ] && exit 0; touch {marker}; echo '{block}'")
     spec = write_script(
         tmp_path / "s.json",
         [
@@ -47,12 +38,11 @@ async def test_issue32_item1_subagentstop_keeps_the_subagent_going(
         {"CHILD": [[{"text": "found nothing"}], [{"text": "then: {last_user}"}]]},
     )
     log = tmp_path / "events.log"
-    logger = {"type": "command", "command": f"{sys.executable} {LOGGER} >> {log}"}
     path = hooks_file(
         tmp_path,
         {
             "SubagentStop": [{"matcher": "general-purpose", "hooks": [hook]}],
-            **{e: [{"hooks": [logger]}] for e in ("Stop", "SessionStart", "UserPromptSubmit")},
+            **{e: [{"hooks": [logger(log)]}] for e in ("Stop", "SessionStart", "UserPromptSubmit")},
         },
     )
     core = await core_factory(spec, hooks_file=path)
@@ -100,7 +90,7 @@ async def test_issue32_item1_compact_and_clear_fire_their_events(
 async def test_issue32_item1_a_failing_hook_is_reported_and_the_turn_goes_on(
     core_factory: Any, workspace: Path, tmp_path: Path
 ) -> None:
-    broken = {"type": "command", "command": "echo 'no such linter' >&2; exit 1"}
+    broken = command("echo 'no such linter' >&2; exit 1")
     spec = write_script(tmp_path / "s.json", [{"items": [{"text": "fine"}]}])
     core = await core_factory(
         spec, hooks_file=hooks_file(tmp_path, {"UserPromptSubmit": [{"hooks": [broken]}]})

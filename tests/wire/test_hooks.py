@@ -4,27 +4,24 @@ the hook's reason, the model reads it, and the end of input ends the session (Se
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from tests.core_helpers import shell_call
+from tests.hook_files import blocking, logged, logger, write_hooks
 from tests.wire.conftest import WireProc, events
-
-LOGGER = Path(__file__).parent.parent / "unit" / "hook_logger.py"
 
 
 def test_issue32_item1_wire_shows_a_blocked_call_as_an_error_with_the_reason(
     start_wire: Callable[..., WireProc], work_dir: Path, wire_env: dict[str, str], tmp_path: Path
 ) -> None:
     log = tmp_path / "events.log"
-    guard = {"type": "command", "command": "echo 'no package installs here' >&2; exit 2"}
-    logger = {"type": "command", "command": f"{sys.executable} {LOGGER} >> {log}"}
-    hooks = tmp_path / "hooks.json"
-    hooks.write_text(
-        json.dumps(
-            {"PreToolUse": [{"matcher": "Bash", "hooks": [guard]}], "SessionEnd": [{"hooks": [logger]}]}
-        )
+    hooks = write_hooks(
+        tmp_path,
+        {
+            "PreToolUse": [blocking("Bash", "no package installs here")],
+            "SessionEnd": [{"hooks": [logger(log)]}],
+        },
     )
     wire_env["DEVAGENT_HOOKS_FILE"] = str(hooks)
     wire_env["DEVAGENT_APPROVAL"] = "yolo"
@@ -41,4 +38,4 @@ def test_issue32_item1_wire_shows_a_blocked_call_as_an_error_with_the_reason(
     said = "".join(e.get("text", "") for e in events(msgs, "ContentPart"))
     assert "model saw:" in said and "no package installs here" in said
     assert w.close() == 0
-    assert [json.loads(line) for line in log.read_text().splitlines()] == [["SessionEnd", "other"]]
+    assert logged(log) == [["SessionEnd", "other"]]
