@@ -28,7 +28,7 @@ def calls_seen(results: list[dict[str, Any]], call_id: str) -> list[dict[str, An
     return out
 
 
-async def test_issue32_item1_a2a_shows_a_blocked_call_refused_and_the_hook_ran_sandboxed(
+async def test_issue32_item1_B6_B7_a2a_shows_a_blocked_call_refused_and_the_hook_ran_sandboxed(
     tmp_path: Path,
 ) -> None:
     if not bwrap_works():

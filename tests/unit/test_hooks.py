@@ -88,7 +88,7 @@ def permission(decision: str) -> str:
     return f"echo '{json.dumps(out)}'"
 
 
-def test_issue32_item1_allow_answers_the_question_and_ask_asks_in_yolo(
+def test_issue32_item1_G3_allow_answers_the_question_and_ask_asks_in_yolo(
     tmp_path: Path, workspace: Path
 ) -> None:
     settings = settings_with_hooks(
@@ -111,7 +111,7 @@ def test_issue32_item1_allow_answers_the_question_and_ask_asks_in_yolo(
     assert [p["call_id"] for p in result["pending"]] == ["s1"] and not (workspace / "ran.txt").exists()
 
 
-def test_issue32_item1_allow_never_lifts_the_policy(tmp_path: Path, workspace: Path) -> None:
+def test_issue32_item1_G3_allow_never_lifts_the_policy(tmp_path: Path, workspace: Path) -> None:
     """Plan mode refuses writes; a hook's allow does not change that."""
     settings = settings_with_hooks(tmp_path, {"PreToolUse": [group("*", command(permission("allow")))]})
     spec = write_script(tmp_path, [[write_call("a.txt", "a\n", cid="w1")], [ECHO]])
@@ -227,7 +227,9 @@ def test_issue32_item1_a_workspace_hooks_file_is_never_read(tmp_path: Path, work
     assert (workspace / "ran.txt").exists()
 
 
-def test_issue32_item1_events_at_the_session_points(tmp_path: Path, workspace: Path) -> None:
+def test_issue32_item1_G6_events_at_the_session_points_across_a_park_and_resume(
+    tmp_path: Path, workspace: Path
+) -> None:
     """SessionStart (startup, then resume), Notification for a permission, SessionEnd: each logged
     by one hook that writes what it read."""
     log = tmp_path / "events.log"

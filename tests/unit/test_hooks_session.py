@@ -64,7 +64,7 @@ async def test_issue32_item1_a_question_notifies(core_factory: Any, workspace: P
     assert logged(log) == [["Notification", "elicitation_dialog"]]
 
 
-async def test_issue32_item1_compact_and_clear_fire_their_events(
+async def test_issue32_item1_G5_compact_and_clear_fire_their_events(
     core_factory: Any, workspace: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "events.log"

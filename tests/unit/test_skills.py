@@ -129,7 +129,7 @@ def _fields(inputs: PromptInputs) -> dict[str, Any]:
     return {f: getattr(inputs, f) for f in inputs.__dataclass_fields__}
 
 
-async def test_issue32_item2_skill_files_listed_confined_and_capped(tmp_path: Path) -> None:
+async def test_issue32_item2_G4_skill_files_listed_confined_and_capped(tmp_path: Path) -> None:
     folder = write_skill(tmp_path / "cfg" / "tool-kit", "name: tool-kit\ndescription: d\n")
     (folder / "scripts").mkdir()
     (folder / "scripts" / "run.sh").write_text("echo hi\n")
@@ -254,7 +254,9 @@ def _system(body: dict[str, Any]) -> str:
     return "\n".join(str(m["content"]) for m in body["messages"] if m["role"] in ("system", "developer"))
 
 
-async def test_issue32_item2_skills_in_the_request_loaded_read_and_never_widening(tmp_path: Path) -> None:
+async def test_issue32_item2_G2_G4_skills_in_the_request_loaded_read_and_never_widening(
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "xdg"
     notes = write_skill(
         config / "devagent" / "skills" / "deploy-notes",

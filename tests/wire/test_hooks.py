@@ -12,7 +12,7 @@ from tests.hook_files import blocking, logged, logger, write_hooks
 from tests.wire.conftest import WireProc, events
 
 
-def test_issue32_item1_wire_shows_a_blocked_call_as_an_error_with_the_reason(
+def test_issue32_item1_W4_wire_shows_a_blocked_call_as_an_error_with_the_reason(
     start_wire: Callable[..., WireProc], work_dir: Path, wire_env: dict[str, str], tmp_path: Path
 ) -> None:
     log = tmp_path / "events.log"
