@@ -176,6 +176,21 @@ def test_issue32_item2_the_sandbox_shows_the_users_skill_folders_read_only(
     assert not any(p == config_real or p == config_real / "skills" / "not-a-skill" for p in sandbox.readable)
 
 
+def test_issue32_item2_G4_the_sandbox_shows_no_skill_folder_that_holds_a_hidden_one(
+    tmp_path: Path, config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's skill linked to a folder that holds what the sandbox hides (devagent's data here;
+    the home folder alike) is not shown again: it would show what is hidden inside it."""
+    big = write_skill(tmp_path / "home", "name: home\ndescription: My whole home.\n")
+    (config_home / "skills").mkdir(parents=True)
+    (config_home / "skills" / "home").symlink_to(big)
+    fine = write_skill(config_home / "skills" / "fine", "name: fine\ndescription: Fine.\n")
+    _fake_probe(monkeypatch, WORKS)
+    sandbox, _line = choose_sandbox(None, CoreConfig(data_dir=big / "data"), "serve")
+    assert isinstance(sandbox, Sandbox)
+    assert fine.resolve() in sandbox.readable and big.resolve() not in sandbox.readable
+
+
 async def test_issue32_item2_no_skills_no_tool_and_no_section(
     core_factory: Any, workspace: Path, tmp_path: Path, config_home: Path
 ) -> None:

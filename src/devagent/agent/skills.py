@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,6 +146,14 @@ def user_folders(config_dir: Path) -> list[Path]:
     folder = config_dir / USER_FOLDER
     real = [Path(os.path.realpath(folder / entry)) for entry in _entries(folder)]
     return [p for p in real if (p / SKILL_FILE).is_file()]
+
+
+def not_holding(folders: Iterable[Path], kept_away: Iterable[Path]) -> tuple[Path, ...]:
+    """The folders that hold none of `kept_away` (devagent's settings and data, the home folder,
+    key folders): a skill linked to such a folder opens it neither to the file tools nor to the
+    sandbox."""
+    away = list(kept_away)
+    return tuple(f for f in folders if not any(p.is_relative_to(f) for p in away))
 
 
 def read_workspace(workspace: Workspace) -> list[Skill]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from devagent.agent.context import CoreSession
 from devagent.agent.events import ToolKind
 from devagent.agent.model_family import hidden_tools
+from devagent.agent.skills import not_holding
 from devagent.agent.tools.base import Delegation, MediaInput, Tool, ToolContext, Workspace
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def workspace_of(
     data: a skill linked to the home folder does not open them to reading)."""
     saved = core.saved_outputs
     protected = core.config.protected_paths()
-    skills = tuple(f for f in skill_folders if not any(p.is_relative_to(f) for p in protected))
+    skills = not_holding(skill_folders, protected)
     return Workspace(
         [Path(r) for r in roots],
         protected,

@@ -36,7 +36,7 @@ from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
 from devagent.agent.settings import user_config_dir
-from devagent.agent.skills import user_folders
+from devagent.agent.skills import not_holding, user_folders
 from devagent.agent.tools._util import (
     bool_arg,
     num_arg,
@@ -512,7 +512,7 @@ def choose_sandbox(
         readable=_toolchains(
             [h for h in (home, *map(Path, SECRET_DIRS)) if h != Path("/")], config.sandbox_read
         )
-        + tuple(user_folders(user_config_dir())),
+        + not_holding(user_folders(user_config_dir()), hidden),
         masked=tuple(dict.fromkeys(masked)),  # those that exist when a command starts
     )
     return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
