@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from devagent.agent.events import FileDiff, FileDiffs, ToolCall, ToolCallStatus, ToolKind, ToolOutput
+from devagent.agent.timeline import changed_files
 from tests.a2a.procs import Serve, serve_argv, serving
 from tests.console.conftest import CHROMIUM
 from tests.console.test_console import (
@@ -129,7 +131,7 @@ def test_issue37_item10_dark_theme_follows_the_system_and_a_remembered_toggle(
     sign_in(page, s.url, ALICE)
     expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
     assert background(page) == DARK_BG
-    toggle = page.get_by_role("button", name="Dark theme")
+    toggle = page.get_by_role("button", name="Dark theme", exact=True)
     expect(toggle).to_have_attribute("aria-pressed", "true")
     assert page.evaluate("localStorage.length") == 0
     # the system turns light: the page follows (no choice was made)
@@ -143,7 +145,7 @@ def test_issue37_item10_dark_theme_follows_the_system_and_a_remembered_toggle(
     sign_in(page, s.url, ALICE)
     expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
     assert background(page) == LIGHT_BG
-    toggle = page.get_by_role("button", name="Dark theme")
+    toggle = page.get_by_role("button", name="Dark theme", exact=True)
     toggle.click()
     expect(toggle).to_have_attribute("aria-pressed", "true")
     assert background(page) == DARK_BG
@@ -152,7 +154,7 @@ def test_issue37_item10_dark_theme_follows_the_system_and_a_remembered_toggle(
     expect(page.get_by_role("heading", name="Sessions")).to_be_visible(timeout=WAIT)
     assert background(page) == DARK_BG
     # toggled back to the system's theme, the choice is forgotten: the system is followed again
-    page.get_by_role("button", name="Dark theme").click()
+    page.get_by_role("button", name="Dark theme", exact=True).click()
     expect(page.locator("html")).to_have_attribute("data-theme", "light")
     assert background(page) == LIGHT_BG
     assert page.evaluate("localStorage.length") == 0
@@ -192,7 +194,6 @@ def test_issue37_item10_buttons_say_what_they_do_and_a_running_command_shows_as_
         r, g, b = colour(danger)
         assert r > g and r > b, f"a refusal is not red: {(r, g, b)}"
     expect(card.get_by_role("heading")).to_have_text("devagent asks to run a command")
-    shot(page, "buttons")
     page.emulate_media(color_scheme="dark")
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
     shot(page, "dark-buttons")
@@ -278,3 +279,29 @@ def test_issue37_item10_a_sessions_changed_files_with_their_diffs(
     assert background(page) == DARK_BG
     shot(page, "dark-changed-files")
     page.close()
+
+
+def _edit(cid: str, status: ToolCallStatus, *diffs: FileDiff) -> ToolCall:
+    diff = diffs[0] if len(diffs) == 1 else FileDiffs(list(diffs))
+    return ToolCall(cid, "edit", {}, ToolKind.EDIT, status=status, output=ToolOutput("ok", diff=diff))
+
+
+def test_issue37_item10_changed_files_are_per_file_in_first_change_order() -> None:
+    """The read model behind the panel: a patch's files each on their own, a file changed twice
+    once with both diffs, calls that did not succeed left out."""
+
+    def diff(path: str, line: str) -> FileDiff:
+        unified = f"--- a/{path}\n+++ b/{path}\n@@ -0,0 +1 @@\n+{line}\n"
+        return FileDiff(Path(path).name, path, None, "", unified)
+
+    items = [
+        _edit("1", ToolCallStatus.SUCCEEDED, diff("/w/b.py", "one")),
+        _edit("2", ToolCallStatus.SUCCEEDED, diff("/w/a.py", "two"), diff("/w/b.py", "three")),
+        _edit("3", ToolCallStatus.CANCELLED, diff("/w/c.py", "never")),
+        _edit("4", ToolCallStatus.EXECUTING, diff("/w/c.py", "not yet")),
+    ]
+    files = changed_files(items)
+    assert [f.path for f in files] == ["/w/b.py", "/w/a.py"]
+    assert [len(f.changes) for f in files] == [2, 1]
+    both = files[0].formatted_diff
+    assert "+one\n" in both and both.index("+one\n") < both.index("+three\n")  # oldest first
