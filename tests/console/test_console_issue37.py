@@ -267,6 +267,12 @@ def test_issue37_item10_a_sessions_changed_files_with_their_diffs(
     # an opened file stays open while the page reads the session again
     refreshes(page, context_id, 2)
     expect(app.locator("details")).to_have_attribute("open", "")
+    # another tool's arguments read as names and values, not JSON
+    read = page.locator(".tool", has_text="Read app.py")
+    read.locator("summary").click()
+    expect(read.locator(".params dt")).to_have_text(["path"])
+    expect(read.locator(".params dd")).to_have_text(["app.py"])
+    expect(read.locator("pre.args")).to_have_count(0)
     # the diffs' markup stayed text
     assert panel.locator("script, img").count() == 0
     assert page.evaluate("window.__pwned") is None and dialogs == []
