@@ -9,11 +9,13 @@ session another process runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic_ai import messages as pm
 
 from devagent.agent.events import (
+    FileDiff,
     TextDelta,
     ThoughtDelta,
     ToolCall,
@@ -22,6 +24,7 @@ from devagent.agent.events import (
     ToolKind,
     ToolOutput,
     UserPrompt,
+    file_diffs,
 )
 from devagent.agent.serial import confirmation_from_json, output_from_result
 from devagent.agent.state import CallResult, PendingCall
@@ -195,3 +198,31 @@ def replayed_call(
         output=None if failed else ToolOutput(text),
         error=ToolError(text or "no result") if failed else None,
     )
+
+
+@dataclass(slots=True)
+class ChangedFile:
+    """A file a session's file tools changed: its path and the diff of each change, oldest first."""
+
+    path: str
+    changes: list[FileDiff] = field(default_factory=list)
+
+    @property
+    def formatted_diff(self) -> str:
+        """Each change's unified diff, one after the other."""
+        return "".join(d.formatted_diff for d in self.changes)
+
+
+def changed_files(items: Iterable[Item]) -> list[ChangedFile]:
+    """The files the calls of a timeline changed (an edit's, a write's, a patch's diff, per file),
+    in the order each was first changed. Only calls that succeeded count; a command's changes are
+    not known to the session, so they are not here."""
+    files: dict[str, ChangedFile] = {}
+    for item in items:
+        if not isinstance(item, ToolCall) or item.status is not ToolCallStatus.SUCCEEDED:
+            continue
+        for diff in file_diffs(item.output.diff if item.output is not None else None):
+            if diff.formatted_diff:
+                path = diff.file_path or diff.file_name
+                files.setdefault(path, ChangedFile(path)).changes.append(diff)
+    return list(files.values())

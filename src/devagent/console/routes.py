@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
 from devagent.agent.models import shown_name
+from devagent.agent.timeline import changed_files
 from devagent.agent.tools.shell import active_sandbox, sandbox_missing
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ _STATIC = CONSOLE_PREFIX + "/static/"
 _FILES = {
     "console.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
+    "theme.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
 }
 # Only the page's own scripts and styles, requests to its own origin, no frames, no forms
@@ -181,6 +183,13 @@ def _items(timeline: list[Any], tool_call_json: Callable[[ToolCall], dict[str, A
     return items
 
 
+def _changes(timeline: list[Any]) -> list[dict[str, Any]]:
+    """The files the session changed, each with its path and every change's unified diff."""
+    return [
+        {"path": f.path, "diff": f.formatted_diff, "changes": len(f.changes)} for f in changed_files(timeline)
+    ]
+
+
 def console_routes(
     core: AgentCore,
     settings: ServerSettings,
@@ -234,12 +243,14 @@ def console_routes(
         if found is None or (found.state.extra.get("a2a") or {}).get("owner", "") != owner:
             return _error(404, "no such session")
         stored = await core.store.read_session(sid)
+        timeline = await found.timeline()
         return _json(
             {
                 "session": summary(
                     found.state.to_json(), stored.updated_at if stored else time.time(), core.default_model
                 ),
-                "items": _items(await found.timeline(), tool_call_json),
+                "items": _items(timeline, tool_call_json),
+                "changed_files": _changes(timeline),
                 "waiting": [tool_call_json(c) for c in found.waiting_calls()],
             }
         )

@@ -231,6 +231,8 @@ async function openView(contextId) {
   S.view = { contextId, data: null, items: [], stream: null, timer: 0, shown: "", live: null, open: new Map() };
   $("conversation").replaceChildren();
   $("permissions").replaceChildren();
+  $("changed-files").replaceChildren();
+  $("changes").hidden = true;
   $("view-title").textContent = "";
   $("view-status").textContent = "";
   show("view");
@@ -421,6 +423,7 @@ function drawView() {
   const model = session.model || S.me?.model;
   $("view-meta").textContent = [session.workspace, model, `${session.tokens.toLocaleString()} tokens`].filter(Boolean).join(" · ");
   drawItems(v);
+  drawChanges(v);
   const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
   for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream); // off while an answer runs
@@ -428,6 +431,38 @@ function drawView() {
   $("send").disabled = session.state === "running" || waiting.length > 0;
   $("prompt").disabled = waiting.length > 0;
   $("prompt").placeholder = waiting.length ? "Answer the request above first" : "";
+}
+
+// The files the session changed (the stored view's list: its edits, writes and patches), each a
+// folded line with its path and the lines it added and removed, opening to its diff.
+function drawChanges(v) {
+  const files = v.data.changed_files || [];
+  const entries = files.map((f) => ({ key: f.path, sig: JSON.stringify(f), file: f }));
+  reconcile($("changed-files"), entries, (e) => changedFileNode(e.file, v));
+  $("changes-title").textContent = files.length ? `Changed files (${files.length})` : "Changed files";
+  $("changes").hidden = files.length === 0;
+}
+
+function changedFileNode(file, v) {
+  const workspace = v.data.session.workspace;
+  const path = workspace && file.path.startsWith(`${workspace}/`) ? file.path.slice(workspace.length + 1) : file.path;
+  let added = 0;
+  let removed = 0;
+  for (const line of file.diff.split("\n")) {
+    if (line.startsWith("+") && !line.startsWith("+++")) added += 1;
+    else if (line.startsWith("-") && !line.startsWith("---")) removed += 1;
+  }
+  const summary = el(
+    "summary",
+    {},
+    el("code", { class: "path", text: path }),
+    " ",
+    el("span", { class: "count-add", text: `+${added}` }),
+    " ",
+    el("span", { class: "count-del", text: `−${removed}` }),
+    file.changes > 1 ? el("span", { class: "muted", text: ` · ${file.changes} changes` }) : null,
+  );
+  return el("li", { class: "changed-file" }, folding(v.open, `file:${file.path}`, false, summary, diffNode(file.diff)));
 }
 
 // A <details> whose open state the person chose (by its summary) keeps that choice when its
@@ -468,14 +503,16 @@ const STATUS = {
   CANCELLED: "cancelled",
 };
 
-// A call: its arguments (for an edit that has run, its diff instead), live output and result.
+const SHELL = "run_shell_command";
+
+// A call: what it was asked to do (a command as a command, other arguments as a short list; for
+// an edit that has run, its diff instead), live output and result.
 function toolNode(call, key, open) {
   const status = call.status || "PENDING";
   const body = [];
-  const args = call.input_parameters || {};
   const out = call.output;
   const diff = out?.diff?.formatted_diff;
-  if (Object.keys(args).length && !diff) body.push(el("pre", { class: "args", text: JSON.stringify(args, null, 2) }));
+  if (!diff) body.push(...argsNodes(call));
   if (call.live_content) body.push(el("pre", { class: "live", text: call.live_content }));
   if (diff) body.push(diffNode(diff));
   else if (out?.text) body.push(el("pre", { class: "output", text: out.text }));
@@ -487,9 +524,56 @@ function toolNode(call, key, open) {
     {},
     el("span", { class: `badge ${status.toLowerCase()}`, text: STATUS[status] || status }),
     " ",
-    el("span", { class: "tool-desc", text: call.description || call.tool_name }),
+    toolTitle(call),
   );
   return folding(open, key, running, summary, ...body);
+}
+
+function shellCommand(call) {
+  const command = call.input_parameters?.command;
+  return call.tool_name === SHELL && typeof command === "string" ? command : null;
+}
+
+// The call's one-line title: a command's first line in monospace, else the core's description.
+function toolTitle(call) {
+  const command = shellCommand(call);
+  if (command === null) return el("span", { class: "tool-desc", text: call.description || call.tool_name });
+  const lines = command.split("\n");
+  const first = lines[0] + (lines.length > 1 ? " …" : "");
+  const background = call.input_parameters.background === true ? " (in the background)" : "";
+  return el("span", { class: "tool-desc cmd", text: first + background });
+}
+
+const scalar = (v) => ["string", "number", "boolean"].includes(typeof v);
+
+// A call's arguments as a person reads them: a shell command as the command it runs, in a
+// monospace block, with its directory and how it runs; another tool's arguments as a list of
+// names and values (long or multi-line text in a block); JSON only for what has no plainer form.
+function argsNodes(call) {
+  const args = call.input_parameters || {};
+  const command = shellCommand(call);
+  if (command !== null) {
+    const how = [];
+    if (typeof args.description === "string" && args.description) how.push(args.description);
+    how.push(`in ${typeof args.directory === "string" && args.directory ? args.directory : "the workspace"}`);
+    if (args.background === true) how.push("in the background");
+    if (typeof args.timeout === "number") how.push(`stopped after ${args.timeout} s`);
+    return [el("pre", { class: "command", text: command }), el("p", { class: "muted command-meta", text: how.join(" · ") })];
+  }
+  const rows = [];
+  const rest = {};
+  for (const [name, value] of Object.entries(args)) {
+    if (scalar(value) || (Array.isArray(value) && value.length && value.every(scalar))) {
+      const text = Array.isArray(value) ? value.join(", ") : String(value);
+      const block = text.includes("\n") || text.length > 100;
+      rows.push(el("dt", { text: name }), el("dd", {}, el(block ? "pre" : "code", { text })));
+    } else if (value !== null && value !== undefined && !(Array.isArray(value) && !value.length)) {
+      rest[name] = value;
+    }
+  }
+  const nodes = rows.length ? [el("dl", { class: "params" }, ...rows)] : [];
+  if (Object.keys(rest).length) nodes.push(el("pre", { class: "args", text: JSON.stringify(rest, null, 2) }));
+  return nodes;
 }
 
 // Syntax colour for the code in a diff: comments, strings, numbers and keywords, told apart by a
@@ -544,7 +628,7 @@ function diffNode(text) {
   split.hidden = true;
   const toggle = el("button", {
     type: "button",
-    class: "small",
+    class: "small neutral",
     text: "Side by side",
     onclick: () => {
       split.hidden = !split.hidden;
@@ -604,12 +688,24 @@ function whereCommandsRun(sandbox) {
   return "Not sandboxed: runs as the server's user, with that user's files and network.";
 }
 
+// What a permission option's button looks like: allowing is positive (once: filled; always:
+// outlined), refusing for good is danger, a plain cancel (this call not run) is neutral, as the
+// turn's own Cancel is.
+function optionClass(id) {
+  if (id === "proceed_once") return "allow";
+  if (id.startsWith("proceed")) return "allow secondary";
+  if (id === "cancel_always") return "danger";
+  return "neutral";
+}
+
 // A call that waits: what it would do, and the answers the server offers for it.
 function permissionNode(call) {
   const cr = call.confirmation_request;
   const id = `perm-${call.tool_call_id}`;
   const box = el("div", { class: "permission", role: "group", "aria-labelledby": id });
-  box.append(el("h2", { id, text: cr ? `devagent asks: ${call.description || call.tool_name}` : `Waiting for its client to run ${call.tool_name}` }));
+  // a command's heading says what is asked; the command itself is the block below it
+  const asks = cr?.execute_details ? "devagent asks to run a command" : `devagent asks: ${call.description || call.tool_name}`;
+  box.append(el("h2", { id, text: cr ? asks : `Waiting for its client to run ${call.tool_name}` }));
   if (!cr) {
     box.append(el("p", { class: "muted", text: "The client that started this turn runs this tool; only it can answer." }));
     return box;
@@ -630,7 +726,7 @@ function permissionNode(call) {
   }
   const buttons = el("div", { class: "options" });
   for (const o of cr.options || []) {
-    buttons.append(el("button", { type: "button", title: o.description || "", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
+    buttons.append(el("button", { type: "button", class: optionClass(o.id), title: o.description || "", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
   }
   box.append(buttons);
   const refuse = (cr.options || []).find((o) => o.id === "cancel");
@@ -644,7 +740,7 @@ function permissionNode(call) {
         el("summary", { text: "Refuse with a reason" }),
         el("label", { for: reasonId, text: "What should devagent do instead?" }),
         reason,
-        el("button", { type: "button", text: "Refuse", onclick: () => answer(call, "cancel", { reason: reason.value }) }),
+        el("button", { type: "button", class: "danger", text: "Refuse", onclick: () => answer(call, "cancel", { reason: reason.value }) }),
       ),
     );
   }
@@ -660,7 +756,7 @@ function permissionNode(call) {
         el("summary", { text: "Edit before allowing" }),
         el("label", { for: editId, text: `New content of ${fe.file_name || fe.file_path}` }),
         edit,
-        el("button", { type: "button", text: "Allow with my changes", onclick: () => answer(call, "proceed_once", { newContent: edit.value }) }),
+        el("button", { type: "button", class: "allow", text: "Allow with my changes", onclick: () => answer(call, "proceed_once", { newContent: edit.value }) }),
       ),
     );
   }
@@ -677,7 +773,7 @@ function questionNode(call, box, id) {
   const buttons = el("div", { class: "options" });
   for (const o of cr.options || []) {
     if (o.id === "answer" || o.id === "cancel") continue;
-    buttons.append(el("button", { type: "button", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
+    buttons.append(el("button", { type: "button", class: "secondary", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
   }
   box.append(buttons);
   if ((cr.options || []).some((o) => o.id === "answer")) {
@@ -691,7 +787,7 @@ function questionNode(call, box, id) {
     );
   }
   if ((cr.options || []).some((o) => o.id === "cancel")) {
-    box.append(el("div", { class: "options" }, el("button", { type: "button", text: "Dismiss", title: "Do not answer; the agent goes on", onclick: () => answer(call, "cancel") })));
+    box.append(el("div", { class: "options" }, el("button", { type: "button", class: "neutral", text: "Dismiss", title: "Do not answer; the agent goes on", onclick: () => answer(call, "cancel") })));
   }
   return box;
 }
