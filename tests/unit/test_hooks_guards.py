@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -246,3 +247,27 @@ def test_issue37_item9_a_hook_printing_without_end_is_stopped_and_memory_stays_s
     peak_mib = int(out.stderr.strip().splitlines()[-1]) // 1024
     print(f"peak RSS of devagent run with a {HUGE // 10**6} MB hook: {peak_mib} MiB")
     assert peak_mib < 300
+
+
+def test_issue37_item5_chat_shows_which_guard_could_not_start(tmp_path: Path, workspace: Path) -> None:
+    """In a pseudo-terminal: `devagent chat` in yolo mode with a guard whose program is missing
+    shows the call refused with the guard's name, and the folder the model meant to delete stays."""
+    from tests.terminal.test_chat_pty import Term
+
+    hooks = {"PreToolUse": [group("Bash", command("no-such-guard --strict"))]}
+    settings = settings_for(tmp_path, tmp_path / "hooks.json", hooks)
+    (workspace / "build").mkdir()
+    spec = write_script(tmp_path, [[shell_call("rm -rf build", cid="s1")], [{"text": "the model went on"}]])
+    env = {k: v for k, v in hermetic_env(tmp_path).items() if k.startswith(("XDG_", "DEVAGENT_"))}
+    db = f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}"
+    args = ["--config", str(settings), "chat", "--model", spec, "--approval", "yolo", "--db", db]
+    t = Term(args, tmp_path / "home", workspace, env)
+    try:
+        t.prompt()
+        t.line("clean the build")
+        shown = t.expect("the model went on")
+        assert re.search(r"`no-such-guard --strict`\s+failed:\s+it\s+could\s+not\s+start", shown), shown
+        assert (workspace / "build").is_dir()
+        assert t.leave() == 0
+    finally:
+        t.close()
