@@ -23,6 +23,7 @@ from devagent.agent.tools.shell import Sandbox, active_sandbox, kill_group, limi
 OUTPUT_LIMIT = 256 * 1024  # bytes a hook may print on its stdout, and on its stderr
 READ_CHUNK = 65536
 _SAID = 300  # characters of a failing hook's stderr quoted
+_PRIVATE = (Path("/tmp"), Path("/run"))  # empty in the sandbox: never shown whole to a hook
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +133,13 @@ async def run_hook(
 
 def _showing(sandbox: Sandbox, folders: Sequence[Path], roots: Sequence[Path]) -> Sandbox:
     """`sandbox` showing the hook's folders read-only too: those outside the workspace (seen
-    anyway) that hold nothing the sandbox hides (the home folder, devagent's own folders)."""
-    shown = [f for f in not_holding(folders, sandbox.hidden) if not any(f.is_relative_to(r) for r in roots)]
+    anyway) that hold nothing the sandbox hides (the home folder, devagent's own folders) and are
+    not a folder it keeps private whole (/tmp, /run)."""
+    shown = [
+        f
+        for f in not_holding(folders, sandbox.hidden)
+        if f not in _PRIVATE and not any(f.is_relative_to(r) for r in roots)
+    ]
     return replace(sandbox, readable=(*sandbox.readable, *shown)) if shown else sandbox
 
 
