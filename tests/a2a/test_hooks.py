@@ -68,3 +68,43 @@ async def test_issue32_item1_B6_B7_a2a_shows_a_blocked_call_refused_and_the_hook
     assert event["tool_name"] == "Bash" and event["tool_input"]["command"] == "touch deployed.txt"
     assert (ws / "hook-uid").read_text().strip() != "0" or os.geteuid() != 0
     assert "s3cret" not in (ws / "hook-read").read_text()  # outside the workspace: not there
+
+
+async def test_issue37_item5_serve_default_sandbox_runs_the_guard_kept_in_the_home(tmp_path: Path) -> None:
+    """`devagent serve` (its sandbox on by default) with the operator's guard where Claude Code's
+    docs put it, ~/.claude/hooks in a home the sandbox hides: the guard runs and refuses
+    `rm -rf build`, and the folder stays."""
+    if not bwrap_works():
+        pytest.skip("needs a working bubblewrap")
+    home = tmp_path / "home"
+    guards = home / ".claude" / "hooks"
+    guards.mkdir(parents=True)
+    (guards / "block-rm.sh").write_text(
+        "#!/bin/sh\nif grep -q 'rm -rf'; then echo 'block-rm: not here' >&2; exit 2; fi\n"
+    )
+    (guards / "block-rm.sh").chmod(0o755)
+    hooks_file = home / ".claude" / "settings.json"
+    hooks_file.write_text(
+        json.dumps({"hooks": {"PreToolUse": [group("Bash", command("~/.claude/hooks/block-rm.sh"))]}})
+    )
+    settings = tmp_path / "config.toml"
+    settings.write_text(f'hooks_file = "{hooks_file}"\n')
+    ws = tmp_path / "root" / "ws"
+    (ws / "build").mkdir(parents=True)
+    (ws / "build" / "out.o").write_text("object\n")
+    model = script(tmp_path / "s.json", [[shell_call("rm -rf build", "s1")], [{"text": "done"}]])
+    db = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    args = [*serve_args(db, ws, model, "yolo"), "--config", str(settings)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    env["DEVAGENT_DATA_DIR"] = str(tmp_path / "data")
+    with serving(args, tmp_path / "serve.log", env=env) as s:
+        async with httpx.AsyncClient(timeout=120) as c:
+            reply = await send_stream(c, s.url, v03_message("clean", settings={"workspace_path": str(ws)}))
+        log = s.stderr()
+    assert "Shell sandbox: on" in log, log
+    assert not reply.errors and reply.last_state == "completed", reply.frames
+    assert (ws / "build" / "out.o").exists()
+    final = calls_seen(reply.results, "s1")[-1]
+    assert final["status"] == "FAILED" and final["error"]["type"] == "blocked_by_hook"
+    assert "block-rm: not here" in final["error"]["message"]

@@ -178,10 +178,11 @@ def test_issue32_item1_userpromptsubmit_exit_2_blocks_the_prompt(tmp_path: Path,
 
 
 def test_issue32_item1_a_hanging_hook_times_out_and_the_turn_goes_on(tmp_path: Path, workspace: Path) -> None:
+    """An advisory guard (a guard that is not blocks: issue 37 item 5) and a PostToolUse hook."""
     settings = settings_with_hooks(
         tmp_path,
         {
-            "PreToolUse": [group("Bash", command("sleep 600", timeout=1))],
+            "PreToolUse": [group("Bash", command("sleep 600", timeout=1, advisory=True))],
             "PostToolUse": [group("Bash", command("exit 7"))],
         },
     )

@@ -54,11 +54,15 @@ log = logging.getLogger(__name__)
 
 
 def _hooks(config: CoreConfig) -> Hooks:
-    """The hooks of the settings' hooks file (checked already when the settings were read)."""
+    """The hooks of the settings' hooks file (checked already when the settings were read); what
+    devagent skips in it is said here, once."""
     if not config.hooks_file:
         return Hooks()
     limits = HookLimits(config.env_pass, config.command_memory_mb, config.command_processes)
-    return Hooks(load_hooks(config.hooks_file), limits)
+    hook_set = load_hooks(config.hooks_file)
+    for warning in hook_set.warnings:
+        log.warning("hooks: %s", warning)
+    return Hooks(hook_set, limits)
 
 
 def _who(identity: str) -> str:

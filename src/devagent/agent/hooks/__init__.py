@@ -5,7 +5,8 @@ each event's input and applies its verdict to the session.
 
 Hooks come only from the settings (`hooks_file`), never from a workspace. A hook's "allow"
 answers a permission question; it never widens the sandbox, the workspace or the server's policy.
-A hook that fails, hangs or prints nonsense is reported, and the turn goes on."""
+A hook that fails, hangs or prints nonsense is reported, and the turn goes on; where it guards (a
+tool call, a prompt) and could not answer, it blocks unless the operator marked it advisory."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.hooks.config import NO_HOOKS, HookSet, load_hooks
-from devagent.agent.hooks.run import HookLimits, project_dir, run_hook
+from devagent.agent.hooks.run import HookLimits, HookRun, project_dir, run_hook
 from devagent.agent.hooks.verdict import Verdict, combine
 from devagent.common.rpcerrors import internal_error
 
@@ -65,7 +66,7 @@ class Hooks:
             runs = await asyncio.gather(*(run_hook(c, payload, cwd, paths, self.limits) for c in commands))
         except Exception as e:  # a hook's failure never ends the turn
             text = internal_error(repr(e), what=f"the {event} hooks", exc_info=e)
-            return Verdict(notices=[f"The {event} hooks could not run: {text}"])
+            runs = [HookRun(c.command, None, problem=text, advisory=c.advisory) for c in commands]
         verdict = combine(event, runs)
         for text in verdict.notices:
             log.warning("session %s: %s", session_id, text)

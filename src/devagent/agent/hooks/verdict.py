@@ -1,7 +1,10 @@
 """What the hooks of one event said, read the way Claude Code reads them: exit 0 goes on (its
 stdout may be JSON with a decision, or, for a prompt or a session's start, context for the model),
-exit 2 blocks with stderr as the reason, any other code is reported and the turn goes on. A hook's
-output is data: only the fields below are read, and nothing in it can change a setting."""
+exit 2 blocks with stderr as the reason, any other code is reported and the turn goes on. A hook
+that guards (PreToolUse, UserPromptSubmit) and gives no answer of its own (it cannot start, is
+killed, runs out of time or prints too much) blocks, unless the operator marked it advisory: a
+guard that cannot run guards nothing. A hook's output is data: only the fields below are read,
+and nothing in it can change a setting."""
 
 from __future__ import annotations
 
@@ -10,12 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from devagent.agent.hooks.config import GUARD_EVENTS
 from devagent.agent.hooks.run import HookRun
 
 # Events whose plain stdout (exit 0, not JSON) is context for the model, as in Claude Code.
 _STDOUT_IS_CONTEXT = ("UserPromptSubmit", "SessionStart")
 _PERMISSIONS = ("allow", "deny", "ask")
 _SHOWN = 300  # characters of a failing hook's stderr shown to the user
+_NAMED = 200  # characters of a hook's command that name it
 
 
 @dataclass
@@ -39,8 +44,8 @@ class Verdict:
         return "\n".join(r for r in self.reasons if r) or "a hook blocked it"
 
     def take(self, event: str, run: HookRun) -> None:
-        if run.exit_code is None:
-            self.notices.append(f"The {event} hook `{_short(run.command)}` failed: {run.problem}.")
+        if failure := run.failure():
+            self._failed(event, run, failure)
         elif run.exit_code == 2:
             self.blocked = True
             self.reasons.append(
@@ -54,6 +59,19 @@ class Verdict:
             )
         else:
             self._take_output(event, run.stdout)
+
+    def _failed(self, event: str, run: HookRun, failure: str) -> None:
+        """A hook without an answer: a guard's blocks (naming it), an advisory one's or another
+        event's is a warning."""
+        said = f"The {event} hook `{_short(run.command)}` failed: {failure}"
+        if event in GUARD_EVENTS and not run.advisory:
+            self.blocked = True
+            self.reasons.append(
+                f"{said}. A guard that cannot run blocks; the operator can fix the hook or mark it "
+                '"advisory": true in the hooks file'
+            )
+        else:
+            self.notices.append(f"{said}.")
 
     def _take_output(self, event: str, stdout: str) -> None:
         text = stdout.strip()
@@ -120,5 +138,6 @@ def _str(value: Any) -> str:
 
 
 def _short(command: str) -> str:
+    """How a hook is named: its command's first line, long enough to hold a script's path."""
     line = command.strip().splitlines()[0] if command.strip() else command
-    return line if len(line) <= 60 else line[:57] + "..."
+    return line if len(line) <= _NAMED else line[: _NAMED - 3] + "..."
