@@ -316,7 +316,7 @@ class ProcessRegistry:
         self._numbers: dict[str, int] = {}  # the highest id number each session was given
         self._last_use: dict[str, float] = {}
         self._idle_task: asyncio.Task[None] | None = None
-        self.closed = False  # the core is closing: no process may start
+        self._closed = False
 
     def of(self, session_id: str) -> SessionProcesses:
         return SessionProcesses(self, session_id)
@@ -344,7 +344,7 @@ class ProcessRegistry:
         """A place for one more process of the session, its id chosen, or ToolFailure when the
         server is stopping or the session or its caller has all it may have. Nothing is awaited:
         starts running at once each get their own place."""
-        if self.closed:
+        if self._closed:
             raise ToolFailure("the server is stopping: no process may start", "unsupported")
         mine = self.held(session_id)
         if mine >= MAX_RUNNING:
@@ -424,7 +424,7 @@ class ProcessRegistry:
 
     async def close(self) -> None:
         """Stops every process (the core is closing)."""
-        self.closed = True
+        self._closed = True
         if self._idle_task is not None:
             self._idle_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
