@@ -48,6 +48,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
     "shell_timeout_max": ("DEVAGENT_SHELL_TIMEOUT_MAX", "shell_timeout_max"),
     "shell_background_idle": ("DEVAGENT_SHELL_BACKGROUND_IDLE", "shell_background_idle"),
+    "shell_background_per_caller": ("DEVAGENT_SHELL_BACKGROUND_PER_CALLER", "shell_background_per_caller"),
     "shell_outputs_mb": ("DEVAGENT_SHELL_OUTPUTS_MB", "shell_outputs_mb"),
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
@@ -355,8 +356,14 @@ def load_config(
         raise ConfigError(f"outbound_allow (DEVAGENT_OUTBOUND_ALLOW): {e}") from None
     if not (config.shell_timeout > 0 and config.shell_timeout_max > 0):
         raise ConfigError("shell_timeout and shell_timeout_max must be positive numbers of seconds")
-    if config.shell_background_idle < 0 or config.shell_outputs_mb < 0:
-        raise ConfigError("shell_background_idle and shell_outputs_mb must be 0 (off) or more")
+    if (
+        config.shell_background_idle < 0
+        or config.shell_outputs_mb < 0
+        or config.shell_background_per_caller < 0
+    ):
+        raise ConfigError(
+            "shell_background_idle, shell_background_per_caller and shell_outputs_mb must be 0 (off) or more"
+        )
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if config.subagents_parallel < 1:

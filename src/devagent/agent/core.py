@@ -88,7 +88,9 @@ class AgentCore:
         self._mcp: McpManager | None = None
         # The background processes of this process's sessions (never stored: they end with it),
         # and where the whole output of long commands is saved (None: nowhere).
-        self.processes = ProcessRegistry(config.shell_background_idle, self.running_here)
+        self.processes = ProcessRegistry(
+            config.shell_background_idle, self.running_here, config.shell_background_per_caller
+        )
         mib = config.shell_outputs_mb
         self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []

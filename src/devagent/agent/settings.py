@@ -75,6 +75,10 @@ class CoreConfig:
     # Background processes (devagent/agent/tools/processes.py) are stopped after this many seconds
     # in which their session ran no turn and no call used them (0: never for that reason).
     shell_background_idle: float = 1800.0
+    # The most background processes one caller (an identity; the local user is one) may have
+    # running or starting at once across its sessions in this server process (0: no limit of its
+    # own; each session runs at most 8 in any case).
+    shell_background_per_caller: int = 16
     # The whole output of long commands is saved under data_dir/outputs for read_file: at most
     # this many MiB in all, the oldest removed first (0: not saved).
     shell_outputs_mb: int = 512

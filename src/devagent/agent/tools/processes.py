@@ -6,6 +6,11 @@ process that started it: it is never stored, and after a restart the session's r
 (`SessionState.background`, which names the registry that started it) lets the model be told
 that it is gone.
 
+A start takes its place first (`Slot`: its id, its session and its caller), before it awaits
+anything: so the starts of one step, which run at once, get distinct ids and count against the
+limits (`MAX_RUNNING` a session, the operator's `shell_background_per_caller` a caller across its
+sessions) while they start. What stops a session's processes reaches those still starting too.
+
 Each is started like any command (`shell.start_command`: the clean environment, the limits, the
 sandbox) in its own process group, its input a pipe. Its output goes into a buffer that keeps the
 newest `BUFFER_CHARS` characters; a read gives what arrived since the last read (its head and
@@ -90,11 +95,24 @@ class NewestText:
         self.read_to = self.total
 
 
+@dataclass(slots=True)
+class Slot:
+    """A background process's place, taken before its start awaits anything: its id, the session
+    and the caller (`SessionState.identity`) it counts for; why it was stopped while it started."""
+
+    session_id: str
+    pid: str
+    caller: str
+    stopped_why: str = ""
+    launch: asyncio.Task[BackgroundProcess] | None = None
+
+
 class BackgroundProcess:
     """One background process of a session, from its start to some time after its end."""
 
-    def __init__(self, pid: str, command: str, directory: str, started: Started) -> None:
+    def __init__(self, pid: str, command: str, directory: str, started: Started, caller: str = "") -> None:
         self.id = pid
+        self.caller = caller  # the identity whose limit it counts against
         self.command = command
         self.directory = directory
         self.proc = started.proc
@@ -283,14 +301,19 @@ def _duration(seconds: float) -> str:
 
 
 class ProcessRegistry:
-    """The background processes of one core, by session; and the task that stops those of idle
-    sessions. `busy(session_id)`: whether a turn of that session runs in this process now."""
+    """The background processes of one core, by session, with the starts under way (`Slot`); and
+    the task that stops those of idle sessions. `busy(session_id)`: whether a turn of that session
+    runs in this process now. `per_caller`: the most one caller may have running or starting
+    across its sessions (0: no limit of its own)."""
 
-    def __init__(self, idle_seconds: float, busy: Callable[[str], bool]) -> None:
+    def __init__(self, idle_seconds: float, busy: Callable[[str], bool], per_caller: int = 0) -> None:
         self.instance = uuid.uuid4().hex[:12]  # this registry's name in the sessions' records
         self.idle_seconds = idle_seconds
+        self.per_caller = per_caller
         self._busy = busy
         self._sessions: dict[str, dict[str, BackgroundProcess]] = {}
+        self._starting: dict[str, dict[str, Slot]] = {}
+        self._numbers: dict[str, int] = {}  # the highest id number each session was given
         self._last_use: dict[str, float] = {}
         self._idle_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -304,21 +327,66 @@ class ProcessRegistry:
     def running(self) -> list[BackgroundProcess]:
         return [p for procs in self._sessions.values() for p in procs.values() if not p.ended]
 
+    def held(self, session_id: str | None = None, caller: str | None = None) -> int:
+        """How many processes run or start, of a session or of a caller."""
+        live = [
+            (p.caller, sid) for sid, procs in self._sessions.items() for p in procs.values() if not p.ended
+        ]
+        live += [(s.caller, sid) for sid, slots in self._starting.items() for s in slots.values()]
+        return sum(1 for who, sid in live if session_id in (None, sid) and caller in (None, who))
+
     def touch(self, session_id: str) -> None:
         """The session did something (a turn ran, a call used its processes): not idle now."""
         if session_id in self._sessions:
             self._last_use[session_id] = time.monotonic()
 
-    async def add(self, session_id: str, process: BackgroundProcess) -> None:
+    def reserve(self, session_id: str, caller: str, records: list[dict[str, Any]]) -> Slot:
+        """A place for one more process of the session, its id chosen, or ToolFailure when the
+        server is stopping or the session or its caller has all it may have. Nothing is awaited:
+        starts running at once each get their own place."""
         if self._closed:
-            await process.stop("the server is stopping")
             raise ToolFailure("the server is stopping: no process may start", "unsupported")
-        procs = self._sessions.setdefault(session_id, {})
+        mine = self.held(session_id)
+        if mine >= MAX_RUNNING:
+            raise ToolFailure(
+                f"{mine} background processes of this session are running or starting, the most "
+                "there may be: stop one first (background_process, action `stop`)",
+                "too_many_processes",
+            )
+        theirs = self.held(caller=caller) if self.per_caller > 0 else 0
+        if self.per_caller > 0 and theirs >= self.per_caller:
+            who = f"caller {caller!r}" if caller else "the local user"
+            raise ToolFailure(
+                f"{who} has {theirs} background processes running or starting across its sessions, "
+                "the most one caller may have on this server: stop one first (background_process, "
+                "action `stop`, in the session that started it)",
+                "too_many_processes",
+            )
+        numbers = [str(r.get("id", ""))[2:] for r in records if str(r.get("id", "")).startswith("bg")]
+        number = 1 + max([int(n) for n in numbers if n.isdigit()] + [self._numbers.get(session_id, 0)])
+        self._numbers[session_id] = number
+        slot = Slot(session_id, f"bg{number}", caller)
+        self._starting.setdefault(session_id, {})[slot.pid] = slot
+        return slot
+
+    def unreserve(self, slot: Slot) -> None:
+        """Gives back the place of a start that failed."""
+        slots = self._starting.get(slot.session_id, {})
+        slots.pop(slot.pid, None)
+        if not slots:
+            self._starting.pop(slot.session_id, None)
+            if slot.session_id not in self._sessions:  # nothing of it kept: its numbers neither
+                self._numbers.pop(slot.session_id, None)
+
+    def add(self, slot: Slot, process: BackgroundProcess) -> None:
+        """The process of `slot` has started: it takes the slot's place."""
+        self.unreserve(slot)
+        procs = self._sessions.setdefault(slot.session_id, {})
         procs[process.id] = process
         ended = [p for p in procs.values() if p.ended]
         for old in ended[: max(0, len(ended) - KEPT_ENDED)]:
             del procs[old.id]
-        self.touch(session_id)
+        self.touch(slot.session_id)
         self._forget_old_sessions()
         if self.idle_seconds > 0 and (self._idle_task is None or self._idle_task.done()):
             self._idle_task = asyncio.create_task(self._stop_idle())
@@ -326,19 +394,33 @@ class ProcessRegistry:
     def _forget_old_sessions(self) -> None:
         """Beyond SESSIONS_KEPT sessions, those used longest ago with nothing running are forgotten
         (a later call naming one of their processes is told it ended)."""
-        done = [sid for sid, procs in self._sessions.items() if all(p.ended for p in procs.values())]
+        done = [
+            sid
+            for sid, procs in self._sessions.items()
+            if sid not in self._starting and all(p.ended for p in procs.values())
+        ]
         done.sort(key=lambda sid: self._last_use.get(sid, 0.0))
         for sid in done[: max(0, len(self._sessions) - SESSIONS_KEPT)]:
-            del self._sessions[sid]
-            self._last_use.pop(sid, None)
+            self._forget(sid)
+
+    def _forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._last_use.pop(session_id, None)
+        self._numbers.pop(session_id, None)
 
     async def stop_session(self, session_id: str, why: str, *, forget: bool = False) -> None:
-        """Stops the session's running processes (`forget`: and drops them all)."""
+        """Stops the session's processes, those still starting too (`forget`: and drops them all)."""
+        starting = list(self._starting.get(session_id, {}).values())
+        for slot in starting:
+            slot.stopped_why = slot.stopped_why or why
+        launches = [s.launch for s in starting if s.launch is not None]
         procs = self._sessions.get(session_id, {})
-        await asyncio.gather(*(p.stop(why) for p in list(procs.values())))
-        if forget:
-            self._sessions.pop(session_id, None)
-            self._last_use.pop(session_id, None)
+        await asyncio.gather(
+            *(p.stop(why) for p in list(procs.values())),
+            *(asyncio.wait({launch}) for launch in launches),  # each stops its own once started
+        )
+        if forget and session_id not in self._starting:
+            self._forget(session_id)
 
     async def close(self) -> None:
         """Stops every process (the core is closing)."""
@@ -347,9 +429,8 @@ class ProcessRegistry:
             self._idle_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._idle_task
-        await asyncio.gather(
-            *(self.stop_session(sid, "the server stopped", forget=True) for sid in list(self._sessions))
-        )
+        sessions = set(self._sessions) | set(self._starting)
+        await asyncio.gather(*(self.stop_session(sid, "the server stopped", forget=True) for sid in sessions))
 
     async def _stop_idle(self) -> None:
         """Stops the processes of sessions idle for `idle_seconds`, while any process runs."""
@@ -357,7 +438,7 @@ class ProcessRegistry:
             await asyncio.sleep(min(IDLE_CHECK, self.idle_seconds / 4))  # a periodic look, not a wait
             now = time.monotonic()
             for sid in list(self._sessions):
-                if self._busy(sid):
+                if self._busy(sid) or sid in self._starting:
                     self.touch(sid)
                 elif now - self._last_use.get(sid, now) >= self.idle_seconds:
                     await self.stop_session(sid, f"its session was idle for {_duration(self.idle_seconds)}")
@@ -381,23 +462,34 @@ class SessionProcesses:
     async def start(
         self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str]
     ) -> BackgroundProcess:
-        """Starts `command` in the background; it is recorded in the session's state."""
-        running = [p for p in self.registry.processes(self.session_id) if not p.ended]
-        if len(running) >= MAX_RUNNING:
-            raise ToolFailure(
-                f"{len(running)} background processes of this session are running, the most there may "
-                "be: stop one first (background_process, action `stop`)",
-                "too_many_processes",
+        """Starts `command` in the background; it is recorded in the session's state. Its place is
+        taken at once; the start itself runs on when the call is cancelled, and stops what it
+        started (a cancel stops the session's processes, and waits for the starts under way)."""
+        slot = self.registry.reserve(self.session_id, ctx.state.identity, ctx.state.background)
+        launch = asyncio.create_task(self._launch(slot, command, cwd, ctx, guard))
+        slot.launch = launch
+        launch.add_done_callback(_seen)
+        return await asyncio.shield(launch)
+
+    async def _launch(
+        self, slot: Slot, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str]
+    ) -> BackgroundProcess:
+        try:
+            started = await start_command(command, cwd, ctx, guard, background=True)
+            process = BackgroundProcess(
+                slot.pid, command, ctx.workspace.display(Path(cwd)), started, slot.caller
             )
+            await process.begin()
+        except BaseException:
+            self.registry.unreserve(slot)
+            raise
+        self.registry.add(slot, process)
         records = ctx.state.background
-        numbers = [r["id"][2:] for r in records if str(r.get("id", "")).startswith("bg")]
-        pid = f"bg{1 + max((int(n) for n in numbers if n.isdigit()), default=0)}"
-        started = await start_command(command, cwd, ctx, guard, background=True)
-        process = BackgroundProcess(pid, command, ctx.workspace.display(Path(cwd)), started)
-        await process.begin()
-        await self.registry.add(self.session_id, process)
-        records.append({"id": pid, "command": command, "started_by": self.registry.instance})
+        records.append({"id": slot.pid, "command": command, "started_by": self.registry.instance})
         del records[: max(0, len(records) - RECORDS_KEPT)]
+        if slot.stopped_why:  # the session's processes were stopped while this one started
+            await process.stop(slot.stopped_why)
+            raise ToolFailure(f"{slot.pid} was stopped as it started: {slot.stopped_why}", "cancelled")
         return process
 
     def gone(self, pid: str, records: list[dict[str, Any]]) -> str:
@@ -412,3 +504,9 @@ class SessionProcesses:
                 "ends with the server process that started it. Start it again if you need it"
             )
         return f"{pid} (`{record.get('command', '')}`) has ended and is no longer kept"
+
+
+def _seen(task: asyncio.Task[BackgroundProcess]) -> None:
+    """Retrieves a start's failure that no caller awaited (its call was cancelled)."""
+    if not task.cancelled():
+        task.exception()
