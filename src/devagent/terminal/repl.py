@@ -254,7 +254,7 @@ class Chat:
         runs cancels it, a second one leaves once it stopped."""
         # a slash command's report is plain lines; the model's answer is Markdown
         command = isinstance(inp, UserPrompt) and inp.text.startswith("/")
-        self._spoke = True
+        self._spoke = self._spoke or not command  # (a command alone leaves nothing to go on with)
         self.renderer.new_turn(markdown=not command)
         session = _Interruptible(self)
         driver = session.driver = TurnDriver(session, _TerminalDoor(self))
