@@ -52,7 +52,7 @@ from devagent.agent.events import (
 from devagent.agent.wording import how_to_answer
 from devagent.preflight import debug_enabled
 from devagent.terminal.backend import Backend
-from devagent.terminal.controls import formatted, markup, styled
+from devagent.terminal.controls import formatted, markup, styled, visible
 from devagent.terminal.editor import edit_in_editor
 from devagent.terminal.render import Renderer
 
@@ -96,7 +96,9 @@ class SlashCompleter(Completer):
         last = words[-1]
         for c in level:
             if c.name.startswith(last):
-                yield Completion(c.name, start_position=-len(last), display_meta=c.description)
+                yield Completion(
+                    c.name, start_position=-len(last), display_meta=visible(c.description, layout=False)
+                )
 
 
 class Chat:
