@@ -47,8 +47,11 @@ CHOICES = ["Red\x1b[31m", "Gr\x9been"]
 CHOICES_SHOWN = [r"1. Red\x1b[31m", r"2. Gr\x9been"]
 GOT_SHOWN = r"Got: The user answered: Gr\x9been"
 
+THOUGHT = "Thinking \x1b]52;c;VEhPVUdIVA==\x07 \x1b[1Ahard"
+THOUGHT_SHOWN = r"Thinking \x1b]52;c;VEhPVUdIVA==\x07 \x1b[1Ahard"
+
 STEPS = [
-    {"items": [{"text": ANSWER}, shell_call(COMMAND)]},
+    {"items": [{"thinking": THOUGHT}, {"text": ANSWER}, shell_call(COMMAND)]},
     {"items": [ask_call(QUESTION, CHOICES)]},
     {"items": [{"text": "Got: {last_tool_results}"}]},
 ]
@@ -83,7 +86,7 @@ def _through_the_turn(s: PtyScreen, workspace: Path, allow: str, answer: str) ->
     allow_line = s.wait_for_line("Allow")
     assert allow_line.startswith(f"Allow {COMMAND_SHOWN}?"), allow_line
     assert s.wait_for_line("$ ").startswith(f"$ {COMMAND_SHOWN}")
-    assert ANSWER_SHOWN in s.text()
+    assert ANSWER_SHOWN in s.text() and THOUGHT_SHOWN in s.text()
     s.send(allow)
     s.wait_for(OUTPUT_SHOWN)
     s.wait_for(CHOICES_SHOWN[1])
@@ -104,10 +107,17 @@ def _nothing_raw_reached_the_terminal(s: PtyScreen) -> None:
     assert b"\x1b]" not in raw  # no OSC: no clipboard write, no window title
     assert "\x9b" not in raw.decode("utf-8", "replace")  # no C1 CSI
     # (an escape's text is drawn in reverse video: a style's own sequence may follow "pwned.txt")
-    for hostile in (b"pwned.txt\x1b[24D", b"\x1b[24D ls", b"ls -la \x1b[18D", b"\x1b[2J a colour"):
+    hostile_bytes = (
+        b"pwned.txt\x1b[24D",
+        b"\x1b[24D ls",
+        b"ls -la \x1b[18D",
+        b"\x1b[2J a colour",
+        b"\x1b[1Ahard",
+    )
+    for hostile in hostile_bytes:
         assert hostile not in raw, hostile
     assert b"\x08\x08XX" not in raw and b"XX\rOVER" not in raw
-    assert "\x1b" not in "".join(s.lines())  # the screen's text holds no escape character
+    assert s.screen.title == "" and s.screen.icon_name == ""  # the emulator saw no title set
 
 
 def test_issue37_item1_chat_shows_every_control_escaped(
