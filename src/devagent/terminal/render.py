@@ -235,8 +235,7 @@ class Renderer:
                 if d.working_directory
                 else ""
             )
-            line = styled("  $ ", "dim") + styled(d.command, "dim") + styled(where, "dim")
-            self.console.print(line, highlight=False)
+            self.console.print(styled(f"  $ {d.command}{where}", "dim"), highlight=False)
         elif isinstance(d, McpDetails):
             said = (
                 f"  {markup(d.tool_name, layout=False)} from MCP server {markup(d.server_name, layout=False)}"
@@ -250,9 +249,9 @@ class Renderer:
         elif isinstance(d, QuestionDetails):
             from rich.text import Text
 
-            lines = [styled(f"  {n}. ") + styled(choice) for n, choice in enumerate(d.choices, start=1)]
+            lines = [styled(f"  {n}. {choice}") for n, choice in enumerate(d.choices, start=1)]
             if d.question not in (call.description or ""):  # (shortened in the call's line)
-                lines.insert(0, styled("  ") + styled(d.question))
+                lines.insert(0, styled(f"  {d.question}"))
             if lines:
                 self.console.print(Text("\n").join(lines), highlight=False)
 
