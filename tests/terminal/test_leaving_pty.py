@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.a2a.procs import TOKEN, serve_argv, serving
 from tests.core_helpers import shell_call
 from tests.terminal.screen import PtyScreen, devagent
 
@@ -66,13 +67,12 @@ def test_issue37_item10_help_lists_the_terminals_own_commands(
     assert "To go on with this conversation" not in s.text()  # (nothing was said: nothing to go on with)
 
 
-def test_issue37_item10_ctrl_d_says_how_to_go_on_and_a_refused_call_replays_refused(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
-) -> None:
-    db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    steps = [{"items": [shell_call("echo hi")]}, {"items": [{"text": "model read: {last_tool_results}"}]}]
-    model = _script(tmp_path, steps)
-    s = screens(workspace, "chat", "--model", model, "--db", db)
+STEPS = [{"items": [shell_call("echo hi")]}, {"items": [{"text": "model read: {last_tool_results}"}]}]
+REFUSED = "⊘ run_shell_command: the user declined to run this call"
+
+
+def _refuse_then_leave(s: PtyScreen) -> str:
+    """STEPS' command refused, then Ctrl-D; the line printed on leaving."""
     s.wait_for_line("›")
     s.send("go\r")
     s.wait_for_line("Allow echo hi?")
@@ -80,19 +80,41 @@ def test_issue37_item10_ctrl_d_says_how_to_go_on_and_a_refused_call_replays_refu
     s.wait_for_line("Why not")
     s.send("\r")
     s.wait_for(_prompt_after("model read: "))
-    live = s.text()
-    assert "⊘ run_shell_command: the user declined to run this call" in live, live
+    assert REFUSED in s.text(), s.text()
     s.send("\x04")
     assert s.exit_status() == 0
-    hint = next(line for line in s.lines() if line.startswith("To go on with this conversation:"))
+    return next(line for line in s.lines() if line.startswith("To go on with this conversation:"))
+
+
+def _shown_again(s: PtyScreen) -> None:
+    """The conversation shown again: the refused call is refused, never checked."""
+    s.wait_for(_prompt_after("── the conversation goes on from here ──"))
+    shown = s.text()
+    assert "› go" in shown and "model read: " in shown, shown
+    assert REFUSED in shown and "✓ run_shell_command" not in shown, shown
+    s.send("\x04")
+    assert s.exit_status() == 0
+
+
+def test_issue37_item10_ctrl_d_says_how_to_go_on_and_a_refused_call_replays_refused(
+    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
+    hint = _refuse_then_leave(screens(workspace, "chat", "--model", _script(tmp_path, STEPS), "--db", db))
     found = re.search(r"devagent chat --resume (\S+)", hint)
     assert found is not None and "devagent chat --continue" in hint, hint
+    _shown_again(screens(workspace, "chat", "--resume", found.group(1), "--db", db))
 
-    again = screens(workspace, "chat", "--resume", found.group(1), "--db", db)
-    again.wait_for(_prompt_after("── the conversation goes on from here ──"))
-    shown = again.text()
-    assert "› go" in shown and "model read: " in shown, shown
-    assert "⊘ run_shell_command: the user declined to run this call" in shown, shown
-    assert "✓ run_shell_command" not in shown
-    again.send("\x04")
-    assert again.exit_status() == 0
+
+def test_issue37_item10_chat_url_says_how_to_go_on_and_a_refused_call_replays_refused(
+    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
+    args = serve_argv(db, workspace, _script(tmp_path, STEPS), "--no-sandbox")
+    with serving(args, tmp_path / "serve.log") as srv:
+        hint = _refuse_then_leave(screens(workspace, "chat", "--url", srv.url, "--token", TOKEN))
+        found = re.search(rf"devagent chat --url {re.escape(srv.url)} --resume (\S+)", hint)
+        assert found is not None, hint
+        _shown_again(
+            screens(workspace, "chat", "--url", srv.url, "--token", TOKEN, "--resume", found.group(1))
+        )
