@@ -334,7 +334,9 @@ async def _drive(
         await s.cancel()
         return 130
     if isinstance(end, Paused):
-        ids = " ".join(f"--answer {c.id}=allow" for c in end.calls)
+        from devagent.terminal.controls import visible  # late: as in run()
+
+        ids = visible(" ".join(f"--answer {c.id}=allow" for c in end.calls), layout=False)
         print(
             f"devagent: session {s.id} waits for permission. Go on with: devagent run --resume {s.id} "
             f"--allow (or --deny, or {ids})",
@@ -372,8 +374,10 @@ class _RunDoor(Door):
             return
         if call.question is None and not call.awaiting_client and not sys.stdin.isatty():
             if not self.told:
+                from devagent.terminal.controls import markup  # late: as in run()
+
                 self.told = True
-                names = ", ".join(w.description or w.name for w in self.calls)
+                names = markup(", ".join(w.description or w.name for w in self.calls), layout=False)
                 self.r.console.print(
                     f"[red]Permission needed for: {names}, but standard input is not a terminal.[/red]\n"
                     "Answer it with --resume, or choose a mode that does not ask: "
@@ -391,12 +395,16 @@ class _RunDoor(Door):
 
 def _ask(console: Console, c: ToolCall) -> Any:
     """The user's decision on one call, or None when it cannot be asked here."""
+    from devagent.terminal.controls import markup  # late: as in run()
+
     if c.question is not None:
         return _answer(console, c, c.question)
     if c.awaiting_client:
-        console.print(f"[red]{c.name} is a client tool; the terminal cannot run it.[/red]")
+        console.print(
+            f"[red]{markup(c.name, layout=False)} is a client tool; the terminal cannot run it.[/red]"
+        )
         return None
-    console.print(f"[bold yellow]Allow[/bold yellow] {c.description or c.name}?")
+    console.print(f"[bold yellow]Allow[/bold yellow] {markup(c.description or c.name, layout=False)}?")
     details = c.confirmation.details if c.confirmation else None
     prompt = r"  \[y] once  \[a] always (this session)  \[n] no"
     prompt += r"  \[e] edit first > " if isinstance(details, FileDiff) else " > "
@@ -486,7 +494,12 @@ def chat(
     ] = None,
     model: ModelOpt = None,
     approval: ApprovalOpt = None,
-    session: Annotated[str | None, typer.Option("--session", help="Continue this stored session")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", "--session", "-r", help="Continue this stored session (--url: its context id)"
+        ),
+    ] = None,
     cont: Annotated[
         bool, typer.Option("--continue", "-c", help="Continue the last session of this workspace")
     ] = False,
@@ -718,12 +731,16 @@ def info(
     check: Annotated[
         bool, typer.Option("--check", help="Also send the model one short request (exit 1 if it fails)")
     ] = False,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Print versions and the resolved configuration: model, provider URL, settings file, database,
-    sandbox, workspace roots (never a key)."""
+    sandbox, workspace roots (never a key); --model and the model flags as run and chat take them."""
     from devagent.info import print_info  # late: each command loads its own modules
 
-    raise typer.Exit(print_info(as_json, check, _flags(ctx).settings()))
+    given = {"default_model": model, "model_base_url": base_url, "model_api_key": api_key}
+    raise typer.Exit(print_info(as_json, check, {**_flags(ctx).settings(), **given}))
 
 
 def main() -> None:

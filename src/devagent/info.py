@@ -33,7 +33,9 @@ def resolved(
     `settings`: the global flags, as `load_config` overrides."""
     env = dict(os.environ if environ is None else environ)
     config = load_config(settings, environ=env)
-    if config.default_model:
+    if settings and settings.get("default_model"):
+        spec, why = config.default_model, "--model"
+    elif config.default_model:
         spec, why = config.default_model, "DEVAGENT_MODEL or model in the settings file"
     else:
         spec, why = default_model_spec(env)
@@ -130,8 +132,8 @@ async def _ask(model: Any) -> None:
 
 
 def print_info(as_json: bool, check: bool, settings: Mapping[str, Any] | None = None) -> int:
-    """`devagent info [--json] [--check]`; the exit code (1 when the check failed). `settings`:
-    the global flags, as `load_config` overrides."""
+    """`devagent info [--json] [--check] [--model M ...]`; the exit code (1 when the check failed).
+    `settings`: the global flags and the model flags, as `load_config` overrides."""
     try:
         data: dict[str, Any] = {**versions(), **resolved(settings=settings)}
     except ConfigError as e:
@@ -146,10 +148,12 @@ def print_info(as_json: bool, check: bool, settings: Mapping[str, Any] | None = 
     for key, value in data.items():
         if key == "model_check":
             continue
-        if isinstance(value, dict):
+        if isinstance(value, dict) and all(v is None for v in value.values()):
+            sys.stdout.write(f"{key}: none\n")  # (hooks without a hooks file)
+        elif isinstance(value, dict):
             sys.stdout.write(f"{key}:\n")
             for k, v in value.items():
-                sys.stdout.write(f"  {k}: {v}\n")
+                sys.stdout.write(f"  {k}: {v if v is not None else '(none)'}\n")
         elif isinstance(value, list):
             sys.stdout.write(f"{key}: {', '.join(value)}\n")
         else:

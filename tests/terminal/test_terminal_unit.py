@@ -124,3 +124,19 @@ def test_renderer_plain_output_folds_thoughts_and_shows_calls() -> None:
     assert "Hello world\n" in out
     assert "● Read a.txt" in out and "✓ read_file: line one …" in out
     assert out.rstrip().endswith("Cancelled.")
+
+
+def test_issue37_item1_every_control_character_is_shown_escaped() -> None:
+    """The one rule of terminal/controls.py, character by character: every C0 and C1 control and
+    DEL, the bidirectional overrides, CR; line feeds and tabs kept only as a text's layout."""
+    from devagent.terminal.controls import formatted, visible
+
+    for code in [*range(0x00, 0x20), *range(0x7F, 0xA0)]:
+        if chr(code) in "\n\t\r":
+            continue
+        assert visible(f"a{chr(code)}b") == f"a\\x{code:02x}b"
+    assert visible("a\u202eb\u2066c\u200fd") == "a\\u202eb\\u2066c\\u200fd"
+    assert visible("one\r\ntwo\tthree\rOVER") == "one\ntwo\tthree\\rOVER"
+    assert visible("one\r\ntwo\tthree", layout=False) == "one\\r\\ntwo\\tthree"
+    assert visible("plain text, ünïcode ✓ […]") == "plain text, ünïcode ✓ […]"
+    assert formatted("rm\x1b[2D", "bold") == [("bold", "rm"), ("bold reverse", "\\x1b"), ("bold", "[2D")]

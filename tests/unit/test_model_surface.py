@@ -105,3 +105,19 @@ async def test_issue28_item15_info_check_tries_the_model_once(tmp_path: Path) ->
         code, out, err = await devagent(["info", "--check"], tmp_path, **env)
     assert code == 1 and len(_lines(err)) == 1 and "404 Not Found" in err and "<" not in err, err
     assert SECRET not in out + err
+
+
+async def test_issue37_item10_info_takes_model_flags_and_says_no_hooks_plainly(tmp_path: Path) -> None:
+    """`devagent info --model M` (with `--base-url`, `--api-key`, as run and chat take them)
+    resolves and checks that model; with no hooks file it says "hooks: none", never "None"."""
+    ok = FakeOpenAI(lambda body: Reply(text=["ok"]))
+    async with ok as url:
+        args = ["info", "--model", "openai-compatible:picked", "--base-url", url, "--api-key", SECRET]
+        code, out, err = await devagent([*args, "--check"], tmp_path, DEVAGENT_MODEL="openai:other")
+    assert code == 0, (out, err)
+    assert "spec: openai-compatible:picked" in out and "chosen_by: --model" in out and url in out
+    assert [r["model"] for r in ok.requests] == ["picked"], ok.requests
+    assert "hooks: none\n" in out and "None" not in out and SECRET not in out + err
+    code, out, err = await devagent(["info", "--json", "--model", "openai:gpt-4.1"], tmp_path)
+    data = json.loads(out)
+    assert code == 0 and data["model"]["spec"] == "openai:gpt-4.1" and data["hooks"] == {"file": None}

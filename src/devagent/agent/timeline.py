@@ -67,15 +67,12 @@ def returned_call(
     """A settled call as its transcript entries say (the text and an edit's diff); with no
     return yet, the call as the model asked for it."""
     text = returned.model_response_str() if returned is not None else ""
-    output = error = None
+    output = None
     status = ToolCallStatus.SUCCEEDED if returned is not None else ToolCallStatus.EXECUTING
-    kind, _, rest = text.removeprefix(ERROR_PREFIX).partition("): ")
-    if returned is None:
-        pass
-    elif text.startswith(ERROR_PREFIX) and rest:
-        error = ToolError(rest, kind)
-        status = ToolCallStatus.CANCELLED if kind == "cancelled" else ToolCallStatus.FAILED
-    else:
+    error = returned_error(text) if returned is not None else None
+    if error is not None:
+        status = settled_status(error)
+    elif returned is not None:
         diff = returned.metadata.get("diff") if isinstance(returned.metadata, dict) else None
         output = output_from_result(CallResult(text, diff=diff if isinstance(diff, dict) else None))
     try:
@@ -93,6 +90,20 @@ def returned_call(
         output=output,
         error=error,
     )
+
+
+def returned_error(text: str) -> ToolError | None:
+    """The error a tool return's text says (`transcript.append_tool_returns` writes a failed or
+    refused call's result as `Error (TYPE): MESSAGE`), or None for a result."""
+    kind, _, rest = text.removeprefix(ERROR_PREFIX).partition("): ")
+    return ToolError(rest, kind) if text.startswith(ERROR_PREFIX) and rest else None
+
+
+def settled_status(error: ToolError | None) -> ToolCallStatus:
+    """A settled call's status: refused by the user (cancelled), failed, or done."""
+    if error is None:
+        return ToolCallStatus.SUCCEEDED
+    return ToolCallStatus.CANCELLED if error.type == "cancelled" else ToolCallStatus.FAILED
 
 
 def timeline(
@@ -188,15 +199,17 @@ def replayed_call(
     except Exception:  # a description from arguments the tool would refuse
         description = part.tool_name
     text, failed = results.get(part.tool_call_id, ("", True))
+    # a result the call's tool failed or the user refused is written as an error's text
+    error = ToolError(text or "no result") if failed else returned_error(text)
     return ToolCall(
         id=part.tool_call_id,
         name=part.tool_name,
         args=args,
         kind=kind,
         description=description,
-        status=ToolCallStatus.FAILED if failed else ToolCallStatus.SUCCEEDED,
-        output=None if failed else ToolOutput(text),
-        error=ToolError(text or "no result") if failed else None,
+        status=settled_status(error),
+        output=None if error is not None else ToolOutput(text),
+        error=error,
     )
 
 

@@ -23,6 +23,7 @@ from devagent.agent.events import (
     ToolCallUpdate,
     TurnEnd,
 )
+from devagent.terminal.controls import markup, styled, visible
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -89,19 +90,21 @@ class Renderer:
             self._thought_subject = text[2:end].strip()
         self.last_thoughts.append(text)
         if self.show_thoughts:
-            self.console.print(text, style="dim italic", highlight=False, markup=False)
+            self.console.print(styled(text, "dim italic"), highlight=False)
         else:
             head = self._thought_subject or (text.splitlines() or [""])[0]
             if len(head) > 90:
                 head = head[:89] + "…"
-            self.console.print(f"[dim]✻ {_escape(head)}  (/thoughts shows it)[/dim]", highlight=False)
+            self.console.print(
+                f"[dim]✻ {markup(head, layout=False)}  (/thoughts shows it)[/dim]", highlight=False
+            )
         self._thought = ""
         self._thought_subject = ""
 
     def _markdown(self, text: str) -> RenderableType:
         from rich.markdown import Markdown
 
-        return Markdown(text)
+        return Markdown(visible(text))
 
     def _start_live(self, renderable: RenderableType, *, transient: bool) -> None:
         from rich.live import Live
@@ -138,7 +141,7 @@ class Renderer:
             self.finish()
             style = {"info": "cyan", "warning": "yellow", "error": "red"}[ev.level]
             self._error_shown = self._error_shown or ev.level == "error"
-            self.console.print(ev.text, style=style, highlight=False, markup=False, soft_wrap=True)
+            self.console.print(styled(ev.text, style), highlight=False, soft_wrap=True)
         elif isinstance(ev, NeedsInput | TurnEnd):
             self.finish()
             if isinstance(ev, TurnEnd) and ev.reason != "finished":
@@ -151,7 +154,7 @@ class Renderer:
             self._end_thought()
         if not self.markdown:
             self._text += text
-            self.console.file.write(text)
+            self.console.file.write(visible(text))
             self.console.file.flush()
             return
         if not self._text:
@@ -172,7 +175,7 @@ class Renderer:
         from rich.text import Text
 
         tail = " ".join(self._thought.split())[-80:]
-        line = Text(f"✻ thinking… {tail}", style="dim italic")
+        line = Text(f"✻ thinking… {visible(tail, layout=False)}", style="dim italic")
         if self._live is None:
             self._start_live(line, transient=True)
         else:
@@ -187,7 +190,7 @@ class Renderer:
             # live output is the whole output so far (replace, do not append): print what is new
             new = call.live_output[len(before) :] if call.live_output.startswith(before) else call.live_output
             if new:
-                c.file.write(new)
+                c.file.write(visible(new))
                 c.file.flush()
             self._live_seen[call.id] = call.live_output
         elif call.status.terminal:
@@ -203,7 +206,10 @@ class Renderer:
                 first = call.output.text.strip().splitlines()
                 if first:
                     detail = f": {first[0][:100]}" + (" …" if len(first) > 1 else "")
-            c.print(f"{MARKS[call.status.value]} {_escape(call.name)}{_escape(detail)}", highlight=False)
+            line = (
+                f"{MARKS[call.status.value]} {markup(call.name, layout=False)}{markup(detail, layout=False)}"
+            )
+            c.print(line, highlight=False)
             if call.output is not None and call.output.diff is not None:
                 self._diff(call.output.diff.formatted_diff)
 
@@ -211,7 +217,7 @@ class Renderer:
         """The call's one line, and for a permission request what it is about."""
         self._shown.add(call.id)
         self.console.print(
-            f"[bold blue]●[/bold blue] {_escape(call.description or call.name)}", highlight=False
+            f"[bold blue]●[/bold blue] {markup(call.description or call.name, layout=False)}", highlight=False
         )
         if call.status is ToolCallStatus.PENDING and call.confirmation is not None:
             self.show_request(call)
@@ -229,25 +235,30 @@ class Renderer:
                 if d.working_directory
                 else ""
             )
-            self.console.print(f"  [dim]$ {_escape(d.command)}{_escape(where)}[/dim]", highlight=False)
+            self.console.print(styled(f"  $ {d.command}{where}", "dim"), highlight=False)
         elif isinstance(d, McpDetails):
-            self.console.print(f"  [dim]{d.tool_name} from MCP server {d.server_name}[/dim]", highlight=False)
+            said = (
+                f"  {markup(d.tool_name, layout=False)} from MCP server {markup(d.server_name, layout=False)}"
+            )
+            self.console.print(f"[dim]{said}[/dim]", highlight=False)
         elif isinstance(d, GenericDetails) and "\n" in d.description:
             # A change of several files as a remote server words it: a line, then the diffs.
             head, _, rest = d.description.partition("\n")
-            self.console.print(f"  [dim]{_escape(head)}[/dim]", highlight=False)
+            self.console.print(f"  [dim]{markup(head, layout=False)}[/dim]", highlight=False)
             self._diff(rest.strip("\n"))
         elif isinstance(d, QuestionDetails):
-            lines = [f"  {n}. {choice}" for n, choice in enumerate(d.choices, start=1)]
+            from rich.text import Text
+
+            lines = [styled(f"  {n}. {choice}") for n, choice in enumerate(d.choices, start=1)]
             if d.question not in (call.description or ""):  # (shortened in the call's line)
-                lines.insert(0, f"  {d.question}")
+                lines.insert(0, styled(f"  {d.question}"))
             if lines:
-                self.console.print(_escape("\n".join(lines)), highlight=False)
+                self.console.print(Text("\n").join(lines), highlight=False)
 
     def _diff(self, diff: str) -> None:
         from rich.syntax import Syntax
 
-        self.console.print(Syntax(diff or "", "diff", theme="ansi_dark", background_color="default"))
+        self.console.print(Syntax(visible(diff or ""), "diff", theme="ansi_dark", background_color="default"))
 
     def _on_end(self, ev: TurnEnd) -> None:
         if ev.reason == "cancelled":
@@ -259,10 +270,4 @@ class Renderer:
         elif ev.reason == "interrupted":
             self.console.print("[yellow]The turn was interrupted; send a message to go on.[/yellow]")
         elif ev.error and not self._error_shown:
-            self.console.print(f"[red]Error: {_escape(ev.error)}[/red]", highlight=False)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+            self.console.print(f"[red]Error: {markup(ev.error)}[/red]", highlight=False)

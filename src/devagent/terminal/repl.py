@@ -27,7 +27,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.formatted_text import HTML, StyleAndTextTuples, to_formatted_text
+from prompt_toolkit.formatted_text import StyleAndTextTuples, to_formatted_text
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import Input as TermInput
 from prompt_toolkit.input.typeahead import clear_typeahead, get_typeahead, store_typeahead
@@ -52,6 +52,7 @@ from devagent.agent.events import (
 from devagent.agent.wording import how_to_answer
 from devagent.preflight import debug_enabled
 from devagent.terminal.backend import Backend
+from devagent.terminal.controls import formatted, markup, styled, visible
 from devagent.terminal.editor import edit_in_editor
 from devagent.terminal.render import Renderer
 
@@ -95,7 +96,9 @@ class SlashCompleter(Completer):
         last = words[-1]
         for c in level:
             if c.name.startswith(last):
-                yield Completion(c.name, start_position=-len(last), display_meta=c.description)
+                yield Completion(
+                    c.name, start_position=-len(last), display_meta=visible(c.description, layout=False)
+                )
 
 
 class Chat:
@@ -125,6 +128,7 @@ class Chat:
         )
         self._armed = False  # a Ctrl-C was just pressed: a second one leaves
         self._held: list[KeyPress] = []  # typed before a permission question: for the next prompt
+        self._spoke = False  # the conversation holds a turn (one of the past, or of this chat)
 
     # --- the prompt ---------------------------------------------------------------------------
 
@@ -146,26 +150,27 @@ class Chat:
 
         return kb
 
-    def _toolbar(self) -> HTML:
+    def _toolbar(self) -> StyleAndTextTuples:
         s = self.backend.status
         model = s.model or "?"
         if model.startswith("scripted:"):  # a script's path would fill the line
             model = "scripted:" + os.path.basename(model[len("scripted:") :])
         parts = [
-            f"<b>{_html(model)}</b>",
-            f"approval {_html(s.approval_mode)}",
+            f"approval {s.approval_mode}",
             _tokens(s.tokens, s.context_tokens),
-            f"session {_html(s.session_id[:8] or 'new')}",
+            f"session {s.session_id[:8] or 'new'}",
         ]
         if s.where:
-            parts.append(_html(s.where))
-        return HTML(" " + " · ".join(parts))
+            parts.append(s.where)
+        # (what a server said, the session's model: shown, never read as markup or controls)
+        return [("", " "), *formatted(model, "bold"), *formatted("".join(f" · {p}" for p in parts))]
 
     async def run(self) -> int:
         s = self.backend.status
-        where = f" · workspace {_escape(s.workspace)}" if s.workspace else ""
+        where = f" · workspace {s.workspace}" if s.workspace else ""
+        said = f"devagent chat · model {s.model} · session {s.session_id or '(new)'}{where}"
         self.console.print(
-            f"[dim]devagent chat · model {_escape(s.model)} · session {s.session_id or '(new)'}{where}[/dim]",
+            f"[dim]{markup(said, layout=False)}[/dim]",
             highlight=False,
             soft_wrap=True,
         )
@@ -205,28 +210,39 @@ class Chat:
                 except Exception as e:  # the session goes on; the next prompt may work
                     self.renderer.finish()
                     self.console.print(
-                        f"[red]error: {_escape(str(e) or type(e).__name__)}[/red]"
+                        f"[red]error: {markup(str(e) or type(e).__name__)}[/red]"
                         " [dim](--debug shows the traceback)[/dim]",
                         highlight=False,
                     )
                     if debug_enabled(self.debug):
                         self.console.print_exception()
         except Leave:
+            self._how_to_go_on()
             return 0
+
+    def _how_to_go_on(self) -> None:
+        """On leaving a conversation that holds something: the command line that goes on with it."""
+        s = self.backend.status
+        if not (self._spoke and s.session_id):
+            return
+        if s.where:  # a remote conversation: its context id on that server
+            line = f"devagent chat --url {s.where} --resume {s.session_id}"
+        else:
+            line = f"devagent chat --resume {s.session_id}  (or: devagent chat --continue, in its workspace)"
+        self.console.print(styled(f"To go on with this conversation: {line}", "dim", layout=False))
 
     async def _show_history(self) -> None:
         """A resumed session's last turns, drawn as live ones were (the prompt, then its answer)."""
-        from rich.text import Text
-
         turns = await self.backend.history()
         if not turns:
             return
+        self._spoke = True
         shown = turns[-HISTORY_TURNS:]
         if len(turns) > len(shown):
             self.console.print(f"[dim]… {len(turns) - len(shown)} earlier turns not shown[/dim]")
         for t in shown:
             if t.prompt:
-                self.console.print(Text("› " + t.prompt, style="bold"), soft_wrap=True)
+                self.console.print(styled("› " + t.prompt, "bold"), soft_wrap=True)
             self.renderer.new_turn(markdown=not t.prompt.startswith("/"))
             for ev in t.events:
                 self.renderer.render(ev)
@@ -240,6 +256,7 @@ class Chat:
         runs cancels it, a second one leaves once it stopped."""
         # a slash command's report is plain lines; the model's answer is Markdown
         command = isinstance(inp, UserPrompt) and inp.text.startswith("/")
+        self._spoke = self._spoke or not command  # (a command alone leaves nothing to go on with)
         self.renderer.new_turn(markdown=not command)
         session = _Interruptible(self)
         driver = session.driver = TurnDriver(session, _TerminalDoor(self))
@@ -264,9 +281,13 @@ class Chat:
             + ("[x] never  " if never else "")
             + ("[e] edit first" if can_edit else "")
         )
-        message = HTML(
-            f"<b><ansiyellow>Allow</ansiyellow></b> {_html(c.description or c.name)}?  {_html(keys)} › "
-        )
+        # the call's own words as text, never markup: whatever they hold, the prompt is drawn
+        message: StyleAndTextTuples = [
+            ("bold ansiyellow", "Allow"),
+            ("", " "),
+            *formatted(c.description or c.name),
+            ("", f"?  {keys} › "),
+        ]
         offered = "y" + ("a" if always else "") + "n" + ("x" if never else "") + ("e" if can_edit else "")
         # Keys typed before the question was shown (during the turn) never answer it.
         inp = self.prompt.app.input
@@ -306,8 +327,8 @@ class Chat:
         self._held += [*get_typeahead(inp), *self._typeahead()]  # (never an answer: kept)
         clear_typeahead(inp)
         hint = f"{how_to_answer(q)} Ctrl-C dismisses the question."
-        self.console.print(f"[dim]{_escape(hint)}[/dim]", highlight=False)
-        label = HTML("<b><ansiyellow>Answer</ansiyellow></b> › ")
+        self.console.print(f"[dim]{markup(hint)}[/dim]", highlight=False)
+        label: StyleAndTextTuples = [("bold ansiyellow", "Answer"), ("", " › ")]
         while True:
             try:
                 text = await PromptSession[str]().prompt_async(label)
@@ -317,7 +338,7 @@ class Chat:
             got = q.answer_for(text)
             if got is not None:
                 return Decision(c.id, got[0], new_content=got[1])
-            self.console.print(f"[dim]{_escape(hint)}[/dim]", highlight=False)
+            self.console.print(f"[dim]{markup(hint)}[/dim]", highlight=False)
 
     def _typeahead(self) -> list[KeyPress]:
         keys = take_typeahead(self.prompt.app.input)
@@ -348,18 +369,23 @@ class Chat:
     # --- the terminal's own commands ----------------------------------------------------------
 
     async def _local_command(self, text: str) -> bool:
-        """Runs /exit, /thoughts, /approval, /status; False for the session's commands."""
+        """Runs /exit, /thoughts, /approval, /status, and /help (the session's list, then the
+        terminal's own); False for the session's other commands."""
         word, _, rest = text[1:].partition(" ")
         rest = rest.strip()
         if word in ("exit", "quit"):
             raise Leave()
+        if word in ("help", "?"):  # the session's commands, then the terminal's own
+            await self._turns(UserPrompt(text), [])
+            self._list_local_commands()
+            return True
         if word == "thoughts":
             if rest in ("on", "off"):
                 self.renderer.show_thoughts = rest == "on"
                 self.console.print(f"[dim]Thoughts are {'shown' if rest == 'on' else 'folded'}.[/dim]")
             elif self.renderer.last_thoughts:
                 for t in self.renderer.last_thoughts:
-                    self.console.print(t, style="dim italic", markup=False, highlight=False)
+                    self.console.print(styled(t, "dim italic"), highlight=False)
             else:
                 self.console.print("[dim]No thoughts in the last turn.[/dim]")
             return True
@@ -369,21 +395,26 @@ class Chat:
                 return True
             why = await self.backend.set_approval_mode(rest)
             if why:
-                self.console.print(f"[red]{why}[/red]", highlight=False, markup=False)
+                self.console.print(styled(why, "red"), highlight=False)
             else:
                 self.console.print(f"[dim]Approval mode: {self.backend.status.approval_mode}[/dim]")
             return True
         if word == "status":
             s = self.backend.status
-            self.console.print(
+            line = (
                 f"model {s.model} · approval {s.approval_mode} · {_tokens(s.tokens, 0)}"
-                f" · session {s.session_id}" + (f" · {s.where}" if s.where else ""),
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
+                f" · session {s.session_id}" + (f" · {s.where}" if s.where else "")
             )
+            self.console.print(styled(line, layout=False), highlight=False, soft_wrap=True)
             return True
         return False
+
+    def _list_local_commands(self) -> None:
+        lines = ["This terminal's own commands:"]
+        for c in LOCAL_COMMANDS:
+            names = "/" + " /".join([c.name, *c.aliases])
+            lines.append(f"  {names}  {c.description}")
+        self.console.print("\n".join(lines), highlight=False, markup=False)
 
 
 def take_typeahead(inp: TermInput) -> list[KeyPress]:
@@ -405,7 +436,7 @@ def take_typeahead(inp: TermInput) -> list[KeyPress]:
     return [KeyPress(Keys.ControlM, "\r") if k.key == Keys.ControlJ else k for k in keys]
 
 
-async def ask_key(message: HTML, keys: str) -> str:
+async def ask_key(message: StyleAndTextTuples, keys: str) -> str:
     """Shows `message` and waits for one key press: the key (lower case) if it is one of `keys`,
     else "" (the caller asks again). Ctrl-C raises KeyboardInterrupt, Ctrl-D EOFError."""
     pressed: list[str] = []
@@ -443,18 +474,6 @@ def _tokens(total: int | None, context: int) -> str:
     if total is None:  # a remote conversation before its first turn ended here
         return "tokens: not yet known"
     return f"{total:,} tokens" + (f" (context {context:,})" if context else "")
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
-
-
-def _html(text: str) -> str:
-    from html import escape
-
-    return escape(text)
 
 
 async def chat(backend: Backend, console: Console, history_file: Path, **kw: Any) -> int:

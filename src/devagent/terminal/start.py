@@ -193,6 +193,8 @@ def sessions_command(
     from rich.table import Table
     from rich.text import Text
 
+    from devagent.terminal.controls import styled
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("id", "workspace", "title", "caller", "tokens", "cost", "last activity"):
         table.add_column(col, overflow="fold" if col != "title" else "ellipsis")
@@ -200,9 +202,9 @@ def sessions_command(
         u = Usage.from_json(r["usage"])
         table.add_row(
             r["id"],
-            Text(r["workspace"]),  # stored text, never markup
-            Text(r["title"]) if r["title"] else Text("(no prompt yet)", style="dim"),
-            Text(r["identity"] or "-"),
+            styled(r["workspace"], layout=False),  # stored text, never markup nor controls
+            styled(r["title"], layout=False) if r["title"] else Text("(no prompt yet)", style="dim"),
+            styled(r["identity"] or "-", layout=False),
             f"{u.input_tokens + u.output_tokens:,}",
             _cost_cell(u.cost_usd, u.unpriced_requests, u.requests),
             _ago(r["updated_at"]),
@@ -216,7 +218,7 @@ def sessions_command(
         for s in spend:
             per.add_row(
                 s["day"],
-                Text(s["identity"] or "-"),
+                styled(s["identity"] or "-", layout=False),
                 *(f"{int(s.get(k, 0)):,}" for k in _SPEND_COLUMNS),
                 _cost_cell(int(s["cost_nanousd"]) / NANO, int(s["unpriced_requests"]), int(s["requests"])),
             )
