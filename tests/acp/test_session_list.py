@@ -8,6 +8,7 @@ opens with session/load in a new process, whose `--work-dir` limits the list to 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -110,7 +111,8 @@ async def test_issue38_item8_session_list_pages_filters_and_loads_through_the_py
             ["task a3", "task a2"],
             ["task a1"],
         ]
-        assert _ids(await _pages(conn, str(b))) == [made["b2"], made["b1"]]
+        only_b = await _pages(conn, str(b))  # exactly one page: no cursor to an empty one
+        assert [[s["sessionId"] for s in p] for p in only_b] == [[made["b2"], made["b1"]]]
         assert all(s.cwd == str(b) for s in (await conn.list_sessions(cwd=str(b))).sessions)
         assert (await conn.list_sessions(cwd=str(tmp_path))).sessions == []
 
@@ -152,3 +154,14 @@ async def test_issue38_item8_session_list_pages_filters_and_loads_through_the_py
         )
         assert second.text("user_message_chunk") == "task a2\nmore lines"
         assert second.text() == "Answer to: task a2\nmore lines"
+
+
+def test_issue38_item8_a_page_size_that_is_not_a_positive_number_stops_the_start(
+    acp_env: dict[str, str], script: ScriptFile, tmp_path: Path
+) -> None:
+    env = {**acp_env, "DEVAGENT_ACP_PAGE_SIZE": "0"}
+    argv = acp_argv(script([[{"text": "unused"}]]))
+    done = subprocess.run(argv, env=env, cwd=tmp_path, input="", capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "DEVAGENT_ACP_PAGE_SIZE must be positive" in done.stderr
+    assert done.stdout == ""  # nothing on the protocol's stream
