@@ -93,6 +93,9 @@ async def test_issue38_item8_session_list_pages_filters_and_loads_through_the_py
             assert resp.stop_reason == "end_turn"
             made[name] = sid
         unprompted = await new_session_id(conn, a)  # opened and left: not listed
+        # Each first prompt named its session, and the editor heard of it.
+        named = [u["title"] for u in client.updates if u["sessionUpdate"] == "session_info_update"]
+        assert named == [f"task {n}" for n in made]
 
         # All of them, newest first, two a page.
         pages = await _pages(conn)
@@ -124,6 +127,7 @@ async def test_issue38_item8_session_list_pages_filters_and_loads_through_the_py
         rest = await conn.list_sessions(cursor=one.next_cursor)
         assert [s.session_id for s in rest.sessions] == [made["a2"], made["b1"]]
         assert (await conn.list_sessions()).sessions[0].session_id == made["a1"]
+        assert len([u for u in client.updates if u["sessionUpdate"] == "session_info_update"]) == 5
 
         # Refused with -32602: a cursor devagent did not give, one given for another cwd, a
         # relative cwd.

@@ -341,6 +341,7 @@ class DevagentAgent:
             if o.closed:
                 raise _error(-32800, "the session was closed before the prompt ran")
             o.cancelled.clear()
+            titled = o.session.state.title
             try:
                 # `_meta` keys come as keyword arguments: an editor inside a trace sends its
                 # `traceparent` there, and the turn joins that trace
@@ -356,6 +357,8 @@ class DevagentAgent:
                     raise
                 log.info("session %s: the editor closed the connection during the turn", session_id)
                 raise _error(-32603, "the editor closed the connection") from e
+            if o.session.state.title != titled:  # the first prompt named it: the editor's history shows it
+                await self._send(session_id, t.session_title(o.session.state.title))
         reason = t.stop_reason(end)
         if reason is None:
             raise _error(-32603, end.error or "the model failed", details=end.error or "the model failed")

@@ -82,6 +82,11 @@ def initialize_result(*, mcp_http: bool, version: str) -> JSON:
     }
 
 
+def session_title(title: str) -> JSON:
+    """The session's title, once its first prompt gave it one (`session/list` shows the same)."""
+    return {"sessionUpdate": "session_info_update", "title": title}
+
+
 def negotiate(requested: Any) -> int:
     """The protocol version answered: ACP's rule is the client's if the agent speaks it, else the
     agent's latest. devagent speaks 1 only, so every client gets 1 (one asking for 2 may then
