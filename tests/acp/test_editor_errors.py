@@ -66,7 +66,7 @@ def test_issue21_error_messages_say_what_went_wrong(
                 "method": "session/new",
                 "params": {"cwd": "relative", "mcpServers": []},
             },
-            {"jsonrpc": "2.0", "id": 4, "method": "session/list", "params": {}},
+            {"jsonrpc": "2.0", "id": 4, "method": "session/fork", "params": {}},
             {"jsonrpc": "2.0", "id": 5, "method": "authenticate", "params": {"methodId": "x"}},
         ],
     )
@@ -79,8 +79,8 @@ def test_issue21_error_messages_say_what_went_wrong(
     assert relative["data"]["cwd"] == "relative"
     assert unknown == {
         "code": -32601,
-        "message": "Method not found: session/list",
-        "data": {"method": "session/list"},
+        "message": "Method not found: session/fork",
+        "data": {"method": "session/fork"},
     }
     assert auth["code"] == -32602 and auth["message"] == "Invalid params: devagent offers no auth methods"
 

@@ -5,9 +5,11 @@ the session in a new process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,32 @@ def test_issue15_typescript_client_permission_refusal_cancel_and_reload(
         u["content"]["text"] for u in after if u["sessionUpdate"] == "agent_message_chunk"
     )
     assert os.path.exists(work_dir / "a.txt")
+
+
+async def test_issue38_item8_typescript_client_lists_sessions_by_cwd_through_the_cursor(
+    acp_env: dict[str, str], script: ScriptFile, tmp_path: Path, core_factory: Callable[..., Any]
+) -> None:
+    ensure_installed(JS, JS / "node_modules" / "@agentclientprotocol" / "sdk", "@agentclientprotocol/sdk")
+    from devagent.agent.state import SessionState
+
+    a = (tmp_path / "proj-a").resolve()
+    b = (tmp_path / "proj-b").resolve()
+    a.mkdir()
+    b.mkdir()
+    core = await core_factory(db=acp_env["DEVAGENT_DB"])
+    # Stored one after the other, the last the most recent; ids that sort the same way on a tie.
+    for sid, folder in (("id3", a), ("id2", b), ("id1", a)):
+        state = SessionState(workspace_roots=[str(folder)], title=f"task {sid}")
+        await core.store.create_session(sid, state.to_json())
+    config = {
+        "argv": acp_argv(script([[{"text": "unused"}]])),
+        "cwd": str(tmp_path),
+        "env": {**acp_env, "DEVAGENT_ACP_PAGE_SIZE": "1"},
+        "listCwds": [None, str(a), str(b)],
+    }
+    out = await asyncio.to_thread(_drive, "list", config)
+    assert out["init"]["agentCapabilities"]["sessionCapabilities"]["list"] == {}
+    ids = [[[s["sessionId"] for s in page] for page in pages] for pages in out["listings"]]
+    assert ids == [[["id1"], ["id2"], ["id3"]], [["id1"], ["id3"]], [["id2"]]]
+    first = out["listings"][0][0][0]
+    assert first["cwd"] == str(a) and first["title"] == "task id1" and first["updatedAt"].endswith("Z")

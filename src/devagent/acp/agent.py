@@ -6,7 +6,8 @@ call that needs permission becomes `session/request_permission` and the chosen o
 `Decision`, and the turn goes on until it ends (`stopReason`). `session/cancel` goes to the core's
 turn handle. A stored session is opened again with `session/load` (its history replayed first) or
 `session/resume` (without it); `session/close` cancels its turn and lets go of what this process
-holds for it. When the client can read and write files, or run terminals, the session's file
+holds for it; `session/list` pages through the stored sessions the editor may open
+(`listing.py`). When the client can read and write files, or run terminals, the session's file
 tools and shell commands run through the client (`backends.py`).
 """
 
@@ -26,6 +27,7 @@ from acp.schema import (
     CloseSessionResponse,
     ElicitationFormSessionMode,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
@@ -40,6 +42,7 @@ from acp.schema import Usage as AcpUsage
 from devagent import __version__, telemetry
 from devagent.acp import translate as t
 from devagent.acp.backends import backends_for
+from devagent.acp.listing import ListingError, page, visible
 from devagent.acp.options import AcpOptions
 from devagent.acp.replay import history
 from devagent.agent.driver import Door, Paused, TurnDriver
@@ -239,6 +242,18 @@ class DevagentAgent:
         self._spawn(self._after_open(o))
         return ResumeSessionResponse(modes=self._modes(await self._core(), o.session))
 
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kw: Any
+    ) -> ListSessionsResponse:
+        """The stored sessions this editor may open, most recently active first, a page at a time."""
+        core = await self._core()
+        sessions = visible(await core.store.list_sessions(None), self.opts.work_dir)
+        try:
+            result = page(sessions, cwd=cwd, cursor=cursor, size=self.opts.list_page_size)
+        except ListingError as e:
+            raise _invalid(str(e), cwd=cwd, cursor=cursor) from None
+        return ListSessionsResponse.model_validate(result)
+
     async def _reopen(self, session_id: str, mcp_servers: list[Any] | None) -> _Open:
         """A stored session, open on this connection (from the store after a restart)."""
         core = await self._core()
@@ -326,6 +341,7 @@ class DevagentAgent:
             if o.closed:
                 raise _error(-32800, "the session was closed before the prompt ran")
             o.cancelled.clear()
+            titled = o.session.state.title
             try:
                 # `_meta` keys come as keyword arguments: an editor inside a trace sends its
                 # `traceparent` there, and the turn joins that trace
@@ -341,6 +357,8 @@ class DevagentAgent:
                     raise
                 log.info("session %s: the editor closed the connection during the turn", session_id)
                 raise _error(-32603, "the editor closed the connection") from e
+            if o.session.state.title != titled:  # the first prompt named it: the editor's history shows it
+                await self._send(session_id, t.session_title(o.session.state.title))
         reason = t.stop_reason(end)
         if reason is None:
             raise _error(-32603, end.error or "the model failed", details=end.error or "the model failed")

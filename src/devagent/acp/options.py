@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from devagent.acp.listing import PAGE_SIZE
 from devagent.common.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -21,3 +22,4 @@ class AcpOptions:
     model: str | None = None
     max_json_depth: int = DEFAULT_MAX_DEPTH
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    list_page_size: int = PAGE_SIZE  # sessions per `session/list` page (`DEVAGENT_ACP_PAGE_SIZE`)

@@ -21,14 +21,16 @@ import contextlib
 import json
 import logging
 import signal
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 from devagent import __version__
 from devagent.acp import translate as t
+from devagent.acp.listing import PAGE_SIZE
 from devagent.acp.options import AcpOptions
-from devagent.common.jsonlimits import depth_message, too_deep
+from devagent.common.jsonlimits import depth_message, positive_int_from_env, too_deep
 from devagent.common.waiting import done_or_set
 from devagent.preflight import stdio_door_config
 from devagent.stdio import Output, OverlongLine, serve_lines, start_reader, work_folder
@@ -180,12 +182,24 @@ def run_acp(flags: DoorFlags, *, session_id: str | None = None, approval: str | 
     wd: Path | None = None
     if flags.work_dir and (wd := work_folder("devagent acp", flags.work_dir)) is None:
         return 2
+    try:
+        page_size = positive_int_from_env("DEVAGENT_ACP_PAGE_SIZE") or PAGE_SIZE
+    except ValueError as e:
+        print(f"devagent acp: {e}", file=sys.stderr)
+        return 2
     config = stdio_door_config("devagent acp", flags, approval)
     if isinstance(config, int):
         return config
 
     def serve(limits: dict[str, int], proto_fd: int) -> Coroutine[Any, Any, int]:
-        opts = AcpOptions(config=config, work_dir=wd, session_id=session_id, model=flags.model, **limits)
+        opts = AcpOptions(
+            config=config,
+            work_dir=wd,
+            session_id=session_id,
+            model=flags.model,
+            list_page_size=page_size,
+            **limits,
+        )
         return _serve_stdio(opts, proto_fd)
 
     return serve_lines("devagent acp", flags.verbose, flags.log_file, serve)

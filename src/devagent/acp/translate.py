@@ -63,8 +63,8 @@ _OPTION_KINDS = {
 
 
 def initialize_result(*, mcp_http: bool, version: str) -> JSON:
-    """The answer to `initialize`: what devagent can do, honestly. Sessions can be loaded (history
-    replayed), resumed (without it) and closed; prompts
+    """The answer to `initialize`: what devagent can do, honestly. Sessions can be listed, loaded
+    (history replayed), resumed (without it) and closed; prompts
     take text, resource links and embedded text resources (no images or audio: the model layer
     takes text); MCP servers over stdio (the protocol's baseline, subject to the operator's policy)
     and streamable HTTP when the operator allows it (not the deprecated SSE transport). There is
@@ -75,11 +75,16 @@ def initialize_result(*, mcp_http: bool, version: str) -> JSON:
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": mcp_http, "sse": False},
-            "sessionCapabilities": {"resume": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": "devagent", "title": "devagent", "version": version},
     }
+
+
+def session_title(title: str) -> JSON:
+    """The session's title, once its first prompt gave it one (`session/list` shows the same)."""
+    return {"sessionUpdate": "session_info_update", "title": title}
 
 
 def negotiate(requested: Any) -> int:

@@ -4,7 +4,9 @@
 //     read goes through fs/read_text_file, the write through fs/write_text_file), a permission
 //     rejected, a running command cancelled with session/cancel.
 //   SCENARIO "load": initialize, session/load of CONFIG.sessionId, the replayed history, one more prompt.
-// CONFIG: {argv: [...], cwd, env, answers: [optionId...], buffers: {path: text}, sessionId}
+//   SCENARIO "list": initialize, then session/list for each of CONFIG.listCwds (null: all sessions),
+//     following nextCursor to the end: the pages of each.
+// CONFIG: {argv: [...], cwd, env, answers: [optionId...], buffers: {path: text}, sessionId, listCwds}
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -72,6 +74,21 @@ const summary = await app.connectWith(stream, async (agent) => {
     await agent.notify(methods.agent.session.cancel, { sessionId });
     const cancelled = await running;
     return { init, session, stopReasons: [allowed.stopReason, rejected.stopReason, cancelled.stopReason] };
+  }
+  if (scenario === "list") {
+    const listings = [];
+    for (const cwd of config.listCwds) {
+      const pages = [];
+      let cursor;
+      do {
+        const params = { ...(cwd === null ? {} : { cwd }), ...(cursor ? { cursor } : {}) };
+        const page = await agent.request(methods.agent.session.list, params);
+        pages.push(page.sessions);
+        cursor = page.nextCursor;
+      } while (cursor && pages.length < 20);
+      listings.push(pages);
+    }
+    return { init, listings };
   }
   const loaded = await agent.request(methods.agent.session.load, {
     sessionId: config.sessionId,
