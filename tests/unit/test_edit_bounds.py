@@ -154,3 +154,25 @@ async def test_issue37_item7_octoprint_commits_written_byte_for_byte(
         replayed.append(record["id"])
     assert set(OCTOPRINT) <= set(replayed)
     print(f"\n{len(replayed)} OctoPrint commits replayed with stripped old lines, each byte for byte")
+
+
+@pytest.mark.skipif(not rp.DATA.exists(), reason=f"no real-patch data at {rp.DATA}")
+def test_issue37_item7_real_misses_point_at_the_place() -> None:
+    """Each real commit's first hunk quoted with a letter changed in every word of its lines (no
+    line of the quote is in the file): the first place the hint names is where the hunk is."""
+    hits, tried = 0, 0
+    word = re.compile(r"\b([a-z])([a-z]{3,})")
+    began = time.monotonic()
+    for record in rp.records():
+        hunk = record["hunks"][0]
+        quote = [word.sub(lambda m: m.group(1) + "x" + m.group(2)[1:], b) for b, _ in rp._lines(hunk["old"])]
+        if not any(word.search(b) for b, _ in rp._lines(hunk["old"])):
+            continue
+        tried += 1
+        text = record["before"]
+        with pytest.raises(ToolFailure) as info:
+            replace_in(text, "\n".join(quote) + "\n", "x\n", replace_all=False, path="f.py")
+        first = re.search(r"The closest in the file, lines? (\d+)", info.value.message)
+        hits += first is not None and int(first.group(1)) == hunk["start"]
+    print(f"\n{hits} of {tried} real misses pointed at the place ({time.monotonic() - began:.1f} s)")
+    assert tried >= 250 and hits >= tried * 0.95
