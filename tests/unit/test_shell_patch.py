@@ -120,20 +120,26 @@ async def test_issue37_item8_codex_heredoc_shell_call_is_asked_and_applied_as_a_
 async def test_issue37_item8_a_sed_read_then_a_patch_succeeds(
     core_factory: Any, script: Any, app: Path
 ) -> None:
+    # The second patch only adds lines (no line of the file in it): the read alone lets it through.
+    (app / "notes.md").write_text("# Notes\n")
+    append = "*** Begin Patch\n*** Update File: notes.md\n+- greet says Hello\n*** End Patch"
     spec = script(
         [
             [call("run_shell_command", {"command": "sed -n '1,20p' app.py"}, "r1")],
             [call("apply_patch", {"input": PATCH}, "p1")],
+            [call("run_shell_command", {"command": "cat notes.md | head -5"}, "r2")],
+            [call("run_shell_command", {"command": f"apply_patch <<'EOF'\n{append}\nEOF"}, "p2")],
             [{"text": "done"}],
         ]
     )
     core = await core_factory(spec, approval_mode="yolo", allowed_approval_modes=("yolo",))
     s = await core.create_session([app], approval_mode="yolo")
     events = await collect(s.advance(UserPrompt("say hello")))
-    assert _last(events, "r1").status is ToolCallStatus.SUCCEEDED
-    patched = _last(events, "p1")
-    assert patched.status is ToolCallStatus.SUCCEEDED, patched.error
+    for cid in ("r1", "p1", "r2", "p2"):
+        done = _last(events, cid)
+        assert done.status is ToolCallStatus.SUCCEEDED, (cid, done.error)
     assert (app / "app.py").read_text() == APP.replace('print("Hi")', 'print("Hello")')
+    assert (app / "notes.md").read_text() == "# Notes\n- greet says Hello\n"
 
 
 @pytest.mark.parametrize("how", ["read_file", "sed"])
