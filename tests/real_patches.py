@@ -18,9 +18,9 @@ tolerantly), `refused` (a hunk was refused and the file is as the hunks before i
 
 What the file should be, hunk by hunk: where the alteration left a hunk's old text as it was, the
 edit is exact and its new text is written as given (typographic quotes in new lines, say); else
-the commit's text, but for stripped trailing whitespace, where the lines the altered hunk changes
-are as it gives them (their trailing whitespace lost with the model's copy) and the lines it
-leaves alone keep the file's.
+the commit's text, but for stripped trailing whitespace, where an edit writes the model's new text
+as given (tolerance relaxes the match, not what is written) and a patch writes the lines it changes
+as given and keeps the file's for its context lines.
 """
 
 from __future__ import annotations
@@ -162,24 +162,30 @@ def hunks(record: Record, kind: str) -> list[tuple[str, str]]:
     return out
 
 
-def expected_texts(record: Record, kind: str) -> list[str]:
-    """The file's text after each hunk, as it should be."""
+def expected_texts(record: Record, kind: str, tool: str = "edit") -> list[str]:
+    """The file's text after each hunk, as it should be, through `edit` or `apply_patch`."""
     text = record["before"]
     out = []
     for h, (old_p, new_p) in zip(record["hunks"], hunks(record, kind), strict=True):
-        if old_p == h["old"]:
-            new = new_p  # the alteration left the old text alone: an exact edit, written as given
+        assert text.count(h["old"]) == 1
+        if old_p != h["old"] and kind == "trailing whitespace" and tool == "edit" and old_p in text:
+            # Stripped, it is still in the file exactly (a first line left blank now starts at the
+            # end of the line before it): an exact edit there.
+            text = text.replace(old_p, new_p, 1)
+            out.append(text)
+            continue
+        if old_p == h["old"] or (kind == "trailing whitespace" and tool == "edit"):
+            new = new_p  # an exact edit, or one whose match tolerated trailing whitespace: as given
         elif kind == "trailing whitespace":
-            new = _as_given(h["old"], old_p, new_p, h["new"])
+            new = _context_kept(h["old"], old_p, new_p, h["new"])
         else:
             new = h["new"]
-        assert text.count(h["old"]) == 1
         text = text.replace(h["old"], new, 1)
         out.append(text)
     return out
 
 
-def _as_given(old: str, old_p: str, new_p: str, new: str) -> str:
+def _context_kept(old: str, old_p: str, new_p: str, new: str) -> str:
     """A hunk's new text where the altered hunk's unchanged lines are the file's and its changed
     lines are as it gives them (each ended as the commit ends it)."""
     old_l, old_pl, new_pl, new_l = _lines(old), _lines(old_p), _lines(new_p), _lines(new)
@@ -297,7 +303,7 @@ async def replay_patch(record: Record, kind: str, root: Path) -> tuple[str, str]
         changed = path.read_bytes() != record["before"].encode("utf-8")
         return ("wrong" if changed else "refused"), e.message
     got = path.read_bytes().decode("utf-8")
-    expected = expected_texts(record, kind)[-1:]
+    expected = expected_texts(record, kind, "apply_patch")[-1:]
     return judge("Not an exact match" in res.text, False, [got], expected, record["before"]), ""
 
 

@@ -241,22 +241,24 @@ async def test_issue30_item1_files_that_are_or_are_not_there(app: Path, outside:
 
 
 async def test_issue30_item3_a_patch_updates_only_files_read_as_they_are(app: Path) -> None:
-    """A file the session never read is not updated, nor anything else the patch holds, and the
-    user is not asked; once read it is, and the patch's own write keeps it current; a change on
-    disk after that refuses the next patch until the file is read again."""
-    text = patch(
-        "*** Add File: x.txt", "+x", "*** Update File: app.py", "@@", "-    return 1", "+    return 2"
-    )
+    """A file the session never read, which the patch only adds lines to, is not updated, nor
+    anything else the patch holds, and the user is not asked; once read it is (as it is when the
+    patch's lines are found in the file: issue 37 item 8), and the patch's own write keeps it
+    current; a change on disk after that refuses the next patch until the file is read again."""
+    blind = patch("*** Add File: x.txt", "+x", "*** Update File: app.py", "+# appended")
     ctx = make_ctx(app)
     with pytest.raises(ToolFailure) as info:
-        await TOOL.confirmation({"input": text}, ctx)
+        await TOOL.confirmation({"input": blind}, ctx)
     assert info.value.type == "file_not_read"
-    message = await refused(app, text, "file_not_read", ctx)
+    message = await refused(app, blind, "file_not_read", ctx)
     assert message.startswith(
         "app.py has not been read in this session, so it was not changed: read it first"
     )
     assert not (app / "x.txt").exists()  # nor was the file the patch adds created
     await run("read_file", {"path": "app.py"}, ctx)
+    text = patch(
+        "*** Add File: x.txt", "+x", "*** Update File: app.py", "@@", "-    return 1", "+    return 2"
+    )
     res = await applied(app, text, ctx)
     assert res.text.startswith("Applied the patch to 2 files:\n- Created x.txt (1 line).\n- Edited app.py")
     await applied(app, patch("*** Update File: app.py", "@@", "-    return 2", "+    return 3"), ctx)

@@ -89,4 +89,4 @@ async def test_issue30_item1_sample_through_the_real_loop(
         assert isinstance(end, TurnEnd) and end.reason == "finished", (record["id"], end)
         ended = [e.call for e in events if isinstance(e, ToolCallUpdate) and e.call.status.terminal]
         assert ended and all(c.status is ToolCallStatus.SUCCEEDED for c in ended), (record["id"], ended)
-        assert path.read_bytes() == rp.expected_texts(record, kind)[-1].encode("utf-8"), record["id"]
+        assert path.read_bytes() == rp.expected_texts(record, kind, tool)[-1].encode("utf-8"), record["id"]

@@ -31,6 +31,7 @@ from devagent.agent.hooks import points as hook_points
 from devagent.agent.serial import confirmation_to_json
 from devagent.agent.state import CallResult, PendingCall
 from devagent.agent.timeline import call_view
+from devagent.agent.tools import shell_patch
 from devagent.agent.tools.base import Tool, ToolFailure, ToolWaits
 from devagent.agent.tools.client import validate_arguments
 from devagent.agent.transcript import json_text
@@ -77,6 +78,8 @@ class StepCalls:
             )
         state = self.session.state
         tools = self.session.tools()
+        called_as = name
+        name, args = shell_patch.routed(name, args, tools)  # a patch written as a shell command
         tool = tools.get(name)
         client = next((t for t in state.client_tools if t.name == name), None)
         if tool is None and client is None:
@@ -101,6 +104,8 @@ class StepCalls:
                 pc.needs = ""
             return pc
         pc = PendingCall(call_id, name, args, tool.kind_for(args).value, description=tool.describe(args))
+        if called_as != name:
+            pc.called_as = called_as
         hooked = await self._hooked(pc, schema, emit)
         if hooked.blocked:
             return pc

@@ -85,9 +85,13 @@ class PendingCall:
     via: str = ""
     parent_call: str = ""
     answer: dict[str, Any] | None = None
+    # The tool the model called when it is not `name`: a shell command that is a patch
+    # (`shell_patch`) runs as `apply_patch`, and its result answers the model's `run_shell_command`.
+    called_as: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return fields_json(self, leave_out=() if self.via else ("via", "parent_call", "answer"))
+        unset = ("via", "parent_call", "answer") if not self.via else ()
+        return fields_json(self, leave_out=unset + (() if self.called_as else ("called_as",)))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PendingCall:

@@ -114,7 +114,10 @@ TOOL_ADVICE: tuple[tuple[str, str], ...] = (
         "  *** Delete File: path/old.py\n"
         "  *** End Patch\n"
         "  Give about three lines of unchanged context around each change, and an `@@` line naming the "
-        "function or class when the context alone is not unique. One patch may change several files.",
+        "function or class when the context alone is not unique. One patch may change several files. "
+        "`apply_patch <<'EOF'` given to the shell is taken as this tool (asked and shown as a patch). "
+        "A file read any way (`read_file`, `sed -n`, `cat`, `rg`) can be patched when the patch's "
+        "lines match it; a file changed since you last saw it is refused: read it again.",
     ),
     (
         "write_file",

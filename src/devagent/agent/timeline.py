@@ -28,6 +28,7 @@ from devagent.agent.events import (
 )
 from devagent.agent.serial import confirmation_from_json, output_from_result
 from devagent.agent.state import CallResult, PendingCall
+from devagent.agent.tools import shell_patch
 from devagent.agent.transcript import ERROR_PREFIX, json_text
 
 if TYPE_CHECKING:
@@ -79,13 +80,14 @@ def returned_call(
         args = call.args_as_dict()
     except Exception:
         args = {}
-    tool = tools.get(call.tool_name)
+    name, args = shell_patch.routed(call.tool_name, args, tools)  # shown as the call that ran
+    tool = tools.get(name)
     return ToolCall(
         id=call.tool_call_id,
-        name=call.tool_name,
+        name=name,
         args=args,
         kind=tool.kind_for(args) if tool is not None else ToolKind.INTERNAL,
-        description=tool.describe(args) if tool is not None else call.tool_name,
+        description=tool.describe(args) if tool is not None else name,
         status=status,
         output=output,
         error=error,
@@ -188,22 +190,22 @@ def replayed_call(
     """A call of a stored conversation shown again in its final state, with the result the model
     read (`call_results`; none: failed with "no result"). A tool the session does not have is the
     client's when it supplied one by that name, else an MCP server's."""
-    args = part.args_as_dict() if part.args else {}
-    tool = tools.get(part.tool_name)
+    name, args = shell_patch.routed(part.tool_name, part.args_as_dict() if part.args else {}, tools)
+    tool = tools.get(name)
     if tool is not None:
         kind = tool.kind_for(args)
     else:
-        kind = ToolKind.CLIENT if part.tool_name in client_tools else ToolKind.MCP
+        kind = ToolKind.CLIENT if name in client_tools else ToolKind.MCP
     try:
-        description = tool.describe(args) if tool is not None else part.tool_name
+        description = tool.describe(args) if tool is not None else name
     except Exception:  # a description from arguments the tool would refuse
-        description = part.tool_name
+        description = name
     text, failed = results.get(part.tool_call_id, ("", True))
     # a result the call's tool failed or the user refused is written as an error's text
     error = ToolError(text or "no result") if failed else returned_error(text)
     return ToolCall(
         id=part.tool_call_id,
-        name=part.tool_name,
+        name=name,
         args=args,
         kind=kind,
         description=description,

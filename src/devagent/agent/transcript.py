@@ -92,7 +92,8 @@ def append_tool_returns(
         body: Any = content
         if r.files and not r.is_error:  # an image or a PDF to look at, after the text
             body = [content, *(_binary(f) for f in r.files)]
-        parts.append(pm.ToolReturnPart(tool_name=p.name, content=body, tool_call_id=p.id, metadata=shown))
+        name = p.called_as or p.name  # the tool the model called
+        parts.append(pm.ToolReturnPart(tool_name=name, content=body, tool_call_id=p.id, metadata=shown))
     messages.append(pm.ModelRequest(parts=parts))
 
 

@@ -1,6 +1,8 @@
 """What the session last saw of each file, so that an edit is made only on content the model
 knows: a file it never read, or one that changed since it read or wrote it (a command, the user,
-another program), is refused with a message telling the model to read it first.
+another program), is refused with a message telling the model to read it first. A patch whose
+chunks are all found by the file's own lines shows the model read it, however it did
+(`seen_in_patch`).
 
 The session keeps, per real path, a short hash of the text it last read whole or wrote
 (`SessionState.file_marks`), stored with the rest of its state, so a restarted process knows what
@@ -52,6 +54,15 @@ def remember(state: SessionState, real: Path, mark: str) -> None:
     marks[key] = mark
     while len(marks) > MAX_MARKS:
         del marks[next(iter(marks))]
+
+
+def seen_in_patch(state: SessionState, real: Path, current: str) -> None:
+    """A patch found every one of its chunks by lines of the file at `real` (now `current`): the
+    model knows the file as it is, however it read it (`sed -n`, `cat`, `rg` in the shell), and
+    this counts as its view when the session has none. A view it has is kept: a file that changed
+    since is still refused."""
+    if str(real) not in state.file_marks:
+        remember(state, real, mark_of(current))
 
 
 def forget(state: SessionState, real: Path) -> None:

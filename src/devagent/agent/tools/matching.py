@@ -14,8 +14,9 @@ shift (tabs counted at a width that makes it consistent), then reading typograph
 dashes as ASCII. The first pass that finds the quote decides: one place is a match, several are
 ambiguous and refused. A match records what it tolerated, so the result can say so, and
 `adapt` writes the replacement lines the way the file has them: lines the model did not change
-keep the file's text, changed lines are re-indented by the same shift in the file's tabs or
-spaces, and their quotes read as ASCII when the quote's were.
+keep the file's text (but for an edit's trailing whitespace: tolerance relaxes the match, and
+new_string is written with the model's), changed lines are re-indented by the same shift in the
+file's tabs or spaces, and their quotes read as ASCII when the quote's were.
 
 Nothing here is written to disk: the callers (the `edit` and `apply_patch` tools) decide.
 """
@@ -23,9 +24,9 @@ Nothing here is written to disk: the callers (the `edit` and `apply_patch` tools
 from __future__ import annotations
 
 import difflib
+import operator
 import re
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from devagent.agent.tools.base import ToolFailure
@@ -295,14 +296,22 @@ def aligns(lines: list[str]) -> bool:
 
 
 def adapt(
-    window: list[str], quote: list[str], new: list[str], match: Match, *, aligned: bool = False
+    window: list[str],
+    quote: list[str],
+    new: list[str],
+    match: Match,
+    *,
+    aligned: bool = False,
+    as_given: bool = False,
 ) -> tuple[list[str], list[int]] | None:
     """The replacement lines for a matched window, the file's way: a new line the model left as
     it was in its quote is the file's own line; the others are re-indented the way the file
     indents the quote (`_Reindent`) and, when the match read typographic punctuation as ASCII,
-    read the same way (`aligned`: the file aligns with spaces after tabs somewhere). Also the
-    index in `window` of the line each output line is (-1 for new ones). None when a new line
-    cannot be re-indented without guessing (`_Reindent`)."""
+    read the same way (`aligned`: the file aligns with spaces after tabs somewhere). `as_given`
+    (an edit's new_string): a line left as it was keeps the model's trailing whitespace, not the
+    file's, and one of whitespace only is the model's, like a changed line. Also the index in
+    `window` of the line each output line is (-1 for new ones). None when a new line cannot be
+    re-indented without guessing (`_Reindent`)."""
     out: list[str] = []
     origin: list[int] = []
     punct = PUNCTUATION in match.tolerated
@@ -312,18 +321,20 @@ def adapt(
     ops = difflib.SequenceMatcher(None, quote, new, autojunk=False).get_opcodes()
     for tag, i1, _i2, j1, j2 in ops:
         for k in range(j1, j2):
-            if tag == "equal":
-                out.append(window[i1 + k - j1])
-                origin.append(i1 + k - j1)
-                continue
-            line = ascii_punctuation(new[k]) if punct else new[k]
-            if reindent is not None:
-                shifted = reindent(line)
-                if shifted is None:
-                    return None
-                line = shifted
-            out.append(line)
-            origin.append(-1)
+            kept = i1 + k - j1 if tag == "equal" else -1
+            if kept >= 0 and not as_given:
+                out.append(window[kept])
+            elif kept >= 0 and window[kept].strip():
+                out.append(window[kept].rstrip() + _trailing(new[k]))
+            else:
+                line = ascii_punctuation(new[k]) if punct else new[k]
+                if reindent is not None:
+                    shifted = reindent(line)
+                    if shifted is None:
+                        return None
+                    line = shifted
+                out.append(line)
+            origin.append(kept)
     return out, origin
 
 
@@ -333,13 +344,15 @@ def dominant_terminator(lines: list[tuple[str, str]]) -> str:
     return "\r\n" if counts["\r\n"] > counts["\n"] else "\n"
 
 
-def describe(tolerated: set[str], shift: Shift | None) -> str:
-    """What a match tolerated, in words, for the tool's result ("" for an exact one)."""
+def describe(tolerated: set[str], shift: Shift | None, *, as_given: bool = False) -> str:
+    """What a match tolerated, in words, for the tool's result ("" for an exact one); `as_given`:
+    the new text was written with the model's trailing whitespace (an edit's), not the file's."""
     parts: list[str] = []
     if LINE_ENDINGS in tolerated:
         parts.append("line endings (the file's CRLF kept)")
     if TRAILING_WHITESPACE in tolerated:
-        parts.append("trailing whitespace (the file's kept on unchanged lines)")
+        kept = "new_string's written as given" if as_given else "the file's kept on unchanged lines"
+        parts.append(f"trailing whitespace ({kept})")
     if INDENTATION in tolerated and shift is not None and shift.delta:
         n = abs(shift.delta)
         way = "deeper" if shift.delta > 0 else "shallower"
@@ -357,49 +370,159 @@ def describe(tolerated: set[str], shift: Shift | None) -> str:
 
 # --- a miss: the closest lines ------------------------------------------------------------------
 
+# The search for the closest lines costs a bounded amount whatever the file and the quote. Windows
+# that hold one of the quote's lines at its place come first (the old place of a quote with a line
+# or two changed); else every window is ranked by the character triples a few of the quote's lines
+# share with the window's lines at the same offsets (at most `_SAMPLED` quote lines, `_PAIR_BUDGET`
+# line pairs in all). Only the best few windows of either are measured character by character, on
+# at most `_MEASURED` lines each.
+_SAMPLED = 8
+_PAIR_BUDGET = 30_000
+_SHORTLIST = 4
+_MEASURED = 40
+_COMMON = 50  # a line found more often than this in the file says nothing about the place
+_TRIPLED = 200  # characters of a line whose triples are compared
+_Triples = frozenset[tuple[str, str, str]]
+
 
 def closest(lines: list[str], quote: list[str], limit: int = 2) -> list[tuple[int, float]]:
     """The starts of the windows of `lines` most like `quote` (as many lines), with their
     similarity (0..1), best first; at most `limit`, none below 0.5."""
-    n = len(quote)
-    if not lines or n == 0:
+    n = min(len(quote), len(lines))
+    if n == 0:
         return []
-    n = min(n, len(lines))
     stripped = [ascii_punctuation(line).strip() for line in lines]
-    target = "\n".join(ascii_punctuation(q).strip() for q in quote[:n])
-    where: dict[str, list[int]] = {}
-    for i, line in enumerate(stripped):
-        if line:
-            where.setdefault(line, []).append(i)
-    votes: Counter[int] = Counter()
-    for k, q in enumerate(ascii_punctuation(line).strip() for line in quote[:n]):
-        for i in where.get(q, ()):
-            votes[i - k] += 1
+    target = [ascii_punctuation(q).strip() for q in quote[:n]]
     last = len(lines) - n
-    voted = {min(max(s + d, 0), last) for s, _ in votes.most_common(20) for d in (-1, 0, 1)}
-    matcher = difflib.SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(target)
-
-    def score(starts: Iterable[int]) -> list[tuple[int, float]]:
-        out = []
-        for start in starts:
-            matcher.set_seq1("\n".join(stripped[start : start + n]))
-            if matcher.real_quick_ratio() >= 0.5 and matcher.quick_ratio() >= 0.5:
-                out.append((start, matcher.ratio()))
-        return [x for x in out if x[1] >= 0.5]
-
-    # Windows sharing a line with the quote first; else every window (every few on a huge file,
-    # so a miss never takes long).
-    scored = score(sorted(voted)) or score(range(0, last + 1, max(1, (last + 1) // 2000)))
-    scored.sort(key=lambda x: (-x[1], x[0]))
+    found = _measured(_sharing_starts(stripped, target, last), stripped, target)
+    if not found:
+        triples = [_triples(line) for line in stripped]
+        wanted = [_triples(line) for line in target]
+        ranked, stride = _ranked_starts(triples, wanted, last)
+        at = range(min(n, _MEASURED))
+        settled = set()
+        for s in ranked:  # the ranking scored every stride-th window: the best one near each
+            near = range(max(0, s - stride), min(last, s + stride) + 1)
+            settled.add(max(near, key=lambda t: (_shared(triples, wanted, t, at), -t)))
+        found = _measured(sorted(settled), stripped, target)
     best: list[tuple[int, float]] = []
-    for start, ratio in scored:
+    for start, ratio in found:
         if any(abs(start - b) < n for b, _ in best):
             continue
         best.append((start, ratio))
         if len(best) == limit:
             break
     return best
+
+
+def _measured(starts: list[int], stripped: list[str], target: list[str]) -> list[tuple[int, float]]:
+    """These windows with their similarity to the quote, best first, none below 0.5."""
+    n = len(target)
+    scored = [(s, _similarity(stripped[s : s + n], target)) for s in starts]
+    return sorted((x for x in scored if x[1] >= 0.5), key=lambda x: (-x[1], x[0]))
+
+
+def _sharing_starts(stripped: list[str], target: list[str], last: int) -> list[int]:
+    """At most `_SHORTLIST` window starts where most of the quote's lines are at their place,
+    apart by at least half the quote (lines blank or common in the file left out)."""
+    where: dict[str, list[int]] = {}
+    for i, line in enumerate(stripped):
+        if line:
+            where.setdefault(line, []).append(i)
+    votes: Counter[int] = Counter()
+    for k, line in enumerate(target):
+        found = where.get(line, ())
+        if len(found) <= _COMMON:
+            votes.update(min(max(i - k, 0), last) for i in found)
+    return _pick(sorted(votes, key=lambda s: (-votes[s], s)), len(target))
+
+
+def _ranked_starts(triples: list[_Triples], wanted: list[_Triples], last: int) -> tuple[list[int], int]:
+    """At most `_SHORTLIST` window starts, most promising first, apart by at least half the
+    quote, scored by `_shared` on a sample of the quote's lines; and the step between the windows
+    scored (1 but on a huge file)."""
+    windows = last + 1
+    sample = _sample(wanted, max(2, min(_SAMPLED, _PAIR_BUDGET // windows)))
+    if not sample:
+        return [], 1
+    stride = max(1, -(-(len(sample) * windows) // _PAIR_BUDGET))
+    starts = range(0, windows, stride)
+    scores = [0.0] * len(starts)
+    for k in sample:
+        want, size = wanted[k], len(wanted[k])
+        column = triples[k : k + windows : stride]
+        shares = [len(want & have) / (size if size > len(have) else len(have)) for have in column]
+        scores = list(map(operator.add, scores, shares))
+    order = sorted((j for j in range(len(starts)) if scores[j] > 0), key=lambda j: (-scores[j], j))
+    return _pick([starts[j] for j in order], len(wanted)), stride
+
+
+def _pick(ordered: list[int], n: int) -> list[int]:
+    """The first `_SHORTLIST` of these starts that are apart by at least half the quote's `n`."""
+    picked: list[int] = []
+    gap = max(1, n // 2)
+    for s in ordered:
+        if all(abs(s - p) >= gap for p in picked):
+            picked.append(s)
+            if len(picked) == _SHORTLIST:
+                break
+    return picked
+
+
+def _shared(triples: list[_Triples], wanted: list[_Triples], start: int, at: range) -> float:
+    """How much the window at `start` shares with the quote on the quote lines `at`: per line, the
+    share of character triples in common."""
+    total = 0.0
+    for k in at:
+        want, have = wanted[k], triples[start + k]
+        if want and have:
+            total += len(want & have) / max(len(want), len(have))
+    return total
+
+
+def _sample(wanted: list[_Triples], size: int) -> list[int]:
+    """Offsets of at most `size` non-blank quote lines, spread over the quote."""
+    offsets = [k for k, line in enumerate(wanted) if line]
+    if len(offsets) <= size:
+        return offsets
+    step = len(offsets) / size
+    return [offsets[int(k * step)] for k in range(size)]
+
+
+def _triples(line: str) -> _Triples:
+    """The line's runs of three characters (of its first `_TRIPLED`), so that a word spelt
+    differently still shares most of them; none for a blank line."""
+    if not line:
+        return frozenset()
+    padded = f" {line[:_TRIPLED]} "
+    return frozenset(zip(padded, padded[1:], padded[2:], strict=False))
+
+
+def _similarity(window: list[str], quote: list[str]) -> float:
+    """How alike two runs of lines are, as difflib's ratio of their texts joined by line breaks
+    would say, but measured line by line (lines that differ paired in order) so that its cost
+    stays bounded: at most `_MEASURED` lines of each are compared."""
+    a = [line + "\n" for line in window[:_MEASURED]]
+    b = [line + "\n" for line in quote[:_MEASURED]]
+    a[-1], b[-1] = a[-1][:-1], b[-1][:-1]
+    total = sum(map(len, a)) + sum(map(len, b))
+    if total == 0:
+        return 1.0
+    matched = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            matched += sum(len(x) for x in a[i1:i2])
+        elif tag == "replace":
+            matched += sum(_chars_matched(x, y) for x, y in zip(a[i1:i2], b[j1:j2], strict=False))
+    return 2 * matched / total
+
+
+def _chars_matched(x: str, y: str) -> int:
+    """The characters two lines have in common: difflib's count for lines of ordinary length; for
+    very long ones, counted in linear time in any order (an upper bound)."""
+    if len(x) * len(y) > 40_000:
+        return sum((Counter(x) & Counter(y)).values())
+    return sum(m.size for m in difflib.SequenceMatcher(None, x, y, autojunk=False).get_matching_blocks())
 
 
 def numbered(lines: list[str], start: int, count: int) -> str:
@@ -505,7 +628,7 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
             "edit_no_match",
         )
     window = file[match.start : match.start + match.size]
-    adapted = adapt([b for b, _ in window], quote, new_lines, match, aligned=aligns(bodies))
+    adapted = adapt([b for b, _ in window], quote, new_lines, match, aligned=aligns(bodies), as_given=True)
     if adapted is None:
         raise ToolFailure(
             f"old_string matches lines {match.start + 1}-{match.start + match.size} of {path} only "
@@ -530,7 +653,9 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
     if not quote_nl:
         end -= len(window[-1][1])  # the quote stopped before its last line's break: keep it
     return Replaced(
-        content[:start] + "".join(pieces) + content[end:], 1, describe(match.tolerated, match.shift)
+        content[:start] + "".join(pieces) + content[end:],
+        1,
+        describe(match.tolerated, match.shift, as_given=True),
     )
 
 

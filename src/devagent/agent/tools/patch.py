@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from devagent.agent.events import ConfirmationDetails, FileDiff, FileDiffs, ToolKind
+from devagent.agent.tools import freshness
 from devagent.agent.tools._util import (
     BINARY_SNIFF_BYTES,
     atomic_write,
@@ -145,6 +146,8 @@ async def _plan(ctx: ToolContext, ops: list[FileOp]) -> list[_Change]:
         claim(real, op.path)
         change = _planned(op, real, text)
         if change.action == "update" and change.new is not None:  # read first, as for edit
+            if change.old is not None and all(any(x.strip() for x in c.old) for c in op.chunks):
+                freshness.seen_in_patch(ctx.state, real, change.old)  # its lines show it was read
             await in_thread(vet_proposal, ctx, real, change.old, change.new)
         if op.move_to is not None:
             dest, there = await _read(ctx, op.move_to)

@@ -37,8 +37,10 @@ from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
 from devagent.agent.settings import user_config_dir
 from devagent.agent.skills import not_holding, user_folders
+from devagent.agent.tools import shell_reads
 from devagent.agent.tools._util import (
     bool_arg,
+    in_thread,
     num_arg,
     opt_str_arg,
     parameter,
@@ -785,7 +787,10 @@ class RunShellCommand(Tool):
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
             return await self._run_elsewhere(ctx.backends.commands, command, cwd, limit, ctx, guard)
         self._check_can_run(ctx)
-        return await self._run_here(command, cwd, limit, ctx, guard, edited)
+        result = await self._run_here(command, cwd, limit, ctx, guard, edited)
+        if result.data is not None and result.data.get("exit_code") == 0:
+            await in_thread(shell_reads.note_shown, ctx, command, cwd)  # `sed -n`, `cat`: a read
+        return result
 
     async def _run_here(
         self,
