@@ -110,7 +110,7 @@ def check_name(name: object, folder_name: str, warnings: list[str] | None = None
     digits, `.`, `_` and `-`). A `name` that is missing, not 1 to 64 lowercase letters, digits and single
     hyphens, or not the folder's, gives way to it with a warning."""
     if not _FOLDER_NAME.match(folder_name):
-        raise ValueError(f"the folder's name {folder_name[:80]!r} is not lowercase letters, digits, `.`, `_`, `-`")
+        raise ValueError(f"the folder's name {folder_name[:80]!r} is not lowercase letters, digits, `._-`")
     if isinstance(name, str) and name == folder_name and _NAME.match(name):
         return name
     if not isinstance(name, str) or not name:
