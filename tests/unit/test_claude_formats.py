@@ -6,8 +6,6 @@ own for the other shapes. Sessions run through the real loop with scripted model
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from devagent.agent.events import NeedsInput, ToolKind, TurnEnd, UserPrompt
 from devagent.agent.model_aliases import parse_aliases, resolve
 from devagent.agent.subagent_types import load_catalog, narrow, parse_type
 from devagent.agent.tools.base import Workspace
+from tests.claude_formats import DATA, copy_into, needs_data
 from tests.core_helpers import (
     call,
     calls_by_id,
@@ -30,22 +29,6 @@ from tests.core_helpers import (
     text_of,
     write_script,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-_IN_SHARED = Path("shared", "data", "claude-formats")
-# Where the files are looked for when $DEVAGENT_CLAUDE_FORMATS is not set: a `shared/data` in a
-# folder above the checkout (`../shared/data` beside a clone, as CI has it), else this machine's.
-PLACES = (*(folder / _IN_SHARED for folder in ROOT.parents), Path("/work") / _IN_SHARED)
-
-
-def _data() -> Path:
-    if named := os.environ.get("DEVAGENT_CLAUDE_FORMATS"):
-        return Path(named)
-    return next((p for p in PLACES if (p / "README.md").is_file()), PLACES[0])
-
-
-DATA = _data()
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"the real Claude Code files are not at {DATA}")
 
 # The parent's tools, as a session of a scripted model has them (both editing tools).
 PARENT_TOOLS = {
@@ -75,9 +58,7 @@ def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _link(config_home: Path, kind: str) -> Path:
-    """The user's `kind` folder (commands, agents, skills) holding the real files: copied into the
-    test's temporary folder (devagent reads a user's command and type files following no link)."""
-    return Path(shutil.copytree(DATA / kind, config_home / kind))
+    return copy_into(config_home, kind)
 
 
 def _script(path: Path, steps: list[Any], conversations: dict[str, list[Any]] | None = None) -> str:
@@ -393,6 +374,10 @@ def test_issue38_item2_anthropic_style_front_matter_is_read_leniently_and_never_
     # `tools` named where the lenient reading cannot read it: no tools rather than all
     hidden = ANTHROPIC_STYLE.replace("tools: Read", "  tools: Read").replace("color: green\n", "")
     assert narrow(parse_type(hidden, "x.md"), PARENT_TOOLS, keep_task=True)[0] == []
+    star = ANTHROPIC_STYLE.replace("tools: Read, Grep, mcp__srv__search, mcp__other", 'tools: "*"')
+    assert narrow(parse_type(star, "x.md"), PARENT_TOOLS, keep_task=False)[0] == [
+        n for n in PARENT_TOOLS if n != "task"
+    ]
     # disallowedTools taken away; one that cannot be read takes everything away
     denied = ANTHROPIC_STYLE.replace("color: green", "disallowedTools: Grep, mcp__srv")
     assert narrow(parse_type(denied, "x.md"), PARENT_TOOLS, keep_task=True)[0] == [

@@ -223,7 +223,7 @@ def narrow(
     if "*" in agent.denied:  # a deny list that could not be read
         return [], []
     offered = {n: k for n, k in offered.items() if not denied.allows(n)}
-    if agent.tools is None:
+    if agent.tools is None or "*" in agent.tools:  # `tools: "*"`: all of the parent's, as left out
         return list(offered), []
     wanted = rules_of(agent.tools)
     return [n for n in offered if wanted.allows(n)], wanted.missing(offered)
