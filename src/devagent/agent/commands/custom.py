@@ -52,7 +52,8 @@ MAX_FILE_BYTES = 64 * 1024
 MAX_FILES = 200  # per folder, subfolders included
 MAX_DEPTH = 3  # folder levels below the commands folder
 _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_PLACEHOLDER = re.compile(r"\$(ARGUMENTS\b|[1-9][0-9]?)")
+# `$1`..`$99`, but not an amount such as `$5M`, `$2.0M` or `$5,000` in a prompt about money
+_PLACEHOLDER = re.compile(r"\$(ARGUMENTS\b|[1-9][0-9]?(?![0-9A-Za-z_]|[.,][0-9]))")
 # A folder's documents, not commands: README.md in any case, these in capitals.
 _DOCUMENTS = {
     "README",
