@@ -41,6 +41,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "subagents_parallel": ("DEVAGENT_SUBAGENTS_PARALLEL", "subagents_parallel"),
     "subagent_depth": ("DEVAGENT_SUBAGENT_DEPTH", "subagent_depth"),
     "subagent_workspace_models": ("DEVAGENT_SUBAGENT_WORKSPACE_MODELS", "subagent_workspace_models"),
+    # Claude Code's model names per provider: [model_aliases.PROVIDER] tables; the variable holds JSON.
+    "model_aliases": ("DEVAGENT_MODEL_ALIASES", "model_aliases"),
     # Remote A2A agents: [remote_agents.NAME] tables (top level or under [devagent]); the variable holds JSON.
     "remote_agents": ("DEVAGENT_REMOTE_AGENTS", "remote_agents"),
     "remote_agent_timeout": ("DEVAGENT_REMOTE_AGENT_TIMEOUT", "remote_agent_timeout"),
@@ -93,7 +95,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
 
 
 # Settings written as tables of their own, which may stand beside [devagent] at the top level.
-_TABLES = ("mcp_servers", "prices", "remote_agents")
+_TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents")
 
 
 class ConfigError(ValueError):
@@ -146,6 +148,18 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             return parse_remote_agents(value)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+    if name == "model_aliases":
+        from devagent.agent.model_aliases import parse_aliases  # late: the model layer's names
+
+        if isinstance(value, str):  # the environment variable: JSON
+            try:
+                value = json.loads(value)
+            except ValueError as e:
+                raise bad('JSON such as {"openrouter": {"sonnet": "anthropic/claude-sonnet-4.5"}}') from e
+        try:
+            return parse_aliases(value)
+        except ValueError as e:
+            raise ConfigError(f"setting {label}: {e}") from None
     if name == "prices":
         from devagent.agent.prices import parse_prices  # late: the model layer's names
 

@@ -66,8 +66,7 @@ def test_issue32_item3_front_matter_is_optional_and_checked() -> None:
     assert plain.description == "Summarise the open TODOs in this project."
     assert plain.argument_hint == ""
     for bad, why in [
-        ("---\nallowed-tools: Bash\n---\nrun", "unknown keys"),
-        ("---\ndescription: [1, 2]\n---\nrun", "must be strings"),
+        ("---\ndescription: [1, 2]\n---\nrun", "must be a string"),
         ("---\ndescription: x\n---\n   \n", "no prompt"),
         ("---\ndescription: x\nno end\n", "closing"),
     ]:
@@ -84,7 +83,7 @@ def test_issue32_item3_precedence_namespaces_and_order(tmp_path: Path, config_ho
     _command(
         ws / ".devagent" / "commands", "frontend/component", "---\ndescription: A component\n---\nMake $1."
     )
-    _command(ws / ".devagent" / "commands", "deploy", "---\ndescription: [\n---\nbroken")
+    _command(ws / ".devagent" / "commands", "deploy", "---\ndescription: no closing line\nbroken")
     (ws / ".devagent" / "commands" / "notes.txt").write_text("not a command")
     commands = with_custom(config_home.parent / "devagent", Workspace([ws]))
     names = [c.name for c in commands.list()]

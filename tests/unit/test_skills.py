@@ -57,7 +57,9 @@ def test_issue32_item2_names_descriptions_and_ignored_keys(tmp_path: Path) -> No
     long = skills.parse(f"---\nname: x\ndescription: {'word ' * 400}\n---\n", tmp_path / "x", skills.USER)
     assert len(long.description) == skills.MAX_DESCRIPTION and long.description.endswith("…")
     assert skills.check_name("a", "a") == "a" and skills.check_name("a1-b2", "a1-b2") == "a1-b2"
-    for bad, why in [
+    # a name that is not valid or not the folder's gives way to the folder's, with one warning
+    # (issue 38 item 3: as Claude Code names skills)
+    for meta, why in [
         ("name: PDF-Tools\ndescription: d\n", "lowercase"),
         ("name: -pdf\ndescription: d\n", "lowercase"),
         ("name: pdf--tools\ndescription: d\n", "lowercase"),
@@ -65,6 +67,11 @@ def test_issue32_item2_names_descriptions_and_ignored_keys(tmp_path: Path) -> No
         (f"name: {'a' * 65}\ndescription: d\n", "lowercase"),
         ("name: other\ndescription: d\n", "not the name of its folder"),
         ("description: d\n", "no `name`"),
+    ]:
+        warnings: list[str] = []
+        named = skills.parse(f"---\n{meta}---\nbody\n", tmp_path / "pdf", skills.USER, None, warnings)
+        assert named.name == "pdf" and len(warnings) == 1 and why in warnings[0], (meta, warnings)
+    for bad, why in [
         ("name: pdf\n", "no `description`"),
         ("name: pdf\ndescription: '  '\n", "no `description`"),
         ("name: pdf\ndescription: [1]\n", "no `description`"),

@@ -81,9 +81,10 @@ class StepCalls:
         called_as = name
         name, args = shell_patch.routed(name, args, tools)  # a patch written as a shell command
         tool = tools.get(name)
-        client = next((t for t in state.client_tools if t.name == name), None)
+        clients = state.turn_client_tools()
+        client = next((t for t in clients if t.name == name), None)
         if tool is None and client is None:
-            known = ", ".join(sorted([*tools, *(t.name for t in state.client_tools)]))
+            known = ", ".join(sorted([*tools, *(t.name for t in clients)]))
             return self.failed(
                 call_id, name, args, f"unknown tool {name!r}; available tools: {known}", "unknown_tool"
             )

@@ -112,5 +112,6 @@ class Instructions:
         builtin: Iterable[str],
         native: Sequence[Any] = (),
     ) -> Any:
-        offered = [*tools, *(t.name for t in state.client_tools)]
-        return request_parameters(self.text(state, offered), tools, builtin, state.client_tools, native)
+        clients = state.turn_client_tools()
+        offered = [*tools, *(t.name for t in clients)]
+        return request_parameters(self.text(state, offered), tools, builtin, clients, native)

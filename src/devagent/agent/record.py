@@ -306,6 +306,7 @@ class SessionRecord:
             note = "[the turn was interrupted: the server process running it stopped]"
             transcript.close_request(messages, note, interrupted=True)
             state.status = "idle"
+            state.turn_scope = None
             state.outcome = "interrupted"
             state.outcome_message = INTERRUPTED
         await self.save()

@@ -18,10 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
-from devagent.agent import compact, prompt, spending, timeline, toolset, traces, transcript, turn_limits
+from devagent.agent import (
+    compact,
+    model_aliases,
+    prompt,
+    spending,
+    timeline,
+    toolset,
+    traces,
+    transcript,
+    turn_limits,
+)
 from devagent.agent.admission import Admission
 from devagent.agent.calls import StepCalls
-from devagent.agent.commands import Registry, parse_command_line, run_command, with_custom
+from devagent.agent.commands import Prompt, Registry, parse_command_line, run_command, with_custom
 from devagent.agent.events import (
     Event,
     Input,
@@ -46,7 +56,7 @@ from devagent.agent.model_step import stream_response
 from devagent.agent.record import STALE, SessionRecord
 from devagent.agent.settings import user_config_dir
 from devagent.agent.skills import session_skills
-from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState
+from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState, TurnScope
 from devagent.agent.subagents import Subagents
 from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
@@ -132,13 +142,18 @@ class Session:
 
     @property
     def model_name(self) -> str:
-        return self.state.model or self.core.default_model
+        return self._model_spec() or self.core.default_model
+
+    def _model_spec(self) -> str:
+        """The running turn's model: a custom command's for its turn, else the session's."""
+        scope = self.state.turn_scope
+        return scope.model if scope is not None and scope.model else self.state.model
 
     def model(self) -> Any:
-        return self.core.model_for(self.state.model)
+        return self.core.model_for(self._model_spec())
 
     def context_tokens(self) -> int:
-        return self.core.context_tokens(self.state.model)
+        return self.core.context_tokens(self._model_spec())
 
     def model_price(self) -> Priced | None:
         return self.core.prices.lookup(self.model_name)
@@ -301,14 +316,16 @@ class Session:
             self.state.max_cost_usd = max(0.0, inp.max_cost_usd)  # stored with the turn's first save
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
             inp = parse_command_line(inp.text, self.commands()) or inp
+        scope: TurnScope | None = None
         if isinstance(inp, RunCommand):
-            prompt_text = await self._run_command(inp, emit)
-            if prompt_text is None:
+            command = await self._run_command(inp, emit)
+            if command is None:
                 return
-            inp = UserPrompt(prompt_text)
+            scope = self._scope(":".join(inp.path), command, emit)
+            inp = UserPrompt(command.text)
         await self.core.mcp.prepare(self, emit)  # start MCP servers on first use; report failures
         if isinstance(inp, UserPrompt):
-            if not await self._begin(inp, emit):
+            if not await self._begin(inp, emit, scope):
                 return
         else:
             self._set_running()
@@ -321,12 +338,33 @@ class Session:
                 return
         await self._loop(emit)
 
-    async def _run_command(self, inp: RunCommand, emit: Emit) -> str | None:
+    async def _run_command(self, inp: RunCommand, emit: Emit) -> Prompt | None:
         """A slash command: its prompt to run through the model, or None when it ended the turn."""
-        prompt_text = await run_command(self, inp, emit, self.commands())
-        if prompt_text is None:
+        command = await run_command(self, inp, emit, self.commands())
+        if command is None:
             await self._end_keeping_pause("finished", "", emit)
-        return prompt_text
+        return Prompt(command) if isinstance(command, str) else command
+
+    def _scope(self, name: str, command: Prompt, emit: Emit) -> TurnScope | None:
+        """What a command's prompt narrows for its turn: the tools it names, and the model it
+        asks for where this server lets callers choose models (else a log line says it is not)."""
+        model = ""
+        if command.model and not self.config.allow_client_model:
+            log.info(
+                "the command /%s asks for the model %r: callers may not choose models here",
+                name,
+                command.model,
+            )
+        elif command.model:
+            current = self.state.model or self.core.default_model
+            resolved = model_aliases.resolve(command.model, current, self.config.model_aliases)
+            if resolved.notice:
+                log.info("the command /%s: %s", name, resolved.notice)
+                emit(Notice(f"/{name}: {resolved.notice}"))
+            model = resolved.spec if resolved.spec != current else ""
+        if command.tools is None and not model:
+            return None
+        return TurnScope(name, None if command.tools is None else list(command.tools), model)
 
     async def _end_keeping_pause(self, reason: TurnEndReason, message: str, emit: Emit) -> None:
         """End a turn that changed nothing of the conversation (a command, a blocked prompt): a
@@ -337,10 +375,10 @@ class Session:
         else:
             await self._end(reason, message, emit)
 
-    async def _begin(self, inp: UserPrompt, emit: Emit) -> bool:
+    async def _begin(self, inp: UserPrompt, emit: Emit, scope: TurnScope | None = None) -> bool:
         """A new prompt: the hooks see it first (False: one blocked it, and nothing changed but
         the turn's end), then a pause it interrupts is closed and the prompt goes into the
-        transcript with the context the hooks gave."""
+        transcript with the context the hooks gave; a command's `scope` holds for the turn."""
         messages = await self.messages()
         source = (
             self._start_source if self._start_source is not None else ("resume" if messages else "startup")
@@ -358,6 +396,7 @@ class Session:
             self._close_step(messages)
         self.state.turn_usage = Usage()
         self.state.turn_steps = 0
+        self.state.turn_scope = scope
         if not self.state.title:
             self.state.title = inp.text.strip().splitlines()[0][:80]
         transcript.append_prompt(messages, inp.text, hooked.context)
@@ -413,6 +452,7 @@ class Session:
     ) -> None:
         """End the turn: store how it ended (and give up the lease in the same write), then say so."""
         self.state.status = "idle"
+        self.state.turn_scope = None
         self.state.outcome = reason
         self.state.outcome_message = message
         if quietly:

@@ -63,6 +63,9 @@ class CoreConfig:
     subagents_parallel: int = 4
     subagent_depth: int = 1
     subagent_workspace_models: bool = False
+    # Claude Code's model names in its files (`sonnet`, `opus`, `haiku`) on each provider:
+    # {provider: {family: model name}} over the built-in ones (devagent/agent/model_aliases.py).
+    model_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
     # Remote A2A agents as subagent types (devagent/agent/remote_agents.py): {name: {card_url, and
     # bearer_token_env | api_key_header + api_key_env | oauth_token_url + oauth_client_id +
     # oauth_client_secret_env (+ oauth_scope)}}, and how long one exchange with one may take.

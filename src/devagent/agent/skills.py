@@ -16,9 +16,12 @@ session, so the prompt stays the same for its requests.
 
 A skill is text. Only `name` and `description` are read from its front matter: other keys
 (`allowed-tools`, `model`, ...) are ignored, so a skill grants, configures or widens nothing, and
-its scripts run only as the model's ordinary commands under the approval policy. A skill that
-cannot be read or is not valid is left out with a warning; on a name both folders hold, the
-user's wins.
+its scripts run only as the model's ordinary commands under the approval policy. As in Claude
+Code, a skill is named after its folder: a `name` that is missing, not a valid name or not the
+folder's gives way to the folder's, with one warning. Front matter that is not strict YAML (an
+unquoted `: ` in a description) is read leniently (`front_matter.py`). A skill that cannot be
+read, has no description or whose folder's name is not a name is left out with a warning; on a
+name both folders hold, the user's wins.
 """
 
 from __future__ import annotations
@@ -44,6 +47,27 @@ MAX_SKILLS = 100  # in all: each adds a line to every request
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_FOLDER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # a skill's folder: lowercase
+# The keys of Agent Skills and Claude Code's skills, for reading front matter that is not YAML.
+KEYS = (
+    "name",
+    "description",
+    "license",
+    "compatibility",
+    "metadata",
+    "allowed-tools",
+    "model",
+    "version",
+    "author",
+    "tags",
+    "when_to_use",
+    "argument-hint",
+    "disable-model-invocation",
+    "user-invocable",
+    "context",
+    "agent",
+    "hooks",
+)
 
 USER = "user"
 WORKSPACE = "workspace"
@@ -81,19 +105,26 @@ class Skills:
         return "\n".join(f"- {s.name} ({s.origin}): {s.description}" for s in self.items)
 
 
-def check_name(name: object, folder_name: str) -> str:
-    """The skill's name, or ValueError: 1 to 64 lowercase letters, digits and single hyphens
-    (neither first nor last), the name of its folder."""
+def check_name(name: object, folder_name: str, warnings: list[str] | None = None) -> str:
+    """The skill's name: its folder's (ValueError when that is not 1 to 64 lowercase letters,
+    digits, `.`, `_` and `-`). A `name` that is missing, not 1 to 64 lowercase letters, digits and single
+    hyphens, or not the folder's, gives way to it with a warning."""
+    if not _FOLDER_NAME.match(folder_name):
+        raise ValueError(f"the folder's name {folder_name[:80]!r} is not lowercase letters, digits, `._-`")
+    if isinstance(name, str) and name == folder_name and _NAME.match(name):
+        return name
     if not isinstance(name, str) or not name:
-        raise ValueError("the front matter has no `name`")
-    if len(name) > MAX_NAME or not _NAME.match(name):
-        raise ValueError(
+        why = "the front matter has no `name`"
+    elif len(name) > MAX_NAME or not _NAME.match(name):
+        why = (
             f"the name {name[:80]!r} is not 1 to {MAX_NAME} lowercase letters, digits and single "
             "hyphens (not first or last)"
         )
-    if name != folder_name:
-        raise ValueError(f"the name {name!r} is not the name of its folder ({folder_name!r})")
-    return name
+    else:
+        why = f"the name {name!r} is not the name of its folder"
+    if warnings is not None:
+        warnings.append(f"{why}: the skill is named {folder_name!r} after its folder")
+    return folder_name
 
 
 def one_line(text: str, limit: int = MAX_DESCRIPTION) -> str:
@@ -104,12 +135,20 @@ def one_line(text: str, limit: int = MAX_DESCRIPTION) -> str:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
-def parse(text: str, folder: Path, origin: str, folder_name: str | None = None) -> Skill:
+def parse(
+    text: str, folder: Path, origin: str, folder_name: str | None = None, warnings: list[str] | None = None
+) -> Skill:
     """A SKILL.md: front matter with `name` and `description` (other keys ignored), then the
-    instructions. ValueError says what is wrong."""
-    meta, body = front_matter.split(text, required=True)
-    name = check_name(meta.get("name"), folder_name or folder.name)
+    instructions. ValueError says what is wrong; `warnings` gets what was taken otherwise."""
+    meta, body = front_matter.split(text, required=True, keys=KEYS)
+    where = f"{folder / SKILL_FILE}"
+    notes: list[str] = []
+    name = check_name(meta.get("name"), folder_name or folder.name, notes)
+    if warnings is not None:
+        warnings += [f"{where}: {n}" for n in notes]
     description = meta.get("description")
+    if isinstance(description, list) and all(isinstance(d, str) for d in description):
+        description = " ".join(description)  # `- ...` lines the lenient reading took as a list
     if not isinstance(description, str) or not one_line(description):
         raise ValueError("the front matter has no `description` (a string)")
     return Skill(name, one_line(description), body.strip("\n"), folder, origin)
@@ -133,7 +172,7 @@ def _read_user(folder: Path, warnings: list[str]) -> Iterator[Skill]:
             # read with no workspace: walked from "/" following no symlink, so a SKILL.md that
             # is a link is refused
             text = front_matter.read_small(real / SKILL_FILE, None, MAX_FILE_BYTES)
-            yield parse(text, real, USER, entry)
+            yield parse(text, real, USER, entry, warnings)
         except FileNotFoundError:
             continue  # a folder without a SKILL.md is not a skill
         except (OSError, ToolFailure, ValueError, UnicodeDecodeError) as e:
@@ -179,7 +218,7 @@ def _read_workspace(workspace: Workspace, folder: Path, warnings: list[str]) -> 
             if not real.is_dir():
                 continue
             text = front_matter.read_small(real / SKILL_FILE, workspace, MAX_FILE_BYTES)
-            yield parse(text, real, WORKSPACE, entry)
+            yield parse(text, real, WORKSPACE, entry, warnings)
         except FileNotFoundError:
             continue
         except ToolFailure as e:

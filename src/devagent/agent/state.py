@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from devagent.agent.claude_names import rules_of
 from devagent.agent.events import Usage
 from devagent.common.dataclass_json import fields_json
 
@@ -106,7 +107,33 @@ _ONLY_WHEN_SET = (
     "background",
     "subagent_of",
     "max_cost_usd",
+    "turn_scope",
 )
+
+
+@dataclass(slots=True)
+class TurnScope:
+    """What a custom command narrows for the turn it starts (its pauses included): the tools, as
+    its `allowed-tools` names them (None: the session's), and the model ("": the session's)."""
+
+    command: str
+    tools: list[str] | None = None
+    model: str = ""
+
+    def allows(self, tool: str) -> bool:
+        return self.tools is None or rules_of(tuple(self.tools)).allows(tool)
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TurnScope:
+        tools = d.get("tools")
+        return cls(
+            str(d.get("command", "")),
+            None if tools is None else [str(t) for t in tools],
+            str(d.get("model", "")),
+        )
 
 
 @dataclass(slots=True)
@@ -199,6 +226,13 @@ class SessionState:
     # (and `turn_usage`) that this session's subagents spent (charged to it as they spend).
     max_cost_usd: float = 0.0
     subagent_usage: Usage = field(default_factory=Usage)
+    # Set while a turn a custom command started runs or waits: what it narrows (None otherwise).
+    turn_scope: TurnScope | None = None
+
+    def turn_client_tools(self) -> list[ClientTool]:
+        """The client's tools the running turn may call (a command's `turn_scope` narrows them)."""
+        scope = self.turn_scope
+        return [t for t in self.client_tools if scope is None or scope.allows(t.name)]
 
     def record_call(self, name: str, failed: bool) -> None:
         s = self.tool_stats.setdefault(name, {"calls": 0, "failures": 0})
@@ -250,4 +284,5 @@ class SessionState:
             background=[dict(r) for r in d.get("background", []) if isinstance(r, dict)],
             max_cost_usd=float(d.get("max_cost_usd", 0) or 0),
             subagent_usage=Usage.from_json(d.get("subagent_usage")),
+            turn_scope=TurnScope.from_json(d["turn_scope"]) if d.get("turn_scope") else None,
         )

@@ -5,10 +5,16 @@ matter in the user's config folder (`agents/`) and in a workspace (`.devagent/ag
     ---
     name: reviewer
     description: Reviews a change and reports problems; never edits.
-    tools: read_file, grep, glob      # or a YAML list; left out: the parent's tools
-    model: anthropic:claude-sonnet-4-5  # honoured from the user's folder; a workspace's only if
-    ---                                 # the operator allows (subagent_workspace_models)
+    tools: Read, Grep, Glob           # or read_file, ...; a YAML list; left out: the parent's tools
+    model: sonnet                     # or inherit, or a devagent spec; honoured from the user's
+    ---                               # folder, a workspace's only if the operator allows
     You review code. Read the files named in the task ...
+
+Claude Code's agent files work as they are: tools by Claude Code's names (`claude_names.py`,
+`mcp__SERVER__TOOL` too) or devagent's, `disallowedTools` taken away, `model: inherit` the
+parent's model and `sonnet|opus|haiku` that family on the parent's provider (`model_aliases.py`),
+`color` ignored, other keys of Claude Code's ignored with a warning. Front matter that is not
+strict YAML is read leniently (`front_matter.py`); a tool list that cannot be read gives no tools.
 
 A type only narrows: its tools are cut to its parent's (`narrow`), it never gets a wider approval
 mode or workspace, and a workspace's type is text and a subset, nothing more (it cannot take the
@@ -20,11 +26,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from devagent.agent import front_matter
+from devagent.agent.claude_names import rules_of, split_list
 from devagent.agent.events import ToolKind
 from devagent.agent.tools.base import ToolFailure, Workspace
 
@@ -37,6 +44,21 @@ WORKSPACE_FOLDER = ".devagent/agents"
 MAX_FILE_BYTES = 64 * 1024
 MAX_FILES = 100  # per folder
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+KEYS = ("name", "description", "tools", "disallowedTools", "model")
+DISPLAY_KEYS = ("color",)  # how Claude Code shows the agent: ignored without a word
+# Claude Code's other keys: devagent does not use them, and says so once per file.
+CLAUDE_KEYS = (
+    "permissionMode",
+    "maxTurns",
+    "skills",
+    "mcpServers",
+    "hooks",
+    "memory",
+    "background",
+    "isolation",
+    "effort",
+    "initialPrompt",
+)
 
 _SUBAGENT_ROLE = (
     "You are a subagent: another agent gave you the task in the user's message and reads only your "
@@ -51,12 +73,13 @@ _SUBAGENT_ROLE = (
 class AgentType:
     name: str
     description: str
-    tools: tuple[str, ...] | None  # the tools it asks for; None: its parent's
-    model: str  # "" : its parent's
+    tools: tuple[str, ...] | None  # the tools it asks for (as written); None: its parent's
+    model: str  # as written ("", `inherit`: its parent's)
     prompt: str  # its instructions (the file's body)
     source: str  # "built-in", or the file it came from
     read_only: bool = False  # the parent's read tools only (the explorer)
     remote: bool = False  # a remote A2A agent the operator configured (named after its settings key)
+    denied: tuple[str, ...] = ()  # its disallowedTools, as written
 
     def instructions(self) -> str:
         """What the subagent's system prompt says of its role."""
@@ -139,39 +162,52 @@ def _read_folder(folder: Path, workspace: Workspace | None, warnings: list[str])
         path = real / name
         try:
             text = front_matter.read_small(path, workspace, MAX_FILE_BYTES)
-            yield parse_type(text, str(path))
+            yield parse_type(text, str(path), warnings)
         except (OSError, ToolFailure, ValueError) as e:
             warnings.append(f"{path}: {getattr(e, 'message', None) or e}")
 
 
-def parse_type(text: str, source: str) -> AgentType:
-    """A type file: `---`, YAML front matter (`name`, `description`, `tools`, `model`), `---`,
-    then the prompt. ValueError says what is wrong."""
-    meta, body = front_matter.split(text, required=True)
-    unknown = sorted(set(map(str, meta)) - {"name", "description", "tools", "model"})
-    if unknown:
-        raise ValueError(f"unknown keys in the front matter: {', '.join(unknown)}")
+def parse_type(text: str, source: str, warnings: list[str] | None = None) -> AgentType:
+    """A type file: `---`, front matter (`name`, `description`, `tools`, `disallowedTools`,
+    `model`; `color` ignored, Claude Code's other keys ignored with a warning), `---`, then the
+    prompt. ValueError says what is wrong."""
+    meta, body = front_matter.split(text, required=True, keys=(*KEYS, *DISPLAY_KEYS, *CLAUDE_KEYS))
+    unknown = sorted(set(map(str, meta)) - {*KEYS, *DISPLAY_KEYS})
+    if unknown and warnings is not None:
+        warnings.append(f"{source}: keys devagent does not use, ignored: {', '.join(unknown)}")
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError("`name` must be lower-case letters, digits, `-` or `_` (at most 64)")
     if not isinstance(description, str) or not description.strip():
         raise ValueError("`description` must be a non-empty string")
     model = meta.get("model") or ""
+    if model is front_matter.UNREADABLE:
+        model = ""
     if not isinstance(model, str):
         raise ValueError("`model` must be a string")
-    return AgentType(name, description.strip(), _tools(meta.get("tools")), model.strip(), body, source)
+    denied = _tools(meta.get("disallowedTools"), unreadable=("*",))
+    return AgentType(
+        name, description.strip(), _tools(meta.get("tools")), model.strip(), body, source, denied=denied or ()
+    )
 
 
-def _tools(value: object) -> tuple[str, ...] | None:
+def _tools(value: object, unreadable: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """A tool list as written (None: not given); one the lenient reading could not read is
+    `unreadable`: no tools asked for, every tool denied."""
     if value is None:
         return None
+    if value is front_matter.UNREADABLE:
+        return unreadable
     if isinstance(value, str):
-        items = value.split(",")
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):  # a flow list kept whole
+            text = text[1:-1]
+        items = [i.strip("\"'") for i in split_list(text)]
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-        items = list(value)
+        items = [i for v in value for i in split_list(v)]
     else:
         raise ValueError("`tools` must be a list of tool names or a comma-separated string")
-    return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+    return tuple(dict.fromkeys(i for i in items if i))
 
 
 def narrow(
@@ -183,7 +219,11 @@ def narrow(
     offered = {n: k for n, k in parent_tools.items() if keep_task or n != "task"}
     if agent.read_only:
         offered = {n: k for n, k in offered.items() if k == ToolKind.READ}
-    if agent.tools is None:
+    denied = rules_of(agent.denied)
+    if "*" in agent.denied:  # a deny list that could not be read
+        return [], []
+    offered = {n: k for n, k in offered.items() if not denied.allows(n)}
+    if agent.tools is None or "*" in agent.tools:  # `tools: "*"`: all of the parent's, as left out
         return list(offered), []
-    wanted: Collection[str] = agent.tools
-    return [n for n in offered if n in wanted], [n for n in agent.tools if n not in offered]
+    wanted = rules_of(agent.tools)
+    return [n for n in offered if wanted.allows(n)], wanted.missing(offered)

@@ -33,7 +33,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent import remote_agents, spending
+from devagent.agent import model_aliases, remote_agents, spending
 from devagent.agent.context import SessionContext
 from devagent.agent.driver import Door, Paused, TurnDriver
 from devagent.agent.events import (
@@ -130,7 +130,7 @@ class Subagents:
         child = await self.session.core.get_session(child_id)
         inp: Input
         if child is None:
-            child = await self._start(child_id, args, ctx.call_id)
+            child = await self._start(child_id, args, ctx)
             inp = UserPrompt(str(args["prompt"]))
         elif child.state.status == "awaiting_input":
             inp = self._answers(ctx.call_id, child)
@@ -158,7 +158,8 @@ class Subagents:
         at = len(await self.session.messages())
         return str(uuid.uuid5(_CHILD_IDS, f"{self.session.id}:{at}:{call_id}"))
 
-    async def _start(self, child_id: str, args: dict[str, Any], call_id: str) -> ChildSession:
+    async def _start(self, child_id: str, args: dict[str, Any], ctx: ToolContext) -> ChildSession:
+        call_id = ctx.call_id
         catalog = self.catalog()
         name = str(args.get("agent") or GENERAL)
         agent = catalog.types.get(name)
@@ -178,9 +179,10 @@ class Subagents:
                 self.session.id,
                 ", ".join(refused),
             )
+        model = self._model(name, agent.model, ctx)
         state = SessionState(
             workspace_roots=list(parent.workspace_roots),
-            model=agent.model or parent.model,
+            model=model,
             approval_mode=parent.approval_mode,
             title=str(args["description"])[:80],
             grants_tools=list(parent.grants_tools),
@@ -206,6 +208,20 @@ class Subagents:
             ),
         )
         return await self.session.core.create_child(child_id, state)
+
+    def _model(self, name: str, asked: str, ctx: ToolContext) -> str:
+        """The model of a new subagent whose type asks for `asked`: Claude Code's names resolved
+        on the parent's provider (`model_aliases`), the parent's model where there is no
+        counterpart, with a notice in the parent's turn."""
+        parent = self.session.model_name
+        resolved = model_aliases.resolve(asked, parent, self.session.config.model_aliases)
+        if resolved.notice:
+            log.info("subagent type %r: %s", name, resolved.notice)
+            if ctx.emit is not None:
+                ctx.emit(Notice(f"subagent type {name!r}: {resolved.notice}"))
+        own = self.session.state.model
+        # the parent's model as the parent names it ("": the server's default, followed as it is)
+        return own if resolved.spec == (own or self.session.core.default_model) else resolved.spec
 
     def _answers(self, call_id: str, child: ChildSession) -> Resume:
         """The answers given to this call's relayed questions that the child still waits for."""

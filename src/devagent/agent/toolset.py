@@ -1,6 +1,7 @@
 """What a session's model is offered and what its tools get: the built-ins its family and its
 place allow (the family's editing tools; `task` while it may start subagents; a subagent only what
-its type gave it), the ready MCP servers' tools, the definitions doors list, and the context a call
+its type gave it; a custom command's turn only what its `allowed-tools` name), the ready MCP
+servers' tools, the definitions doors list, and the context a call
 runs in."""
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ def offered(session: ToolUser, builtins: dict[str, Tool]) -> dict[str, Tool]:
     link = session.state.subagent_of
     if link is not None:
         tools = {name: tool for name, tool in tools.items() if name in link.tools}
+    scope = session.state.turn_scope  # a custom command's allowed-tools, for its turn
+    if scope is not None:
+        tools = {name: tool for name, tool in tools.items() if scope.allows(name)}
     return tools
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devagent.agent.commands import builtin, custom, mcp, memory, restore
-from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Registry, say
+from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Prompt, Registry, say
 from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ArgumentInfo",
     "CommandInfo",
+    "Prompt",
     "Registry",
     "parse_command_line",
     "registry",
@@ -49,7 +50,7 @@ def parse_command_line(text: str, commands: Registry | None = None) -> RunComman
 
 async def run_command(
     session: SessionContext, cmd: RunCommand, emit: Emit, commands: Registry | None = None
-) -> str | None:
+) -> str | Prompt | None:
     info = (commands or registry()).find(cmd.path)
     if info is None or info.handler is None:
         emit(Notice(f"Unknown command /{' '.join(cmd.path)}. Try /help.", "error"))

@@ -1,20 +1,28 @@
 """Custom slash commands: Markdown prompt files the user keeps in the `commands/` folder of
-devagent's config folder, and a project keeps in its workspace's `.devagent/commands/`:
+devagent's config folder, and a project keeps in its workspace's `.devagent/commands/`, in Claude
+Code's format:
 
     ---
     description: Review a file for one concern
     argument-hint: <file> [focus]
+    allowed-tools: Read, Grep, Bash(git diff:*)
+    model: sonnet
     ---
     Review the file $1. Look above all for: $2 (see docs/commands.md)
 
 `/NAME ARGS` runs the body as the user's message to the model, with `$ARGUMENTS` replaced by the
 argument text as typed and `$1`, `$2`, ... by its words (split like a shell: quotes group words);
 a missing one is empty. A body with no placeholder gets the arguments appended. A file in a
-subfolder is named with its folder: `frontend/component.md` is `/frontend:component`.
+subfolder is named with its folder: `frontend/component.md` is `/frontend:component`. A folder's
+README.md (and other all-capitals documents such as CHANGELOG.md) is not a command.
 
-A command is text and nothing more: running one is sending its prompt, under the session's
-approval mode and tools. Built-in commands keep their names; a workspace's command cannot take
-the name of a user's.
+Running a command is sending its prompt under the session's approval mode. `allowed-tools` narrows
+the tools of that turn to those it names (Claude Code's names or devagent's, `claude_names.py`):
+it never adds one, and the approval policy still asks where it would. `model` is the turn's model
+where the caller may choose models (`model_aliases.py` turns Claude's names into one); else it is
+left out with a log line. Claude Code's display keys (`disable-model-invocation`,
+`hide-from-slash-command-tool`, ...) are ignored. Built-in commands keep their names; a
+workspace's command cannot take the name of a user's.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from devagent.agent import front_matter
-from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit
+from devagent.agent.claude_names import split_list
+from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Prompt
 from devagent.agent.tools.base import ToolFailure, Workspace
 
 if TYPE_CHECKING:
@@ -43,7 +52,29 @@ MAX_FILE_BYTES = 64 * 1024
 MAX_FILES = 200  # per folder, subfolders included
 MAX_DEPTH = 3  # folder levels below the commands folder
 _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_PLACEHOLDER = re.compile(r"\$(ARGUMENTS\b|[1-9][0-9]?)")
+# `$1`..`$99`, but not an amount such as `$5M`, `$2.0M` or `$5,000` in a prompt about money
+_PLACEHOLDER = re.compile(r"\$(ARGUMENTS\b|[1-9][0-9]?(?![0-9A-Za-z_]|[.,][0-9]))")
+# A folder's documents, not commands: README.md in any case, these in capitals.
+_DOCUMENTS = {
+    "README",
+    "CHANGELOG",
+    "LICENSE",
+    "CONTRIBUTING",
+    "CODE_OF_CONDUCT",
+    "SECURITY",
+    "CLAUDE",
+    "AGENTS",
+}
+KEYS = ("description", "argument-hint", "allowed-tools", "model")
+# Claude Code's keys that only change how it shows or offers a command: ignored without a word.
+DISPLAY_KEYS = (
+    "disable-model-invocation",
+    "hide-from-slash-command-tool",
+    "name",
+    "title",
+    "version",
+    "author",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +84,15 @@ class CustomCommand:
     argument_hint: str
     body: str
     source: str  # the file it came from
+    tools: tuple[str, ...] | None = None  # its allowed-tools, as written; None: the session's
+    model: str = ""  # the model it asks for, as written
 
     def expand(self, args: str) -> str:
         return expand(self.body, args)
 
     def info(self) -> CommandInfo:
-        async def handler(session: SessionContext, args: str, emit: Emit) -> str | None:
-            return self.expand(args)
+        async def handler(session: SessionContext, args: str, emit: Emit) -> Prompt:
+            return Prompt(self.expand(args), self.tools, self.model)
 
         argument = ArgumentInfo(self.argument_hint or "arguments", "The command's arguments")
         return CommandInfo(self.name, self.description, [argument], handler=handler, hint=self.argument_hint)
@@ -114,7 +147,8 @@ def _read_folder(folder: Path, workspace: Workspace | None, warnings: list[str])
         warnings.append(f"{folder}: only the first {MAX_FILES} command files are read")
     for path, parts in files[:MAX_FILES]:
         try:
-            yield parse(front_matter.read_small(path, workspace, MAX_FILE_BYTES), ":".join(parts), str(path))
+            text = front_matter.read_small(path, workspace, MAX_FILE_BYTES)
+            yield parse(text, ":".join(parts), str(path), warnings)
         except (OSError, ToolFailure, ValueError, UnicodeDecodeError) as e:
             warnings.append(f"{path}: {getattr(e, 'message', None) or e}")
 
@@ -131,7 +165,7 @@ def _markdown_files(
         return
     for e in entries:
         stem = e.name[:-3] if e.name.endswith(".md") else e.name
-        if not _PART.match(stem):
+        if not _PART.match(stem) or stem.upper() == "README" or stem in _DOCUMENTS:
             continue
         if e.name.endswith(".md") and e.is_file():
             yield real / e.name, (*prefix, stem)
@@ -139,17 +173,53 @@ def _markdown_files(
             yield from _markdown_files(real / e.name, workspace, (*prefix, e.name), warnings)
 
 
-def parse(text: str, name: str, source: str) -> CustomCommand:
-    """A command file: optional front matter (`description`, `argument-hint`), then the prompt."""
-    meta, body = front_matter.split(text, required=False)
-    unknown = sorted(set(map(str, meta)) - {"description", "argument-hint"})
-    if unknown:
-        raise ValueError(f"unknown keys in the front matter: {', '.join(unknown)}")
-    description, hint = meta.get("description", ""), meta.get("argument-hint", "")
-    if not isinstance(description, str) or not isinstance(hint, str):
-        raise ValueError("`description` and `argument-hint` must be strings")
+def parse(text: str, name: str, source: str, warnings: list[str] | None = None) -> CustomCommand:
+    """A command file: optional front matter (`description`, `argument-hint`, `allowed-tools`,
+    `model`; display keys ignored, other keys ignored with a warning), then the prompt."""
+    meta, body = front_matter.split(text, required=False, keys=(*KEYS, *DISPLAY_KEYS))
+    # a key the lenient reading could not read is left out, but allowed-tools (then: no tool)
+    meta = {k: v for k, v in meta.items() if v is not front_matter.UNREADABLE or k == "allowed-tools"}
+    unknown = sorted(set(map(str, meta)) - {*KEYS, *DISPLAY_KEYS})
+    if unknown and warnings is not None:
+        warnings.append(f"{source}: keys devagent does not use, ignored: {', '.join(unknown)}")
+    description = meta.get("description") or ""
+    if not isinstance(description, str):
+        raise ValueError("`description` must be a string")
+    model = meta.get("model") or ""
+    if not isinstance(model, str):
+        raise ValueError("`model` must be a model name (a string)")
     if not body.strip():
         raise ValueError("the command has no prompt")
-    first = body.strip().splitlines()[0].strip()
+    first = body.strip().splitlines()[0].strip().lstrip("#").strip()  # a title line without its `#`
     description = " ".join(description.split()) or (first[:80] + ("…" if len(first) > 80 else ""))
-    return CustomCommand(name, description, " ".join(hint.split()), body, source)
+    hint = " ".join(_hint(meta.get("argument-hint")).split())
+    return CustomCommand(
+        name, description, hint, body, source, allowed_tools(meta.get("allowed-tools")), model.strip()
+    )
+
+
+def _hint(value: object) -> str:
+    """`argument-hint` in any YAML form: a string as it is, a list as its flow form (`[file]`,
+    which YAML reads as a list of one)."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "[" + ", ".join(_hint(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return " ".join(f"{k}: {_hint(v)}" for k, v in value.items())
+    return str(value)
+
+
+def allowed_tools(value: object) -> tuple[str, ...] | None:
+    """An `allowed-tools` list as written (a string of names or a YAML list; None: not given).
+    One that cannot be read allows no tool: it never widens."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):  # a flow list the lenient reading kept whole
+            text = text[1:-1]
+        return tuple(i.strip("\"'") for i in split_list(text))
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(i for v in value for i in split_list(v))
+    return ()

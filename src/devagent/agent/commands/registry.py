@@ -16,8 +16,21 @@ if TYPE_CHECKING:
     from devagent.agent.context import SessionContext
 
 Emit = Callable[[Event], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A prompt a command runs through the model, with what it narrows for that turn: the tools
+    (a custom command's `allowed-tools`, as written; None: the session's) and the model it asks
+    for (a custom command's `model`, as written; "": the session's)."""
+
+    text: str
+    tools: tuple[str, ...] | None = None
+    model: str = ""
+
+
 # A handler returns a prompt to run through the model, or None when it is done.
-Handler = Callable[["SessionContext", str, Emit], Awaitable[str | None]]
+Handler = Callable[["SessionContext", str, Emit], Awaitable[str | Prompt | None]]
 
 
 @dataclass(slots=True)

@@ -63,35 +63,6 @@ CLAUDE_ONLY_TYPES = ("prompt", "agent", "http", "mcp_tool")
 GUARD_EVENTS = ("PreToolUse", "UserPromptSubmit")
 DEFAULT_TIMEOUT = 60.0  # seconds, as in Claude Code
 
-# Claude Code's names for devagent's tools: a matcher may name either, and a hook reads Claude
-# Code's name as `tool_name` where there is one (its scripts compare against those). apply_patch
-# has no counterpart; it answers to the names of the edits it makes, so a guard on Edit|Write holds.
-CLAUDE_NAMES: dict[str, tuple[str, ...]] = {
-    "run_shell_command": ("Bash",),
-    "read_file": ("Read",),
-    "read_many_files": ("Read",),
-    "write_file": ("Write",),
-    "edit": ("Edit", "MultiEdit"),
-    "apply_patch": ("apply_patch", "Edit", "MultiEdit", "Write"),
-    "list_directory": ("LS",),
-    "glob": ("Glob",),
-    "grep": ("Grep",),
-    "web_fetch": ("WebFetch",),
-    "web_search": ("WebSearch",),
-    "task": ("Task", "Agent"),
-    "write_todos": ("TodoWrite",),
-    "background_process": ("BashOutput", "KillShell"),
-    "ask_user": ("AskUserQuestion",),
-    "skill": ("Skill",),
-}
-
-
-def claude_names(tool: str, mcp_server: str | None = None) -> tuple[str, ...]:
-    """The names Claude Code gives the tool `tool` (an MCP tool: `mcp__SERVER__TOOL`)."""
-    if mcp_server is not None:
-        return (f"mcp__{mcp_server}__{tool[len(mcp_server) + 2 :]}",)
-    return CLAUDE_NAMES.get(tool, ())
-
 
 class HooksFileError(ValueError):
     """The hooks file cannot be used; the message names the file and the place."""

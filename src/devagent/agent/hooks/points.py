@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from devagent.agent.claude_names import claude_names
 from devagent.agent.events import Event, Notice, ToolCall, ToolKind
-from devagent.agent.hooks.config import claude_names
 from devagent.agent.hooks.verdict import Verdict
 from devagent.agent.mcp_names import server_of
 
