@@ -62,7 +62,7 @@ def _hooks(config: CoreConfig) -> Hooks:
     hook_set = load_hooks(config.hooks_file)
     for warning in hook_set.warnings:
         log.warning("hooks: %s", warning)
-    return Hooks(hook_set, limits)
+    return Hooks(hook_set, limits, data_dir=config.data_dir, allow=config.outbound_networks())
 
 
 def _who(identity: str) -> str:
