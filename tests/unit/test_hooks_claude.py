@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from devagent.agent.hooks.config import load_hooks
 from devagent.agent.hooks.rules import rule_matches
 from tests.a2a.test_hostile import bwrap_works
 from tests.core_helpers import call, shell_call
@@ -340,3 +341,34 @@ def test_issue38_item4_an_http_hook_to_a_refused_address_blocks(
     said = refused["error"]["message"]
     assert url in said and "outbound_allow" in said and "loopback/private" in said
     assert not (workspace / "ran.txt").exists() and handler.seen == []
+
+
+def test_issue38_item4_the_plugin_folder_of_a_hooks_file(tmp_path: Path) -> None:
+    """`hooks/hooks.json` of a plugin (with its manifest): CLAUDE_PLUGIN_ROOT is the plugin's
+    folder, shown whole to the sandbox. A user's ~/.claude/hooks/hooks.json (no manifest) gets
+    the folder too, for the variable, but only the scripts it names are shown, never ~/.claude."""
+    plugin = tmp_path / "cache" / "guard-plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "guard-plugin"}')
+    (plugin / "hooks").mkdir()
+    (plugin / "scripts").mkdir()
+    (plugin / "scripts" / "check.sh").write_text("exit 0\n")
+    hook = command('"${CLAUDE_PLUGIN_ROOT}/scripts/check.sh"')
+    (plugin / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {"PreToolUse": [group("Bash", hook)]}}))
+    [loaded] = load_hooks(plugin / "hooks" / "hooks.json").commands("PreToolUse", ["Bash"])
+    assert loaded.plugin_root == plugin.resolve()
+    assert plugin.resolve() in loaded.folders and plugin.resolve() / "scripts" in loaded.folders
+
+    claude = tmp_path / "home" / ".claude"
+    (claude / "hooks").mkdir(parents=True)
+    (claude / "hooks" / "guard.sh").write_text("exit 0\n")
+    mine = command(f"{claude / 'hooks' / 'guard.sh'}", once=True)
+    (claude / "hooks" / "hooks.json").write_text(json.dumps({"PreToolUse": [{**group("", mine), "note": 1}]}))
+    hook_set = load_hooks(claude / "hooks" / "hooks.json")
+    [loaded] = hook_set.commands("PreToolUse", ["Bash"])
+    assert loaded.plugin_root == claude.resolve() and claude.resolve() not in loaded.folders
+    assert claude.resolve() / "hooks" in loaded.folders
+    assert [w.split(": ")[-1] for w in hook_set.warnings] == [
+        "devagent does not know the key 'note'; it is ignored",
+        "devagent does not know the key 'once'; it is ignored",
+    ]

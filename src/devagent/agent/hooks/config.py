@@ -170,13 +170,13 @@ class HookSet:
 
     def commands(self, event: str, names: Iterable[str] = ()) -> list[HookCommand]:
         """The commands to run for `event` about `names` (each once, as Claude Code runs a
-        command listed twice once). Events without a subject match every group."""
+        command listed twice with the same `if` once). Events without a subject match every group."""
         names = list(names)
         out: dict[str, HookCommand] = {}
         for group in self.groups.get(event, ()):
             if not names or group.matches(names):
                 for hook in group.hooks:
-                    out.setdefault(hook.command, hook)
+                    out.setdefault(f"{hook.condition}\0{hook.command}", hook)
         return list(out.values())
 
 
@@ -285,8 +285,11 @@ class _Reader:
         command = hook.get("command")
         if not isinstance(command, str) or not command.strip():
             raise HooksFileError(f"{where}.command must be a non-empty string")
+        # A plugin's folder is shown whole only where its manifest says it is one: a hooks file
+        # at ~/.claude/hooks/hooks.json must not show all of ~/.claude (the scripts it names are).
         named = named_folders(command, self.plugin)
-        extra = [self.plugin] if self.plugin is not None else []
+        whole = self.plugin is not None and (self.plugin / ".claude-plugin" / "plugin.json").is_file()
+        extra = [self.plugin] if whole and self.plugin is not None else []
         folders = tuple(dict.fromkeys([self.folder, *extra, *named]))
         return HookCommand(command, folders=folders, plugin_root=self.plugin, **common)
 

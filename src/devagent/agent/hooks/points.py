@@ -204,6 +204,5 @@ async def waiting(session: SessionContext, calls: list[ToolCall], emit: Emit) ->
 async def session_end(session: SessionContext, reason: str) -> None:
     """SessionEnd: the door closed the session (`reason`: clear, prompt_input_exit, other)."""
     verdict = await fire(session, "SessionEnd", {"reason": reason}, (reason,))
-    session.hooks.forget(session.id)
     for text in [*verdict.notices, *([verdict.reason] if verdict.blocked else [])]:
         log.info("session %s: SessionEnd hook: %s", session.id, text)

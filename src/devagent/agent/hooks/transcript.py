@@ -45,7 +45,7 @@ def write(
     path = folder / FILE
     lines = transcript_lines(session_id, messages, cwd, sidechain=sidechain)
     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-    temp = folder / f".{FILE}.{os.getpid()}"
+    temp = folder / f".{FILE}.{uuid.uuid4().hex}"  # events of one session may fire at once
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
