@@ -40,6 +40,7 @@ def write(
     """The session's transcript file under `base` (the data folder), written now; `owner` the
     uid that must read it (the sandbox user) when that is not the server's user."""
     folder = session_folder(base, session_id)
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)  # the data folder: private
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     (base / FOLDER).chmod(0o711)  # passable, not listable: a hook is shown its own folder only
     path = folder / FILE
