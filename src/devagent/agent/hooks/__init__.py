@@ -1,7 +1,8 @@
 """Hooks: the operator's (or the user's) commands run at points of a session, in Claude Code's
-hooks format (`config.py`), run like any command the agent starts (`run.py`), their answers read
-as Claude Code reads them (`verdict.py`). `Hooks.fire` is what the loop calls; `events.py` builds
-each event's input and applies its verdict to the session.
+hooks format (`config.py`; a hook's `if` is tested by `rules.py`), run like any command the agent
+starts (`run.py`) or posted to (`http.py`), with the session's conversation at `transcript_path`
+(`transcript.py`), their answers read as Claude Code reads them (`verdict.py`). `Hooks.fire` is
+what the loop calls; `points.py` builds each event's input and applies its verdict to the session.
 
 Hooks come only from the settings (`hooks_file`), never from a workspace. A hook's "allow"
 answers a permission question; it never widens the sandbox, the workspace or the server's policy.
