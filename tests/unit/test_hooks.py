@@ -267,9 +267,9 @@ def test_issue32_item1_hooks_file_format(tmp_path: Path) -> None:
                     "PreToolUse": [
                         group("Edit|Write", command("a")),
                         group("mcp__github__.*", command("b")),
-                        group("", command("a"), {"type": "http", "url": "http://x"}),
+                        group("", command("a"), {"type": "agent", "prompt": "check it"}),
                     ],
-                    "PostToolUseFailure": [group("", command("c"))],  # not fired here: skipped
+                    "PermissionRequest": [group("", command("c"))],  # not fired here: skipped
                 }
             }
         )
@@ -281,7 +281,7 @@ def test_issue32_item1_hooks_file_format(tmp_path: Path) -> None:
         "a",
     ]
     assert [c.command for c in hooks.commands("PreToolUse", ["MultiEditor"])] == ["a"]  # the "" group only
-    assert not hooks.has("PostToolUseFailure")
+    assert not hooks.has("PermissionRequest")
     path.write_text('{"PreToolUse": [{"hooks": [{"type": "command", "command": ""}]}]}')
     with pytest.raises(HooksFileError, match=r"PreToolUse\[0\]\.hooks\[0\]\.command"):
         load_hooks(path)

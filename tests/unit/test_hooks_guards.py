@@ -209,16 +209,16 @@ def test_issue37_item5_a_misspelt_event_or_type_stops_the_start(
 def test_issue37_item5_what_devagent_skips_is_said_once(tmp_path: Path, workspace: Path) -> None:
     """Claude Code's events and hook types devagent does not run load with a warning each, once."""
     hooks = {
-        "PostToolUseFailure": [group("", command("true"))],
-        "PreToolUse": [group("Bash", {"type": "http", "url": "http://127.0.0.1:9/"}, command("true"))],
+        "PermissionRequest": [group("", command("true"))],
+        "PreToolUse": [group("Bash", {"type": "prompt", "prompt": "is it safe?"}, command("true"))],
     }
     settings = settings_for(tmp_path, tmp_path / "hooks.json", hooks)
     spec = write_script(tmp_path, [[shell_call("touch ran.txt", cid="s1")], [ECHO]])
     out = devagent_run(tmp_path, settings, ["go", "-w", str(workspace), "-m", spec, "-a", "yolo"])
     assert out.returncode == 0, out.stderr
     assert (workspace / "ran.txt").exists()
-    assert out.stderr.count("devagent fires no 'PostToolUseFailure' event") == 1
-    assert out.stderr.count("hooks of type 'http' are not run by devagent") == 1
+    assert out.stderr.count("devagent fires no 'PermissionRequest' event") == 1
+    assert out.stderr.count("hooks of type 'prompt' are not run by devagent") == 1
 
 
 HUGE = 400_000_000  # bytes the hook would print: far past its cap

@@ -354,17 +354,20 @@ class StepCalls:
                 for a in result.attachments
             ]
             p.result = CallResult(result.text, diff=diff, data=result.data, files=files)
-            await self._after_hooks(p, emit)
+        await self._after_hooks(p, emit)
         await checkpoints.after_edit(self.session, checkpoint)
         self.session.state.record_call(p.name, p.status != ToolCallStatus.SUCCEEDED.value)
         emit(ToolCallUpdate(call_view(p, live_output=call.live_output)))
 
     async def _after_hooks(self, p: PendingCall, emit: Emit) -> None:
-        """The PostToolUse hooks see the result; what they say (a block's reason, context) is
-        added to the result the model reads. The call ran: nothing is undone."""
-        verdict = await hook_points.after_tool(self.session, p)
+        """The PostToolUse hooks (PostToolUseFailure for a call that failed) see the result; what
+        they say (a block's reason, context) is added to the result the model reads. The call
+        ran: nothing is undone."""
+        failed = p.status == ToolCallStatus.FAILED.value
+        event = "PostToolUseFailure" if failed else "PostToolUse"
+        verdict = await (hook_points.after_failure if failed else hook_points.after_tool)(self.session, p)
         self._tell(verdict, emit)
-        note = hook_points.hook_note("PostToolUse", verdict)
+        note = hook_points.hook_note(event, verdict)
         if note and p.result is not None:
             p.result = dataclasses.replace(p.result, text=f"{p.result.text}\n\n{note}")
 

@@ -62,7 +62,7 @@ def _hooks(config: CoreConfig) -> Hooks:
     hook_set = load_hooks(config.hooks_file)
     for warning in hook_set.warnings:
         log.warning("hooks: %s", warning)
-    return Hooks(hook_set, limits)
+    return Hooks(hook_set, limits, data_dir=config.data_dir, allow=config.outbound_networks())
 
 
 def _who(identity: str) -> str:
@@ -388,9 +388,11 @@ class AgentCore:
     async def release(self, session_id: str) -> None:
         """Let go of a session its door closed: it leaves the recently used ones (it stays in
         memory only while something still holds it), and its background processes and the
-        servers its client named that no other session uses stop before this returns. Nothing
-        stored changes: it can be opened again."""
+        servers its client named that no other session uses stop before this returns; its
+        transcript for hooks is removed (written again when a hook runs). Nothing stored changes:
+        it can be opened again."""
         self._recent.pop(session_id, None)
+        self.hooks.forget(session_id)
         await self.processes.stop_session(session_id, "its session ended", forget=True)
         if self._mcp is not None:
             await self._mcp.release(session_id)

@@ -35,6 +35,8 @@ class SessionContext(Protocol):
     @property
     def hooks(self) -> Hooks: ...
 
+    async def messages(self) -> list[Any]: ...
+
 
 async def fire(
     session: SessionContext, event: str, data: dict[str, Any], names: tuple[str, ...] = ()
@@ -43,7 +45,16 @@ async def fire(
     if not hooks.has(event):
         return Verdict()
     state = session.state
-    return await hooks.fire(event, session.id, state.workspace_roots, state.approval_mode, data, names)
+    return await hooks.fire(
+        event,
+        session.id,
+        state.workspace_roots,
+        state.approval_mode,
+        data,
+        names,
+        messages=session.messages,
+        sidechain=state.subagent_of is not None,
+    )
 
 
 def tool_names(call: PendingCall) -> tuple[str, ...]:
@@ -91,6 +102,14 @@ async def after_tool(session: SessionContext, call: PendingCall) -> Verdict:
     if "file_path" in fields["tool_input"]:
         response.setdefault("filePath", fields["tool_input"]["file_path"])
     return await fire(session, "PostToolUse", {**fields, "tool_response": response}, tool_names(call))
+
+
+async def after_failure(session: SessionContext, call: PendingCall, interrupted: bool = False) -> Verdict:
+    """PostToolUseFailure: after a call that ran and failed, with its error as the model reads it."""
+    if not session.hooks.has("PostToolUseFailure") or call.result is None:
+        return Verdict()
+    data = {**_tool_fields(session, call), "error": call.result.text, "is_interrupt": interrupted}
+    return await fire(session, "PostToolUseFailure", data, tool_names(call))
 
 
 def hook_note(event: str, verdict: Verdict) -> str:

@@ -83,17 +83,19 @@ async def run_hook(
     cwd: str,
     roots: Sequence[Path],
     limits: HookLimits,
+    shown: Sequence[Path] = (),
 ) -> HookRun:
-    """Run `hook` in `cwd` (a workspace root) with `event` on its standard input."""
-    env = child_env(
-        limits.env_pass,
-        # Claude Code's name for the project folder, which users' hook commands use.
-        extra={"CLAUDE_PROJECT_DIR": cwd, "DEVAGENT_PROJECT_DIR": cwd, "DEVAGENT": "1", "PAGER": "cat"},
-    )
+    """Run `hook` in `cwd` (a workspace root) with `event` on its standard input; in the sandbox
+    it also sees `shown` (the session's transcript folder) read-only."""
+    # Claude Code's names for the project folder and a plugin's, which users' hook commands use.
+    extra = {"CLAUDE_PROJECT_DIR": cwd, "DEVAGENT_PROJECT_DIR": cwd, "DEVAGENT": "1", "PAGER": "cat"}
+    if hook.plugin_root is not None:
+        extra["CLAUDE_PLUGIN_ROOT"] = str(hook.plugin_root)
+    env = child_env(limits.env_pass, extra=extra)
     argv = limited(hook.command, limits.memory_mb, limits.processes)
     sandbox = active_sandbox()
     if sandbox is not None:
-        sandbox = _showing(sandbox, hook.folders, roots)
+        sandbox = _showing(sandbox, [*hook.folders, *shown], roots)
         argv = sandbox.argv(roots, cwd, argv)
         env["TMPDIR"] = "/tmp"
     elif (missing := sandbox_missing()) is not None:
