@@ -41,7 +41,7 @@ async def convert_html(html: str, url: str) -> tuple[str, str, bool]:
         )
     except OSError as e:
         raise ToolFailure(f"cannot start the HTML converter: {e}", "conversion_failed") from None
-    page = f"{url}\n{html}".encode("utf-8", "surrogatepass")
+    page = f"{json.dumps(url)}\n{html}".encode("utf-8", "surrogatepass")
     try:
         async with asyncio.timeout(CONVERT_SECONDS):
             out, err = await proc.communicate(page)

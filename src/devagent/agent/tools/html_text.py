@@ -231,10 +231,10 @@ def _tidy(text: str, blocks: list[str]) -> str:
 
 
 def main() -> None:
-    """The program `html_process.py` runs: `html_text.py MEMORY_BYTES`, the page's URL and a
-    newline then the page on standard input (UTF-8); its title, text and `cut` as JSON on
-    standard output. It may use MEMORY_BYTES of address space at most; a page that needs more
-    ends it with EXIT_MEMORY."""
+    """The program `html_process.py` runs: `html_text.py MEMORY_BYTES`, the page's URL as a JSON
+    string and a newline, then the page, on standard input (UTF-8); its title, text and `cut` as
+    JSON on standard output. It may use MEMORY_BYTES of address space at most; a page that needs
+    more ends it with EXIT_MEMORY."""
     import resource
 
     limit = int(sys.argv[1])
@@ -242,7 +242,7 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         url, _, html = sys.stdin.buffer.read().decode("utf-8", "surrogatepass").partition("\n")
-        title, text, cut = html_to_text(html, url)
+        title, text, cut = html_to_text(html, json.loads(url))
         answer = json.dumps({"title": title, "text": text, "cut": cut}, ensure_ascii=False)
         sys.stdout.buffer.write(answer.encode("utf-8", "surrogatepass"))
     except MemoryError:
