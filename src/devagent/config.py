@@ -64,6 +64,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "hooks_file": ("DEVAGENT_HOOKS_FILE", "hooks_file"),  # Claude Code's hooks JSON
     "edit_tools": ("DEVAGENT_EDIT_TOOLS", "edit_tools"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
+    "cache_idle_seconds": ("DEVAGENT_CACHE_IDLE_SECONDS", "cache_idle_seconds"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
     "client_tool_allow": ("DEVAGENT_CLIENT_TOOLS_ALLOW", "client_tools_allow"),
     "client_tool_deny": ("DEVAGENT_CLIENT_TOOLS_DENY", "client_tools_deny"),
@@ -378,6 +379,8 @@ def load_config(
         raise ConfigError(
             "shell_background_idle, shell_background_per_caller and shell_outputs_mb must be 0 (off) or more"
         )
+    if config.cache_idle_seconds < 0:
+        raise ConfigError("cache_idle_seconds (DEVAGENT_CACHE_IDLE_SECONDS) must be 0 (off) or more")
     if config.max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
     if config.subagents_parallel < 1:

@@ -34,8 +34,9 @@ def plain_card(url: str) -> Any:
 
 
 @contextmanager
-def bare_a2a_agent(answer: str) -> Iterator[str]:
-    """The agent answering `answer` on 127.0.0.1 (a free port); yields its card URL."""
+def bare_a2a_agent(answer: str, executor: Any = None) -> Iterator[str]:
+    """The agent answering `answer` on 127.0.0.1 (a free port), or running `executor` (an
+    a2a-sdk `AgentExecutor`) instead; yields its card URL."""
     import uvicorn  # late: the server side of a2a-sdk and uvicorn load only where an agent runs
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
@@ -58,7 +59,9 @@ def bare_a2a_agent(answer: str) -> Iterator[str]:
     sock.listen()  # connections wait in the backlog until uvicorn serves them
     base = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     card = plain_card(base)
-    handler = DefaultRequestHandler(agent_executor=Answers(), task_store=InMemoryTaskStore(), agent_card=card)
+    handler = DefaultRequestHandler(
+        agent_executor=executor or Answers(), task_store=InMemoryTaskStore(), agent_card=card
+    )
     app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

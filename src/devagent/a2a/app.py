@@ -115,6 +115,7 @@ def build_parts(core: AgentCore, settings: A2ASettings) -> ServerParts:
     card = build_card(settings, card_version)
     engine = core.store.engine
     task_store = BufferedTaskStore(DatabaseTaskStore(engine))
+    core.sweeper.add(task_store.drop_idle)
     push_store = VersionedPushConfigStore(engine)
     sender = _push_sender(core, settings, push_store, task_store)
     executor = DevagentExecutor(core, settings)
@@ -167,6 +168,7 @@ def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncCon
             await parts.task_store.initialize()
             await parts.push_store.initialize()
         parts.sender.start()
+        parts.core.sweeper.start()
         mcp_running = contextlib.AsyncExitStack()
         mcp_app = parts.mcp_app
         if mcp_app is not None:  # the MCP SDK's session manager runs in its app's lifespan

@@ -12,22 +12,24 @@ core stores on its own.
 Reads of stored tasks are cached: the SDK looks a task up many times per turn, and reading one
 from the database parses its whole history through protobuf's json_format, which grows with every
 turn of a task that is continued. The last tasks saved or read (an LRU of `CACHE_TASKS`, at most
-`CACHE_BYTES` in all) are kept with their row's *signature*: `last_updated` and the text length
-of each JSON column, read by the database in the transaction that wrote them (or in the query that
-read the whole row). A `get` reads only the signature (one small SELECT, the same owner filter)
-and returns a copy of the cached task when it is unchanged; any save by any process (a replica on
-the same database) changes the status timestamp or the length of what it changed, so a changed row
-is read again in full, never served stale.
+`CACHE_BYTES` in all, none unused for longer than `cache_idle_seconds`: `drop_idle`) are kept
+with their row's *signature*: `last_updated` and the text length of each JSON column, read by the
+database in the transaction that wrote them (or in the query that read the whole row).
+A `get` reads only the signature (one small SELECT, the same owner filter) and returns a copy of
+the cached task when it is unchanged; any save by any process (a replica on the same database)
+changes the status timestamp or the length of what it changed, so a changed row is read again in
+full, never served stale.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.tasks import TaskStore
@@ -69,6 +71,7 @@ class _Cached:
     history: list[dict[str, Any]]
     artifacts: list[dict[str, Any]]
     size: int
+    used: float = field(default_factory=time.monotonic)  # when it was last saved or read
 
 
 def join_tail(task: Task) -> None:
@@ -314,6 +317,7 @@ class BufferedTaskStore(TaskStore):
                 if signature == cached.signature:
                     self.cache_hits += 1
                     self._cache.move_to_end(task_id)
+                    cached.used = time.monotonic()
                     copy = Task()
                     copy.CopyFrom(cached.task)
                     return copy
@@ -348,6 +352,15 @@ class BufferedTaskStore(TaskStore):
         old = self._cache.pop(task_id, None)
         if old is not None:
             self._cache_bytes -= old.size
+
+    def drop_idle(self, cutoff: float) -> int:
+        """Lets go of the cached tasks last saved or read before `cutoff` (`IdleSweeper`); how many."""
+        dropped = 0
+        while self._cache and next(iter(self._cache.values())).used < cutoff:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= old.size
+            dropped += 1
+        return dropped
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         await self.flush_all()

@@ -41,6 +41,7 @@ from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.saved_outputs import SavedOutputs
 from devagent.common import scrub
 from devagent.common.lru import LRU
+from devagent.common.memory import IdleSweeper
 from devagent.store.db import Store
 from devagent.store.leases import SessionExists
 from devagent.store.tables import CANCEL_CHANNEL
@@ -78,7 +79,10 @@ class AgentCore:
         # strongly; the others are dropped and loaded again from the store when asked for. So one
         # session id never has two live objects (two locks), and memory stays bounded.
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
-        self._recent: OrderedDict[str, Session] = OrderedDict()
+        # (Each with when it was last used: one idle for `cache_idle_seconds` is let go too.)
+        self._recent: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+        self.sweeper = IdleSweeper(config.cache_idle_seconds)
+        self.sweeper.add(self._drop_idle)
         # One lock per session id, held while a session object is made for it (loaded or created):
         # so one id never gets two live objects, while other sessions load and start in parallel.
         self._id_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -227,6 +231,7 @@ class AgentCore:
             session.cancel_requested()
 
     async def close(self) -> None:
+        await self.sweeper.close()
         for s in list(self._sessions.values()):
             await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
         await self.processes.close()
@@ -399,7 +404,17 @@ class AgentCore:
 
     def _remember(self, session: Session) -> None:
         self._sessions[session.id] = session
-        self._recent[session.id] = session
+        self._recent[session.id] = (session, time.monotonic())
         self._recent.move_to_end(session.id)
         while len(self._recent) > self.config.sessions_in_memory:
             self._recent.popitem(last=False)
+        self.sweeper.start()
+
+    def _drop_idle(self, cutoff: float) -> int:
+        """Lets go of the idle sessions last used before `cutoff` (those still in use stay, held
+        by their users); how many."""
+        dropped = 0
+        while self._recent and next(iter(self._recent.values()))[1] < cutoff:
+            self._recent.popitem(last=False)
+            dropped += 1
+        return dropped

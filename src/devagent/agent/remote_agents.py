@@ -12,6 +12,10 @@ agent over a2a-sdk's client, on the binding its card prefers.
 - The remote task's status text is the call's live output; its `input-required` question becomes a
   waiting question of the parent (answered through the parent's door), whose answer goes back as
   the next message on the remote task; its artifacts and final message are the call's result.
+- What a remote agent says is capped like a command's output: the live output is its last
+  `LIVE_CHARS`, at most `ANSWER_MAX_CHARS` of its answer are kept (the rest counted, not held),
+  and a long answer reaches the model as its head and tail, the whole of it saved where the
+  session's `read_file` reads it (`tools/saved_outputs.py`).
 - A remote agent that fails, hangs (`remote_agent_timeout`) or answers garbage fails the call,
   never the parent's turn; a cancel of the parent's turn cancels the remote task.
 """
@@ -31,6 +35,7 @@ from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolKind
 from devagent.agent.serial import confirmation_to_json
 from devagent.agent.state import PendingCall
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, ToolWaits
+from devagent.agent.tools.output import OUTPUT_MAX_CHARS, head_and_tail
 from devagent.common.netpolicy import IPNetwork, check_outbound_url
 from devagent.common.tables import named_tables
 
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 
 CARD_TIMEOUT = 10.0  # seconds, for reading a card (at the core's start)
 LIVE_CHARS = 2000
+ANSWER_MAX_CHARS = 16 * 1024 * 1024  # of a remote agent's answer kept (its texts together)
 MAX_DESCRIPTION = 600
 HINT = "allow its network with outbound_allow in the settings file"
 QUESTION_TOOL = "ask_user"
@@ -243,21 +249,49 @@ def _said(e: BaseException) -> str:
 
 @dataclasses.dataclass(slots=True)
 class _Exchange:
-    """What one message's stream told: the remote task, its last state, its texts."""
+    """What one message's stream told: the remote task, its last state, its texts (together at
+    most ANSWER_MAX_CHARS: `keep`)."""
 
     task_id: str = ""
     context_id: str = ""
     state: int = 0
     status_text: str = ""
-    live: str = ""
+    live: str = ""  # the last LIVE_CHARS of the status texts
     message: str = ""
-    artifacts: dict[str, str] = dataclasses.field(default_factory=dict)
+    artifacts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # each one's pieces
+    held: int = 0  # characters of the texts above (but `live`)
+    left_out: int = 0  # characters said beyond ANSWER_MAX_CHARS, not kept
+
+    def keep(self, text: str, replacing: int = 0) -> str:
+        """`text`, about to be held in place of `replacing` characters, cut to the room left."""
+        room = max(ANSWER_MAX_CHARS - self.held + replacing, 0)
+        if len(text) > room:
+            self.left_out += len(text) - room
+            text = text[:room]
+        self.held += len(text) - replacing
+        return text
+
+    def set_status(self, text: str) -> None:
+        self.status_text = self.keep(text, len(self.status_text))
+
+    def set_artifact(self, artifact_id: str, text: str, append: bool) -> None:
+        pieces = self.artifacts.setdefault(artifact_id, [])
+        if append:
+            pieces.append(self.keep(text))
+        else:
+            self.artifacts[artifact_id] = [self.keep(text, sum(map(len, pieces)))]
 
     def answer(self) -> str:
-        body = "\n\n".join(t.strip() for t in self.artifacts.values() if t.strip())
+        texts = ("".join(pieces).strip() for pieces in self.artifacts.values())
+        body = "\n\n".join(t for t in texts if t)
         final = (self.message or self.status_text).strip()
         if final and final not in body:
             body = f"{body}\n\n{final}".strip()
+        if self.left_out:
+            body += (
+                f"\n[the remote agent said {self.left_out:,} characters more, not kept: an answer "
+                f"keeps its first {ANSWER_MAX_CHARS:,}]"
+            )
         return body
 
 
@@ -313,7 +347,7 @@ async def run(
         raise ToolFailure(
             f"the remote agent {spec.name!r} failed: {_said(e)}", "remote_agent_error"
         ) from None
-    return _outcome(spec, got, ctx.call_id, round_)
+    return await _outcome(spec, got, ctx, round_)
 
 
 async def _exchange(
@@ -386,23 +420,23 @@ async def _take(resp: Any, got: _Exchange, ctx: ToolContext) -> None:
     if kind == "task":
         task = resp.task
         got.task_id, got.context_id, got.state = task.id, task.context_id, task.status.state
-        got.status_text = _text(task.status.message.parts)
+        got.set_status(_text(task.status.message.parts))
         for a in task.artifacts:
-            got.artifacts[a.artifact_id] = _text(a.parts)
+            got.set_artifact(a.artifact_id, _text(a.parts), append=False)
     elif kind == "message":
-        got.message = _text(resp.message.parts)
+        got.message = got.keep(_text(resp.message.parts), len(got.message))
         got.state = TaskState.TASK_STATE_COMPLETED
     elif kind == "status_update":
         su = resp.status_update
         got.task_id, got.context_id, got.state = su.task_id, su.context_id, su.status.state
-        got.status_text = _text(su.status.message.parts)
-        if got.status_text:
-            got.live += got.status_text
-            await ctx.live(got.live[-LIVE_CHARS:])
+        said = _text(su.status.message.parts)
+        got.set_status(said)
+        if said:
+            got.live = (got.live + said[-LIVE_CHARS:])[-LIVE_CHARS:]
+            await ctx.live(got.live)
     elif kind == "artifact_update":
         au = resp.artifact_update
-        before = got.artifacts.get(au.artifact.artifact_id, "") if au.append else ""
-        got.artifacts[au.artifact.artifact_id] = before + _text(au.artifact.parts)
+        got.set_artifact(au.artifact.artifact_id, _text(au.artifact.parts), au.append)
     else:
         raise ValueError(f"an event the A2A client does not know ({kind})")
 
@@ -411,31 +445,49 @@ def _text(parts: Any) -> str:
     return "".join(p.text for p in parts if p.HasField("text"))
 
 
-def _outcome(spec: RemoteAgentSpec, got: _Exchange, call_id: str, round_: int) -> ToolResult:
+async def _outcome(spec: RemoteAgentSpec, got: _Exchange, ctx: ToolContext, round_: int) -> ToolResult:
     from a2a.types import TaskState
 
     data = {"agent": spec.name, "remote_task": got.task_id, "state": TaskState.Name(got.state)}
     if got.state == TaskState.TASK_STATE_COMPLETED:
-        return ToolResult(got.answer() or "(the remote agent gave no answer)", data=data)
+        return ToolResult(await _shown(got.answer(), ctx) or "(the remote agent gave no answer)", data=data)
     if got.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-        raise ToolWaits([_question(spec, got, call_id, round_)])
+        raise ToolWaits([_question(spec, got, ctx.call_id, round_)])
     if got.state == TaskState.TASK_STATE_UNSPECIFIED:
         raise ToolFailure(
             f"the remote agent {spec.name!r} ended its answer without a state", "remote_agent_error"
         )
-    said = got.answer()
+    said = await _shown(got.answer(), ctx)
     raise ToolFailure(
         f"the remote agent {spec.name!r} ended {TaskState.Name(got.state)}" + (f": {said}" if said else ""),
         "remote_agent_" + TaskState.Name(got.state).removeprefix("TASK_STATE_").lower(),
     )
 
 
+async def _shown(answer: str, ctx: ToolContext) -> str:
+    """The answer as the model gets it: whole when short, else its head and tail, the whole saved
+    for `read_file` (where the server saves long outputs)."""
+    if len(answer) <= OUTPUT_MAX_CHARS:
+        return answer
+    saver = ctx.saved_outputs
+    saving = saver.open(ctx.session_id, ctx.call_id) if saver is not None else None
+    saved = None
+    if saving is not None and saver is not None:
+        await asyncio.to_thread(saving.write, answer.encode("utf-8", "replace"))
+        saved = saving.finish(keep=True)
+        await asyncio.to_thread(saver.prune)
+    return head_and_tail(answer, str(saved) if saved is not None else "")
+
+
 def _question(spec: RemoteAgentSpec, got: _Exchange, call_id: str, round_: int) -> PendingCall:
-    """The remote agent's `input-required` question as a waiting question of the parent."""
+    """The remote agent's `input-required` question as a waiting question of the parent (a long
+    one as its head and tail)."""
     from devagent.agent.approval import question_options
     from devagent.agent.events import ConfirmationRequest
 
-    asked = got.status_text.strip() or "(the remote agent asks for input and says nothing more)"
+    asked = (
+        head_and_tail(got.status_text.strip()) or "(the remote agent asks for input and says nothing more)"
+    )
     details = QuestionDetails(f"{spec.name}: {asked}")
     return PendingCall(
         f"{call_id}/remote_{round_ + 1}",

@@ -118,6 +118,9 @@ class CoreConfig:
     # apply_patch | both.
     edit_tools: str = "auto"
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
+    # Idle sessions and cached stored tasks unused this long are let go too, and the memory they
+    # held goes back to the system (common/memory.py); 0: kept until evicted.
+    cache_idle_seconds: float = 300.0
     # A process changes a session only while it holds the session's lease in the database; a
     # running turn renews it every third of this. A process that died is replaced after this long
     # (at once when it ran on this host).

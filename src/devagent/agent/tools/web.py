@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolKind
 from devagent.agent.tools._util import human_size, in_thread, int_arg, parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
-from devagent.agent.tools.html_text import html_to_text
+from devagent.agent.tools.html_process import convert_html
 from devagent.common.netpolicy import IPNetwork, pinned_request, resolve_outbound_url
 
 WEB_FETCH_MAX_BYTES = 5 * 1024 * 1024  # of a page read
@@ -131,15 +131,16 @@ def _decode(body: bytes, charset: str) -> str:
     return body.decode(charset or "utf-8", errors="replace")
 
 
-def page_text(page: Page) -> tuple[str, str]:
-    """(title, text) of a page: HTML as readable text, other text as it is; a ToolFailure for
-    what is not text (images, archives, PDFs)."""
+async def page_text(page: Page) -> tuple[str, str, bool]:
+    """(title, text, whether the text was cut) of a page: HTML as readable text (converted by a
+    process of its own, `html_process.py`), other text as it is; a ToolFailure for what is not
+    text (images, archives, PDFs)."""
     head = page.body[:4096]
     looks_html = head.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
     if page.content_type in _HTML_TYPES or (not page.content_type and looks_html):
         m = _META_CHARSET.search(head)
         charset = page.charset or (m.group(1).decode("ascii") if m else "utf-8")
-        return html_to_text(_decode(page.body, charset), page.url)
+        return await convert_html(await in_thread(_decode, page.body, charset), page.url)
     textual = _TEXT_TYPES.fullmatch(page.content_type) if page.content_type else b"\x00" not in head
     if not textual:
         raise ToolFailure(
@@ -147,7 +148,7 @@ def page_text(page: Page) -> tuple[str, str]:
             "web_fetch reads web pages and text files",
             "not_text",
         )
-    return "", _decode(page.body, page.charset or "utf-8")
+    return "", await in_thread(_decode, page.body, page.charset or "utf-8"), False
 
 
 class WebFetch(Tool):
@@ -181,7 +182,7 @@ class WebFetch(Tool):
         url = url_arg(args)
         offset = int_arg(args, "offset", 0)
         page = await fetch_page(url, ctx.outbound_allow)
-        title, text = await in_thread(page_text, page)
+        title, text, text_cut = await page_text(page)
         if page.status >= 400:
             excerpt = " ".join(text[:1000].split())
             raise ToolFailure(f"{page.url} answered HTTP {page.status}: {excerpt}", "http_error")
@@ -190,10 +191,10 @@ class WebFetch(Tool):
                 f"offset {offset} is past the end of the page's text ({len(text)} characters)",
                 "invalid_arguments",
             )
-        return _page_result(url, page, title, text, offset)
+        return _page_result(url, page, title, text, offset, text_cut)
 
 
-def _page_result(asked: str, page: Page, title: str, text: str, offset: int) -> ToolResult:
+def _page_result(asked: str, page: Page, title: str, text: str, offset: int, text_cut: bool) -> ToolResult:
     end = min(len(text), offset + WEB_FETCH_MAX_CHARS)
     header = f"{page.url}" + (f" (redirected from {asked})" if page.url != asked else "")
     header += f": HTTP {page.status}, {page.content_type or 'no content type'}, {len(text)} characters"
@@ -206,6 +207,8 @@ def _page_result(asked: str, page: Page, title: str, text: str, offset: int) -> 
         notes.append(f"[{len(text) - end} more characters: call web_fetch with offset={end} to read on.]")
     if page.cut:
         notes.append(f"[The page is larger than {human_size(WEB_FETCH_MAX_BYTES)}: only its start was read.]")
+    elif text_cut:
+        notes.append(f"[The page's text is longer than {len(text):,} characters: the rest was left out.]")
     body = text[offset:end] or "(the page has no text)"
     return ToolResult(
         text="\n\n".join([header, body, *notes]),
@@ -215,7 +218,7 @@ def _page_result(asked: str, page: Page, title: str, text: str, offset: int) -> 
             "content_type": page.content_type,
             "chars": len(text),
             "offset": offset,
-            "truncated": end < len(text) or page.cut,
+            "truncated": end < len(text) or page.cut or text_cut,
         },
     )
 
