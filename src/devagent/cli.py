@@ -54,6 +54,21 @@ ModelOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Base URL of an OpenAI-compatible server")]
 ApiKeyOpt = Annotated[str | None, typer.Option("--api-key", help="API key for the model provider")]
+# Claude Code's headless stream flags, for `devagent run`
+InputFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--input-format",
+        help="text | stream-json (turns as user messages on standard input; needs stream-json output)",
+    ),
+]
+PartialOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-partial-messages",
+        help="With stream-json output: text and thinking also as they stream (stream_event lines)",
+    ),
+]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: SQLite under ~/.devagent)")]
 SandboxOpt = Annotated[
     bool | None,
@@ -153,13 +168,8 @@ def run(
         str,
         typer.Option("--output-format", help="text | json (the result) | stream-json (events and result)"),
     ] = "text",
-    input_format: Annotated[
-        str,
-        typer.Option(
-            "--input-format",
-            help="text | stream-json (turns as user messages on standard input; needs stream-json output)",
-        ),
-    ] = "text",
+    input_format: InputFormatOpt = "text",
+    partial: PartialOpt = False,
     answers: Annotated[
         list[str] | None,
         typer.Option(
@@ -189,12 +199,11 @@ def run(
     try:
         if output_format not in FORMATS:
             raise StartError(f"--output-format {output_format!r}: choose text, json or stream-json", 2)
-        _check_input_format(input_format, output_format, prompt, answers or [], allow or deny)
+        _check_stream_flags(input_format, output_format, partial, prompt, bool(answers) or allow or deny)
         req = _run_request(
             prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny, input_format
         )
-        req.approval = approval
-        req.input_format = input_format
+        req.approval, req.input_format, req.partial = approval, input_format, partial
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
@@ -213,11 +222,14 @@ def run(
     raise typer.Exit(code)
 
 
-def _check_input_format(
-    input_format: str, output_format: str, prompt: str | None, answers: list[str], answering: bool
+def _check_stream_flags(
+    input_format: str, output_format: str, partial: bool, prompt: str | None, answering: bool
 ) -> None:
-    """`--input-format stream-json` reads every turn from standard input, as Claude Code does:
-    with stream-json output, and with no prompt or answer on the command line."""
+    """Claude Code's stream flags, as it takes them: `--include-partial-messages` with stream-json
+    output; `--input-format stream-json` reads every turn from standard input, with stream-json
+    output and no prompt or answer on the command line."""
+    if partial and output_format != "stream-json":
+        raise StartError("--include-partial-messages needs --output-format stream-json", 2)
     if input_format not in ("text", "stream-json"):
         raise StartError(f"--input-format {input_format!r}: choose text or stream-json", 2)
     if input_format == "text":
@@ -226,7 +238,7 @@ def _check_input_format(
         raise StartError("--input-format stream-json needs --output-format stream-json", 2)
     if prompt is not None:
         raise StartError("--input-format stream-json reads the prompts from standard input: give none", 2)
-    if answers or answering:
+    if answering:
         raise StartError(
             "--input-format stream-json gives new turns: answer a waiting session in a run of its own", 2
         )

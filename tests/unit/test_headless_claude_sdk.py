@@ -20,6 +20,7 @@ sdk = pytest.importorskip("claude_agent_sdk")
 from claude_agent_sdk import (  # noqa: E402
     AssistantMessage,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     TextBlock,
     ThinkingBlock,
@@ -194,6 +195,29 @@ def test_issue38_item5_a_permission_pause_parses_and_keeps_devagents_pending(
     )
     assert result_raw["outcome"] == "permission_required" and result_raw["pending"][0]["call_id"] == "w1"
     assert not (workspace / "x.txt").exists()
+
+
+def test_issue38_item5_include_partial_messages_streams_each_piece_as_a_stream_event(
+    tmp_path: Path, workspace: Path
+) -> None:
+    spec = write_script(tmp_path, [[{"thinking": "a long thought to stream"}, {"text": ANSWER}]])
+    args = ["go", "-w", str(workspace), "-m", spec, "--output-format", "stream-json"]
+    out = devagent_run(tmp_path, *args, "--include-partial-messages")
+    assert out.returncode == 0, out.stderr
+    lines = parsed(out.stdout)
+    events = [m.event for m in of_type(lines, StreamEvent)]
+    assert all(m.session_id == lines[0][1].data["session_id"] for m in of_type(lines, StreamEvent))
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    texts = [d["text"] for d in deltas if d["type"] == "text_delta"]
+    assert len(texts) > 1 and "".join(texts) == ANSWER  # piece by piece, as it streamed
+    thought = "".join(d["thinking"] for d in deltas if d["type"] == "thinking_delta")
+    assert thought == "a long thought to stream"
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert kinds.count("content_block_start") == kinds.count("content_block_stop") == 2
+    assert [b.text for b in blocks(lines, TextBlock)] == [ANSWER]  # the whole block comes too
+    refused = devagent_run(tmp_path, "go", "-w", str(workspace), "-m", spec, "--include-partial-messages")
+    assert refused.returncode == 2 and "--output-format stream-json" in refused.stderr
 
 
 def read_until_result(stdout: IO[str]) -> list[tuple[dict[str, Any], Any]]:

@@ -52,13 +52,25 @@ def tool_result_text(c: ToolCall) -> str:
     return str(c.status).lower()
 
 
+def block_of(kind: str, text: str) -> dict[str, Any]:
+    """A text or thinking content block (Claude Code's thinking blocks carry a signature: devagent
+    has none to give)."""
+    if kind == "text":
+        return {"type": "text", "text": text}
+    return {"type": "thinking", "thinking": text, "signature": ""}
+
+
 class MessageShaper:
     """The turn's events as Claude Code's `assistant` and `user` messages. Text and thinking
-    deltas are gathered into one block until something else comes (the block is then whole)."""
+    deltas are gathered into one block until something else comes (the block is then whole).
+    `partial` (Claude Code's `--include-partial-messages`): each delta also goes out as it comes,
+    a `stream_event` line holding the model API's streaming event for it."""
 
-    def __init__(self, session_id: str, model: str) -> None:
+    def __init__(self, session_id: str, model: str, partial: bool = False) -> None:
         self.session_id = session_id
         self.model = model
+        self.partial = partial
+        self.index = -1  # the streamed block's index in the model step's message
         self.kind = ""  # the block being gathered: "text", "thinking" or none
         self.text = ""
         self.subject = ""
@@ -74,7 +86,11 @@ class MessageShaper:
             return self._gather("thinking", event.text, event.subject)
         out = self.flush(event.usage if isinstance(event, ev.StatusUpdate) else None)
         if isinstance(event, ev.StepBegin):
-            self.message_id = "msg_" + uuid.uuid4().hex
+            self.message_id, self.index = "msg_" + uuid.uuid4().hex, -1
+            start = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model}
+            out += self._stream_event({"type": "message_start", "message": {**start, "content": []}})
+        elif isinstance(event, ev.StatusUpdate):  # the model's answer ended
+            out += self._stream_event({"type": "message_stop"})
         elif isinstance(event, ev.ToolCallUpdate):
             out += self._call(event.call)
         return out
@@ -85,22 +101,33 @@ class MessageShaper:
             return []
         kind, text, subject = self.kind, self.text, self.subject
         self.kind, self.text, self.subject = "", "", ""
-        if kind == "text":
-            block: dict[str, Any] = {"type": "text", "text": text}
-        else:
-            block = {"type": "thinking", "thinking": text, "signature": ""}
-        line = self._assistant(block, None, usage)
+        line = self._assistant(block_of(kind, text), None, usage)
         line.update(subtype=kind, text=text)  # devagent's own fields, as before
         if kind == "thinking":
             line["subject"] = subject
-        return [line]
+        return [*self._stream_event({"type": "content_block_stop", "index": self.index}), line]
 
     def _gather(self, kind: str, text: str, subject: str) -> list[dict[str, Any]]:
         out = self.flush() if self.kind and self.kind != kind else []
+        if not self.kind:
+            self.index += 1
+            start = {"type": "content_block_start", "index": self.index, "content_block": block_of(kind, "")}
+            out += self._stream_event(start)
         self.kind = kind
         self.text += text
         self.subject = self.subject or subject
-        return out
+        delta = (
+            {"type": "text_delta", "text": text}
+            if kind == "text"
+            else {"type": "thinking_delta", "thinking": text}
+        )
+        return out + self._stream_event({"type": "content_block_delta", "index": self.index, "delta": delta})
+
+    def _stream_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        if not self.partial:
+            return []
+        line = {"type": "stream_event", "event": event, "parent_tool_use_id": None}
+        return [{**line, "session_id": self.session_id, "uuid": new_uuid()}]
 
     def _call(self, c: ToolCall) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -159,11 +159,13 @@ class JsonDoor(Door):
     """The turn's events as JSON lines (stream-json) or only collected (json); a question with no
     answer given on the command line parks the turn."""
 
-    def __init__(self, stream: bool, preset: dict[str, Decision], info: RunInfo) -> None:
+    def __init__(
+        self, stream: bool, preset: dict[str, Decision], info: RunInfo, partial: bool = False
+    ) -> None:
         self.stream = stream
         self.preset = preset
         self.info = info
-        self.shaper = MessageShaper(info.session_id, info.model)
+        self.shaper = MessageShaper(info.session_id, info.model, partial)
         self.answer = ""  # the text of the last step: the turn's answer
         self.steps = 0
         self.refused = ""  # why the turn was cancelled instead of parked (a client tool)
@@ -296,6 +298,7 @@ class RunRequest:
     rest: str | None  # --allow / --deny: the option for every other waiting call
     approval: str | None = None  # --approval: a resumed session goes on in this mode
     input_format: str = "text"  # stream-json: the turns are read from standard input
+    partial: bool = False  # --include-partial-messages: each delta as a stream_event line too
 
 
 def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, Any]:
@@ -365,7 +368,7 @@ async def run_turn(
     stream = req.output_format == "stream-json"
     if stream:
         emit(init_json(s, req, info.model, resumed))
-    door = JsonDoor(stream, preset, info)
+    door = JsonDoor(stream, preset, info, req.partial)
     try:
         outcome: Outcome = await TurnDriver(s, door).run(first, waiting=waiting or None)
     except (KeyboardInterrupt, asyncio.CancelledError) as e:  # Ctrl-C, or SIGINT from a CI runner
