@@ -149,6 +149,7 @@ def test_issue38_item5_every_stream_json_line_parses_with_the_claude_agent_sdk(
         result.total_cost_usd
     )
     assert result_raw["usage"]["requests"] == 2
+    assert result.stop_reason == "end_turn" and result_raw["finish_reason"] == "stop"
     assert (workspace / "x.txt").read_text() == "hello\n"
 
 
@@ -304,3 +305,120 @@ def test_issue38_item5_input_format_stream_json_refuses_what_it_cannot_read(
     assert bad.returncode == 2, bad.stderr
     result_raw, result = parsed(bad.stdout)[-1]
     assert isinstance(result, ResultMessage) and result.is_error and "control_request" in result_raw["error"]
+
+
+CLAUDE = Path(sdk.__file__).parent / "_bundled" / "claude"  # the Claude Code build the SDK wheel carries
+
+
+def claude_code_runs() -> bool:
+    if not CLAUDE.exists():
+        return False
+    try:
+        done = subprocess.run([str(CLAUDE), "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and "Claude Code" in done.stdout
+
+
+def conversation(m: Any) -> tuple[Any, ...] | None:
+    """What a parsed message says of the conversation (None: not part of it, as Claude Code's
+    `thinking_tokens` system lines or devagent's own lines)."""
+    if isinstance(m, SystemMessage):
+        return ("system",) if m.subtype == "init" else None
+    if isinstance(m, AssistantMessage | UserMessage):
+        said: list[tuple[Any, ...]] = []
+        for b in m.content:
+            if isinstance(b, TextBlock):
+                said.append(("text", b.text))
+            elif isinstance(b, ThinkingBlock):
+                said.append(("thinking", b.thinking))
+            elif isinstance(b, ToolUseBlock):
+                said.append(("tool_use",))
+            elif isinstance(b, ToolResultBlock):
+                said.append(("tool_result", bool(b.is_error)))
+        return (type(m).__name__, *said)
+    if isinstance(m, ResultMessage):
+        return ("result", m.subtype, m.is_error, m.result, m.stop_reason)
+    return None
+
+
+async def claude_code_stream(tmp_path: Path) -> str:
+    """`claude -p --output-format stream-json --verbose` on a fake Anthropic API: a thought, a text,
+    a file written, a missing file read, an answer."""
+    from tests.fakes.anthropic_server import FakeAnthropic
+    from tests.npm import run_headless
+
+    cwd, home = tmp_path / "cc", tmp_path / "cc-home"
+    cwd.mkdir()
+    home.mkdir()
+
+    def script(body: dict[str, Any]) -> tuple[list[Any], tuple[int, int]]:
+        if not any(m.get("role") == "assistant" for m in body.get("messages") or []):
+            write = {"file_path": str(cwd / "x.txt"), "content": "hello\n"}
+            read = {"file_path": str(cwd / "missing.txt")}
+            blocks = [("thinking", "write it", "sig"), ("text", "Writing it.")]
+            return [
+                *blocks,
+                ("tool_use", "toolu_1", "Write", write),
+                ("tool_use", "toolu_2", "Read", read),
+            ], (100, 10)
+        return [("text", ANSWER)], (200, 20)
+
+    async with FakeAnthropic(script) as url:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": "fake-key",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "NO_COLOR": "1",
+        }
+        argv = [str(CLAUDE), "-p", "write x", "--output-format", "stream-json", "--verbose"]
+        argv += ["--permission-mode", "acceptEdits", "--allowedTools", "Write,Read"]
+        code, out, err = await run_headless(argv, cwd, env, 240)
+    assert code == 0, err[-2000:]
+    return out
+
+
+async def test_issue38_item5_the_same_conversation_reads_as_claude_codes_own_stream(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Claude Code itself (the build claude-agent-sdk bundles) and devagent run the same
+    conversation; through the SDK's parser both streams say the same, message for message."""
+    if not claude_code_runs():
+        pytest.skip("the Claude Code build bundled with claude-agent-sdk does not run here")
+    theirs = [conversation(m) for _, m in parsed_any(await claude_code_stream(tmp_path))]
+    spec = write_script(
+        tmp_path,
+        [
+            [
+                {"thinking": "write it"},
+                {"text": "Writing it."},
+                write_call("x.txt", "hello\n", cid="w1"),
+                call("read_file", {"path": "missing.txt"}, "r1"),
+            ],
+            [{"text": ANSWER}],
+        ],
+    )
+    args = ["write x", "-w", str(workspace), "-m", spec, "-a", "yolo", "--output-format", "stream-json"]
+    out = devagent_run(tmp_path, *args)
+    assert out.returncode == 0, out.stderr
+    ours = [conversation(m) for _, m in parsed(out.stdout)]
+    assert in_order(ours) == in_order(theirs)
+
+
+def in_order(said: list[tuple[Any, ...] | None]) -> list[Any]:
+    """The conversation, the results of calls that ran together as a set (they end in any order)."""
+    out: list[Any] = []
+    for c in said:
+        if c is None:
+            continue
+        if c[0] == "UserMessage" and out and isinstance(out[-1], list):
+            out[-1] = sorted([*out[-1], c])
+        else:
+            out.append([c] if c[0] == "UserMessage" else c)
+    return out
+
+
+def parsed_any(stdout: str) -> list[tuple[dict[str, Any], Any]]:
+    return [(json.loads(t), parse_message(json.loads(t))) for t in stdout.splitlines() if t.strip()]

@@ -43,6 +43,13 @@ SUBTYPES = {
     "max_steps": "error_max_turns",
     "permission_required": "permission_required",  # devagent's own: Claude Code never parks a turn
 }
+# how the model's last answer ended (pydantic-ai's finish reason), in the Anthropic API's words
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+    "tool_call": "tool_use",
+}
 EXIT_CODES = {"success": 0, "max_steps": 3, "cancelled": 130, "permission_required": EXIT_PERMISSION}
 ANSWER_WORDS = {"allow": "proceed_once", "yes": "proceed_once", "deny": "cancel", "no": "cancel"}
 
@@ -212,8 +219,8 @@ class JsonDoor(Door):
 def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: Any) -> dict[str, Any]:
     """The result line: Claude Code's fields (`subtype`, `is_error`, `result`, `session_id`,
     `num_turns`, `duration_ms`, `duration_api_ms`, `total_cost_usd`, `usage`, `errors`) and
-    devagent's beside them (`outcome`, `model`, `cost_usd`, `session_cost_usd`, `error`,
-    `pending`)."""
+    devagent's beside them (`outcome`, `model`, `cost_usd`, `session_cost_usd`, `finish_reason`,
+    `error`, `pending`)."""
     if isinstance(outcome, Paused):
         ended, usage, error = "permission_required", door.used, None
     else:
@@ -238,7 +245,8 @@ def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: 
         "session_cost_usd": round(session_usage.cost_usd, 9),
     }
     if isinstance(outcome, TurnEnd) and outcome.finish_reason:
-        out["stop_reason"] = outcome.finish_reason
+        out["stop_reason"] = STOP_REASONS.get(outcome.finish_reason, outcome.finish_reason)
+        out["finish_reason"] = outcome.finish_reason
     if error:
         out["error"] = error
         out["errors"] = [error]
