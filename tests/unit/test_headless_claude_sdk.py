@@ -174,7 +174,8 @@ def test_issue38_item5_max_steps_is_claude_codes_error_max_turns(tmp_path: Path,
     result_raw, result = lines[-1]
     assert isinstance(result, ResultMessage)
     assert result.subtype == "error_max_turns" and result.is_error is True and result.num_turns == 1
-    assert result_raw["outcome"] == "max_steps"
+    assert result_raw["outcome"] == "max_steps" and result.errors and "1 model steps" in result.errors[0]
+    assert result_raw["terminal_reason"] == "max_turns"
     assert [b.tool_use_id for b in blocks(lines, ToolResultBlock)] == ["w1"]
 
 

@@ -50,6 +50,7 @@ STOP_REASONS = {
     "content_filter": "refusal",
     "tool_call": "tool_use",
 }
+TERMINAL_REASONS = {"success": "completed", "max_steps": "max_turns"}  # Claude Code's, where one fits
 EXIT_CODES = {"success": 0, "max_steps": 3, "cancelled": 130, "permission_required": EXIT_PERMISSION}
 ANSWER_WORDS = {"allow": "proceed_once", "yes": "proceed_once", "deny": "cancel", "no": "cancel"}
 
@@ -218,7 +219,8 @@ class JsonDoor(Door):
 
 def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: Any) -> dict[str, Any]:
     """The result line: Claude Code's fields (`subtype`, `is_error`, `result`, `session_id`,
-    `num_turns`, `duration_ms`, `duration_api_ms`, `total_cost_usd`, `usage`, `errors`) and
+    `num_turns`, `duration_ms`, `duration_api_ms`, `total_cost_usd`, `usage`, `errors`,
+    `terminal_reason`, `stop_reason`) and
     devagent's beside them (`outcome`, `model`, `cost_usd`, `session_cost_usd`, `finish_reason`,
     `error`, `pending`)."""
     if isinstance(outcome, Paused):
@@ -244,6 +246,8 @@ def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: 
         "cost_usd": round(usage.cost_usd, 9),
         "session_cost_usd": round(session_usage.cost_usd, 9),
     }
+    if ended in TERMINAL_REASONS:
+        out["terminal_reason"] = TERMINAL_REASONS[ended]
     if isinstance(outcome, TurnEnd) and outcome.finish_reason:
         out["stop_reason"] = STOP_REASONS.get(outcome.finish_reason, outcome.finish_reason)
         out["finish_reason"] = outcome.finish_reason
