@@ -71,6 +71,7 @@ class MessageShaper:
         self.model = model
         self.partial = partial
         self.index = -1  # the streamed block's index in the model step's message
+        self.answering = False  # a model step's answer is streaming (a message_start went out)
         self.kind = ""  # the block being gathered: "text", "thinking" or none
         self.text = ""
         self.subject = ""
@@ -86,10 +87,11 @@ class MessageShaper:
             return self._gather("thinking", event.text, event.subject)
         out = self.flush(event.usage if isinstance(event, ev.StatusUpdate) else None)
         if isinstance(event, ev.StepBegin):
-            self.message_id, self.index = "msg_" + uuid.uuid4().hex, -1
+            self.message_id, self.index, self.answering = "msg_" + uuid.uuid4().hex, -1, True
             start = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model}
             out += self._stream_event({"type": "message_start", "message": {**start, "content": []}})
-        elif isinstance(event, ev.StatusUpdate):  # the model's answer ended
+        elif isinstance(event, ev.StatusUpdate) and self.answering:  # the step's answer ended
+            self.answering = False
             out += self._stream_event({"type": "message_stop"})
         elif isinstance(event, ev.ToolCallUpdate):
             out += self._call(event.call)
