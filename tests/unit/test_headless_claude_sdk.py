@@ -280,7 +280,7 @@ def test_issue38_item5_input_format_stream_json_is_a_turn_a_line_in_one_session(
     assert r1.result == "first: hello there" and r2.result == "second: and\nagain"
     assert r1.session_id == r2.session_id  # one session: the second turn's model saw the first
     assert isinstance(first[0][1], SystemMessage) and first[0][1].data["session_id"] == r1.session_id
-    assert second[0][0]["resumed"] is True
+    assert first[0][0]["resumed"] is False and second[0][0]["resumed"] is True
     assert r2.total_cost_usd == pytest.approx(30 * 0.001 + 3 * 0.002)  # the run's so far
     assert second[-1][0]["cost_usd"] == pytest.approx(20 * 0.001 + 2 * 0.002)  # this turn's
 

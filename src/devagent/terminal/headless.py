@@ -360,8 +360,8 @@ async def run_input_turns(s: Any, req: RunRequest, info: RunInfo, resumed: bool)
             return 2
         if prompt is None:
             continue
-        result = await run_turn(s, req, info, ev.UserPrompt(prompt), [], {}, resumed or number > 1)
-        code = exit_code(result)
+        result = await run_turn(s, req, info, ev.UserPrompt(prompt), [], {}, resumed)
+        code, resumed = exit_code(result), True  # the next turn goes on in this session
         if result["outcome"] in ("permission_required", "cancelled"):
             break
     return code
