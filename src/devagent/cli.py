@@ -54,6 +54,21 @@ ModelOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Base URL of an OpenAI-compatible server")]
 ApiKeyOpt = Annotated[str | None, typer.Option("--api-key", help="API key for the model provider")]
+# Claude Code's headless stream flags, for `devagent run`
+InputFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--input-format",
+        help="text | stream-json (turns as user messages on standard input; needs stream-json output)",
+    ),
+]
+PartialOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-partial-messages",
+        help="With stream-json output: text and thinking also as they stream (stream_event lines)",
+    ),
+]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: SQLite under ~/.devagent)")]
 SandboxOpt = Annotated[
     bool | None,
@@ -153,6 +168,8 @@ def run(
         str,
         typer.Option("--output-format", help="text | json (the result) | stream-json (events and result)"),
     ] = "text",
+    input_format: InputFormatOpt = "text",
+    partial: PartialOpt = False,
     answers: Annotated[
         list[str] | None,
         typer.Option(
@@ -182,8 +199,11 @@ def run(
     try:
         if output_format not in FORMATS:
             raise StartError(f"--output-format {output_format!r}: choose text, json or stream-json", 2)
-        req = _run_request(prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny)
-        req.approval = approval
+        _check_stream_flags(input_format, output_format, partial, prompt, bool(answers) or allow or deny)
+        req = _run_request(
+            prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny, input_format
+        )
+        req.approval, req.input_format, req.partial = approval, input_format, partial
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
@@ -202,6 +222,28 @@ def run(
     raise typer.Exit(code)
 
 
+def _check_stream_flags(
+    input_format: str, output_format: str, partial: bool, prompt: str | None, answering: bool
+) -> None:
+    """Claude Code's stream flags, as it takes them: `--include-partial-messages` with stream-json
+    output; `--input-format stream-json` reads every turn from standard input, with stream-json
+    output and no prompt or answer on the command line."""
+    if partial and output_format != "stream-json":
+        raise StartError("--include-partial-messages needs --output-format stream-json", 2)
+    if input_format not in ("text", "stream-json"):
+        raise StartError(f"--input-format {input_format!r}: choose text or stream-json", 2)
+    if input_format == "text":
+        return
+    if output_format != "stream-json":
+        raise StartError("--input-format stream-json needs --output-format stream-json", 2)
+    if prompt is not None:
+        raise StartError("--input-format stream-json reads the prompts from standard input: give none", 2)
+    if answering:
+        raise StartError(
+            "--input-format stream-json gives new turns: answer a waiting session in a run of its own", 2
+        )
+
+
 def _run_request(
     prompt: str | None,
     workspace: Path,
@@ -212,6 +254,7 @@ def _run_request(
     answers: list[str],
     allow: bool,
     deny: bool,
+    input_format: str = "text",
 ) -> Any:
     """The run the flags ask for, checked (StartError or ValueError says what is wrong)."""
     from devagent.terminal.headless import RunRequest, parse_answers  # late: as in run()
@@ -227,7 +270,7 @@ def _run_request(
         prompt = sys.stdin.read()
     if prompt is not None and not prompt.strip():
         raise StartError("the prompt is empty", 2)
-    if prompt is None and not (resume or cont):
+    if prompt is None and not (resume or cont) and input_format != "stream-json":
         raise StartError(
             "Missing argument 'PROMPT' ('-' reads it from standard input; see 'devagent run --help')",
             2,
@@ -288,7 +331,8 @@ async def _run(config: Any, req: Any) -> int:
 
 def _check_waiting(waiting: list[ToolCall], req: Any) -> list[ToolCall]:
     """The calls a resumed session waits for, when the flags fit them (else StartError)."""
-    if waiting and req.prompt is not None:
+    prompted = req.prompt is not None or req.input_format == "stream-json"  # prompts come on stdin
+    if waiting and prompted:
         ids = ", ".join(c.id for c in waiting)
         raise StartError(
             f"the session waits for answers to {ids}: answer them (--answer CALL_ID=OPTION, --allow or "
@@ -299,7 +343,7 @@ def _check_waiting(waiting: list[ToolCall], req: Any) -> list[ToolCall]:
         raise StartError(
             "the session waits for no answers (--answer, --allow and --deny have nothing to answer)", 2
         )
-    if not waiting and req.prompt is None:
+    if not waiting and not prompted:
         raise StartError("what to do? give a prompt (the session waits for no answers)", 2)
     return waiting
 

@@ -163,9 +163,10 @@ def test_issue32_item4_errors_are_json_results(tmp_path: Path, workspace: Path) 
     )
     assert bad_model.returncode != 0
     [result] = lines(bad_model.stdout)
-    assert result["subtype"] == "error" and result["is_error"] and "nosuch" in result["error"]
+    assert result["subtype"] == "error_during_execution" and result["outcome"] == "error"
+    assert result["is_error"] and "nosuch" in result["error"]
     bad_flag = run(["run", "hi", "--output-format=stream-json", "--no-such-flag"], tmp_path)
-    assert bad_flag.returncode == 2 and lines(bad_flag.stdout)[-1]["subtype"] == "error"
+    assert bad_flag.returncode == 2 and lines(bad_flag.stdout)[-1]["outcome"] == "error"
     no_answer = run(["run", "hi", "--allow", "-w", str(workspace), "--output-format", "json"], tmp_path)
     assert no_answer.returncode == 2 and "--resume" in lines(no_answer.stdout)[0]["error"]
     model_fails = write_script(tmp_path, [[{"error": {"message": "quota exceeded", "status": 429}}]])
@@ -209,4 +210,5 @@ def test_issue32_item4_interrupt_ends_with_a_cancelled_result(tmp_path: Path, wo
             p.wait()
     result = lines(rest)[-1]
     assert p.returncode == 130
-    assert result["type"] == "result" and result["subtype"] == "cancelled" and result["session_id"]
+    assert result["type"] == "result" and result["outcome"] == "cancelled" and result["session_id"]
+    assert result["subtype"] == "error_during_execution"  # Claude Code's subtype for it

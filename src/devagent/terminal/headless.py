@@ -1,11 +1,14 @@
 """`devagent run --output-format json|stream-json`: a turn as JSON for scripts and CI.
 
-`stream-json` writes one JSON object a line: a `system` init line (session id, model, workspace,
-tools), the turn's events as they come, and a `result` line (the answer, usage, cost, how the turn
-ended). `json` writes the result line alone. Every string in them (the model's text, tool output)
-is JSON-escaped data, never interpreted. A permission question is never asked here: the turn is
-parked, stored waiting, and the result lists what waits (`permission_required`, exit code 4);
-`devagent run --resume ID --answer CALL_ID=OPTION` (or `--allow`, `--deny`) goes on with it.
+`stream-json` writes one JSON object a line in Claude Code's message shapes
+(`terminal/claude_stream.py`) with devagent's own fields and lines beside them: a `system` init
+line (session id, model, workspace, tools), the turn's messages and events as they come, and a
+`result` line (the answer, usage, cost, how the turn ended). `json` writes the result line alone.
+Every string in them (the model's text, tool output) is JSON-escaped data, never interpreted. A
+permission question is never asked here: the turn is parked, stored waiting, and the result lists
+what waits (`permission_required`, exit code 4); `devagent run --resume ID --answer
+CALL_ID=OPTION` (or `--allow`, `--deny`) goes on with it. `--input-format stream-json` reads the
+turns from standard input, each a turn of the same session.
 """
 
 from __future__ import annotations
@@ -22,10 +25,32 @@ from devagent import __version__
 from devagent.agent import events as ev
 from devagent.agent.driver import Door, Outcome, Paused, TurnDriver
 from devagent.agent.events import Decision, ToolCall, TurnEnd
+from devagent.terminal.claude_stream import (
+    PERMISSION_MODES,
+    MessageShaper,
+    new_uuid,
+    prompt_of,
+    stdin_lines,
+    usage_json,
+)
 
 FORMATS = ("text", "json", "stream-json")
 EXIT_PERMISSION = 4  # the turn waits for a permission no one here could give
-SUBTYPES = {"finished": "success", "max_steps_reached": "max_steps", "cancelled": "cancelled"}
+# how the turn ended (devagent's `outcome`), and Claude Code's `subtype` for it
+OUTCOMES = {"finished": "success", "max_steps_reached": "max_steps", "cancelled": "cancelled"}
+SUBTYPES = {
+    "success": "success",
+    "max_steps": "error_max_turns",
+    "permission_required": "permission_required",  # devagent's own: Claude Code never parks a turn
+}
+# how the model's last answer ended (pydantic-ai's finish reason), in the Anthropic API's words
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+    "tool_call": "tool_use",
+}
+TERMINAL_REASONS = {"success": "completed", "max_steps": "max_turns"}  # Claude Code's, where one fits
 EXIT_CODES = {"success": 0, "max_steps": 3, "cancelled": 130, "permission_required": EXIT_PERMISSION}
 ANSWER_WORDS = {"allow": "proceed_once", "yes": "proceed_once", "deny": "cancel", "no": "cancel"}
 
@@ -66,11 +91,8 @@ def call_json(c: ToolCall) -> dict[str, Any]:
 
 
 def event_json(e: Any) -> dict[str, Any] | None:
-    """An event of the turn as a stream-json line (None: the result line says it)."""
-    if isinstance(e, ev.TextDelta):
-        return {"type": "assistant", "subtype": "text", "text": e.text}
-    if isinstance(e, ev.ThoughtDelta):
-        return {"type": "assistant", "subtype": "thinking", "text": e.text, "subject": e.subject}
+    """An event of the turn as devagent's own stream-json line (None: none of its own; the
+    model's text and thinking are assistant messages, `MessageShaper`'s)."""
     if isinstance(e, ev.StepBegin):
         return {"type": "step", "step": e.n}
     if isinstance(e, ev.ToolCallUpdate):
@@ -131,28 +153,53 @@ def preset_decisions(waiting: list[ToolCall], given: dict[str, str], rest: str |
     return out
 
 
+@dataclass(slots=True)
+class RunInfo:
+    """What every turn of this run shares: the session, its model, what the run's model requests
+    cost so far (Claude Code's `total_cost_usd`)."""
+
+    session_id: str
+    model: str
+    spent: ev.Usage = field(default_factory=ev.Usage)
+
+
 class JsonDoor(Door):
     """The turn's events as JSON lines (stream-json) or only collected (json); a question with no
     answer given on the command line parks the turn."""
 
-    def __init__(self, stream: bool, preset: dict[str, Decision]) -> None:
+    def __init__(
+        self, stream: bool, preset: dict[str, Decision], info: RunInfo, partial: bool = False
+    ) -> None:
         self.stream = stream
         self.preset = preset
+        self.info = info
+        self.shaper = MessageShaper(info.session_id, info.model, partial)
         self.answer = ""  # the text of the last step: the turn's answer
         self.steps = 0
         self.refused = ""  # why the turn was cancelled instead of parked (a client tool)
-        self.used = ev.Usage()  # what this run's model requests used (a parked turn's usage)
+        self.used = ev.Usage()  # what this turn's model requests in this run used
+        self.started = time.monotonic()
+        self.api_seconds = 0.0  # time spent in model requests (Claude Code's `duration_api_ms`)
+        self.request_began: float | None = None
 
     async def show(self, event: Any) -> None:
         if isinstance(event, ev.StepBegin):
             self.steps, self.answer = event.n, ""
+            self.request_began = time.monotonic()
         elif isinstance(event, ev.TextDelta):
             self.answer += event.text
         elif isinstance(event, ev.StatusUpdate):
             self.used.add(event.usage)
-        line = event_json(event)
-        if self.stream and line is not None:
-            emit(line)
+            self.info.spent.add(event.usage)
+            if self.request_began is not None:
+                self.api_seconds += time.monotonic() - self.request_began
+                self.request_began = None
+        if self.stream:
+            for line in self.shaper.lines(event):
+                emit(line)
+            own = event_json(event)
+            if own is not None:
+                emit(own)
 
     async def ask(self, call: ToolCall, driver: TurnDriver) -> None:
         if call.id in self.preset:
@@ -163,53 +210,72 @@ class JsonDoor(Door):
         else:
             driver.park()
 
-
-@dataclass(slots=True)
-class RunInfo:
-    """What the result line says besides the turn's end."""
-
-    session_id: str
-    model: str
-    started: float = field(default_factory=time.monotonic)
+    def finish(self) -> None:
+        """The block still gathered goes out before the result line."""
+        if self.stream:
+            for line in self.shaper.flush():
+                emit(line)
 
 
 def result_json(info: RunInfo, outcome: Outcome, door: JsonDoor, session_usage: Any) -> dict[str, Any]:
+    """The result line: Claude Code's fields (`subtype`, `is_error`, `result`, `session_id`,
+    `num_turns`, `duration_ms`, `duration_api_ms`, `total_cost_usd`, `usage`, `errors`,
+    `terminal_reason`, `stop_reason`) and
+    devagent's beside them (`outcome`, `model`, `cost_usd`, `session_cost_usd`, `finish_reason`,
+    `error`, `pending`)."""
     if isinstance(outcome, Paused):
-        subtype, usage, error = "permission_required", door.used, None
+        ended, usage, error = "permission_required", door.used, None
     else:
-        subtype = "error" if door.refused else SUBTYPES.get(outcome.reason, "error")
+        ended = "error" if door.refused else OUTCOMES.get(outcome.reason, "error")
         usage, error = outcome.usage, door.refused or outcome.error
+    subtype = SUBTYPES.get(ended, "error_during_execution")
     out: dict[str, Any] = {
         "type": "result",
         "subtype": subtype,
-        "is_error": subtype == "error",
+        "is_error": subtype.startswith("error"),
         "result": door.answer,
         "session_id": info.session_id,
-        "model": info.model,
         "num_turns": door.steps,
-        "duration_ms": int((time.monotonic() - info.started) * 1000),
-        "usage": usage.to_json(),
+        "duration_ms": int((time.monotonic() - door.started) * 1000),
+        "duration_api_ms": int(door.api_seconds * 1000),
+        "total_cost_usd": round(info.spent.cost_usd, 9),
+        "usage": usage_json(usage),
+        "uuid": new_uuid(),
+        "outcome": ended,
+        "model": info.model,
         "cost_usd": round(usage.cost_usd, 9),
         "session_cost_usd": round(session_usage.cost_usd, 9),
     }
+    if ended in TERMINAL_REASONS:
+        out["terminal_reason"] = TERMINAL_REASONS[ended]
     if isinstance(outcome, TurnEnd) and outcome.finish_reason:
-        out["stop_reason"] = outcome.finish_reason
+        out["stop_reason"] = STOP_REASONS.get(outcome.finish_reason, outcome.finish_reason)
+        out["finish_reason"] = outcome.finish_reason
     if error:
         out["error"] = error
+        out["errors"] = [error]
     if isinstance(outcome, Paused):
         out["pending"] = [request_json(c) for c in outcome.calls]
     return out
 
 
 def error_result(message: str, session_id: str | None = None) -> dict[str, Any]:
-    """The result line of a run that could not start (bad flags, an unusable model)."""
+    """The result line of a run that could not start (bad flags, an unusable model) or of stream
+    input that cannot be read."""
     return {
         "type": "result",
-        "subtype": "error",
+        "subtype": "error_during_execution",
         "is_error": True,
         "result": "",
         "session_id": session_id,
+        "num_turns": 0,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "total_cost_usd": 0.0,
+        "usage": usage_json(ev.Usage()),
+        "outcome": "error",
         "error": message,
+        "errors": [message],
     }
 
 
@@ -227,7 +293,7 @@ def json_format(argv: list[str]) -> bool:
 
 
 def exit_code(result: dict[str, Any]) -> int:
-    return EXIT_CODES.get(result["subtype"], 1)
+    return EXIT_CODES.get(result["outcome"], 1)
 
 
 @dataclass(slots=True)
@@ -243,17 +309,26 @@ class RunRequest:
     given: dict[str, str]  # --answer CALL_ID=OPTION
     rest: str | None  # --allow / --deny: the option for every other waiting call
     approval: str | None = None  # --approval: a resumed session goes on in this mode
+    input_format: str = "text"  # stream-json: the turns are read from standard input
+    partial: bool = False  # --include-partial-messages: each delta as a stream_event line too
 
 
 def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, Any]:
+    """The init line: Claude Code's fields (`session_id`, `cwd`, `model`, `tools`,
+    `permissionMode`, `uuid`) and devagent's beside them."""
+    mode = s.state.approval_mode
+    workspace = str(req.workspace.resolve())
     return {
         "type": "system",
         "subtype": "init",
         "session_id": s.id,
+        "cwd": workspace,
         "model": model,
-        "workspace": str(req.workspace.resolve()),
-        "approval_mode": s.state.approval_mode,
         "tools": sorted(s.tools()),
+        "permissionMode": PERMISSION_MODES.get(mode, "default"),
+        "uuid": new_uuid(),
+        "workspace": workspace,
+        "approval_mode": mode,
         "resumed": resumed,
         "version": __version__,
     }
@@ -262,15 +337,50 @@ def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, A
 async def run_json(
     s: Any, req: RunRequest, waiting: list[ToolCall], preset: dict[str, Decision], default_model: str
 ) -> int:
-    """Drive the turn with its events as JSON (stream-json) and print its result line; the exit
-    code the result's subtype gives."""
-    model = s.state.model or default_model
-    info = RunInfo(s.id, model)
+    """Drive the turn (or, with stream-json input, each turn standard input gives) with its events
+    as JSON (stream-json) and print its result line; the exit code the last result gives."""
+    info = RunInfo(s.id, s.state.model or default_model)
+    resumed = bool(req.session_id or req.cont)
+    if req.input_format == "stream-json":
+        return await run_input_turns(s, req, info, resumed)
+    first = ev.UserPrompt(req.prompt) if req.prompt is not None else None
+    return exit_code(await run_turn(s, req, info, first, waiting, preset, resumed))
+
+
+async def run_input_turns(s: Any, req: RunRequest, info: RunInfo, resumed: bool) -> int:
+    """A turn for each user message on standard input, in this session, until its end; a turn
+    that waits for a permission or was cancelled ends the run (the session is stored)."""
+    code, number = 0, 0
+    async for line in stdin_lines():
+        number += 1
+        try:
+            prompt = prompt_of(line, number)
+        except ValueError as e:
+            emit(error_result(str(e), s.id))
+            return 2
+        if prompt is None:
+            continue
+        result = await run_turn(s, req, info, ev.UserPrompt(prompt), [], {}, resumed)
+        code, resumed = exit_code(result), True  # the next turn goes on in this session
+        if result["outcome"] in ("permission_required", "cancelled"):
+            break
+    return code
+
+
+async def run_turn(
+    s: Any,
+    req: RunRequest,
+    info: RunInfo,
+    first: ev.UserPrompt | None,
+    waiting: list[ToolCall],
+    preset: dict[str, Decision],
+    resumed: bool,
+) -> dict[str, Any]:
+    """One turn: its init line and events (stream-json), then its result line."""
     stream = req.output_format == "stream-json"
     if stream:
-        emit(init_json(s, req, model, resumed=bool(req.session_id or req.cont)))
-    door = JsonDoor(stream, preset)
-    first = ev.UserPrompt(req.prompt) if req.prompt is not None else None
+        emit(init_json(s, req, info.model, resumed))
+    door = JsonDoor(stream, preset, info, req.partial)
     try:
         outcome: Outcome = await TurnDriver(s, door).run(first, waiting=waiting or None)
     except (KeyboardInterrupt, asyncio.CancelledError) as e:  # Ctrl-C, or SIGINT from a CI runner
@@ -279,6 +389,7 @@ async def run_json(
             task.uncancel()  # handled here: the cleanup below must not be cancelled again
         await s.cancel()
         outcome = TurnEnd("cancelled", usage=door.used, error="cancelled (Ctrl-C); the session is stored")
+    door.finish()
     result = result_json(info, outcome, door, s.state.usage)
     emit(result)
-    return exit_code(result)
+    return result
