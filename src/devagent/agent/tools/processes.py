@@ -61,6 +61,7 @@ SESSIONS_KEPT = 256  # sessions whose ended processes are remembered (those with
 IDLE_CHECK = 30.0  # seconds between two looks for idle sessions, at most
 INPUT_TIMEOUT = 10.0  # seconds a write may wait for a process that does not read its input
 END_GRACE = 1.0  # seconds to collect the last output once a process has ended
+TTY_END_GRACE = 10.0  # for a pty process: to draw what it wrote before it ended (a bound, not a pace)
 
 
 class NewestText:
@@ -155,17 +156,17 @@ class BackgroundProcess:
     async def _follow(self, reader: asyncio.StreamReader, pipe: asyncio.BaseTransport) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-        def add(text: str) -> None:
+        async def add(text: str) -> None:
+            if self.screen is not None:  # drawn first: what `wait_for` found is on the screen
+                await self.screen.draw(text)
             self.output.add(text)
-            if self.screen is not None:
-                self.screen.feed(text)
+            self._signal()
 
         async def read() -> None:
             with contextlib.suppress(OSError):  # a pty's master reads EIO once its last user ended
                 while data := await reader.read(READ_CHUNK):
-                    add(decoder.decode(data))
-                    self._signal()
-            add(decoder.decode(b"", final=True))
+                    await add(decoder.decode(data))
+            await add(decoder.decode(b"", final=True))
 
         reading = asyncio.create_task(read())
         try:
@@ -173,7 +174,7 @@ class BackgroundProcess:
             # What it left running ended with it (its supervisor or its sandbox saw to that);
             # anything still in its group goes now.
             signal_group(self.proc.pid, signal.SIGKILL)
-            await asyncio.wait({reading}, timeout=END_GRACE)
+            await asyncio.wait({reading}, timeout=END_GRACE if self.screen is None else TTY_END_GRACE)
         finally:
             if not reading.done():
                 reading.cancel()

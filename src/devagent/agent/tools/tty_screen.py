@@ -7,19 +7,21 @@ the cursor, what terminal is this), through `reply`."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import struct
 import unicodedata
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devagent.agent.tools.output import head_and_tail
 
 if TYPE_CHECKING:
     import pyte
 
+DRAW_SLICE = 4096  # characters drawn between two turns of the event loop
 SCROLLBACK_LINES = 2000  # lines that scrolled off the screen kept between two reads
 TERM = "xterm-256color"  # what the process is told its terminal is (pyte follows xterm's sequences)
 
@@ -59,20 +61,26 @@ def printed(raw: str) -> str:
     return printable(_SEQUENCE.sub("", raw))
 
 
-def _row(screen: pyte.Screen, y: int) -> str:
-    """The text of the screen's line `y` (a wide character's second cell holds "")."""
-    line = screen.buffer[y]
-    return "".join(line[x].data for x in range(screen.columns)).rstrip()
+def _text(line: dict[int, Any], columns: int) -> str:
+    """The text of a line of the screen's buffer: its cells by column, those never written blank
+    (a wide character's second cell holds "")."""
+    cells = [" "] * columns
+    for x, char in line.items():
+        if 0 <= x < columns:
+            cells[x] = char.data
+    return "".join(cells).rstrip()
 
 
-def _new_screen(size: TtySize, scrolled: Callable[[str], None], reply: Callable[[str], None]) -> pyte.Screen:
+def _new_screen(
+    size: TtySize, scrolled: Callable[[dict[int, Any]], None], reply: Callable[[str], None]
+) -> pyte.Screen:
     import pyte
 
     class Screen(pyte.Screen):
         def index(self) -> None:
             top, bottom = self.margins or pyte.screens.Margins(0, self.lines - 1)
             if top == 0 and bottom == self.lines - 1 and self.cursor.y == bottom:
-                scrolled(_row(self, 0))  # the whole screen scrolls: its top line leaves it
+                scrolled(self.buffer[0])  # the whole screen scrolls: its top line leaves it as it is
             super().index()
 
         def write_process_input(self, data: str) -> None:
@@ -88,21 +96,26 @@ class TtyScreen:
         import pyte
 
         self.size = size
-        self.scrolled: deque[str] = deque(maxlen=SCROLLBACK_LINES)
+        self.scrolled: deque[dict[int, Any]] = deque(maxlen=SCROLLBACK_LINES)  # as they left
         self.scrolled_count = 0  # lines scrolled off since the last read (kept or not)
         self._screen = _new_screen(size, self._scroll, reply)
         self._stream = pyte.Stream(self._screen)
 
-    def _scroll(self, line: str) -> None:
+    def _scroll(self, line: dict[int, Any]) -> None:
         self.scrolled.append(line)
         self.scrolled_count += 1
 
-    def feed(self, text: str) -> None:
-        self._stream.feed(text)
+    async def draw(self, text: str) -> None:
+        """Draws `text` on the screen a slice at a time, letting the event loop run between two
+        (the emulator is pure Python: a few hundred thousand characters a second). Output that
+        arrives faster waits in the pty: the program writes only as fast as its terminal draws."""
+        for start in range(0, len(text), DRAW_SLICE):
+            self._stream.feed(text[start : start + DRAW_SLICE])
+            await asyncio.sleep(0)
 
     def lines(self) -> list[str]:
         """The screen's lines, trailing blank ones left out."""
-        rows = [_row(self._screen, y) for y in range(self._screen.lines)]
+        rows = [_text(self._screen.buffer[y], self._screen.columns) for y in range(self._screen.lines)]
         while rows and not rows[-1]:
             rows.pop()
         return rows
@@ -116,7 +129,8 @@ class TtyScreen:
             parts.append(f"--- {self.scrolled_count:,} lines scrolled off the screen since the last read ---")
             if lost:
                 parts.append(f"[the first {lost:,} of them are not kept: only the last {SCROLLBACK_LINES:,}]")
-            parts.append(head_and_tail("\n".join(printable(line, "") for line in self.scrolled)))
+            left = (printable(_text(line, self.size.cols), "") for line in self.scrolled)
+            parts.append(head_and_tail("\n".join(left)))
             self.scrolled.clear()
             self.scrolled_count = 0
         cursor = self._screen.cursor
