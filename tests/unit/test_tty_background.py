@@ -289,3 +289,26 @@ async def test_issue43_item2_size_arguments_checked(ws: Path) -> None:
         assert registry.processes("s") == []
     finally:
         await registry.close()
+
+
+async def test_issue43_item2_stop_reaches_a_program_ignoring_its_signals(
+    sandboxing: bool, yolo_core: Any, script: Any, workspace: Path, marker: str
+) -> None:
+    """A pty program that ignores SIGTERM, SIGHUP and Ctrl-C is still stopped, with what it runs:
+    the supervisor (unsandboxed) or the sandbox's end kills what outlives the grace."""
+    naptime = f"3600.{int(marker[-6:], 16)}"
+    spec = script(
+        [
+            {"items": [tty(f"trap '' TERM HUP INT; echo ready {marker}; sleep {naptime}", "start")]},
+            {"items": [proc("ready", "output", wait_for="ready")]},
+            {"items": [proc("interrupt", "input", input="<C-c>")]},
+            {"items": [proc("stop", "stop")]},
+            {"items": [{"text": "done"}]},
+        ]
+    )
+    core = await yolo_core(spec)
+    s = await core.create_session([workspace])
+    calls = calls_by_id(await collect(s.advance(UserPrompt("stubborn"))))
+    assert result_text(calls["interrupt"]).endswith("[bg1: running]")  # Ctrl-C ignored
+    assert result_text(calls["stop"]).endswith("[bg1: stopped (stopped on request)]")
+    await until(lambda: not running(marker) and not running(naptime), "it was still running")
