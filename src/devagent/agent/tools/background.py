@@ -35,13 +35,10 @@ class BackgroundProcessTool(Tool):
         "writes `input` to the process's standard input (end it with \\n to send a line; "
         "`close_input` closes the input after it), then returns new output as `output` does. `list` "
         "shows this session's background processes. `stop` stops one, with everything it started. "
-        f"Between two reads the newest {BUFFER_CHARS:,} characters of output are kept. A process "
-        "started with `tty: true` runs in a terminal: `output` returns its screen as the terminal "
-        "shows it (with the lines that scrolled off since the last read), `wait_for` looks in the "
-        "text it printed, and `input` types keys: text as typed, and a key named in angle brackets "
-        "is that key (<Enter>, <Tab>, <S-Tab>, <Esc>, <BS>, <Del>, <Up>, <Down>, <Left>, <Right>, "
-        "<Home>, <End>, <PageUp>, <PageDown>, <F1>..<F12>, <C-c> and any Ctrl with a letter, "
-        "<lt> for a literal <); `close_input` types <C-d> there."
+        f"Between two reads the newest {BUFFER_CHARS:,} characters of output are kept. For a `tty` "
+        "process, `output` returns its screen (and the lines scrolled off since the last read), and "
+        "`input` types keys: text as is, a key's name in angle brackets for the key (<Enter>, <Tab>, "
+        "<Esc>, <BS>, <Up>, <Down>, <Left>, <Right>, <F1>, <C-c> and other Ctrl keys; <lt> is <)."
     )
     parameters = parameters_schema(
         ["action"],
@@ -49,8 +46,7 @@ class BackgroundProcessTool(Tool):
         id=parameter("string", "The process's id (`bg1`), as run_shell_command returned it. Not for `list`."),
         input=parameter(
             "string",
-            "For `input`: the text to write to the process's standard input (for a `tty` process, "
-            "keys: `1+1<Enter>`, `<C-c>`).",
+            "For `input`: the text to write to the process's standard input (`tty`: keys, `1+1<Enter>`).",
         ),
         close_input=parameter(
             "boolean", "For `input`: close the process's input after writing (end of file)."

@@ -753,9 +753,8 @@ class RunShellCommand(Tool):
         "output, which read_file pages through (offset and limit, in lines). To start a server, a "
         "watcher or any other long-running process, pass `background: true`: the call returns at "
         "once with the process's id, and background_process reads its new output, writes to its "
-        "input, lists and stops it. A program that needs a terminal (a REPL, `git add -p`, an "
-        "installer's prompts, a full-screen program) gets one with `tty: true` (which implies "
-        "`background`): background_process then types keys into it and reads its screen."
+        "input, lists and stops it. `tty: true` runs it in a terminal (REPLs, `git add -p`, "
+        "prompts, full-screen programs)."
     )
     parameters = parameters_schema(
         ["command"],
@@ -779,17 +778,16 @@ class RunShellCommand(Tool):
         ),
         tty=parameter(
             "boolean",
-            "Run it in the background in a pseudo-terminal (implies `background`): it sees a "
-            "terminal, its input takes keys such as <Enter> and <C-c>, and reading it returns its "
-            "screen as a terminal shows it. Default: false.",
+            "Run it in the background in a pseudo-terminal (implies `background`): "
+            "background_process types keys into it and reads its screen. Default: false.",
         ),
         rows=parameter(
             "integer",
-            "With `tty`: the terminal's lines (default {}, {} to {}).".format(*TTY_ROWS),
+            "`tty`: lines (default {}, {} to {}).".format(*TTY_ROWS),
         ),
         cols=parameter(
             "integer",
-            "With `tty`: the terminal's columns (default {}, {} to {}).".format(*TTY_COLS),
+            "`tty`: columns (default {}, {} to {}).".format(*TTY_COLS),
         ),
     )
     kind = ToolKind.EXECUTE
