@@ -20,6 +20,11 @@ its session is cancelled, when its session ends (`AgentCore.release`) or has bee
 `shell_background_idle` seconds, and when the core closes. When the server dies without closing
 (SIGKILL), the kernel ends it: the supervisor's parent-death signal kills its group, or bwrap's
 `--die-with-parent` its sandbox.
+
+Started with `tty: true`, its input and output are a pseudo-terminal (`shell.start_command`), its
+output is drawn on a screen (`tty_screen.TtyScreen`) that a read returns instead of the text, its
+input takes keys by name (`tty_keys`), and a stop also reaches the group in the terminal's
+foreground, which left the process's group to own the terminal.
 """
 
 from __future__ import annotations
@@ -266,14 +271,14 @@ class BackgroundProcess:
         except BrokenPipeError:
             self._close_input()
             raise ToolFailure(f"{self.id} closed its input: it reads no more", "input_closed") from None
-        except OSError as e:  # EIO: the pty has no reader left
-            raise ToolFailure(
-                f"{self.id} has left its terminal: nothing reads its input ({e})", "input_closed"
-            ) from None
         except TimeoutError:
             raise ToolFailure(
                 f"{self.id} did not read its input within {INPUT_TIMEOUT:g} s; part of it may be unwritten",
                 "input_blocked",
+            ) from None
+        except OSError as e:  # EIO: the pty has no reader left
+            raise ToolFailure(
+                f"{self.id} has left its terminal: nothing reads its input ({e})", "input_closed"
             ) from None
         if close and self.screen is None:
             self._close_input()
