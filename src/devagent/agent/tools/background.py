@@ -35,13 +35,19 @@ class BackgroundProcessTool(Tool):
         "writes `input` to the process's standard input (end it with \\n to send a line; "
         "`close_input` closes the input after it), then returns new output as `output` does. `list` "
         "shows this session's background processes. `stop` stops one, with everything it started. "
-        f"Between two reads the newest {BUFFER_CHARS:,} characters of output are kept."
+        f"Between two reads the newest {BUFFER_CHARS:,} characters of output are kept. For a `tty` "
+        "process, `output` returns its screen (and the lines scrolled off since the last read), and "
+        "`input` types keys: text as is, a key's name in angle brackets for the key (<Enter>, <Tab>, "
+        "<Esc>, <BS>, <Up>, <Down>, <Left>, <Right>, <F1>, <C-c> and other Ctrl keys; <lt> is <)."
     )
     parameters = parameters_schema(
         ["action"],
         action=parameter("string", "What to do: output, input, list or stop.", enum=list(ACTIONS)),
         id=parameter("string", "The process's id (`bg1`), as run_shell_command returned it. Not for `list`."),
-        input=parameter("string", "For `input`: the text to write to the process's standard input."),
+        input=parameter(
+            "string",
+            "For `input`: the text to write to the process's standard input (`tty`: keys, `1+1<Enter>`).",
+        ),
         close_input=parameter(
             "boolean", "For `input`: close the process's input after writing (end of file)."
         ),
@@ -142,4 +148,5 @@ def _data(process: RunningProcess) -> dict[str, Any]:
         "state": process.state,
         "exit_code": process.exit_code if process.ended else None,
         "sandboxed": process.sandboxed,
+        **({"tty": {"rows": process.tty.rows, "cols": process.tty.cols}} if process.tty is not None else {}),
     }

@@ -35,6 +35,7 @@ from devagent.common.netpolicy import IPNetwork
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
+    from devagent.agent.tools.tty_screen import TtySize
 
 
 class ToolFailure(Exception):
@@ -115,6 +116,9 @@ class RunningProcess(Protocol):
     def exit_code(self) -> int | None: ...
 
     @property
+    def tty(self) -> TtySize | None: ...
+
+    @property
     def state(self) -> str: ...
 
     def summary(self) -> str: ...
@@ -136,7 +140,7 @@ class BackgroundProcesses(Protocol):
     def all(self) -> Sequence[RunningProcess]: ...
 
     async def start(
-        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str]
+        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], tty: TtySize | None = None
     ) -> RunningProcess: ...
 
     def gone(self, pid: str, records: list[dict[str, Any]]) -> str: ...

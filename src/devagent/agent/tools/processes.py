@@ -20,6 +20,11 @@ its session is cancelled, when its session ends (`AgentCore.release`) or has bee
 `shell_background_idle` seconds, and when the core closes. When the server dies without closing
 (SIGKILL), the kernel ends it: the supervisor's parent-death signal kills its group, or bwrap's
 `--die-with-parent` its sandbox.
+
+Started with `tty: true`, its input and output are a pseudo-terminal (`shell.start_command`), its
+output is drawn on a screen (`tty_screen.TtyScreen`) that a read returns instead of the text, its
+input takes keys by name (`tty_keys`), and a stop also reaches the group in the terminal's
+foreground, which left the process's group to own the terminal.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from devagent.agent.tools.shell import (
     start_command,
     wait_exit,
 )
+from devagent.agent.tools.tty_keys import keys
+from devagent.agent.tools.tty_screen import TtyScreen, TtySize, printed
 
 if TYPE_CHECKING:
     from devagent.agent.tools.base import ToolContext
@@ -59,6 +66,7 @@ SESSIONS_KEPT = 256  # sessions whose ended processes are remembered (those with
 IDLE_CHECK = 30.0  # seconds between two looks for idle sessions, at most
 INPUT_TIMEOUT = 10.0  # seconds a write may wait for a process that does not read its input
 END_GRACE = 1.0  # seconds to collect the last output once a process has ended
+TTY_END_GRACE = 10.0  # for a pty process: to draw what it wrote before it ended (a bound, not a pace)
 
 
 class NewestText:
@@ -126,6 +134,8 @@ class BackgroundProcess:
         self._input_fd = started.input_fd
         if self._input_fd >= 0:
             os.set_blocking(self._input_fd, False)
+        self.tty = started.tty
+        self.screen = TtyScreen(started.tty, self._reply) if started.tty is not None else None
         self._output_fd = started.output_fd
         self._changed = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
@@ -151,11 +161,17 @@ class BackgroundProcess:
     async def _follow(self, reader: asyncio.StreamReader, pipe: asyncio.BaseTransport) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
+        async def add(text: str) -> None:
+            if self.screen is not None:  # drawn first: what `wait_for` found is on the screen
+                await self.screen.draw(text)
+            self.output.add(text)
+            self._signal()
+
         async def read() -> None:
-            while data := await reader.read(READ_CHUNK):
-                self.output.add(decoder.decode(data))
-                self._signal()
-            self.output.add(decoder.decode(b"", final=True))
+            with contextlib.suppress(OSError):  # a pty's master reads EIO once its last user ended
+                while data := await reader.read(READ_CHUNK):
+                    await add(decoder.decode(data))
+            await add(decoder.decode(b"", final=True))
 
         reading = asyncio.create_task(read())
         try:
@@ -163,7 +179,7 @@ class BackgroundProcess:
             # What it left running ended with it (its supervisor or its sandbox saw to that);
             # anything still in its group goes now.
             signal_group(self.proc.pid, signal.SIGKILL)
-            await asyncio.wait({reading}, timeout=END_GRACE)
+            await asyncio.wait({reading}, timeout=END_GRACE if self.screen is None else TTY_END_GRACE)
         finally:
             if not reading.done():
                 reading.cancel()
@@ -191,13 +207,23 @@ class BackgroundProcess:
         unread, _ = self.output.unread()
         more = f", {len(unread):,} characters of output unread" if unread else ""
         age = _duration(time.time() - self.started_at)
-        return f"{self.id}: {self.state}, started {age} ago in {self.directory}{more}: {self.command}"
+        tty = f" in a {self.tty.rows}x{self.tty.cols} terminal" if self.tty is not None else ""
+        return f"{self.id}: {self.state}, started {age} ago{tty} in {self.directory}{more}: {self.command}"
+
+    def _reply(self, answer: str) -> None:
+        """The terminal's answer to the program's question (where its cursor is), typed back."""
+        if self._input_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._input_fd, answer.encode("utf-8"))
 
     def take_output(self) -> str:
         """The output that arrived since the last read (its head and tail when long), with what
-        the buffer dropped of it; it counts as read."""
+        the buffer dropped of it; it counts as read. A pty process's is its screen instead, with
+        the lines that scrolled off it since the last read."""
         text, dropped = self.output.unread()
         self.output.mark_read()
+        if self.screen is not None:
+            return self.screen.read()
         note = ""
         if dropped:
             note = (
@@ -213,7 +239,7 @@ class BackgroundProcess:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
         while True:
-            if until is not None and until in self.output.unread()[0]:
+            if until is not None and until in self._new_text():
                 return True
             left = deadline - loop.time()
             if self.ended or left <= 0 or cancelled.is_set():
@@ -226,14 +252,22 @@ class BackgroundProcess:
                 changed.cancel()
                 stop.cancel()
 
+    def _new_text(self) -> str:
+        """The output since the last read as `wait_for` looks in it: a pty process's as printed,
+        without its escape sequences."""
+        unread = self.output.unread()[0]
+        return printed(unread) if self.screen is not None else unread
+
     async def write(self, text: str, close: bool) -> None:
-        """Writes `text` to its input (then closes it, with `close`)."""
+        """Writes `text` to its input (then closes it, with `close`). To a pty process: its keys
+        (`tty_keys`), and `close` types the end of file (Ctrl-D) rather than closing the terminal."""
         if self.ended:
             raise ToolFailure(f"{self.id} has ended ({self.state}): nothing reads its input", "process_ended")
         if self._input_fd < 0:
             raise ToolFailure(f"the input of {self.id} was closed already", "input_closed")
+        data = text.encode("utf-8") if self.screen is None else keys(text) + (b"\x04" if close else b"")
         try:
-            await _write_all(self._input_fd, text.encode("utf-8"))
+            await _write_all(self._input_fd, data)
         except BrokenPipeError:
             self._close_input()
             raise ToolFailure(f"{self.id} closed its input: it reads no more", "input_closed") from None
@@ -242,7 +276,11 @@ class BackgroundProcess:
                 f"{self.id} did not read its input within {INPUT_TIMEOUT:g} s; part of it may be unwritten",
                 "input_blocked",
             ) from None
-        if close:
+        except OSError as e:  # EIO: the pty has no reader left
+            raise ToolFailure(
+                f"{self.id} has left its terminal: nothing reads its input ({e})", "input_closed"
+            ) from None
+        if close and self.screen is None:
             self._close_input()
 
     async def stop(self, why: str) -> None:
@@ -258,6 +296,8 @@ class BackgroundProcess:
         """SIGTERM to its group; what outlives the grace is killed: first by its supervisor, which
         also kills what left the group, then SIGKILL to the group."""
         pgid = self.proc.pid  # it leads its own group
+        for group in self._terminal_groups():
+            signal_group(group, signal.SIGTERM)
         signal_group(pgid, signal.SIGTERM)
         await wait_exit(self.proc, KILL_GRACE)
         if self.proc.returncode is None and self.supervised:
@@ -265,6 +305,18 @@ class BackgroundProcess:
                 os.kill(pgid, signal.SIGUSR1)
             await wait_exit(self.proc, KILL_GRACE)
         signal_group(pgid, signal.SIGKILL)
+
+    def _terminal_groups(self) -> set[int]:
+        """The group in a pty process's terminal's foreground: it left the process's group to own
+        the terminal (without job control, the command's own session is that group)."""
+        fd = self._input_fd
+        if self.tty is None or fd < 0:
+            return set()
+        try:
+            group = os.tcgetpgrp(fd)
+        except OSError:
+            return set()
+        return {group} if group > 1 and group != os.getpgrp() else set()
 
 
 async def _write_all(fd: int, data: bytes) -> None:
@@ -460,22 +512,22 @@ class SessionProcesses:
         return self.registry.processes(self.session_id)
 
     async def start(
-        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str]
+        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], tty: TtySize | None = None
     ) -> BackgroundProcess:
         """Starts `command` in the background; it is recorded in the session's state. Its place is
         taken at once; the start itself runs on when the call is cancelled, and stops what it
         started (a cancel stops the session's processes, and waits for the starts under way)."""
         slot = self.registry.reserve(self.session_id, ctx.state.identity, ctx.state.background)
-        launch = asyncio.create_task(self._launch(slot, command, cwd, ctx, guard))
+        launch = asyncio.create_task(self._launch(slot, command, cwd, ctx, guard, tty))
         slot.launch = launch
         launch.add_done_callback(_seen)
         return await asyncio.shield(launch)
 
     async def _launch(
-        self, slot: Slot, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str]
+        self, slot: Slot, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], tty: TtySize | None
     ) -> BackgroundProcess:
         try:
-            started = await start_command(command, cwd, ctx, guard, background=True)
+            started = await start_command(command, cwd, ctx, guard, background=True, tty=tty)
             process = BackgroundProcess(
                 slot.pid, command, ctx.workspace.display(Path(cwd)), started, slot.caller
             )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import os
 import shlex
@@ -26,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +43,7 @@ from devagent.agent.tools import shell_reads
 from devagent.agent.tools._util import (
     bool_arg,
     in_thread,
+    int_arg,
     num_arg,
     opt_str_arg,
     parameter,
@@ -49,6 +52,9 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.output import HeadTail, head_and_tail
+from devagent.agent.tools.tty_screen import COLS as TTY_COLS
+from devagent.agent.tools.tty_screen import ROWS as TTY_ROWS
+from devagent.agent.tools.tty_screen import TERM, TtySize
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
@@ -555,25 +561,66 @@ def limited(command: str, memory_mb: int, processes: int) -> list[str]:
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 
 
+# Run first in a pty process's terminal: a session of its own (unless it leads one already)
+# whose controlling terminal is its input, the pty, so that the keys typed there signal it (Ctrl-C)
+# and what it starts; then the command argv[1:]. Inside a sandbox too: bwrap passes the pty on.
+_TAKE_TERMINAL = (
+    "import os, sys, fcntl, termios; os.getsid(0) == os.getpid() or os.setsid(); "
+    "fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
 @dataclass(slots=True)
 class Started:
-    """A command started in its own process group: the read end of its output pipe, and for a
-    background command the write end of its input pipe (else -1) and whether `SUPERVISOR` leads
-    it."""
+    """A command started in its own process group: the read end of its output, and for a
+    background command the write end of its input (else -1), whether `SUPERVISOR` leads it, and
+    for a pty process its terminal's size (both ends are then the pty's master)."""
 
     proc: asyncio.subprocess.Process
     output_fd: int
     input_fd: int = -1
     sandboxed: bool = False
     supervised: bool = False
+    tty: TtySize | None = None
+
+
+@dataclass(slots=True)
+class _Stdio:
+    """The command's standard input and output (its error goes with its output), our ends of
+    them, and the descriptors only the command keeps (closed here once it has started)."""
+
+    stdin: int
+    stdout: int
+    ours: tuple[int, int]  # (read its output, write its input: -1 for none)
+    theirs: tuple[int, ...]
+
+    @classmethod
+    def make(cls, background: bool, tty: TtySize | None) -> _Stdio:
+        if tty is not None:
+            master, slave = os.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, tty.winsize())
+            return cls(slave, slave, (master, os.dup(master)), (slave,))
+        read_fd, write_fd = os.pipe()
+        if not background:
+            return cls(subprocess.DEVNULL, write_fd, (read_fd, -1), (write_fd,))
+        stdin_r, stdin_w = os.pipe()
+        return cls(stdin_r, write_fd, (read_fd, stdin_w), (write_fd, stdin_r))
 
 
 async def start_command(
-    command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], *, background: bool = False
+    command: str,
+    cwd: str,
+    ctx: ToolContext,
+    guard: dict[str, str],
+    *,
+    background: bool = False,
+    tty: TtySize | None = None,
 ) -> Started:
     """Starts `command` in its own process group (in the process's sandbox, if on) with the
-    agent's environment and limits. `background`: its input is a pipe for the caller to write,
-    and it never outlives the server (`SUPERVISOR`, or the sandbox); else its input is closed."""
+    agent's environment and limits. `background`: its input is a pipe for the caller to write
+    (with `tty`, both its input and output are a pseudo-terminal of that size, its controlling
+    terminal), and it never outlives the server (`SUPERVISOR`, or the sandbox); else its input
+    is closed."""
     sandbox = active_sandbox()
     # An allow-list, never the server's environment (tokens, database URL, provider keys stay in
     # the server).
@@ -582,6 +629,10 @@ async def start_command(
         extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1", **guard},
     )
     argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
+    if tty is not None:
+        bash = shutil.which("bash") or "bash"
+        argv = [os.path.realpath(sys.executable), "-I", "-S", "-c", _TAKE_TERMINAL, bash, *argv[1:]]
+        env["TERM"] = TERM
     if sandbox is not None:
         if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
             raise ToolFailure(why, "sandbox_unavailable")
@@ -592,29 +643,28 @@ async def start_command(
     # Our own pipes rather than asyncio's: we can close our end when background jobs keep the
     # write end open after the shell exited, and the process transport holds no pipes (so its
     # wait() ends when the process does).
-    read_fd, write_fd = os.pipe()
-    stdin_r, stdin_w = os.pipe() if background else (-1, -1)
+    stdio = _Stdio.make(background, tty)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=env,
-            stdin=stdin_r if background else asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
+            stdin=stdio.stdin,
+            stdout=stdio.stdout,
+            stderr=stdio.stdout,
             start_new_session=True,
             **(sandbox.run_as() if sandbox is not None else {}),
         )
     except BaseException:
-        for fd in (read_fd, stdin_w):
+        for fd in stdio.ours:
             if fd >= 0:
                 os.close(fd)
         raise
     finally:
-        for fd in (write_fd, stdin_r):
-            if fd >= 0:
-                os.close(fd)
-    return Started(proc, read_fd, stdin_w, sandbox is not None, background and sandbox is None)
+        for fd in stdio.theirs:
+            os.close(fd)
+    read_fd, input_fd = stdio.ours
+    return Started(proc, read_fd, input_fd, sandbox is not None, background and sandbox is None, tty)
 
 
 async def _follow_command(
@@ -703,7 +753,8 @@ class RunShellCommand(Tool):
         "output, which read_file pages through (offset and limit, in lines). To start a server, a "
         "watcher or any other long-running process, pass `background: true`: the call returns at "
         "once with the process's id, and background_process reads its new output, writes to its "
-        "input, lists and stops it."
+        "input, lists and stops it. `tty: true` runs it in a terminal (REPLs, `git add -p`, "
+        "prompts, full-screen programs)."
     )
     parameters = parameters_schema(
         ["command"],
@@ -724,6 +775,19 @@ class RunShellCommand(Tool):
             "boolean",
             "Start the command in the background and return at once with its id (see "
             "background_process). Default: false.",
+        ),
+        tty=parameter(
+            "boolean",
+            "Run it in the background in a pseudo-terminal (implies `background`): "
+            "background_process types keys into it and reads its screen. Default: false.",
+        ),
+        rows=parameter(
+            "integer",
+            "`tty`: lines (default {}, {} to {}).".format(*TTY_ROWS),
+        ),
+        cols=parameter(
+            "integer",
+            "`tty`: columns (default {}, {} to {}).".format(*TTY_COLS),
         ),
     )
     kind = ToolKind.EXECUTE
@@ -753,6 +817,8 @@ class RunShellCommand(Tool):
         command = args.get("command")
         if not isinstance(command, str):
             return "Run a shell command"
+        if args.get("tty") is True:
+            return f"{command} (in the background, in a terminal)"
         return f"{command} (in the background)" if args.get("background") is True else command
 
     def _cwd(self, args: dict[str, Any], ctx: ToolContext) -> str:
@@ -776,14 +842,15 @@ class RunShellCommand(Tool):
         edited = ctx.new_content is not None and ctx.new_content.strip() not in ("", proposed)
         command = ctx.new_content.strip() if edited and ctx.new_content is not None else proposed
         cwd = self._cwd(args, ctx)
-        background = bool_arg(args, "background")
+        tty = _tty_size(args)
+        background = bool_arg(args, "background") or tty is not None
         limit = TimeLimit.of(num_arg(args, "timeout"), ctx)
         if ctx.cancelled.is_set():
             raise ToolFailure("the command was cancelled before it started", "cancelled")
         # Under a prefix grant, git starts no program its configuration names.
         guard = granted_env() if ctx.granted else {}
         if background:
-            return await self._start_background(command, cwd, ctx, guard, edited)
+            return await self._start_background(command, cwd, ctx, guard, edited, tty)
         if ctx.backends.commands is not None:  # the client's terminal (tools/backends.py)
             return await self._run_elsewhere(ctx.backends.commands, command, cwd, limit, ctx, guard)
         self._check_can_run(ctx)
@@ -853,7 +920,13 @@ class RunShellCommand(Tool):
             raise ToolFailure(missing.message(), "sandbox_unavailable")
 
     async def _start_background(
-        self, command: str, cwd: str, ctx: ToolContext, guard: dict[str, str], edited: bool
+        self,
+        command: str,
+        cwd: str,
+        ctx: ToolContext,
+        guard: dict[str, str],
+        edited: bool,
+        tty: TtySize | None = None,
     ) -> ToolResult:
         if ctx.backends.commands is not None or ctx.processes is None:
             raise ToolFailure(
@@ -863,7 +936,7 @@ class RunShellCommand(Tool):
                 "unsupported",
             )
         self._check_can_run(ctx)
-        process = await ctx.processes.start(command, cwd, ctx, guard)
+        process = await ctx.processes.start(command, cwd, ctx, guard, tty)
         text = (
             f"Started in the background as {process.id}. Read its output with background_process "
             f"(action `output`, id `{process.id}`; `wait_for` waits for a line such as a server's "
@@ -871,6 +944,11 @@ class RunShellCommand(Tool):
             "stopped when the turn is cancelled, when the session ends or has been idle for long, "
             "and when the server stops."
         )
+        if tty is not None:
+            text += (
+                f" It runs in a {tty.rows}x{tty.cols} terminal: `output` returns its screen, and "
+                "`input` types keys (<Enter>, <Tab>, <C-c>, <Up>, <Esc>; other text as typed)."
+            )
         return ToolResult(
             text="\n".join([text, *(_edited(command) if edited else [])]),
             data={
@@ -879,6 +957,7 @@ class RunShellCommand(Tool):
                 "user_modified": edited,
                 "directory": ctx.workspace.display(Path(cwd)),
                 "sandboxed": process.sandboxed,
+                **({"tty": {"rows": tty.rows, "cols": tty.cols}} if tty is not None else {}),
             },
         )
 
@@ -938,6 +1017,25 @@ class TimeLimit:
     def timed_out(self) -> str:
         more = f" (the server's maximum; {self.asked:g} s was asked for)" if self.lowered else ""
         return f"timed out after {self.seconds:g} s{more}"
+
+
+def _tty_size(args: dict[str, Any]) -> TtySize | None:
+    """The terminal asked for (`tty`, `rows`, `cols`), or None for none."""
+    if not bool_arg(args, "tty"):
+        for key in ("rows", "cols"):
+            if args.get(key) is not None:
+                raise ToolFailure(
+                    f"{key!r} is the size of a terminal: pass `tty: true` too", "invalid_arguments"
+                )
+        return None
+    rows = int_arg(args, "rows", TTY_ROWS[0], minimum=TTY_ROWS[1])
+    cols = int_arg(args, "cols", TTY_COLS[0], minimum=TTY_COLS[1])
+    if rows > TTY_ROWS[2] or cols > TTY_COLS[2]:
+        raise ToolFailure(
+            f"a terminal has at most {TTY_ROWS[2]} rows and {TTY_COLS[2]} columns here",
+            "invalid_arguments",
+        )
+    return TtySize(rows, cols)
 
 
 def _edited(command: str) -> list[str]:
