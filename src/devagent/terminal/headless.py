@@ -243,6 +243,7 @@ class RunRequest:
     given: dict[str, str]  # --answer CALL_ID=OPTION
     rest: str | None  # --allow / --deny: the option for every other waiting call
     approval: str | None = None  # --approval: a resumed session goes on in this mode
+    base_url: str | None = None  # --base-url: a resumed session's model is reached there
 
 
 def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, Any]:

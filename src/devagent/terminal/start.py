@@ -91,7 +91,7 @@ def chat_command(
             )
         if session and cont:
             raise StartError("--session and --continue both name a session: give one", 2)
-        opts = _ChatOptions(session, cont, model, approval, thoughts, flags.debug)
+        opts = _ChatOptions(session, cont, model, base_url, approval, thoughts, flags.debug)
         if url:  # the workspace is a path on the server's machine
             return _remote(url, token, workspace, opts)
         workspace = workspace or Path(".")
@@ -109,12 +109,13 @@ def chat_command(
 @dataclass(frozen=True, slots=True)
 class _ChatOptions:
     """What `chat` was asked for besides where it runs: the session to go on with (`--session`, or
-    the workspace's last with `--continue`), its model and approval mode, the thoughts shown
-    whole, and `--debug`."""
+    the workspace's last with `--continue`), its model, the model's base URL and the approval
+    mode, the thoughts shown whole, and `--debug`."""
 
     session: str | None
     cont: bool
     model: str | None
+    base_url: str | None
     approval: str | None
     thoughts: bool
     debug: bool
@@ -139,7 +140,9 @@ async def _local(config: Any, workspace: Path, opts: _ChatOptions) -> int:
                     f"no stored session in {workspace.resolve()} to continue (start one with: devagent chat)",
                     2,
                 )
-        s, resumed = await open_local_session(core, config, workspace, session_id, opts.model)
+        s, resumed = await open_local_session(
+            core, config, workspace, session_id, opts.model, base_url=opts.base_url
+        )
         if resumed and opts.approval:  # --approval given: the resumed session goes on in that mode
             await s.set_approval_mode(opts.approval)
     except BaseException:
