@@ -187,7 +187,7 @@ def run(
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
-        start_sandbox(sandbox, config)  # asked for: says what came of it
+        start_sandbox(sandbox, config, workspace)  # asked for: says what came of it
         if model or not (resume or cont):  # a resumed session keeps its own model unless --model is given
             check_model(config)
         code = asyncio.run(_run(config, req))

@@ -56,11 +56,11 @@ def local_config(
     return _config(overrides, flags)
 
 
-def start_sandbox(flag: bool | None, config: Any) -> None:
-    """The shell sandbox of a run in this process, said on stderr when the flag or the settings
-    ask for it. StartError (usage) when it cannot be had."""
+def start_sandbox(flag: bool | None, config: Any, workspace: Path) -> None:
+    """The shell sandbox of a run in this process in `workspace`, said on stderr when the flag or
+    the settings ask for it. StartError (usage) when it cannot be had."""
     try:
-        line = setup_sandbox(flag, config, "run")
+        line = setup_sandbox(flag, config, "run", owned_by=[workspace.resolve()])
     except SandboxError as e:
         raise StartError(str(e), 2) from e
     if flag or config.sandbox:
@@ -98,7 +98,7 @@ def chat_command(
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
-        start_sandbox(sandbox, config)
+        start_sandbox(sandbox, config, workspace)
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
         return asyncio.run(_local(config, workspace, opts))
