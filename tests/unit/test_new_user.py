@@ -128,3 +128,16 @@ async def test_issue37_item10_the_demo_model_repeats_its_own_demo(tmp_path: Path
     assert code == 0 and (ws / "demo.txt").read_text() == "three\n", (out, err)
     code, out, err = await devagent(["run", "--continue", "what is here?", "-w", "ws"], tmp_path)
     assert code == 0 and "demo.txt" in out and "Error" not in out, (out, err)
+
+
+def test_issue37_item10_a_base_url_with_credentials_is_not_kept() -> None:
+    """The base URL kept with a session is the server's address only: one that carries a user and
+    password is not kept (the flag or the environment must give it again)."""
+    from devagent.agent.settings import CoreConfig
+    from devagent.terminal.backend import BASE_URL_KEY, _keep_base_url
+
+    plain = CoreConfig(model_base_url="http://gpu-box:8000/v1")
+    assert _keep_base_url({}, "openai-compatible:m", plain) == {BASE_URL_KEY: "http://gpu-box:8000/v1"}
+    secret = CoreConfig(model_base_url="http://me:pa55@gpu-box:8000/v1")
+    assert _keep_base_url({BASE_URL_KEY: "http://old/v1"}, "openai-compatible:m", secret) == {}
+    assert _keep_base_url({}, "demo", plain) == {}  # the demo model talks to no server

@@ -212,7 +212,10 @@ async def open_local_session(
 
 def _keep_base_url(extra: dict[str, Any], spec: str, config: Any) -> dict[str, Any]:
     """`extra` holding the base URL the model `spec` is reached at with these settings (the
-    flag, the environment or the provider's default), or none when it has none."""
+    flag, the environment or the provider's default), or none when it has none or the URL holds
+    credentials (`user:password@`), which are never stored."""
+    from urllib.parse import urlsplit
+
     from devagent.agent.model_errors import ModelConfigError  # late: as check_model does
     from devagent.agent.models import check_model_spec
 
@@ -220,7 +223,7 @@ def _keep_base_url(extra: dict[str, Any], spec: str, config: Any) -> dict[str, A
         url = check_model_spec(spec, base_url=config.model_base_url, api_key=config.model_api_key)[3]
     except ModelConfigError:
         url = None
-    if url:
+    if url and "@" not in urlsplit(url).netloc:
         extra[BASE_URL_KEY] = url
     else:
         extra.pop(BASE_URL_KEY, None)
