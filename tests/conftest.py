@@ -4,30 +4,69 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# Tests never reach a network model, and never pick up the developer's own keys (nor send traces
-# to the developer's collector: tests/a2a/test_traces.py runs its own).
+# Tests never reach a network model, and never pick up the developer's own keys or devagent
+# settings (nor send traces to the developer's collector: tests/a2a/test_traces.py runs its own).
+for _var in [v for v in os.environ if v.startswith("DEVAGENT_") and not v.startswith("DEVAGENT_TEST_")]:
+    os.environ.pop(_var)
 for _var in (
-    "DEVAGENT_MODEL",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
-    "DEVAGENT_TRACES",
-    "DEVAGENT_TRACE_CONTENT",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 ):
     os.environ.pop(_var, None)
+
+
+def _hermetic_home() -> Path:
+    """A home of the run's own, set before any test module loads: HOME and the XDG folders point
+    into it, so neither a test nor a devagent process it starts reads the user's own settings,
+    skills, commands, agents or data (~/.config/devagent, ~/.devagent). The tools the tests drive
+    from the real home keep theirs: npm's cache and settings, pyenv's Pythons."""
+    real = Path.home()
+    home = Path(tempfile.mkdtemp(prefix="devagent-tests-home-"))
+    kept = {"npm_config_cache": ".npm", "npm_config_userconfig": ".npmrc", "PYENV_ROOT": ".pyenv"}
+    for var, name in kept.items():
+        path = real / name
+        if var not in os.environ and path.exists():
+            os.environ[var] = str(path)
+    for var, sub in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_DATA_HOME", ".local/share"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_STATE_HOME", ".local/state"),
+    ):
+        (home / sub).mkdir(parents=True)
+        os.environ[var] = str(home / sub)
+    # git commits made by tests have an author whatever the user's own ~/.gitconfig says
+    (home / ".gitconfig").write_text("[user]\n\tname = devagent tests\n\temail = tests@devagent.invalid\n")
+    os.environ["HOME"] = str(home)
+    return home
+
+
+TEST_HOME = _hermetic_home()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_home() -> Iterator[Path]:
+    """The run's own home (`_hermetic_home`), removed when the run ends."""
+    yield TEST_HOME
+    shutil.rmtree(TEST_HOME, ignore_errors=True)
+
+
 # The gRPC tests run servers and clients in this process; the pty tests then fork it. gRPC's fork
 # handlers (on by default in its C core) would run in the forked child before its exec and may
 # log into the child's terminal (an `epoll_wait error` line seen once in a pty test). Nothing here

@@ -204,17 +204,18 @@ def run(
             prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny, input_format
         )
         req.approval, req.input_format, req.partial = approval, input_format, partial
+        req.base_url = base_url
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
-        start_sandbox(sandbox, config)  # asked for: says what came of it
+        start_sandbox(sandbox, config, workspace)  # asked for: says what came of it
         if model or not (resume or cont):  # a resumed session keeps its own model unless --model is given
             check_model(config)
         code = asyncio.run(_run(config, req))
     except (StartError, ValueError) as e:
         err = e if isinstance(e, StartError) else StartError(str(e), 2)
         if as_json:
-            emit(error_result(err.message))
+            emit(error_result(err.message, err.session_id))
         raise typer.Exit(report("devagent", err, flags.debug)) from None
     except KeyboardInterrupt:  # a second Ctrl-C while the turn was being cancelled
         typer.echo("devagent: cancelled (Ctrl-C).", err=True)
@@ -298,18 +299,23 @@ async def _run(config: Any, req: Any) -> int:
                 raise StartError(f"no stored session in {req.workspace.resolve()} to continue", 2)
         if not session_id and req.output_format == "text":
             _announce_model(core, err)
-        s, resumed = await open_local_session(
-            core,
-            config,
-            req.workspace,
-            session_id,
-            req.model,
-            unknown_hint="its id is printed when a run starts",
-        )
-        ran = s.id
-        if resumed and req.approval:  # --approval given: the resumed session goes on in that mode
-            await s.set_approval_mode(req.approval)
-        waiting = _check_waiting(s.waiting_calls() if resumed else [], req)
+        try:
+            s, resumed = await open_local_session(
+                core,
+                config,
+                req.workspace,
+                session_id,
+                req.model,
+                base_url=req.base_url,
+                unknown_hint="its id is printed when a run starts",
+            )
+            ran = s.id
+            if resumed and req.approval:  # --approval given: the resumed session goes on in that mode
+                await s.set_approval_mode(req.approval)
+            waiting = _check_waiting(s.waiting_calls() if resumed else [], req)
+        except StartError as e:  # the result names the session it could not go on with
+            e.session_id = e.session_id or ran
+            raise
         preset = preset_decisions(waiting, req.given, req.rest)
         if req.output_format != "text":
             return await run_json(s, req, waiting, preset, core.default_model)

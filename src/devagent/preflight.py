@@ -26,12 +26,14 @@ DB_HELP = "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HO
 
 
 class StartError(Exception):
-    """A failure the user can fix: `message` is the one line to print, `code` the exit code."""
+    """A failure the user can fix: `message` is the one line to print, `code` the exit code,
+    `session_id` the stored session it happened in (a resumed one), if any."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = 1, session_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.session_id = session_id
 
 
 def debug_enabled(flag: bool = False) -> bool:

@@ -145,9 +145,37 @@ async def test_issue28_item3_a_workspace_the_sandbox_user_cannot_write_is_refuse
         started = s.stderr()
     output = tool_outputs(blob)
     assert not marker.exists()
-    assert "never as root" in output and f"chown -R {NOBODY}:" in output and "sandbox_user" in output, output
-    # said at start too, before any caller meets it
-    assert f"Shell sandbox: commands in {ws.resolve()} will be refused" in started, started
+    # issue 37 item 10: what to do, said once: give the folder to a user (who then runs them)
+    where = ws.resolve()
+    hint = f"never run as root, and the workspace {where} is root's: give it to a user "
+    hint += f"(chown -R USER {where})"
+    assert hint in output and "sandbox_user" in output, output
+    # said at start too, in one line, before any caller meets it
+    [said] = [line for line in started.splitlines() if "will be refused" in line]
+    assert said.startswith(f"Shell sandbox: commands in {ws.resolve()} will be refused: ") and hint in said
+    assert f"commands run as nobody (uid {NOBODY})" in started
+
+
+async def test_issue37_item10_commands_run_as_the_workspace_owner_when_it_is_not_root(tmp_path: Path) -> None:
+    """issue 37 item 10: a root server whose workspace belongs to a user who is not root (a
+    checkout or a volume of theirs), no sandbox_user set, runs its sandboxed commands as that
+    user: nothing to chown first, and still never root."""
+    owner = 4242  # a uid with no account: its own group, as a volume from another machine has
+    site = Site(tmp_path)
+    site.env["DEVAGENT_TOKEN"] = f"alice={ALICE},alice={TOKEN}"  # one identity: no folders of its own
+    ws = tmp_path / "theirs"
+    ws.mkdir()
+    os.chown(ws, owner, owner)
+    steps = [shell_step("echo uid=$(id -u); touch made; echo END"), [{"text": "done"}]]
+    model = script(tmp_path / "s.json", steps)
+    args = ["--workspace-root", str(ws), "--model", model, "--sandbox"]
+    with serving(args, tmp_path / "serve.log", env=site.env) as s:
+        blob = await turn(s.url, ALICE, "touch a file", ws)
+        started = s.stderr()
+    output = tool_outputs(blob)
+    assert "END" in output and f"uid={owner}" in output, output
+    assert (ws / "made").stat().st_uid == owner
+    assert f"commands run as {owner} (uid {owner})" in started and "will be refused" not in started, started
 
 
 async def test_issue28_item3_mapped_workspaces_are_hidden_from_other_callers(

@@ -42,7 +42,7 @@ from tests.acp.conftest import acp_argv
 from tests.conftest import ScriptFile
 from tests.core_helpers import shell_call, write_call
 
-TIMEOUT = 120  # a hang guard only; nothing waits for time to pass
+TIMEOUT = 300  # a hang guard only (generous: a loaded machine); nothing waits for time to pass
 
 
 class EditorClient:
@@ -324,7 +324,11 @@ async def test_issue15_load_after_restart_replays_and_asks_the_pending_permissio
         init = await start(conn)
         assert init.agent_capabilities is not None and init.agent_capabilities.load_session
         await asyncio.wait_for(conn.load_session(cwd=str(work_dir), session_id=sid, mcp_servers=[]), TIMEOUT)
-        # The history came before the answer to session/load.
+        # The history came before the answer to session/load, the commands after it: once they
+        # are seen (an event), the whole history is (whenever the answer's waiter ran).
+        await second.until(lambda: "available_commands_update" in second.kinds())
+        history = second.kinds()[: second.kinds().index("available_commands_update")]
+        assert "user_message_chunk" in history and "tool_call" in history, history
         assert second.text("user_message_chunk") == "hellowrite later"
         assert "First answer." in second.text()
         await second.until(lambda: (work_dir / "later.txt").exists() and "Written after" in second.text())

@@ -36,3 +36,23 @@ def test_issue28_item11_relative_links_lead_to_files() -> None:
             if not (page.parent / link).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {link}")
     assert not broken, broken
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, no punctuation, spaces as hyphens."""
+    return re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
+
+
+def test_issue37_item10_readme_contents_lists_every_section_in_order() -> None:
+    """The README's contents list names each of its sections, in order, by its anchor; choosing a
+    model comes right after the Quick start, before the protocols, and holds no benchmark."""
+    text = (ROOT / "README.md").read_text()
+    titles = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert titles[0] == "Contents" and titles[1:3] == ["Quick start", "Choosing a model"], titles
+    start = text.index("## Contents\n")
+    contents = text[start : text.index("\n## ", start + 1)]
+    listed = re.findall(r"^- \[(.+?)\]\(#([^)]+)\)", contents, flags=re.M)
+    assert listed == [(t, _anchor(t)) for t in titles[1:]], listed
+    model = text[text.index("## Choosing a model\n") :]
+    model = model[: model.index("\n## ")]
+    assert "bench/" not in model and "Measured" not in model

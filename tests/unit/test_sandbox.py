@@ -571,6 +571,28 @@ def _unwritable_cases(tmp_path: Path, uid: int, gid: int) -> None:
     theirs = tmp_path / "theirs"  # root's, 0755: passable, not writable
     theirs.mkdir(mode=0o755)
     for sandbox in (by_root, by_user):
-        why = sandbox.unwritable([theirs], str(theirs))
-        assert why is not None and "nobody cannot write in it" in why and "sandbox_user" in why
+        why = sandbox.unwritable([theirs], str(theirs))  # nobody by default: give it to a user
+        assert why is not None and f"chown -R USER {theirs}" in why and "sandbox_user" in why
+        named = replace(sandbox, user_named=True).unwritable([theirs], str(theirs))
+        assert named is not None and "nobody cannot write in it" in named and f"chown -R {uid}:{gid}" in named
     assert Sandbox("bwrap").unwritable([theirs], str(theirs)) is None  # the server's own user
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving folders away takes root")
+def test_issue37_item10_a_root_servers_commands_run_as_the_workspaces_owner(tmp_path: Path) -> None:
+    """issue 37 item 10: with no sandbox_user set, a root server's commands run as the one owner
+    of its workspace roots when that is not root; root's roots, or roots of several owners, give
+    nobody; a sandbox_user set wins."""
+    from tests.sandbox_user import nobody
+
+    theirs, other, roots = tmp_path / "theirs", tmp_path / "other", tmp_path / "roots"
+    for folder, owner in ((theirs, 4242), (other, 4343), (roots, 0)):
+        folder.mkdir()
+        os.chown(folder, owner, owner)
+    assert shell.root_sandbox_user("", [theirs]) == (4242, 4242, "4242")
+    assert shell.root_sandbox_user("", [theirs, theirs]) == (4242, 4242, "4242")
+    for owned_by in ([roots], [theirs, other], [theirs, roots], []):
+        assert shell.root_sandbox_user("", owned_by)[:2] == nobody(), owned_by
+    assert shell.root_sandbox_user("4343", [theirs])[:2] == (4343, 4343)
+    with pytest.raises(SandboxError, match="never run as root"):
+        shell.root_sandbox_user("root", [theirs])

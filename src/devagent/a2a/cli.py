@@ -233,7 +233,8 @@ def _serve(
         # Every root hidden, the operator's mapped ones too: a session's command sees its own
         # workspace only.
         identity_roots = [r for roots in settings.workspace_for.values() for r in roots]
-        line = setup_sandbox(sandbox, config, "serve", hide=[*settings.workspace_roots, *identity_roots])
+        roots = [*settings.workspace_roots, *identity_roots]
+        line = setup_sandbox(sandbox, config, "serve", hide=roots, owned_by=roots)
         print(line, file=sys.stderr, flush=True)
         _warn_unwritable_roots(settings, identity_roots)
     except SandboxError as e:

@@ -624,6 +624,26 @@ class ScriptedStreamedResponse(_Named, StreamedResponse):
 # --- the built-in demo --------------------------------------------------------------------------
 
 _DEMO_LISTING_LIMIT = 1500
+_DEMO_FILE = "demo.txt"  # what the demo writes
+
+
+def _refused_unread(result: ToolReturnPart) -> bool:
+    """Whether a write_file result refused the write because the session has not read the file
+    as it is now (an earlier run left it there, or it changed since)."""
+    text = result.model_response_str()
+    return result.tool_name == "write_file" and ("(file_not_read)" in text or "(file_changed)" in text)
+
+
+def _read_this_turn(messages: Sequence[ModelMessage]) -> bool:
+    """Whether read_file answered since the last user prompt."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            if any(isinstance(p, ToolReturnPart) and p.tool_name == "read_file" for p in message.parts):
+                return True
+            if any(isinstance(p, UserPromptPart) for p in message.parts):
+                return False
+    return False
+
 
 _HOW_TO_CONFIGURE = (
     "To work with a real model, set DEVAGENT_MODEL=provider:model (for example openai:gpt-4.1, "
@@ -636,9 +656,10 @@ class DemoModel(ScriptedModel):
     """devagent's offline demo model (`--model demo`).
 
     On a new prompt it thinks briefly and lists the workspace with `list_directory` (or, for a
-    prompt starting with "write ", proposes writing `demo.txt` with `write_file`); once the tool
-    has answered, it explains what it is, what it saw, and how to configure a real model. When the
-    tool it wants is not offered, it answers directly."""
+    prompt starting with "write ", proposes writing `demo.txt` with `write_file`, reading it first
+    with `read_file` when the write is refused because an earlier run left one it has not read);
+    once the tool has answered, it explains what it is, what it saw, and how to configure a real
+    model. When the tool it wants is not offered, it answers directly."""
 
     def __init__(self, *, settings: ModelSettings | None = None) -> None:
         super().__init__([], source="demo", model_name="demo", settings=settings)
@@ -651,15 +672,20 @@ class DemoModel(ScriptedModel):
         prompt = last_user_prompt(messages).strip()
         tools = {t.name for t in parameters.function_tools}
         returns = last_tool_returns(messages)
+        writing = prompt.lower().startswith("write ") and "write_file" in tools
+        if writing and returns and returns[0].tool_name == "read_file":
+            return n, self._write(prompt, n, "Now that I have read demo.txt, I'll propose the new text.")
+        if writing and returns and _refused_unread(returns[0]) and "read_file" in tools:
+            if not _read_this_turn(messages):
+                return n, (
+                    ThinkingItem("demo.txt is already there, and I may only replace what I have read."),
+                    ToolCallItem("read_file", {"path": _DEMO_FILE}, f"call_{n}_0"),
+                )
         if returns:
             return n, self._answer(prompt, returns)
-        if prompt.lower().startswith("write ") and "write_file" in tools:
-            content = prompt[len("write ") :].strip() + "\n"
-            return n, (
-                ThinkingItem(
-                    "The user wants something written. I'll propose demo.txt with their words in it."
-                ),
-                ToolCallItem("write_file", {"path": "demo.txt", "content": content}, f"call_{n}_0"),
+        if writing:
+            return n, self._write(
+                prompt, n, "The user wants something written. I'll propose demo.txt with their words in it."
             )
         if "list_directory" in tools:
             return n, (
@@ -673,6 +699,14 @@ class DemoModel(ScriptedModel):
                 "I'm devagent's offline demo model: I don't call any AI service, I only show how the "
                 f"agent works.\n\nYou said: {prompt}\n\n{_HOW_TO_CONFIGURE}"
             ),
+        )
+
+    @staticmethod
+    def _write(prompt: str, n: int, thought: str) -> Step:
+        content = prompt[len("write ") :].strip() + "\n"
+        return (
+            ThinkingItem(thought),
+            ToolCallItem("write_file", {"path": _DEMO_FILE, "content": content}, f"call_{n}_0"),
         )
 
     @staticmethod

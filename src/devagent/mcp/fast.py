@@ -160,7 +160,7 @@ def run_mcp(flags: DoorFlags, *, approval: str | None = None, sandbox: bool | No
     if isinstance(config, int):
         return config
     try:
-        line = setup_sandbox(sandbox, config, "mcp")
+        line = setup_sandbox(sandbox, config, "mcp", owned_by=[root])
     except SandboxError as e:
         print(f"devagent mcp: {e}", file=sys.stderr)
         return 2

@@ -164,6 +164,12 @@ async def latest_session_id(core: AgentCore, workspace: Path) -> str | None:
     return None
 
 
+# Where the server of a terminal session's model is (its base URL; never a key, which comes from
+# the environment): kept in the session's state (`extra`), so that a resumed session reaches its
+# model there again without `--base-url`.
+BASE_URL_KEY = "model_base_url"
+
+
 async def open_local_session(
     core: AgentCore,
     config: Any,
@@ -171,21 +177,54 @@ async def open_local_session(
     session_id: str | None,
     model: str | None,
     *,
+    base_url: str | None = None,
     unknown_hint: str = "'devagent sessions' lists them",
 ) -> tuple[Session, bool]:
-    """The session to talk to: `session_id`'s (on its own stored model unless `model` is given),
-    or a new one in `workspace`. Returns it and whether it was resumed. Raises StartError, saying
-    `unknown_hint` (where to find an id) when no session has that id."""
+    """The session to talk to: `session_id`'s (on its own stored model and base URL unless
+    `model` or `base_url`, the flags, are given), or a new one in `workspace`. Returns it and
+    whether it was resumed. Raises StartError, saying `unknown_hint` (where to find an id) when no
+    session has that id."""
     if session_id:
         s = await core.get_session(session_id)
         if s is None:
             raise StartError(f"no stored session {session_id!r} ({unknown_hint})", 2)
         if model:  # --model given: the session goes on with it
             s.state.model = model
+            _keep_base_url(s.state.extra, model, config)
             await s.save_state()
-        elif s.state.model:  # else on the model the session was started with
+        elif s.state.model:  # else on the model the session was started with, where it was
             config.default_model = s.state.model
-            check_model(config)
+            stored = s.state.extra.get(BASE_URL_KEY)
+            if base_url is None and isinstance(stored, str) and stored:
+                config.model_base_url = stored
+            try:
+                check_model(config)
+            except StartError as e:
+                e.session_id = s.id
+                raise
         return s, True
-    s = await core.create_session([workspace], approval_mode=config.approval_mode, model=core.default_model)
+    extra = _keep_base_url({}, core.default_model, config)
+    s = await core.create_session(
+        [workspace], approval_mode=config.approval_mode, model=core.default_model, extra=extra
+    )
     return s, False
+
+
+def _keep_base_url(extra: dict[str, Any], spec: str, config: Any) -> dict[str, Any]:
+    """`extra` holding the base URL the model `spec` is reached at with these settings (the
+    flag, the environment or the provider's default), or none when it has none or the URL holds
+    credentials (`user:password@`), which are never stored."""
+    from urllib.parse import urlsplit
+
+    from devagent.agent.model_errors import ModelConfigError  # late: as check_model does
+    from devagent.agent.models import check_model_spec
+
+    try:
+        url = check_model_spec(spec, base_url=config.model_base_url, api_key=config.model_api_key)[3]
+    except ModelConfigError:
+        url = None
+    if url and "@" not in urlsplit(url).netloc:
+        extra[BASE_URL_KEY] = url
+    else:
+        extra.pop(BASE_URL_KEY, None)
+    return extra

@@ -311,6 +311,7 @@ class RunRequest:
     approval: str | None = None  # --approval: a resumed session goes on in this mode
     input_format: str = "text"  # stream-json: the turns are read from standard input
     partial: bool = False  # --include-partial-messages: each delta as a stream_event line too
+    base_url: str | None = None  # --base-url: a resumed session's model is reached there
 
 
 def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, Any]:

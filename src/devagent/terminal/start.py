@@ -56,11 +56,11 @@ def local_config(
     return _config(overrides, flags)
 
 
-def start_sandbox(flag: bool | None, config: Any) -> None:
-    """The shell sandbox of a run in this process, said on stderr when the flag or the settings
-    ask for it. StartError (usage) when it cannot be had."""
+def start_sandbox(flag: bool | None, config: Any, workspace: Path) -> None:
+    """The shell sandbox of a run in this process in `workspace`, said on stderr when the flag or
+    the settings ask for it. StartError (usage) when it cannot be had."""
     try:
-        line = setup_sandbox(flag, config, "run")
+        line = setup_sandbox(flag, config, "run", owned_by=[workspace.resolve()])
     except SandboxError as e:
         raise StartError(str(e), 2) from e
     if flag or config.sandbox:
@@ -91,14 +91,14 @@ def chat_command(
             )
         if session and cont:
             raise StartError("--session and --continue both name a session: give one", 2)
-        opts = _ChatOptions(session, cont, model, approval, thoughts, flags.debug)
+        opts = _ChatOptions(session, cont, model, base_url, approval, thoughts, flags.debug)
         if url:  # the workspace is a path on the server's machine
             return _remote(url, token, workspace, opts)
         workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
-        start_sandbox(sandbox, config)
+        start_sandbox(sandbox, config, workspace)
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
         return asyncio.run(_local(config, workspace, opts))
@@ -109,12 +109,13 @@ def chat_command(
 @dataclass(frozen=True, slots=True)
 class _ChatOptions:
     """What `chat` was asked for besides where it runs: the session to go on with (`--session`, or
-    the workspace's last with `--continue`), its model and approval mode, the thoughts shown
-    whole, and `--debug`."""
+    the workspace's last with `--continue`), its model, the model's base URL and the approval
+    mode, the thoughts shown whole, and `--debug`."""
 
     session: str | None
     cont: bool
     model: str | None
+    base_url: str | None
     approval: str | None
     thoughts: bool
     debug: bool
@@ -139,7 +140,9 @@ async def _local(config: Any, workspace: Path, opts: _ChatOptions) -> int:
                     f"no stored session in {workspace.resolve()} to continue (start one with: devagent chat)",
                     2,
                 )
-        s, resumed = await open_local_session(core, config, workspace, session_id, opts.model)
+        s, resumed = await open_local_session(
+            core, config, workspace, session_id, opts.model, base_url=opts.base_url
+        )
         if resumed and opts.approval:  # --approval given: the resumed session goes on in that mode
             await s.set_approval_mode(opts.approval)
     except BaseException:

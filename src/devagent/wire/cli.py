@@ -17,6 +17,7 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from devagent import __version__, stdio_cli
@@ -97,7 +98,8 @@ def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     """Run wire mode from a command line (`devagent wire …` or `devagent --wire …`)."""
     args = stdio_cli.parse(build_parser(), argv, "wire")
     door = stdio_cli.door_flags(args, flags)
-    if (code := _setup_sandbox(args.sandbox, door.settings)) is not None:
+    work_dir = Path(door.work_dir or os.getcwd()).resolve()
+    if (code := _setup_sandbox(args.sandbox, door.settings, work_dir)) is not None:
         return code
     timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
     tool_env = os.environ.get("DEVAGENT_WIRE_TOOL_CALL_TIMEOUT")
@@ -112,14 +114,15 @@ def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     )
 
 
-def _setup_sandbox(flag: bool | None, settings: Mapping[str, Any]) -> int | None:
-    """Chooses the shell sandbox (off unless asked); an exit code when it cannot be had."""
+def _setup_sandbox(flag: bool | None, settings: Mapping[str, Any], work_dir: Path) -> int | None:
+    """Chooses the shell sandbox for `work_dir` (off unless asked); an exit code when it cannot
+    be had."""
     try:
         config = load_config(settings)
     except ConfigError:
         return None  # run_wire reports it
     try:
-        line = setup_sandbox(flag, config, "wire")
+        line = setup_sandbox(flag, config, "wire", owned_by=[work_dir])
     except SandboxError as e:
         print(f"devagent wire: {e}", file=sys.stderr)
         return 2

@@ -90,12 +90,22 @@ const summary = await app.connectWith(stream, async (agent) => {
     }
     return { init, listings };
   }
+  // The history is replayed before the answer to session/load, the commands right after it. The
+  // SDK hands the answer over as it reads it, while each notification is still on its way through
+  // the client's handlers: the replay is known to be whole once the commands update is seen (an
+  // event), not when the answer resolves (which, on a loaded machine, may come first).
+  const commandsShown = new Promise((resolve) => {
+    onUpdate = (u) => {
+      if (u.sessionUpdate === "available_commands_update") resolve();
+    };
+  });
   const loaded = await agent.request(methods.agent.session.load, {
     sessionId: config.sessionId,
     cwd: config.cwd,
     mcpServers: [],
   });
-  const replayed = updates.length;
+  await commandsShown;
+  const replayed = updates.findIndex((u) => u.sessionUpdate === "available_commands_update");
   const after = await prompt(config.sessionId, "and now?");
   return { init, loaded, replayed, stopReasons: [after.stopReason] };
 });

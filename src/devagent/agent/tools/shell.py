@@ -159,6 +159,9 @@ class Sandbox:
     # True, where root may not make namespaces without a user namespace (a container without
     # CAP_SYS_ADMIN), bwrap itself is started as the user, in a user namespace of its own.
     as_user: bool = False
+    # Whether the operator named `user` (sandbox_user), rather than devagent taking the
+    # workspace's owner or nobody (`root_sandbox_user`).
+    user_named: bool = False
 
     def argv(self, roots: Sequence[Path], cwd: str, command: Sequence[str]) -> list[str]:
         """The bwrap command line running `command` in `cwd` with `roots` writable."""
@@ -264,6 +267,12 @@ class Sandbox:
         closed = [f for f in root.parents if not _may(f, uid, gid, 0o1)] if self.as_user else []
         if not closed and _may(root, uid, gid, 0o3):
             return None
+        if not closed and not self.user_named and root.stat().st_uid == 0:
+            return (
+                f"sandboxed commands never run as root, and the workspace {root} is root's: give it "
+                f"to a user (chown -R USER {root}) and start devagent again, which then runs them as "
+                "that user, or set sandbox_user"
+            )
         why = f"cannot reach it ({closed[-1]} is closed to it)" if closed else "cannot write in it"
         return (
             f"sandboxed commands run as {name} (uid {uid}), never as root, and {name} {why}: the "
@@ -389,6 +398,22 @@ def sandbox_account(spec: str) -> tuple[int, int, str]:
     return uid, gid, shown
 
 
+def root_sandbox_user(spec: str, owned_by: Sequence[Path]) -> tuple[int, int, str]:
+    """The user a root server's sandboxed commands run as: `sandbox_user` (`spec`) where the
+    operator set it; else the one owner of the workspace roots `owned_by` where that is not root
+    (a checkout or volume of the user's); else nobody. Never root (`sandbox_account`)."""
+    if spec.strip():
+        return sandbox_account(spec)
+    owners = set()
+    for root in owned_by:
+        with contextlib.suppress(OSError):
+            owners.add(root.stat().st_uid)
+    if len(owners) == 1 and (uid := owners.pop()) != 0:
+        with contextlib.suppress(SandboxError):  # (an account whose group is root's: nobody)
+            return sandbox_account(str(uid))
+    return sandbox_account("")
+
+
 def _root_note() -> str:
     """What the start-up line says where the server runs as root and commands run unsandboxed."""
     if os.geteuid() != 0:
@@ -472,14 +497,20 @@ def _toolchains(homes: Sequence[Path], extra: Sequence[str]) -> tuple[Path, ...]
 
 
 def choose_sandbox(
-    flag: bool | None, config: CoreConfig, command: str, hide: Sequence[Path] = ()
+    flag: bool | None,
+    config: CoreConfig,
+    command: str,
+    hide: Sequence[Path] = (),
+    owned_by: Sequence[Path] = (),
 ) -> tuple[Sandbox | SandboxMissing | None, str]:
     """The sandbox for `devagent COMMAND`: the flag (--sandbox/--no-sandbox) over the `sandbox`
     setting over the command's default (on for serve, off for run and wire). Returns it with the
     line saying whether it is on and why. Where bwrap does not work: SandboxError when it was
     asked for (the flag or the setting "on"); SandboxMissing for serve's default, so that the
     server starts and its commands fail closed; off only for the operator's
-    explicit "auto". `hide`: more directories no command may see (a server's workspace roots)."""
+    explicit "auto". `hide`: more directories no command may see (a server's workspace roots).
+    `owned_by`: the workspace roots whose owner a root server's commands run as
+    (`root_sandbox_user`)."""
     if flag is not None:
         mode, source = ("on", "--sandbox") if flag else ("off", "--no-sandbox")
     elif config.sandbox:
@@ -493,7 +524,8 @@ def choose_sandbox(
         return None, f"Shell sandbox: off ({source}){_root_note()}"
     # Root inside a user namespace is still root to every file outside it: a root server's
     # commands run as another user.
-    probed = probe_bwrap(sandbox_account(config.sandbox_user) if os.geteuid() == 0 else None)
+    as_root = os.geteuid() == 0
+    probed = probe_bwrap(root_sandbox_user(config.sandbox_user, owned_by) if as_root else None)
     if isinstance(probed, str):
         if mode == "on":
             raise SandboxError(f"the shell sandbox is on ({source}) but {probed}")
@@ -515,6 +547,7 @@ def choose_sandbox(
     masked = [*config.protected_files(), *map(Path, SECRET_FILES), *named]
     sandbox = replace(
         probed,
+        user_named=as_root and bool(config.sandbox_user.strip()),
         network=config.sandbox_network,
         hidden=tuple(dict.fromkeys(hidden)),
         readable=_toolchains(
@@ -526,9 +559,15 @@ def choose_sandbox(
     return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
 
 
-def setup_sandbox(flag: bool | None, config: CoreConfig, command: str, hide: Sequence[Path] = ()) -> str:
+def setup_sandbox(
+    flag: bool | None,
+    config: CoreConfig,
+    command: str,
+    hide: Sequence[Path] = (),
+    owned_by: Sequence[Path] = (),
+) -> str:
     """Chooses the sandbox for this process (`choose_sandbox`), uses it, returns the line to print."""
-    sandbox, line = choose_sandbox(flag, config, command, hide)
+    sandbox, line = choose_sandbox(flag, config, command, hide, owned_by)
     use_sandbox(sandbox)
     return line
 
