@@ -21,7 +21,6 @@ from starlette.routing import Route
 
 from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
 from devagent.agent.models import shown_name
-from devagent.agent.timeline import changed_files
 from devagent.agent.tools.shell import active_sandbox, sandbox_missing
 
 if TYPE_CHECKING:
@@ -185,6 +184,10 @@ def _items(timeline: list[Any], tool_call_json: Callable[[ToolCall], dict[str, A
 
 def _changes(timeline: list[Any]) -> list[dict[str, Any]]:
     """The files the session changed, each with its path and every change's unified diff."""
+    # timeline.py imports pydantic-ai, which a cold start must not load: by the time a session is
+    # shown, a session (and so pydantic-ai) is loaded anyway.
+    from devagent.agent.timeline import changed_files
+
     return [
         {"path": f.path, "diff": f.formatted_diff, "changes": len(f.changes)} for f in changed_files(timeline)
     ]
