@@ -212,3 +212,37 @@ async def test_fake_refuses_more_than_four_breakpoints() -> None:
         async with httpx.AsyncClient() as c:
             r = await c.post(base_url + "/v1/messages", json=_body(6, {0, 1, 2, 3, 4}))
     assert r.status_code == 400 and "maximum of 4" in r.json()["error"]["message"]
+
+
+async def test_issue39_item7_a_sessions_kept_prompt_and_tools_follow_what_they_are_made_of(
+    core_factory: Any, workspace: Path
+) -> None:
+    """The session keeps its prompt and tool definitions between requests; whatever they are made
+    of changing (the approval mode, the client's tools, a tool's own description) rebuilds them,
+    and the prefix size counted for compaction follows."""
+    from devagent.agent import prompt
+
+    core = await core_factory("demo")
+    session = await core.create_session([workspace])
+    first = await session.request_parameters()
+    again = await session.request_parameters()
+    assert again.instruction_parts[0].content == first.instruction_parts[0].content
+    assert [t.name for t in again.function_tools] == [t.name for t in first.function_tools]
+    size = prompt.prefix_chars(first)
+    assert prompt.prefix_chars(again) == size
+
+    before_mode = first.instruction_parts[0].content
+    session.state.approval_mode = "plan" if session.state.approval_mode != "plan" else "yolo"
+    changed = await session.request_parameters()
+    assert changed.instruction_parts[0].content != before_mode
+
+    session.state.client_tools = [ClientTool("zz_client", "a tool of the client", {"type": "object"})]
+    with_client = await session.request_parameters()
+    assert with_client.function_tools[-1].name == "zz_client"
+    assert prompt.prefix_chars(with_client) > prompt.prefix_chars(changed)
+
+    tool = next(t for t in session.tools().values() if t.name == with_client.function_tools[0].name)
+    tool.description = tool.description + " Now said otherwise."
+    redescribed = await session.request_parameters()
+    assert redescribed.function_tools[0].description.endswith(" Now said otherwise.")
+    assert prompt.prefix_chars(redescribed) == prompt.prefix_chars(with_client) + len(" Now said otherwise.")

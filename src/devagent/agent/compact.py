@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai import messages as pm
 
-from devagent.agent import traces
+from devagent.agent import prompt, traces
 from devagent.agent.events import Event, Notice, StatusUpdate, TextDelta, Usage
 from devagent.agent.hooks import points as hook_points
 from devagent.agent.transcript import CHARS_PER_TOKEN
@@ -170,12 +170,7 @@ async def compact(
 async def fit_context(session: SessionContext, emit: Callable[[Event], None]) -> None:
     """Before a model request: compact first when the request would fill too much of the
     model's window (its instructions and tool definitions counted too)."""
-    params = await session.request_parameters()
-    prefix = sum(len(p.content) for p in params.instruction_parts) + sum(
-        len(t.name) + len(t.description or "") + len(json.dumps(t.parameters_json_schema))
-        for t in params.function_tools
-    )
-    await compact_if_needed(session, emit, prefix)
+    await compact_if_needed(session, emit, prompt.prefix_chars(await session.request_parameters()))
 
 
 async def compact_if_needed(

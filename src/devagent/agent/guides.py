@@ -43,7 +43,7 @@ def nested_guides(workspace: Workspace, name: str) -> list[Guide]:
         for seen, entry in enumerate(walk_files(fd, root, skip_dirs=SKIP_DIRS)):
             if seen >= WALK_MAX_FILES:
                 break
-            if entry.name == name and entry.path.parent != root:
+            if entry.name == name and entry.folder != root:
                 found.append(entry.path)
     finally:
         os.close(fd)

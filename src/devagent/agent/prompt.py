@@ -4,6 +4,7 @@ them (that cache is most of what a long session costs)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from pydantic_ai import messages as pm
 from devagent.agent import environment, guides
 from devagent.agent.system_prompt import PromptInputs, build_system_prompt
 from devagent.agent.tools.memory import read_memory
+from devagent.common.lru import LRU
 
 if TYPE_CHECKING:
     from devagent.agent.state import ClientTool, SessionState
@@ -30,7 +32,24 @@ def request_parameters(
     request of the session: the built-ins in their fixed order, then the MCP servers' tools and
     the client's tools each by name (whichever server became ready first, whatever order a server
     or client listed them in); `native` are the provider's own tools (its web search)."""
+    return _parameters(instructions, tool_definitions(tools, builtin, client_tools), native)
+
+
+def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[Any]) -> Any:
     from pydantic_ai.models import ModelRequestParameters
+
+    return ModelRequestParameters(
+        function_tools=list(tool_defs),
+        native_tools=list(native),
+        allow_text_output=True,
+        instruction_parts=[pm.InstructionPart(content=instructions)],
+    )
+
+
+def tool_definitions(
+    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool]
+) -> list[Any]:
+    """The tool definitions of a request, in `request_parameters`' order."""
     from pydantic_ai.tools import ToolDefinition
 
     builtin = set(builtin)
@@ -38,7 +57,7 @@ def request_parameters(
     ordered += [tools[name] for name in sorted(tools) if name not in builtin]
     # A tool's definition, not its class description: the shell tool's says how this process
     # runs commands (in the sandbox, with or without network; or that it cannot run them).
-    tool_defs = [
+    return [
         ToolDefinition(
             name=t.name, description=t.definition()["description"], parameters_json_schema=t.parameters
         )
@@ -47,12 +66,36 @@ def request_parameters(
         ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
         for t in sorted(client_tools, key=lambda t: t.name)
     ]
-    return ModelRequestParameters(
-        function_tools=tool_defs,
-        native_tools=list(native),
-        allow_text_output=True,
-        instruction_parts=[pm.InstructionPart(content=instructions)],
+
+
+def _definitions_key(
+    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool]
+) -> tuple[Any, ...]:
+    """What `tool_definitions` is made of: each tool object with its name, its description now
+    and its schema object (an object's id stands for it while the memo holds the object)."""
+    return (
+        tuple(builtin),
+        tuple((name, id(t), t.definition()["description"], id(t.parameters)) for name, t in tools.items()),
+        tuple((t.name, t.description, id(t.parameters)) for t in client_tools),
     )
+
+
+# The characters of each tool definition's JSON schema, by the definition object (held with its
+# size, so its id is not reused meanwhile): a session hands the same definitions to every request.
+_SCHEMA_CHARS: LRU[int, tuple[Any, int]] = LRU(4096)
+
+
+def prefix_chars(params: Any) -> int:
+    """The characters a request carries before its messages: its instructions and its tool
+    definitions (names, descriptions, JSON schemas)."""
+    total = sum(len(p.content) for p in params.instruction_parts)
+    for t in params.function_tools:
+        hit = _SCHEMA_CHARS.get(id(t))
+        if hit is None or hit[0] is not t:
+            hit = (t, len(json.dumps(t.parameters_json_schema)))
+            _SCHEMA_CHARS[id(t)] = hit
+        total += len(t.name) + len(t.description or "") + hit[1]
+    return total
 
 
 class Instructions:
@@ -71,6 +114,10 @@ class Instructions:
         self.skills = skills
         self._memory: str | None = None
         self._nested: str | None = None
+        # The last prompt built and its inputs; the last tool definitions, their inputs and the
+        # objects those name (kept so that their ids stand for them).
+        self._text: tuple[PromptInputs, str] | None = None
+        self._defs: tuple[tuple[Any, ...], list[Any], tuple[Any, ...]] | None = None
 
     def read_memory(self) -> str:
         return read_memory(self.workspace, self.memory_file)
@@ -103,7 +150,9 @@ class Instructions:
             role=state.subagent_of.prompt if state.subagent_of is not None else "",
             skills=self.skills,
         )
-        return build_system_prompt(inputs)
+        if self._text is None or self._text[0] != inputs:
+            self._text = (inputs, build_system_prompt(inputs))
+        return self._text[1]
 
     def parameters(
         self,
@@ -114,4 +163,8 @@ class Instructions:
     ) -> Any:
         clients = state.turn_client_tools()
         offered = [*tools, *(t.name for t in clients)]
-        return request_parameters(self.text(state, offered), tools, builtin, clients, native)
+        builtin = tuple(builtin)
+        key = _definitions_key(tools, builtin, clients)
+        if self._defs is None or self._defs[0] != key:
+            self._defs = (key, tool_definitions(tools, builtin, clients), (*tools.values(), *clients))
+        return _parameters(self.text(state, offered), self._defs[1], native)

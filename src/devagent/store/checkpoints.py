@@ -63,8 +63,21 @@ async def _engine(store: Store) -> AsyncEngine:
 
 # The statements of every edit, built once (building one costs SQLAlchemy more than running it).
 _t = checkpoints_table
-_LAST = select(func.max(_t.c.seq)).where(_t.c.session_id == bindparam("b_sid"))
-_INSERT = insert(_t)
+# The next seq of the session and the row, in one statement (a SELECT and an INSERT were two
+# trips to the database within the save's transaction).
+_ADD = (
+    insert(_t)
+    .from_select(
+        ["session_id", "seq", "created_at", "data"],
+        select(
+            bindparam("b_sid", type_=String),
+            func.coalesce(func.max(_t.c.seq), 0) + 1,
+            bindparam("b_at", type_=Float),
+            bindparam("b_data", type_=Text),
+        ).where(_t.c.session_id == bindparam("b_sid", type_=String)),
+    )
+    .returning(_t.c.seq)
+)
 _REPLACE = (
     update(_t)
     .where(_t.c.session_id == bindparam("b_sid"), _t.c.seq == bindparam("b_seq"))
@@ -81,12 +94,8 @@ async def ensure_table(store: Store) -> None:
 
 async def add_in(conn: AsyncConnection, session_id: str, created_at: float, data: str) -> int:
     """`add` in the caller's transaction (a session save's): the checkpoint's seq."""
-    last = (await conn.execute(_LAST, {"b_sid": session_id})).scalar()
-    seq = int(last or 0) + 1
-    await conn.execute(
-        _INSERT, {"session_id": session_id, "seq": seq, "created_at": created_at, "data": data}
-    )
-    return seq
+    seq = (await conn.execute(_ADD, {"b_sid": session_id, "b_at": created_at, "b_data": data})).scalar_one()
+    return int(seq)
 
 
 async def replace_data_in(conn: AsyncConnection, session_id: str, seq: int, data: str) -> None:

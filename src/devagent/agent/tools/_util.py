@@ -479,8 +479,13 @@ class WalkEntry:
 
     dir_fd: int
     name: str
-    path: Path
+    folder: Path  # the path of the directory it is in
     is_link: bool  # a symlink (only with follow_file_links): locate it through the workspace
+
+    @property
+    def path(self) -> Path:
+        """Made when asked for: a walk that matches names only builds no path per file."""
+        return self.folder / self.name
 
     def open(self) -> BinaryIO:
         """The file open for reading: O_NOFOLLOW relative to its directory, a regular file only."""
@@ -521,7 +526,7 @@ def walk_files(
         try:
             if entry.is_symlink():
                 if follow_file_links:
-                    yield WalkEntry(dir_fd, entry.name, base / entry.name, True)
+                    yield WalkEntry(dir_fd, entry.name, base, True)
                 continue
             if entry.is_dir(follow_symlinks=False):
                 if entry.name in skip_dirs:
@@ -534,7 +539,7 @@ def walk_files(
                 finally:
                     os.close(sub)
             elif entry.is_file(follow_symlinks=False) and not is_temp_name(entry.name):
-                yield WalkEntry(dir_fd, entry.name, base / entry.name, False)
+                yield WalkEntry(dir_fd, entry.name, base, False)
         except OSError:
             continue
 
