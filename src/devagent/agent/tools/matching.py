@@ -590,7 +590,7 @@ def replace_in(content: str, old: str, new: str, *, replace_all: bool, path: str
             return done
     if count:
         return _replace_exact(content, old, new, count, replace_all, path)
-    return _replace_tolerant(content, old, new, path)
+    return _replace_tolerant(content, old, new, path, replace_all)
 
 
 def _replace_exact(content: str, old: str, new: str, count: int, replace_all: bool, path: str) -> Replaced:
@@ -605,7 +605,7 @@ def _replace_exact(content: str, old: str, new: str, count: int, replace_all: bo
     return Replaced(content.replace(old, new, 1), 1)
 
 
-def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
+def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: bool) -> Replaced:
     file = split_lines(content)
     bodies = [body for body, _ in file]
     quote, quote_nl = quote_lines(old)
@@ -613,6 +613,15 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
     try:
         match = seek(bodies, quote)
     except Ambiguous as e:
+        if replace_all:
+            raise ToolFailure(
+                f"old_string not found in {path} exactly, and replace_all replaces only exact "
+                f"occurrences. The closest lines, which differ from it in "
+                f"{describe_kinds(e.tolerated)}:\n{places_text(bodies, e.starts, e.size)}\n"
+                "Read the file again and copy the exact text to replace (whitespace and "
+                "indentation included).",
+                "edit_no_match",
+            ) from None
         raise ToolFailure(
             f"old_string is not in {path} exactly, and ignoring {describe_kinds(e.tolerated)} it "
             f"matches {len(e.starts)} places:\n{places_text(bodies, e.starts, e.size)}\n"
