@@ -28,10 +28,10 @@ def errors(events: list[Any]) -> dict[str, str]:
 async def run_calls(
     core_factory: Any, script: Any, workspace: Path, calls: list[dict[str, Any]]
 ) -> list[Any]:
-    """One turn of the scripted model making these calls one step each, in auto-edit mode."""
+    """One turn of the scripted model making these calls one step each, unasked (yolo)."""
     spec = script([*([c] for c in calls), [{"text": "done"}]])
-    core = await core_factory(spec)
-    session = await core.create_session([workspace], approval_mode="auto-edit")
+    core = await core_factory(spec, approval_mode="yolo", allowed_approval_modes=("yolo",))
+    session = await core.create_session([workspace])
     return await collect(session.advance(UserPrompt("change it")))
 
 
@@ -96,3 +96,86 @@ async def test_issue43_item4_unified_diff_to_apply_patch_is_told_the_v4a_form(
         assert "*** Begin Patch\n*** Update File: src/app.py\n" in message
         assert "'*** Update File: app.py'" in message
     assert (workspace / "app.py").read_text() == app
+
+
+CACHE = (
+    "def load(path):\n"
+    "    data = read(path)\n"
+    "    check(data)\n"
+    "    return data\n"
+    "\n"
+    "\n"
+    "class Cache:\n"
+    "    def load(self, path):\n"
+    "        data = read(path)\n"
+    "        self.check(data)\n"
+    "        return data\n"
+)
+
+
+async def test_issue43_item4_a11_block_at_another_indentation_with_a_rival_is_refused(
+    core_factory: Any, script: Any, workspace: Path
+) -> None:
+    """The quote has the function's indentation and one line of the method: ignoring indentation
+    only the method matches, but the function reads as the quote with a line misremembered.
+    Refused with both places, nothing written; a quote with no such rival is still written."""
+    (workspace / "cache.py").write_text(CACHE)
+    misquoted = "    data = read(path)\n    self.check(data)\n    return data\n"
+    lone = "    def load(self, path):\n        data = read(path)\n        self.check(data)\n"
+    events = await run_calls(
+        core_factory,
+        script,
+        workspace,
+        [
+            call("read_file", {"path": "cache.py"}),
+            call(
+                "edit",
+                {
+                    "path": "cache.py",
+                    "old_string": misquoted,
+                    "new_string": misquoted.replace("data\n", "None\n"),
+                },
+                "e1",
+            ),
+            call(
+                "edit",
+                {
+                    "path": "cache.py",
+                    "old_string": lone[4:].replace("\n    ", "\n"),
+                    "new_string": lone[4:].replace("\n    ", "\n").replace("self.check", "self.verify"),
+                },
+                "e2",
+            ),
+        ],
+    )
+    failed = errors(events)
+    assert failed["e1"] == (
+        "old_string is not in cache.py exactly. Ignoring indentation it matches lines 9-11, indented 4 "
+        "columns deeper than old_string; but the text at lines 2-4, at old_string's own indentation, "
+        "is 94% like it. Which one is meant is not clear, so nothing was written. The two places:\n"
+        "lines 9-11:\n"
+        "     9\t        data = read(path)\n"
+        "    10\t        self.check(data)\n"
+        "    11\t        return data\n"
+        "lines 2-4:\n"
+        "     2\t    data = read(path)\n"
+        "     3\t    check(data)\n"
+        "     4\t    return data\n"
+        "Copy the exact text of the place you mean (whitespace and indentation included)."
+    )
+    assert "e2" not in failed  # the method quoted as if it stood alone: no rival, written
+    assert (workspace / "cache.py").read_text() == CACHE.replace("self.check", "self.verify")
+
+
+def test_issue43_item4_a11_a_rival_differing_in_two_lines_does_not_block() -> None:
+    """A block at the quote's indentation that differs in more than one line is another block,
+    not a misquote of it: the indentation-shifted match is written, as before."""
+    from devagent.agent.tools.matching import replace_in
+
+    content = CACHE.replace("    return data\n", "    return list(data)\n", 1)
+    quote = "    data = read(path)\n    self.check(data)\n    return data\n"
+    done = replace_in(
+        content, quote, quote.replace("return data", "return None"), replace_all=False, path="c.py"
+    )
+    assert done.text == content.replace("        return data\n", "        return None\n")
+    assert "indentation" in done.tolerated

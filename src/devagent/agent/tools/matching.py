@@ -12,11 +12,13 @@ one before: the lines as they are (line endings aside), then ignoring trailing w
 ignoring indentation as long as the quote's indentation differs from the file's by one consistent
 shift (tabs counted at a width that makes it consistent), then reading typographic quotes and
 dashes as ASCII. The first pass that finds the quote decides: one place is a match, several are
-ambiguous and refused. A match records what it tolerated, so the result can say so, and
-`adapt` writes the replacement lines the way the file has them: lines the model did not change
-keep the file's text (but for an edit's trailing whitespace: tolerance relaxes the match, and
-new_string is written with the model's), changed lines are re-indented by the same shift in the
-file's tabs or spaces, and their quotes read as ASCII when the quote's were.
+ambiguous and refused. An edit's match found only at another indentation is refused too when, at
+the quote's own indentation, a block reads as the quote with one line misremembered
+(`indentation_rival`): the model may have meant that one. A match records what it tolerated, so
+the result can say so, and `adapt` writes the replacement lines the way the file has them: lines
+the model did not change keep the file's text (but for an edit's trailing whitespace: tolerance
+relaxes the match, and new_string is written with the model's), changed lines are re-indented by
+the same shift in the file's tabs or spaces, and their quotes read as ASCII when the quote's were.
 
 Nothing here is written to disk: the callers (the `edit` and `apply_patch` tools) decide.
 """
@@ -636,6 +638,9 @@ def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: 
             "included).",
             "edit_no_match",
         )
+    rival = indentation_rival(bodies, quote, match)
+    if rival is not None:
+        raise _rival_failure(bodies, match, rival, path)
     window = file[match.start : match.start + match.size]
     adapted = adapt([b for b, _ in window], quote, new_lines, match, aligned=aligns(bodies), as_given=True)
     if adapted is None:
@@ -665,6 +670,45 @@ def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: 
         content[:start] + "".join(pieces) + content[end:],
         1,
         describe(match.tolerated, match.shift, as_given=True),
+    )
+
+
+def _misquoted(window: list[str], quote: list[str]) -> bool:
+    """Whether the quote reads as this window with one line misremembered: every other line the
+    same, indentation included (trailing whitespace aside), and at least two such lines."""
+    same = sum(1 for w, q in zip(window, quote, strict=True) if q.strip() and w.rstrip() == q.rstrip())
+    differ = sum(1 for w, q in zip(window, quote, strict=True) if w.strip() != q.strip())
+    return differ <= 1 and same >= 2
+
+
+def indentation_rival(lines: list[str], quote: list[str], match: Match) -> tuple[int, float] | None:
+    """When `match` was found only by shifting the quote's indentation: a place at the quote's own
+    indentation that the quote reads as with one line misremembered (the model may have meant
+    that one), as its start and similarity; else None."""
+    if match.shift is None or not match.shift.delta:
+        return None
+    n = match.size
+    for start, ratio in closest(lines, quote, limit=3):
+        if abs(start - match.start) >= n and _misquoted(lines[start : start + n], quote):
+            return start, ratio
+    return None
+
+
+def _rival_failure(lines: list[str], match: Match, rival: tuple[int, float], path: str) -> ToolFailure:
+    start, ratio = rival
+    n = match.size
+    assert match.shift is not None
+    way = "deeper" if match.shift.delta > 0 else "shallower"
+    return ToolFailure(
+        f"old_string is not in {path} exactly. Ignoring indentation it matches "
+        f"{_span(match.start, n)}, indented {abs(match.shift.delta)} columns {way} than old_string; "
+        f"but the text at {_span(start, n)}, at old_string's own indentation, is "
+        f"{round(ratio * 100)}% like it. Which one is meant is not clear, so nothing was written. "
+        "The two places:\n"
+        f"{_span(match.start, n)}:\n{numbered(lines, match.start, n)}\n"
+        f"{_span(start, n)}:\n{numbered(lines, start, n)}\n"
+        "Copy the exact text of the place you mean (whitespace and indentation included).",
+        "edit_multiple_matches",
     )
 
 
