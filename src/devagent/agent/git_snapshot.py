@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from devagent.agent.gitguard import DRIVER_KEYS, NEUTRAL_KEYS
 
-DEADLINE = 3.0  # seconds per git command; a slower repository gets no snapshot
+DEADLINE = 3.0  # seconds for the git commands together; a slower repository gets no snapshot
 MAX_STATUS_LINES = 20
 MAX_COMMITS = 5
 MAX_LINE = 200
@@ -74,15 +75,19 @@ def _with_config(env: dict[str, str], keys: list[tuple[str, str]]) -> dict[str, 
     return env
 
 
-def _git(root: Path, env: dict[str, str], *args: str) -> str | None:
-    """git's output, or None when it failed, took too long or is not installed."""
+def _git(root: Path, env: dict[str, str], until: float, *args: str) -> str | None:
+    """git's output, or None when it failed, did not end by `until` (monotonic) or is not
+    installed."""
+    left = until - time.monotonic()
+    if left <= 0:
+        return None
     try:
         done = subprocess.run(
             ["git", "-C", str(root), *args],
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            timeout=DEADLINE,
+            timeout=left,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
@@ -92,11 +97,11 @@ def _git(root: Path, env: dict[str, str], *args: str) -> str | None:
     return done.stdout.decode("utf-8", errors="replace")
 
 
-def _safe_env(root: Path) -> dict[str, str]:
+def _safe_env(root: Path, until: float) -> dict[str, str]:
     """The environment git runs in for `root`: the fixed keys, then each driver key the
     repository names, turned off."""
     env = _base_env()
-    listed = _git(root, env, "config", "--includes", "--name-only", "--get-regexp", DRIVER_KEYS)
+    listed = _git(root, env, until, "config", "--includes", "--name-only", "--get-regexp", DRIVER_KEYS)
     if listed is None:  # no driver keys (git exits 1), or git cannot read the configuration
         listed = ""
     drivers = [(key, "") for key in listed.splitlines() if key]
@@ -106,14 +111,15 @@ def _safe_env(root: Path) -> dict[str, str]:
 
 def take_snapshot(root: Path) -> Snapshot | None:
     """The status of the repository `root` is in, or None when git cannot tell it safely and soon."""
-    env = _safe_env(root)
-    status = _git(root, env, "status", "--porcelain=v1", "--branch", "--ignore-submodules=all")
+    until = time.monotonic() + DEADLINE
+    env = _safe_env(root, until)
+    status = _git(root, env, until, "status", "--porcelain=v1", "--branch", "--ignore-submodules=all")
     if status is None:
         return None
     lines = status.splitlines()
     branch = lines[0][3:] if lines and lines[0].startswith("## ") else "branch unknown"
     changes = [printable(line) for line in lines[1:] if line]
-    log = _git(root, env, "log", f"-n{MAX_COMMITS}", "--no-show-signature", "--format=%h %s")
+    log = _git(root, env, until, "log", f"-n{MAX_COMMITS}", "--no-show-signature", "--format=%h %s")
     return Snapshot(
         branch=printable(branch),
         changes=changes[:MAX_STATUS_LINES],
