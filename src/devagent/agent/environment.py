@@ -2,9 +2,11 @@
 workspace roots, the git state, and how commands run (sandbox, network).
 
 Taken once, when a session makes its first request, and stored with the session, so the prompt
-stays byte-identical for the whole session (the provider's prompt cache keeps it). The git state
-is read from the repository's files (HEAD, the branch it names), never by running git: git runs
-programs its configuration names, and a workspace's configuration is not trusted."""
+stays byte-identical for the whole session (the provider's prompt cache keeps it). The git line
+is read from the repository's files (HEAD, the branch it names); the snapshot of the working tree
+under it comes from git run with every program its configuration could name turned off
+(`git_snapshot`), since a workspace's configuration is not trusted. In a repository the section
+ends with what to do when the user asks for a commit."""
 
 from __future__ import annotations
 
@@ -81,6 +83,27 @@ def git_state(root: Path) -> str:
     )
 
 
+COMMIT_RUNBOOK = """- When the user asks you to commit: run `git status`, `git diff` and `git diff --staged`
+  to see what changed; stage only the files that belong to the change (by name, not `git add -A`
+  when the tree holds other work); write a message in the style of the recent commits whose first
+  line says what changed and whose body, if any, says why. Never push, amend, rebase or change the
+  configuration unless asked, and never skip the hooks (`--no-verify`): when a hook fails, fix the
+  cause and make a new commit."""
+
+
+def git_section(root: Path) -> str:
+    """The Git line; in a repository, its snapshot and the commit runbook under it."""
+    line = f"- Git: {git_state(root)}"
+    if _git_dir(root) is None:
+        return line
+    # late: only a session in a repository runs git
+    from devagent.agent.git_snapshot import take_snapshot
+
+    snapshot = take_snapshot(root)
+    parts = [line, snapshot.describe()] if snapshot is not None else [line]
+    return "\n".join([*parts, COMMIT_RUNBOOK])
+
+
 def describe_environment(roots: list[str], started_on: str, execution: Execution) -> str:
     """The environment section of the prompt."""
     system = f"{platform.system()} {platform.release()}".strip()
@@ -91,7 +114,7 @@ def describe_environment(roots: list[str], started_on: str, execution: Execution
         f"- Today's date: {started_on} (the day this session started)",
         f"- Workspace roots: {', '.join(roots)}. Relative paths start at the first; no tool reaches "
         "outside them.",
-        f"- Git: {git_state(Path(roots[0])) if roots else 'no workspace'}",
         f"- {execution.describe()}",
     ]
+    lines.insert(-1, git_section(Path(roots[0])) if roots else "- Git: no workspace")
     return "\n".join(lines)

@@ -41,6 +41,12 @@ def utc_day(ts: float | None = None) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
+# A shell command's timeout when it names none, and the most it may name (seconds), as Claude Code
+# has them: long enough for most builds and test runs, short enough to end a command that hangs.
+SHELL_TIMEOUT = 120.0
+SHELL_TIMEOUT_MAX = 600.0
+
+
 @dataclass
 class CoreConfig:
     """Server-side settings of the core. Adapters never widen these on a client's say-so."""
@@ -73,8 +79,8 @@ class CoreConfig:
     remote_agent_timeout: float = 600.0
     # Shell commands (devagent/agent/tools/shell.py): the timeout of a command that names none, and
     # the most a command may ask for (a larger one is lowered to it).
-    shell_timeout: float = 120.0
-    shell_timeout_max: float = 600.0
+    shell_timeout: float = SHELL_TIMEOUT
+    shell_timeout_max: float = SHELL_TIMEOUT_MAX
     # Background processes (devagent/agent/tools/processes.py) are stopped after this many seconds
     # in which their session ran no turn and no call used them (0: never for that reason).
     shell_background_idle: float = 1800.0

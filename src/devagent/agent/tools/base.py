@@ -28,6 +28,7 @@ from devagent.agent.events import (
     GenericDetails,
     ToolKind,
 )
+from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX
 from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
 from devagent.common.netpolicy import IPNetwork
@@ -311,8 +312,8 @@ class ToolContext:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     session_id: str = ""
     # A shell command's timeout when it names none, and the most it may name (CoreConfig).
-    shell_timeout: float = 120.0
-    shell_timeout_max: float = 600.0
+    shell_timeout: float = SHELL_TIMEOUT
+    shell_timeout_max: float = SHELL_TIMEOUT_MAX
     # Where the whole output of a long command is saved (None: nowhere), and the session's
     # background processes (None: none may start here).
     saved_outputs: OutputSaver | None = None

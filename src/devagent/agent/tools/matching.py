@@ -12,11 +12,13 @@ one before: the lines as they are (line endings aside), then ignoring trailing w
 ignoring indentation as long as the quote's indentation differs from the file's by one consistent
 shift (tabs counted at a width that makes it consistent), then reading typographic quotes and
 dashes as ASCII. The first pass that finds the quote decides: one place is a match, several are
-ambiguous and refused. A match records what it tolerated, so the result can say so, and
-`adapt` writes the replacement lines the way the file has them: lines the model did not change
-keep the file's text (but for an edit's trailing whitespace: tolerance relaxes the match, and
-new_string is written with the model's), changed lines are re-indented by the same shift in the
-file's tabs or spaces, and their quotes read as ASCII when the quote's were.
+ambiguous and refused. An edit's match found only at another indentation is refused too when, at
+the quote's own indentation, a block reads as the quote with one line misremembered
+(`indentation_rival`): the model may have meant that one. A match records what it tolerated, so
+the result can say so, and `adapt` writes the replacement lines the way the file has them: lines
+the model did not change keep the file's text (but for an edit's trailing whitespace: tolerance
+relaxes the match, and new_string is written with the model's), changed lines are re-indented by
+the same shift in the file's tabs or spaces, and their quotes read as ASCII when the quote's were.
 
 Nothing here is written to disk: the callers (the `edit` and `apply_patch` tools) decide.
 """
@@ -590,7 +592,7 @@ def replace_in(content: str, old: str, new: str, *, replace_all: bool, path: str
             return done
     if count:
         return _replace_exact(content, old, new, count, replace_all, path)
-    return _replace_tolerant(content, old, new, path)
+    return _replace_tolerant(content, old, new, path, replace_all)
 
 
 def _replace_exact(content: str, old: str, new: str, count: int, replace_all: bool, path: str) -> Replaced:
@@ -605,7 +607,7 @@ def _replace_exact(content: str, old: str, new: str, count: int, replace_all: bo
     return Replaced(content.replace(old, new, 1), 1)
 
 
-def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
+def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: bool) -> Replaced:
     file = split_lines(content)
     bodies = [body for body, _ in file]
     quote, quote_nl = quote_lines(old)
@@ -613,6 +615,15 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
     try:
         match = seek(bodies, quote)
     except Ambiguous as e:
+        if replace_all:
+            raise ToolFailure(
+                f"old_string not found in {path} exactly, and replace_all replaces only exact "
+                f"occurrences. The closest lines, which differ from it in "
+                f"{describe_kinds(e.tolerated)}:\n{places_text(bodies, e.starts, e.size)}\n"
+                "Read the file again and copy the exact text to replace (whitespace and "
+                "indentation included).",
+                "edit_no_match",
+            ) from None
         raise ToolFailure(
             f"old_string is not in {path} exactly, and ignoring {describe_kinds(e.tolerated)} it "
             f"matches {len(e.starts)} places:\n{places_text(bodies, e.starts, e.size)}\n"
@@ -627,6 +638,9 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
             "included).",
             "edit_no_match",
         )
+    rival = indentation_rival(bodies, quote, match)
+    if rival is not None:
+        raise _rival_failure(bodies, match, rival, path)
     window = file[match.start : match.start + match.size]
     adapted = adapt([b for b, _ in window], quote, new_lines, match, aligned=aligns(bodies), as_given=True)
     if adapted is None:
@@ -656,6 +670,45 @@ def _replace_tolerant(content: str, old: str, new: str, path: str) -> Replaced:
         content[:start] + "".join(pieces) + content[end:],
         1,
         describe(match.tolerated, match.shift, as_given=True),
+    )
+
+
+def _misquoted(window: list[str], quote: list[str]) -> bool:
+    """Whether the quote reads as this window with one line misremembered: every other line the
+    same, indentation included (trailing whitespace aside), and at least two such lines."""
+    same = sum(1 for w, q in zip(window, quote, strict=True) if q.strip() and w.rstrip() == q.rstrip())
+    differ = sum(1 for w, q in zip(window, quote, strict=True) if w.strip() != q.strip())
+    return differ <= 1 and same >= 2
+
+
+def indentation_rival(lines: list[str], quote: list[str], match: Match) -> tuple[int, float] | None:
+    """When `match` was found only by shifting the quote's indentation: a place at the quote's own
+    indentation that the quote reads as with one line misremembered (the model may have meant
+    that one), as its start and similarity; else None."""
+    if match.shift is None or not match.shift.delta:
+        return None
+    n = match.size
+    for start, ratio in closest(lines, quote, limit=3):
+        if abs(start - match.start) >= n and _misquoted(lines[start : start + n], quote):
+            return start, ratio
+    return None
+
+
+def _rival_failure(lines: list[str], match: Match, rival: tuple[int, float], path: str) -> ToolFailure:
+    start, ratio = rival
+    n = match.size
+    assert match.shift is not None
+    way = "deeper" if match.shift.delta > 0 else "shallower"
+    return ToolFailure(
+        f"old_string is not in {path} exactly. Ignoring indentation it matches "
+        f"{_span(match.start, n)}, indented {abs(match.shift.delta)} columns {way} than old_string; "
+        f"but the text at {_span(start, n)}, at old_string's own indentation, is "
+        f"{round(ratio * 100)}% like it. Which one is meant is not clear, so nothing was written. "
+        "The two places:\n"
+        f"{_span(match.start, n)}:\n{numbered(lines, match.start, n)}\n"
+        f"{_span(start, n)}:\n{numbered(lines, start, n)}\n"
+        "Copy the exact text of the place you mean (whitespace and indentation included).",
+        "edit_multiple_matches",
     )
 
 

@@ -98,11 +98,40 @@ def _unwrap(text: str) -> list[str]:
     return lines
 
 
+_UNIFIED_FILE = re.compile(r"^(?:--- |\+\+\+ |diff --git )")
+_UNIFIED_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _unified_diff(lines: list[str]) -> ToolFailure | None:
+    """The refusal of a unified diff (`--- a/x`, `+++ b/x`, `@@ -1,3 +1,4 @@`), saying how to
+    write it as a patch of this form; None when the text is not one."""
+    if not (any(_UNIFIED_FILE.match(x) for x in lines) and any(_UNIFIED_HUNK.match(x) for x in lines)):
+        return None
+    paths = [x[4:].strip().removeprefix("b/") for x in lines if x.startswith("+++ ")]
+    headers = [f"*** Update File: {p}" for p in dict.fromkeys(paths) if p and p != "/dev/null"]
+    named = f" Here: {', '.join(repr(h) for h in headers)}." if headers else ""
+    return ToolFailure(
+        "this is a unified diff (`--- a/...`, `+++ b/...`, `@@ -1,3 +1,4 @@`): apply_patch takes the "
+        "V4A form instead, without `---`/`+++` lines; each file starts with '*** Update File: PATH' "
+        f"(or '*** Add File: PATH', '*** Delete File: PATH').{named} For example:\n"
+        "*** Begin Patch\n"
+        "*** Update File: src/app.py\n"
+        "@@ def greet():\n"
+        "     context line\n"
+        '-    print("Hi")\n'
+        '+    print("Hello")\n'
+        "*** End Patch\n"
+        "Lines are ' ' context, '-' removed and '+' added as in a unified diff; the '@@' line names "
+        "a line of the file above the change (or is bare). Nothing was changed.",
+        "invalid_patch",
+    )
+
+
 def parse(text: str) -> list[FileOp]:
     """The file operations of a patch, or a ToolFailure ("invalid_patch") naming the line."""
     lines = _unwrap(text)
     if not lines or lines[0].strip() != BEGIN:
-        raise _invalid(f"the first line must be {BEGIN!r}", 1)
+        raise _unified_diff(lines) or _invalid(f"the first line must be {BEGIN!r}", 1)
     if len(lines) < 2 or lines[-1].strip() != END:
         raise _invalid(f"the last line must be {END!r}", len(lines))
     ops: list[FileOp] = []
@@ -123,7 +152,7 @@ def parse(text: str) -> list[FileOp]:
             op = FileOp("update", _path(header, UPDATE, i + 1), i + 1)
             i = _parse_update(lines, i + 1, last, op)
         else:
-            raise _invalid(
+            raise _unified_diff(lines[i:last]) or _invalid(
                 f"{lines[i]!r} is not a file header; each file starts with '*** Add File: PATH', "
                 "'*** Delete File: PATH' or '*** Update File: PATH'",
                 i + 1,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
 from devagent.agent.gitguard import granted_env
-from devagent.agent.settings import user_config_dir
+from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX, user_config_dir
 from devagent.agent.skills import not_holding, user_folders
 from devagent.agent.tools import shell_reads
 from devagent.agent.tools._util import (
@@ -786,14 +786,15 @@ class RunShellCommand(Tool):
         "root) and return its combined stdout and stderr followed by `exit code N`. A non-zero exit "
         "code is reported, not treated as a failure. Standard input is closed, so interactive "
         "programs cannot prompt: pass flags such as `--yes`, and avoid pagers and editors. The "
-        "command is killed after `timeout` seconds (default: the server's; a larger value than the "
-        "server allows is lowered to its maximum). Long output keeps its first and last lines; a "
-        "line between them says how many were left out and names the file that holds the whole "
-        "output, which read_file pages through (offset and limit, in lines). To start a server, a "
-        "watcher or any other long-running process, pass `background: true`: the call returns at "
-        "once with the process's id, and background_process reads its new output, writes to its "
-        "input, lists and stops it. `tty: true` runs it in a terminal (REPLs, `git add -p`, "
-        "prompts, full-screen programs)."
+        f"command is killed after `timeout` seconds (default {SHELL_TIMEOUT:g}, at most "
+        f"{SHELL_TIMEOUT_MAX:g}, unless the server's operator set other limits; a larger value is "
+        "lowered to the maximum). Long output keeps its first and last lines; a line between them "
+        "says how many were left out and names the file that holds the whole output, which "
+        "read_file pages through (offset and limit, in lines). To start a server, a watcher or any "
+        "other long-running process, pass `background: true`: the call returns at once with the "
+        "process's id, and background_process reads its new output, writes to its input, lists and "
+        "stops it. `tty: true` runs it in a terminal (REPLs, `git add -p`, prompts, full-screen "
+        "programs)."
     )
     parameters = parameters_schema(
         ["command"],
@@ -806,8 +807,9 @@ class RunShellCommand(Tool):
         ),
         timeout=parameter(
             "number",
-            "Seconds before the command is killed. Default: the server's; at most the server's maximum. "
-            "Not for background processes.",
+            f"Seconds before the command is killed: give more (up to {SHELL_TIMEOUT_MAX:g}) for a "
+            f"long build or test run. Default {SHELL_TIMEOUT:g}; the server's operator may set other "
+            "limits. Not for background processes.",
             exclusiveMinimum=0,
         ),
         background=parameter(
