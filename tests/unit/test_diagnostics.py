@@ -1,0 +1,158 @@
+"""Diagnostics after edits (issue 43 item 1): after a write the model sees what the project's own
+checkers find that the write introduced (a language server, else ruff for Python), never the
+file's older problems; refuse mode undoes the write; language servers end with their session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
+from devagent.agent.tools.diagnostics import Diagnostic, introduced
+from devagent.config import ConfigError, load_config
+from tests.core_helpers import call, collect, text_of
+
+VENV_BIN = str(Path(sys.executable).parent)
+SYSTEM_PATH = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != VENV_BIN]
+JS_BIN = Path(__file__).parent / "js" / "node_modules" / ".bin"
+
+# A file with older problems: an unused import and an undefined name, which no edit below adds.
+OLD_PY = (
+    "import os\n\n\ndef total(items):\n    return sum(items) + missing_before\n\n\nprint(total([1, 2]))\n"
+)
+# The edit introduces one undefined name, `undefined_after`, on line 8.
+PY_EDIT = {"path": "app.py", "old_string": "[1, 2]", "new_string": "[1, undefined_after]"}
+
+
+def path_with(*folders: str) -> str:
+    """A PATH of `folders` and the system's, without the test's own virtualenv (whose ruff and
+    language servers a test chooses to show or not)."""
+    return os.pathsep.join([*folders, *SYSTEM_PATH])
+
+
+def bin_with(tmp_path: Path, *programs: str) -> str:
+    """A folder holding only `programs` (links to the test virtualenv's), for a PATH that shows
+    them and no other checker of the virtualenv; the test is skipped when one is missing."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for program in programs:
+        found = shutil.which(program, path=VENV_BIN)
+        if found is None:
+            pytest.skip(f"{program} is not installed in {VENV_BIN}")
+        (folder / program).symlink_to(found)
+    return str(folder)
+
+
+async def edit_through_the_loop(
+    core_factory: Any, script: Any, workspace: Path, file: str, edit: dict[str, Any], **settings: Any
+) -> tuple[list[Any], Any, Any]:
+    """The scripted model reads `file`, makes `edit`, then says the last tool result; the events,
+    the edit's final update and the core."""
+    spec = script(
+        [
+            [call("read_file", {"path": file})],
+            [call("edit", edit, "e1")],
+            [{"text": "Result: {last_tool_results}"}],
+        ]
+    )
+    core = await core_factory(spec, approval_mode="yolo", **settings)
+    session = await core.create_session([workspace], approval_mode="yolo")
+    events = await collect(session.advance(UserPrompt("edit it")))
+    assert isinstance(events[-1], TurnEnd) and events[-1].reason == "finished", events[-1]
+    done = [e.call for e in events if isinstance(e, ToolCallUpdate) and e.call.id == "e1"][-1]
+    return events, done, (core, session)
+
+
+async def test_issue43_item1_ruff_fallback_reports_exactly_the_undefined_name_the_edit_introduced(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No language server on the PATH, ruff there: the edit's result names the new undefined
+    name on line 8, and neither the file's older undefined name nor its unused import."""
+    monkeypatch.setenv("PATH", path_with(bin_with(workspace.parent, "ruff")))
+    if shutil.which("basedpyright-langserver") or shutil.which("pyright-langserver"):
+        pytest.skip("a Python language server is on the system's PATH: the fallback is not used")
+    (workspace / "app.py").write_text(OLD_PY)
+    events, done, _ = await edit_through_the_loop(core_factory, script, workspace, "app.py", PY_EDIT)
+    assert done.status is ToolCallStatus.SUCCEEDED
+    said = text_of(events)
+    shown = "Diagnostics (ruff): this write introduced:\n  line 8: error [F821]: "
+    shown += "Undefined name `undefined_after`\n"
+    assert shown in said, said
+    assert "missing_before" not in said.split("Diagnostics (ruff)", 1)[1]
+    assert "F401" not in said
+    assert done.output.data["diagnostics"] == [
+        {"line": 8, "message": "Undefined name `undefined_after`", "code": "F821", "severity": "error"}
+    ]
+    assert (workspace / "app.py").read_text() == OLD_PY.replace("[1, 2]", "[1, undefined_after]")
+
+
+async def test_issue43_item1_refuse_mode_undoes_the_write(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """edit_diagnostics = refuse: the edit is undone (the file as before) and fails with the
+    diagnostic; an edit that introduces nothing goes through."""
+    monkeypatch.setenv("PATH", path_with(bin_with(workspace.parent, "ruff")))
+    (workspace / "app.py").write_text(OLD_PY)
+    _, done, _ = await edit_through_the_loop(
+        core_factory, script, workspace, "app.py", PY_EDIT, edit_diagnostics="refuse"
+    )
+    assert done.status is ToolCallStatus.FAILED and done.error is not None
+    assert done.error.type == "diagnostics"
+    assert "Nothing was written" in done.error.message
+    assert "line 8: error" in done.error.message and "undefined_after" in done.error.message
+    assert (workspace / "app.py").read_text() == OLD_PY
+    good = {"path": "app.py", "old_string": "[1, 2]", "new_string": "[1, 2, 3]"}
+    _, done, _ = await edit_through_the_loop(
+        core_factory, script, workspace, "app.py", good, edit_diagnostics="refuse"
+    )
+    assert done.status is ToolCallStatus.SUCCEEDED, done.error
+    assert "[1, 2, 3]" in (workspace / "app.py").read_text()
+
+
+async def test_issue43_item1_off_and_no_checker_installed(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """off: nothing is checked; with no checker on the PATH the write is made and says nothing."""
+    (workspace / "app.py").write_text(OLD_PY)
+    monkeypatch.setenv("PATH", path_with(bin_with(workspace.parent, "ruff")))
+    events, done, _ = await edit_through_the_loop(
+        core_factory, script, workspace, "app.py", PY_EDIT, edit_diagnostics="off"
+    )
+    assert done.status is ToolCallStatus.SUCCEEDED and "Diagnostics" not in text_of(events)
+    (workspace / "app.py").write_text(OLD_PY)
+    monkeypatch.setenv("PATH", path_with())
+    if shutil.which("ruff") or shutil.which("basedpyright-langserver") or shutil.which("pyright-langserver"):
+        pytest.skip("a Python checker is on the system's PATH")
+    events, done, _ = await edit_through_the_loop(core_factory, script, workspace, "app.py", PY_EDIT)
+    assert done.status is ToolCallStatus.SUCCEEDED and "Diagnostics" not in text_of(events)
+
+
+def test_issue43_item1_what_counts_as_introduced() -> None:
+    """An old diagnostic matches a new one by message on the line the edit moved it to, else by
+    code and message; each old one accounts for one new one."""
+    old = "a\nb\nc\n"
+    new = "x\ny\na\nb\nc\n"  # two lines added above: a old one on line 3 is now on line 5
+    before = (Diagnostic(3, "bad c", "E1"), Diagnostic(1, "bad a", "E2"))
+    after = (Diagnostic(5, "bad c", "E1"), Diagnostic(3, "bad a", "E2"), Diagnostic(1, "bad x", "E3"))
+    assert introduced(before, after, old, new) == [Diagnostic(1, "bad x", "E3")]
+    # the same message twice where it was once: one of them is new
+    twice = (Diagnostic(5, "bad c", "E1"), Diagnostic(2, "bad c", "E1"))
+    assert introduced(before[:1], twice, old, new) == [Diagnostic(2, "bad c", "E1")]
+    # a changed line's old diagnostic still matches by code and message
+    assert introduced((Diagnostic(2, "m", "C"),), (Diagnostic(4, "m", "C"),), "a\nb\n", "a\nB\nq\nr\n") == []
+    assert introduced(None, after, None, new) == sorted(after, key=lambda d: d.line)
+
+
+def test_issue43_item1_the_setting(tmp_path: Path) -> None:
+    assert load_config(environ={}).edit_diagnostics == "warn"
+    assert load_config(environ={"DEVAGENT_EDIT_DIAGNOSTICS": "Refuse"}).edit_diagnostics == "refuse"
+    settings = tmp_path / "settings.toml"
+    settings.write_text('[devagent]\nedit_diagnostics = "off"\n')
+    assert load_config(environ={"DEVAGENT_CONFIG": str(settings)}).edit_diagnostics == "off"
+    with pytest.raises(ConfigError, match=r"edit_diagnostics .*must be one of warn, refuse, off"):
+        load_config(environ={"DEVAGENT_EDIT_DIAGNOSTICS": "loud"})
