@@ -4,6 +4,7 @@ file's older problems; refuse mode undoes the write; language servers end with t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -15,11 +16,14 @@ import pytest
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.tools.diagnostics import Diagnostic, introduced
 from devagent.config import ConfigError, load_config
+from tests.conftest import process_ended
 from tests.core_helpers import call, collect, text_of
+from tests.npm import ensure_installed
 
 VENV_BIN = str(Path(sys.executable).parent)
 SYSTEM_PATH = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != VENV_BIN]
-JS_BIN = Path(__file__).parent / "js" / "node_modules" / ".bin"
+JS = Path(__file__).parent / "js"
+JS_BIN = JS / "node_modules" / ".bin"
 
 # A file with older problems: an unused import and an undefined name, which no edit below adds.
 OLD_PY = (
@@ -27,6 +31,11 @@ OLD_PY = (
 )
 # The edit introduces one undefined name, `undefined_after`, on line 8.
 PY_EDIT = {"path": "app.py", "old_string": "[1, 2]", "new_string": "[1, undefined_after]"}
+
+# A TypeScript file with an older type error (line 2); the edit adds one on line 6.
+OLD_TS = "export const flag: boolean = 1;\n\nexport function twice(n: number): number {\n  return n * 2;\n}\n"
+OLD_TS += "export const count: number = twice(2);\n"
+TS_EDIT = {"path": "app.ts", "old_string": "twice(2)", "new_string": '"two"'}
 
 
 def path_with(*folders: str) -> str:
@@ -156,3 +165,80 @@ def test_issue43_item1_the_setting(tmp_path: Path) -> None:
     assert load_config(environ={"DEVAGENT_CONFIG": str(settings)}).edit_diagnostics == "off"
     with pytest.raises(ConfigError, match=r"edit_diagnostics .*must be one of warn, refuse, off"):
         load_config(environ={"DEVAGENT_EDIT_DIAGNOSTICS": "loud"})
+
+
+def processes_in(folder: Path) -> list[int]:
+    """The live processes whose working directory is `folder` (a language server and what it
+    started run there)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/cwd") == str(folder.resolve()) and not process_ended(
+                    int(entry)
+                ):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def command_lines(pids: list[int]) -> str:
+    lines = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return "\n".join(lines)
+
+
+async def test_issue43_item1_language_server_reports_exactly_the_python_error_and_ends_with_the_session(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """basedpyright on the PATH: the edit's result names the new undefined name as the language
+    server words it, and not the file's older undefined name; once the session is released, the
+    server and everything it started are gone."""
+    monkeypatch.setenv("PATH", path_with(bin_with(workspace.parent, "ruff", "basedpyright-langserver")))
+    (workspace / "app.py").write_text(OLD_PY)
+    events, done, (core, session) = await edit_through_the_loop(
+        core_factory, script, workspace, "app.py", PY_EDIT
+    )
+    said = text_of(events)
+    assert done.status is ToolCallStatus.SUCCEEDED
+    shown = "Diagnostics (basedpyright): this write introduced:\n"
+    shown += '  line 8: error [reportUndefinedVariable]: "undefined_after" is not defined\n'
+    assert shown in said, said
+    assert "missing_before" not in said.split("Diagnostics (basedpyright)", 1)[1]
+    assert [d["line"] for d in done.output.data["diagnostics"]] == [8]
+    running = processes_in(workspace)
+    assert "basedpyright" in command_lines(running), command_lines(running)
+    await core.release(session.id)
+    assert processes_in(workspace) == [], command_lines(processes_in(workspace))
+
+
+async def test_issue43_item1_language_server_reports_exactly_the_typescript_type_error(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """typescript-language-server (tests/unit/js) on the PATH: an edit that assigns a string to a
+    number reports that type error on its line, not the file's older one; the server ends with
+    the core."""
+    ensure_installed(JS, JS_BIN / "typescript-language-server", "typescript-language-server")
+    monkeypatch.setenv("PATH", path_with(str(JS_BIN)))
+    (workspace / "app.ts").write_text(OLD_TS)
+    events, done, (core, _) = await edit_through_the_loop(core_factory, script, workspace, "app.ts", TS_EDIT)
+    said = text_of(events)
+    assert done.status is ToolCallStatus.SUCCEEDED
+    shown = "Diagnostics (typescript-language-server): this write introduced:\n"
+    shown += "  line 6: error [2322]: Type 'string' is not assignable to type 'number'.\n"
+    assert shown in said, said
+    assert "'boolean'" not in said.split("Diagnostics (", 1)[1]
+    assert done.output.data["diagnostics"] == [
+        {
+            "line": 6,
+            "message": "Type 'string' is not assignable to type 'number'.",
+            "code": "2322",
+            "severity": "error",
+        }
+    ]
+    assert processes_in(workspace)
+    await core.close()
+    assert processes_in(workspace) == [], command_lines(processes_in(workspace))
