@@ -8,18 +8,24 @@ import contextlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
+from devagent.agent.state import SessionState
+from devagent.agent.tools import builtin_tools, freshness
+from devagent.agent.tools.base import ToolContext, Workspace
 from devagent.agent.tools.diagnostics import Diagnostic, introduced
+from devagent.agent.tools.language_servers import SERVERS, SessionServers
 from devagent.config import ConfigError, load_config
 from tests.conftest import process_ended
 from tests.core_helpers import call, collect, text_of
 from tests.npm import ensure_installed
 
+TOOLS = builtin_tools()
 VENV_BIN = str(Path(sys.executable).parent)
 SYSTEM_PATH = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != VENV_BIN]
 JS = Path(__file__).parent / "js"
@@ -242,3 +248,119 @@ async def test_issue43_item1_language_server_reports_exactly_the_typescript_type
     assert processes_in(workspace)
     await core.close()
     assert processes_in(workspace) == [], command_lines(processes_in(workspace))
+
+
+async def test_issue43_item1_a_failing_language_server_never_fails_the_write(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A "language server" that exits at once: the write is made, ruff answers instead, and the
+    broken server is not started again by the next write."""
+    folder = Path(bin_with(workspace.parent, "ruff"))
+    starts = workspace.parent / "starts"
+    fake = folder / "basedpyright-langserver"
+    fake.write_text(f"#!/bin/sh\necho started >> {starts}\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", path_with(str(folder)))
+    (workspace / "app.py").write_text(OLD_PY)
+    again = {"path": "app.py", "old_string": "[1, undefined_after]", "new_string": "[1, 2, also_new]"}
+    spec = script(
+        [
+            [call("read_file", {"path": "app.py"})],
+            [call("edit", PY_EDIT, "e1")],
+            [call("edit", again, "e2")],
+            [{"text": "done"}],
+        ]
+    )
+    core = await core_factory(spec, approval_mode="yolo")
+    session = await core.create_session([workspace], approval_mode="yolo")
+    events = await collect(session.advance(UserPrompt("edit it")))
+    done = {e.call.id: e.call for e in events if isinstance(e, ToolCallUpdate)}
+    assert done["e1"].status is ToolCallStatus.SUCCEEDED and done["e2"].status is ToolCallStatus.SUCCEEDED
+    assert done["e1"].output.data["diagnostics_source"] == "ruff"
+    assert [d["message"] for d in done["e2"].output.data["diagnostics"]] == ["Undefined name `also_new`"]
+    assert starts.read_text() == "started\n"
+    assert "[1, 2, also_new]" in (workspace / "app.py").read_text()
+
+
+def _tree(leaders: list[int]) -> list[int]:
+    """The processes `leaders` and everything below them."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+    found, todo = [], list(leaders)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _rss_kib(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
+
+
+async def _timed_edits(ctx: ToolContext, path: str, swaps: tuple[str, str], rounds: int) -> float:
+    """The mean seconds of an edit of `path` that swaps the two texts back and forth."""
+    first, second = swaps
+    started = time.perf_counter()
+    for i in range(rounds):
+        old, new = (first, second) if i % 2 == 0 else (second, first)
+        result = await TOOLS["edit"].run({"path": path, "old_string": old, "new_string": new}, ctx)
+        assert result.text.startswith("Edited"), result.text
+    return (time.perf_counter() - started) / rounds
+
+
+async def test_issue43_item1_timings_printed(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark, not a timed test: the time an edit takes alone, with the ruff fallback and
+    with a warm language server (basedpyright; typescript-language-server when installed), and
+    each server's memory, printed (`pytest -s`)."""
+    folders = [bin_with(ws.parent, "ruff", "basedpyright-langserver")]
+    if (JS_BIN / "typescript-language-server").exists():
+        folders.append(str(JS_BIN))
+    monkeypatch.setenv("PATH", path_with(*folders))
+    (ws / "app.py").write_text(OLD_PY)
+    (ws / "app.ts").write_text(OLD_TS)
+    state = SessionState(workspace_roots=[str(ws)])
+    for name in ("app.py", "app.ts"):
+        freshness.remember(state, (ws / name).resolve(), freshness.mark_of((ws / name).read_text()))
+    servers = SessionServers()
+
+    def ctx(mode: str, lsp: SessionServers | None = None) -> ToolContext:
+        return ToolContext(workspace=Workspace([ws]), state=state, diagnostics=mode, language_servers=lsp)
+
+    py, ts, rounds = ("[1, 2]", "[1, 3]"), ("twice(2)", "twice(3)"), 6
+    alone = await _timed_edits(ctx("off"), "app.py", py, rounds)
+    ruff = await _timed_edits(ctx("warn"), "app.py", py, rounds)
+    lines = [f"edit alone: {alone * 1000:.1f} ms", f"with ruff: {ruff * 1000:.1f} ms ({ruff / alone:.1f}x)"]
+    before = 0  # KiB of the servers measured already
+    try:
+        for path, swap, name in (
+            ("app.py", py, "basedpyright"),
+            ("app.ts", ts, "typescript-language-server"),
+        ):
+            if name not in {s.name for s in SERVERS if shutil.which(s.argv[0])}:
+                continue
+            cold = await _timed_edits(ctx("warn", servers), path, swap, 1)  # leaves the second text
+            warm = await _timed_edits(ctx("warn", servers), path, swap[::-1], rounds)
+            memory = (_rss_kib(_tree(servers.pids())) - before) // 1024
+            before += memory * 1024
+            lines.append(
+                f"with {name}: first {cold * 1000:.0f} ms, warm {warm * 1000:.1f} ms "
+                f"({warm / alone:.1f}x the edit alone); its processes {memory} MiB RSS in all"
+            )
+        result = await TOOLS["edit"].run(
+            {"path": "app.py", "old_string": "[1, 3]", "new_string": "[x]"}, ctx("warn", servers)
+        )
+        assert result.data["diagnostics_source"] == "basedpyright"
+    finally:
+        await servers.stop()
+    print("\n" + "\n".join(lines))

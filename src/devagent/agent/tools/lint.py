@@ -18,10 +18,15 @@ from typing import Any
 from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.checker import Checked, run_checker
 from devagent.agent.tools.diagnostics import Diagnostic, Findings
+from devagent.agent.tools.freshness import mark_of
+from devagent.common.lru import LRU
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
 TIMEOUT = 10.0  # seconds one ruff run may take
 _NOT_FOUND = 127  # the shell's answer for a program that is not on the PATH
+# What ruff found in the texts it checked last (by command and the text's mark), so the next write
+# of a file does not check its old text again.
+_LAST: LRU[tuple[str, str], tuple[Diagnostic, ...]] = LRU(64)
 
 
 async def findings(ctx: ToolContext, real: Path, old: str | None, new: str) -> Findings | None:
@@ -42,9 +47,12 @@ async def findings(ctx: ToolContext, real: Path, old: str | None, new: str) -> F
         return Findings("ruff", note=f"ruff failed: {after.problem or _said(after)}")
     before = None
     if old is not None:
-        before = _parse(await run_checker(ctx, command, str(root), old, TIMEOUT))
+        before = _LAST.get((command, mark_of(old)))  # usually what the previous write of it found
+        if before is None:
+            before = _parse(await run_checker(ctx, command, str(root), old, TIMEOUT))
         if before is None:  # the old text is not checkable: nothing can be told apart
             return Findings("ruff", note="ruff could not check the file as it was before")
+    _LAST[(command, mark_of(new))] = parsed
     return Findings("ruff", before, parsed)
 
 
