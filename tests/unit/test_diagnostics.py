@@ -16,7 +16,7 @@ import pytest
 
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.state import SessionState
-from devagent.agent.tools import builtin_tools, freshness
+from devagent.agent.tools import builtin_tools, freshness, language_servers, shell
 from devagent.agent.tools.base import ToolContext, Workspace
 from devagent.agent.tools.diagnostics import Diagnostic, introduced
 from devagent.agent.tools.language_servers import SERVERS, SessionServers
@@ -364,3 +364,58 @@ async def test_issue43_item1_timings_printed(ws: Path, monkeypatch: pytest.Monke
     finally:
         await servers.stop()
     print("\n" + "\n".join(lines))
+
+
+async def test_issue43_item1_checkers_run_in_the_sandbox(
+    core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the shell sandbox on, the language server runs in it as commands do (bwrap leads it)
+    and reports the edit's undefined name as outside it; it and all it started end with the
+    session."""
+    probed = shell.probe_bwrap()
+    if isinstance(probed, str):
+        pytest.skip(f"bubblewrap cannot run here: {probed}")
+    tools = workspace / ".tools"  # in the workspace: the sandbox shows it (its /tmp is its own)
+    tools.mkdir()
+    for program in ("ruff", "basedpyright-langserver"):
+        found = shutil.which(program, path=VENV_BIN)
+        if found is None:
+            pytest.skip(f"{program} is not installed in {VENV_BIN}")
+        (tools / program).symlink_to(found)
+    monkeypatch.setenv("PATH", path_with(str(tools)))
+    shell.use_sandbox(probed)
+    try:
+        (workspace / "app.py").write_text(OLD_PY)
+        events, done, (core, session) = await edit_through_the_loop(
+            core_factory, script, workspace, "app.py", PY_EDIT
+        )
+        said = text_of(events)
+        assert '"undefined_after" is not defined' in said, said
+        assert done.output.data["diagnostics_source"] == "basedpyright"
+        assert "missing_before" not in said.split("Diagnostics (", 1)[1]
+        pids = core.language_servers.pids(session.id)
+        assert pids and "bwrap" in command_lines(pids), command_lines(pids)
+        tree = _tree(pids)
+        assert len(tree) > len(pids)  # bwrap, and the server below it
+        await core.release(session.id)
+        assert all(process_ended(pid) for pid in tree), command_lines(tree)
+    finally:
+        shell.use_sandbox(None)
+
+
+async def test_issue43_item1_servers_are_kept_for_a_bounded_number_of_sessions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At most MAX_SESSIONS sessions keep servers (the least recently used one's stop), and a
+    session whose calls have not used them for IDLE_SECONDS loses them."""
+    monkeypatch.setattr(language_servers, "MAX_SESSIONS", 2)
+    registry = language_servers.LanguageServerRegistry()
+    first = registry.of("a")
+    registry.of("b")
+    assert registry.of("a") is first  # a use: "b" is now the least recently used
+    registry.of("c")
+    assert list(registry._sessions) == ["a", "c"]
+    monkeypatch.setattr(language_servers, "IDLE_SECONDS", 0.0)
+    registry.of("d")
+    assert list(registry._sessions) == ["d"]
+    await registry.close()

@@ -1,7 +1,8 @@
 """The language servers of this process's sessions: which server checks which files, started per
 session and workspace root on the first write of such a file, reused by the session's later
-writes, stopped with the session (`AgentCore.release`), when the core closes, or when more
-sessions than `MAX_SESSIONS` have servers (the least recently used session's stop).
+writes, stopped with the session (`AgentCore.release`), when the core closes, when the session's
+calls have not used them for `IDLE_SECONDS`, or when more sessions than `MAX_SESSIONS` have
+servers (the least recently used session's stop).
 
 A server is looked up on the PATH the session's commands get and started as they are
 (`checker.start_checker`: the clean environment, the limits, the sandbox). One that cannot start,
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import shlex
 import shutil
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,8 @@ from devagent.agent.tools.checker import CheckerUnavailable, checker_path, start
 from devagent.agent.tools.diagnostics import Findings
 from devagent.agent.tools.lsp import LanguageServer, ServerFailed
 
-MAX_SESSIONS = 16  # sessions whose servers are kept running at once
+MAX_SESSIONS = 8  # sessions whose servers are kept running at once
+IDLE_SECONDS = 1800.0  # a session's servers stop once no call of it has used them this long
 START_SECONDS = 60.0  # a server's start and its first check (it reads the project)
 CHECK_SECONDS = 20.0  # one later check (the old text and the new)
 
@@ -76,6 +79,7 @@ class SessionServers:
         self._servers: dict[tuple[str, Path], LanguageServer] = {}
         self._broken: dict[tuple[str, Path], str] = {}
         self._starting = asyncio.Lock()
+        self.used = time.monotonic()  # when a call of the session last got them
 
     def pids(self) -> list[int]:
         return [s.proc.pid for s in self._servers.values()]
@@ -143,14 +147,23 @@ class LanguageServerRegistry:
         self._stopping: set[asyncio.Task[None]] = set()
 
     def of(self, session_id: str) -> SessionServers:
+        """The session's servers (a call of it uses them: its idle time starts again)."""
+        now = time.monotonic()
         servers = self._sessions.pop(session_id, None) or SessionServers()
+        servers.used = now
         self._sessions[session_id] = servers  # a use moves it to the end
-        while len(self._sessions) > MAX_SESSIONS:
+        while (
+            len(self._sessions) > MAX_SESSIONS
+            or next(iter(self._sessions.values())).used < now - IDLE_SECONDS
+        ):
             _, oldest = self._sessions.popitem(last=False)
             task = asyncio.get_running_loop().create_task(oldest.stop())
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
         return servers
+
+    def _oldest_used(self) -> float:
+        return next(iter(self._sessions.values())).used
 
     def pids(self, session_id: str) -> list[int]:
         servers = self._sessions.get(session_id)
