@@ -17,7 +17,7 @@ import pytest
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, freshness, language_servers, shell
-from devagent.agent.tools.base import ToolContext, Workspace
+from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.diagnostics import Diagnostic, introduced
 from devagent.agent.tools.language_servers import SERVERS, SessionServers
 from devagent.config import ConfigError, load_config
@@ -419,3 +419,41 @@ async def test_issue43_item1_servers_are_kept_for_a_bounded_number_of_sessions(
     registry.of("d")
     assert list(registry._sessions) == ["d"]
     await registry.close()
+
+
+async def test_issue43_item1_apply_patch_in_refuse_mode_puts_every_file_back(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A patch whose second file gets an undefined name, refuse mode: both files are as before
+    and the call fails with the diagnostic; in warn mode the patch's result carries it."""
+    monkeypatch.setenv("PATH", path_with(bin_with(ws.parent, "ruff")))
+    (ws / "a.py").write_text("A = 1\n")
+    (ws / "b.py").write_text("B = 2\n")
+    patch = "\n".join(
+        [
+            "*** Begin Patch",
+            "*** Update File: a.py",
+            "@@",
+            "-A = 1",
+            "+A = 10",
+            "*** Update File: b.py",
+            "@@",
+            "-B = 2",
+            "+B = nowhere",
+            "*** End Patch",
+        ]
+    )
+    state = SessionState(workspace_roots=[str(ws)])
+    for name in ("a.py", "b.py"):
+        freshness.remember(state, (ws / name).resolve(), freshness.mark_of((ws / name).read_text()))
+
+    def ctx(mode: str) -> ToolContext:
+        return ToolContext(workspace=Workspace([ws]), state=state, diagnostics=mode)
+
+    with pytest.raises(ToolFailure) as refused:
+        await TOOLS["apply_patch"].run({"input": patch}, ctx("refuse"))
+    assert refused.value.type == "diagnostics" and "Undefined name `nowhere`" in refused.value.message
+    assert (ws / "a.py").read_text() == "A = 1\n" and (ws / "b.py").read_text() == "B = 2\n"
+    result = await TOOLS["apply_patch"].run({"input": patch}, ctx("warn"))
+    assert "line 1: error [F821]: Undefined name `nowhere`" in result.text
+    assert (ws / "b.py").read_text() == "B = nowhere\n"

@@ -255,14 +255,18 @@ async def _apply(ctx: ToolContext, changes: list[_Change]) -> list[ToolResult | 
 
 
 async def _undo(ctx: ToolContext, done: list[tuple[Path, str | None]]) -> None:
+    """Puts back what each path held; the session's view of it is the old text again."""
     for real, old in reversed(done):
         with contextlib.suppress(Exception):  # best effort: the first failure is what is reported
             if old is None:
                 await in_thread(remove_file, real, ctx.workspace)
-            elif ctx.backends.files is not None:
+                freshness.forget(ctx.state, real)
+                continue
+            if ctx.backends.files is not None:
                 await ctx.backends.files.write_text(real, old)
             else:
                 await in_thread(atomic_write, real, old, ctx.workspace)
+            freshness.remember(ctx.state, real, freshness.mark_of(old))
 
 
 def _result(ctx: ToolContext, changes: list[_Change], results: list[ToolResult | None]) -> ToolResult:
