@@ -116,10 +116,8 @@ def shown(found: list[Diagnostic]) -> str:
 
 async def findings(ctx: ToolContext, real: Path, old: str | None, new: str) -> Findings | None:
     """What the file's checker says of the old and the new text; None when nothing checks it."""
-    if len(new) > MAX_CHECKED_CHARS or "\x00" in new:
+    if len(new) > MAX_CHECKED_CHARS or "\x00" in new or (old is not None and len(old) > MAX_CHECKED_CHARS):
         return None
-    if old is not None and len(old) > MAX_CHECKED_CHARS:
-        old = None
     from devagent.agent.tools import lint  # late: only a checked write needs it
 
     servers = ctx.language_servers

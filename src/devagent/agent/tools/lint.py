@@ -2,7 +2,7 @@
 undefined names, unused or redefined imports, ...) on a Python file, when `ruff` is on the PATH
 of the session's commands.
 
-ruff runs as the agent runs any command (`commands.run_checker`: the clean environment, the
+ruff runs as the agent runs any command (`checker.run_checker`: the clean environment, the
 per-command limits, the sandbox when it is on), in the file's workspace root, reading the text on
 its standard input (`--stdin-filename` names the file, so the project's own ruff settings about
 it apply): the old text and the new one are checked without touching the disk.
