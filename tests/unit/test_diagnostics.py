@@ -221,6 +221,7 @@ async def test_issue43_item1_language_server_reports_exactly_the_python_error_an
     assert processes_in(workspace) == [], command_lines(processes_in(workspace))
 
 
+@pytest.mark.npm
 async def test_issue43_item1_language_server_reports_exactly_the_typescript_type_error(
     core_factory: Any, script: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
