@@ -21,6 +21,7 @@ from devagent.agent.hooks.config import HooksFileError, load_hooks
 from devagent.agent.model_family import check_edit_tools
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
+from devagent.agent.tools.diagnostics import MODES as DIAGNOSTICS_MODES
 from devagent.agent.tools.shell import sandbox_setting
 from devagent.agent.tools.syntax import MODES as SYNTAX_CHECK_MODES
 from devagent.agent.tools.web import web_search_setting
@@ -48,6 +49,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "remote_agent_timeout": ("DEVAGENT_REMOTE_AGENT_TIMEOUT", "remote_agent_timeout"),
     "shell_timeout": ("DEVAGENT_SHELL_TIMEOUT", "shell_timeout"),
     "edit_syntax_check": ("DEVAGENT_EDIT_SYNTAX_CHECK", "edit_syntax_check"),  # warn | refuse | off
+    "edit_diagnostics": ("DEVAGENT_EDIT_DIAGNOSTICS", "edit_diagnostics"),  # warn | refuse | off
     "shell_timeout_max": ("DEVAGENT_SHELL_TIMEOUT_MAX", "shell_timeout_max"),
     "shell_background_idle": ("DEVAGENT_SHELL_BACKGROUND_IDLE", "shell_background_idle"),
     "shell_background_per_caller": ("DEVAGENT_SHELL_BACKGROUND_PER_CALLER", "shell_background_per_caller"),
@@ -248,6 +250,13 @@ def _syntax_check_setting(value: str) -> str:
     return value
 
 
+def _diagnostics_setting(value: str) -> str:
+    value = value.strip().lower()
+    if value not in DIAGNOSTICS_MODES:
+        raise ValueError(f"edit_diagnostics must be one of {', '.join(DIAGNOSTICS_MODES)}, not {value!r}")
+    return value
+
+
 def _normalise(config: CoreConfig) -> None:
     """The settings a function checks and puts in their one spelling (`sandbox`, `edit_tools`,
     `web_search`, `edit_syntax_check`); a ConfigError names the variable and the key of a bad one."""
@@ -256,6 +265,7 @@ def _normalise(config: CoreConfig) -> None:
         ("edit_tools", check_edit_tools),
         ("web_search", web_search_setting),
         ("edit_syntax_check", _syntax_check_setting),
+        ("edit_diagnostics", _diagnostics_setting),
     )
     for name, check in checks:
         try:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.backends import ToolBackends
     from devagent.agent.tools.base import Tool, ToolContext, Workspace
+    from devagent.agent.tools.language_servers import LanguageServerRegistry
     from devagent.agent.tools.processes import ProcessRegistry
     from devagent.agent.tools.saved_outputs import SavedOutputs
     from devagent.store.db import Store
@@ -192,6 +193,11 @@ class CoreServices(CoreParts, Protocol):
     @property
     def processes(self) -> ProcessRegistry:
         """The background processes of this process's sessions."""
+        ...
+
+    @property
+    def language_servers(self) -> LanguageServerRegistry:
+        """The language servers that check this process's sessions' writes."""
         ...
 
     @property

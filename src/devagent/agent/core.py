@@ -37,6 +37,7 @@ from devagent.agent.models import context_window, create_model, default_model_sp
 from devagent.agent.prices import NANO, PriceTable, usage_dollars
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
+from devagent.agent.tools.language_servers import LanguageServerRegistry
 from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.saved_outputs import SavedOutputs
 from devagent.common import scrub
@@ -95,6 +96,8 @@ class AgentCore:
         self.processes = ProcessRegistry(
             config.shell_background_idle, self.running_here, config.shell_background_per_caller
         )
+        # The language servers that check the sessions' writes (tools/language_servers.py).
+        self.language_servers = LanguageServerRegistry()
         mib = config.shell_outputs_mb
         self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
@@ -235,6 +238,7 @@ class AgentCore:
         for s in list(self._sessions.values()):
             await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
         await self.processes.close()
+        await self.language_servers.close()
         if self._mcp is not None:
             await self._mcp.close()
         await self.store.close()
@@ -392,13 +396,14 @@ class AgentCore:
 
     async def release(self, session_id: str) -> None:
         """Let go of a session its door closed: it leaves the recently used ones (it stays in
-        memory only while something still holds it), and its background processes and the
-        servers its client named that no other session uses stop before this returns; its
+        memory only while something still holds it), and its background processes, its language
+        servers and the servers its client named that no other session uses stop before this returns; its
         transcript for hooks is removed (written again when a hook runs). Nothing stored changes:
         it can be opened again."""
         self._recent.pop(session_id, None)
         self.hooks.forget(session_id)
         await self.processes.stop_session(session_id, "its session ended", forget=True)
+        await self.language_servers.stop_session(session_id)
         if self._mcp is not None:
             await self._mcp.release(session_id)
 

@@ -94,6 +94,10 @@ class CoreConfig:
     # What a write or edit that introduces a syntax error does (tools/syntax.py): warn (written,
     # the errors in its result), refuse (nothing written, the errors returned) or off (no check).
     edit_syntax_check: str = "warn"
+    # What a write or edit does when the project's own checkers (a language server, else ruff for
+    # Python; tools/diagnostics.py) find problems it introduced: warn (written, the problems in
+    # its result), refuse (undone, the problems returned) or off (not checked).
+    edit_diagnostics: str = "warn"
     # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
     # off unless `sandbox_network`.

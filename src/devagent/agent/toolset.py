@@ -115,6 +115,7 @@ def context_for(session: ToolUser, call: PendingCall, **kw: Any) -> ToolContext:
         session_id=session.id,
         saved_outputs=session.core.saved_outputs,
         processes=session.core.processes.of(session.id),
+        language_servers=session.core.language_servers.of(session.id),
         **kw,
     )
 

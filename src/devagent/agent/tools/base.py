@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.tty_screen import TtySize
+    from devagent.agent.tools.diagnostics import Findings
 
 
 class ToolFailure(Exception):
@@ -145,6 +146,12 @@ class BackgroundProcesses(Protocol):
     ) -> RunningProcess: ...
 
     def gone(self, pid: str, records: list[dict[str, Any]]) -> str: ...
+
+
+class LanguageServers(Protocol):
+    """One session's language servers, as the write tools use them (`lsp.SessionServers`)."""
+
+    async def findings(self, ctx: ToolContext, real: Path, old: str | None, new: str) -> Findings | None: ...
 
 
 @dataclass(slots=True)
@@ -337,6 +344,10 @@ class ToolContext:
     # What a write does when it would introduce a syntax error: warn | refuse | off
     # (CoreConfig.edit_syntax_check).
     syntax_check: str = "warn"
+    # What a write does when the project's checkers find problems it introduced: warn | refuse |
+    # off (CoreConfig.edit_diagnostics), and the session's language servers (None: none).
+    diagnostics: str = "warn"
+    language_servers: LanguageServers | None = None
     # The files the session's model can be given to look at (read_file's images and PDFs).
     media: MediaInput = field(default_factory=MediaInput)
     # The session's subagents (the `task` tool starts one), and the turn's events, into which a
@@ -368,6 +379,7 @@ class ToolContext:
             command_processes=config.command_processes,
             memory_file=config.memory_file,
             syntax_check=config.edit_syntax_check,
+            diagnostics=config.edit_diagnostics,
             backends=backends,
             granted=call.granted,
             outbound_allow=config.outbound_networks(),

@@ -32,7 +32,7 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.patch_format import FileOp, apply_update, parse
-from devagent.agent.tools.write import _client_current, _client_write, _current, _write, vet_proposal
+from devagent.agent.tools.write import _client_current, _current, vet_proposal, write_checked
 
 
 @dataclass(slots=True)
@@ -227,12 +227,6 @@ def _details(ctx: ToolContext, changes: list[_Change]) -> FileDiff | FileDiffs:
 # --- writing: all, or the ones written put back -------------------------------------------------
 
 
-async def _put(ctx: ToolContext, real: Path, old: str | None, new: str, verb: str) -> ToolResult:
-    if ctx.backends.files is not None:
-        return await _client_write(ctx, real, old, new, verb)
-    return await in_thread(_write, ctx, real, old, new, verb)
-
-
 async def _apply(ctx: ToolContext, changes: list[_Change]) -> list[ToolResult | None]:
     """Writes the changes in order; one that fails puts back those written before it."""
     done: list[tuple[Path, str | None]] = []  # what each path held before this patch
@@ -245,13 +239,13 @@ async def _apply(ctx: ToolContext, changes: list[_Change]) -> list[ToolResult | 
                 results.append(None)
             elif c.dest is not None:
                 verb = f"Moved {ctx.workspace.display(c.real)} to"
-                results.append(await _put(ctx, c.dest, None, c.new, verb))
+                results.append(await write_checked(ctx, c.dest, None, c.new, verb))
                 done.append((c.dest, None))
                 await in_thread(remove_file, c.real, ctx.workspace)
                 done.append((c.real, c.old))
             else:
                 results.append(
-                    await _put(ctx, c.real, c.old, c.new, "Created" if c.old is None else "Edited")
+                    await write_checked(ctx, c.real, c.old, c.new, "Created" if c.old is None else "Edited")
                 )
                 done.append((c.real, c.old))
     except ToolFailure as e:
@@ -261,14 +255,18 @@ async def _apply(ctx: ToolContext, changes: list[_Change]) -> list[ToolResult | 
 
 
 async def _undo(ctx: ToolContext, done: list[tuple[Path, str | None]]) -> None:
+    """Puts back what each path held; the session's view of it is the old text again."""
     for real, old in reversed(done):
         with contextlib.suppress(Exception):  # best effort: the first failure is what is reported
             if old is None:
                 await in_thread(remove_file, real, ctx.workspace)
-            elif ctx.backends.files is not None:
+                freshness.forget(ctx.state, real)
+                continue
+            if ctx.backends.files is not None:
                 await ctx.backends.files.write_text(real, old)
             else:
                 await in_thread(atomic_write, real, old, ctx.workspace)
+            freshness.remember(ctx.state, real, freshness.mark_of(old))
 
 
 def _result(ctx: ToolContext, changes: list[_Change], results: list[ToolResult | None]) -> ToolResult:

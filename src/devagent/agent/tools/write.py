@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
-from devagent.agent.tools import freshness, syntax
+from devagent.agent.tools import diagnostics, freshness, syntax
 from devagent.agent.tools._util import (
     BINARY_SNIFF_BYTES,
     atomic_write,
@@ -68,15 +68,8 @@ class WriteFile(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
-        if current is not None:
-            real, old, proposed = self._plan(args, ctx, current)
-            return await _client_write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
-
-        def work() -> ToolResult:
-            real, old, proposed = self._plan(args, ctx)
-            return _write(ctx, real, old, proposed, "Created" if old is None else "Wrote")
-
-        return await in_thread(work)
+        real, old, proposed = await in_thread(self._plan, args, ctx, current)
+        return await write_checked(ctx, real, old, proposed, "Created" if old is None else "Wrote")
 
 
 _Current = tuple[Path, str | None]
@@ -106,6 +99,20 @@ async def _client_write(
     report = await in_thread(_vet, ctx, real, old, content, modified)
     await ctx.backends.files.write_text(real, content)
     return _written(ctx, real, old, content, modified, verb, report)
+
+
+async def write_checked(
+    ctx: ToolContext, real: Path, old: str | None, proposed: str | None, verb: str
+) -> ToolResult:
+    """Writes the proposed content (or the user's version of it) as `_write` does, through the
+    client's file backend when there is one, then reports what the project's checkers find the
+    write introduced (`diagnostics.after_write`: in refuse mode the write is undone)."""
+    if ctx.backends.files is not None:
+        result = await _client_write(ctx, real, old, proposed, verb)
+    else:
+        result = await in_thread(_write, ctx, real, old, proposed, verb)
+    content, modified = _content(ctx, proposed)
+    return await diagnostics.after_write(ctx, real, old, content, modified, result)
 
 
 def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
@@ -292,15 +299,9 @@ class Edit(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
-        if current is None:
-            return await in_thread(self._run, args, ctx)
-        plan, proposed, verb = self._change(args, ctx, current)
-        result = await _client_write(ctx, plan.real, plan.old, proposed, verb)
+        plan, proposed, verb = await in_thread(self._change, args, ctx, current)
+        result = await write_checked(ctx, plan.real, plan.old, proposed, verb)
         return self._say(result, plan, proposed)
-
-    def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        plan, proposed, verb = self._change(args, ctx, None)
-        return self._say(_write(ctx, plan.real, plan.old, proposed, verb), plan, proposed)
 
     def _change(
         self, args: dict[str, Any], ctx: ToolContext, current: _Current | None
