@@ -36,8 +36,8 @@ from devagent.common.netpolicy import IPNetwork
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
-    from devagent.agent.tools.tty_screen import TtySize
     from devagent.agent.tools.diagnostics import Findings
+    from devagent.agent.tools.tty_screen import TtySize
 
 
 class ToolFailure(Exception):
