@@ -66,8 +66,10 @@ async def test_issue24_200_turns_with_large_tool_outputs_on_an_8k_window(
             context_tokens=WINDOW,
             approval_mode="yolo",
             # the fixed prefix (system prompt and tools) plus one cut result must fit 8k: without
-            # the `task` tool it has the few hundred tokens of room this test was measured with
+            # the `task` and `web_fetch` tools it has the few hundred tokens of room this test was
+            # measured with (the shell tool's terminal, `tty`, took the room web_fetch gives back)
             subagent_depth=0,
+            web_fetch=False,
         )
         s = await core.create_session([workspace], approval_mode="yolo")
         notices: list[str] = []

@@ -25,7 +25,7 @@ async def test_issue43_item4_timeout_default_and_maximum_as_the_definition_says(
     core = await core_factory(spec)
     session = await core.create_session([workspace], approval_mode="ask")
     shell = session.tools()["run_shell_command"].definition()
-    assert "(default 120, at most 600," in shell["description"]
+    assert "(default 120, at most 600 unless the operator set other limits)" in shell["description"]
     timeout = shell["parameters"]["properties"]["timeout"]["description"]
     assert "up to 600" in timeout and "Default 120" in timeout
     await collect(session.advance(UserPrompt("run it")))  # asks before running

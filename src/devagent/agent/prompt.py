@@ -4,6 +4,7 @@ them (that cache is most of what a long session costs)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -127,19 +128,28 @@ class Instructions:
         self._nested = None
         return self._memory
 
+    def describe_environment(self, state: SessionState) -> str:
+        """The environment section, taken once per session (it runs git in a repository)."""
+        if not state.started_on:  # a session stored before the day was kept
+            state.started_on = time.strftime("%Y-%m-%d")
+        execution = environment.current_execution(self.sandbox_network)
+        return environment.describe_environment(state.workspace_roots, state.started_on, execution)
+
+    async def take_environment(self, state: SessionState) -> None:
+        """Takes the environment section off the event loop: its git snapshot may take seconds
+        in a large or slow repository, and other callers' turns must not wait for it."""
+        if not state.environment:
+            described = await asyncio.to_thread(self.describe_environment, state)
+            state.environment = state.environment or described
+
     def text(self, state: SessionState, offered: Iterable[str]) -> str:
         """The system prompt for a model offered the tools named `offered`."""
         if self._memory is None:
             self._memory = self.read_memory()
         if self._nested is None:
             self._nested = guides.render_nested(guides.nested_guides(self.workspace, self.memory_file))
-        if not state.started_on:  # a session stored before the day was kept
-            state.started_on = time.strftime("%Y-%m-%d")
         if not state.environment:
-            execution = environment.current_execution(self.sandbox_network)
-            state.environment = environment.describe_environment(
-                state.workspace_roots, state.started_on, execution
-            )
+            state.environment = self.describe_environment(state)
         inputs = PromptInputs(
             tools=frozenset(offered),
             environment=state.environment,

@@ -563,6 +563,7 @@ class Session:
     async def request_parameters(self) -> Any:
         # The provider's own web search where the operator chose it and the model has one.
         native = web.native_tools(self.config.web_search, self.model())
+        await self.instructions.take_environment(self.state)
         return self.instructions.parameters(self.state, self.tools(), self._tools, native)
 
     def _model_url(self) -> str | None:

@@ -36,9 +36,8 @@ class BackgroundProcessTool(Tool):
         "`close_input` closes the input after it), then returns new output as `output` does. `list` "
         "shows this session's background processes. `stop` stops one, with everything it started. "
         f"Between two reads the newest {BUFFER_CHARS:,} characters of output are kept. For a `tty` "
-        "process, `output` returns its screen (and the lines scrolled off since the last read), and "
-        "`input` types keys: text as is, a key's name in angle brackets for the key (<Enter>, <Tab>, "
-        "<Esc>, <BS>, <Up>, <Down>, <Left>, <Right>, <F1>, <C-c> and other Ctrl keys; <lt> is <)."
+        "process `output` returns its screen and the lines scrolled off, and `input` types keys: "
+        "text, or a key's name (<Enter>, <Tab>, <Esc>, <BS>, <Up>, <F1>, <C-c>; <lt> is <)."
     )
     parameters = parameters_schema(
         ["action"],

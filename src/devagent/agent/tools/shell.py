@@ -785,16 +785,13 @@ class RunShellCommand(Tool):
         "Run a command with `bash -c` in the workspace (or in `directory`, relative to the workspace "
         "root) and return its combined stdout and stderr followed by `exit code N`. A non-zero exit "
         "code is reported, not treated as a failure. Standard input is closed, so interactive "
-        "programs cannot prompt: pass flags such as `--yes`, and avoid pagers and editors. The "
-        f"command is killed after `timeout` seconds (default {SHELL_TIMEOUT:g}, at most "
-        f"{SHELL_TIMEOUT_MAX:g}, unless the server's operator set other limits; a larger value is "
-        "lowered to the maximum). Long output keeps its first and last lines; a line between them "
-        "says how many were left out and names the file that holds the whole output, which "
-        "read_file pages through (offset and limit, in lines). To start a server, a watcher or any "
-        "other long-running process, pass `background: true`: the call returns at once with the "
-        "process's id, and background_process reads its new output, writes to its input, lists and "
-        "stops it. `tty: true` runs it in a terminal (REPLs, `git add -p`, prompts, full-screen "
-        "programs)."
+        "programs cannot prompt (pass flags such as `--yes`; avoid pagers and editors) unless the "
+        f"call asks for a terminal (`tty`). The command is killed after `timeout` seconds (default "
+        f"{SHELL_TIMEOUT:g}, at most {SHELL_TIMEOUT_MAX:g} unless the operator set other limits). Long "
+        "output keeps its first and last lines and a line naming the file that holds it whole, "
+        "which read_file pages through (offset and limit, in lines). For a server, a watcher or "
+        "any long-running process pass `background: true`: the call returns its id at once, and "
+        "background_process reads its output, writes its input, lists and stops it."
     )
     parameters = parameters_schema(
         ["command"],
@@ -819,8 +816,8 @@ class RunShellCommand(Tool):
         ),
         tty=parameter(
             "boolean",
-            "Run it in the background in a pseudo-terminal (implies `background`): "
-            "background_process types keys into it and reads its screen. Default: false.",
+            "Run it in the background in a terminal (REPLs, `git add -p`, full-screen programs); "
+            "implies `background`. Default: false.",
         ),
         rows=parameter(
             "integer",
