@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,24 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tests.fakes.gemini_server import FakeGemini
+from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
 SERVER = JS / "node_modules" / "@google" / "gemini-cli-a2a-server" / "dist" / "a2a-server.mjs"
 OFFLINE = JS / "offline.mjs"
-
-
-def available() -> bool:
-    return shutil.which("node") is not None and SERVER.is_file()
-
-
-needs_server = pytest.mark.skipif(
-    not available(), reason="node or tests/remote/js (npm ci) missing: scripts/test installs it"
-)
 
 
 class ScriptedGemini(FakeGemini):
@@ -70,7 +60,9 @@ def _free_port() -> int:
 
 @asynccontextmanager
 async def gemini_a2a_server(tmp_path: Path, chunks: list[str]) -> AsyncIterator[tuple[str, ScriptedGemini]]:
-    """The server on a free port, its model the fake; yields (its card URL, the fake)."""
+    """The server on a free port, its model the fake; yields (its card URL, the fake). Skips the
+    test without node or the npm package (installed by scripts/test, or here)."""
+    ensure_installed(JS, SERVER, "@google/gemini-cli-a2a-server")
     home, ws = tmp_path / "gemini-home", tmp_path / "gemini-ws"
     (home / ".gemini").mkdir(parents=True)
     ws.mkdir()

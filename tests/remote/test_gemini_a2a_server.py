@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.a2a.test_remote_agents import _delegate
 from tests.a2a.test_subagents import _reply
-from tests.remote.gemini_a2a import gemini_a2a_server, needs_server
+from tests.remote.gemini_a2a import gemini_a2a_server
 
 
 def gemini_settings(card_url: str) -> str:
@@ -21,7 +23,7 @@ card_url = "{card_url}"
 """
 
 
-@needs_server
+@pytest.mark.npm
 async def test_issue38_item6_gemini_cli_a2a_server_answers_as_a_subagent(tmp_path: Path) -> None:
     """The parent's `task` call of type `gemini` gets the answer Gemini's model streamed (both
     pieces, in order) as its result, the parent's turn completes (no question is asked), and the
