@@ -45,6 +45,7 @@ async def running_server(
     import uvicorn
 
     from devagent.a2a import A2ASettings, create_app
+    from devagent.a2a.shared_port import share_port
     from devagent.agent.core import AgentCore
     from devagent.agent.settings import CoreConfig
 
@@ -63,7 +64,9 @@ async def running_server(
         **(a2a_kw or {}),
     )
     app = create_app(core, settings)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    share_port(config, settings)  # as `devagent serve` does: gRPC on this port too
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():

@@ -37,7 +37,8 @@ async def client_for(url: str, binding: str, token: str = TOKEN) -> AsyncIterato
             streaming=True,
             httpx_client=http,
             supported_protocol_bindings=[binding],
-            grpc_channel_factory=grpc.aio.insecure_channel,
+            # the card's gRPC URL has a scheme (http://host:port), a channel's target none
+            grpc_channel_factory=lambda url: grpc.aio.insecure_channel(url.removeprefix("http://")),
         )
         client = await create_client(url, config)
         try:
@@ -247,7 +248,7 @@ async def test_rest_json_and_grpc_version(script: Script, sqlite_url: str, works
             assert r.status_code == 401 and r.json()["error"]["status"] == "UNAUTHENTICATED"
             card = (await c.get(srv.url + ".well-known/agent-card.json")).json()
         grpc_url = next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC")
-        async with grpc.aio.insecure_channel(grpc_url) as channel:
+        async with grpc.aio.insecure_channel(grpc_url.removeprefix("http://")) as channel:
             stub = a2a_pb2_grpc.A2AServiceStub(channel)
             req = SendMessageRequest(message=message("hello"))
             with pytest.raises(grpc.aio.AioRpcError) as info:

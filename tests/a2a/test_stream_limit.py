@@ -233,7 +233,7 @@ async def test_rest_legacy_and_grpc_streams_count(script: Script, sqlite_url: st
             grpc_url = next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC")
             task = await _parked_task(c, srv.url, workspace)
             assert limit.total() == 0
-            async with grpc.aio.insecure_channel(grpc_url) as channel:
+            async with grpc.aio.insecure_channel(grpc_url.removeprefix("http://")) as channel:
                 stub = a2a_pb2_grpc.A2AServiceStub(channel)
                 sub = stub.SubscribeToTask(SubscribeToTaskRequest(id=task["id"]), metadata=meta)
                 first = await sub.read()

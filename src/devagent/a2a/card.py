@@ -37,7 +37,9 @@ INPUT_MODES = ("text/plain", "application/json")
 def interfaces(settings: A2ASettings) -> list[dict[str, str]]:
     """Where each binding is served: JSON-RPC at `/` (1.0 and v0.3),
     HTTP+JSON at `/rest` (1.0; v0.3 under `/rest/v1`, as the v0.3 REST client adds it), and gRPC
-    (1.0) on its own port when enabled. JSON-RPC first: the preferred one."""
+    (1.0) when enabled, at the same origin (served on this port too; its own port is not named, so
+    that a strict client finds every interface on the card's origin). JSON-RPC first: the
+    preferred one."""
     url = settings.base_url + "/"
     rest = settings.base_url + REST_PREFIX
     out = [
@@ -47,7 +49,7 @@ def interfaces(settings: A2ASettings) -> list[dict[str, str]]:
         {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
     ]
     if settings.grpc_port:
-        out.append({"url": settings.grpc_address, "protocolBinding": "GRPC", "protocolVersion": "1.0"})
+        out.append({"url": settings.grpc_url, "protocolBinding": "GRPC", "protocolVersion": "1.0"})
     return out
 
 

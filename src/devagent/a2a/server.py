@@ -27,6 +27,7 @@ import devagent
 from devagent import telemetry
 from devagent.a2a.card import CARD_PATHS, CardApp
 from devagent.a2a.settings import A2ASettings
+from devagent.a2a.shared_port import share_port
 from devagent.preflight import StartError, debug_enabled, open_core
 
 if TYPE_CHECKING:
@@ -232,6 +233,7 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
     # ws="none": no A2A binding uses WebSockets, and uvicorn's "auto" imports a WebSocket library
     # at start-up when one is installed (start-up time and memory)
     config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, ws="none")
+    share_port(config, settings)  # gRPC on this port too: every interface on the card's origin
     server = uvicorn.Server(config)
 
     async def announce() -> None:

@@ -153,8 +153,24 @@ class A2ASettings:
                 self.grpc_port = s.getsockname()[1]
 
     @property
+    def grpc_connect_host(self) -> str:
+        """Where this process reaches its own gRPC server (a wildcard bind: on loopback)."""
+        if self.host in ("", "0.0.0.0"):
+            return "127.0.0.1"
+        return "::1" if self.host == "::" else self.host
+
+    @property
+    def grpc_url(self) -> str:
+        """Where the card says gRPC is served: the origin of the server's URL (gRPC is served on
+        its port too, shared_port.py), so that every interface is on the card's origin."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
     def grpc_address(self) -> str:
-        """Where the card says gRPC is served: `host:port` (gRPC targets name no scheme)."""
+        """The gRPC server's own port as a gRPC target, `host:port` (printed at the start)."""
         from urllib.parse import urlsplit
 
         host = urlsplit(self.base_url).hostname or self.host

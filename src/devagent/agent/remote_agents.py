@@ -9,15 +9,17 @@ agent over a2a-sdk's client, on the binding its card prefers.
   token URL) passes the server's outbound address policy (`outbound_allow`).
 - Only the configured auth leaves: a bearer token, an API-key header or an OAuth 2.0 access token
   (client credentials), each read from the server's environment; with traces on, `traceparent`.
-- The remote task's status text is the call's live output; its `input-required` question becomes a
+- The remote task's status messages are read in its dialect (remote_status.py: plain A2A's
+  progress lines, or Gemini CLI's coderAgent answer); its `input-required` question becomes a
   waiting question of the parent (answered through the parent's door), whose answer goes back as
   the next message on the remote task; its artifacts and final message are the call's result.
 - What a remote agent says is capped like a command's output: the live output is its last
-  `LIVE_CHARS`, at most `ANSWER_MAX_CHARS` of its answer are kept (the rest counted, not held),
+  `remote_status.LIVE_CHARS`, at most `ANSWER_MAX_CHARS` of its answer are kept (the rest counted, not held),
   and a long answer reaches the model as its head and tail, the whole of it saved where the
   session's `read_file` reads it (`tools/saved_outputs.py`).
 - A remote agent that fails, hangs (`remote_agent_timeout`) or answers garbage fails the call,
-  never the parent's turn; a cancel of the parent's turn cancels the remote task.
+  never the parent's turn; a cancel of the parent's turn cancels the remote task (one that came
+  before the remote said its task's id cancels the task when the id comes).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent import telemetry
 from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolKind
+from devagent.agent.remote_status import StatusReader
 from devagent.agent.serial import confirmation_to_json
 from devagent.agent.state import PendingCall
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, ToolWaits
@@ -47,8 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CARD_TIMEOUT = 10.0  # seconds, for reading a card (at the core's start)
-LIVE_CHARS = 2000
 ANSWER_MAX_CHARS = 16 * 1024 * 1024  # of a remote agent's answer kept (its texts together)
+CANCEL_WAIT = 60.0  # seconds a cancelled call reads the remote's stream on for its task's id
 MAX_DESCRIPTION = 600
 HINT = "allow its network with outbound_allow in the settings file"
 QUESTION_TOOL = "ask_user"
@@ -256,10 +259,9 @@ class _Exchange:
     context_id: str = ""
     state: int = 0
     status_text: str = ""
-    live: str = ""  # the last LIVE_CHARS of the status texts
     message: str = ""
     artifacts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # each one's pieces
-    held: int = 0  # characters of the texts above (but `live`)
+    held: int = 0  # characters of the texts above and of a coderAgent answer's pieces
     left_out: int = 0  # characters said beyond ANSWER_MAX_CHARS, not kept
 
     def keep(self, text: str, replacing: int = 0) -> str:
@@ -280,6 +282,9 @@ class _Exchange:
             pieces.append(self.keep(text))
         else:
             self.artifacts[artifact_id] = [self.keep(text, sum(map(len, pieces)))]
+
+    said: StatusReader = dataclasses.field(default_factory=lambda: StatusReader(""))
+    known: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)  # task_id is known
 
     def answer(self) -> str:
         texts = ("".join(pieces).strip() for pieces in self.artifacts.values())
@@ -303,7 +308,7 @@ async def run(
     ctx: ToolContext,
 ) -> ToolResult:
     """Run (or go on with) the remote agent's task of the `task` call `ctx.call_id`."""
-    from a2a.types import Message, Part, Role  # late: the A2A client, for remote agents only
+    from a2a.types import Message, Part, Role, TaskState  # late: the A2A client, for remote agents only
 
     answered = [p for p in pending if p.via == ctx.call_id and p.answer is not None]
     task_id = context_id = ""
@@ -325,14 +330,25 @@ async def run(
         task_id=task_id,
         context_id=context_id,
     )
-    got = _Exchange(task_id=task_id, context_id=context_id)
+    got = _Exchange(task_id=task_id, context_id=context_id, said=StatusReader(spec.name))
+    got.said.keep = got.keep  # a coderAgent answer's pieces count against the same cap
+    # the stream is read by a task of its own, which a cancel of the call leaves reading until the
+    # remote says its task's id (the task to cancel)
+    reading = asyncio.ensure_future(_exchange(spec, config, message, got, ctx))
     try:
         async with asyncio.timeout(config.remote_agent_timeout):
-            await _exchange(spec, config, message, got, ctx)
+            await asyncio.shield(reading)
+        turn_end = got.said.turn_answer(got.state, got.status_text)
     except asyncio.CancelledError:
-        await asyncio.shield(_cancel_quietly(spec, config, got.task_id))
+        got.said.quiet = True
+        if got.task_id:
+            reading.cancel()
+            await asyncio.shield(_cancel_quietly(spec, config, got.task_id))
+        else:
+            _in_background(_cancel_when_known(spec, config, got, reading))
         raise
     except TimeoutError:
+        reading.cancel()
         await _cancel_quietly(spec, config, got.task_id)
         raise ToolFailure(
             f"the remote agent {spec.name!r} did not finish within {config.remote_agent_timeout:g} s "
@@ -341,13 +357,42 @@ async def run(
         ) from None
     except Refused as e:
         raise ToolFailure(f"the remote agent {spec.name!r} is refused: {e}", "outbound_refused") from None
-    except ToolFailure:
+    except ToolFailure as f:
+        if f.type == "remote_agent_approval":
+            await _cancel_quietly(spec, config, got.task_id)
         raise
     except Exception as e:
         raise ToolFailure(
             f"the remote agent {spec.name!r} failed: {_said(e)}", "remote_agent_error"
         ) from None
+    if turn_end is not None:  # Gemini CLI's dialect: the turn's end is the answer's
+        got.state, got.message = TaskState.TASK_STATE_COMPLETED, turn_end
     return await _outcome(spec, got, ctx, round_)
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def _in_background(work: Any) -> None:
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+async def _cancel_when_known(spec: RemoteAgentSpec, config: CoreConfig, got: _Exchange, reading: Any) -> None:
+    """The call was cancelled before the remote said its task's id: read its stream on until it
+    does (at most CANCEL_WAIT s, or until the stream ends), then cancel that task."""
+    reading.add_done_callback(lambda t: t.cancelled() or t.exception())  # its failure is no one's
+    known = asyncio.ensure_future(got.known.wait())
+    try:
+        async with asyncio.timeout(CANCEL_WAIT):
+            await asyncio.wait([reading, known], return_when=asyncio.FIRST_COMPLETED)
+    except TimeoutError:
+        pass
+    finally:
+        known.cancel()
+        reading.cancel()
+    await _cancel_quietly(spec, config, got.task_id)
 
 
 async def _exchange(
@@ -362,6 +407,8 @@ async def _exchange(
             call = ClientCallContext(service_parameters={**headers, **_trace_headers()})
             async for resp in client.send_message(SendMessageRequest(message=message), context=call):
                 await _take(resp, got, ctx)
+                if got.task_id:
+                    got.known.set()
         finally:
             await client.close()
 
@@ -429,11 +476,7 @@ async def _take(resp: Any, got: _Exchange, ctx: ToolContext) -> None:
     elif kind == "status_update":
         su = resp.status_update
         got.task_id, got.context_id, got.state = su.task_id, su.context_id, su.status.state
-        said = _text(su.status.message.parts)
-        got.set_status(said)
-        if said:
-            got.live = (got.live + said[-LIVE_CHARS:])[-LIVE_CHARS:]
-            await ctx.live(got.live)
+        got.set_status(await got.said.take(su, _text(su.status.message.parts), ctx))
     elif kind == "artifact_update":
         au = resp.artifact_update
         got.set_artifact(au.artifact.artifact_id, _text(au.artifact.parts), au.append)
