@@ -154,27 +154,12 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
     if name == "model_aliases":
         from devagent.agent.model_aliases import parse_aliases  # late: the model layer's names
 
-        if isinstance(value, str):  # the environment variable: JSON
-            try:
-                value = json.loads(value)
-            except ValueError as e:
-                raise bad('JSON such as {"openrouter": {"sonnet": "anthropic/claude-sonnet-4.5"}}') from e
-        try:
-            return parse_aliases(value)
-        except ValueError as e:
-            raise ConfigError(f"setting {label}: {e}") from None
+        example = '{"openrouter": {"sonnet": "anthropic/claude-sonnet-4.5"}}'
+        return _table(value, label, example, parse_aliases)
     if name == "prices":
         from devagent.agent.prices import parse_prices  # late: the model layer's names
 
-        if isinstance(value, str):  # the environment variable: JSON
-            try:
-                value = json.loads(value)
-            except ValueError as e:
-                raise bad('JSON such as {"openai:gpt-4.1": {"input": 2, "output": 8}}') from e
-        try:
-            return parse_prices(value)
-        except ValueError as e:
-            raise ConfigError(f"setting {label}: {e}") from None
+        return _table(value, label, '{"openai:gpt-4.1": {"input": 2, "output": 8}}', parse_prices)
     if "tuple" in kind:
         if isinstance(value, list | tuple):
             items = list(value)
@@ -211,6 +196,20 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
     if not isinstance(value, str):
         raise bad("a string")
     return str(value)
+
+
+def _table(value: Any, label: str, example: str, parse: Callable[[Any], Any]) -> Any:
+    """A table setting: the settings file's table, or its environment variable's JSON (such as
+    `example`), read by `parse` (whose ValueError names what is wrong)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise ConfigError(f"setting {label}: expected JSON such as {example}, not {value!r}") from e
+    try:
+        return parse(value)
+    except ValueError as e:
+        raise ConfigError(f"setting {label}: {e}") from None
 
 
 def _unknown(key: str, known: list[str], where: str, table: bool = False) -> ConfigError:
@@ -358,6 +357,12 @@ def load_config(
     _normalise(config)
     _check_budgets(config)
     _check_hooks(config)
+    _check_values(config)
+    return config
+
+
+def _check_values(config: CoreConfig) -> None:
+    """The settings whose values must lie in a range or a set (ConfigError names the bad one)."""
     if config.context_tokens < 0 or (0 < config.context_tokens < 1024):
         raise ConfigError(
             "context_tokens (DEVAGENT_CONTEXT_TOKENS) must be 0 (the model's size) or 1024 or more"
@@ -403,4 +408,3 @@ def load_config(
         )
     if not config.lease_seconds > 0:
         raise ConfigError("lease_seconds must be a positive number of seconds (DEVAGENT_LEASE_SECONDS)")
-    return config
