@@ -243,11 +243,38 @@ def _text_of_parts(parts: Any) -> str:
 
 def _to_history(task: Task) -> None:
     """Moves the status message into the history, as the SDK does on a status change; a piece of
-    streamed text is joined onto the pieces before it (`join_tail`)."""
+    streamed text is joined onto the pieces before it (`join_tail`). A final status message that
+    says again what the history ends with is dropped instead (`_restates`)."""
     if task.status.HasField("message"):
-        task.history.append(task.status.message)
+        if not _restates(task):
+            task.history.append(task.status.message)
         task.status.ClearField("message")
         join_tail(task)
+
+
+def _restates(task: Task) -> bool:
+    """Whether the status message of a task that stopped only says again the text its history
+    ends with: the reply, streamed as the turn's text and then restated as its final status; a
+    notice the turn ended with, sent as text and then as the status; a status derived again from
+    an unchanged conversation. Its words are in the history already, under another messageId:
+    moved there too (a continuation), they would read twice. (Only a stopped task's status: the
+    status message of a working task is a piece of the streamed text, joined onto the others.)"""
+    status = task.status
+    if status.state not in TERMINAL_TASK_STATES or not status.message.parts:
+        return False
+    if any(p.WhichOneof("content") != "text" for p in status.message.parts):
+        return False
+    text = _text_of(status.message)
+    said = ""
+    for m in reversed(task.history):
+        if m.role != Role.ROLE_AGENT:
+            return False  # the turn's input: nothing of the turn says it
+        if not m.parts or any(p.WhichOneof("content") != "text" for p in m.parts):
+            continue  # a tool call's update or a thought, between the reply's texts
+        said = _text_of(m) + said
+        if len(said) >= len(text):
+            return said == text
+    return False
 
 
 def _state_name(state: TaskState) -> str:
@@ -743,11 +770,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
         status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
-        if task.history and task.history[-1].message_id == task.status.message.message_id:
-            # The same status derived again (a continuation before this one moved it into the
-            # history, and its process died before storing its message): it is there once.
-            task.status.ClearField("message")
-        _to_history(task)
+        _to_history(task)  # (a status that restates the history's end is there once)
         task.status.CopyFrom(status)
         await self.store.save(task, context)
 
