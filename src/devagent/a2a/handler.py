@@ -595,7 +595,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         em = ex.emitter(None, task, session, plain=ext.EXTENSION_URI not in context.requested_extensions)
         if session is None or not session.state.turn_label:
             # No turn of this conversation ever began: a first message no process took up.
-            return self._not_taken_up(task, em, session)
+            return await self._not_taken_up(task, em, session)
         state = session.state
         if state.turn_label != task.id:
             return await self._left_behind(task, context, em, session)
@@ -696,19 +696,24 @@ class DevagentRequestHandler(DefaultRequestHandler):
             return self._derived(
                 task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "", _derived_id(task.id, named)
             )
-        return self._not_taken_up(task, em, session)
+        return await self._not_taken_up(task, em, session)
 
-    def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
+    async def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
         """A submitted or working task whose message no process took up (the one that had it
-        stopped before its turn began: never `submitted` for ever): failed once
-        the lease time has passed since it was written, so a live process starting it is never
-        overtaken."""
+        stopped before its turn began: never `submitted` for ever): failed as soon as that is
+        known. The process that takes a message up holds its conversation's lease from the
+        conversation's creation or its turn's claim: a lease whose holder is gone says so at once.
+        Else (the process stopped before it held anything) once the lease time has passed since
+        the task was written, so a live process starting it is never overtaken."""
         if (
             task.status.state in _RUNNING_STATES
             and task.history  # (a task without a message, from POST /tasks, has no turn)
             and not legacy.is_legacy_task(task)
             and (session is None or session.state.status != "running")
-            and time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
+            and (
+                time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
+                or (session is not None and await self.devagent.core.lease_lapsed(session.id))
+            )
         ):
             text = "the server process handling this message stopped before it began; send it again"
             named = f"not taken up {task.status.timestamp.ToMicroseconds()}"
