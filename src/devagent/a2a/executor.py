@@ -278,22 +278,39 @@ class DevagentExecutor(AgentExecutor):
                 del self._running[task_id]
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue, running: _Running) -> None:
-        call_context = context.call_context
-        given = handoff(call_context)  # what the request handler worked out (request.py)
-        prepared = given.prepared
-        # A legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
-        lreq = given.legacy
-        if prepared is None:
-            prepared = Prepared(text=context.get_user_input())
+        given = handoff(context.call_context)  # what the request handler worked out (request.py)
+        prepared = given.prepared or Prepared(text=context.get_user_input())
         task = context.current_task
-        task_id = context.task_id or ""
         context_id = task.context_id if task is not None else (context.context_id or "")
-        owner = owner_of(call_context)
+        owner = owner_of(context.call_context)
         new_context = task is None and given.new_context
-        # The conversation first, created holding its lease: a new task is stored (below) once the
+        # The conversation first, created holding its lease: a new task is stored (`_start`) once the
         # process taking its message up is named by that lease, so a reader knows at once a
         # message whose process died before its turn began (`_not_taken_up` of the handler).
         session, created, error = await self._open(owner, context_id, prepared, new_context)
+        try:
+            await self._start(context, event_queue, running, prepared, (session, error))
+        finally:
+            if created:  # created holding its lease for a turn that may not have started
+                assert session is not None
+                await session.release_unused_lease()
+
+    async def _start(
+        self,
+        context: RequestContext,
+        event_queue: EventQueue,
+        running: _Running,
+        prepared: Prepared,
+        opened: tuple[Session | None, str],
+    ) -> None:
+        """Store a new task (its conversation is `opened` already), then run the turn in it; or,
+        when the conversation could not be opened, fail the task with the reason."""
+        session, error = opened
+        # A legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
+        lreq = handoff(context.call_context).legacy
+        task = context.current_task
+        task_id = context.task_id or ""
+        context_id = task.context_id if task is not None else (context.context_id or "")
         if task is None:
             first = Task(
                 id=task_id, context_id=context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
@@ -321,11 +338,7 @@ class DevagentExecutor(AgentExecutor):
         if session is None:
             await em.emit(FAILED, ext.STATE_CHANGE, Part(text=error), error=error)
             return
-        try:
-            await self._run(session, prepared, lreq, em, previous_state, running)
-        finally:
-            if created:  # created holding its lease for a turn that may not have started
-                await session.release_unused_lease()
+        await self._run(session, prepared, lreq, em, previous_state, running)
 
     async def _open(
         self, owner: str, context_id: str, prepared: Prepared, new_context: bool
