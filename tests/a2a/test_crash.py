@@ -663,16 +663,18 @@ async def test_issue28_item8_a_text_the_conversation_holds_is_in_the_history_onc
     assert lines(workspace / "one.txt") == 1 and lines(workspace / "two.txt") == 1
 
 
+@pytest.mark.parametrize("second", ["a2a.working_sent", "a2a.task_created"])
 async def test_issue37_item6_A6_B10_a_continued_task_killed_twice_reads_its_true_state_at_once(
-    script: Script, shared_db: str, workspace: Path
+    script: Script, shared_db: str, workspace: Path, second: str
 ) -> None:
     """Issue 37 item 6: "a continued task killed twice reads its true state". As in issue 28 item 8
     (b), the server dies as a new task is stored (`a2a.task_created`), then, the task continued on
-    its taskId, as the continuation's turn was to begin (`a2a.working_sent`). With a lease of ten
-    minutes, the lease time cannot be what settles it: after each restart the task's first read is
-    already failed "send it again" (the process that took its message up is gone: the
-    conversation's lease names it), never `submitted`; its history holds each message once, and a
-    new message on it completes."""
+    its taskId, as the continuation's turn was to begin (`a2a.working_sent`) or as the continued
+    task was stored `submitted` again (`a2a.task_created`). With a lease of ten minutes, the lease
+    time cannot be what settles it: after each restart the task's first read is already failed
+    "send it again" (the process that took its message up is gone: the conversation's lease names
+    it), never `submitted`; its history holds each message once, and a new message on it
+    completes."""
     from tests.a2a.test_continued_history import assert_history_once
 
     logs = workspace.parent
@@ -682,7 +684,7 @@ async def test_issue37_item6_A6_B10_a_continued_task_killed_twice_reads_its_true
         with killed_at(args, logs / "a.log", "a2a.task_created") as a:
             msg = v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)})
             await send_stream(c, a.url, msg)
-        with killed_at(args, logs / "b.log", "a2a.working_sent") as b:
+        with killed_at(args, logs / "b.log", second) as b:
             listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
             task_id = listed["result"]["tasks"][0]["id"]
             got = await get_task(c, b.url, task_id)

@@ -287,12 +287,11 @@ class DevagentExecutor(AgentExecutor):
         # The conversation first, created holding its lease: a new task is stored (`_start`) once the
         # process taking its message up is named by that lease, so a reader knows at once a
         # message whose process died before its turn began (`_not_taken_up` of the handler).
-        session, created, error = await self._open(owner, context_id, prepared, new_context)
+        session, error = await self._open(owner, context_id, prepared, new_context)
         try:
             await self._start(context, event_queue, running, prepared, (session, error))
         finally:
-            if created:  # created holding its lease for a turn that may not have started
-                assert session is not None
+            if session is not None:  # a lease taken for a turn that may not have started
                 await session.release_unused_lease()
 
     async def _start(
@@ -342,17 +341,15 @@ class DevagentExecutor(AgentExecutor):
 
     async def _open(
         self, owner: str, context_id: str, prepared: Prepared, new_context: bool
-    ) -> tuple[Session | None, bool, str]:
-        """The conversation a turn is about to run in: (it, whether it was created here holding its
-        lease, "") or (None, False, why it cannot be opened)."""
+    ) -> tuple[Session | None, str]:
+        """The conversation a turn is about to run in, created holding its lease if new: (it, "")
+        or (None, why it cannot be opened)."""
         try:
-            sid = session_id_for(owner, context_id)
-            existed = not new_context and await self.core.get_session(sid) is not None
             session = await self.session_for(owner, context_id, prepared, new_context=new_context, turn=True)
         except Exception as e:  # an unusable workspace, a model that cannot be built
             log.warning("cannot open session for context %s: %s", context_id, e)
-            return None, False, str(e)
-        return session, not existed, ""
+            return None, str(e)
+        return session, ""
 
     async def _run(
         self,

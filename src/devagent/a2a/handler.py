@@ -770,13 +770,19 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
         """An extension client continues a finished task with the same taskId (RFC step 10).
         The task is stored `submitted` (a message no turn has taken up yet), which the SDK runs a
-        new message on. If this process dies before the turn begins, a reader finds the task as
-        any message no process took up: as its conversation says, or failed once the lease time
-        has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
+        new message on, this process holding the conversation's lease for that turn. If this
+        process dies before the turn begins, a reader finds the task as any message no process
+        took up: as its conversation says, or failed (`_not_taken_up`); never waiting for an input
+        nothing asked for."""
         status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
         _to_history(task)  # (a status that restates the history's end is there once)
         task.status.CopyFrom(status)
+        # The conversation's lease first: it names the process taking the message up, so a reader
+        # knows at once when that process died before the turn began (`_not_taken_up`).
+        session = await self.devagent.session_for(owner_of(context), task.context_id, None, create=False)
+        if session is not None:
+            await session.hold_for_turn()
         await self.store.save(task, context)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
