@@ -265,6 +265,20 @@ def asked_calls(task: dict[str, object]) -> set[str]:
     }
 
 
+FOLLOW_ON = 2  # messages continuing a conversation once it completed
+
+
+def duplicates(task: dict[str, Any], violation: Callable[[str], None]) -> None:
+    """Issue 37 item 6: a messageId twice in the task's history, or a text of the model's twice
+    (two of the server's notes with the same words, for two messages no process took up, are two
+    messages)."""
+    ids = Counter(m.get("messageId") for m in task.get("history") or [])
+    if any(k > 1 for k in ids.values()):
+        violation("(a) a messageId twice in the task's history")
+    if any(k > 1 for k in agent_marks(task).values()):
+        violation("(a) agent text twice in the task's history")
+
+
 def summary(task: dict[str, Any]) -> str:
     """A task in short: each history message (role, messageId's head, its texts and ToolCall
     updates), the status and the artifacts."""
@@ -340,11 +354,13 @@ async def conversation_round(
         return s
 
     kills = turnless = 0
+    unread = False  # a restart since the last read of the task (nothing was sent to the new server)
 
     def restart(dead: Serve) -> Serve:
-        nonlocal kills, turnless
+        nonlocal kills, turnless, unread
         dead.proc.wait(30)
         kills += 1
+        unread = True
         tally["kills"] += 1
         if plans[0][0] == "point" and str(plans[0][1]).startswith("a2a.working_sent"):
             turnless += 1  # it died before the turn of its execution began: nothing was interrupted
@@ -415,6 +431,12 @@ async def conversation_round(
                 task = {"id": tasks[0]["id"], "contextId": context}
             got = await read(str(task["id"]))
             state = got["status"]["state"]
+            if unread:
+                unread = False
+                tally[f"first read after kill {kills}: {state}"] += 1
+                if kills > 1 and state in ("submitted", "working"):
+                    # the continued task's second kill: no process runs or starts its turn now
+                    violation(f"(c) a continued task killed twice reads {state}, not its true state")
             for _ in range(200):  # a turn no process took up reads failed once the lease expired
                 if state not in ("submitted", "working"):
                     break
@@ -446,6 +468,16 @@ async def conversation_round(
             violation("(c) stalled: not completed within the requests allowed")
         tally[f"killed {kills} times"] += 1
         final = await read(str(task["id"]))
+        duplicates(final, violation)
+        for i in range(FOLLOW_ON):  # a completed task continued: each message still once
+            if final["status"]["state"] != "completed":
+                break
+            more = v03_message(f"more {i}", task_id=final["id"], context_id=final["contextId"])
+            on = await send_stream(c, server.url, more)
+            if on.errors or on.last_state != "completed":
+                violation(f"a completed task continued did not complete: {on.errors or on.last_state}")
+            final = await read(str(task["id"]))
+            duplicates(final, violation)
         if show:
             print(f"round {n} ({label}):\n{summary(final)}", file=sys.stderr)
         marks = agent_marks(final)

@@ -661,3 +661,45 @@ async def test_issue28_item8_a_text_the_conversation_holds_is_in_the_history_onc
     replies = [a for a in got.get("artifacts") or [] if a.get("name") == "reply"]
     assert [p.get("text") for a in replies for p in a["parts"]] == ["Both commands ran."], replies
     assert lines(workspace / "one.txt") == 1 and lines(workspace / "two.txt") == 1
+
+
+@pytest.mark.parametrize("second", ["a2a.working_sent", "a2a.task_created"])
+async def test_issue37_item6_A6_B10_a_continued_task_killed_twice_reads_its_true_state_at_once(
+    script: Script, shared_db: str, workspace: Path, second: str
+) -> None:
+    """Issue 37 item 6: "a continued task killed twice reads its true state". As in issue 28 item 8
+    (b), the server dies as a new task is stored (`a2a.task_created`), then, the task continued on
+    its taskId, as the continuation's turn was to begin (`a2a.working_sent`) or as the continued
+    task was stored `submitted` again (`a2a.task_created`). With a lease of ten minutes, the lease
+    time cannot be what settles it: after each restart the task's first read is already failed
+    "send it again" (the process that took its message up is gone: the conversation's lease names
+    it), never `submitted`; its history holds each message once, and a new message on it
+    completes."""
+    from tests.a2a.test_continued_history import assert_history_once
+
+    logs = workspace.parent
+    args = [*serve_args(shared_db, workspace, script(FOLLOW_UPS), "ask"), "--lease-seconds", "600"]
+    context = "ctx-issue37-item6"
+    async with httpx.AsyncClient(timeout=60) as c:
+        with killed_at(args, logs / "a.log", "a2a.task_created") as a:
+            msg = v03_message("hello", context_id=context, settings={"workspace_path": str(workspace)})
+            await send_stream(c, a.url, msg)
+        with killed_at(args, logs / "b.log", second) as b:
+            listed = await call(c, b.url, rpc("ListTasks", {"contextId": context}), auth(TOKEN, v1=True))
+            task_id = listed["result"]["tasks"][0]["id"]
+            got = await get_task(c, b.url, task_id)
+            assert got["status"]["state"] == "failed" and "send it again" in status_text(got), got["status"]
+            assert_history_once(got, ["hello"])
+            await send_stream(c, b.url, v03_message("go on", task_id=task_id, context_id=context))
+
+        with serving(args, logs / "c.log") as srv:
+            got = await get_task(c, srv.url, task_id)
+            assert got["status"]["state"] == "failed", got["status"]
+            assert "send it again" in status_text(got), got["status"]
+            assert_history_once(got)
+            again = await send_stream(c, srv.url, v03_message("again", task_id=task_id, context_id=context))
+            assert not again.errors and again.last_state == "completed", again.frames
+            final = await get_task(c, srv.url, task_id)
+    assert final["status"]["state"] == "completed"
+    texts = assert_history_once(final)
+    assert texts[0] == "hello" and texts[-2:] == ["again", "reply 0: again"], texts

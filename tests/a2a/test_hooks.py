@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.a2a.helpers import v03_message
-from tests.a2a.procs import send_stream, serve_args, serving, status_tool_calls
+from tests.a2a.procs import confirmation, get_task, send_stream, serve_args, serving, status_tool_calls
 from tests.a2a.test_hostile import bwrap_works, script
 from tests.core_helpers import shell_call
 from tests.hook_files import command, group, settings_with_hooks
@@ -108,3 +108,42 @@ async def test_issue37_item5_serve_default_sandbox_runs_the_guard_kept_in_the_ho
     final = calls_seen(reply.results, "s1")[-1]
     assert final["status"] == "FAILED" and final["error"]["type"] == "blocked_by_hook"
     assert "block-rm: not here" in final["error"]["message"]
+
+
+async def test_issue37_item4_A6_a_slow_notification_hook_leaves_the_task_input_required(
+    tmp_path: Path, shared_db: str
+) -> None:
+    """A Notification hook slower than the lease's heartbeat fires after the turn stored its pause
+    and gave up the conversation's lease: the task reads input-required (not canceled), on the
+    stream and on tasks/get, with its call pending, and confirming it runs the call once. A short
+    lease makes the heartbeat tick many times while the hook sleeps."""
+    ws = tmp_path / "root" / "ws"
+    ws.mkdir(parents=True)
+    log = "$CLAUDE_PROJECT_DIR/notified.jsonl"
+    hook = f'sleep 6; cat >> "{log}"; echo >> "{log}"'
+    settings = settings_with_hooks(tmp_path, {"Notification": [group("", command(hook))]})
+    write = {"tool_call": {"name": "write_file", "args": {"path": "w.txt", "content": "W\n"}, "id": "w1"}}
+    model = script(tmp_path / "s.json", [[write], [{"text": "written"}]])
+    args = [
+        *serve_args(shared_db, ws, model, "ask"),
+        *("--config", str(settings), "--lease-seconds", "1"),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
+    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"))
+    env["DEVAGENT_DATA_DIR"] = str(tmp_path / "data")
+    with serving(args, tmp_path / "serve.log", env=env) as s:
+        async with httpx.AsyncClient(timeout=120) as c:
+            paused = await send_stream(c, s.url, v03_message("write w", settings={"workspace_path": str(ws)}))
+            assert not paused.errors and paused.last_state == "input-required", paused.frames
+            task = paused.results[0]
+            got = await get_task(c, s.url, task["id"])
+            assert got["status"]["state"] == "input-required", got["status"]
+            assert [tc["tool_call_id"] for tc in status_tool_calls(got)] == ["w1"], got["status"]
+            assert [tc["status"] for tc in status_tool_calls(got)] == ["PENDING"]
+            [event] = [json.loads(line) for line in (ws / "notified.jsonl").read_text().split("\n") if line]
+            assert event["notification_type"] == "permission_prompt", event
+            done = await send_stream(c, s.url, confirmation(task, "w1"))
+            assert not done.errors and done.last_state == "completed", done.frames
+            assert (await get_task(c, s.url, task["id"]))["status"]["state"] == "completed"
+        assert "took the lease over" not in s.stderr()
+    assert (ws / "w.txt").read_text() == "W\n"

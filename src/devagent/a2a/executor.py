@@ -220,9 +220,12 @@ class DevagentExecutor(AgentExecutor):
         create: bool = True,
         *,
         new_context: bool = False,
+        turn: bool = False,
     ) -> Session | None:
         """The session of (owner, context_id), created if missing and `create`. `new_context`: the
-        contextId was generated for this request, so there is no session to look up."""
+        contextId was generated for this request, so there is no session to look up. `turn`: a
+        turn of it starts now in this process, which creates it holding its lease: a reader then
+        knows a message whose process died before its turn began (the lease's holder is gone)."""
         sid = session_id_for(owner, context_id)
         if not new_context:
             session = await self.core.get_session(sid)
@@ -243,9 +246,8 @@ class DevagentExecutor(AgentExecutor):
             identity=owner,
             # the client's MCP servers; the core applies server policy to them
             mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,
-            # A contextId generated for this request: no other request can name it yet, and its
-            # turn starts now; stored holding the lease (one write fewer).
-            leased=new_context,
+            # Its turn starts now: stored holding the lease (one write fewer than a claim).
+            leased=new_context or turn,
         )
 
     def model_name(self, session: Session | None) -> str:
@@ -276,13 +278,35 @@ class DevagentExecutor(AgentExecutor):
                 del self._running[task_id]
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue, running: _Running) -> None:
-        call_context = context.call_context
-        given = handoff(call_context)  # what the request handler worked out (request.py)
-        prepared = given.prepared
+        given = handoff(context.call_context)  # what the request handler worked out (request.py)
+        prepared = given.prepared or Prepared(text=context.get_user_input())
+        task = context.current_task
+        context_id = task.context_id if task is not None else (context.context_id or "")
+        owner = owner_of(context.call_context)
+        new_context = task is None and given.new_context
+        # The conversation first, created holding its lease: a new task is stored (`_start`) once the
+        # process taking its message up is named by that lease, so a reader knows at once a
+        # message whose process died before its turn began (`_not_taken_up` of the handler).
+        session, error = await self._open(owner, context_id, prepared, new_context)
+        try:
+            await self._start(context, event_queue, running, prepared, (session, error))
+        finally:
+            if session is not None:  # a lease taken for a turn that may not have started
+                await session.release_unused_lease()
+
+    async def _start(
+        self,
+        context: RequestContext,
+        event_queue: EventQueue,
+        running: _Running,
+        prepared: Prepared,
+        opened: tuple[Session | None, str],
+    ) -> None:
+        """Store a new task (its conversation is `opened` already), then run the turn in it; or,
+        when the conversation could not be opened, fail the task with the reason."""
+        session, error = opened
         # A legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
-        lreq = given.legacy
-        if prepared is None:
-            prepared = Prepared(text=context.get_user_input())
+        lreq = handoff(context.call_context).legacy
         task = context.current_task
         task_id = context.task_id or ""
         context_id = task.context_id if task is not None else (context.context_id or "")
@@ -290,6 +314,7 @@ class DevagentExecutor(AgentExecutor):
             first = Task(
                 id=task_id, context_id=context_id, status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
             )
+            first.status.timestamp.GetCurrentTime()
             if context.message is not None:
                 first.history.append(context.message)
             if lreq is not None:  # the task keeps its dialect in its metadata
@@ -301,7 +326,6 @@ class DevagentExecutor(AgentExecutor):
             await event_queue.enqueue_event(first)
         previous_state = task.status.state if task is not None else None
 
-        owner = owner_of(call_context)
         model = self.core.default_model
         em: Emitter
         if lreq is not None:
@@ -310,19 +334,22 @@ class DevagentExecutor(AgentExecutor):
             em = PlainEmitter(event_queue, task_id, context_id, model)
         else:
             em = RfcEmitter(event_queue, task_id, context_id, model)
-        new_context = task is None and given.new_context
+        if session is None:
+            await em.emit(FAILED, ext.STATE_CHANGE, Part(text=error), error=error)
+            return
+        await self._run(session, prepared, lreq, em, previous_state, running)
+
+    async def _open(
+        self, owner: str, context_id: str, prepared: Prepared, new_context: bool
+    ) -> tuple[Session | None, str]:
+        """The conversation a turn is about to run in, created holding its lease if new: (it, "")
+        or (None, why it cannot be opened)."""
         try:
-            session = await self.session_for(owner, context_id, prepared, new_context=new_context)
+            session = await self.session_for(owner, context_id, prepared, new_context=new_context, turn=True)
         except Exception as e:  # an unusable workspace, a model that cannot be built
             log.warning("cannot open session for context %s: %s", context_id, e)
-            await em.emit(FAILED, ext.STATE_CHANGE, Part(text=str(e)), error=str(e))
-            return
-        assert session is not None
-        try:
-            await self._run(session, prepared, lreq, em, previous_state, running)
-        finally:
-            if new_context:  # created holding its lease for a turn that may not have started
-                await session.release_unused_lease()
+            return None, str(e)
+        return session, ""
 
     async def _run(
         self,

@@ -243,11 +243,38 @@ def _text_of_parts(parts: Any) -> str:
 
 def _to_history(task: Task) -> None:
     """Moves the status message into the history, as the SDK does on a status change; a piece of
-    streamed text is joined onto the pieces before it (`join_tail`)."""
+    streamed text is joined onto the pieces before it (`join_tail`). A final status message that
+    says again what the history ends with is dropped instead (`_restates`)."""
     if task.status.HasField("message"):
-        task.history.append(task.status.message)
+        if not _restates(task):
+            task.history.append(task.status.message)
         task.status.ClearField("message")
         join_tail(task)
+
+
+def _restates(task: Task) -> bool:
+    """Whether the status message of a task that stopped only says again the text its history
+    ends with: the reply, streamed as the turn's text and then restated as its final status; a
+    notice the turn ended with, sent as text and then as the status; a status derived again from
+    an unchanged conversation. Its words are in the history already, under another messageId:
+    moved there too (a continuation), they would read twice. (Only a stopped task's status: the
+    status message of a working task is a piece of the streamed text, joined onto the others.)"""
+    status = task.status
+    if status.state not in TERMINAL_TASK_STATES or not status.message.parts:
+        return False
+    if any(p.WhichOneof("content") != "text" for p in status.message.parts):
+        return False
+    text = _text_of(status.message)
+    said = ""
+    for m in reversed(task.history):
+        if m.role != Role.ROLE_AGENT:
+            return False  # the turn's input: nothing of the turn says it
+        if not m.parts or any(p.WhichOneof("content") != "text" for p in m.parts):
+            continue  # a tool call's update or a thought, between the reply's texts
+        said = _text_of(m) + said
+        if len(said) >= len(text):
+            return said == text
+    return False
 
 
 def _state_name(state: TaskState) -> str:
@@ -568,7 +595,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         em = ex.emitter(None, task, session, plain=ext.EXTENSION_URI not in context.requested_extensions)
         if session is None or not session.state.turn_label:
             # No turn of this conversation ever began: a first message no process took up.
-            return self._not_taken_up(task, em, session)
+            return await self._not_taken_up(task, em, session)
         state = session.state
         if state.turn_label != task.id:
             return await self._left_behind(task, context, em, session)
@@ -669,19 +696,24 @@ class DevagentRequestHandler(DefaultRequestHandler):
             return self._derived(
                 task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "", _derived_id(task.id, named)
             )
-        return self._not_taken_up(task, em, session)
+        return await self._not_taken_up(task, em, session)
 
-    def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
+    async def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
         """A submitted or working task whose message no process took up (the one that had it
-        stopped before its turn began: never `submitted` for ever): failed once
-        the lease time has passed since it was written, so a live process starting it is never
-        overtaken."""
+        stopped before its turn began: never `submitted` for ever): failed as soon as that is
+        known. The process that takes a message up holds its conversation's lease from the
+        conversation's creation or its turn's claim: a lease whose holder is gone says so at once.
+        Else (the process stopped before it held anything) once the lease time has passed since
+        the task was written, so a live process starting it is never overtaken."""
         if (
             task.status.state in _RUNNING_STATES
             and task.history  # (a task without a message, from POST /tasks, has no turn)
             and not legacy.is_legacy_task(task)
             and (session is None or session.state.status != "running")
-            and time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
+            and (
+                time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
+                or (session is not None and await self.devagent.core.lease_lapsed(session.id))
+            )
         ):
             text = "the server process handling this message stopped before it began; send it again"
             named = f"not taken up {task.status.timestamp.ToMicroseconds()}"
@@ -738,17 +770,19 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def _reopen(self, task: Task, context: ServerCallContext) -> None:
         """An extension client continues a finished task with the same taskId (RFC step 10).
         The task is stored `submitted` (a message no turn has taken up yet), which the SDK runs a
-        new message on. If this process dies before the turn begins, a reader finds the task as
-        any message no process took up: as its conversation says, or failed once the lease time
-        has passed (`_not_taken_up`); never waiting for an input nothing asked for."""
+        new message on, this process holding the conversation's lease for that turn. If this
+        process dies before the turn begins, a reader finds the task as any message no process
+        took up: as its conversation says, or failed (`_not_taken_up`); never waiting for an input
+        nothing asked for."""
         status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
-        if task.history and task.history[-1].message_id == task.status.message.message_id:
-            # The same status derived again (a continuation before this one moved it into the
-            # history, and its process died before storing its message): it is there once.
-            task.status.ClearField("message")
-        _to_history(task)
+        _to_history(task)  # (a status that restates the history's end is there once)
         task.status.CopyFrom(status)
+        # The conversation's lease first: it names the process taking the message up, so a reader
+        # knows at once when that process died before the turn began (`_not_taken_up`).
+        session = await self.devagent.session_for(owner_of(context), task.context_id, None, create=False)
+        if session is not None:
+            await session.hold_for_turn()
         await self.store.save(task, context)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:

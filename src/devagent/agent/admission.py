@@ -127,6 +127,13 @@ class Admission:
                 self._answering[i] = now
             # The lease stays with this process for the turn that applies the answer.
 
+    async def hold(self, cancelled: asyncio.Event) -> bool:
+        """Take the lease for a turn about to start in this process, before the door stores the
+        message it runs (so a reader knows whose message it is, and when that process is gone);
+        the turn finds it fresh (`claim`). False: cancelled while another process held it."""
+        async with self.lock:
+            return await self.claim(None, cancelled)
+
     def applied(self, inp: Resume) -> None:
         """The turn applying this answer took it up (or it was refused): its calls are free."""
         for call_id in answered_ids(inp):

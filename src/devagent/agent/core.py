@@ -274,8 +274,9 @@ class AgentCore:
         max_cost_usd: float = 0.0,
     ) -> Session:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
-        session is stored holding its lease (one write, not an insert and then a claim); only for
-        an id no other process can know yet (its turn would wait for the lease until it expires).
+        session is stored holding its lease (one write, not an insert and then a claim); a caller
+        whose turn then does not start gives it up (`Session.release_unused_lease`), else another
+        process's turn of it would wait for the lease until it expires.
         `max_cost_usd`: the caller's cap on each task of the session (`spending.task_cap`)."""
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
@@ -370,6 +371,12 @@ class AgentCore:
             if row is not None and not row.lease_live:
                 await session.recover_if_abandoned()
         return session
+
+    async def lease_lapsed(self, session_id: str) -> bool:
+        """Whether the session's lease is held by no live process although taken: its holder died
+        (or stopped renewing it) before giving it up."""
+        row = await self.store.read_session(session_id)
+        return row is not None and bool(row.lease_owner) and not row.lease_live
 
     def running_here(self, session_id: str) -> bool:
         """Whether a turn of this session is starting or running in this process."""

@@ -71,6 +71,7 @@ class SessionRecord:
         self._saved_count = 0  # how many transcript messages are in the store
         # Writes of other tables (checkpoints, usage) that go into the next save's transaction.
         self._also: list[Callable[[Any], Awaitable[object]]] = []
+        self._heartbeat: asyncio.Task[None] | None = None  # renews the lease a turn holds
 
     # --- the transcript -------------------------------------------------------------------
 
@@ -131,7 +132,9 @@ class SessionRecord:
     async def save(self, *, release: bool = False) -> None:
         """Store the state and the new transcript messages: a compare-and-set on the revision
         this object is at, by the lease's holder (`StaleSession` if another process changed the
-        session). `release` gives up the lease in the same write."""
+        session). `release` gives up the lease in the same write (the heartbeat stops first)."""
+        if release:
+            self.stop_keeping_lease()
         msgs = self._messages or []
         start = self._saved_count
         append = (
@@ -235,6 +238,7 @@ class SessionRecord:
     def lost(self) -> None:
         """Another process changed the session under this one's turn: nothing of ours was
         written; the stored state is read again next time."""
+        self.stop_keeping_lease()
         self.leased = False
         self.revision = -1
 
@@ -248,6 +252,7 @@ class SessionRecord:
             self.adopt(row[0], row[1])
 
     async def release_lease(self) -> None:
+        self.stop_keeping_lease()
         if self.leased:
             self.leased = False
             try:
@@ -263,9 +268,23 @@ class SessionRecord:
             except Exception:
                 log.exception("could not release the turn slot of session %s", self.id)
 
-    async def keep_lease(self, stop_turn: Callable[[], None]) -> None:
-        """While a turn runs: renew the lease (and the turn slot) every third of its length, and
-        stop the turn when another process asks for a cancel or has taken the lease over."""
+    def keep_lease(self, stop_turn: Callable[[], None]) -> None:
+        """A turn holding the lease runs: a heartbeat renews the lease (and the turn slot) every
+        third of its length, and stops the turn when another process asks for a cancel or has
+        taken the lease over. The heartbeat lives exactly as long as this process holds the lease
+        for the turn: giving the lease up (a releasing save, `release_lease`, `lost`) ends it
+        before the lease is written, so what the turn does after storing its pause (a slow
+        Notification hook) is never read as a takeover and never cancelled by its own lease."""
+        self.stop_keeping_lease()
+        self._heartbeat = asyncio.create_task(self._renew(stop_turn))
+
+    def stop_keeping_lease(self) -> None:
+        """End the heartbeat (at once: a renewal it awaits is dropped, its answer never read)."""
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.cancel()
+
+    async def _renew(self, stop_turn: Callable[[], None]) -> None:
         ttl = self._lease_seconds
         while True:
             await asyncio.sleep(ttl / 3)
@@ -278,6 +297,7 @@ class SessionRecord:
                 continue
             if cancel is None:
                 log.warning("session %s: another process took the lease over; stopping the turn", self.id)
+                self._heartbeat = None
                 self.leased = False
                 stop_turn()
                 return

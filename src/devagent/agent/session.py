@@ -277,6 +277,10 @@ class Session:
         """For a door, before it accepts a message that answers waiting calls (`Admission`)."""
         await self.admission.accept_answers(inp, self.runner.cancelled)
 
+    async def hold_for_turn(self) -> bool:
+        """For a door, before it stores a message whose turn it is about to run (`Admission.hold`)."""
+        return await self.admission.hold(self.runner.cancelled)
+
     async def recover_if_abandoned(self) -> bool:
         """For readers: settle a turn whose process died (`Admission.settle_abandoned`)."""
         return await self.admission.settle_abandoned()

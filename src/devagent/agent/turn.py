@@ -90,11 +90,11 @@ class TurnRunner:
         self, inp: Input | CancelWaiting, label: str | None, emit: Callable[[Event], None]
     ) -> None:
         self._started = True
-        heartbeat = asyncio.create_task(self.host.record.keep_lease(self.stop))
+        self.host.record.keep_lease(self.stop)
         try:
             await self.host.run_turn(inp, label, emit)
         finally:
-            heartbeat.cancel()
+            self.host.record.stop_keeping_lease()
             self._task = None
             self._started = False
             await self.host.admission.release()
