@@ -20,7 +20,10 @@ FAMILY_MODELS = {
     "gemini": "google:gemini-2.5-pro",
     "scripted": "demo",
     "other": "ollama:qwen3",
+    "small": "ollama:qwen3:4b",
 }
+# The settings each family's snapshot is taken with: the operator names a small model's family.
+FAMILY_CONFIG: dict[str, dict[str, Any]] = {"small": {"model_family": ("ollama:qwen3:4b=small",)}}
 FIXED_ENVIRONMENT = "- (the environment, fixed for the snapshot)"
 
 
@@ -58,13 +61,27 @@ def test_issue30_item9_editing_tools_per_family_and_the_operators_override() -> 
     assert editing_tools("gemini", "both") == ("edit", "apply_patch")
 
 
-async def _prompt_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> tuple[str, list[str]]:
+async def _session_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> Any:
     core = await core_factory(spec, model_api_key="k", **config)
     session = await core.create_session([workspace])
     session.state.started_on = "2026-01-02"
     session.state.environment = FIXED_ENVIRONMENT
+    return session
+
+
+async def _prompt_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> tuple[str, list[str]]:
+    session = await _session_of(core_factory, workspace, spec, **config)
     tools = session.tools()
     return session.instructions.text(session.state, tools), list(tools)
+
+
+async def _reworded(session: Any) -> str:
+    """The tool descriptions a session's requests carry that are not the tools' own, one a line."""
+    params = await session.request_parameters()
+    own = {name: tool.definition()["description"] for name, tool in session.tools().items()}
+    return "".join(
+        f"{t.name}: {t.description}\n" for t in params.function_tools if t.description != own.get(t.name)
+    )
 
 
 @pytest.mark.parametrize("family", sorted(FAMILY_MODELS))
@@ -72,11 +89,16 @@ async def test_issue30_item8_item9_prompt_snapshot_per_family(
     core_factory: Any, workspace: Path, family: str
 ) -> None:
     """The whole system prompt and the tool names each family gets, against a snapshot
-    (DEVAGENT_UPDATE_SNAPSHOTS=1 rewrites them after an intended change)."""
-    text, tools = await _prompt_of(core_factory, workspace, FAMILY_MODELS[family])
+    (DEVAGENT_TEST_UPDATE_SNAPSHOTS=1 rewrites them after an intended change)."""
+    config = FAMILY_CONFIG.get(family, {})
+    session = await _session_of(core_factory, workspace, FAMILY_MODELS[family], **config)
+    tools = session.tools()
+    text = session.instructions.text(session.state, tools)
     got = f"tools: {', '.join(tools)}\n\n{text}\n"
+    if reworded := await _reworded(session):
+        got += f"\n# Tool descriptions in the family's words\n{reworded}"
     path = SNAPSHOTS / f"{family}.txt"
-    if os.environ.get("DEVAGENT_UPDATE_SNAPSHOTS"):
+    if os.environ.get("DEVAGENT_TEST_UPDATE_SNAPSHOTS"):
         path.parent.mkdir(exist_ok=True)
         path.write_text(got)
     assert got == path.read_text(), f"the {family} prompt changed; see {path}"
