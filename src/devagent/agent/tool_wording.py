@@ -22,12 +22,15 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "write_file": "Write a whole file, replacing it (read it first), or create it.",
         "edit": "Replace `old_string` with `new_string` in a file. `old_string` must be copied exactly "
         "from the file and occur once (or set `replace_all`). An empty `old_string` creates the file.",
+        "list_directory": "List a directory: folders (ending in `/`), then files.",
         "glob": "Find files by glob pattern, such as `**/*.py`.",
         "grep": "Search file contents with a regular expression; returns `file:line:text` lines.",
         "run_shell_command": "Run a command with `bash -c` in the workspace and return its output and "
         "exit code. There is no stdin; the command is killed after `timeout` seconds.",
         "write_todos": "Write the todo list of the current task, replacing the previous one; at most "
         "one item `in_progress`.",
+        "ask_user": "Ask the user a question you cannot answer with the other tools, and wait for "
+        "the answer. Offer `choices` when there are a few options.",
     },
 }
 
