@@ -254,3 +254,24 @@ async def test_issue43_item3_a_small_models_command_output_is_cut_shorter_throug
     for text in (small, whole):
         assert text.startswith("1\n2\n3\n") and "40000" in text and "left out" in text
     assert len(small) < 9_000 + 500 < HEAD_CHARS + TAIL_CHARS - 500 < len(whole)
+
+
+async def test_issue43_item3_the_prefix_follows_the_family_of_the_model_the_session_switches_to(
+    core_factory: Any, workspace: Path
+) -> None:
+    session = await _session_of(
+        core_factory, workspace, "ollama:qwen3", model_family=("ollama:qwen3:4b=small",)
+    )
+    before = await session.request_parameters()
+    session.state.model = "ollama:qwen3:4b"
+    small = await session.request_parameters()
+    session.state.model = "anthropic:claude-sonnet-4-5"
+    claude = await session.request_parameters()
+    texts = [p.instruction_parts[0].content for p in (before, small, claude)]
+    assert "web_fetch" in {t.name for t in before.function_tools} - {t.name for t in small.function_tools}
+    assert "# Code and conventions" in texts[0] and "# Code and conventions" not in texts[1]
+    assert "your Read tool" in texts[2] and "your Read tool" not in texts[0]
+    todos = [
+        next(t.description for t in p.function_tools if t.name == "write_todos") for p in (before, claude)
+    ]
+    assert "TodoWrite" in todos[1] and "TodoWrite" not in todos[0]
