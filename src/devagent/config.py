@@ -18,7 +18,7 @@ from typing import Any
 
 from devagent.agent.childenv import check_env_pass
 from devagent.agent.hooks.config import HooksFileError, load_hooks
-from devagent.agent.model_family import check_edit_tools
+from devagent.agent.model_family import check_edit_tools, check_model_family
 from devagent.agent.settings import CoreConfig, user_config_dir
 from devagent.agent.state import APPROVAL_MODES
 from devagent.agent.tools.diagnostics import MODES as DIAGNOSTICS_MODES
@@ -65,6 +65,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "memory_file": ("DEVAGENT_MEMORY_FILE", "memory_file"),
     "hooks_file": ("DEVAGENT_HOOKS_FILE", "hooks_file"),  # Claude Code's hooks JSON
     "edit_tools": ("DEVAGENT_EDIT_TOOLS", "edit_tools"),
+    "model_family": ("DEVAGENT_MODEL_FAMILY", "model_family"),
     "sessions_in_memory": ("DEVAGENT_SESSIONS_IN_MEMORY", "sessions_in_memory"),
     "cache_idle_seconds": ("DEVAGENT_CACHE_IDLE_SECONDS", "cache_idle_seconds"),
     "lease_seconds": ("DEVAGENT_LEASE_SECONDS", "lease_seconds"),
@@ -262,6 +263,7 @@ def _normalise(config: CoreConfig) -> None:
     checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
         ("sandbox", sandbox_setting),
         ("edit_tools", check_edit_tools),
+        ("model_family", check_model_family),
         ("web_search", web_search_setting),
         ("edit_syntax_check", _syntax_check_setting),
         ("edit_diagnostics", _diagnostics_setting),

@@ -10,7 +10,17 @@ from typing import Any
 import pytest
 
 from devagent.agent.environment import git_state
-from devagent.agent.model_family import editing_tools, model_family
+from devagent.agent.events import TurnEnd, UserPrompt
+from devagent.agent.model_family import (
+    SMALL_HIDDEN,
+    check_model_family,
+    editing_tools,
+    family_of,
+    model_family,
+)
+from devagent.agent.tools.output import HEAD_CHARS, TAIL_CHARS
+from devagent.config import ConfigError, load_config
+from tests.core_helpers import call_then_text, calls_by_id, collect, result_text, shell_call, write_script
 
 SNAPSHOTS = Path(__file__).parent / "prompt_snapshots"
 # The model each family's snapshot is taken with (no request is made: the key is never used).
@@ -20,7 +30,10 @@ FAMILY_MODELS = {
     "gemini": "google:gemini-2.5-pro",
     "scripted": "demo",
     "other": "ollama:qwen3",
+    "small": "ollama:qwen3:4b",
 }
+# The settings each family's snapshot is taken with: the operator names a small model's family.
+FAMILY_CONFIG: dict[str, dict[str, Any]] = {"small": {"model_family": ("ollama:qwen3:4b=small",)}}
 FIXED_ENVIRONMENT = "- (the environment, fixed for the snapshot)"
 
 
@@ -58,13 +71,27 @@ def test_issue30_item9_editing_tools_per_family_and_the_operators_override() -> 
     assert editing_tools("gemini", "both") == ("edit", "apply_patch")
 
 
-async def _prompt_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> tuple[str, list[str]]:
+async def _session_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> Any:
     core = await core_factory(spec, model_api_key="k", **config)
     session = await core.create_session([workspace])
     session.state.started_on = "2026-01-02"
     session.state.environment = FIXED_ENVIRONMENT
+    return session
+
+
+async def _prompt_of(core_factory: Any, workspace: Path, spec: str, **config: Any) -> tuple[str, list[str]]:
+    session = await _session_of(core_factory, workspace, spec, **config)
     tools = session.tools()
     return session.instructions.text(session.state, tools), list(tools)
+
+
+async def _reworded(session: Any) -> str:
+    """The tool descriptions a session's requests carry that are not the tools' own, one a line."""
+    params = await session.request_parameters()
+    own = {name: tool.definition()["description"] for name, tool in session.tools().items()}
+    return "".join(
+        f"{t.name}: {t.description}\n" for t in params.function_tools if t.description != own.get(t.name)
+    )
 
 
 @pytest.mark.parametrize("family", sorted(FAMILY_MODELS))
@@ -72,11 +99,16 @@ async def test_issue30_item8_item9_prompt_snapshot_per_family(
     core_factory: Any, workspace: Path, family: str
 ) -> None:
     """The whole system prompt and the tool names each family gets, against a snapshot
-    (DEVAGENT_UPDATE_SNAPSHOTS=1 rewrites them after an intended change)."""
-    text, tools = await _prompt_of(core_factory, workspace, FAMILY_MODELS[family])
+    (DEVAGENT_TEST_UPDATE_SNAPSHOTS=1 rewrites them after an intended change)."""
+    config = FAMILY_CONFIG.get(family, {})
+    session = await _session_of(core_factory, workspace, FAMILY_MODELS[family], **config)
+    tools = session.tools()
+    text = session.instructions.text(session.state, tools)
     got = f"tools: {', '.join(tools)}\n\n{text}\n"
+    if reworded := await _reworded(session):
+        got += f"\n# Tool descriptions in the family's words\n{reworded}"
     path = SNAPSHOTS / f"{family}.txt"
-    if os.environ.get("DEVAGENT_UPDATE_SNAPSHOTS"):
+    if os.environ.get("DEVAGENT_TEST_UPDATE_SNAPSHOTS"):
         path.parent.mkdir(exist_ok=True)
         path.write_text(got)
     assert got == path.read_text(), f"the {family} prompt changed; see {path}"
@@ -138,3 +170,108 @@ async def test_issue30_item8_environment_is_taken_once_and_kept_across_a_restart
     reloaded = await again.get_session(session.id)
     assert reloaded is not None
     assert reloaded.instructions.text(reloaded.state, reloaded.tools()) == first
+
+
+def test_issue43_item3_the_operator_names_a_models_family(tmp_path: Path) -> None:
+    named = ("ollama:qwen3:4b=small", "lmstudio:*=small", "openrouter:acme/coder=anthropic")
+    assert family_of("ollama:qwen3:4b", named) == "small"
+    assert family_of("ollama:qwen3:32b", named) == "other"  # another model of the provider
+    assert family_of("lmstudio:phi-4", named) == "small"  # every model the prefix starts
+    assert family_of("openrouter:acme/coder", named) == "anthropic"
+    assert family_of("openai:gpt-5", named) == "openai"  # unnamed: what its name shows
+    assert family_of("anthropic:claude-opus-4-1", ("small",)) == "small"  # a bare family: every model
+    assert family_of("demo", ("demo=small", "openai")) == "small"  # the first entry that matches
+    for bad in (("tiny",), ("ollama:x=huge",), ("=small",)):
+        with pytest.raises(ValueError, match="model_family"):
+            check_model_family(bad)
+    home = {"XDG_CONFIG_HOME": str(tmp_path)}  # no user settings file is read
+    env = {**home, "DEVAGENT_MODEL_FAMILY": "ollama:qwen3:4b=small, lmstudio:*=small"}
+    assert load_config(environ=env).model_family == ("ollama:qwen3:4b=small", "lmstudio:*=small")
+    toml = tmp_path / "config.toml"
+    toml.write_text('model_family = "small"\n')
+    assert load_config(environ={**home, "DEVAGENT_CONFIG": str(toml)}).model_family == ("small",)
+    with pytest.raises(ConfigError, match="DEVAGENT_MODEL_FAMILY"):
+        load_config(environ={**home, "DEVAGENT_MODEL_FAMILY": "tiny"})
+
+
+async def test_issue43_item3_a_small_model_gets_a_lighter_set_and_a_shorter_prompt(
+    core_factory: Any, workspace: Path
+) -> None:
+    """The same model named small by the operator: fewer tools, fewer characters before the
+    conversation (prompt and definitions), and `edit_tools` still picks its editing tool."""
+    sizes = {}
+    for named in ((), ("ollama:qwen3=small",)):
+        session = await _session_of(core_factory, workspace, "ollama:qwen3", model_family=named)
+        params = await session.request_parameters()
+        names = {t.name for t in params.function_tools}
+        system = params.instruction_parts[0].content
+        definitions = sum(
+            len(t.description or "") + len(str(t.parameters_json_schema)) for t in params.function_tools
+        )
+        sizes[bool(named)] = (names, len(system), definitions)
+    (other, other_system, other_defs), (small, small_system, small_defs) = sizes[False], sizes[True]
+    assert small == other - SMALL_HIDDEN and {"web_fetch", "task", "background_process"} <= other - small
+    assert small_system * 2 < other_system and small_defs * 2 < other_defs
+    text, tools = await _prompt_of(
+        core_factory, workspace, "ollama:qwen3", model_family=("small",), edit_tools="apply_patch"
+    )
+    assert "apply_patch" in tools and "edit" not in tools and "`apply_patch`" in text
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_MODELS))
+async def test_issue43_item3_each_familys_prefix_is_byte_stable_across_requests_and_a_reload(
+    core_factory: Any, workspace: Path, sqlite_url: str, family: str
+) -> None:
+    config = FAMILY_CONFIG.get(family, {})
+    session = await _session_of(core_factory, workspace, FAMILY_MODELS[family], **config)
+    first, again = await session.request_parameters(), await session.request_parameters()
+    assert first.instruction_parts == again.instruction_parts and first.function_tools == again.function_tools
+    await session.record.save()
+    core = await core_factory(FAMILY_MODELS[family], db=sqlite_url, model_api_key="k", **config)
+    reloaded = await core.get_session(session.id)
+    assert reloaded is not None
+    after = await reloaded.request_parameters()
+    assert after.instruction_parts == first.instruction_parts and after.function_tools == first.function_tools
+
+
+async def test_issue43_item3_a_small_models_command_output_is_cut_shorter_through_the_loop(
+    core_factory: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """A scripted model named small by the operator runs a command with long output: it reads a
+    shorter head and tail than a model of another family running the same command."""
+    spec = write_script(tmp_path / "s.json", call_then_text(shell_call("seq 1 40000", "c1"), "done"))
+    seen = {}
+    for named in ((), ("scripted:*=small",)):
+        core = await core_factory(
+            spec, approval_mode="yolo", allowed_approval_modes=("yolo",), model_family=named
+        )
+        session = await core.create_session([workspace], approval_mode="yolo")
+        events = await collect(session.advance(UserPrompt("count")))
+        end = events[-1]
+        assert isinstance(end, TurnEnd) and end.reason == "finished", end
+        seen[bool(named)] = result_text(calls_by_id(events)["c1"])
+    small, whole = seen[True], seen[False]
+    for text in (small, whole):
+        assert text.startswith("1\n2\n3\n") and "40000" in text and "left out" in text
+    assert len(small) < 9_000 + 500 < HEAD_CHARS + TAIL_CHARS - 500 < len(whole)
+
+
+async def test_issue43_item3_the_prefix_follows_the_family_of_the_model_the_session_switches_to(
+    core_factory: Any, workspace: Path
+) -> None:
+    session = await _session_of(
+        core_factory, workspace, "ollama:qwen3", model_family=("ollama:qwen3:4b=small",)
+    )
+    before = await session.request_parameters()
+    session.state.model = "ollama:qwen3:4b"
+    small = await session.request_parameters()
+    session.state.model = "anthropic:claude-sonnet-4-5"
+    claude = await session.request_parameters()
+    texts = [p.instruction_parts[0].content for p in (before, small, claude)]
+    assert "web_fetch" in {t.name for t in before.function_tools} - {t.name for t in small.function_tools}
+    assert "# Code and conventions" in texts[0] and "# Code and conventions" not in texts[1]
+    assert "your Read tool" in texts[2] and "your Read tool" not in texts[0]
+    todos = [
+        next(t.description for t in p.function_tools if t.name == "write_todos") for p in (before, claude)
+    ]
+    assert "TodoWrite" in todos[1] and "TodoWrite" not in todos[0]

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
 from devagent.agent import environment, guides
 from devagent.agent.system_prompt import PromptInputs, build_system_prompt
+from devagent.agent.tool_wording import described
 from devagent.agent.tools.memory import read_memory
 from devagent.common.lru import LRU
 
@@ -28,12 +29,14 @@ def request_parameters(
     builtin: Iterable[str],
     client_tools: list[ClientTool],
     native: Sequence[Any] = (),
+    family: str = "other",
 ) -> Any:
     """pydantic-ai's ModelRequestParameters: the same definitions in the same order on every
     request of the session: the built-ins in their fixed order, then the MCP servers' tools and
     the client's tools each by name (whichever server became ready first, whatever order a server
-    or client listed them in); `native` are the provider's own tools (its web search)."""
-    return _parameters(instructions, tool_definitions(tools, builtin, client_tools), native)
+    or client listed them in); `native` are the provider's own tools (its web search); the
+    descriptions are worded for the model's `family`."""
+    return _parameters(instructions, tool_definitions(tools, builtin, client_tools, family), native)
 
 
 def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[Any]) -> Any:
@@ -48,9 +51,9 @@ def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[An
 
 
 def tool_definitions(
-    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool]
+    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool], family: str = "other"
 ) -> list[Any]:
-    """The tool definitions of a request, in `request_parameters`' order."""
+    """The tool definitions of a request, in `request_parameters`' order, worded for `family`."""
     from pydantic_ai.tools import ToolDefinition
 
     builtin = set(builtin)
@@ -60,7 +63,9 @@ def tool_definitions(
     # runs commands (in the sandbox, with or without network; or that it cannot run them).
     return [
         ToolDefinition(
-            name=t.name, description=t.definition()["description"], parameters_json_schema=t.parameters
+            name=t.name,
+            description=described(family, t.name, t.description, t.definition()["description"]),
+            parameters_json_schema=t.parameters,
         )
         for t in ordered
     ] + [
@@ -70,11 +75,13 @@ def tool_definitions(
 
 
 def _definitions_key(
-    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool]
+    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool], family: str
 ) -> tuple[Any, ...]:
-    """What `tool_definitions` is made of: each tool object with its name, its description now
-    and its schema object (an object's id stands for it while the memo holds the object)."""
+    """What `tool_definitions` is made of: the family, each tool object with its name, its
+    description now and its schema object (an object's id stands for it while the memo holds the
+    object)."""
     return (
+        family,
         tuple(builtin),
         tuple((name, id(t), t.definition()["description"], id(t.parameters)) for name, t in tools.items()),
         tuple((t.name, t.description, id(t.parameters)) for t in client_tools),
@@ -104,12 +111,20 @@ class Instructions:
     read once per loaded session: what the save_memory tool adds reaches the prompt after
     `/memory refresh` or when the session is next loaded, so the prefix stays the same meanwhile.
     So are the skills (`skills`: their list, as the prompt shows it), listed while the `skill`
-    tool is offered. The environment is taken at the session's first request and stored with it."""
+    tool is offered. The environment is taken at the session's first request and stored with it.
+    `family` tells the family of the model the session's requests go to now, which words the
+    prompt and the tool descriptions."""
 
     def __init__(
-        self, workspace: Workspace, memory_file: str, sandbox_network: bool = False, skills: str = ""
+        self,
+        workspace: Workspace,
+        memory_file: str,
+        sandbox_network: bool = False,
+        skills: str = "",
+        family: Callable[[], str] = lambda: "other",
     ) -> None:
         self.workspace = workspace
+        self.family = family
         self.memory_file = memory_file
         self.sandbox_network = sandbox_network
         self.skills = skills
@@ -159,6 +174,7 @@ class Instructions:
             nested_guides=self._nested,
             role=state.subagent_of.prompt if state.subagent_of is not None else "",
             skills=self.skills,
+            family=self.family(),
         )
         if self._text is None or self._text[0] != inputs:
             self._text = (inputs, build_system_prompt(inputs))
@@ -174,7 +190,8 @@ class Instructions:
         clients = state.turn_client_tools()
         offered = [*tools, *(t.name for t in clients)]
         builtin = tuple(builtin)
-        key = _definitions_key(tools, builtin, clients)
+        family = self.family()
+        key = _definitions_key(tools, builtin, clients, family)
         if self._defs is None or self._defs[0] != key:
-            self._defs = (key, tool_definitions(tools, builtin, clients), (*tools.values(), *clients))
+            self._defs = (key, tool_definitions(tools, builtin, clients, family), (*tools.values(), *clients))
         return _parameters(self.text(state, offered), self._defs[1], native)

@@ -115,7 +115,11 @@ class Session:
         self._stop_hook_active = False  # a Stop hook kept this turn going already
         self.runner = TurnRunner(self)
         self.instructions = prompt.Instructions(
-            self.workspace, core.config.memory_file, core.config.sandbox_network, self.skills.listing()
+            self.workspace,
+            core.config.memory_file,
+            core.config.sandbox_network,
+            self.skills.listing(),
+            lambda: toolset.family(self),
         )
 
     # --- what the session is -----------------------------------------------------------------

@@ -127,6 +127,11 @@ class CoreConfig:
     # codex models, edit for the others, both for the scripted and demo models) | edit |
     # apply_patch | both.
     edit_tools: str = "auto"
+    # The family of models whose name does not show it, or overriding what it shows (a prompt,
+    # tools and output caps per family; devagent/agent/model_family.py): "FAMILY" for every model,
+    # "SPEC=FAMILY" for one (a SPEC ending in `*` for every model it starts); FAMILY is openai,
+    # anthropic, gemini, small (a lighter tool set and a shorter prompt), scripted or other.
+    model_family: tuple[str, ...] = ()
     sessions_in_memory: int = 256  # idle sessions kept loaded (the rest are reloaded on demand)
     # Idle sessions and cached stored tasks unused this long are let go too, and the memory they
     # held goes back to the system (common/memory.py); 0: kept until evicted.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.context import CoreSession
 from devagent.agent.events import ToolKind
-from devagent.agent.model_family import hidden_tools
+from devagent.agent.model_family import family_of, hidden_tools, output_caps
 from devagent.agent.skills import not_holding
 from devagent.agent.tools.base import Delegation, MediaInput, Tool, ToolContext, Workspace
 
@@ -75,9 +75,14 @@ def workspace_of(
     )
 
 
+def family(session: ToolUser) -> str:
+    """The family of the model the session's requests go to now, as the operator named it."""
+    return family_of(session.model_name, session.config.model_family)
+
+
 def offered(session: ToolUser, builtins: dict[str, Tool]) -> dict[str, Tool]:
     """The tools the core runs for `session`, by name."""
-    hidden = hidden_tools(session.model_name, session.config.edit_tools)
+    hidden = hidden_tools(family(session), session.config.edit_tools)
     builtin = {name: tool for name, tool in builtins.items() if name not in hidden}
     if "task" in builtin:
         if session.subagents.may_delegate():
@@ -116,6 +121,7 @@ def context_for(session: ToolUser, call: PendingCall, **kw: Any) -> ToolContext:
         saved_outputs=session.core.saved_outputs,
         processes=session.core.processes.of(session.id),
         language_servers=session.core.language_servers.of(session.id),
+        output_caps=output_caps(family(session)),
         **kw,
     )
 

@@ -31,6 +31,7 @@ from devagent.agent.events import (
 from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX
 from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
+from devagent.agent.tools.output import HEAD_CHARS, TAIL_CHARS
 from devagent.common.netpolicy import IPNetwork
 
 if TYPE_CHECKING:
@@ -348,6 +349,8 @@ class ToolContext:
     # off (CoreConfig.edit_diagnostics), and the session's language servers (None: none).
     diagnostics: str = "warn"
     language_servers: LanguageServers | None = None
+    # The head and tail of a long command output the model gets, in characters (its family's).
+    output_caps: tuple[int, int] = (HEAD_CHARS, TAIL_CHARS)
     # The files the session's model can be given to look at (read_file's images and PDFs).
     media: MediaInput = field(default_factory=MediaInput)
     # The session's subagents (the `task` tool starts one), and the turn's events, into which a

@@ -908,7 +908,7 @@ class RunShellCommand(Tool):
     ) -> ToolResult:
         """Runs the command as a process of this server, its whole output saved when long."""
         started = await start_command(command, cwd, ctx, guard)
-        out = HeadTail()
+        out = HeadTail(*ctx.output_caps)
         saved_outputs = ctx.saved_outputs
         saving = saved_outputs.open(ctx.session_id, ctx.call_id) if saved_outputs is not None else None
         try:
