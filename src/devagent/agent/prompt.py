@@ -23,22 +23,6 @@ if TYPE_CHECKING:
     from devagent.agent.tools.base import Tool, Workspace
 
 
-def request_parameters(
-    instructions: str,
-    tools: Mapping[str, Tool],
-    builtin: Iterable[str],
-    client_tools: list[ClientTool],
-    native: Sequence[Any] = (),
-    family: str = "other",
-) -> Any:
-    """pydantic-ai's ModelRequestParameters: the same definitions in the same order on every
-    request of the session: the built-ins in their fixed order, then the MCP servers' tools and
-    the client's tools each by name (whichever server became ready first, whatever order a server
-    or client listed them in); `native` are the provider's own tools (its web search); the
-    descriptions are worded for the model's `family`."""
-    return _parameters(instructions, tool_definitions(tools, builtin, client_tools, family), native)
-
-
 def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[Any]) -> Any:
     from pydantic_ai.models import ModelRequestParameters
 
@@ -53,7 +37,10 @@ def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[An
 def tool_definitions(
     tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool], family: str = "other"
 ) -> list[Any]:
-    """The tool definitions of a request, in `request_parameters`' order, worded for `family`."""
+    """The tool definitions of a request, the same in the same order on every request of the
+    session: the built-ins in their fixed order, then the MCP servers' tools and the client's tools
+    each by name (whichever server became ready first, whatever order a server or client listed
+    them in); the descriptions are worded for the model's `family`."""
     from pydantic_ai.tools import ToolDefinition
 
     builtin = set(builtin)
