@@ -18,7 +18,8 @@ from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserP
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, freshness, language_servers, shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
-from devagent.agent.tools.diagnostics import Diagnostic, introduced
+from devagent.agent.tools.diagnostics import introduced
+from devagent.agent.tools.findings import Diagnostic
 from devagent.agent.tools.language_servers import SERVERS, SessionServers
 from devagent.config import ConfigError, load_config
 from tests.conftest import process_ended

@@ -37,7 +37,7 @@ from devagent.common.netpolicy import IPNetwork
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
-    from devagent.agent.tools.diagnostics import Findings
+    from devagent.agent.tools.findings import Findings
     from devagent.agent.tools.tty_screen import TtySize
 
 

@@ -18,53 +18,18 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from devagent.agent.tools import freshness
 from devagent.agent.tools._util import atomic_write, in_thread, remove_file
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.findings import Diagnostic, Findings
 
 MODES = ("warn", "refuse", "off")
 # At most this many diagnostics are shown for one write.
 MAX_SHOWN = 20
-_SHOWN_CHARS = 200
 # Past this size a file is not checked.
 MAX_CHECKED_CHARS = 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
-    """One finding of a checker: its line (1-based), what it says, its code ("" when none) and
-    whether it is an error (else a warning)."""
-
-    line: int
-    message: str
-    code: str = ""
-    error: bool = True
-
-    def as_json(self) -> dict[str, str | int]:
-        severity = "error" if self.error else "warning"
-        return {"line": self.line, "message": self.message, "code": self.code, "severity": severity}
-
-    def shown(self) -> str:
-        kind = "error" if self.error else "warning"
-        code = f" [{self.code}]" if self.code else ""
-        message = " ".join(self.message.split())
-        if len(message) > _SHOWN_CHARS:
-            message = message[: _SHOWN_CHARS - 1] + "…"
-        return f"line {self.line}: {kind}{code}: {message}"
-
-
-@dataclass(frozen=True, slots=True)
-class Findings:
-    """What one checker (`source`: "ruff", "basedpyright", ...) said of the old text (None: a new
-    file) and of the new one; `note` says why it said nothing (missing, failed, too slow)."""
-
-    source: str
-    before: tuple[Diagnostic, ...] | None = None
-    after: tuple[Diagnostic, ...] = ()
-    note: str = ""
 
 
 def introduced(

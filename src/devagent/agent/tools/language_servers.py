@@ -23,7 +23,7 @@ from pathlib import Path
 
 from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.checker import CheckerUnavailable, checker_path, start_checker
-from devagent.agent.tools.diagnostics import Findings
+from devagent.agent.tools.findings import Findings
 from devagent.agent.tools.lsp import LanguageServer, ServerFailed
 
 MAX_SESSIONS = 8  # sessions whose servers are kept running at once

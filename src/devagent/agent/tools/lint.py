@@ -17,7 +17,7 @@ from typing import Any
 
 from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.checker import Checked, run_checker
-from devagent.agent.tools.diagnostics import Diagnostic, Findings
+from devagent.agent.tools.findings import Diagnostic, Findings
 from devagent.agent.tools.freshness import mark_of
 from devagent.common.lru import LRU
 

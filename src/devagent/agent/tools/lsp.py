@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.tools.diagnostics import Diagnostic
+from devagent.agent.tools.findings import Diagnostic
 from devagent.agent.tools.shell import kill_group
 
 _HEADER_LIMIT = 4096  # bytes of headers one message may have
