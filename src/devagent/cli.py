@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devagent import __version__
-from devagent.agent.driver import Door, Paused, TurnDriver
-from devagent.agent.events import (
+from devagent.agent.api import (
     Decision,
+    Door,
     FileDiff,
     NeedsInput,
+    Paused,
     QuestionDetails,
     ToolCall,
+    TurnDriver,
     TurnEnd,
     UserPrompt,
 )
@@ -33,7 +35,7 @@ from devagent.preflight import StartError, check_model, open_core, report
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from devagent.agent.core import AgentCore
+    from devagent.agent.api import AgentCore
     from devagent.terminal.render import Renderer
 
 app = typer.Typer(
@@ -134,9 +136,7 @@ def version() -> None:
 def commands() -> None:
     """List the slash commands: the built-in ones, yours and the current folder's (docs/commands.md)."""
     # late: the command registry, not for --help
-    from devagent.agent.commands import CommandInfo, with_custom
-    from devagent.agent.settings import user_config_dir
-    from devagent.agent.tools.base import Workspace
+    from devagent.agent.api import CommandInfo, Workspace, user_config_dir, with_custom
 
     def walk(cmds: list[CommandInfo], prefix: str) -> None:
         for c in cmds:
@@ -282,7 +282,7 @@ def _run_request(
 async def _run(config: Any, req: Any) -> int:
     from rich.console import Console
 
-    from devagent.agent.tools.shell import active_sandbox  # late: as in run()
+    from devagent.agent.api import active_sandbox  # late: as in run()
     from devagent.terminal.backend import latest_session_id, open_local_session  # late: as in run()
     from devagent.terminal.headless import preset_decisions, run_json  # late: as in run()
     from devagent.terminal.render import Renderer  # late: the terminal's renderer, run's only
@@ -481,7 +481,7 @@ def _answer(console: Console, c: ToolCall, q: QuestionDetails) -> Decision:
         return Decision(c.id, "cancel", feedback=alone)
     from rich.markup import escape  # late: rich is the terminal's, loaded once a turn shows
 
-    from devagent.agent.wording import how_to_answer
+    from devagent.agent.api import how_to_answer
 
     hint = escape(f"{how_to_answer(q)} Ctrl-C dismisses the question.")
     console.print(f"[dim]{hint}[/dim]", highlight=False)
