@@ -125,3 +125,9 @@ def test_issue39_item1_the_api_loads_no_core_module_until_a_name_is_taken() -> N
         "assert 'devagent.agent.session' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_issue39_item1_core_api_doc_names_every_api_name() -> None:
+    doc = (SRC.parents[1] / "docs" / "core-api.md").read_text()
+    missing = [name for name in dir(api) if f"`{name}`" not in doc]
+    assert not missing, f"docs/core-api.md does not name {missing}"
