@@ -106,7 +106,6 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.tools.shell import setup_sandbox as setup_sandbox
     from devagent.agent.tools.web import web_search_setting as web_search_setting
     from devagent.agent.transcript import answers_from as answers_from
-    from devagent.agent.turn import Turn as Turn
     from devagent.agent.wording import diff_summary as diff_summary
     from devagent.agent.wording import how_to_answer as how_to_answer
     from devagent.agent.wording import question_words as question_words
@@ -133,10 +132,9 @@ _EVENTS = (
 # Each name: the module it lives in and its name there.
 _WHERE: dict[str, tuple[str, str]] = {
     # The core and a session: AgentCore opens, creates and finds sessions; `Session` is the handle
-    # a door holds (its `advance` returns a `Turn`); its state, the client's tools, the modes
+    # a door holds; its state, the client's tools, the approval modes
     **_names("devagent.agent.core", "AgentCore"),
     **_names("devagent.agent.session", "Session"),
-    **_names("devagent.agent.turn", "Turn"),
     **_names("devagent.agent.state", "APPROVAL_MODES", "ClientTool", "SessionState"),
     # Settings: the core's configuration and the checks a door applies to a client's values
     **_names("devagent.agent.settings", "CoreConfig", "requested_cap", "user_config_dir", "utc_day"),

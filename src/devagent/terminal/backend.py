@@ -23,7 +23,7 @@ from devagent.preflight import StartError, check_model
 from devagent.terminal.history import PastTurn, past_turns
 
 if TYPE_CHECKING:
-    from devagent.agent.api import AgentCore, Session, Turn
+    from devagent.agent.api import AgentCore, Session
 
 
 @dataclass(slots=True)
@@ -102,7 +102,7 @@ class LocalBackend:
         self.status.approval_mode = st.approval_mode
         self.status.tokens = st.usage.input_tokens + st.usage.output_tokens
 
-    def start(self, inp: Input) -> Turn:
+    def start(self, inp: Input) -> TurnStream:
         return self.session.advance(inp)
 
     def waiting(self) -> list[ToolCall]:
