@@ -16,15 +16,20 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.childenv import check_env_pass
-from devagent.agent.hooks.config import HooksFileError, load_hooks
-from devagent.agent.model_family import check_edit_tools, check_model_family
-from devagent.agent.settings import CoreConfig, user_config_dir
-from devagent.agent.state import APPROVAL_MODES
-from devagent.agent.tools.diagnostics import MODES as DIAGNOSTICS_MODES
-from devagent.agent.tools.shell import sandbox_setting
-from devagent.agent.tools.syntax import MODES as SYNTAX_CHECK_MODES
-from devagent.agent.tools.web import web_search_setting
+from devagent.agent.api import (
+    APPROVAL_MODES,
+    DIAGNOSTICS_MODES,
+    SYNTAX_CHECK_MODES,
+    CoreConfig,
+    HooksFileError,
+    check_edit_tools,
+    check_env_pass,
+    check_model_family,
+    load_hooks,
+    sandbox_setting,
+    user_config_dir,
+    web_search_setting,
+)
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -139,26 +144,26 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             raise bad("a directory path (a string)")
         return Path(value).expanduser()
     if name == "mcp_servers":
-        from devagent.agent.mcp import parse_servers  # late: the MCP client stays off the doors' start
+        from devagent.agent.api import parse_servers  # late: the MCP client stays off the doors' start
 
         try:
             return {n: spec.to_json() for n, spec in parse_servers(value).items()}
         except ValueError as e:  # the message names the server; the value may hold secrets
             raise ConfigError(str(e)) from None
     if name == "remote_agents":
-        from devagent.agent.remote_agents import parse_remote_agents  # late: off the doors' start
+        from devagent.agent.api import parse_remote_agents  # late: off the doors' start
 
         try:
             return parse_remote_agents(value)
         except ValueError as e:
             raise ConfigError(str(e)) from None
     if name == "model_aliases":
-        from devagent.agent.model_aliases import parse_aliases  # late: the model layer's names
+        from devagent.agent.api import parse_aliases  # late: the model layer's names
 
         example = '{"openrouter": {"sonnet": "anthropic/claude-sonnet-4.5"}}'
         return _table(value, label, example, parse_aliases)
     if name == "prices":
-        from devagent.agent.prices import parse_prices  # late: the model layer's names
+        from devagent.agent.api import parse_prices  # late: the model layer's names
 
         return _table(value, label, '{"openai:gpt-4.1": {"input": 2, "output": 8}}', parse_prices)
     if "tuple" in kind:

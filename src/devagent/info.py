@@ -17,10 +17,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.hooks.config import load_hooks
-from devagent.agent.model_errors import ModelConfigError, describe
-from devagent.agent.models import PROVIDERS, check_model_spec, create_model, default_model_spec
-from devagent.agent.tools.shell import SandboxError, choose_sandbox
+from devagent.agent.api import (
+    PROVIDERS,
+    ModelConfigError,
+    SandboxError,
+    check_model_spec,
+    choose_sandbox,
+    create_model,
+    default_model_spec,
+    describe_model_error,
+    load_hooks,
+)
 from devagent.config import ConfigError, load_config
 from devagent.preflight import safe_url
 from devagent.wire.cli import info as versions
@@ -114,7 +121,7 @@ def check_model(
     try:
         asyncio.run(_ask(model))
     except Exception as e:
-        return False, f"model check: {spec} failed. {describe(e, str(url) if url else None)}"
+        return False, f"model check: {spec} failed. {describe_model_error(e, str(url) if url else None)}"
     where = f" at {url}" if url else ""
     return True, f"model check: {spec}{where} answered in {time.monotonic() - started:.1f} s"
 

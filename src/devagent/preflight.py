@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from devagent.global_flags import lent
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore
-    from devagent.agent.settings import CoreConfig
+    from devagent.agent.api import AgentCore, CoreConfig
     from devagent.stdio_cli import DoorFlags
 
 DB_HELP = "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST/DB (--db or DEVAGENT_DB)"
@@ -75,8 +74,7 @@ def check_model(config: CoreConfig, environ: Mapping[str, str] | None = None) ->
     """The configured model's provider is known and its credentials and base URL are given (no
     provider is imported). Raises StartError (usage) saying what to set."""
     # late: the model table stays off the stdio doors' start and `devagent --help`
-    from devagent.agent.model_errors import ModelConfigError
-    from devagent.agent.models import check_model_spec, default_model_spec
+    from devagent.agent.api import ModelConfigError, check_model_spec, default_model_spec
 
     env = os.environ if environ is None else environ
     spec = config.default_model or default_model_spec(env)[0]
@@ -128,7 +126,7 @@ def db_error(url: str, e: BaseException) -> StartError:
 
 async def open_core(config: CoreConfig) -> AgentCore:
     """AgentCore.open with the database's failures told as one line (StartError)."""
-    from devagent.agent.core import AgentCore  # late: the core stays off `devagent --help`
+    from devagent.agent.api import AgentCore  # late: the core stays off `devagent --help`
 
     check_db_url(config.db_url)
     try:
@@ -144,7 +142,7 @@ def stdio_door_config(prog: str, flags: DoorFlags, approval: str | None) -> Core
     URL checked. An exit code (after one line on stderr, the traceback too with --debug) when
     they are wrong."""
     # late: the settings (and the tools they read) stay off `devagent --help`
-    from devagent.agent.state import APPROVAL_MODES
+    from devagent.agent.api import APPROVAL_MODES
     from devagent.config import ConfigError, load_config
 
     try:

@@ -23,7 +23,7 @@ def _spans_wanted() -> bool:
 a2a_sdk.install_import_hooks(_spans_wanted)
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore
+    from devagent.agent.api import AgentCore
 
 __all__ = ["A2ASettings", "create_app", "run_server", "serve"]
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from devagent.a2a.settings import A2ASettings
-    from devagent.agent.core import AgentCore
+    from devagent.agent.api import AgentCore
 
 
 def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:

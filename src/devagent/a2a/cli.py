@@ -20,13 +20,13 @@ from devagent.a2a.settings import (
     parse_token_args,
     parse_workspace_for,
 )
-from devagent.agent.tools.shell import SandboxError, active_sandbox, setup_sandbox
+from devagent.agent.api import SandboxError, active_sandbox, setup_sandbox
 from devagent.common.jsonlimits import positive_int_from_env
 from devagent.config import ConfigError, load_config
 from devagent.preflight import StartError, check_db_url, check_model, report
 
 if TYPE_CHECKING:
-    from devagent.agent.settings import CoreConfig
+    from devagent.agent.api import CoreConfig
 
 # A2ASettings field -> environment variable (server-only settings without a flag)
 PUSH_ENV = {

@@ -17,11 +17,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import ClientResult
-from devagent.agent.state import ClientTool
+from devagent.agent.api import ClientResult, ClientTool
 
 if TYPE_CHECKING:
-    from devagent.agent.events import ToolCall
+    from devagent.agent.api import ToolCall
 
 DEFINITIONS_TYPE = "tool-definitions"
 CALLS_TYPE = "tool-calls"

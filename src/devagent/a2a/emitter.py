@@ -25,8 +25,7 @@ from devagent.a2a import extension as ext
 if TYPE_CHECKING:
     from a2a.server.events import EventQueue
 
-    from devagent.agent.events import ToolCall
-    from devagent.agent.state import SessionState
+    from devagent.agent.api import SessionState, ToolCall
 
 WORKING = TaskState.TASK_STATE_WORKING
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED

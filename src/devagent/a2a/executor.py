@@ -34,8 +34,8 @@ from devagent.a2a.emitter import (
 )
 from devagent.a2a.plain import PlainEmitter
 from devagent.a2a.request import Prepared, handoff
-from devagent.agent.driver import Door, TurnDriver
-from devagent.agent.events import (
+from devagent.agent.api import (
+    Door,
     Event,
     Input,
     InputError,
@@ -47,9 +47,10 @@ from devagent.agent.events import (
     ToolCall,
     ToolCallStatus,
     ToolCallUpdate,
+    TurnDriver,
     TurnEnd,
+    shown_name,
 )
-from devagent.agent.models import shown_name
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
 
@@ -59,8 +60,7 @@ if TYPE_CHECKING:
     from devagent.a2a.fanout import Fanout
     from devagent.a2a.observe import Metrics, TurnRecord
     from devagent.a2a.settings import A2ASettings
-    from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session
+    from devagent.agent.api import AgentCore, Session
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import (
+from devagent.agent.api import (
     ConfirmationRequest,
     ExecuteDetails,
     FileDiff,
@@ -23,8 +23,8 @@ from devagent.agent.events import (
     QuestionDetails,
     ToolCall,
     ToolOutput,
+    requested_cap,
 )
-from devagent.agent.settings import requested_cap
 
 EXTENSION_VERSION = "0.1.0"
 # The RFC's URI, so RFC clients find it; the version is the extension's semantic version.

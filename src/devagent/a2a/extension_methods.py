@@ -13,9 +13,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 from devagent.a2a import extension as ext
 from devagent.a2a.executor import owner_of
 from devagent.a2a.request import handoff
-from devagent.agent.commands import Registry, with_custom
-from devagent.agent.settings import user_config_dir
-from devagent.agent.tools.base import Workspace
+from devagent.agent.api import Registry, Workspace, user_config_dir, with_custom
 from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:

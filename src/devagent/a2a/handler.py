@@ -49,16 +49,14 @@ from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
-from devagent.agent.events import ANSWER_OPTION, InputError, Resume
+from devagent.agent.api import ANSWER_OPTION, InputError, Resume
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
     from a2a.server.events import Event
     from a2a.server.tasks import TaskStore
 
-    from devagent.agent.events import ClientResult
-    from devagent.agent.session import Session
-    from devagent.agent.state import ClientTool
+    from devagent.agent.api import ClientResult, ClientTool, Session
 
 log = logging.getLogger(__name__)
 
@@ -630,7 +628,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         was streamed with (`Emitter.answer_begins`). Returns the text of the last of these
         answers (the turn's reply, when it finished). Derived at every read, like the status."""
         # late: the transcript's module loads pydantic-ai, which the server starts without
-        from devagent.agent.transcript import answers_from
+        from devagent.agent.api import answers_from
 
         _to_history(task)
         start = _input_at(task, await session.messages())

@@ -35,7 +35,7 @@ from devagent.a2a.emitter import Emitter, data_value, tool_calls_part
 # The request's legacy part lives with the rest of the hand-off (request.py); named here too, as
 # the executor refers to it.
 from devagent.a2a.request import LegacyRequest as LegacyRequest
-from devagent.agent.events import (
+from devagent.agent.api import (
     ExecuteDetails,
     FileDiff,
     FileDiffs,
@@ -52,8 +52,7 @@ if TYPE_CHECKING:
     from a2a.types import Task
 
     from devagent.a2a.request import Prepared
-    from devagent.agent.session import Session
-    from devagent.agent.state import SessionState
+    from devagent.agent.api import Session, SessionState
 
 KEY = ext.LEGACY_KEY  # "coderAgent"
 

@@ -36,9 +36,17 @@ from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.executor import owner_of
 from devagent.a2a.request import Prepared, handoff
-from devagent.agent.commands import registry
-from devagent.agent.driver import Door, TurnDriver
-from devagent.agent.events import Event, InputError, Notice, RunCommand, TextDelta, ToolCall
+from devagent.agent.api import (
+    Door,
+    Event,
+    InputError,
+    Notice,
+    RunCommand,
+    TextDelta,
+    ToolCall,
+    TurnDriver,
+    registry,
+)
 from devagent.common.rpcerrors import INTERNAL_ERROR, client_message, internal_error, rpc_error
 
 if TYPE_CHECKING:
@@ -48,8 +56,7 @@ if TYPE_CHECKING:
 
     from devagent.a2a.executor import DevagentExecutor
     from devagent.a2a.handler import DevagentRequestHandler
-    from devagent.agent.commands import CommandInfo
-    from devagent.agent.session import Session
+    from devagent.agent.api import CommandInfo, Session
 
 # Commands that act through the model: their events stream (SSE), as the original's `init` does.
 STREAMING = frozenset(("init",))

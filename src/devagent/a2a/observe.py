@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
-from devagent.agent.events import NeedsInput, ToolCallUpdate, TurnEnd, Usage
+from devagent.agent.api import NeedsInput, ToolCallUpdate, TurnEnd, Usage
 from devagent.common.lru import LRU
 
 request_log = logging.getLogger("devagent.a2a.requests")

@@ -27,8 +27,7 @@ from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState
 
 from devagent.a2a import extension as ext
 from devagent.a2a.emitter import Emitter, tool_calls_part
-from devagent.agent.events import ToolCall, ToolCallStatus, ToolKind
-from devagent.agent.wording import how_to_answer, question_words, request_text
+from devagent.agent.api import ToolCall, ToolCallStatus, ToolKind, how_to_answer, question_words, request_text
 
 if TYPE_CHECKING:
     from a2a.server.events import EventQueue

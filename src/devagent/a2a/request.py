@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
-from devagent.agent.events import ClientResult, Decision, Input, Resume, RunCommand, UserPrompt
+from devagent.agent.api import ClientResult, Decision, Input, Resume, RunCommand, UserPrompt
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
 
-    from devagent.agent.state import ClientTool
+    from devagent.agent.api import ClientTool
 
 
 @dataclass(slots=True)

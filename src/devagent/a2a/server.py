@@ -33,8 +33,7 @@ from devagent.preflight import StartError, debug_enabled, open_core
 if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope, Send
 
-    from devagent.agent.core import AgentCore
-    from devagent.agent.settings import CoreConfig
+    from devagent.agent.api import AgentCore, CoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,9 @@ def _bind(host: str, port: int) -> socket.socket:
 def _warm_core() -> None:
     import gc
 
-    import devagent.agent.session  # noqa: F401  (late: pydantic-ai, the model layer)
+    from devagent.agent.api import load_core  # late: pydantic-ai, the model layer
+
+    load_core()
 
     # The ~220,000 objects loaded by now (modules, classes, schemas) live as long as the process.
     # Frozen, Python's full collections no longer walk them: one took ~100 ms and came more often

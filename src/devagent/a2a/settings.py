@@ -103,7 +103,7 @@ class A2ASettings:
         if not self.per_identity or not identity:
             return self.workspace_roots
         check_identity(identity)
-        from devagent.agent.tools.shell import give_to_sandbox_user  # late: off `chat --url`'s start
+        from devagent.agent.api import give_to_sandbox_user  # late: off `chat --url`'s start
 
         own = [root / identity for root in self.workspace_roots]
         for d in own:

@@ -45,33 +45,34 @@ from devagent.acp.backends import backends_for
 from devagent.acp.listing import ListingError, page, visible
 from devagent.acp.options import AcpOptions
 from devagent.acp.replay import history
-from devagent.agent.driver import Door, Paused, TurnDriver
-from devagent.agent.events import (
+from devagent.agent.api import (
     Decision,
+    Door,
     Event,
     InputError,
     Notice,
+    Paused,
     QuestionDetails,
     StatusUpdate,
     StepBegin,
     TextDelta,
     ThoughtDelta,
+    ToolBackends,
     ToolCall,
     ToolCallStatus,
+    TurnDriver,
     TurnEnd,
     UserPrompt,
+    requested_cap,
 )
-from devagent.agent.events import (
+from devagent.agent.api import (
     ToolCallUpdate as CoreToolCallUpdate,
 )
-from devagent.agent.settings import requested_cap
-from devagent.agent.tools.backends import ToolBackends
 from devagent.common.waiting import done_or_set
 from devagent.preflight import open_core
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session
+    from devagent.agent.api import AgentCore, Session
 
 log = logging.getLogger("devagent.acp")
 

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Protocol
 from acp import RequestError
 from acp.schema import EnvVariable
 
-from devagent.agent.tools.backends import CallContext, CommandResult, ToolBackends
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.api import CallContext, CommandResult, ToolBackends, ToolFailure
 
 if TYPE_CHECKING:
     from acp.agent.connection import AgentSideConnection
 
-    from devagent.agent.tools.base import Workspace
+    from devagent.agent.api import Workspace
 
 log = logging.getLogger("devagent.acp")
 

@@ -11,7 +11,7 @@ from devagent.acp.listing import PAGE_SIZE
 from devagent.common.jsonlimits import DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
-    from devagent.agent.settings import CoreConfig
+    from devagent.agent.api import CoreConfig
 
 
 @dataclass(slots=True)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai import messages as pm
 
 from devagent.acp import translate as t
-from devagent.agent.timeline import call_results, replayed_call
+from devagent.agent.api import call_results, replayed_call
 
 if TYPE_CHECKING:
-    from devagent.agent.session import Session
+    from devagent.agent.api import Session
 
 
 def history(messages: list[Any], session: Session, root: Path) -> Iterator[dict[str, Any]]:

@@ -115,9 +115,10 @@ def _load_sdk() -> None:
     import acp  # noqa: F401
 
     import devagent.acp.agent
-    import devagent.agent.core
-    import devagent.agent.session
     import devagent.store.db  # noqa: F401
+    from devagent.agent.api import load_core
+
+    load_core()
 
 
 async def serve(opts: AcpOptions, lines: asyncio.Queue[bytes | None], out: Any) -> int:

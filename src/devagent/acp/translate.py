@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import (
+from devagent.agent.api import (
     ANSWER_OPTION,
     ExecuteDetails,
     FileDiff,
@@ -25,7 +25,7 @@ from devagent.agent.events import (
 )
 
 if TYPE_CHECKING:
-    from devagent.agent.commands import CommandInfo
+    from devagent.agent.api import CommandInfo
 
 JSON = dict[str, Any]
 

@@ -19,12 +19,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from devagent.agent.events import TextDelta, ThoughtDelta, ToolCall, UserPrompt
-from devagent.agent.models import shown_name
-from devagent.agent.tools.shell import active_sandbox, sandbox_missing
+from devagent.agent.api import (
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    UserPrompt,
+    active_sandbox,
+    sandbox_missing,
+    shown_name,
+)
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore
+    from devagent.agent.api import AgentCore
 
 CONSOLE_PREFIX = "/ui"
 _API = CONSOLE_PREFIX + "/api"
@@ -186,7 +192,7 @@ def _changes(timeline: list[Any]) -> list[dict[str, Any]]:
     """The files the session changed, each with its path and every change's unified diff."""
     # timeline.py imports pydantic-ai, which a cold start must not load: by the time a session is
     # shown, a session (and so pydantic-ai) is loaded anyway.
-    from devagent.agent.timeline import changed_files
+    from devagent.agent.api import changed_files
 
     return [
         {"path": f.path, "diff": f.formatted_diff, "changes": len(f.changes)} for f in changed_files(timeline)

@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from devagent import __version__
-from devagent.agent.tools.shell import SandboxError, setup_sandbox
+from devagent.agent.api import SandboxError, setup_sandbox
 from devagent.mcp import listing
 from devagent.mcp.instructions import INSTRUCTIONS
 from devagent.preflight import stdio_door_config

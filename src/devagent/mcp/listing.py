@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.settings import CoreConfig
+from devagent.agent.api import CoreConfig
 
 FILE = Path(__file__).with_name("tools.json")
 

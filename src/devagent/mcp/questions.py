@@ -8,8 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from devagent.agent.events import Decision, QuestionDetails, ToolCall
-from devagent.agent.wording import how_to_answer, question_words
+from devagent.agent.api import Decision, QuestionDetails, ToolCall, how_to_answer, question_words
 
 
 def form(q: QuestionDetails) -> type[BaseModel]:

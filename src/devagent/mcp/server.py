@@ -47,9 +47,9 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
 from devagent import __version__
-from devagent.agent.driver import Door, TurnDriver
-from devagent.agent.events import Decision as CoreDecision
-from devagent.agent.events import (
+from devagent.agent.api import Decision as CoreDecision
+from devagent.agent.api import (
+    Door,
     Event,
     FileDiff,
     FileDiffs,
@@ -61,19 +61,19 @@ from devagent.agent.events import (
     ToolCall,
     ToolCallStatus,
     ToolCallUpdate,
+    TurnDriver,
     TurnEnd,
     UserPrompt,
+    diff_summary,
     file_diffs,
+    request_text,
+    requested_cap,
 )
-from devagent.agent.settings import requested_cap
-from devagent.agent.wording import diff_summary, request_text
 from devagent.mcp import questions
 from devagent.mcp.instructions import INSTRUCTIONS
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session
-    from devagent.agent.settings import CoreConfig
+    from devagent.agent.api import AgentCore, CoreConfig, Session
 
 log = logging.getLogger("devagent.mcp")
 
@@ -175,7 +175,7 @@ class McpDoor:
         async with self._lock:
             if self._core is None:
                 # late: pydantic-ai and SQLAlchemy load at the first tool call, not before the SDK serves
-                from devagent.agent.core import AgentCore
+                from devagent.agent.api import AgentCore
 
                 self._core = await AgentCore.open(self.opts.config)
             return self._core

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.commands import CommandInfo
-from devagent.agent.events import (
+from devagent.agent.api import (
+    CommandInfo,
     Event,
     ExecuteDetails,
     FileDiff,
@@ -23,9 +23,7 @@ from devagent.preflight import StartError, check_model
 from devagent.terminal.history import PastTurn, past_turns
 
 if TYPE_CHECKING:
-    from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session
-    from devagent.agent.turn import Turn
+    from devagent.agent.api import AgentCore, Session
 
 
 @dataclass(slots=True)
@@ -104,7 +102,7 @@ class LocalBackend:
         self.status.approval_mode = st.approval_mode
         self.status.tokens = st.usage.input_tokens + st.usage.output_tokens
 
-    def start(self, inp: Input) -> Turn:
+    def start(self, inp: Input) -> TurnStream:
         return self.session.advance(inp)
 
     def waiting(self) -> list[ToolCall]:
@@ -216,8 +214,10 @@ def _keep_base_url(extra: dict[str, Any], spec: str, config: Any) -> dict[str, A
     credentials (`user:password@`), which are never stored."""
     from urllib.parse import urlsplit
 
-    from devagent.agent.model_errors import ModelConfigError  # late: as check_model does
-    from devagent.agent.models import check_model_spec
+    from devagent.agent.api import (
+        ModelConfigError,  # late: as check_model does
+        check_model_spec,
+    )
 
     try:
         url = check_model_spec(spec, base_url=config.model_base_url, api_key=config.model_api_key)[3]

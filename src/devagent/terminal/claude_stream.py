@@ -23,8 +23,16 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from devagent.agent import events as ev
-from devagent.agent.events import ToolCall, ToolCallStatus
+from devagent.agent.api import (
+    StatusUpdate,
+    StepBegin,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    ToolCallStatus,
+    ToolCallUpdate,
+    Usage,
+)
 
 # devagent's approval modes under Claude Code's names for them
 PERMISSION_MODES = {"ask": "default", "auto-edit": "acceptEdits", "yolo": "bypassPermissions", "plan": "plan"}
@@ -34,7 +42,7 @@ def new_uuid() -> str:
     return str(uuid.uuid4())
 
 
-def usage_json(u: ev.Usage) -> dict[str, Any]:
+def usage_json(u: Usage) -> dict[str, Any]:
     """devagent's usage with Claude Code's names for the prompt cache beside its own
     (`input_tokens` stays devagent's: the whole prompt, cache reads included)."""
     return {
@@ -81,23 +89,23 @@ class MessageShaper:
 
     def lines(self, event: Any) -> list[dict[str, Any]]:
         """The Claude Code lines an event completes (before devagent's own line for it)."""
-        if isinstance(event, ev.TextDelta):
+        if isinstance(event, TextDelta):
             return self._gather("text", event.text, "")
-        if isinstance(event, ev.ThoughtDelta):
+        if isinstance(event, ThoughtDelta):
             return self._gather("thinking", event.text, event.subject)
-        out = self.flush(event.usage if isinstance(event, ev.StatusUpdate) else None)
-        if isinstance(event, ev.StepBegin):
+        out = self.flush(event.usage if isinstance(event, StatusUpdate) else None)
+        if isinstance(event, StepBegin):
             self.message_id, self.index, self.answering = "msg_" + uuid.uuid4().hex, -1, True
             start = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model}
             out += self._stream_event({"type": "message_start", "message": {**start, "content": []}})
-        elif isinstance(event, ev.StatusUpdate) and self.answering:  # the step's answer ended
+        elif isinstance(event, StatusUpdate) and self.answering:  # the step's answer ended
             self.answering = False
             out += self._stream_event({"type": "message_stop"})
-        elif isinstance(event, ev.ToolCallUpdate):
+        elif isinstance(event, ToolCallUpdate):
             out += self._call(event.call)
         return out
 
-    def flush(self, usage: ev.Usage | None = None) -> list[dict[str, Any]]:
+    def flush(self, usage: Usage | None = None) -> list[dict[str, Any]]:
         """The gathered block as an assistant message (none when nothing is gathered)."""
         if not self.kind:
             return []
@@ -156,7 +164,7 @@ class MessageShaper:
             )
         return out
 
-    def _assistant(self, block: dict[str, Any], parent: str | None, usage: ev.Usage | None) -> dict[str, Any]:
+    def _assistant(self, block: dict[str, Any], parent: str | None, usage: Usage | None) -> dict[str, Any]:
         message: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",

@@ -22,9 +22,23 @@ from pathlib import Path
 from typing import Any
 
 from devagent import __version__
-from devagent.agent import events as ev
-from devagent.agent.driver import Door, Outcome, Paused, TurnDriver
-from devagent.agent.events import Decision, ToolCall, TurnEnd
+from devagent.agent.api import (
+    Decision,
+    Door,
+    NeedsInput,
+    Notice,
+    Outcome,
+    Paused,
+    StatusUpdate,
+    StepBegin,
+    TextDelta,
+    ToolCall,
+    ToolCallUpdate,
+    TurnDriver,
+    TurnEnd,
+    Usage,
+    UserPrompt,
+)
 from devagent.terminal.claude_stream import (
     PERMISSION_MODES,
     MessageShaper,
@@ -93,15 +107,15 @@ def call_json(c: ToolCall) -> dict[str, Any]:
 def event_json(e: Any) -> dict[str, Any] | None:
     """An event of the turn as devagent's own stream-json line (None: none of its own; the
     model's text and thinking are assistant messages, `MessageShaper`'s)."""
-    if isinstance(e, ev.StepBegin):
+    if isinstance(e, StepBegin):
         return {"type": "step", "step": e.n}
-    if isinstance(e, ev.ToolCallUpdate):
+    if isinstance(e, ToolCallUpdate):
         return call_json(e.call)
-    if isinstance(e, ev.Notice):
+    if isinstance(e, Notice):
         return {"type": "notice", "level": e.level, "text": e.text}
-    if isinstance(e, ev.StatusUpdate):
+    if isinstance(e, StatusUpdate):
         return {"type": "usage", "usage": e.usage.to_json(), "context_tokens": e.context_tokens}
-    if isinstance(e, ev.NeedsInput):
+    if isinstance(e, NeedsInput):
         return {"type": "permission_request", "requests": [request_json(c) for c in e.calls]}
     return None
 
@@ -160,7 +174,7 @@ class RunInfo:
 
     session_id: str
     model: str
-    spent: ev.Usage = field(default_factory=ev.Usage)
+    spent: Usage = field(default_factory=Usage)
 
 
 class JsonDoor(Door):
@@ -177,18 +191,18 @@ class JsonDoor(Door):
         self.answer = ""  # the text of the last step: the turn's answer
         self.steps = 0
         self.refused = ""  # why the turn was cancelled instead of parked (a client tool)
-        self.used = ev.Usage()  # what this turn's model requests in this run used
+        self.used = Usage()  # what this turn's model requests in this run used
         self.started = time.monotonic()
         self.api_seconds = 0.0  # time spent in model requests (Claude Code's `duration_api_ms`)
         self.request_began: float | None = None
 
     async def show(self, event: Any) -> None:
-        if isinstance(event, ev.StepBegin):
+        if isinstance(event, StepBegin):
             self.steps, self.answer = event.n, ""
             self.request_began = time.monotonic()
-        elif isinstance(event, ev.TextDelta):
+        elif isinstance(event, TextDelta):
             self.answer += event.text
-        elif isinstance(event, ev.StatusUpdate):
+        elif isinstance(event, StatusUpdate):
             self.used.add(event.usage)
             self.info.spent.add(event.usage)
             if self.request_began is not None:
@@ -272,7 +286,7 @@ def error_result(message: str, session_id: str | None = None) -> dict[str, Any]:
         "duration_ms": 0,
         "duration_api_ms": 0,
         "total_cost_usd": 0.0,
-        "usage": usage_json(ev.Usage()),
+        "usage": usage_json(Usage()),
         "outcome": "error",
         "error": message,
         "errors": [message],
@@ -344,7 +358,7 @@ async def run_json(
     resumed = bool(req.session_id or req.cont)
     if req.input_format == "stream-json":
         return await run_input_turns(s, req, info, resumed)
-    first = ev.UserPrompt(req.prompt) if req.prompt is not None else None
+    first = UserPrompt(req.prompt) if req.prompt is not None else None
     return exit_code(await run_turn(s, req, info, first, waiting, preset, resumed))
 
 
@@ -361,7 +375,7 @@ async def run_input_turns(s: Any, req: RunRequest, info: RunInfo, resumed: bool)
             return 2
         if prompt is None:
             continue
-        result = await run_turn(s, req, info, ev.UserPrompt(prompt), [], {}, resumed)
+        result = await run_turn(s, req, info, UserPrompt(prompt), [], {}, resumed)
         code, resumed = exit_code(result), True  # the next turn goes on in this session
         if result["outcome"] in ("permission_required", "cancelled"):
             break
@@ -372,7 +386,7 @@ async def run_turn(
     s: Any,
     req: RunRequest,
     info: RunInfo,
-    first: ev.UserPrompt | None,
+    first: UserPrompt | None,
     waiting: list[ToolCall],
     preset: dict[str, Decision],
     resumed: bool,

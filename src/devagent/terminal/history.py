@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from devagent.agent.events import Event, TextDelta, ThoughtDelta, ToolCallUpdate
+from devagent.agent.api import Event, TextDelta, ThoughtDelta, ToolCallUpdate
 
 if TYPE_CHECKING:
-    from devagent.agent.session import Session
+    from devagent.agent.api import Session
 
 
 @dataclass(slots=True)
@@ -25,7 +25,7 @@ async def past_turns(session: Session) -> list[PastTurn]:
     # late: pydantic-ai, which a remote chat (remote.py imports PastTurn from here) never needs
     from pydantic_ai import messages as pm
 
-    from devagent.agent.timeline import call_results, replayed_call
+    from devagent.agent.api import call_results, replayed_call
 
     messages = await session.messages()
     tools = session.tools()

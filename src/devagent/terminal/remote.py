@@ -24,9 +24,9 @@ from devagent.a2a.extension import (
     THOUGHT,
     TOOL_CALL_UPDATE,
 )
-from devagent.agent.commands import CommandInfo
-from devagent.agent.events import (
+from devagent.agent.api import (
     ANSWER_OPTION,
+    CommandInfo,
     ConfirmationRequest,
     Event,
     ExecuteDetails,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import (
+from devagent.agent.api import (
     ExecuteDetails,
     FileDiff,
     FileDiffs,

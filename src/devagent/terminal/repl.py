@@ -35,10 +35,10 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import FormattedTextControl, Layout, Window
 
-from devagent.agent.commands import CommandInfo
-from devagent.agent.driver import Door, TurnDriver
-from devagent.agent.events import (
+from devagent.agent.api import (
+    CommandInfo,
     Decision,
+    Door,
     Event,
     ExecuteDetails,
     FileDiff,
@@ -46,10 +46,11 @@ from devagent.agent.events import (
     NeedsInput,
     QuestionDetails,
     ToolCall,
+    TurnDriver,
     TurnEnd,
     UserPrompt,
+    how_to_answer,
 )
-from devagent.agent.wording import how_to_answer
 from devagent.preflight import debug_enabled
 from devagent.terminal.backend import Backend
 from devagent.terminal.controls import formatted, markup, styled, visible

@@ -11,10 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import Usage
-from devagent.agent.prices import NANO, usage_dollars
-from devagent.agent.settings import CoreConfig, utc_day
-from devagent.agent.tools.shell import SandboxError, active_sandbox, setup_sandbox
+from devagent.agent.api import (
+    NANO,
+    CoreConfig,
+    SandboxError,
+    Usage,
+    active_sandbox,
+    setup_sandbox,
+    usage_dollars,
+    utc_day,
+)
 from devagent.config import ConfigError, load_config
 from devagent.global_flags import GlobalFlags
 from devagent.preflight import StartError, check_model, open_core, report

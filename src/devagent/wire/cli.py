@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent import __version__, stdio_cli
-from devagent.agent.tools.shell import SandboxError, setup_sandbox
+from devagent.agent.api import SandboxError, setup_sandbox
 from devagent.config import ConfigError, load_config
 from devagent.global_flags import GlobalFlags
 from devagent.wire.messages import WIRE_PROTOCOL_VERSION

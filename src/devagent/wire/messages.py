@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from devagent.agent.events import (
+from devagent.agent.api import (
     ExecuteDetails,
     FileDiff,
     FileDiffs,
@@ -26,9 +26,9 @@ from devagent.agent.events import (
     ToolCallStatus,
     ToolKind,
     file_diffs,
+    requested_cap,
+    subagent_name,
 )
-from devagent.agent.settings import requested_cap
-from devagent.agent.wording import subagent_name
 
 JSON = dict[str, Any]
 RpcId = str | int

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devagent import __version__
-from devagent.agent.commands import with_custom
-from devagent.agent.driver import Door, TurnDriver
-from devagent.agent.events import (
+from devagent.agent.api import (
     ClientResult,
+    ClientTool,
     Decision,
+    Door,
     Event,
     InputError,
     NeedsInput,
@@ -45,14 +45,15 @@ from devagent.agent.events import (
     ThoughtDelta,
     ToolCall,
     ToolCallUpdate,
+    TurnDriver,
     TurnEnd,
     UserPrompt,
+    Workspace,
+    builtin_tools,
+    user_config_dir,
+    validate_client_tools,
+    with_custom,
 )
-from devagent.agent.settings import user_config_dir
-from devagent.agent.state import ClientTool
-from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import Workspace
-from devagent.agent.tools.client import validate_client_tools
 from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE_BYTES,
@@ -67,10 +68,7 @@ from devagent.stdio_cli import DoorFlags
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
-    from devagent.agent.commands import Registry
-    from devagent.agent.core import AgentCore
-    from devagent.agent.session import Session
-    from devagent.agent.settings import CoreConfig
+    from devagent.agent.api import AgentCore, CoreConfig, Registry, Session
 
 log = logging.getLogger("devagent.wire")
 
@@ -830,9 +828,10 @@ def _option_for(response: str, always: str | None) -> str:
 
 def _import_heavy() -> None:
     # late, in a thread: pydantic-ai and SQLAlchemy load while `initialize` is answered
-    import devagent.agent.core
-    import devagent.agent.session
     import devagent.store.db  # noqa: F401
+    from devagent.agent.api import load_core
+
+    load_core()
 
 
 def run_wire(

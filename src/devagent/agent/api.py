@@ -1,0 +1,203 @@
+"""The core's one front door: every name a door (a2a/, wire/, acp/, mcp/, terminal/, console/,
+cli.py and the process set-up beside it) takes from `devagent.agent`, and nothing else.
+
+    from devagent.agent.api import AgentCore, CoreConfig, TurnDriver, Door, UserPrompt
+
+A door imports from this module only (tests/unit/test_core_boundary.py holds every door to it);
+docs/core-api.md documents each group. The names load lazily: importing this module loads no core
+module, and a name loads its own module when a door first takes it, so a door keeps exactly the
+start-up cost it had (`serve` answers before pydantic-ai and the providers load; `load_core` loads
+them on purpose, in a thread). A name is looked up in its module on every access, never kept here.
+
+The names marked "debt" reach into the core's internals; a narrower call on the session should
+replace each (listed in docs/core-api.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run time
+    from devagent.agent import model_errors as _model_errors
+    from devagent.agent.childenv import check_env_pass as check_env_pass
+    from devagent.agent.commands import CommandInfo as CommandInfo
+    from devagent.agent.commands import Registry as Registry
+    from devagent.agent.commands import registry as registry
+    from devagent.agent.commands import with_custom as with_custom
+    from devagent.agent.core import AgentCore as AgentCore
+    from devagent.agent.driver import Door as Door
+    from devagent.agent.driver import Outcome as Outcome
+    from devagent.agent.driver import Paused as Paused
+    from devagent.agent.driver import TurnDriver as TurnDriver
+    from devagent.agent.events import ANSWER_OPTION as ANSWER_OPTION
+    from devagent.agent.events import ClientResult as ClientResult
+    from devagent.agent.events import ConfirmationRequest as ConfirmationRequest
+    from devagent.agent.events import Decision as Decision
+    from devagent.agent.events import Event as Event
+    from devagent.agent.events import ExecuteDetails as ExecuteDetails
+    from devagent.agent.events import FileDiff as FileDiff
+    from devagent.agent.events import FileDiffs as FileDiffs
+    from devagent.agent.events import GenericDetails as GenericDetails
+    from devagent.agent.events import Input as Input
+    from devagent.agent.events import InputError as InputError
+    from devagent.agent.events import McpDetails as McpDetails
+    from devagent.agent.events import NeedsInput as NeedsInput
+    from devagent.agent.events import Notice as Notice
+    from devagent.agent.events import PermissionOption as PermissionOption
+    from devagent.agent.events import QuestionDetails as QuestionDetails
+    from devagent.agent.events import Resume as Resume
+    from devagent.agent.events import RunCommand as RunCommand
+    from devagent.agent.events import StatusUpdate as StatusUpdate
+    from devagent.agent.events import StepBegin as StepBegin
+    from devagent.agent.events import TextDelta as TextDelta
+    from devagent.agent.events import ThoughtDelta as ThoughtDelta
+    from devagent.agent.events import ToolCall as ToolCall
+    from devagent.agent.events import ToolCallStatus as ToolCallStatus
+    from devagent.agent.events import ToolCallUpdate as ToolCallUpdate
+    from devagent.agent.events import ToolError as ToolError
+    from devagent.agent.events import ToolKind as ToolKind
+    from devagent.agent.events import ToolOutput as ToolOutput
+    from devagent.agent.events import TurnEnd as TurnEnd
+    from devagent.agent.events import Usage as Usage
+    from devagent.agent.events import UserPrompt as UserPrompt
+    from devagent.agent.events import file_diffs as file_diffs
+    from devagent.agent.hooks.config import HooksFileError as HooksFileError
+    from devagent.agent.hooks.config import load_hooks as load_hooks
+    from devagent.agent.mcp import parse_servers as parse_servers
+    from devagent.agent.model_aliases import parse_aliases as parse_aliases
+    from devagent.agent.model_errors import ModelConfigError as ModelConfigError
+    from devagent.agent.model_family import check_edit_tools as check_edit_tools
+    from devagent.agent.model_family import check_model_family as check_model_family
+    from devagent.agent.models import PROVIDERS as PROVIDERS
+    from devagent.agent.models import check_model_spec as check_model_spec
+    from devagent.agent.models import create_model as create_model
+    from devagent.agent.models import default_model_spec as default_model_spec
+    from devagent.agent.models import shown_name as shown_name
+    from devagent.agent.prices import NANO as NANO
+    from devagent.agent.prices import parse_prices as parse_prices
+    from devagent.agent.prices import usage_dollars as usage_dollars
+    from devagent.agent.remote_agents import parse_remote_agents as parse_remote_agents
+    from devagent.agent.session import Session as Session
+    from devagent.agent.settings import CoreConfig as CoreConfig
+    from devagent.agent.settings import requested_cap as requested_cap
+    from devagent.agent.settings import user_config_dir as user_config_dir
+    from devagent.agent.settings import utc_day as utc_day
+    from devagent.agent.state import APPROVAL_MODES as APPROVAL_MODES
+    from devagent.agent.state import ClientTool as ClientTool
+    from devagent.agent.state import SessionState as SessionState
+    from devagent.agent.timeline import call_results as call_results
+    from devagent.agent.timeline import changed_files as changed_files
+    from devagent.agent.timeline import replayed_call as replayed_call
+    from devagent.agent.tools import builtin_tools as builtin_tools
+    from devagent.agent.tools import diagnostics as _diagnostics
+    from devagent.agent.tools import syntax as _syntax
+    from devagent.agent.tools.backends import CallContext as CallContext
+    from devagent.agent.tools.backends import CommandResult as CommandResult
+    from devagent.agent.tools.backends import ToolBackends as ToolBackends
+    from devagent.agent.tools.base import ToolFailure as ToolFailure
+    from devagent.agent.tools.base import Workspace as Workspace
+    from devagent.agent.tools.client import validate_client_tools as validate_client_tools
+    from devagent.agent.tools.shell import SandboxError as SandboxError
+    from devagent.agent.tools.shell import active_sandbox as active_sandbox
+    from devagent.agent.tools.shell import choose_sandbox as choose_sandbox
+    from devagent.agent.tools.shell import give_to_sandbox_user as give_to_sandbox_user
+    from devagent.agent.tools.shell import sandbox_missing as sandbox_missing
+    from devagent.agent.tools.shell import sandbox_setting as sandbox_setting
+    from devagent.agent.tools.shell import setup_sandbox as setup_sandbox
+    from devagent.agent.tools.web import web_search_setting as web_search_setting
+    from devagent.agent.transcript import answers_from as answers_from
+    from devagent.agent.wording import diff_summary as diff_summary
+    from devagent.agent.wording import how_to_answer as how_to_answer
+    from devagent.agent.wording import question_words as question_words
+    from devagent.agent.wording import request_text as request_text
+    from devagent.agent.wording import subagent_name as subagent_name
+
+    # three names a door knows by a clearer name than the one in their module
+    describe_model_error = _model_errors.describe
+    DIAGNOSTICS_MODES = _diagnostics.MODES
+    SYNTAX_CHECK_MODES = _syntax.MODES
+
+
+def _names(module: str, *names: str) -> dict[str, tuple[str, str]]:
+    return {name: (module, name) for name in names}
+
+
+_EVENTS = (
+    "ANSWER_OPTION ClientResult ConfirmationRequest Decision Event ExecuteDetails FileDiff "
+    "FileDiffs GenericDetails Input InputError McpDetails NeedsInput Notice PermissionOption "
+    "QuestionDetails Resume RunCommand StatusUpdate StepBegin TextDelta ThoughtDelta ToolCall "
+    "ToolCallStatus ToolCallUpdate ToolError ToolKind ToolOutput TurnEnd Usage UserPrompt file_diffs"
+).split()
+
+# Each name: the module it lives in and its name there.
+_WHERE: dict[str, tuple[str, str]] = {
+    # The core and a session: AgentCore opens, creates and finds sessions; `Session` is the handle
+    # a door holds; its state, the client's tools, the approval modes
+    **_names("devagent.agent.core", "AgentCore"),
+    **_names("devagent.agent.session", "Session"),
+    **_names("devagent.agent.state", "APPROVAL_MODES", "ClientTool", "SessionState"),
+    # Settings: the core's configuration and the checks a door applies to a client's values
+    **_names("devagent.agent.settings", "CoreConfig", "requested_cap", "user_config_dir", "utc_day"),
+    # The turn driver and the door it drives
+    **_names("devagent.agent.driver", "Door", "Outcome", "Paused", "TurnDriver"),
+    # Events and inputs: the vocabulary between the core and a door
+    **_names("devagent.agent.events", *_EVENTS),
+    # Slash commands: the registry, the user's and the workspace's own commands
+    **_names("devagent.agent.commands", "CommandInfo", "Registry", "registry", "with_custom"),
+    # Wording: how a door words a request, a question, a diff, a subagent
+    **_names("devagent.agent.wording", "diff_summary", "how_to_answer", "question_words"),
+    **_names("devagent.agent.wording", "request_text", "subagent_name"),
+    # Models: checking a model spec (info, preflight, `/model`), the name a client is shown
+    **_names("devagent.agent.models", "PROVIDERS", "check_model_spec", "create_model"),
+    **_names("devagent.agent.models", "default_model_spec", "shown_name"),
+    **_names("devagent.agent.model_errors", "ModelConfigError"),
+    "describe_model_error": ("devagent.agent.model_errors", "describe"),
+    # Money: nano-dollars, a usage's dollars
+    **_names("devagent.agent.prices", "NANO", "usage_dollars"),
+    # Tools a door lists, validates or backs (an editor's files and terminal)
+    **_names("devagent.agent.tools", "builtin_tools"),
+    **_names("devagent.agent.tools.backends", "CallContext", "CommandResult", "ToolBackends"),
+    **_names("devagent.agent.tools.base", "ToolFailure", "Workspace"),
+    **_names("devagent.agent.tools.client", "validate_client_tools"),
+    # The sandbox set-up (debt: the sandbox still lives in the shell tool, a module global)
+    **_names("devagent.agent.tools.shell", "SandboxError", "active_sandbox", "choose_sandbox"),
+    **_names("devagent.agent.tools.shell", "give_to_sandbox_user", "sandbox_missing"),
+    **_names("devagent.agent.tools.shell", "sandbox_setting", "setup_sandbox"),
+    # Reading the operator's settings file (config.py): each part's parser or check
+    **_names("devagent.agent.childenv", "check_env_pass"),
+    **_names("devagent.agent.hooks.config", "HooksFileError", "load_hooks"),
+    **_names("devagent.agent.mcp", "parse_servers"),
+    **_names("devagent.agent.model_aliases", "parse_aliases"),
+    **_names("devagent.agent.model_family", "check_edit_tools", "check_model_family"),
+    **_names("devagent.agent.prices", "parse_prices"),
+    **_names("devagent.agent.remote_agents", "parse_remote_agents"),
+    "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
+    "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
+    **_names("devagent.agent.tools.web", "web_search_setting"),
+    # The session's read model and transcript (debt: internals a door rebuilds a client's view
+    # from; the session should offer these views itself)
+    **_names("devagent.agent.timeline", "call_results", "changed_files", "replayed_call"),
+    **_names("devagent.agent.transcript", "answers_from"),
+}
+
+
+def load_core() -> None:
+    """Load the core's heavy modules now (pydantic-ai, the model layer, the session): a door that
+    answers its first message before the core is ready calls this in a thread."""
+    importlib.import_module("devagent.agent.core")
+    importlib.import_module("devagent.agent.session")
+
+
+if not TYPE_CHECKING:  # hidden from the type checker, which so still refuses an unknown name
+
+    def __getattr__(name: str) -> Any:
+        where = _WHERE.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, attr = where
+        return getattr(importlib.import_module(module), attr)
+
+
+def __dir__() -> list[str]:
+    return sorted([*_WHERE, "load_core"])
