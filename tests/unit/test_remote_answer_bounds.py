@@ -17,10 +17,13 @@ from a2a.types import (
 )
 
 from devagent.agent import remote_agents
-from devagent.agent.remote_agents import LIVE_CHARS, _Exchange, _take
+from devagent.agent.remote_agents import _Exchange, _take
+from devagent.agent.remote_status import LIVE_CHARS
 
 
 class _Ctx:
+    emit = None  # no door: the progress notices are another test's
+
     def __init__(self) -> None:
         self.shown: list[str] = []
 
@@ -48,7 +51,7 @@ async def test_issue37_item9_progress_and_answer_held_within_their_caps(
     got, ctx = _Exchange(), _Ctx()
     for i in range(500):
         await _take(_status(f"[{i}]" + "x" * 300), got, ctx)  # type: ignore[arg-type]
-    assert max(map(len, ctx.shown)) == LIVE_CHARS and ctx.shown[-1].endswith("[499]" + "x" * 300)
+    assert max(map(len, ctx.shown)) == LIVE_CHARS and ctx.shown[-1].endswith("[499]" + "x" * 300 + "\n")
     assert got.held == len(got.status_text) <= 1000
     await _take(_piece("b", "z" * 400, append=False), got, ctx)  # type: ignore[arg-type]
     await _take(_piece("b", "short", append=False), got, ctx)  # a replaced artifact frees its room
