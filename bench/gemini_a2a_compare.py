@@ -267,9 +267,9 @@ def _tail(log: Path) -> str:
 
 
 async def run_devagent(turns: int, window: int, compact_at: float, tmp: Path) -> dict[str, Any]:
-    from devagent.agent.compact import COMPACT_PROMPT
     from devagent.agent.core import AgentCore
     from devagent.agent.events import UserPrompt
+    from devagent.agent.loop.compact import COMPACT_PROMPT
     from devagent.agent.settings import CoreConfig
 
     meter = Meter("path", (COMPACT_PROMPT[:40],))

@@ -29,7 +29,7 @@ async def run(turns: int, window: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 
-    from devagent.agent.compact import COMPACT_PROMPT
+    from devagent.agent.loop.compact import COMPACT_PROMPT
 
     sizes: list[int] = []  # bytes of each turn's second request (the one carrying the result)
     total = [0]

@@ -6,10 +6,10 @@ Off unless something asks for it: the `traces` setting (`DEVAGENT_TRACES`) is `o
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` names a collector. `OTEL_SDK_DISABLED=true` or
 `OTEL_TRACES_EXPORTER=none` keeps it off. The OpenTelemetry SDK and its exporter are imported
 only then (they cost ~100 ms and ~150 modules); off, this module imports nothing, and the core's
-wrappers (`devagent.agent.traces`) hand back the coroutines they are given, untouched.
+wrappers (`devagent.agent.loop.traces`) hand back the coroutines they are given, untouched.
 
 This module sets tracing up and offers what spans are made with; the core makes its own spans
-(`devagent.agent.traces`: a turn, each model request, each tool call). A turn's parent is
+(`devagent.agent.loop.traces`: a turn, each model request, each tool call). A turn's parent is
 whatever context is current where the turn starts: a door that knows its caller's trace makes it
 current first: the A2A server from a `traceparent` header (`TraceContext`, gRPC metadata:
 `adopt`), ACP from the prompt request's `_meta` (`caller`); on MCP the SDK itself makes a

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.remote_agents import ANSWER_MAX_CHARS
+from devagent.agent.subagents.remote import ANSWER_MAX_CHARS
 from tests.a2a.test_remote_agents import _delegate, _remote_settings
 from tests.a2a.test_subagents import _reply
 from tests.fakes.bare_a2a_agent import bare_a2a_agent

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from devagent.agent.events import FileDiff, FileDiffs, ToolCall, ToolCallStatus, ToolKind, ToolOutput
-from devagent.agent.timeline import changed_files
+from devagent.agent.views.timeline import changed_files
 from tests.a2a.procs import Serve, serve_argv, serving
 from tests.console.conftest import CHROMIUM
 from tests.console.test_console import (

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from devagent.agent import skills
-from devagent.agent.claude_names import read_rules
 from devagent.agent.commands import custom, with_custom
 from devagent.agent.events import NeedsInput, ToolKind, TurnEnd, UserPrompt
-from devagent.agent.model_aliases import parse_aliases, resolve
-from devagent.agent.subagent_types import load_catalog, narrow, parse_type
+from devagent.agent.models.aliases import parse_aliases, resolve
+from devagent.agent.naming.claude import read_rules
+from devagent.agent.subagents.types import load_catalog, narrow, parse_type
+from devagent.agent.tools import skill_catalog as skills
 from devagent.agent.tools.base import Workspace
 from tests.claude_formats import DATA, copy_into, needs_data
 from tests.core_helpers import (
@@ -469,7 +469,7 @@ async def test_issue38_item3_every_real_skill_loads_under_its_folders_name_and_i
     core_factory: Any, workspace: Path, tmp_path: Path, config_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _link(config_home, "skills")
-    with caplog.at_level(logging.WARNING, logger="devagent.agent.skills"):
+    with caplog.at_level(logging.WARNING, logger="devagent.agent.tools.skill_catalog"):
         found = skills.read_user(config_home)
     folders = sorted(p.name for p in (DATA / "skills").iterdir() if (p / "SKILL.md").is_file())
     print(f"\nclaude-formats skills accepted: {len(found)} of {len(folders)}")

@@ -119,7 +119,7 @@ def test_issue39_item1_the_api_loads_no_core_module_until_a_name_is_taken() -> N
         "core = [m for m in sys.modules if m.startswith('devagent.agent.') and m != api.__name__]; "
         "assert not core, core; "
         "from devagent.agent.api import TurnDriver, ToolCall; "
-        "assert 'devagent.agent.driver' in sys.modules; "
+        "assert 'devagent.agent.loop.driver' in sys.modules; "
         "assert 'pydantic_ai' not in sys.modules and 'devagent.agent.session' not in sys.modules; "
         "api.load_core(); "
         "assert 'devagent.agent.session' in sys.modules"

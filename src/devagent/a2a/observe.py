@@ -110,7 +110,7 @@ class Metrics:
         self.model_requests, self.all_model_requests = self._spend(
             "devagent_model_requests", "Model requests made"
         )
-        # Dollars at the models' prices (devagent/agent/prices.py), and the requests of models
+        # Dollars at the models' prices (devagent/agent/models/prices.py), and the requests of models
         # with no known price (not in the dollars).
         self.cost, self.all_cost = self._spend(
             "devagent_cost_usd", "What model requests cost in USD at the models' prices"

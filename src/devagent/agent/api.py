@@ -19,17 +19,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run time
-    from devagent.agent import model_errors as _model_errors
-    from devagent.agent.childenv import check_env_pass as check_env_pass
     from devagent.agent.commands import CommandInfo as CommandInfo
     from devagent.agent.commands import Registry as Registry
     from devagent.agent.commands import registry as registry
     from devagent.agent.commands import with_custom as with_custom
     from devagent.agent.core import AgentCore as AgentCore
-    from devagent.agent.driver import Door as Door
-    from devagent.agent.driver import Outcome as Outcome
-    from devagent.agent.driver import Paused as Paused
-    from devagent.agent.driver import TurnDriver as TurnDriver
     from devagent.agent.events import ANSWER_OPTION as ANSWER_OPTION
     from devagent.agent.events import ClientResult as ClientResult
     from devagent.agent.events import ConfirmationRequest as ConfirmationRequest
@@ -62,22 +56,28 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.events import Usage as Usage
     from devagent.agent.events import UserPrompt as UserPrompt
     from devagent.agent.events import file_diffs as file_diffs
+    from devagent.agent.history.transcript import answers_from as answers_from
     from devagent.agent.hooks.config import HooksFileError as HooksFileError
     from devagent.agent.hooks.config import load_hooks as load_hooks
-    from devagent.agent.mcp import parse_servers as parse_servers
-    from devagent.agent.model_aliases import parse_aliases as parse_aliases
-    from devagent.agent.model_errors import ModelConfigError as ModelConfigError
-    from devagent.agent.model_family import check_edit_tools as check_edit_tools
-    from devagent.agent.model_family import check_model_family as check_model_family
-    from devagent.agent.models import PROVIDERS as PROVIDERS
-    from devagent.agent.models import check_model_spec as check_model_spec
-    from devagent.agent.models import create_model as create_model
-    from devagent.agent.models import default_model_spec as default_model_spec
-    from devagent.agent.models import shown_name as shown_name
-    from devagent.agent.prices import NANO as NANO
-    from devagent.agent.prices import parse_prices as parse_prices
-    from devagent.agent.prices import usage_dollars as usage_dollars
-    from devagent.agent.remote_agents import parse_remote_agents as parse_remote_agents
+    from devagent.agent.loop.driver import Door as Door
+    from devagent.agent.loop.driver import Outcome as Outcome
+    from devagent.agent.loop.driver import Paused as Paused
+    from devagent.agent.loop.driver import TurnDriver as TurnDriver
+    from devagent.agent.mcp.manager import parse_servers as parse_servers
+    from devagent.agent.models import errors as _model_errors
+    from devagent.agent.models.aliases import parse_aliases as parse_aliases
+    from devagent.agent.models.errors import ModelConfigError as ModelConfigError
+    from devagent.agent.models.prices import NANO as NANO
+    from devagent.agent.models.prices import parse_prices as parse_prices
+    from devagent.agent.models.prices import usage_dollars as usage_dollars
+    from devagent.agent.models.providers import PROVIDERS as PROVIDERS
+    from devagent.agent.models.providers import check_model_spec as check_model_spec
+    from devagent.agent.models.providers import create_model as create_model
+    from devagent.agent.models.providers import default_model_spec as default_model_spec
+    from devagent.agent.models.providers import shown_name as shown_name
+    from devagent.agent.prompt.family import check_edit_tools as check_edit_tools
+    from devagent.agent.prompt.family import check_model_family as check_model_family
+    from devagent.agent.sandbox.childenv import check_env_pass as check_env_pass
     from devagent.agent.session import Session as Session
     from devagent.agent.settings import CoreConfig as CoreConfig
     from devagent.agent.settings import requested_cap as requested_cap
@@ -86,9 +86,7 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.state import APPROVAL_MODES as APPROVAL_MODES
     from devagent.agent.state import ClientTool as ClientTool
     from devagent.agent.state import SessionState as SessionState
-    from devagent.agent.timeline import call_results as call_results
-    from devagent.agent.timeline import changed_files as changed_files
-    from devagent.agent.timeline import replayed_call as replayed_call
+    from devagent.agent.subagents.remote import parse_remote_agents as parse_remote_agents
     from devagent.agent.tools import builtin_tools as builtin_tools
     from devagent.agent.tools import diagnostics as _diagnostics
     from devagent.agent.tools import syntax as _syntax
@@ -106,7 +104,9 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.tools.shell import sandbox_setting as sandbox_setting
     from devagent.agent.tools.shell import setup_sandbox as setup_sandbox
     from devagent.agent.tools.web import web_search_setting as web_search_setting
-    from devagent.agent.transcript import answers_from as answers_from
+    from devagent.agent.views.timeline import call_results as call_results
+    from devagent.agent.views.timeline import changed_files as changed_files
+    from devagent.agent.views.timeline import replayed_call as replayed_call
     from devagent.agent.wording import diff_summary as diff_summary
     from devagent.agent.wording import how_to_answer as how_to_answer
     from devagent.agent.wording import question_words as question_words
@@ -140,7 +140,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     # Settings: the core's configuration and the checks a door applies to a client's values
     **_names("devagent.agent.settings", "CoreConfig", "requested_cap", "user_config_dir", "utc_day"),
     # The turn driver and the door it drives
-    **_names("devagent.agent.driver", "Door", "Outcome", "Paused", "TurnDriver"),
+    **_names("devagent.agent.loop.driver", "Door", "Outcome", "Paused", "TurnDriver"),
     # Events and inputs: the vocabulary between the core and a door
     **_names("devagent.agent.events", *_EVENTS),
     # Slash commands: the registry, the user's and the workspace's own commands
@@ -149,12 +149,12 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.wording", "diff_summary", "how_to_answer", "question_words"),
     **_names("devagent.agent.wording", "request_text", "subagent_name"),
     # Models: checking a model spec (info, preflight, `/model`), the name a client is shown
-    **_names("devagent.agent.models", "PROVIDERS", "check_model_spec", "create_model"),
-    **_names("devagent.agent.models", "default_model_spec", "shown_name"),
-    **_names("devagent.agent.model_errors", "ModelConfigError"),
-    "describe_model_error": ("devagent.agent.model_errors", "describe"),
+    **_names("devagent.agent.models.providers", "PROVIDERS", "check_model_spec", "create_model"),
+    **_names("devagent.agent.models.providers", "default_model_spec", "shown_name"),
+    **_names("devagent.agent.models.errors", "ModelConfigError"),
+    "describe_model_error": ("devagent.agent.models.errors", "describe"),
     # Money: nano-dollars, a usage's dollars
-    **_names("devagent.agent.prices", "NANO", "usage_dollars"),
+    **_names("devagent.agent.models.prices", "NANO", "usage_dollars"),
     # Tools a door lists, validates or backs (an editor's files and terminal)
     **_names("devagent.agent.tools", "builtin_tools"),
     **_names("devagent.agent.tools.backends", "CallContext", "CommandResult", "ToolBackends"),
@@ -165,20 +165,20 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.tools.shell", "give_to_sandbox_user", "sandbox_missing"),
     **_names("devagent.agent.tools.shell", "sandbox_setting", "setup_sandbox"),
     # Reading the operator's settings file (config.py): each part's parser or check
-    **_names("devagent.agent.childenv", "check_env_pass"),
+    **_names("devagent.agent.sandbox.childenv", "check_env_pass"),
     **_names("devagent.agent.hooks.config", "HooksFileError", "load_hooks"),
-    **_names("devagent.agent.mcp", "parse_servers"),
-    **_names("devagent.agent.model_aliases", "parse_aliases"),
-    **_names("devagent.agent.model_family", "check_edit_tools", "check_model_family"),
-    **_names("devagent.agent.prices", "parse_prices"),
-    **_names("devagent.agent.remote_agents", "parse_remote_agents"),
+    **_names("devagent.agent.mcp.manager", "parse_servers"),
+    **_names("devagent.agent.models.aliases", "parse_aliases"),
+    **_names("devagent.agent.prompt.family", "check_edit_tools", "check_model_family"),
+    **_names("devagent.agent.models.prices", "parse_prices"),
+    **_names("devagent.agent.subagents.remote", "parse_remote_agents"),
     "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
     "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
     **_names("devagent.agent.tools.web", "web_search_setting"),
     # The session's read model and transcript (debt: internals a door rebuilds a client's view
     # from; the session should offer these views itself)
-    **_names("devagent.agent.timeline", "call_results", "changed_files", "replayed_call"),
-    **_names("devagent.agent.transcript", "answers_from"),
+    **_names("devagent.agent.views.timeline", "call_results", "changed_files", "replayed_call"),
+    **_names("devagent.agent.history.transcript", "answers_from"),
 }
 
 

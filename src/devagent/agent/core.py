@@ -32,9 +32,9 @@ from devagent.agent.events import InputError, Usage
 from devagent.agent.hooks import Hooks, load_hooks
 from devagent.agent.hooks import points as hook_points
 from devagent.agent.hooks.run import HookLimits
-from devagent.agent.mcp import McpManager
-from devagent.agent.models import context_window, create_model, default_model_spec
-from devagent.agent.prices import NANO, PriceTable, usage_dollars
+from devagent.agent.mcp.manager import McpManager
+from devagent.agent.models.prices import NANO, PriceTable, usage_dollars
+from devagent.agent.models.providers import context_window, create_model, default_model_spec
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.agent.tools.language_servers import LanguageServerRegistry
@@ -217,7 +217,7 @@ class AgentCore:
         if config.remote_agents:
             # late: the A2A client, for remote agents only; their cards are read once, now, so
             # every session of the process lists the same types
-            from devagent.agent import remote_agents
+            from devagent.agent.subagents import remote as remote_agents
 
             await remote_agents.prefetch(config)
         if not store.is_sqlite:
@@ -296,7 +296,7 @@ class AgentCore:
         return await self._create(session_id, state, leased=leased)
 
     async def create_child(self, session_id: str, state: SessionState) -> Session:
-        """A subagent's session (`devagent.agent.subagents`), stored with the state its parent
+        """A subagent's session (`devagent.agent.subagents.runner`), stored with the state its parent
         prepared (its roots, mode and tools already no wider than the parent's)."""
         return await self._create(session_id, state, leased=False)
 

@@ -276,7 +276,7 @@ class Usage:
     """Tokens of model requests, and what they cost. `input_tokens` is the whole prompt;
     `cache_read_tokens` and `cache_write_tokens` are the parts of it read from and written to the
     provider's prompt cache (reads cost about a tenth of input, Anthropic's writes a quarter
-    more). `cost_usd` is the cost of the requests whose model has a price (`agent/prices.py`);
+    more). `cost_usd` is the cost of the requests whose model has a price (`agent/models/prices.py`);
     `unpriced_requests` counts those whose model has none (their cost is unknown)."""
 
     input_tokens: int = 0

@@ -18,19 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
 
-from devagent.agent import (
-    compact,
-    model_aliases,
-    prompt,
-    spending,
-    timeline,
-    toolset,
-    traces,
-    transcript,
-    turn_limits,
-)
-from devagent.agent.admission import Admission
-from devagent.agent.calls import StepCalls
 from devagent.agent.commands import Prompt, Registry, parse_command_line, run_command, with_custom
 from devagent.agent.events import (
     Event,
@@ -49,30 +36,37 @@ from devagent.agent.events import (
     Usage,
     UserPrompt,
 )
+from devagent.agent.history import transcript
 from devagent.agent.hooks import points as hook_points
-from devagent.agent.inputs import CancelWaiting
-from devagent.agent.model_errors import describe as describe_model_error
-from devagent.agent.model_step import stream_response
-from devagent.agent.record import STALE, SessionRecord
+from devagent.agent.loop import compact, spending, toolset, traces, turn_limits
+from devagent.agent.loop.admission import Admission
+from devagent.agent.loop.calls import StepCalls
+from devagent.agent.loop.inputs import CancelWaiting
+from devagent.agent.loop.model_step import stream_response
+from devagent.agent.loop.record import STALE, SessionRecord
+from devagent.agent.loop.turn import Turn, TurnRunner
+from devagent.agent.models import aliases as model_aliases
+from devagent.agent.models.errors import describe as describe_model_error
+from devagent.agent.prompt import instructions as prompt
 from devagent.agent.settings import user_config_dir
-from devagent.agent.skills import session_skills
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState, TurnScope
-from devagent.agent.subagents import Subagents
+from devagent.agent.subagents.runner import Subagents
 from devagent.agent.tools import builtin_tools, web
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.base import Tool, ToolContext
 from devagent.agent.tools.client import validate_client_tools
-from devagent.agent.turn import Turn, TurnRunner
+from devagent.agent.tools.skill_catalog import session_skills
+from devagent.agent.views import timeline
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
 from devagent.common.scrub import scrub
 from devagent.store.leases import StaleSession
 
 if TYPE_CHECKING:
-    from devagent.agent.context import CoreServices
     from devagent.agent.hooks import Hooks
-    from devagent.agent.mcp import McpManager
-    from devagent.agent.prices import Priced
+    from devagent.agent.loop.context import CoreServices
+    from devagent.agent.mcp.manager import McpManager
+    from devagent.agent.models.prices import Priced
     from devagent.agent.settings import CoreConfig
     from devagent.store.db import Store
 

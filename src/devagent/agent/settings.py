@@ -62,7 +62,7 @@ class CoreConfig:
     allowed_approval_modes: tuple[str, ...] = ()
     allow_client_model: bool = True  # may a client pick the model of its session
     max_steps: int = 50  # model requests per turn
-    # Subagents (the `task` tool, devagent/agent/subagents.py): how many of one step's `task` calls
+    # Subagents (the `task` tool, devagent/agent/subagents/runner.py): how many of one step's `task` calls
     # run at once, how deep subagents may nest (0: no `task` tool; 1: a session's subagents start
     # none of their own), and whether a workspace's subagent types may choose their model (the
     # types in the user's config folder always may).
@@ -70,9 +70,9 @@ class CoreConfig:
     subagent_depth: int = 1
     subagent_workspace_models: bool = False
     # Claude Code's model names in its files (`sonnet`, `opus`, `haiku`) on each provider:
-    # {provider: {family: model name}} over the built-in ones (devagent/agent/model_aliases.py).
+    # {provider: {family: model name}} over the built-in ones (devagent/agent/models/aliases.py).
     model_aliases: dict[str, dict[str, str]] = field(default_factory=dict)
-    # Remote A2A agents as subagent types (devagent/agent/remote_agents.py): {name: {card_url, and
+    # Remote A2A agents as subagent types (devagent/agent/subagents/remote.py): {name: {card_url, and
     # bearer_token_env | api_key_header + api_key_env | oauth_token_url + oauth_client_id +
     # oauth_client_secret_env (+ oauth_scope)}}, and how long one exchange with one may take.
     remote_agents: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -113,7 +113,7 @@ class CoreConfig:
     # uid or uid:gid; "" is nobody.
     sandbox_user: str = ""
     # What every program the agent starts gets from the server's environment beyond the
-    # allow-list (devagent/agent/childenv.py): names, or prefixes ending in `*`.
+    # allow-list (devagent/agent/sandbox/childenv.py): names, or prefixes ending in `*`.
     env_pass: tuple[str, ...] = ()
     # Per-command limits of shell commands run here (0: none): data memory in MiB, and processes
     # of the server's user (not enforced for root, which the kernel exempts).
@@ -128,7 +128,7 @@ class CoreConfig:
     # apply_patch | both.
     edit_tools: str = "auto"
     # The family of models whose name does not show it, or overriding what it shows (a prompt,
-    # tools and output caps per family; devagent/agent/model_family.py): "FAMILY" for every model,
+    # tools and output caps per family; devagent/agent/prompt/family.py): "FAMILY" for every model,
     # "SPEC=FAMILY" for one (a SPEC ending in `*` for every model it starts); FAMILY is openai,
     # anthropic, gemini, small (a lighter tool set and a shorter prompt), scripted or other.
     model_family: tuple[str, ...] = ()
@@ -142,7 +142,7 @@ class CoreConfig:
     lease_seconds: float = 10.0
     client_tool_allow: tuple[str, ...] = ()  # empty: every name allowed
     client_tool_deny: tuple[str, ...] = ()
-    # MCP (devagent/agent/mcp.py): the operator's servers, given to every session
+    # MCP (devagent/agent/mcp/manager.py): the operator's servers, given to every session
     # ({name: {command, args, env, cwd} | {url, headers}}), and what a client may name for its session.
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     mcp_client_commands: tuple[str, ...] = ()  # stdio commands a client may start; empty: none
@@ -164,7 +164,7 @@ class CoreConfig:
     mcp_call_timeout: float = 300.0
     # The model's context window in tokens (0: the known size of the session's model, else
     # 128,000), and the share of it past which a session compacts before its next model request
-    # (devagent/agent/compact.py).
+    # (devagent/agent/loop/compact.py).
     context_tokens: int = 0
     compact_at: float = 0.8
     # Mark prompt-cache breakpoints on Anthropic requests: the tool
@@ -183,7 +183,7 @@ class CoreConfig:
     # cap of every task, and the ceiling of the cap a caller sets for its own (0: none).
     max_cost_usd_per_task: float = 0.0
     # The operator's prices (USD per million tokens) over the built-in ones, by model spec or
-    # provider: {spec: {input, cached_input, cache_write, output}} (devagent/agent/prices.py).
+    # provider: {spec: {input, cached_input, cache_write, output}} (devagent/agent/models/prices.py).
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
     # Traces (devagent/telemetry.py): auto (on when OTEL_EXPORTER_OTLP_ENDPOINT or
     # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector) | on | off; and whether spans may

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from devagent.agent.claude_names import rules_of
 from devagent.agent.events import Usage
+from devagent.agent.naming.claude import rules_of
 from devagent.common.dataclass_json import fields_json
 
 APPROVAL_MODES = ("ask", "auto-edit", "yolo", "plan")
@@ -220,7 +220,7 @@ class SessionState:
     # of the server process that started each, tools/processes.py), newest last: a process lives
     # only in that server process, and the model is told so when it names one that is gone.
     background: list[dict[str, Any]] = field(default_factory=list)
-    # Money (devagent/agent/spending.py): the caller's cap on what one task (a turn, across its
+    # Money (devagent/agent/loop/spending.py): the caller's cap on what one task (a turn, across its
     # pauses) may cost in USD, 0: none of the caller's (the operator's ceiling applies anyway;
     # a subagent's: what its parent's task had left when it started); and the part of `usage`
     # (and `turn_usage`) that this session's subagents spent (charged to it as they spend).

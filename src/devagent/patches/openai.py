@@ -3,7 +3,7 @@ streamed chunk that gives back what it was given.
 
 Written for openai 3.57.0 (`WRITTEN_FOR`; pydantic-ai-slim[openai] 2.68.0, pinned in
 pyproject.toml, brings it). Both are applied once, when an OpenAI-family model is first built
-(devagent.agent.models), and leave alone an SDK without the name they wrap
+(devagent.agent.models.providers), and leave alone an SDK without the name they wrap
 (tests/unit/test_patches.py fails then). The SDK offers no hook for either: the request body's
 transform and the chunk's construction are internal steps of its client.
 

@@ -2,7 +2,7 @@
 changed (the tools' JSON schemas, the transcript's messages).
 
 Written for pydantic-ai-slim 2.68.0 (`WRITTEN_FOR`, the pin in pyproject.toml). Each patch is
-applied once, when a model is first built (devagent.agent.models), and leaves alone a pydantic-ai
+applied once, when a model is first built (devagent.agent.models.providers), and leaves alone a pydantic-ai
 without the private function it wraps (tests/unit/test_patches.py fails then).
 
 `cache_tool_schemas`: before each request pydantic-ai passes every tool definition through the

@@ -1,6 +1,6 @@
 """The `devagent_checkpoints` table: one row per checkpoint, keyed by (session_id, seq).
 
-`devagent.agent.checkpoints` decides what a checkpoint holds and how `/restore` uses it; this module
+`devagent.agent.loop.checkpoints` decides what a checkpoint holds and how `/restore` uses it; this module
 only stores rows: `data` is the checkpoint's JSON, which the store never reads. The table lives in
 the session database, next to the transcript the checkpoints point into, but it is not part of
 `db.metadata`: it is created on first use, once per engine, so a database that never saw an edit

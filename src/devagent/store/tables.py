@@ -36,7 +36,7 @@ usage_table = Table(
     # written to the prompt cache (Anthropic bills them above the input price)
     Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
     # what the priced requests cost, in billionths of a dollar (whole numbers add up exactly),
-    # and the requests of models with no known price (devagent/agent/prices.py)
+    # and the requests of models with no known price (devagent/agent/models/prices.py)
     Column("cost_nanousd", BigInteger, nullable=False, default=0, server_default="0"),
     Column("unpriced_requests", BigInteger, nullable=False, default=0, server_default="0"),
 )

@@ -19,7 +19,7 @@ from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Pr
 from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:
-    from devagent.agent.context import ListedCommand, SessionContext
+    from devagent.agent.loop.context import ListedCommand, SessionContext
     from devagent.agent.tools.base import Workspace
 
 __all__ = [

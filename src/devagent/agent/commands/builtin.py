@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 from devagent.agent.commands.registry import Emit, say
 from devagent.agent.hooks import points as hook_points
-from devagent.agent.prices import NANO, cost_text, usage_dollars
+from devagent.agent.loop.spending import task_cap
+from devagent.agent.models.prices import NANO, cost_text, usage_dollars
 from devagent.agent.settings import utc_day
-from devagent.agent.spending import task_cap
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.loop.context import SessionContext
 
 INIT_PROMPT = """Create or update the file AGENTS.md at the root of this workspace: a concise guide for
 coding agents working on this project. First look around (list the directory, read the build files,
@@ -28,7 +28,7 @@ async def init(session: SessionContext, args: str, emit: Emit) -> str | None:
 async def compact(session: SessionContext, args: str, emit: Emit) -> str | None:
     # Imported when the command runs: compaction loads pydantic-ai, and listing the commands
     # (a stdio door's `initialize`) must stay cheap.
-    from devagent.agent.compact import compact
+    from devagent.agent.loop.compact import compact
 
     await compact(session, emit, keep_instructions=args)
     return None

@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devagent.agent import front_matter
-from devagent.agent.claude_names import split_list
 from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Prompt
+from devagent.agent.naming.claude import split_list
+from devagent.agent.tools import front_matter
 from devagent.agent.tools.base import ToolFailure, Workspace
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.loop.context import SessionContext
 
 log = logging.getLogger(__name__)
 

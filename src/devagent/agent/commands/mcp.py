@@ -8,7 +8,7 @@ from devagent.agent.commands.registry import Emit
 from devagent.agent.events import Notice, TextDelta
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.loop.context import SessionContext
 
 
 async def list_servers(session: SessionContext, args: str, emit: Emit) -> str | None:

@@ -11,7 +11,7 @@ from devagent.agent.tools._util import read_text, write_text
 from devagent.agent.tools.memory import add_memory, memory_path
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.loop.context import SessionContext
 
 
 async def show(session: SessionContext, args: str, emit: Emit) -> str | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from devagent.agent.events import Event, TextDelta
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.loop.context import SessionContext
 
 Emit = Callable[[Event], None]
 

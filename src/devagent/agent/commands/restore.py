@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devagent.agent.checkpoints import (
+from devagent.agent.commands.registry import Emit, say
+from devagent.agent.events import Notice
+from devagent.agent.loop.checkpoints import (
     MAX_FILE_BYTES,
     Checkpoint,
     FileState,
@@ -21,13 +23,11 @@ from devagent.agent.checkpoints import (
     list_checkpoints,
     message_hash,
 )
-from devagent.agent.commands.registry import Emit, say
-from devagent.agent.events import Notice
 from devagent.agent.tools._util import atomic_write, remove_file
 from devagent.agent.tools.base import ToolFailure
 
 if TYPE_CHECKING:
-    from devagent.agent.context import SessionContext
+    from devagent.agent.loop.context import SessionContext
     from devagent.agent.tools.base import Workspace
 
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.claude_names import claude_names
 from devagent.agent.events import Event, Notice, ToolCall, ToolKind
 from devagent.agent.hooks.verdict import Verdict
-from devagent.agent.mcp_names import server_of
+from devagent.agent.naming.claude import claude_names
+from devagent.agent.naming.mcp import server_of
 
 if TYPE_CHECKING:
     from devagent.agent.hooks import Hooks

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.childenv import child_env
 from devagent.agent.hooks.config import HookCommand
-from devagent.agent.skills import not_holding
+from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.shell import Sandbox, active_sandbox, kill_group, limited, sandbox_missing
+from devagent.agent.tools.skill_catalog import not_holding
 
 OUTPUT_LIMIT = 256 * 1024  # bytes a hook may print on its stdout, and on its stderr
 READ_CHUNK = 65536

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent import __version__
-from devagent.agent.claude_names import CLAUDE_NAMES
+from devagent.agent.naming.claude import CLAUDE_NAMES
 from devagent.agent.tools.saved_outputs import file_name
 
 FOLDER = "hook-transcripts"

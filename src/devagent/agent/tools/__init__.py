@@ -10,7 +10,7 @@ from devagent.agent.tools.base import Tool
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
-    from devagent.agent.skills import Skills
+    from devagent.agent.tools.skill_catalog import Skills
 
 
 def builtin_tools(config: CoreConfig | None = None, skills: Skills | None = None) -> dict[str, Tool]:

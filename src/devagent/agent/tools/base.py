@@ -77,7 +77,7 @@ class ToolWaits(Exception):
 
 
 class Delegation(Protocol):
-    """What runs a `task` call: the session's subagents (`devagent.agent.subagents`)."""
+    """What runs a `task` call: the session's subagents (`devagent.agent.subagents.runner`)."""
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from devagent.agent.childenv import child_env
+from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.shell import SUPERVISOR, active_sandbox, kill_group, limited, sandbox_missing
 

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from devagent.agent.childenv import child_env
+from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.base import ToolFailure
 from devagent.agent.tools.html_text import EXIT_MEMORY
 

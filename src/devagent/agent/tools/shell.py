@@ -34,11 +34,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from devagent.agent.childenv import child_env
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
-from devagent.agent.gitguard import granted_env
+from devagent.agent.sandbox.childenv import child_env
+from devagent.agent.sandbox.gitguard import granted_env
 from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX, user_config_dir
-from devagent.agent.skills import not_holding, user_folders
 from devagent.agent.tools import shell_reads
 from devagent.agent.tools._util import (
     bool_arg,
@@ -52,6 +51,7 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.output import HeadTail, head_and_tail
+from devagent.agent.tools.skill_catalog import not_holding, user_folders
 from devagent.agent.tools.tty_screen import COLS as TTY_COLS
 from devagent.agent.tools.tty_screen import ROWS as TTY_ROWS
 from devagent.agent.tools.tty_screen import TERM, TtySize

@@ -1,4 +1,4 @@
-"""The skill tool: a skill's instructions and the list of its files (`devagent.agent.skills`).
+"""The skill tool: a skill's instructions and the list of its files (`devagent.agent.tools.skill_catalog`).
 Offered only to a session that has skills. It runs nothing: the files it lists are read with the
 file tools (a user's skill folder is a read-only root of the session's workspace), and a skill's
 scripts are run, if at all, as ordinary commands under the approval policy."""
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import ToolKind
-from devagent.agent.skills import Skill, Skills
 from devagent.agent.tools._util import SKIP_DIRS, in_thread, parameter, parameters_schema, str_arg, walk_files
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.skill_catalog import Skill, Skills
 
 MAX_FILES = 200
 

@@ -1,6 +1,6 @@
 """The `task` tool: hand a piece of work to a subagent, a session of its own with its own
 context, in the same workspace, whose final answer is the tool's result. The work itself is the
-core's (`devagent.agent.subagents`, reached through `ToolContext.subagents`); this module is what
+core's (`devagent.agent.subagents.runner`, reached through `ToolContext.subagents`); this module is what
 the model sees."""
 
 from __future__ import annotations

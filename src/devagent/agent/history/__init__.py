@@ -1,0 +1,1 @@
+"""A session's conversation as stored: the transcript and the stored forms of its pieces."""

@@ -1,0 +1,1 @@
+"""Approval policy: which calls run, which ask, and what an answer grants."""

@@ -1,0 +1,3 @@
+"""The prompt: the system prompt's parts (per model family), the workspace's environment and guides,
+and how tools are worded.
+"""

@@ -1,0 +1,120 @@
+"""What the model is told about where it works: the operating system, the shell, the day, the
+workspace roots, the git state, and how commands run (sandbox, network).
+
+Taken once, when a session makes its first request, and stored with the session, so the prompt
+stays byte-identical for the whole session (the provider's prompt cache keeps it). The git line
+is read from the repository's files (HEAD, the branch it names); the snapshot of the working tree
+under it comes from git run with every program its configuration could name turned off
+(`git_snapshot`), since a workspace's configuration is not trusted. In a repository the section
+ends with what to do when the user asks for a commit."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How the shell tool runs commands in this process."""
+
+    sandboxed: bool
+    network: bool
+    summary: str = ""  # the sandbox's own line (bubblewrap version, user)
+
+    def describe(self) -> str:
+        if self.sandboxed:
+            network = "with network access" if self.network else "without network access"
+            return (
+                f"Commands run in a sandbox ({self.summary}), {network}; files outside the workspace "
+                "roots are read-only or hidden."
+            )
+        return "Commands run directly on the machine, with its network, as the server's user."
+
+
+def current_execution(sandbox_network: bool) -> Execution:
+    """How commands run here: the process-wide sandbox the server set up, or none."""
+    # late: the shell tool's module is only needed once a session builds its prompt
+    from devagent.agent.tools.shell import active_sandbox
+
+    sandbox = active_sandbox()
+    if sandbox is None:
+        return Execution(sandboxed=False, network=True)
+    return Execution(sandboxed=True, network=sandbox.network or sandbox_network, summary=sandbox.summary())
+
+
+def _git_dir(root: Path) -> Path | None:
+    """The git directory of the repository `root` is in (a `.git` folder, or the folder a `.git`
+    file names), looking upwards."""
+    for folder in (root, *root.parents):
+        dot_git = folder / ".git"
+        try:
+            if dot_git.is_dir():
+                return dot_git
+            if dot_git.is_file():
+                text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+                if text.startswith("gitdir:"):
+                    target = Path(text[len("gitdir:") :].strip())
+                    return target if target.is_absolute() else (folder / target)
+        except OSError:
+            return None
+    return None
+
+
+def git_state(root: Path) -> str:
+    """One line on the repository the primary root is in: its branch (or detached commit)."""
+    git_dir = _git_dir(root)
+    if git_dir is None:
+        return "The workspace is not a git repository."
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "The workspace is in a git repository whose HEAD cannot be read."
+    if head.startswith("ref: refs/heads/"):
+        where = f"on branch {head[len('ref: refs/heads/') :]}"
+    elif head.startswith("ref:"):
+        where = f"at {head[len('ref:') :].strip()}"
+    else:
+        where = f"at detached commit {head[:12]}"
+    return (
+        f"The workspace is a git repository, {where}. It may hold the user's uncommitted changes "
+        "(`git status` shows them)."
+    )
+
+
+COMMIT_RUNBOOK = """- When the user asks you to commit: run `git status`, `git diff` and `git diff --staged`
+  to see what changed; stage only the files that belong to the change (by name, not `git add -A`
+  when the tree holds other work); write a message in the style of the recent commits whose first
+  line says what changed and whose body, if any, says why. Never push, amend, rebase or change the
+  configuration unless asked, and never skip the hooks (`--no-verify`): when a hook fails, fix the
+  cause and make a new commit."""
+
+
+def git_section(root: Path) -> str:
+    """The Git line; in a repository, its snapshot and the commit runbook under it."""
+    line = f"- Git: {git_state(root)}"
+    if _git_dir(root) is None:
+        return line
+    # late: only a session in a repository runs git
+    from devagent.agent.prompt.git_snapshot import take_snapshot
+
+    snapshot = take_snapshot(root)
+    parts = [line, snapshot.describe()] if snapshot is not None else [line]
+    return "\n".join([*parts, COMMIT_RUNBOOK])
+
+
+def describe_environment(roots: list[str], started_on: str, execution: Execution) -> str:
+    """The environment section of the prompt."""
+    system = f"{platform.system()} {platform.release()}".strip()
+    shell = "bash (`run_shell_command` runs `bash -c`)"
+    lines = [
+        f"- Operating system: {system}",
+        f"- Shell: {shell}",
+        f"- Today's date: {started_on} (the day this session started)",
+        f"- Workspace roots: {', '.join(roots)}. Relative paths start at the first; no tool reaches "
+        "outside them.",
+        f"- {execution.describe()}",
+    ]
+    lines.insert(-1, git_section(Path(roots[0])) if roots else "- Git: no workspace")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""What every model request of a session carries besides the messages: the system prompt and the
+tool definitions, byte-identical for the whole session so that the provider's prompt cache keeps
+them (that cache is most of what a long session costs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import messages as pm
+
+from devagent.agent.prompt import environment, guides
+from devagent.agent.prompt.system import PromptInputs, build_system_prompt
+from devagent.agent.prompt.tool_wording import described
+from devagent.agent.tools.memory import read_memory
+from devagent.common.lru import LRU
+
+if TYPE_CHECKING:
+    from devagent.agent.state import ClientTool, SessionState
+    from devagent.agent.tools.base import Tool, Workspace
+
+
+def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[Any]) -> Any:
+    from pydantic_ai.models import ModelRequestParameters
+
+    return ModelRequestParameters(
+        function_tools=list(tool_defs),
+        native_tools=list(native),
+        allow_text_output=True,
+        instruction_parts=[pm.InstructionPart(content=instructions)],
+    )
+
+
+def tool_definitions(
+    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool], family: str = "other"
+) -> list[Any]:
+    """The tool definitions of a request, the same in the same order on every request of the
+    session: the built-ins in their fixed order, then the MCP servers' tools and the client's tools
+    each by name (whichever server became ready first, whatever order a server or client listed
+    them in); the descriptions are worded for the model's `family`."""
+    from pydantic_ai.tools import ToolDefinition
+
+    builtin = set(builtin)
+    ordered = [t for name, t in tools.items() if name in builtin]
+    ordered += [tools[name] for name in sorted(tools) if name not in builtin]
+    # A tool's definition, not its class description: the shell tool's says how this process
+    # runs commands (in the sandbox, with or without network; or that it cannot run them).
+    return [
+        ToolDefinition(
+            name=t.name,
+            description=described(family, t.name, t.description, t.definition()["description"]),
+            parameters_json_schema=t.parameters,
+        )
+        for t in ordered
+    ] + [
+        ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+        for t in sorted(client_tools, key=lambda t: t.name)
+    ]
+
+
+def _definitions_key(
+    tools: Mapping[str, Tool], builtin: Iterable[str], client_tools: list[ClientTool], family: str
+) -> tuple[Any, ...]:
+    """What `tool_definitions` is made of: the family, each tool object with its name, its
+    description now and its schema object (an object's id stands for it while the memo holds the
+    object)."""
+    return (
+        family,
+        tuple(builtin),
+        tuple((name, id(t), t.definition()["description"], id(t.parameters)) for name, t in tools.items()),
+        tuple((t.name, t.description, id(t.parameters)) for t in client_tools),
+    )
+
+
+# The characters of each tool definition's JSON schema, by the definition object (held with its
+# size, so its id is not reused meanwhile): a session hands the same definitions to every request.
+_SCHEMA_CHARS: LRU[int, tuple[Any, int]] = LRU(4096)
+
+
+def prefix_chars(params: Any) -> int:
+    """The characters a request carries before its messages: its instructions and its tool
+    definitions (names, descriptions, JSON schemas)."""
+    total = sum(len(p.content) for p in params.instruction_parts)
+    for t in params.function_tools:
+        hit = _SCHEMA_CHARS.get(id(t))
+        if hit is None or hit[0] is not t:
+            hit = (t, len(json.dumps(t.parameters_json_schema)))
+            _SCHEMA_CHARS[id(t)] = hit
+        total += len(t.name) + len(t.description or "") + hit[1]
+    return total
+
+
+class Instructions:
+    """A session's instructions and tool definitions. The memory file and the nested guides are
+    read once per loaded session: what the save_memory tool adds reaches the prompt after
+    `/memory refresh` or when the session is next loaded, so the prefix stays the same meanwhile.
+    So are the skills (`skills`: their list, as the prompt shows it), listed while the `skill`
+    tool is offered. The environment is taken at the session's first request and stored with it.
+    `family` tells the family of the model the session's requests go to now, which words the
+    prompt and the tool descriptions."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        memory_file: str,
+        sandbox_network: bool = False,
+        skills: str = "",
+        family: Callable[[], str] = lambda: "other",
+    ) -> None:
+        self.workspace = workspace
+        self.family = family
+        self.memory_file = memory_file
+        self.sandbox_network = sandbox_network
+        self.skills = skills
+        self._memory: str | None = None
+        self._nested: str | None = None
+        # The last prompt built and its inputs; the last tool definitions, their inputs and the
+        # objects those name (kept so that their ids stand for them).
+        self._text: tuple[PromptInputs, str] | None = None
+        self._defs: tuple[tuple[Any, ...], list[Any], tuple[Any, ...]] | None = None
+
+    def read_memory(self) -> str:
+        return read_memory(self.workspace, self.memory_file)
+
+    def refresh_memory(self) -> str:
+        self._memory = self.read_memory()
+        self._nested = None
+        return self._memory
+
+    def describe_environment(self, state: SessionState) -> str:
+        """The environment section, taken once per session (it runs git in a repository)."""
+        if not state.started_on:  # a session stored before the day was kept
+            state.started_on = time.strftime("%Y-%m-%d")
+        execution = environment.current_execution(self.sandbox_network)
+        return environment.describe_environment(state.workspace_roots, state.started_on, execution)
+
+    async def take_environment(self, state: SessionState) -> None:
+        """Takes the environment section off the event loop: its git snapshot may take seconds
+        in a large or slow repository, and other callers' turns must not wait for it."""
+        if not state.environment:
+            described = await asyncio.to_thread(self.describe_environment, state)
+            state.environment = state.environment or described
+
+    def text(self, state: SessionState, offered: Iterable[str]) -> str:
+        """The system prompt for a model offered the tools named `offered`."""
+        if self._memory is None:
+            self._memory = self.read_memory()
+        if self._nested is None:
+            self._nested = guides.render_nested(guides.nested_guides(self.workspace, self.memory_file))
+        if not state.environment:
+            state.environment = self.describe_environment(state)
+        inputs = PromptInputs(
+            tools=frozenset(offered),
+            environment=state.environment,
+            approval_mode=state.approval_mode,
+            memory=self._memory,
+            memory_file=self.memory_file,
+            nested_guides=self._nested,
+            role=state.subagent_of.prompt if state.subagent_of is not None else "",
+            skills=self.skills,
+            family=self.family(),
+        )
+        if self._text is None or self._text[0] != inputs:
+            self._text = (inputs, build_system_prompt(inputs))
+        return self._text[1]
+
+    def parameters(
+        self,
+        state: SessionState,
+        tools: Mapping[str, Tool],
+        builtin: Iterable[str],
+        native: Sequence[Any] = (),
+    ) -> Any:
+        clients = state.turn_client_tools()
+        offered = [*tools, *(t.name for t in clients)]
+        builtin = tuple(builtin)
+        family = self.family()
+        key = _definitions_key(tools, builtin, clients, family)
+        if self._defs is None or self._defs[0] != key:
+            self._defs = (key, tool_definitions(tools, builtin, clients, family), (*tools.values(), *clients))
+        return _parameters(self.text(state, offered), self._defs[1], native)

@@ -1,0 +1,3 @@
+"""Where commands run: the sandbox, the clean environment every child gets, and git's neutralised
+configuration.
+"""

@@ -1,0 +1,1 @@
+"""Subagents: the task tool's child sessions, their types, and remote A2A agents."""
