@@ -81,8 +81,8 @@ async def test_issue37_item9_sweeper_gives_memory_back_only_after_a_drop(
     assert await sweeper.sweep() == 0 and trims == [1]  # nothing dropped: no trim
     sweeper.idle_seconds = 0.5
     sweeper.start()  # the loop sweeps by itself
-    for _ in range(100):
-        if not held:
+    for _ in range(600):  # until the loop's sweep has dropped "b" and trimmed (a bound, not a timing)
+        if sweeper.sweeps == 2:
             break
         await asyncio.sleep(0.1)
     await sweeper.close()
