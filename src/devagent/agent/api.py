@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.remote_agents import parse_remote_agents as parse_remote_agents
     from devagent.agent.repository.remotes import RepositoryRequest as RepositoryRequest
     from devagent.agent.repository.remotes import check_repository_settings as check_repository_settings
+    from devagent.agent.repository.remotes import check_request as _check_request
     from devagent.agent.repository.remotes import parse_credentials as _parse_credentials
     from devagent.agent.repository.remotes import parse_request as _parse_request
     from devagent.agent.repository.results import RepositoryResult as RepositoryResult
@@ -123,6 +124,7 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     describe_model_error = _model_errors.describe
     DIAGNOSTICS_MODES = _diagnostics.MODES
     parse_repository = _parse_request
+    check_repository = _check_request
     parse_git_credentials = _parse_credentials
     SYNTAX_CHECK_MODES = _syntax.MODES
 
@@ -176,6 +178,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     # session's result (its patch, its pushed branch)
     **_names("devagent.agent.repository.remotes", "RepositoryRequest"),
     "parse_repository": ("devagent.agent.repository.remotes", "parse_request"),
+    "check_repository": ("devagent.agent.repository.remotes", "check_request"),
     **_names("devagent.agent.repository.results", "RepositoryResult", "repository_result"),
     # Reading the operator's settings file (config.py): each part's parser or check
     **_names("devagent.agent.childenv", "check_env_pass"),

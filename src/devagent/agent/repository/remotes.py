@@ -266,3 +266,11 @@ def check_repository_settings(config: CoreConfig) -> None:
                 f"repository_remotes (DEVAGENT_REPOSITORY_REMOTES): {entry!r} is not a URL prefix "
                 "(https://, ssh://, git://, file://, user@host: or an absolute path)"
             )
+
+
+def check_request(config: CoreConfig, request: RepositoryRequest) -> None:
+    """Refuse, before anything is cloned, a repository, ref or setup the operator does not allow
+    (a door calls this to answer with its own protocol's error at once)."""
+    check_url(request.url, config.repository_remotes)
+    check_ref(request.ref)
+    chosen_setup(config.repository_setup, request.setup)
