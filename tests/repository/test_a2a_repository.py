@@ -57,7 +57,9 @@ async def test_issue40_item4_a2a_starts_from_a_repository_and_returns_the_patch_
     branch = info["branch"]
     assert branch.startswith("devagent/") and remote.branches()[branch] == info["commit"]
     assert git("show", f"{branch}:out.txt", cwd=remote.path) == "compiled"
-    assert remote.branches()["main"] == remote.second and git("rev-parse", "v1", cwd=remote.path) == remote.first
+    assert (
+        remote.branches()["main"] == remote.second and git("rev-parse", "v1", cwd=remote.path) == remote.first
+    )
     # the clone is a new folder of alice's own, under her workspace root
     clones = list((workspace.parent / "alice").iterdir())
     assert len(clones) == 1 and clones[0].name.startswith("project-")

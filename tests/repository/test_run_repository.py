@@ -46,7 +46,10 @@ def editing_script(tmp_path: Path, command: str = "echo built > build.txt && git
         tmp_path,
         [
             [call("read_file", {"path": "README.md"})],  # a file is read before it is rewritten
-            [write_call("notes.txt", "new notes\n", cid="w1"), write_call("README.md", "# Project\nBonjour.\n")],
+            [
+                write_call("notes.txt", "new notes\n", cid="w1"),
+                write_call("README.md", "# Project\nBonjour.\n"),
+            ],
             [shell_call(command, cid="s1")],
             [{"text": "done"}],
         ],
@@ -68,7 +71,9 @@ def test_issue40_item3_run_clones_a_branch_edits_and_pushes_a_new_branch(tmp_pat
     remote = make_remote(tmp_path / "remotes")
     settings = f'repository_remotes = ["{tmp_path / "remotes"}/"]\n'
     args = ["change it", "-w", str(root(tmp_path)), "--repo", str(remote.path), "--ref", "main", "--push"]
-    out = devagent_run(tmp_path, [*args, "-m", editing_script(tmp_path), "-a", "yolo", "--output-format", "json"], settings)
+    out = devagent_run(
+        tmp_path, [*args, "-m", editing_script(tmp_path), "-a", "yolo", "--output-format", "json"], settings
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     result = result_of(out)
     assert result["base_commit"] == remote.second and result["ref"] == "main"
@@ -100,7 +105,9 @@ def test_issue40_item3_run_clones_at_a_commit_over_git_daemon_and_pushes_there(t
     remote = make_remote(tmp_path / "served")
     with git_daemon(tmp_path / "served") as prefix:
         url = f"{prefix}project.git"
-        settings = f'repository_remotes = ["{prefix}"]\nresult_branch_pattern = "agents/{{identity}}/{{session}}"\n'
+        settings = (
+            f'repository_remotes = ["{prefix}"]\nresult_branch_pattern = "agents/{{identity}}/{{session}}"\n'
+        )
         args = ["change it", "-w", str(root(tmp_path)), "--repo", url, "--ref", remote.first, "--push"]
         model = editing_script(tmp_path)
         out = devagent_run(tmp_path, [*args, "-m", model, "-a", "yolo", "--output-format", "json"], settings)
@@ -114,7 +121,9 @@ def test_issue40_item3_run_clones_at_a_commit_over_git_daemon_and_pushes_there(t
     assert remote.branches()["main"] == remote.second
 
 
-def test_issue40_item3_run_refuses_remotes_refs_and_setups_the_operator_does_not_allow(tmp_path: Path) -> None:
+def test_issue40_item3_run_refuses_remotes_refs_and_setups_the_operator_does_not_allow(
+    tmp_path: Path,
+) -> None:
     remote = make_remote(tmp_path / "remotes")
     allowed = tmp_path / "remotes"
     settings = f'repository_remotes = ["{allowed}/"]\n'
@@ -129,14 +138,37 @@ def test_issue40_item3_run_refuses_remotes_refs_and_setups_the_operator_does_not
     for url, (ref, said) in cases.items():
         out = devagent_run(
             tmp_path,
-            ["x", "-w", str(root(tmp_path)), "--repo", url, f"--ref={ref}", "-m", model, "--output-format", "json"],
+            [
+                "x",
+                "-w",
+                str(root(tmp_path)),
+                "--repo",
+                url,
+                f"--ref={ref}",
+                "-m",
+                model,
+                "--output-format",
+                "json",
+            ],
             settings,
         )
         assert out.returncode == 2, (url, out.stdout, out.stderr)
         assert said in result_of(out)["error"], (url, result_of(out)["error"])
     out = devagent_run(
         tmp_path,
-        ["x", "-w", str(root(tmp_path)), "--repo", str(remote.path), "--ref", "main", "--setup", "mine", "-m", model],
+        [
+            "x",
+            "-w",
+            str(root(tmp_path)),
+            "--repo",
+            str(remote.path),
+            "--ref",
+            "main",
+            "--setup",
+            "mine",
+            "-m",
+            model,
+        ],
         settings,
     )
     assert out.returncode == 2 and "setup 'mine' is not one this server allows" in out.stderr
