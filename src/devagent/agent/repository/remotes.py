@@ -109,7 +109,8 @@ def check_ref(ref: str) -> str:
     if _HEX.fullmatch(ref):
         return ref
     bad = (
-        ref.startswith(("-", "/", "."))
+        not ref
+        or ref.startswith(("-", "/", "."))
         or ref.endswith(("/", ".", ".lock"))
         or _unsafe(ref)
         or any(s in ref for s in ("..", "@{", "//", "/.", "~", "^", ":", "?", "*", "["))

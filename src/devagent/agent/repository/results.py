@@ -25,7 +25,6 @@ from devagent.agent.repository.remotes import check_ref, git_auth, refused
 if TYPE_CHECKING:
     from devagent.agent.session import Session
 
-RESULT_REF = "refs/devagent/result"  # the last commit pushed, in the server's git directory
 _AUTHOR = {
     "GIT_AUTHOR_NAME": "devagent",
     "GIT_AUTHOR_EMAIL": "devagent@localhost",
@@ -62,15 +61,19 @@ class RepositoryResult:
         return out
 
 
+async def _has_commit(gitdir: Path, commit: str) -> bool:
+    if not (gitdir / "HEAD").is_file():
+        return False
+    code, _ = await git(["cat-file", "-e", f"{commit}^{{commit}}"], git_dir=gitdir, check=False)
+    return code == 0
+
+
 async def _ensure_git_dir(session: Session, record: dict[str, Any]) -> Path:
     """The session's git directory, fetched again from the remote where this process has none."""
     config = session.core.config
     gitdir = server_git_dir(config, session.id)
     base = str(record["base_commit"])
-    code = 1
-    if (gitdir / "HEAD").is_file():
-        code, _ = await git(["cat-file", "-e", f"{base}^{{commit}}"], git_dir=gitdir, check=False)
-    if code != 0:
+    if not await _has_commit(gitdir, base):
         await fetch_remote(config, gitdir, str(record["url"]), base)
         await git(["cat-file", "-e", f"{base}^{{commit}}"], git_dir=gitdir)
         await git(["update-ref", BASE_REF, base], git_dir=gitdir)
@@ -105,12 +108,12 @@ async def _push(session: Session, gitdir: Path, record: dict[str, Any], tree: st
     check_ref(branch)
     if branch == ref or branch == ref.removeprefix("refs/heads/"):
         raise refused(f"the result branch {branch} is the ref the session started from: not pushed")
-    code, last = await git(
-        ["rev-parse", "-q", "--verify", f"{RESULT_REF}^{{commit}}"], git_dir=gitdir, check=False
-    )
-    parent = last.strip() if code == 0 and last.strip() else str(record["base_commit"])
+    # After the last commit pushed (the store names it: any replica goes on from it), else the base
+    parent = str(record.get("pushed_commit") or record["base_commit"])
+    if not await _has_commit(gitdir, parent):
+        await fetch_remote(session.core.config, gitdir, str(record["url"]))
     _, parent_tree = await git(["rev-parse", f"{parent}^{{tree}}"], git_dir=gitdir)
-    if parent_tree.strip() == tree and parent != record["base_commit"]:
+    if parent_tree.strip() == tree:
         return parent  # nothing new since the last push
     title = session.state.title or "changes"
     message = f"devagent: {title}\n\nSession {session.id}, from {ref} at {record['base_commit']}.\n"
@@ -121,7 +124,6 @@ async def _push(session: Session, gitdir: Path, record: dict[str, Any], tree: st
     await git(
         ["push", "-q", "--end-of-options", url, f"{commit}:refs/heads/{branch}"], git_dir=gitdir, auth=auth
     )
-    await git(["update-ref", RESULT_REF, commit], git_dir=gitdir)
     return commit
 
 
