@@ -78,11 +78,9 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.prices import parse_prices as parse_prices
     from devagent.agent.prices import usage_dollars as usage_dollars
     from devagent.agent.remote_agents import parse_remote_agents as parse_remote_agents
+    from devagent.agent.repository import remotes as _remotes
     from devagent.agent.repository.remotes import RepositoryRequest as RepositoryRequest
     from devagent.agent.repository.remotes import check_repository_settings as check_repository_settings
-    from devagent.agent.repository.remotes import check_request as _check_request
-    from devagent.agent.repository.remotes import parse_credentials as _parse_credentials
-    from devagent.agent.repository.remotes import parse_request as _parse_request
     from devagent.agent.repository.results import RepositoryResult as RepositoryResult
     from devagent.agent.repository.results import repository_result as repository_result
     from devagent.agent.session import Session as Session
@@ -123,9 +121,9 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     # names a door knows by a clearer name than the one in their module
     describe_model_error = _model_errors.describe
     DIAGNOSTICS_MODES = _diagnostics.MODES
-    parse_repository = _parse_request
-    check_repository = _check_request
-    parse_git_credentials = _parse_credentials
+    parse_repository = _remotes.parse_request
+    check_repository = _remotes.check_request
+    parse_git_credentials = _remotes.parse_credentials
     SYNTAX_CHECK_MODES = _syntax.MODES
 
 
