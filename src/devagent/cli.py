@@ -237,6 +237,8 @@ def _repository_flags(repo: str | None, ref: str | None, setup: str | None, push
     if repo is None:
         if ref is not None or setup is not None:
             raise StartError("--ref and --setup go with --repo URL", 2)
+        if push and not resumed:
+            raise StartError("--push goes with --repo URL (or --resume of a session cloned from one)", 2)
         return None
     if resumed:
         raise StartError(

@@ -60,7 +60,11 @@ def test_issue40_item4_the_result_branch_is_never_the_starting_ref() -> None:
 def test_issue40_item3_credentials_go_to_one_command_in_its_environment_only() -> None:
     creds = {"https://git.example.com/": {"token_env": "ACME_TOKEN", "username": "bot"}}
     auth = git_auth("https://git.example.com/team/app.git", creds, {"ACME_TOKEN": "tok-123456"})
-    assert dict(auth.env) == {"DEVAGENT_GIT_USERNAME": "bot", "DEVAGENT_GIT_TOKEN": "tok-123456"}
+    assert dict(auth.env) == {
+        "DEVAGENT_GIT_USERNAME": "bot",
+        "DEVAGENT_GIT_TOKEN": "tok-123456",
+        "DEVAGENT_GIT_HOST": "git.example.com",  # the helper answers for this host only
+    }
     assert not any("tok-123456" in c for c in auth.config)  # never on a command line
     assert auth.config[0] == "credential.helper="  # every other helper reset first
     other = git_auth("https://elsewhere.example.com/x.git", creds, {"ACME_TOKEN": "tok-123456"})
@@ -161,3 +165,24 @@ async def test_issue40_item4_another_replica_pushes_from_the_store_and_goes_on_f
         await repository_result(s, push=True)
     assert remote.branches()["feature"] == remote.first
     assert os.path.isdir(ws)
+
+
+def test_issue40_item3_the_credential_helper_answers_for_the_remotes_own_host_only() -> None:
+    """`git credential fill` with the helper devagent gives a command: the token for the remote's
+    host, nothing for another (where a redirect would lead)."""
+    import subprocess
+
+    from devagent.agent.repository.git import git_env
+
+    creds = {"https://git.example.com/": {"token_env": "ACME_TOKEN"}}
+    auth = git_auth("https://git.example.com/team/app.git", creds, {"ACME_TOKEN": "tok-123456"})
+    argv = ["git", *[a for c in auth.config for a in ("-c", c)], "credential", "fill"]
+    env = git_env(dict(auth.env))
+    own = subprocess.run(
+        argv, input="protocol=https\nhost=git.example.com\n\n", env=env, capture_output=True, text=True
+    )
+    assert own.returncode == 0 and "password=tok-123456" in own.stdout
+    other = subprocess.run(
+        argv, input="protocol=https\nhost=evil.example.net\n\n", env=env, capture_output=True, text=True
+    )
+    assert other.returncode != 0 and "tok-123456" not in other.stdout + other.stderr

@@ -216,8 +216,11 @@ class GitAuth:
     secret: str = ""
 
 
+# git asks it with `get` and the request on standard input: it answers only for the remote's own
+# host, so a redirect to another host never gets the token.
 _INLINE_HELPER = (
-    '!f() { test "$1" = get || return 0; '
+    '!f() { test "$1" = get || return 0; h=; while IFS= read -r l; do case "$l" in host=*) h="${l#host=}";; '
+    'esac; done; test "$h" = "$DEVAGENT_GIT_HOST" || return 0; '
     'printf "username=%s\\npassword=%s\\n" "$DEVAGENT_GIT_USERNAME" "$DEVAGENT_GIT_TOKEN"; }; f'
 )
 
@@ -240,9 +243,15 @@ def git_auth(url: str, credentials: Mapping[str, Mapping[str, str]], environ: Ma
                 "repository_failed",
             )
     else:
-        token = Path(spec["token_file"]).expanduser().read_text().strip()
+        try:
+            token = Path(spec["token_file"]).expanduser().read_text().strip()
+        except OSError as e:
+            raise InputError(
+                f"the operator's token file for {best} cannot be read ({e.strerror})", "repository_failed"
+            ) from None
     user = spec.get("username", "x-access-token")
-    env = (("DEVAGENT_GIT_USERNAME", user), ("DEVAGENT_GIT_TOKEN", token))
+    host = urlsplit(url).netloc.rpartition("@")[2]
+    env = (("DEVAGENT_GIT_USERNAME", user), ("DEVAGENT_GIT_TOKEN", token), ("DEVAGENT_GIT_HOST", host))
     return GitAuth(
         config=("credential.helper=", f"credential.helper={_INLINE_HELPER}"), env=env, secret=token
     )
