@@ -18,7 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
-HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
+# git's own programs' folder (Debian: /usr/lib/git-core), where git-http-backend is
+HTTP_BACKEND = os.path.join(
+    subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip(),
+    "git-http-backend",
+)
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
