@@ -172,9 +172,30 @@ def run(
     api_key: ApiKeyOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
     sandbox: SandboxOpt = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo",
+            help="Clone this repository (one the settings' repository_remotes allow) "
+            "into a new folder under --workspace and work there",
+        ),
+    ] = None,
+    ref: Annotated[
+        str | None, typer.Option("--ref", help="The branch, tag or commit --repo starts at")
+    ] = None,
+    setup: Annotated[
+        str | None,
+        typer.Option("--setup", help="A setup the settings' repository_setup names, run after the clone"),
+    ] = None,
+    push: Annotated[
+        bool,
+        typer.Option("--push", help="Push the result as a new branch (result_branch_pattern) after the turn"),
+    ] = False,
 ) -> None:
     """Run one task: streams text, thoughts and tool calls (or JSON with --output-format), asks
-    permission at a terminal; a permission that cannot be asked leaves the session waiting (exit 4)."""
+    permission at a terminal; a permission that cannot be asked leaves the session waiting (exit 4).
+    With --repo URL --ref REF the workspace is cloned; the JSON result holds the `patch` (and the
+    `branch` with --push)."""
     # late: the settings, the sandbox and the JSON output, not loaded for `devagent --help`
     from devagent.terminal.headless import FORMATS, emit, error_result
     from devagent.terminal.start import local_config, start_sandbox
@@ -190,6 +211,7 @@ def run(
         )
         req.approval, req.input_format, req.partial = approval, input_format, partial
         req.base_url = base_url
+        req.repository, req.push = _repository_flags(repo, ref, setup, push, bool(resume or cont)), push
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
@@ -206,6 +228,25 @@ def run(
         typer.echo("devagent: cancelled (Ctrl-C).", err=True)
         raise typer.Exit(130) from None
     raise typer.Exit(code)
+
+
+def _repository_flags(repo: str | None, ref: str | None, setup: str | None, push: bool, resumed: bool) -> Any:
+    """The repository `--repo URL --ref REF [--setup NAME] [--push]` ask for (None: none), checked."""
+    from devagent.agent.api import parse_repository  # late: as in run()
+
+    if repo is None:
+        if ref is not None or setup is not None:
+            raise StartError("--ref and --setup go with --repo URL", 2)
+        if push and not resumed:
+            raise StartError("--push goes with --repo URL (or --resume of a session cloned from one)", 2)
+        return None
+    if resumed:
+        raise StartError(
+            "--repo starts a new session: a resumed one keeps its repository (--push works there)", 2
+        )
+    if ref is None:
+        raise StartError("--repo needs --ref (the branch, tag or commit to start at)", 2)
+    return parse_repository({"url": repo, "ref": ref, "setup": setup or ""}, push=push)
 
 
 def _check_stream_flags(
@@ -267,6 +308,7 @@ def _run_request(
 async def _run(config: Any, req: Any) -> int:
     """The run: its session opened (new, resumed or continued), its turn in the output format
     asked for (terminal/run_text.py, terminal/headless.py)."""
+    from devagent.agent.api import InputError  # late: as in run()
     from devagent.terminal.backend import latest_session_id, open_local_session  # late: as in run()
     from devagent.terminal.headless import preset_decisions, run_json  # late: as in run()
     from devagent.terminal.run_text import announce_model, run_text  # late: as in run()
@@ -290,6 +332,7 @@ async def _run(config: Any, req: Any) -> int:
                 req.model,
                 base_url=req.base_url,
                 unknown_hint="its id is printed when a run starts",
+                repository=req.repository,
             )
             ran = s.id
             if resumed and req.approval:  # --approval given: the resumed session goes on in that mode
@@ -298,14 +341,38 @@ async def _run(config: Any, req: Any) -> int:
         except StartError as e:  # the result names the session it could not go on with
             e.session_id = e.session_id or ran
             raise
+        except InputError as e:  # a repository refused (usage) or one that could not be cloned
+            raise StartError(str(e), 2 if e.code == "repository_refused" else 1) from None
         preset = preset_decisions(waiting, req.given, req.rest)
         if req.output_format != "text":
             return await run_json(s, req, waiting, preset, core.default_model)
-        return await run_text(s, req, waiting, preset, core.default_model, resumed)
+        code = await run_text(s, req, waiting, preset, core.default_model, resumed)
+        await _say_repository(s, req)
+        return code
     finally:
         if ran is not None:
             await core.end_session(ran)
         await core.close()
+
+
+async def _say_repository(s: Any, req: Any) -> None:
+    """A text run of a repository session: where its workspace is and what became of its result,
+    on standard error (the patch is in the workspace; `--output-format json` returns it)."""
+    from devagent.terminal.headless import repository_json  # late: as in run()
+
+    if not s.state.repository or s.state.status != "idle":
+        return
+    got = await repository_json(s, req.push)
+    where = got.get("workspace", "")
+    if "repository_error" in got:
+        print(f"devagent: {got['repository_error']} (the workspace is {where})", file=sys.stderr)
+    elif got.get("branch"):
+        print(
+            f"devagent: pushed branch {got['branch']} ({got['commit'][:12]}); workspace {where}",
+            file=sys.stderr,
+        )
+    else:
+        print(f"devagent: {len(got.get('files', []))} files changed in {where}", file=sys.stderr)
 
 
 def _check_waiting(waiting: list[ToolCall], req: Any) -> list[ToolCall]:

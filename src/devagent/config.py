@@ -100,11 +100,16 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "prices": ("DEVAGENT_PRICES", "prices"),
     "traces": ("DEVAGENT_TRACES", "traces"),  # auto | on | off (OpenTelemetry over OTLP/HTTP)
     "trace_content": ("DEVAGENT_TRACE_CONTENT", "trace_content"),
+    "repository_remotes": ("DEVAGENT_REPOSITORY_REMOTES", "repository_remotes"),
+    # Git credentials per remote: [git_credentials."PREFIX"] tables; the variable holds JSON.
+    "git_credentials": ("DEVAGENT_GIT_CREDENTIALS", "git_credentials"),
+    "result_branch_pattern": ("DEVAGENT_RESULT_BRANCH_PATTERN", "result_branch_pattern"),
+    "repository_setup": ("DEVAGENT_REPOSITORY_SETUP", "repository_setup"),
 }
 
 
 # Settings written as tables of their own, which may stand beside [devagent] at the top level.
-_TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents")
+_TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents", "git_credentials")
 
 
 class ConfigError(ValueError):
@@ -157,6 +162,11 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
             return parse_remote_agents(value)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+    if name == "git_credentials":
+        from devagent.agent.api import parse_git_credentials  # late: off the doors' start
+
+        example = '{"https://git.example.com/": {"token_env": "GIT_TOKEN"}}'
+        return _table(value, label, example, parse_git_credentials)
     if name == "model_aliases":
         from devagent.agent.api import parse_aliases  # late: the model layer's names
 
@@ -365,7 +375,17 @@ def load_config(
     _check_budgets(config)
     _check_hooks(config)
     _check_values(config)
+    _check_repositories(config)
     return config
+
+
+def _check_repositories(config: CoreConfig) -> None:
+    from devagent.agent.api import check_repository_settings  # late: off the doors' start
+
+    try:
+        check_repository_settings(config)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_values(config: CoreConfig) -> None:

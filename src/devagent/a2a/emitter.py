@@ -188,6 +188,15 @@ class Emitter:
         )
         return [Part(text=text)]
 
+    async def artifact(self, name: str, parts: list[Part]) -> None:
+        """A task artifact of its own (a repository session's result), sent now."""
+        artifact = Artifact(artifact_id=f"{name}-{uuid.uuid4().hex[:12]}", name=name, parts=parts)
+        await self.queue.enqueue_event(
+            TaskArtifactUpdateEvent(
+                task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
+            )
+        )
+
     def answer_begins(self, key: str) -> None:
         """A model answer begins (`key`: the session's id and `StepBegin.answer`): the messageIds of
         its text messages are made from `key` and their order in it. An answer a crash cut off and

@@ -49,6 +49,7 @@ from devagent.agent.api import (
     ToolCallUpdate,
     TurnDriver,
     TurnEnd,
+    repository_result,
     shown_name,
 )
 from devagent.common.faults import crash_point
@@ -246,6 +247,7 @@ class DevagentExecutor(AgentExecutor):
             identity=owner,
             # the client's MCP servers; the core applies server policy to them
             mcp_servers=_mcp_servers(st.extra.get("mcp_servers")) if st else None,
+            repository=st.repository if st else None,  # a new folder under `workspace`, cloned
             # Its turn starts now: stored holding the lease (one write fewer than a claim).
             leased=new_context or turn,
         )
@@ -458,6 +460,8 @@ class DevagentExecutor(AgentExecutor):
                     ended = True
                     # (the session has stored the pause or the end; the task store not yet)
                     crash_point("a2a.turn_stored")
+                    if item.state == COMPLETED and session.state.repository:
+                        await self._repository_artifact(session, em)
                     parts = await em.reply(item.reply) if item.reply else item.parts
                     await em.emit(
                         item.state, ext.STATE_CHANGE, parts, error=item.error, extra=task_extra(session)
@@ -471,6 +475,22 @@ class DevagentExecutor(AgentExecutor):
                 await em.emit(item.state, ext.STATE_CHANGE, parts, error=item.text)
             else:  # done
                 return ended
+
+    async def _repository_artifact(self, session: Session, em: Emitter) -> None:
+        """A repository conversation's result after a completed task: the patch against the ref
+        it started from (a text/x-diff part) and what it is (a data part: repository, ref,
+        base_commit, files, and branch and commit when pushed, as the caller asked at its start),
+        as the artifact `repository-result`; a failure to make it is said in a text part."""
+        try:
+            result = await repository_result(session)
+        except InputError as e:
+            parts = [Part(text=f"No repository result: {e}")]
+        else:
+            info = {k: v for k, v in result.to_json().items() if k != "patch"}
+            parts = [data_part(info, {"type": "repository-result"})]
+            if result.patch:
+                parts.insert(0, Part(text=result.patch, media_type="text/x-diff"))
+        await em.artifact("repository-result", parts)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""

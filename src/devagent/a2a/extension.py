@@ -21,8 +21,10 @@ from devagent.agent.api import (
     GenericDetails,
     McpDetails,
     QuestionDetails,
+    RepositoryRequest,
     ToolCall,
     ToolOutput,
+    parse_repository,
     requested_cap,
 )
 
@@ -172,6 +174,8 @@ class AgentSettings:
     model: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     max_cost_usd: float | None = None  # the caller's cap on each task's cost (USD)
+    # A new conversation's workspace cloned from {url, ref, setup?, push?} (docs/repositories.md)
+    repository: RepositoryRequest | None = None
 
     @classmethod
     def from_metadata(cls, *sources: dict[str, Any] | None) -> AgentSettings | None:
@@ -188,6 +192,7 @@ class AgentSettings:
                 if any(k in raw for k in (*_NAMED, "mcp_servers")):
                     try:
                         cap = requested_cap(raw.get("max_cost_usd"))
+                        repository = parse_repository(raw.get("repository"))
                     except ValueError as e:
                         raise SettingsError(str(e)) from None
                     return cls(
@@ -196,6 +201,7 @@ class AgentSettings:
                         model=_client_model(raw.get("model")),
                         extra={k: v for k, v in raw.items() if k not in _NAMED},
                         max_cost_usd=cap,
+                        repository=repository,
                     )
             legacy = md.get(LEGACY_KEY)
             if isinstance(legacy, dict) and legacy.get("kind") == "agent-settings":
@@ -208,7 +214,7 @@ class AgentSettings:
         return None
 
 
-_NAMED = ("workspace_path", "approval_mode", "model", "max_cost_usd")  # AgentSettings' own fields
+_NAMED = ("workspace_path", "approval_mode", "model", "max_cost_usd", "repository")  # AgentSettings' own
 
 
 def _opt_str(v: Any) -> str | None:

@@ -49,7 +49,7 @@ from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
-from devagent.agent.api import ANSWER_OPTION, InputError, Resume
+from devagent.agent.api import ANSWER_OPTION, InputError, Resume, check_repository
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -386,6 +386,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
                     prepared.settings.workspace_path, limits.roots_for(owner_of(context))
                 )
             except ext.SettingsError as e:
+                raise InvalidParamsError(message=str(e)) from None
+        if prepared.settings is not None and prepared.settings.repository is not None:
+            try:  # a remote, ref or setup the operator does not allow: refused before any clone
+                check_repository(self.devagent.core.config, prepared.settings.repository)
+            except InputError as e:
                 raise InvalidParamsError(message=str(e)) from None
         if not prepared.text and not prepared.confirmations and not prepared.raw_results:
             raise InvalidParamsError(

@@ -63,6 +63,9 @@ from devagent.agent.api import (
     TurnDriver,
     TurnEnd,
     UserPrompt,
+    check_repository,
+    parse_repository,
+    repository_result,
     requested_cap,
 )
 from devagent.agent.api import (
@@ -205,6 +208,7 @@ class DevagentAgent:
         core = await self._core()
         root = self._root(cwd)
         cap = _cap(kw)  # `_meta.max_cost_usd`: the editor's cap on each turn's cost
+        repository = _repository(core, kw)  # `_meta.repository`: {url, ref, push?, setup?}
         session = None
         if self.opts.session_id and not self._resumed_flag_session:
             # `--session ID`: the first session/new continues that stored session.
@@ -218,6 +222,7 @@ class DevagentAgent:
                 approval_mode=None,
                 mcp_servers=_mcp_servers(mcp_servers),
                 max_cost_usd=cap or 0.0,
+                repository=repository,
             )
             log.info("new session %s in %s", session.id, root)
         o = self._attach(session)
@@ -367,6 +372,7 @@ class DevagentAgent:
         return PromptResponse(
             stop_reason=reason,  # type: ignore[arg-type]
             usage=None if usage is None else AcpUsage.model_validate(usage),
+            field_meta=await _repository_meta(o.session) if reason == "end_turn" else None,
         )
 
     async def cancel(self, session_id: str, **kw: Any) -> None:
@@ -521,6 +527,30 @@ def _cap(meta: dict[str, Any]) -> float | None:
         return requested_cap(meta.get("max_cost_usd"))
     except ValueError as e:
         raise _invalid(str(e), max_cost_usd=meta.get("max_cost_usd")) from None
+
+
+def _repository(core: AgentCore, meta: dict[str, Any]) -> Any:
+    """A session/new's `_meta.repository` (its keys come as keyword arguments), checked against
+    the operator's allow-list before anything is cloned; None when not given."""
+    try:
+        repository = parse_repository(meta.get("repository"))
+        if repository is not None:
+            check_repository(core.config, repository)
+    except ValueError as e:  # InputError is one
+        raise _invalid(str(e), repository=meta.get("repository")) from None
+    return repository
+
+
+async def _repository_meta(session: Session) -> dict[str, Any] | None:
+    """A repository session's result after a turn that ended: `_meta.devagent.repository` of the
+    prompt's response (the patch, and the branch pushed when the editor asked for it)."""
+    if not session.state.repository:
+        return None
+    try:
+        got: dict[str, Any] = (await repository_result(session)).to_json()
+    except InputError as e:
+        got = {"error": str(e)}
+    return {"devagent": {"repository": got}}
 
 
 def _invalid(reason: str, **data: Any) -> RequestError:

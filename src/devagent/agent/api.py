@@ -77,6 +77,11 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.models.providers import shown_name as shown_name
     from devagent.agent.prompt.family import check_edit_tools as check_edit_tools
     from devagent.agent.prompt.family import check_model_family as check_model_family
+    from devagent.agent.repository import remotes as _remotes
+    from devagent.agent.repository.remotes import RepositoryRequest as RepositoryRequest
+    from devagent.agent.repository.remotes import check_repository_settings as check_repository_settings
+    from devagent.agent.repository.results import RepositoryResult as RepositoryResult
+    from devagent.agent.repository.results import repository_result as repository_result
     from devagent.agent.sandbox.childenv import check_env_pass as check_env_pass
     from devagent.agent.session import Session as Session
     from devagent.agent.settings import CoreConfig as CoreConfig
@@ -113,9 +118,12 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.wording import request_text as request_text
     from devagent.agent.wording import subagent_name as subagent_name
 
-    # three names a door knows by a clearer name than the one in their module
+    # names a door knows by a clearer name than the one in their module
     describe_model_error = _model_errors.describe
     DIAGNOSTICS_MODES = _diagnostics.MODES
+    parse_repository = _remotes.parse_request
+    check_repository = _remotes.check_request
+    parse_git_credentials = _remotes.parse_credentials
     SYNTAX_CHECK_MODES = _syntax.MODES
 
 
@@ -164,6 +172,12 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.tools.shell", "SandboxError", "active_sandbox", "choose_sandbox"),
     **_names("devagent.agent.tools.shell", "give_to_sandbox_user", "sandbox_missing"),
     **_names("devagent.agent.tools.shell", "sandbox_setting", "setup_sandbox"),
+    # Sessions from a repository: what a caller asks for (parsed from a door's value), and the
+    # session's result (its patch, its pushed branch)
+    **_names("devagent.agent.repository.remotes", "RepositoryRequest"),
+    "parse_repository": ("devagent.agent.repository.remotes", "parse_request"),
+    "check_repository": ("devagent.agent.repository.remotes", "check_request"),
+    **_names("devagent.agent.repository.results", "RepositoryResult", "repository_result"),
     # Reading the operator's settings file (config.py): each part's parser or check
     **_names("devagent.agent.sandbox.childenv", "check_env_pass"),
     **_names("devagent.agent.hooks.config", "HooksFileError", "load_hooks"),
@@ -172,6 +186,8 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.prompt.family", "check_edit_tools", "check_model_family"),
     **_names("devagent.agent.models.prices", "parse_prices"),
     **_names("devagent.agent.subagents.remote", "parse_remote_agents"),
+    **_names("devagent.agent.repository.remotes", "check_repository_settings"),
+    "parse_git_credentials": ("devagent.agent.repository.remotes", "parse_credentials"),
     "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
     "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
     **_names("devagent.agent.tools.web", "web_search_setting"),

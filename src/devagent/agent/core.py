@@ -48,6 +48,7 @@ from devagent.store.leases import SessionExists
 from devagent.store.tables import CANCEL_CHANNEL
 
 if TYPE_CHECKING:
+    from devagent.agent.repository.remotes import RepositoryRequest
     from devagent.agent.session import Session
 
 MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
@@ -272,16 +273,26 @@ class AgentCore:
         leased: bool = False,
         identity: str = "",
         max_cost_usd: float = 0.0,
+        repository: RepositoryRequest | None = None,
     ) -> Session:
         """A new session, stored. `leased`: a turn of it starts right away in this process, so the
         session is stored holding its lease (one write, not an insert and then a claim); a caller
         whose turn then does not start gives it up (`Session.release_unused_lease`), else another
         process's turn of it would wait for the lease until it expires.
-        `max_cost_usd`: the caller's cap on each task of the session (`spending.task_cap`)."""
+        `max_cost_usd`: the caller's cap on each task of the session (`spending.task_cap`).
+        `repository`: the session's workspace is a new folder under the first root, cloned from
+        that repository at its ref (devagent/agent/repository/; InputError when refused)."""
         roots = [str(Path(r).resolve()) for r in workspace_roots]
         for r in roots:
             if not Path(r).is_dir():
                 raise ValueError(f"workspace root {r} is not a directory")
+        record: dict[str, Any] = {}
+        if repository is not None:
+            from devagent.agent.repository.clone import open_workspace  # late: only where asked for
+
+            session_id = session_id or str(uuid.uuid4())
+            record = await open_workspace(self.config, Path(roots[0]), repository, session_id, identity)
+            roots = [record["workspace"]]
         state = SessionState(
             workspace_roots=roots,
             model=(model if (model and self.config.allow_client_model) else "") or "",
@@ -292,6 +303,7 @@ class AgentCore:
             identity=identity,
             started_on=time.strftime("%Y-%m-%d"),
             max_cost_usd=max(0.0, max_cost_usd),
+            repository=record,
         )
         return await self._create(session_id, state, leased=leased)
 

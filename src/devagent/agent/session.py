@@ -247,6 +247,10 @@ class Session:
         extra = self.state.extra
         await self._change(lambda: setattr(self.state, "extra", extra))
 
+    async def record_repository(self, record: dict[str, Any]) -> None:
+        """Store what became of the session's repository (its result branch and commit pushed)."""
+        await self._change(lambda: setattr(self.state, "repository", dict(record)))
+
     async def set_client_tools(self, tools: list[ClientTool]) -> list[tuple[str, str]]:
         accepted, rejected = validate_client_tools(
             [t.to_json() for t in tools],

@@ -190,6 +190,15 @@ class CoreConfig:
     # carry prompts, answers, tool arguments and results.
     traces: str = "auto"
     trace_content: bool = False
+    # Sessions from a repository (devagent/agent/repository/): the remotes a caller may name (URL
+    # prefixes, or patterns where `*` is one path segment; empty: none), the operator's git
+    # credentials per remote prefix ({prefix: {token_env | token_file (+ username) | helper}}),
+    # the branch a result is pushed to ({session}, {identity}), and the setup scripts a caller may
+    # choose (NAME=/path/to/script or NAME=repo:PATH; `default` runs when it names none).
+    repository_remotes: tuple[str, ...] = ()
+    git_credentials: dict[str, dict[str, str]] = field(default_factory=dict)
+    result_branch_pattern: str = "devagent/{session}"
+    repository_setup: tuple[str, ...] = ()
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
     # own), which no tool may change.
     config_path: Path | None = None

@@ -108,6 +108,7 @@ _ONLY_WHEN_SET = (
     "subagent_of",
     "max_cost_usd",
     "turn_scope",
+    "repository",
 )
 
 
@@ -228,6 +229,9 @@ class SessionState:
     subagent_usage: Usage = field(default_factory=Usage)
     # Set while a turn a custom command started runs or waits: what it narrows (None otherwise).
     turn_scope: TurnScope | None = None
+    # A session started from a repository (devagent/agent/repository/): its remote, the ref and the
+    # commit it started from, its workspace, the branch its result is pushed to and what was pushed.
+    repository: dict[str, Any] = field(default_factory=dict)
 
     def turn_client_tools(self) -> list[ClientTool]:
         """The client's tools the running turn may call (a command's `turn_scope` narrows them)."""
@@ -285,4 +289,5 @@ class SessionState:
             max_cost_usd=float(d.get("max_cost_usd", 0) or 0),
             subagent_usage=Usage.from_json(d.get("subagent_usage")),
             turn_scope=TurnScope.from_json(d["turn_scope"]) if d.get("turn_scope") else None,
+            repository=dict(d.get("repository") or {}),
         )

@@ -20,11 +20,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from devagent.agent.api import (
+    InputError,
     TextDelta,
     ThoughtDelta,
     ToolCall,
     UserPrompt,
     active_sandbox,
+    repository_result,
     sandbox_missing,
     shown_name,
 )
@@ -199,6 +201,19 @@ def _changes(timeline: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _repository(record: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a repository session came from and the branch it was pushed to ("" : not yet)."""
+    if not record:
+        return None
+    return {
+        "url": str(record.get("url", "")),
+        "ref": str(record.get("ref", "")),
+        "base_commit": str(record.get("base_commit", "")),
+        "branch": str(record.get("pushed_branch", "")),
+        "commit": str(record.get("pushed_commit", "")),
+    }
+
+
 def console_routes(
     core: AgentCore,
     settings: ServerSettings,
@@ -261,12 +276,30 @@ def console_routes(
                 "items": _items(timeline, tool_call_json),
                 "changed_files": _changes(timeline),
                 "waiting": [tool_call_json(c) for c in found.waiting_calls()],
+                "repository": _repository(found.state.repository),
             }
         )
+
+    async def patch(request: Request) -> Response:
+        """A repository session's patch now, against the ref it started from (made on request,
+        never pushed from here)."""
+        owner = _owner(request)
+        sid = session_id_for(owner, request.path_params["context_id"][:200])
+        found = await core.get_session(sid)
+        if found is None or (found.state.extra.get("a2a") or {}).get("owner", "") != owner:
+            return _error(404, "no such session")
+        if not found.state.repository:
+            return _error(404, "this session did not start from a repository")
+        try:
+            result = await repository_result(found, push=False)
+        except InputError as e:
+            return _error(409, str(e))
+        return _json({"patch": result.patch, "files": result.files, "base_commit": result.base_commit})
 
     return [
         *_page_routes(),
         Route(_API + "/me", me, methods=["GET"]),
         Route(_API + "/sessions", sessions, methods=["GET"]),
         Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
+        Route(_API + "/sessions/{context_id}/patch", patch, methods=["GET"]),
     ]

@@ -64,8 +64,11 @@ from devagent.agent.api import (
     TurnDriver,
     TurnEnd,
     UserPrompt,
+    check_repository,
     diff_summary,
     file_diffs,
+    parse_repository,
+    repository_result,
     request_text,
     requested_cap,
 )
@@ -112,6 +115,19 @@ class TurnUsage(BaseModel):
     unpriced_requests: int = Field(default=0, description="Requests of a model with no known price")
 
 
+class RepositoryOutcome(BaseModel):
+    """A session started from a repository: its result after a completed task."""
+
+    repository: str
+    ref: str
+    base_commit: str = Field(description="The commit the session started from")
+    patch: str = Field(description="The unified diff of the workspace against base_commit (new files too)")
+    files: list[str] = Field(default_factory=list)
+    branch: str = Field(default="", description="The branch pushed to the repository, when asked for")
+    commit: str = ""
+    error: str = Field(default="", description="Why there is no result")
+
+
 class TaskResult(BaseModel):
     session_id: str = Field(description="Give it to devagent_continue to go on with this session")
     status: Literal["completed", "input_required", "failed", "cancelled"]
@@ -123,6 +139,9 @@ class TaskResult(BaseModel):
     asking: str = Field(default="", description="When input_required by a question: the question, in words")
     workspace: str = ""
     usage: TurnUsage = Field(default_factory=TurnUsage, description="The tokens and dollars this turn used")
+    repository: RepositoryOutcome | None = Field(
+        default=None, description="When the session started from a repository and the task completed"
+    )
 
 
 class SessionInfo(BaseModel):
@@ -466,7 +485,21 @@ async def _turn_result(turn: HostTurn, inp: Any) -> CallToolResult | InputRequir
     result = await turn.run(inp)
     if turn.elicit_later:
         return turn.input_required()
+    if result.status == "completed" and turn.session.state.repository:
+        result.repository = await _repository_outcome(turn.session)
     return _as_call_result(result)
+
+
+async def _repository_outcome(session: Session) -> RepositoryOutcome:
+    """The patch (and the branch pushed, as the caller asked at the start) of a repository session."""
+    record = session.state.repository
+    try:
+        got = (await repository_result(session)).to_json()
+    except InputError as e:
+        return RepositoryOutcome(
+            repository=record["url"], ref=record["ref"], base_commit="", patch="", error=str(e)
+        )
+    return RepositoryOutcome(**got)
 
 
 def result_text(r: TaskResult) -> str:
@@ -485,6 +518,11 @@ def result_text(r: TaskResult) -> str:
             f"\ndevagent waits for permission to {wants}. Ask the user, then call devagent_continue with "
             f'session_id "{r.session_id}" and answer "yes", "always" or "no <what to do instead>".'
         )
+    if r.repository is not None:
+        repo = r.repository
+        pushed = f"; pushed as branch {repo.branch}" if repo.branch else ""
+        said = repo.error or f"{len(repo.files)} files changed against {repo.ref}{pushed}"
+        lines.append(f"\nRepository {repo.repository}: {said} (the patch is in the structured result)")
     lines.append(f"\n[session {r.session_id}: {r.status}]")
     return "\n".join(lines)
 
@@ -588,6 +626,14 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
                 "request that would begin past it",
             ),
         ] = 0,
+        repository: Annotated[
+            str,
+            Field(description="Clone this repository (one the server allows) at `ref` and work there"),
+        ] = "",
+        ref: Annotated[str, Field(description="With repository: the branch, tag or commit to start at")] = "",
+        push: Annotated[
+            bool, Field(description="With repository: push the result as a new branch when a task completes")
+        ] = False,
     ) -> Annotated[CallToolResult, TaskResult] | InputRequiredResult:
         if ctx.request_state:  # the retry after an input-required result: the answers
             return await _answered(door, ctx)
@@ -597,6 +643,9 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
             core = await door.core()
             ws = door.workspace(workspace, ctx)
             mode = door.approval(core, approval_mode)
+            repo = parse_repository({"url": repository, "ref": ref}, push=push) if repository else None
+            if repo is not None:
+                check_repository(core.config, repo)  # refused before anything is cloned
             session = await core.create_session(
                 [ws],
                 model=model or None,
@@ -604,6 +653,7 @@ def _add_start(server: MCPServer, door: McpDoor) -> None:
                 extra={"mcp": {"title": text[:120], "owner": door.owner(ctx)}},
                 identity=door.owner(ctx),
                 max_cost_usd=cap or 0.0,
+                repository=repo,
             )
         except (DoorError, ValueError) as e:
             return _error(str(e))

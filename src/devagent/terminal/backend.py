@@ -177,6 +177,7 @@ async def open_local_session(
     *,
     base_url: str | None = None,
     unknown_hint: str = "'devagent sessions' lists them",
+    repository: Any = None,
 ) -> tuple[Session, bool]:
     """The session to talk to: `session_id`'s (on its own stored model and base URL unless
     `model` or `base_url`, the flags, are given), or a new one in `workspace`. Returns it and
@@ -203,7 +204,11 @@ async def open_local_session(
         return s, True
     extra = _keep_base_url({}, core.default_model, config)
     s = await core.create_session(
-        [workspace], approval_mode=config.approval_mode, model=core.default_model, extra=extra
+        [workspace],
+        approval_mode=config.approval_mode,
+        model=core.default_model,
+        extra=extra,
+        repository=repository,  # a new folder under `workspace`, cloned (RepositoryRequest)
     )
     return s, False
 

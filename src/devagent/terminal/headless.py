@@ -25,6 +25,7 @@ from devagent import __version__
 from devagent.agent.api import (
     Decision,
     Door,
+    InputError,
     NeedsInput,
     Notice,
     Outcome,
@@ -38,6 +39,7 @@ from devagent.agent.api import (
     TurnEnd,
     Usage,
     UserPrompt,
+    repository_result,
 )
 from devagent.terminal.claude_stream import (
     PERMISSION_MODES,
@@ -326,6 +328,8 @@ class RunRequest:
     input_format: str = "text"  # stream-json: the turns are read from standard input
     partial: bool = False  # --include-partial-messages: each delta as a stream_event line too
     base_url: str | None = None  # --base-url: a resumed session's model is reached there
+    repository: Any = None  # --repo URL --ref REF (--setup NAME): a RepositoryRequest
+    push: bool = False  # --push: a repository session's result is pushed as a branch
 
 
 def init_json(s: Any, req: RunRequest, model: str, resumed: bool) -> dict[str, Any]:
@@ -406,5 +410,20 @@ async def run_turn(
         outcome = TurnEnd("cancelled", usage=door.used, error="cancelled (Ctrl-C); the session is stored")
     door.finish()
     result = result_json(info, outcome, door, s.state.usage)
+    if isinstance(outcome, TurnEnd):
+        result.update(await repository_json(s, req.push))
     emit(result)
     return result
+
+
+async def repository_json(s: Any, push: bool) -> dict[str, Any]:
+    """A repository session's result fields: `patch` (the unified diff against the ref it started
+    from), `files`, `repository`, `ref`, `base_commit`, `workspace`, and when pushed `branch` and
+    `commit`; `repository_error` says why there is none. {} for another session."""
+    if not s.state.repository:
+        return {}
+    try:
+        result = await repository_result(s, push=push)
+    except InputError as e:
+        return {"repository_error": str(e)}
+    return {**result.to_json(), "workspace": s.state.repository.get("workspace", "")}

@@ -26,6 +26,7 @@ from devagent.agent.api import (
     ToolCallStatus,
     ToolKind,
     file_diffs,
+    parse_repository,
     requested_cap,
     subagent_name,
 )
@@ -328,6 +329,7 @@ class InitializeParams:
     external_tools: list[ExternalToolDef] = field(default_factory=list)
     supports_question: bool = False  # capabilities.supports_question: it can show a QuestionRequest
     max_cost_usd: float | None = None  # the client's cap on each turn's cost (USD)
+    repository: Any = None  # a new session's workspace cloned from {url, ref, push?, setup?}
 
 
 def parse_initialize(params: Any) -> InitializeParams:
@@ -365,6 +367,7 @@ def parse_initialize(params: Any) -> InitializeParams:
             )
     try:
         out.max_cost_usd = requested_cap(params.get("max_cost_usd"))
+        out.repository = parse_repository(params.get("repository"))
     except ValueError as e:
         raise ParamsError(str(e)) from None
     return out

@@ -50,6 +50,8 @@ from devagent.agent.api import (
     UserPrompt,
     Workspace,
     builtin_tools,
+    check_repository,
+    repository_result,
     user_config_dir,
     validate_client_tools,
     with_custom,
@@ -136,6 +138,7 @@ class WireServer:
         self.version = m.WIRE_PROTOCOL_VERSION
         self.client_tools: dict[str, m.ExternalToolDef] = {}
         self.max_cost_usd: float | None = None  # the client's cap on each turn's cost (initialize)
+        self.repository: Any = None  # initialize's repository: the new session's clone
         self.tools_dirty = False
         self.core: AgentCore | None = None
         self.session: Session | None = None
@@ -332,6 +335,14 @@ class WireServer:
         if self.turn is not None and self.turn.begun and not self.turn.waiting:
             self.send(m.error_response(rpc_id, m.INVALID_STATE, "An agent turn is already in progress"))
             return
+        if p.repository is not None:
+            if self._load_task is not None:
+                raise m.ParamsError("repository starts a new session: give it in the first initialize")
+            try:
+                check_repository(self.opts.config, p.repository)
+            except InputError as e:
+                raise m.ParamsError(str(e)) from None
+            self.repository = p.repository
         accepted, rejected = self._validate_tools(p.external_tools)
         for t in accepted:
             self.client_tools[t.name] = t  # a name registered again is replaced
@@ -417,6 +428,7 @@ class WireServer:
                 model=self.opts.model,
                 approval_mode=cfg.approval_mode,
                 extra={"wire": {"thinking": self.opts.thinking}},
+                repository=self.repository,
             )
             log.info("new session %s", session.id)
         if self._commands is not None and session.workspace.roots == self._listed_in.roots:
@@ -479,7 +491,9 @@ class WireServer:
                 session = await self._ready()
             except Exception as e:
                 self.turn = None
-                if isinstance(e, StartError):  # the database cannot be opened: one line, the fix
+                if isinstance(e, InputError):  # the repository could not be cloned: said as it is
+                    text = str(e)
+                elif isinstance(e, StartError):  # the database cannot be opened: one line, the fix
                     text = e.message
                     if debug_enabled(self.opts.debug):
                         log.exception("could not open the session")
@@ -559,9 +573,19 @@ class WireServer:
         finally:
             self._drop_requests(turn)
             self.turn = None
-        self._finish(turn, end)
+        self._finish(turn, end, await self._repository(session, end))
 
-    def _finish(self, turn: Turn, end: TurnEnd) -> None:
+    async def _repository(self, session: Session, end: TurnEnd) -> m.JSON | None:
+        """A repository session's result after a finished turn (the prompt's result carries it)."""
+        if end.reason != "finished" or not session.state.repository:
+            return None
+        try:
+            got: m.JSON = (await repository_result(session)).to_json()
+        except InputError as e:
+            got = {"error": str(e)}
+        return got
+
+    def _finish(self, turn: Turn, end: TurnEnd, repository: m.JSON | None = None) -> None:
         # TurnEnd came with protocol 1.2: a client that negotiated 1.1 does not know it.
         if not self.initialized or (m.version_tuple(self.version) or (0,)) >= (1, 2):
             self.send(m.turn_end())
@@ -573,7 +597,10 @@ class WireServer:
             steps = self.core.config.max_steps if self.core is not None else 0
             self.send(m.result_response(turn.prompt_id, {"status": "max_steps_reached", "steps": steps}))
         else:
-            self.send(m.result_response(turn.prompt_id, {"status": end.reason}))
+            result: m.JSON = {"status": end.reason}
+            if repository is not None:
+                result["repository"] = repository
+            self.send(m.result_response(turn.prompt_id, result))
 
     async def _drive(
         self,

@@ -233,6 +233,8 @@ async function openView(contextId) {
   $("permissions").replaceChildren();
   $("changed-files").replaceChildren();
   $("changes").hidden = true;
+  $("repository").hidden = true;
+  $("repository-patch").replaceChildren();
   $("view-title").textContent = "";
   $("view-status").textContent = "";
   show("view");
@@ -423,6 +425,7 @@ function drawView() {
   const model = session.model || S.me?.model;
   $("view-meta").textContent = [session.workspace, model, `${session.tokens.toLocaleString()} tokens`].filter(Boolean).join(" · ");
   drawItems(v);
+  drawRepository(v);
   drawChanges(v);
   const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
@@ -431,6 +434,28 @@ function drawView() {
   $("send").disabled = session.state === "running" || waiting.length > 0;
   $("prompt").disabled = waiting.length > 0;
   $("prompt").placeholder = waiting.length ? "Answer the request above first" : "";
+}
+
+// A session cloned from a repository: where from, and the branch its result was pushed to; its
+// patch (against the ref it started from) is made on request.
+function drawRepository(v) {
+  const repo = v.data.repository;
+  $("repository").hidden = !repo;
+  if (!repo) return;
+  const pushed = repo.branch ? ` · pushed to branch ${repo.branch} (${repo.commit.slice(0, 12)})` : " · not pushed";
+  $("repository-info").textContent = `${repo.url} at ${repo.ref} (${repo.base_commit.slice(0, 12)})${pushed}`;
+}
+
+async function showPatch() {
+  const v = S.view;
+  if (!v) return;
+  const box = $("repository-patch");
+  try {
+    const got = await api(`/ui/api/sessions/${encodeURIComponent(v.contextId)}/patch`);
+    box.replaceChildren(got.patch ? diffNode(got.patch) : el("p", { class: "muted", text: "No changes." }));
+  } catch (e) {
+    failed(e, box);
+  }
 }
 
 // The files the session changed (the stored view's list: its edits, writes and patches), each a
@@ -871,12 +896,14 @@ async function cancelTurn() {
   await refreshView();
 }
 
-async function startSession(workspace, prompt) {
+async function startSession(workspace, prompt, repository) {
+  const settings = { workspace_path: workspace };
+  if (repository) settings.repository = repository;
   const message = {
     messageId: crypto.randomUUID(),
     role: "ROLE_USER",
     parts: [{ text: prompt }],
-    metadata: { [EXT]: { workspace_path: workspace } },
+    metadata: { [EXT]: settings },
   };
   // The first event names the new conversation; the page moves to it and follows the turn there.
   const ctl = new AbortController();
@@ -980,11 +1007,14 @@ function wire() {
     $("command-hint").textContent = hits.map((c) => `/${c.name} – ${c.description}`).join("   ");
   });
   $("cancel").addEventListener("click", cancelTurn);
+  $("show-patch").addEventListener("click", showPatch);
   $("new-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     $("new-error").textContent = "";
     try {
-      await startSession($("new-workspace").value.trim(), $("new-prompt").value);
+      const url = $("new-repo").value.trim();
+      const repository = url ? { url, ref: $("new-ref").value.trim(), push: $("new-push").checked } : null;
+      await startSession($("new-workspace").value.trim(), $("new-prompt").value, repository);
       $("new-prompt").value = "";
     } catch (err) {
       failed(err, $("new-error"));
