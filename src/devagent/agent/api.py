@@ -79,7 +79,9 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.prices import usage_dollars as usage_dollars
     from devagent.agent.remote_agents import parse_remote_agents as parse_remote_agents
     from devagent.agent.session import Session as Session
+    from devagent.agent.settings import SANDBOX_ENGINES as SANDBOX_ENGINES
     from devagent.agent.settings import CoreConfig as CoreConfig
+    from devagent.agent.settings import parse_sandbox_templates as parse_sandbox_templates
     from devagent.agent.settings import requested_cap as requested_cap
     from devagent.agent.settings import user_config_dir as user_config_dir
     from devagent.agent.settings import utc_day as utc_day
@@ -172,6 +174,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.model_family", "check_edit_tools", "check_model_family"),
     **_names("devagent.agent.prices", "parse_prices"),
     **_names("devagent.agent.remote_agents", "parse_remote_agents"),
+    **_names("devagent.agent.settings", "SANDBOX_ENGINES", "parse_sandbox_templates"),
     "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
     "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
     **_names("devagent.agent.tools.web", "web_search_setting"),
