@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -113,8 +114,6 @@ def _add_user(root: Path) -> None:
         shadow.write(f"{USER}:!:19000:0:99999:7:::\n")
     workspace = root / "workspace"
     workspace.mkdir(exist_ok=True)
-    import os
-
     os.chown(workspace, UID, UID)
 
 

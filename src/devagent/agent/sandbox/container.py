@@ -262,6 +262,7 @@ class ContainerSandbox:
         spec = {
             "server": os.getpid(),
             "exec": exec_argv,
+            "pidfile": pidfile,
             "kill": kill,
             "state": state,
             "tty": tty is not None,

@@ -11,7 +11,8 @@ because the container itself stopped (killed, out of memory, stopped by an opera
 so in the command's output and exits with INTERRUPTED: the command was interrupted, and nothing
 runs it again.
 
-SPEC_JSON: {"server": pid, "exec": argv, "kill": argv (the signal name is appended),
+SPEC_JSON: {"server": pid, "exec": argv, "pidfile": the command's file inside (its wrapper's
+argument), "kill": argv (the signal name is appended),
 "state": argv (prints "true" while the container runs), "tty": bool}. Only the standard library:
 it runs isolated (-I -S), outside the virtual environment's packages."""
 
@@ -78,6 +79,17 @@ def _take_terminal() -> None:
 
 
 def _forward(spec: dict[str, object], name: str) -> None:
+    """The signal `name` to the command's group: from here when its processes are this machine's
+    and ours to signal (found by the wrapper's argument, the command's own random file name), else
+    by an `exec` of `kill` inside. Here first: a container whose pids limit is exhausted (a fork
+    bomb) cannot start the `kill`."""
+    group = _host_group(str(spec.get("pidfile", "")))
+    if group is not None:
+        try:
+            os.killpg(group, getattr(signal, f"SIG{name}"))
+            return
+        except OSError:
+            pass
     try:
         subprocess.run(
             [*spec["kill"], name],  # type: ignore[misc]
@@ -88,6 +100,25 @@ def _forward(spec: dict[str, object], name: str) -> None:
         )
     except (OSError, subprocess.TimeoutExpired):
         pass
+
+
+def _host_group(pidfile: str) -> int | None:
+    """The process group, as this machine numbers it, of the command's wrapper (`/bin/sh -c
+    WRAPPER PIDFILE ...`, the leader of the command's group), when it is visible here."""
+    if not pidfile:
+        return None
+    wanted = pidfile.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if len(argv) > 3 and argv[0] == b"/bin/sh" and argv[3] == wanted:
+                return os.getpgid(int(entry))
+        except OSError:
+            continue
+    return None
 
 
 def _running(spec: dict[str, object]) -> bool:
