@@ -191,6 +191,10 @@ class ContainerSandbox:
             self._up = True
             self.last_used = time.monotonic()
 
+    def mark_running(self) -> None:
+        """Just started or claimed running: the first command need not ask the engine."""
+        self._up = True
+
     def lost(self) -> None:
         """The container stopped under a command: check before the next one."""
         self._up = None
@@ -475,6 +479,7 @@ class ContainerProvider:
     _sessions: dict[str, ContainerSandbox] = field(default_factory=dict)
     _pools: dict[str, WarmPool] = field(default_factory=dict)
     _reaper: asyncio.Task[None] | None = None
+    _opening: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     kind = "container"
 
@@ -528,7 +533,12 @@ class ContainerProvider:
     ) -> ContainerSandbox:
         """The session's sandbox: the one this server holds, else its container (left by an
         earlier turn, or by another replica), else one claimed from the warm pool, else a new one.
-        `template` is the operator's choice for the session (never a caller's)."""
+        `template` is the operator's choice for the session (never a caller's). Two calls for one
+        session at once make one container."""
+        async with self._opening.setdefault(session_id, asyncio.Lock()):
+            return await self._open(session_id, roots, template)
+
+    async def _open(self, session_id: str, roots: Sequence[Path], template: str | None) -> ContainerSandbox:
         if session_id in self._sessions:
             return self._sessions[session_id]
         t = self.template(template)
@@ -539,11 +549,15 @@ class ContainerProvider:
         if volume is None and await self.engine.volume_exists(own):
             volume = own  # the container is gone, its workspace is not: a new container around it
             await provision(self.engine, name, volume, t, self.labels_for(session_id, t), volume_exists=True)
+            sandbox.mark_running()
         if volume is None and self.warm > 0:
-            volume = await self.pool(t).claim(name)
+            volume = await self.pool(t).claim(name)  # checked running there
+            if volume is not None:
+                sandbox.mark_running()
         if volume is None:
             volume = own
             await provision(self.engine, name, volume, t, self.labels_for(session_id, t))
+            sandbox.mark_running()
         sandbox.volume = volume
         self._sessions[session_id] = sandbox
         return sandbox
@@ -551,6 +565,7 @@ class ContainerProvider:
     def forget(self, sandbox: ContainerSandbox) -> None:
         if self._sessions.get(sandbox.session_id) is sandbox:
             del self._sessions[sandbox.session_id]
+            self._opening.pop(sandbox.session_id, None)
 
     async def stop_idle(self) -> list[str]:
         """Stops the containers idle for idle_seconds; their names."""
