@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -245,3 +246,64 @@ async def test_issue40_item2_warm_pool_claim_gives_a_running_container(make_prov
     assert await _out(sandbox, "id -un; ls -A /workspace | wc -l") == "agent\n0\n"
     await pool.fill()  # the refill the claim started, awaited here
     assert pool.ready == 1
+
+
+# A server that starts a command in a session's container and dies without a word.
+_DYING_SERVER = """
+import asyncio, os, sys
+from devagent.agent.sandbox.container import ContainerProvider
+from devagent.agent.sandbox.podman import Engine, Template
+
+async def main():
+    provider = ContainerProvider(Engine("podman"), {"default": Template("default", sys.argv[1])})
+    sandbox = await provider.for_session("orphan", [])
+    started = await sandbox.start("echo started; exec sleep 5551", stdin=True)
+    said = b""
+    while b"started" not in said:
+        said += os.read(started.output_fd, 100)
+    print("started", started.proc.pid, flush=True)
+    os._exit(0)
+
+asyncio.run(main())
+"""
+
+
+async def test_issue40_item2_a_command_never_outlives_the_server_that_started_it(
+    make_provider: Make, sandbox_image: str
+) -> None:
+    sandbox = await make_provider().for_session("orphan", [])
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _DYING_SERVER, sandbox_image, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(server.communicate(), GUARD)
+    assert out.startswith(b"started")
+    relay_pid = int(out.split()[1])
+    # The relay, orphaned, kills the command inside the container and ends: an outcome polled for.
+    async with asyncio.timeout(GUARD):
+        while "sleep 5551" in await _out(sandbox, "ps -eo args") or _alive(relay_pid):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_issue40_item2_timeout_and_background_process_with_its_input(make_provider: Make) -> None:
+    provider = make_provider()
+    sandbox, again = await asyncio.gather(provider.for_session("bg", []), provider.for_session("bg", []))
+    assert sandbox is again  # one container for a session opened twice at once
+    ended = await sandbox.run("sleep 3331 & sleep 3332; echo never", time_limit=1.0)
+    assert ended.outcome == "timeout" and b"never" not in ended.output
+    assert "sleep 333" not in await _out(sandbox, "ps -eo args")
+    # A background process: input written as it runs, output read back, ended by closing its input.
+    started = await sandbox.start("while read -r line; do echo got-$line; done; echo bye", stdin=True)
+    reader = await _reader(started)
+    os.write(started.input_fd, b"ping\n")
+    assert (await _until(reader, b"\n")).strip() == b"got-ping"
+    os.close(started.input_fd)
+    assert (await _until(reader, b"bye")).strip() == b"bye"
+    assert await asyncio.wait_for(started.proc.wait(), GUARD) == 0
