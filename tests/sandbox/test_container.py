@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -307,3 +308,21 @@ async def test_issue40_item2_timeout_and_background_process_with_its_input(make_
     os.close(started.input_fd)
     assert (await _until(reader, b"bye")).strip() == b"bye"
     assert await asyncio.wait_for(started.proc.wait(), GUARD) == 0
+
+
+async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(make_provider: Make) -> None:
+    sandbox = await make_provider().for_session("pty-stop", [])
+    started = await sandbox.start("echo up; exec sleep 6661", stdin=True, tty=TtySize(rows=24, cols=80))
+    reader = await _reader(started)
+    await _until(reader, b"up")
+    # tools/processes.py: SIGTERM to the terminal's foreground group (the engine's client), then
+    # to the process's own group (the relay).
+    foreground = os.tcgetpgrp(started.input_fd)
+    assert foreground not in (started.proc.pid, os.getpgrp())
+    os.killpg(foreground, signal.SIGTERM)
+    os.killpg(started.proc.pid, signal.SIGTERM)
+    await asyncio.wait_for(started.proc.wait(), GUARD)
+    async with asyncio.timeout(GUARD):
+        while "sleep 6661" in await _out(sandbox, "ps -eo args"):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    os.close(started.input_fd)

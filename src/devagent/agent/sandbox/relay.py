@@ -63,6 +63,12 @@ def main(spec: dict[str, object]) -> int:
         if os.getppid() != server:  # the server died: nothing may outlive it here
             _forward(spec, "KILL")
             server = os.getppid()
+    # Signals that came as the client ended still reach the command (a pty's foreground group is
+    # the client's: a stop signals both); a client killed from outside takes the command with it.
+    for sig in pending:
+        _forward(spec, "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:])
+    if code < 0:
+        _forward(spec, "KILL")
     if code != 0 and not _running(spec):
         os.write(2, NOTE.encode())
         return INTERRUPTED
