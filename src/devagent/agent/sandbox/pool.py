@@ -64,6 +64,7 @@ class WarmPool:
         self.labels = {**(labels or {}), POOL_LABEL: "1", TEMPLATE_LABEL: template.name, SESSION_LABEL: ""}
         self._ready: list[tuple[str, str]] = []  # (container, volume), oldest first
         self._filling: asyncio.Task[None] | None = None
+        self._fill_lock = asyncio.Lock()  # one filler at a time: never more than `size` made
         self._adopted = False
 
     @property
@@ -71,13 +72,14 @@ class WarmPool:
         return len(self._ready)
 
     async def fill(self) -> None:
-        """Creates containers until `size` are ready."""
-        await self._adopt()
-        while len(self._ready) < self.size:
-            key = new_id()
-            name, volume = f"devagent-pool-{key}", f"devagent-ws-pool-{key}"
-            await provision(self.engine, name, volume, self.template, self.labels)
-            self._ready.append((name, volume))
+        """Creates containers until `size` are ready (waits for a refill under way)."""
+        async with self._fill_lock:
+            await self._adopt()
+            while len(self._ready) < self.size:
+                key = new_id()
+                name, volume = f"devagent-pool-{key}", f"devagent-ws-pool-{key}"
+                await provision(self.engine, name, volume, self.template, self.labels)
+                self._ready.append((name, volume))
 
     def start_filling(self) -> None:
         """Refills in the background (one refill at a time)."""
