@@ -76,6 +76,8 @@ def build(engine: str = "podman") -> float:
     """Builds the image; returns how long it took, in seconds."""
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
+    if os.geteuid() != 0:
+        raise RuntimeError(f"debootstrap needs root: build {tag()} once as root (tests/sandbox/image.py)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="devagent-image-") as temp:
         root = Path(temp) / "root"
