@@ -71,7 +71,7 @@ async def per_call(provider: object, calls: int) -> None:
     from devagent.agent.sandbox.container import ContainerProvider
 
     assert isinstance(provider, ContainerProvider)
-    sandbox = await provider.for_session("bench-calls", [])
+    sandbox = await provider.open("bench-calls", [])
     await sandbox.run("true")  # started, image in the page cache
     local = await _timed(lambda: _local(["bash", "-c", "true"]), calls)
     bwrap = _bwrap_argv()
@@ -86,12 +86,12 @@ async def per_call(provider: object, calls: int) -> None:
         print(f"; container / bwrap (the local backend): {container / sandboxed:.1f}x")
     else:
         print("; bwrap cannot run here")
-    await sandbox.write_atomic("bench.txt", b"x" * 4096)
+    await sandbox.write_atomic_async("bench.txt", b"x" * 4096)
     with tempfile.NamedTemporaryFile() as f:
         f.write(b"x" * 4096)
         f.flush()
         local_read = await _timed(lambda: asyncio.to_thread(Path(f.name).read_bytes), calls)
-    container_read = await _timed(lambda: sandbox.read_bytes("bench.txt"), calls)
+    container_read = await _timed(lambda: sandbox.read_bytes_async("bench.txt"), calls)
     print(
         f"file read of 4 KiB: local {local_read * 1000:.2f} ms, container {container_read * 1000:.1f} ms "
         f"({container_read / local_read:.0f}x)"
@@ -109,7 +109,7 @@ async def starts(provider: object, runs: int) -> None:
         if warm:
             await pool.fill()  # ahead of the session, as the pool's background refill does
         started = time.perf_counter()
-        sandbox = await provider.for_session(f"bench-{uuid.uuid4().hex[:8]}", [])
+        sandbox = await provider.open(f"bench-{uuid.uuid4().hex[:8]}", [])
         await sandbox.run("true")
         took = time.perf_counter() - started
         await sandbox.release(keep=False)
@@ -136,7 +136,7 @@ async def many(provider: object, sessions: int, labels: dict[str, str]) -> None:
     provider.warm = 0  # cold starts all: the pool's refills would be counted as left over
 
     async def one(i: int) -> bool:
-        sandbox = await provider.for_session(f"bench-many-{i}", [])
+        sandbox = await provider.open(f"bench-many-{i}", [])
         done = await sandbox.run(f"echo {i} > n.txt && cat n.txt", time_limit=600)
         await sandbox.release(keep=False)
         return done.output.strip() == str(i).encode()
@@ -178,7 +178,9 @@ async def main() -> None:
         print(f"built the test image {tag} in {time.perf_counter() - began:.0f} s")
     labels = {"devagent.bench": uuid.uuid4().hex[:12]}
     template = Template("default", tag, memory_mb=256, pids=128)
-    provider = ContainerProvider(Engine("podman"), {"default": template}, warm=1, labels=labels)
+    provider = ContainerProvider(
+        engine=Engine("podman"), templates={"default": template}, warm=1, labels=labels
+    )
     try:
         await per_call(provider, args.calls)
         await starts(provider, args.starts)

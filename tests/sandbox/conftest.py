@@ -86,8 +86,8 @@ async def make_provider(sandbox_image: str, tmp_path: Path) -> AsyncIterator[obj
 
     def make(warm: int = 0, idle_seconds: float = 300.0, **limits: object) -> ContainerProvider:
         provider = ContainerProvider(
-            Engine("podman"),
-            {"default": template(sandbox_image, **limits)},
+            engine=Engine("podman"),
+            templates={"default": template(sandbox_image, **limits)},
             warm=warm,
             idle_seconds=idle_seconds,
             labels={TEST_LABEL: test_id},

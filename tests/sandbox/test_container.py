@@ -8,6 +8,7 @@ import asyncio
 import os
 import shlex
 import signal
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +46,7 @@ async def _out(sandbox: ContainerSandbox, command: str) -> str:
 async def test_issue40_item2_command_runs_as_non_root_user_seeing_only_its_workspace(
     make_provider: Make,
 ) -> None:
-    sandbox = await make_provider().for_session("alone", [Path("/srv/never")])
+    sandbox = await make_provider().open("alone", [Path("/srv/never")])
     done = await sandbox.run(
         "id -u; pwd; ls -A /workspace; test -e /work && echo HOST-VISIBLE; touch /etc/x 2>&1",
         time_limit=GUARD,
@@ -66,38 +67,47 @@ async def test_issue40_item2_command_runs_as_non_root_user_seeing_only_its_works
 
 
 async def test_issue40_item2_G4_file_operations_stay_in_the_workspace(make_provider: Make) -> None:
-    sandbox = await make_provider().for_session("files", [Path("/srv/ws")])
-    await sandbox.write_atomic("/srv/ws/pkg/mod.py", b"print('hi')\n")
-    assert await sandbox.read_bytes("pkg/mod.py") == b"print('hi')\n"
-    listed = await sandbox.list_dir("pkg")
-    assert [(e.name, e.kind, e.size) for e in listed] == [("mod.py", "f", 12)]
-    await sandbox.write_atomic("pkg/mod.py", b"x = 1\n")  # replaced whole, never half-written
-    assert await sandbox.read_bytes("/workspace/pkg/mod.py") == b"x = 1\n"
+    sandbox = await make_provider().open("files", [Path("/srv/ws")])
+    await sandbox.write_atomic_async("/srv/ws/pkg/mod.py", b"print('hi')\n")
+    assert await sandbox.read_bytes_async("pkg/mod.py") == b"print('hi')\n"
+    assert await sandbox.list_dir_async("pkg") == ["mod.py"]
+    found = await sandbox.stat_async("pkg/mod.py")
+    assert found is not None and stat.S_ISREG(found.st_mode) and found.st_size == 12
+    await sandbox.write_atomic_async("pkg/mod.py", b"x = 1\n")  # replaced whole, never half-written
+    assert await sandbox.read_bytes_async("/workspace/pkg/mod.py") == b"x = 1\n"
     assert await _out(sandbox, "ls -A pkg") == "mod.py\n"  # no temporary file left beside it
     await _out(sandbox, "ln -s /etc/passwd pkg/out; ln -s ../.. pkg/up")
     for escape in ("/etc/passwd", "../etc/passwd", "pkg/out", "pkg/up/etc/passwd"):
         with pytest.raises(OutsideWorkspace):
-            await sandbox.read_bytes(escape)
+            await sandbox.read_bytes_async(escape)
     with pytest.raises(OutsideWorkspace):
-        await sandbox.write_atomic("pkg/up/tmp/x", b"no")
-    link = await sandbox.stat("pkg/out")
-    assert link is not None and link.kind == "l"  # the link itself, not what it names
-    await sandbox.delete("pkg/out")
-    assert await sandbox.stat("pkg/out") is None
+        await sandbox.write_atomic_async("pkg/up/tmp/x", b"no")
+    link = await sandbox.stat_async("pkg/out")
+    assert link is not None and stat.S_ISLNK(link.st_mode)  # the link itself, not what it names
+    await sandbox.delete_async("pkg/out")
+    assert await sandbox.stat_async("pkg/out") is None
     assert (await _out(sandbox, "cat /etc/passwd | wc -l")).strip() != "0"  # deleted the link only
     with pytest.raises(FileNotFoundError):
-        await sandbox.read_bytes("missing.txt")
+        await sandbox.read_bytes_async("missing.txt")
     with pytest.raises(IsADirectoryError):
-        await sandbox.read_bytes("pkg")
+        await sandbox.read_bytes_async("pkg")
+    # The interface's blocking forms, as the core's tools call them (from a thread here).
+    await asyncio.to_thread(sandbox.write_atomic, "/srv/ws/sync.txt", b"sync")
+    assert await asyncio.to_thread(sandbox.read_bytes, "sync.txt") == b"sync"
+    assert "sync.txt" in await asyncio.to_thread(sandbox.list_dir, "/workspace")
+    await asyncio.to_thread(sandbox.delete, "sync.txt")
+    assert await asyncio.to_thread(sandbox.stat, "sync.txt") is None
+    with pytest.raises(OutsideWorkspace):
+        await asyncio.to_thread(sandbox.read_bytes, "/etc/passwd")
 
 
 async def test_issue40_item2_two_sessions_cannot_see_each_others_files_or_processes(
     make_provider: Make,
 ) -> None:
     provider = make_provider()
-    a = await provider.for_session("caller-a", [])
-    b = await provider.for_session("caller-b", [])
-    await a.write_atomic("secret-of-a.txt", b"a's data")
+    a = await provider.open("caller-a", [])
+    b = await provider.open("caller-b", [])
+    await a.write_atomic_async("secret-of-a.txt", b"a's data")
     running = await a.start("echo ready; exec sleep 7777", stdin=True)
     reader = await _reader(running)
     await _until(reader, b"ready")
@@ -114,8 +124,8 @@ async def test_issue40_item2_fork_bomb_and_memory_hog_leave_the_other_session_re
     make_provider: Make,
 ) -> None:
     provider = make_provider(pids=48, memory_mb=128)
-    bomb_box = await provider.for_session("bomb", [])
-    other = await provider.for_session("bystander", [])
+    bomb_box = await provider.open("bomb", [])
+    other = await provider.open("bystander", [])
     # A fork bomb: it forks until the pids limit refuses, says so, and keeps its children.
     bomb = await bomb_box.start(f"python3 -c {shlex.quote(FORK_BOMB)}", stdin=True)
     reader = await _reader(bomb)
@@ -151,7 +161,7 @@ time.sleep(9999)
 
 
 async def test_issue40_item2_killing_a_command_kills_its_process_group_inside(make_provider: Make) -> None:
-    sandbox = await make_provider().for_session("kill", [])
+    sandbox = await make_provider().open("kill", [])
     started = await sandbox.start("sleep 4441 & sleep 4442 & echo ready; wait", stdin=True)
     reader = await _reader(started)
     await _until(reader, b"ready")
@@ -164,7 +174,7 @@ async def test_issue40_item2_killing_a_command_kills_its_process_group_inside(ma
 
 
 async def test_issue40_item2_stdin_tty_and_exit_codes(make_provider: Make) -> None:
-    sandbox = await make_provider().for_session("io", [])
+    sandbox = await make_provider().open("io", [])
     piped = await sandbox.run("tr a-z A-Z; exit 7", input=b"hello\n", time_limit=GUARD)
     assert (piped.code, piped.output) == (7, b"HELLO\n")
     started = await sandbox.start("stty size; tty; echo tty-done", stdin=True, tty=TtySize(rows=33, cols=101))
@@ -179,15 +189,15 @@ async def test_issue40_item2_idle_container_stops_and_restarts_keeping_the_works
     make_provider: Make,
 ) -> None:
     provider = make_provider(idle_seconds=0.0)
-    sandbox = await provider.for_session("idle", [])
-    await sandbox.write_atomic("notes.txt", b"kept\n")
+    sandbox = await provider.open("idle", [])
+    await sandbox.write_atomic_async("notes.txt", b"kept\n")
     assert await provider.stop_idle() == [sandbox.name]
     assert await provider.engine.running(sandbox.name) is False
     assert await _out(sandbox, "cat notes.txt") == "kept\n"
     assert await provider.engine.running(sandbox.name) is True
     # Released with keep: the volume stays for a later turn (another server's provider finds it).
     await sandbox.release(keep=True)
-    again = await make_provider().for_session("idle", [])
+    again = await make_provider().open("idle", [])
     assert await _out(again, "cat notes.txt") == "kept\n"
     await again.release(keep=False)
     assert await provider.engine.running(sandbox.name) is None
@@ -198,7 +208,7 @@ async def test_issue40_item2_container_killed_mid_command_reports_interrupted_no
     make_provider: Make,
 ) -> None:
     provider = make_provider()
-    sandbox = await provider.for_session("killed", [])
+    sandbox = await provider.open("killed", [])
     started = await sandbox.start("echo ran >> /workspace/count; echo started; exec sleep 9999", stdin=True)
     reader = await _reader(started)
     await _until(reader, b"started")
@@ -225,7 +235,7 @@ async def test_issue40_item2_no_secret_environment_enters_the_container(
     }
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
-    sandbox = await make_provider().for_session("env", [])
+    sandbox = await make_provider().open("env", [])
     # Even a caller's env holding them (it never should) does not carry them in.
     done = await sandbox.run(
         "env; cat /proc/1/environ | tr '\\0' '\\n'", env={**secrets, "FOO": "bar"}, time_limit=GUARD
@@ -241,7 +251,7 @@ async def test_issue40_item2_warm_pool_claim_gives_a_running_container(make_prov
     pool = provider.pool(provider.template())
     await pool.fill()
     assert pool.ready == 1
-    sandbox = await provider.for_session("from-pool", [])
+    sandbox = await provider.open("from-pool", [])
     assert await provider.engine.running(sandbox.name) is True
     assert sandbox.volume.startswith("devagent-ws-pool-")
     assert await _out(sandbox, "id -un; ls -A /workspace | wc -l") == "agent\n0\n"
@@ -256,8 +266,9 @@ from devagent.agent.sandbox.container import ContainerProvider
 from devagent.agent.sandbox.podman import Engine, Template
 
 async def main():
-    provider = ContainerProvider(Engine("podman"), {"default": Template("default", sys.argv[1])})
-    sandbox = await provider.for_session("orphan", [])
+    templates = {"default": Template("default", sys.argv[1])}
+    provider = ContainerProvider(engine=Engine("podman"), templates=templates)
+    sandbox = await provider.open("orphan", [])
     started = await sandbox.start("echo started; exec sleep 5551", stdin=True)
     said = b""
     while b"started" not in said:
@@ -272,7 +283,7 @@ asyncio.run(main())
 async def test_issue40_item2_a_command_never_outlives_the_server_that_started_it(
     make_provider: Make, sandbox_image: str
 ) -> None:
-    sandbox = await make_provider().for_session("orphan", [])
+    sandbox = await make_provider().open("orphan", [])
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _DYING_SERVER, sandbox_image, stdout=asyncio.subprocess.PIPE
     )
@@ -295,7 +306,7 @@ def _alive(pid: int) -> bool:
 
 async def test_issue40_item2_timeout_and_background_process_with_its_input(make_provider: Make) -> None:
     provider = make_provider()
-    sandbox, again = await asyncio.gather(provider.for_session("bg", []), provider.for_session("bg", []))
+    sandbox, again = await asyncio.gather(provider.open("bg", []), provider.open("bg", []))
     assert sandbox is again  # one container for a session opened twice at once
     ended = await sandbox.run("sleep 3331 & sleep 3332; echo never", time_limit=1.0)
     assert ended.outcome == "timeout" and b"never" not in ended.output
@@ -311,7 +322,7 @@ async def test_issue40_item2_timeout_and_background_process_with_its_input(make_
 
 
 async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(make_provider: Make) -> None:
-    sandbox = await make_provider().for_session("pty-stop", [])
+    sandbox = await make_provider().open("pty-stop", [])
     started = await sandbox.start("echo up; exec sleep 6661", stdin=True, tty=TtySize(rows=24, cols=80))
     reader = await _reader(started)
     await _until(reader, b"up")
@@ -326,3 +337,13 @@ async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(m
         while "sleep 6661" in await _out(sandbox, "ps -eo args"):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     os.close(started.input_fd)
+
+
+async def test_issue40_item2_an_unopened_sandbox_opens_on_its_first_use(make_provider: Make) -> None:
+    provider = make_provider()
+    sandbox = provider.for_session("lazy", [Path("/srv/lazy")])  # as the core's session does
+    assert provider.for_session("lazy", []) is sandbox
+    assert sandbox.volume == "" and sandbox.refuses("/srv/lazy/src") is None
+    assert sandbox.refuses("/etc") is not None
+    assert await asyncio.to_thread(sandbox.list_dir, "/srv/lazy") == []  # opened by a blocking call
+    assert await _out(sandbox, "id -un") == "agent\n"

@@ -25,6 +25,7 @@ def test_issue40_item2_templates_come_from_the_environment_as_json() -> None:
     )
     provider = ContainerProvider.from_config(config)
     assert provider.engine.program == "docker"
+    assert ContainerProvider(config).template() == provider.template()  # as the core builds it
     assert provider.template() == Template("py", "localhost/py:1", memory_mb=512, pids=100)
     assert (provider.warm, provider.idle_seconds) == (3, 60.0)
 
@@ -61,6 +62,9 @@ def test_issue40_item2_unknown_engine_and_no_template_are_refused() -> None:
         load_config(environ={"DEVAGENT_SANDBOX_ENGINE": "lxc"})
     with pytest.raises(ValueError, match="at least one template"):
         ContainerProvider.from_config(load_config(environ={}))
+    # Built as the core builds it, it fails closed: it says why no command can run.
+    unavailable = ContainerProvider(load_config(environ={})).unavailable()
+    assert unavailable is not None and "at least one template" in unavailable
 
 
 def test_issue40_item2_container_is_created_with_the_enforced_limits() -> None:

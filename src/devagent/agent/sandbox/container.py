@@ -4,24 +4,31 @@ container. An idle container is stopped and started again by the session's next 
 pool (`pool.py`) hands new sessions a running container. The operator chooses the engine, the
 templates (image and limits) and the pool's size in the settings; a caller never can.
 
-Written against the core's sandbox interface (agent/sandbox/base.py: `Sandbox`, a provider's
-`for_session`); `SandboxLike` below is a local copy of the part used here, for typing only."""
+Written against the core's sandbox interface (agent/sandbox/base.py: a `SandboxProvider` built as
+`ContainerProvider(config)`, whose `for_session` gives each session its `Sandbox`). The sandbox
+opens lazily: its container is found, claimed from the pool or created by its first command or
+file operation (or `await provider.open(...)`)."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Literal
 
 from devagent.agent.childenv import is_devagents
+from devagent.agent.sandbox import container_files as files
+from devagent.agent.sandbox.container_files import OutsideWorkspace
 from devagent.agent.sandbox.podman import (
     CONTROL,
     LABEL,
@@ -34,8 +41,10 @@ from devagent.agent.sandbox.podman import (
     Template,
 )
 from devagent.agent.sandbox.pool import WarmPool, provision
-from devagent.agent.tools.shell import Started, kill_group
+from devagent.agent.tools.shell import SandboxError, Started, kill_group
 from devagent.agent.tools.tty_screen import TERM, TtySize
+
+Stdin = Literal["closed", "pipe"]
 
 RELAY = str(Path(__file__).with_name("relay.py"))
 # Names a container never gets from the caller's environment: the host's own (its PATH, HOME and
@@ -47,33 +56,6 @@ SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|DATABASE_URL|_DB$)
 WRAPPER = 'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; rm -f "$0"; exit $code'
 # The relay's kill, inside the container: the signal to the recorded group, else to the process.
 KILLER = 'g=$(cat "$1" 2>/dev/null) || exit 0; kill -s "$2" -- "-$g" 2>/dev/null || kill -s "$2" "$g"'
-
-
-class SandboxLike(Protocol):
-    """What the core's `Sandbox` (agent/sandbox/base.py) asks of a backend, as far as used here."""
-
-    kind: str
-
-    def describe(self) -> str: ...
-
-    def show_path(self, host_path: str | Path) -> str: ...
-
-    async def release(self, keep: bool) -> None: ...
-
-
-class OutsideWorkspace(PermissionError):
-    """A file operation named a path outside the session's workspace."""
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One file or folder of the workspace: its name, kind ("f" file, "d" folder, "l" link, or
-    find's other letters), size in bytes and modification time."""
-
-    name: str
-    kind: str
-    size: int
-    mtime: float
 
 
 @dataclass(slots=True)
@@ -142,18 +124,34 @@ class ContainerSandbox:
 
     # --- what the session is told ------------------------------------------------------------------
 
+    @property
+    def network(self) -> bool:
+        return self.template.network not in ("", "none")
+
     def describe(self) -> str:
-        t = self.template
-        network = "no network" if t.network in ("", "none") else f"network {t.network}"
         return (
-            f"a {self.engine.program} container of its own (template {t.name}: {t.memory_mb} MB memory, "
-            f"{t.pids} processes, {network}); the workspace is {WORKSPACE}"
+            f"in a {self.engine.program} container of its own ({self.template.summary()}); "
+            f"the workspace is {WORKSPACE}"
         )
 
     def show_path(self, host_path: str | Path) -> str:
         """The path inside the container for a path the tools name (a path under the session's
         root folder, or already one under /workspace, or relative to it)."""
         return str(self.inside(host_path))
+
+    def unavailable(self) -> str | None:
+        return self.provider.unavailable()
+
+    def refuses(self, cwd: str) -> str | None:
+        """Why a command cannot run in `cwd`: only a folder of the workspace is one."""
+        where = str(self.inside(cwd))
+        if where == WORKSPACE or where.startswith(WORKSPACE + "/"):
+            return None
+        return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+
+    def owner(self) -> tuple[int, int] | None:
+        """None: the server writes nothing its commands read outside the container."""
+        return None
 
     def inside(self, path: str | Path) -> PurePosixPath:
         text = str(path)
@@ -170,21 +168,44 @@ class ContainerSandbox:
 
     # --- the container's life ------------------------------------------------------------------------
 
+    async def open(self) -> None:
+        """Finds the session's container (an earlier turn's, or another replica's), else makes
+        one around its volume if only that is left, else claims one from the warm pool, else
+        creates one. Two opens at once make one container."""
+        if self.volume:
+            return
+        async with self.provider.lock_for(self.session_id):
+            if not self.volume:
+                await self._open_here()
+
+    async def _open_here(self) -> None:
+        engine, t = self.engine, self.template
+        labels = self.provider.labels_for(self.session_id, t)
+        own = f"devagent-ws-{_safe(self.session_id)}"
+        volume = await engine.volume_of(self.name)
+        if volume is None and await engine.volume_exists(own):
+            await provision(engine, self.name, own, t, labels, volume_exists=True)
+            volume, self._up = own, True  # a new container around the workspace left behind
+        if volume is None and self.provider.warm > 0:
+            volume = await self.provider.pool(t).claim(self.name)  # checked running there
+            self._up = True if volume is not None else self._up
+        if volume is None:
+            await provision(engine, self.name, own, t, labels)
+            volume, self._up = own, True
+        self.volume = volume
+
     async def ensure_running(self) -> None:
-        """Starts the container when it was stopped (idle, or killed), creates it again around the
-        same volume when it is gone."""
+        """Opens the sandbox; starts its container when it was stopped (idle, or killed), makes it
+        again around the same volume when it is gone."""
+        await self.open()
         async with self._lock:
             if self._up:
                 return
             state = await self.engine.running(self.name)
             if state is None:
+                labels = self.provider.labels_for(self.session_id)
                 await provision(
-                    self.engine,
-                    self.name,
-                    self.volume,
-                    self.template,
-                    self.provider.labels_for(self.session_id),
-                    volume_exists=True,
+                    self.engine, self.name, self.volume, self.template, labels, volume_exists=True
                 )
             elif not state:
                 await self.engine.start(self.name)
@@ -210,6 +231,9 @@ class ContainerSandbox:
     async def release(self, keep: bool) -> None:
         """keep: the volume (and the stopped container) stay for a later turn; else both go."""
         self.provider.forget(self)
+        if not self.volume:
+            volume_of = await self.engine.volume_of(self.name)
+            self.volume = volume_of or ""
         if keep:
             async with self._lock:
                 if self.running_commands == 0:
@@ -230,70 +254,96 @@ class ContainerSandbox:
         cwd: str | Path = WORKSPACE,
         env: Mapping[str, str] | None = None,
         limits: Any = None,
-        stdin: bool = False,
+        stdin: Stdin | bool = "closed",
         tty: TtySize | None = None,
+        streams: Any = None,
+        lasting: bool = False,
+        shown: Sequence[Path] = (),
     ) -> Started:
-        """Starts `command` (`bash -c`) in the container as its user, in the shape shell.py's
-        `start_command` returns: the host process is the relay (relay.py), leading its own group,
-        which forwards signals to the command's group inside. `stdin`: its input is a pipe for the
-        caller (a background command); `tty`: a pseudo-terminal of that size. `limits` are the
-        template's, enforced by the engine for the whole container (per-command ulimits would
-        count other sessions' processes too: every session's user is the same host uid)."""
-        del limits
-        await self.ensure_running()
-        token = os.urandom(8).hex()
-        pidfile = f"{CONTROL}/{token}"
-        inner = ["/bin/sh", "-c", WRAPPER, pidfile, "bash", "-c", command]
-        exec_argv = self.engine.exec_argv(
-            self.name,
-            inner,
-            cwd=str(self.inside(cwd)),
-            env=container_env(env or {}, tty is not None),
-            user=self.template.user,
-            stdin=stdin,
-            tty=tty is not None,
-        )
-        kill = self.engine.exec_argv(
-            self.name,
-            ["/bin/sh", "-c", KILLER, "sh", pidfile],
-            cwd="/",
-            env={},
-            user=self.template.user,
-            stdin=False,
-            tty=False,
-        )
-        state = self.engine.argv("container", "inspect", "--format", "{{.State.Running}}", self.name)
-        spec = {
-            "server": os.getpid(),
-            "exec": exec_argv,
-            "pidfile": pidfile,
-            "kill": kill,
-            "state": state,
-            "tty": tty is not None,
-        }
-        stdio = _Stdio.make(stdin, tty)
+        """Starts `bash -c command` in the container as its user, in the shape of the interface's
+        `Started`: the host process is the relay (relay.py), leading its own group, which forwards
+        signals to the command's group inside, kills it when the server dies, and says when the
+        container died under it. `stdin`: "pipe" (or True) gives the caller its input; `tty`: a
+        pseudo-terminal of that size; `streams`: asyncio streams rather than descriptors (its
+        error a stream of its own when `streams.errors`, else dropped). Of `limits` only the
+        timeout applies here: memory and processes are the template's, for the whole container
+        (per-command ulimits would count other sessions' processes too, every session's user being
+        the same host uid). `shown` folders are the server's, which a container never sees."""
+        del shown
+        piped = stdin is True or stdin == "pipe"
+        if (problem := self.refuses(str(cwd))) is not None:
+            raise SandboxError(problem)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                os.path.realpath(sys.executable),
-                "-I",
-                "-S",
-                RELAY,
-                json.dumps(spec),
-                stdin=stdio.stdin,
-                stdout=stdio.stdout,
-                stderr=stdio.stdout,
-                start_new_session=True,
-                env=self.engine.client_env(),
+            await self.ensure_running()
+        except EngineError as e:
+            raise SandboxError(f"the session's container cannot start: {e}") from None
+        spec = self._relay_spec(command, str(self.inside(cwd)), env or {}, piped, tty)
+        timeout = getattr(limits, "timeout", None)
+        if timeout:
+            spec["timeout"] = float(timeout)
+        if streams is not None:
+            proc = await self._spawn(
+                spec,
+                stdin=asyncio.subprocess.PIPE if piped else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE if streams.errors else asyncio.subprocess.DEVNULL,
+                limit=streams.limit,
             )
+            return Started(proc, -1, -1, sandboxed=True, supervised=piped or lasting)
+        stdio = _Stdio.make(piped, tty)
+        try:
+            proc = await self._spawn(spec, stdin=stdio.stdin, stdout=stdio.stdout, stderr=stdio.stdout)
         except BaseException:
             stdio.close_ours()
             raise
         finally:
             stdio.close_theirs()
+        read_fd, input_fd = stdio.ours
+        return Started(proc, read_fd, input_fd, sandboxed=True, supervised=piped or lasting, tty=tty)
+
+    def _relay_spec(
+        self, command: str, cwd: str, env: Mapping[str, str], piped: bool, tty: TtySize | None
+    ) -> dict[str, Any]:
+        """What the relay runs (the engine's exec of the command behind WRAPPER), how it kills the
+        command inside, and how it asks whether the container still runs."""
+        pidfile = f"{CONTROL}/{os.urandom(8).hex()}"
+        user = self.template.user
+        inner = ["/bin/sh", "-c", WRAPPER, pidfile, "bash", "-c", command]
+        run = self.engine.exec_argv(
+            self.name,
+            inner,
+            cwd=cwd,
+            env=container_env(env, tty is not None),
+            user=user,
+            stdin=piped,
+            tty=tty is not None,
+        )
+        killer = ["/bin/sh", "-c", KILLER, "sh", pidfile]
+        kill = self.engine.exec_argv(self.name, killer, cwd="/", env={}, user=user, stdin=False, tty=False)
+        state = self.engine.argv("container", "inspect", "--format", "{{.State.Running}}", self.name)
+        return {
+            "server": os.getpid(),
+            "exec": run,
+            "pidfile": pidfile,
+            "kill": kill,
+            "state": state,
+            "tty": tty is not None,
+        }
+
+    async def _spawn(self, spec: Mapping[str, Any], **stdio: Any) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            os.path.realpath(sys.executable),
+            "-I",
+            "-S",
+            RELAY,
+            json.dumps(spec),
+            start_new_session=True,
+            env=self.engine.client_env(),
+            **stdio,
+        )
         self.running_commands += 1
         asyncio.get_running_loop().create_task(self._after(proc))
-        read_fd, input_fd = stdio.ours
-        return Started(proc, read_fd, input_fd, sandboxed=True, supervised=stdin, tty=tty)
+        return proc
 
     async def _after(self, proc: asyncio.subprocess.Process) -> None:
         from devagent.agent.sandbox.relay import INTERRUPTED
@@ -339,81 +389,90 @@ class ContainerSandbox:
         code = await started.proc.wait()
         return Finished(code, output, outcome)
 
-    # --- files, inside the workspace ------------------------------------------------------------------
+    # --- files, inside the workspace (container_files.py) -------------------------------------------
 
-    async def read_bytes(self, path: str | Path) -> bytes:
+    def read_bytes(self, path: str | Path) -> bytes:
+        """The interface's blocking form (`read_bytes_async` does not hold up the event loop)."""
+        return self._file_op_blocking("read", path)
+
+    def write_atomic(self, path: str | Path, data: bytes) -> None:
+        self._file_op_blocking("write", path, data)
+
+    def list_dir(self, path: str | Path = WORKSPACE) -> list[str]:
+        return files.names(self._file_op_blocking("list", path))
+
+    def stat(self, path: str | Path) -> os.stat_result | None:
+        try:
+            return files.stat_result(self._file_op_blocking("stat", path))
+        except FileNotFoundError:
+            return None
+
+    def delete(self, path: str | Path) -> None:
+        self._file_op_blocking("delete", path)
+
+    async def read_bytes_async(self, path: str | Path) -> bytes:
         return await self._file_op("read", path)
 
-    async def write_atomic(self, path: str | Path, data: bytes) -> None:
+    async def write_atomic_async(self, path: str | Path, data: bytes) -> None:
         """Writes through a temporary file beside the target, renamed over it."""
         await self._file_op("write", path, data)
 
-    async def list_dir(self, path: str | Path = WORKSPACE) -> list[Entry]:
-        return _entries(await self._file_op("list", path))
+    async def list_dir_async(self, path: str | Path = WORKSPACE) -> list[str]:
+        return files.names(await self._file_op("list", path))
 
-    async def stat(self, path: str | Path) -> Entry | None:
+    async def stat_async(self, path: str | Path) -> os.stat_result | None:
         try:
-            found = _entries(await self._file_op("stat", path))
+            return files.stat_result(await self._file_op("stat", path))
         except FileNotFoundError:
             return None
-        return found[0] if found else None
 
-    async def delete(self, path: str | Path) -> None:
+    async def delete_async(self, path: str | Path) -> None:
         await self._file_op("delete", path)
 
     async def _file_op(self, op: str, path: str | Path, data: bytes | None = None) -> bytes:
-        where = self.inside(path)
+        where = str(self.inside(path))
         await self.ensure_running()
         self.last_used = time.monotonic()
-        argv = ["/bin/sh", "-c", FILE_OPS, "sh", op, str(where)]
-        args = self.engine.exec_argv(
-            self.name, argv, cwd=WORKSPACE, env={}, user=self.template.user, stdin=data is not None, tty=False
+        code, out, err = await _raw(self.engine, self._file_argv(op, where, data), data)
+        if code != 0:
+            raise files.failure(op, where, code, err)
+        return out
+
+    def _file_op_blocking(self, op: str, path: str | Path, data: bytes | None = None) -> bytes:
+        """A file operation for a caller that cannot await: an unopened sandbox is opened in a
+        thread of its own; a container found stopped is started and the operation run again."""
+        where = str(self.inside(path))
+        if not self.volume:
+            with concurrent.futures.ThreadPoolExecutor(1) as thread:
+                thread.submit(asyncio.run, self._open_here()).result()
+        self.last_used = time.monotonic()
+        for attempt in (1, 2):
+            done = subprocess.run(
+                self._file_argv(op, where, data),
+                input=data,
+                capture_output=True,
+                env=self.engine.client_env(),
+            )
+            if done.returncode in (125, 126) and attempt == 1:  # the engine's own failure
+                subprocess.run(
+                    self.engine.argv("start", self.name), capture_output=True, env=self.engine.client_env()
+                )
+                continue
+            break
+        if done.returncode != 0:
+            raise files.failure(op, where, done.returncode, done.stderr)
+        return done.stdout
+
+    def _file_argv(self, op: str, where: str, data: bytes | None) -> list[str]:
+        return self.engine.exec_argv(
+            self.name,
+            files.argv(op, where),
+            cwd=WORKSPACE,
+            env={},
+            user=self.template.user,
+            stdin=data is not None,
+            tty=False,
         )
-        result = await _raw(self.engine, args, data)
-        code, out, err = result
-        if code == 0:
-            return out
-        message = f"{where}: {err.decode(errors='replace').strip() or op + ' failed'}"
-        raise {2: FileNotFoundError, 3: OutsideWorkspace, 4: IsADirectoryError, 6: NotADirectoryError}.get(
-            code, OSError
-        )(message)
-
-
-# The file operations, run by the session's user inside the container. A path is resolved there
-# (symbolic links included: a link cannot lead out of /workspace) before it is checked; stat and
-# delete look at a link itself, so only its folder is resolved. Exit codes: 2 not found, 3
-# outside the workspace, 4 a folder where a file was meant, 5 not written, 6 not a folder.
-FILE_OPS = r"""
-op=$1
-case "$op" in
-stat|delete) d=$(realpath -m -- "$(dirname -- "$2")") || exit 3; p="${d%/}/$(basename -- "$2")";;
-*) p=$(realpath -m -- "$2") || exit 3;;
-esac
-case "$p" in /workspace|/workspace/*) ;; *) echo "outside the workspace" >&2; exit 3;; esac
-case "$op" in
-read) [ -e "$p" ] || exit 2; [ -d "$p" ] && exit 4; exec cat -- "$p";;
-write) [ -d "$p" ] && exit 4; d=$(dirname -- "$p"); mkdir -p -- "$d" || exit 5
-  t=$(mktemp -p "$d" .devagent-write.XXXXXX) || exit 5
-  if [ -e "$p" ]; then chmod --reference="$p" "$t"; else chmod 644 "$t"; fi
-  cat > "$t" && mv -f -- "$t" "$p" || { rm -f -- "$t"; exit 5; };;
-list) [ -d "$p" ] || { [ -e "$p" ] && exit 6; exit 2; }
-  exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y %s %T@ %f\0';;
-stat) [ -e "$p" ] || [ -L "$p" ] || exit 2; exec find "$p" -maxdepth 0 -printf '%y %s %T@ %f\0';;
-delete) [ -e "$p" ] || [ -L "$p" ] || exit 2; [ "$p" = /workspace ] && exit 3
-  if [ -d "$p" ] && [ ! -L "$p" ]; then exec rmdir -- "$p"; else exec rm -f -- "$p"; fi;;
-*) exit 5;;
-esac
-"""
-
-
-def _entries(raw: bytes) -> list[Entry]:
-    out: list[Entry] = []
-    for record in raw.split(b"\0"):
-        if not record:
-            continue
-        kind, size, mtime, name = record.decode(errors="surrogateescape").split(" ", 3)
-        out.append(Entry(name, kind, int(size), float(mtime)))
-    return sorted(out, key=lambda e: e.name)
 
 
 async def _raw(engine: Engine, argv: Sequence[str], data: bytes | None) -> tuple[int, bytes, bytes]:
@@ -464,52 +523,84 @@ class _Stdio:
                 os.close(fd)
 
 
-@dataclass
 class ContainerProvider:
     """The container backend for a server: one sandbox per session, made from the operator's
-    template, from the warm pool when one is ready. `labels` go on everything it creates (a test
+    template, from the warm pool when one is ready. Built from the settings (`config`: CoreConfig's
+    sandbox_engine, sandbox_templates, sandbox_warm, sandbox_idle_seconds), or, for tests and the
+    bench, from an engine and templates given here. `labels` go on everything it creates (a test
     run's or a server's own, for its sweep)."""
-
-    engine: Engine
-    templates: Mapping[str, Template]
-    default_template: str = ""
-    warm: int = 0
-    idle_seconds: float = 300.0
-    labels: Mapping[str, str] = field(default_factory=dict)
-    _sessions: dict[str, ContainerSandbox] = field(default_factory=dict)
-    _pools: dict[str, WarmPool] = field(default_factory=dict)
-    _reaper: asyncio.Task[None] | None = None
-    _opening: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     kind = "container"
 
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        engine: Engine | None = None,
+        templates: Mapping[str, Template] | None = None,
+        default_template: str = "",
+        warm: int | None = None,
+        idle_seconds: float | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        self.engine = engine or Engine(getattr(config, "sandbox_engine", "") or "podman")
+        self.templates = dict(templates if templates is not None else _templates(config))
+        self.default_template = default_template
+        self.warm = warm if warm is not None else int(getattr(config, "sandbox_warm", 0))
+        self.idle_seconds = float(
+            idle_seconds if idle_seconds is not None else getattr(config, "sandbox_idle_seconds", 300.0)
+        )
+        self.labels = dict(labels or {})
+        self._sessions: dict[str, ContainerSandbox] = {}
+        self._pools: dict[str, WarmPool] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._opening: dict[str, asyncio.Lock] = {}
+
     @classmethod
     def from_config(cls, config: Any, labels: Mapping[str, str] | None = None) -> ContainerProvider:
-        """From CoreConfig's sandbox_engine, sandbox_templates, sandbox_warm, sandbox_idle_seconds."""
-        templates = templates_from(config.sandbox_templates)
-        if not templates:
-            raise ValueError(
-                "the container sandbox needs at least one template: sandbox_templates = "
-                '{"default": {"image": "..."}} (DEVAGENT_SANDBOX_TEMPLATES)'
-            )
-        return cls(
-            Engine(config.sandbox_engine or "podman"),
-            templates,
-            warm=config.sandbox_warm,
-            idle_seconds=config.sandbox_idle_seconds,
-            labels=dict(labels or {}),
-        )
+        """As `ContainerProvider(config)`, refusing settings with no template (ValueError)."""
+        provider = cls(config, labels=labels)
+        if not provider.templates:
+            raise ValueError(NO_TEMPLATE)
+        return provider
+
+    # --- what the core asks of a provider --------------------------------------------------------------
+
+    @property
+    def network(self) -> bool:
+        return self.template().network not in ("", "none") if self.templates else False
+
+    def describe(self) -> str:
+        if not self.templates:
+            return f"containers ({self.engine.program}): no template"
+        return f"containers ({self.engine.program}), one per session: {self.template().summary()}"
+
+    def unavailable(self) -> str | None:
+        """Why no session's container can start: no engine on PATH, or no template."""
+        if not self.templates:
+            return NO_TEMPLATE
+        if shutil.which(self.engine.program) is None:
+            return f"the container engine {self.engine.program!r} is not installed (sandbox_engine)"
+        return None
+
+    def refuses(self, root: Path) -> str | None:
+        """None: a container's workspace is its own volume, never the server's folder."""
+        del root
+        return None
+
+    def give(self, folder: Path) -> None:
+        """Nothing to give: commands never see the server's folders."""
+        del folder
 
     def template(self, name: str | None = None) -> Template:
-        chosen = (
-            name
-            or self.default_template
-            or ("default" if "default" in self.templates else next(iter(self.templates)))
-        )
+        chosen = name or self.default_template or ("default" if "default" in self.templates else "")
+        chosen = chosen or next(iter(self.templates), "")
         try:
             return self.templates[chosen]
         except KeyError:
-            raise ValueError(f"no sandbox template {chosen!r} in the settings") from None
+            raise SandboxError(
+                NO_TEMPLATE if not self.templates else f"no sandbox template {chosen!r}"
+            ) from None
 
     def labels_for(self, session_id: str, template: Template | None = None) -> dict[str, str]:
         t = template or self.template()
@@ -528,39 +619,28 @@ class ContainerProvider:
         if self._reaper is None and self.idle_seconds > 0:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
-    async def for_session(
+    def for_session(
         self, session_id: str, roots: Sequence[Path] = (), *, template: str | None = None
     ) -> ContainerSandbox:
-        """The session's sandbox: the one this server holds, else its container (left by an
-        earlier turn, or by another replica), else one claimed from the warm pool, else a new one.
-        `template` is the operator's choice for the session (never a caller's). Two calls for one
-        session at once make one container."""
-        async with self._opening.setdefault(session_id, asyncio.Lock()):
-            return await self._open(session_id, roots, template)
-
-    async def _open(self, session_id: str, roots: Sequence[Path], template: str | None) -> ContainerSandbox:
-        if session_id in self._sessions:
-            return self._sessions[session_id]
-        t = self.template(template)
-        name = f"devagent-s-{_safe(session_id)}"
-        sandbox = ContainerSandbox(self, session_id, name, t, roots)
-        volume = await self.engine.volume_of(name)
-        own = f"devagent-ws-{_safe(session_id)}"
-        if volume is None and await self.engine.volume_exists(own):
-            volume = own  # the container is gone, its workspace is not: a new container around it
-            await provision(self.engine, name, volume, t, self.labels_for(session_id, t), volume_exists=True)
-            sandbox.mark_running()
-        if volume is None and self.warm > 0:
-            volume = await self.pool(t).claim(name)  # checked running there
-            if volume is not None:
-                sandbox.mark_running()
-        if volume is None:
-            volume = own
-            await provision(self.engine, name, volume, t, self.labels_for(session_id, t))
-            sandbox.mark_running()
-        sandbox.volume = volume
-        self._sessions[session_id] = sandbox
+        """The session's sandbox, not yet opened (its first use opens it). `template` is the
+        operator's choice for the session (never a caller's)."""
+        sandbox = self._sessions.get(session_id)
+        if sandbox is None:
+            t = self.template(template)
+            sandbox = ContainerSandbox(self, session_id, f"devagent-s-{_safe(session_id)}", t, roots)
+            self._sessions[session_id] = sandbox
         return sandbox
+
+    async def open(
+        self, session_id: str, roots: Sequence[Path] = (), *, template: str | None = None
+    ) -> ContainerSandbox:
+        """The session's sandbox, opened: its container running."""
+        sandbox = self.for_session(session_id, roots, template=template)
+        await sandbox.open()
+        return sandbox
+
+    def lock_for(self, session_id: str) -> asyncio.Lock:
+        return self._opening.setdefault(session_id, asyncio.Lock())
 
     def forget(self, sandbox: ContainerSandbox) -> None:
         if self._sessions.get(sandbox.session_id) is sandbox:
@@ -607,4 +687,14 @@ class ContainerProvider:
         return count
 
 
-__all__ = ["POOL_LABEL", "ContainerProvider", "ContainerSandbox", "Entry", "Finished", "OutsideWorkspace"]
+NO_TEMPLATE = (
+    "the container sandbox needs at least one template: sandbox_templates = "
+    '{"default": {"image": "..."}} (DEVAGENT_SANDBOX_TEMPLATES)'
+)
+
+
+def _templates(config: Any) -> dict[str, Template]:
+    return templates_from(getattr(config, "sandbox_templates", None) or {})
+
+
+__all__ = ["POOL_LABEL", "ContainerProvider", "ContainerSandbox", "Finished", "OutsideWorkspace"]

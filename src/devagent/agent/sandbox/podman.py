@@ -50,6 +50,10 @@ class Template:
     nproc: int = 4096  # counted per host uid, so across sessions; `pids` bounds each session
     workspace_mb: int = 0  # a size on the workspace volume where the engine's storage allows
 
+    def summary(self) -> str:
+        network = "no network" if self.network in ("", "none") else f"network {self.network}"
+        return f"template {self.name}: {self.memory_mb} MB memory, {self.pids} processes, {network}"
+
 
 @dataclass(slots=True)
 class Result:

@@ -13,7 +13,8 @@ runs it again.
 
 SPEC_JSON: {"server": pid, "exec": argv, "pidfile": the command's file inside (its wrapper's
 argument), "kill": argv (the signal name is appended),
-"state": argv (prints "true" while the container runs), "tty": bool}. Only the standard library:
+"state": argv (prints "true" while the container runs), "tty": bool, "timeout": seconds (optional:
+then SIGTERM, and SIGKILL after KILL_AFTER)}. Only the standard library:
 it runs isolated (-I -S), outside the virtual environment's packages."""
 
 from __future__ import annotations
@@ -45,12 +46,17 @@ def main(spec: dict[str, object]) -> int:
     )
     server = int(spec["server"])  # type: ignore[call-overload]
     kill_at: float | None = None
+    timeout = spec.get("timeout")
+    ends_at = time.monotonic() + float(timeout) if isinstance(timeout, int | float) else None
     while True:
         try:
             code = child.wait(timeout=0.1)
             break
         except subprocess.TimeoutExpired:
             pass
+        if ends_at is not None and time.monotonic() >= ends_at:  # the command's own time limit
+            pending.append(signal.SIGTERM)
+            ends_at = None
         while pending:
             sig = pending.pop(0)
             name = "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:]
