@@ -12,6 +12,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -347,3 +348,22 @@ async def test_issue40_item2_an_unopened_sandbox_opens_on_its_first_use(make_pro
     assert sandbox.refuses("/etc") is not None
     assert await asyncio.to_thread(sandbox.list_dir, "/srv/lazy") == []  # opened by a blocking call
     assert await _out(sandbox, "id -un") == "agent\n"
+
+
+async def test_issue40_item2_streams_and_the_limits_timeout(make_provider: Make) -> None:
+    sandbox = await make_provider().open("streams", [])
+    # Streams as the interface's `Streams(errors=True)` asks: output and error apart.
+    started = await sandbox.start(
+        "read -r x; echo out-$x; echo err-$x >&2",
+        stdin="pipe",
+        streams=SimpleNamespace(errors=True, limit=2**16),
+    )
+    proc = started.proc
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err = await asyncio.wait_for(proc.communicate(b"one\n"), GUARD)
+    assert (out, err, proc.returncode) == (b"out-one\n", b"err-one\n", 0)
+    # Limits(timeout=...): the relay ends the command's group when its time is up.
+    timed = await sandbox.start("sleep 2221 & sleep 2222", limits=SimpleNamespace(timeout=1.0))
+    assert await asyncio.wait_for(timed.proc.wait(), GUARD) != 0
+    os.close(timed.output_fd)
+    assert "sleep 222" not in await _out(sandbox, "ps -eo args")
