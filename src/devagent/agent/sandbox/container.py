@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 from devagent.agent.childenv import is_devagents
 from devagent.agent.sandbox import container_files as files
@@ -42,9 +42,22 @@ from devagent.agent.sandbox.podman import (
 )
 from devagent.agent.sandbox.pool import WarmPool, provision
 from devagent.agent.tools.shell import SandboxError, Started, kill_group
-from devagent.agent.tools.tty_screen import TERM, TtySize
+from devagent.agent.tools.tty_screen import TERM
 
 Stdin = Literal["closed", "pipe"]
+
+
+class Winsize(Protocol):
+    """A pseudo-terminal's size (as base.Winsize: `tools.tty_screen.TtySize` is one)."""
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def cols(self) -> int: ...
+
+    def winsize(self) -> bytes: ...
+
 
 RELAY = str(Path(__file__).with_name("relay.py"))
 # Names a container never gets from the caller's environment: the host's own (its PATH, HOME and
@@ -174,6 +187,7 @@ class ContainerSandbox:
         creates one. Two opens at once make one container."""
         if self.volume:
             return
+        await self.provider.start()  # the pool's refills and the idle reaper, once, on first need
         async with self.provider.lock_for(self.session_id):
             if not self.volume:
                 await self._open_here()
@@ -255,7 +269,7 @@ class ContainerSandbox:
         env: Mapping[str, str] | None = None,
         limits: Any = None,
         stdin: Stdin | bool = "closed",
-        tty: TtySize | None = None,
+        tty: Winsize | None = None,
         streams: Any = None,
         lasting: bool = False,
         shown: Sequence[Path] = (),
@@ -299,10 +313,12 @@ class ContainerSandbox:
         finally:
             stdio.close_theirs()
         read_fd, input_fd = stdio.ours
-        return Started(proc, read_fd, input_fd, sandboxed=True, supervised=piped or lasting, tty=tty)
+        return Started(
+            proc, read_fd, input_fd, sandboxed=True, supervised=piped or lasting, tty=cast(Any, tty)
+        )
 
     def _relay_spec(
-        self, command: str, cwd: str, env: Mapping[str, str], piped: bool, tty: TtySize | None
+        self, command: str, cwd: str, env: Mapping[str, str], piped: bool, tty: Winsize | None
     ) -> dict[str, Any]:
         """What the relay runs (the engine's exec of the command behind WRAPPER), how it kills the
         command inside, and how it asks whether the container still runs."""
@@ -498,7 +514,7 @@ class _Stdio:
     theirs: tuple[int, ...]
 
     @classmethod
-    def make(cls, background: bool, tty: TtySize | None) -> _Stdio:
+    def make(cls, background: bool, tty: Winsize | None) -> _Stdio:
         import fcntl
         import subprocess
         import termios
@@ -555,6 +571,7 @@ class ContainerProvider:
         self._pools: dict[str, WarmPool] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._opening: dict[str, asyncio.Lock] = {}
+        self._started = False
 
     @classmethod
     def from_config(cls, config: Any, labels: Mapping[str, str] | None = None) -> ContainerProvider:
@@ -612,7 +629,11 @@ class ContainerProvider:
         return self._pools[template.name]
 
     async def start(self) -> None:
-        """Fills the warm pools and starts stopping idle containers (a server's start)."""
+        """Fills the warm pools and starts stopping idle containers: at a server's start, or
+        else when the first session opens (the core's interface has no start). Once."""
+        if self._started:
+            return
+        self._started = True
         if self.warm > 0:
             for template in self.templates.values():
                 self.pool(template).start_filling()
@@ -671,6 +692,7 @@ class ContainerProvider:
             self._reaper = None
         for pool in self._pools.values():
             await pool.close(drain)
+        self._started = False
 
     async def sweep(self) -> int:
         """Removes every container and volume carrying this provider's labels (a test's or a
