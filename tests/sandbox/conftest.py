@@ -84,13 +84,15 @@ async def make_provider(sandbox_image: str, tmp_path: Path) -> AsyncIterator[obj
     test_id = uuid.uuid4().hex[:12]
     made: list[ContainerProvider] = []
 
-    def make(warm: int = 0, idle_seconds: float = 300.0, **limits: object) -> ContainerProvider:
+    def make(
+        warm: int = 0, idle_seconds: float = 300.0, labels: dict[str, str] | None = None, **limits: object
+    ) -> ContainerProvider:
         provider = ContainerProvider(
             engine=Engine("podman"),
             templates={"default": template(sandbox_image, **limits)},
             warm=warm,
             idle_seconds=idle_seconds,
-            labels={TEST_LABEL: test_id},
+            labels={TEST_LABEL: test_id, **(labels or {})},
         )
         made.append(provider)
         return provider

@@ -367,3 +367,14 @@ async def test_issue40_item2_streams_and_the_limits_timeout(make_provider: Make)
     assert await asyncio.wait_for(timed.proc.wait(), GUARD) != 0
     os.close(timed.output_fd)
     assert "sleep 222" not in await _out(sandbox, "ps -eo args")
+
+
+async def test_issue40_item2_a_sweep_removes_only_what_carries_all_its_labels(make_provider: Make) -> None:
+    mine = make_provider(labels={"devagent.part": "mine"})
+    theirs = make_provider(labels={"devagent.part": "theirs"})
+    gone = await mine.open("swept", [])
+    kept = await theirs.open("kept", [])
+    assert await mine.sweep() == 2  # its container and its volume
+    assert await mine.engine.running(gone.name) is None
+    assert await theirs.engine.running(kept.name) is True
+    assert await theirs.engine.volume_exists(kept.volume)

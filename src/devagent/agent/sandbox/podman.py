@@ -218,15 +218,32 @@ class Engine:
         return None
 
     async def labelled(self, labels: Mapping[str, str], kind: str = "container") -> list[str]:
-        """Names of the containers (or volumes) carrying all `labels`."""
+        """Names of the containers (or volumes) carrying all `labels`. Each is checked here too:
+        Podman joins several label filters of `volume ls` with OR, not AND."""
         filters: list[str] = []
         for key, value in labels.items():
             filters += ["--filter", f"label={key}={value}" if value else f"label={key}"]
         if kind == "volume":
-            result = await self.run("volume", "ls", "--quiet", *filters)
+            listed = await self.run("volume", "ls", "--quiet", *filters)
         else:
-            result = await self.run("ps", "--all", "--format", "{{.Names}}", *filters)
-        return [line.strip() for line in result.out.splitlines() if line.strip()]
+            listed = await self.run("ps", "--all", "--format", "{{.Names}}", *filters)
+        names = [line.strip() for line in listed.out.splitlines() if line.strip()]
+        if not names:
+            return []
+        inspect = ["volume", "inspect"] if kind == "volume" else ["container", "inspect"]
+        found = await self.run(
+            *inspect,
+            "--format",
+            "{{json .Labels}}" if kind == "volume" else "{{json .Config.Labels}}",
+            *names,
+            check=False,
+        )
+        out = []
+        for name, line in zip(names, found.out.splitlines(), strict=False):
+            have = json.loads(line or "null") or {}
+            if all(have.get(k) == v if v else k in have for k, v in labels.items()):
+                out.append(name)
+        return out
 
     def exec_argv(
         self,
