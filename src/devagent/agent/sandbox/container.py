@@ -245,9 +245,8 @@ class ContainerSandbox:
     async def release(self, keep: bool) -> None:
         """keep: the volume (and the stopped container) stay for a later turn; else both go."""
         self.provider.forget(self)
-        if not self.volume:
-            volume_of = await self.engine.volume_of(self.name)
-            self.volume = volume_of or ""
+        if not self.volume:  # never opened here: what an earlier server left, if anything
+            self.volume = await self.engine.volume_of(self.name) or f"devagent-ws-{_safe(self.session_id)}"
         if keep:
             async with self._lock:
                 if self.running_commands == 0:
