@@ -19,6 +19,7 @@ from typing import Any
 from devagent.agent.api import (
     APPROVAL_MODES,
     DIAGNOSTICS_MODES,
+    SANDBOX_ENGINES,
     SYNTAX_CHECK_MODES,
     CoreConfig,
     HooksFileError,
@@ -64,6 +65,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
     "sandbox_hide": ("DEVAGENT_SANDBOX_HIDE", "sandbox_hide"),
     "sandbox_user": ("DEVAGENT_SANDBOX_USER", "sandbox_user"),
+    "sandbox_engine": ("DEVAGENT_SANDBOX_ENGINE", "sandbox_engine"),  # podman | docker
+    # Container templates: [sandbox_templates.NAME] tables; the variable holds JSON.
+    "sandbox_templates": ("DEVAGENT_SANDBOX_TEMPLATES", "sandbox_templates"),
+    "sandbox_warm": ("DEVAGENT_SANDBOX_WARM", "sandbox_warm"),
+    "sandbox_idle_seconds": ("DEVAGENT_SANDBOX_IDLE_SECONDS", "sandbox_idle_seconds"),
     "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),
@@ -109,7 +115,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
 
 
 # Settings written as tables of their own, which may stand beside [devagent] at the top level.
-_TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents", "git_credentials")
+_TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents", "git_credentials", "sandbox_templates")
 
 
 class ConfigError(ValueError):
@@ -176,6 +182,19 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
         from devagent.agent.api import parse_prices  # late: the model layer's names
 
         return _table(value, label, '{"openai:gpt-4.1": {"input": 2, "output": 8}}', parse_prices)
+    if name == "sandbox_templates":
+        from devagent.agent.api import parse_sandbox_templates  # late: off the doors' start
+
+        return _table(
+            value,
+            label,
+            '{"default": {"image": "localhost/dev:1", "memory_mb": 2048}}',
+            parse_sandbox_templates,
+        )
+    if name == "sandbox_engine":
+        if value not in SANDBOX_ENGINES:
+            raise bad(" or ".join(SANDBOX_ENGINES))
+        return value
     if "tuple" in kind:
         if isinstance(value, list | tuple):
             items = list(value)

@@ -84,7 +84,9 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.repository.results import repository_result as repository_result
     from devagent.agent.sandbox.childenv import check_env_pass as check_env_pass
     from devagent.agent.session import Session as Session
+    from devagent.agent.settings import SANDBOX_ENGINES as SANDBOX_ENGINES
     from devagent.agent.settings import CoreConfig as CoreConfig
+    from devagent.agent.settings import parse_sandbox_templates as parse_sandbox_templates
     from devagent.agent.settings import requested_cap as requested_cap
     from devagent.agent.settings import user_config_dir as user_config_dir
     from devagent.agent.settings import utc_day as utc_day
@@ -188,6 +190,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.subagents.remote", "parse_remote_agents"),
     **_names("devagent.agent.repository.remotes", "check_repository_settings"),
     "parse_git_credentials": ("devagent.agent.repository.remotes", "parse_credentials"),
+    **_names("devagent.agent.settings", "SANDBOX_ENGINES", "parse_sandbox_templates"),
     "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
     "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
     **_names("devagent.agent.tools.web", "web_search_setting"),

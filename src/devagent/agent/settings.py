@@ -112,6 +112,15 @@ class CoreConfig:
     # The unprivileged user sandboxed commands run as where the server runs as root: a name, a
     # uid or uid:gid; "" is nobody.
     sandbox_user: str = ""
+    # The container backend (agent/sandbox/container.py): the engine's command ("podman" or
+    # "docker"); the templates a session's container is made from ({name: {image, memory_mb,
+    # pids, network, ...}}, `parse_sandbox_templates`; the one named "default", else the first,
+    # unless the operator names another); how many started containers per template wait in the
+    # warm pool; after how many idle seconds a session's container is stopped (its volume stays).
+    sandbox_engine: str = "podman"
+    sandbox_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sandbox_warm: int = 0
+    sandbox_idle_seconds: float = 300.0
     # What every program the agent starts gets from the server's environment beyond the
     # allow-list (devagent/agent/sandbox/childenv.py): names, or prefixes ending in `*`.
     env_pass: tuple[str, ...] = ()
@@ -248,6 +257,53 @@ class CoreConfig:
 
 def _real(*paths: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
+
+
+SANDBOX_ENGINES = ("podman", "docker")
+# A container template's keys and their types: what the operator may set (container.Template).
+TEMPLATE_KEYS: dict[str, type] = {
+    "image": str,
+    "memory_mb": int,
+    "pids": int,
+    "network": str,
+    "tmp_mb": int,
+    "user": str,
+    "nofile": int,
+    "nproc": int,
+    "workspace_mb": int,
+}
+
+
+def parse_sandbox_templates(raw: Any) -> dict[str, dict[str, Any]]:
+    """The operator's `sandbox_templates` checked: names of letters, digits, `-` and `_`, each a
+    table with an `image` and only the known keys (TEMPLATE_KEYS), whole numbers of 0 or more
+    (memory_mb and pids at least 1: a container is never unlimited). ValueError says what is wrong."""
+    if not isinstance(raw, Mapping):
+        raise ValueError("sandbox_templates: expected tables [sandbox_templates.NAME] with an image")
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in raw.items():
+        if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
+            raise ValueError(f"sandbox_templates: {name!r} is not a template name (letters, digits, - and _)")
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("image"), str) or not entry["image"]:
+            raise ValueError(f"sandbox_templates.{name}: expected a table with an image")
+        unknown = sorted(set(entry) - set(TEMPLATE_KEYS))
+        if unknown:
+            raise ValueError(
+                f"sandbox_templates.{name}: unknown key {unknown[0]!r}; known: {', '.join(TEMPLATE_KEYS)}"
+            )
+        for key, value in entry.items():
+            kind = TEMPLATE_KEYS[key]
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(
+                    f"sandbox_templates.{name}.{key}: expected a whole number of 0 or more, not {value!r}"
+                )
+            if kind is str and not isinstance(value, str):
+                raise ValueError(f"sandbox_templates.{name}.{key}: expected a string, not {value!r}")
+        for key in ("memory_mb", "pids"):
+            if entry.get(key) == 0:
+                raise ValueError(f"sandbox_templates.{name}.{key}: must be at least 1")
+        out[name] = dict(entry)
+    return out
 
 
 def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -1,0 +1,721 @@
+"""The `container` sandbox backend: each session's commands and file operations run in a container
+of its own (Podman or Docker, `podman.py`), its workspace a named volume that outlives the
+container. An idle container is stopped and started again by the session's next command; a warm
+pool (`pool.py`) hands new sessions a running container. The operator chooses the engine, the
+templates (image and limits) and the pool's size in the settings; a caller never can.
+
+Written against the core's sandbox interface (agent/sandbox/base.py: a `SandboxProvider` built as
+`ContainerProvider(config)`, whose `for_session` gives each session its `Sandbox`). The sandbox
+opens lazily: its container is found, claimed from the pool or created by its first command or
+file operation (or `await provider.open(...)`)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal, Protocol, cast
+
+from devagent.agent.sandbox import container_files as files
+from devagent.agent.sandbox.childenv import is_devagents
+from devagent.agent.sandbox.container_files import OutsideWorkspace
+from devagent.agent.sandbox.podman import (
+    CONTROL,
+    LABEL,
+    POOL_LABEL,
+    SESSION_LABEL,
+    TEMPLATE_LABEL,
+    WORKSPACE,
+    Engine,
+    EngineError,
+    Template,
+)
+from devagent.agent.sandbox.pool import WarmPool, provision
+from devagent.agent.tools.shell import SandboxError, Started, kill_group
+from devagent.agent.tools.tty_screen import TERM
+
+Stdin = Literal["closed", "pipe"]
+
+
+class Winsize(Protocol):
+    """A pseudo-terminal's size (as base.Winsize: `tools.tty_screen.TtySize` is one)."""
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def cols(self) -> int: ...
+
+    def winsize(self) -> bytes: ...
+
+
+RELAY = str(Path(__file__).with_name("relay.py"))
+# Names a container never gets from the caller's environment: the host's own (its PATH, HOME and
+# user mean nothing in the image) and, again here, whatever is devagent's or a provider's.
+HOST_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "PWD"})
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|DATABASE_URL|_DB$)", re.IGNORECASE)
+# Run first inside the container: record the command's process group (the exec'd process leads
+# its own: the engine makes it a session leader) where the relay's kill finds it, run it, forget it.
+WRAPPER = 'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; rm -f "$0"; exit $code'
+# The relay's kill, inside the container: the signal to the recorded group, else to the process.
+KILLER = 'g=$(cat "$1" 2>/dev/null) || exit 0; kill -s "$2" -- "-$g" 2>/dev/null || kill -s "$2" "$g"'
+
+
+@dataclass(slots=True)
+class Finished:
+    code: int
+    output: bytes
+    outcome: str  # "done" | "timeout"
+
+
+def templates_from(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Template]:
+    """The operator's `sandbox_templates` (already checked by settings.parse_sandbox_templates)."""
+    out: dict[str, Template] = {}
+    for name, spec in settings.items():
+        fields = {k: v for k, v in spec.items() if k in Template.__dataclass_fields__ and k != "name"}
+        out[name] = Template(name=name, **fields)
+    return out
+
+
+def container_env(env: Mapping[str, str], tty: bool) -> dict[str, str]:
+    """What of `env` enters the container: never the host's own names nor anything named like a
+    secret (the caller's env is an allow-list already; this holds even if it were not)."""
+    out = {
+        k: v
+        for k, v in env.items()
+        if k not in HOST_NAMES and not SECRET_NAME.search(k) and (k == "DEVAGENT" or not is_devagents(k))
+    }
+    if tty:
+        out["TERM"] = TERM
+    return out
+
+
+def _safe(session_id: str) -> str:
+    """A session id as engines accept it in a name ([a-zA-Z0-9_.-], at most 64)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9_.-]", "-", session_id).strip("-.") or "session"
+    if len(cleaned) > 48 or cleaned != session_id:
+        import hashlib
+
+        cleaned = f"{cleaned[:36]}-{hashlib.sha256(session_id.encode()).hexdigest()[:10]}"
+    return cleaned
+
+
+class ContainerSandbox:
+    """One session's container."""
+
+    kind = "container"
+
+    def __init__(
+        self,
+        provider: ContainerProvider,
+        session_id: str,
+        name: str,
+        template: Template,
+        roots: Sequence[Path],
+    ) -> None:
+        self.provider = provider
+        self.session_id = session_id
+        self.name = name
+        self.template = template
+        self.roots = tuple(Path(r) for r in roots)
+        self.engine = provider.engine
+        self.running_commands = 0
+        self.last_used = time.monotonic()
+        self._up: bool | None = None  # None: not known; checked before the next command
+        self._lock = asyncio.Lock()
+        self.volume = ""
+
+    # --- what the session is told ------------------------------------------------------------------
+
+    @property
+    def network(self) -> bool:
+        return self.template.network not in ("", "none")
+
+    def describe(self) -> str:
+        return (
+            f"in a {self.engine.program} container of its own ({self.template.summary()}); "
+            f"the workspace is {WORKSPACE}"
+        )
+
+    def show_path(self, host_path: str | Path) -> str:
+        """The path inside the container for a path the tools name (a path under the session's
+        root folder, or already one under /workspace, or relative to it)."""
+        return str(self.inside(host_path))
+
+    def unavailable(self) -> str | None:
+        return self.provider.unavailable()
+
+    def refuses(self, cwd: str) -> str | None:
+        """Why a command cannot run in `cwd`: only a folder of the workspace is one."""
+        where = str(self.inside(cwd))
+        if where == WORKSPACE or where.startswith(WORKSPACE + "/"):
+            return None
+        return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+
+    def owner(self) -> tuple[int, int] | None:
+        """None: the server writes nothing its commands read outside the container."""
+        return None
+
+    def inside(self, path: str | Path) -> PurePosixPath:
+        text = str(path)
+        for root in self.roots[:1]:
+            with contextlib.suppress(ValueError):
+                rel = Path(text).relative_to(root)
+                return (
+                    PurePosixPath(WORKSPACE, rel.as_posix()) if str(rel) != "." else PurePosixPath(WORKSPACE)
+                )
+        p = PurePosixPath(text)
+        if p.is_absolute():
+            return p
+        return PurePosixPath(WORKSPACE, p)
+
+    # --- the container's life ------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Finds the session's container (an earlier turn's, or another replica's), else makes
+        one around its volume if only that is left, else claims one from the warm pool, else
+        creates one. Two opens at once make one container."""
+        if self.volume:
+            return
+        await self.provider.start()  # the pool's refills and the idle reaper, once, on first need
+        async with self.provider.lock_for(self.session_id):
+            if not self.volume:
+                await self._open_here()
+
+    async def _open_here(self) -> None:
+        engine, t = self.engine, self.template
+        labels = self.provider.labels_for(self.session_id, t)
+        own = f"devagent-ws-{_safe(self.session_id)}"
+        volume = await engine.volume_of(self.name)
+        if volume is None and await engine.volume_exists(own):
+            await provision(engine, self.name, own, t, labels, volume_exists=True)
+            volume, self._up = own, True  # a new container around the workspace left behind
+        if volume is None and self.provider.warm > 0:
+            volume = await self.provider.pool(t).claim(self.name)  # checked running there
+            self._up = True if volume is not None else self._up
+        if volume is None:
+            await provision(engine, self.name, own, t, labels)
+            volume, self._up = own, True
+        self.volume = volume
+
+    async def ensure_running(self) -> None:
+        """Opens the sandbox; starts its container when it was stopped (idle, or killed), makes it
+        again around the same volume when it is gone."""
+        await self.open()
+        async with self._lock:
+            if self._up:
+                return
+            state = await self.engine.running(self.name)
+            if state is None:
+                labels = self.provider.labels_for(self.session_id)
+                await provision(
+                    self.engine, self.name, self.volume, self.template, labels, volume_exists=True
+                )
+            elif not state:
+                await self.engine.start(self.name)
+            self._up = True
+            self.last_used = time.monotonic()
+
+    def mark_running(self) -> None:
+        """Just started or claimed running: the first command need not ask the engine."""
+        self._up = True
+
+    def lost(self) -> None:
+        """The container stopped under a command: check before the next one."""
+        self._up = None
+
+    async def stop_if_idle(self, idle_seconds: float) -> bool:
+        async with self._lock:
+            if self.running_commands or not self._up or time.monotonic() - self.last_used < idle_seconds:
+                return False
+            await self.engine.stop(self.name)
+            self._up = False
+            return True
+
+    async def release(self, keep: bool) -> None:
+        """keep: the volume (and the stopped container) stay for a later turn; else both go."""
+        self.provider.forget(self)
+        if not self.volume:  # never opened here: what an earlier server left, if anything
+            self.volume = await self.engine.volume_of(self.name) or f"devagent-ws-{_safe(self.session_id)}"
+        if keep:
+            async with self._lock:
+                if self.running_commands == 0:
+                    await self.engine.stop(self.name)
+                    self._up = False
+            return
+        await self.engine.remove(self.name)
+        if self.volume:
+            await self.engine.remove_volume(self.volume)
+        self._up = None
+
+    # --- commands --------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        command: str,
+        *,
+        cwd: str | Path = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        limits: Any = None,
+        stdin: Stdin | bool = "closed",
+        tty: Winsize | None = None,
+        streams: Any = None,
+        lasting: bool = False,
+        shown: Sequence[Path] = (),
+    ) -> Started:
+        """Starts `bash -c command` in the container as its user, in the shape of the interface's
+        `Started`: the host process is the relay (relay.py), leading its own group, which forwards
+        signals to the command's group inside, kills it when the server dies, and says when the
+        container died under it. `stdin`: "pipe" (or True) gives the caller its input; `tty`: a
+        pseudo-terminal of that size; `streams`: asyncio streams rather than descriptors (its
+        error a stream of its own when `streams.errors`, else dropped). Of `limits` only the
+        timeout applies here: memory and processes are the template's, for the whole container
+        (per-command ulimits would count other sessions' processes too, every session's user being
+        the same host uid). `shown` folders are the server's, which a container never sees."""
+        del shown
+        piped = stdin is True or stdin == "pipe"
+        if (problem := self.refuses(str(cwd))) is not None:
+            raise SandboxError(problem)
+        try:
+            await self.ensure_running()
+        except EngineError as e:
+            raise SandboxError(f"the session's container cannot start: {e}") from None
+        spec = self._relay_spec(command, str(self.inside(cwd)), env or {}, piped, tty)
+        timeout = getattr(limits, "timeout", None)
+        if timeout:
+            spec["timeout"] = float(timeout)
+        if streams is not None:
+            proc = await self._spawn(
+                spec,
+                stdin=asyncio.subprocess.PIPE if piped else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE if streams.errors else asyncio.subprocess.DEVNULL,
+                limit=streams.limit,
+            )
+            return Started(proc, -1, -1, sandboxed=True, supervised=piped or lasting)
+        stdio = _Stdio.make(piped, tty)
+        try:
+            proc = await self._spawn(spec, stdin=stdio.stdin, stdout=stdio.stdout, stderr=stdio.stdout)
+        except BaseException:
+            stdio.close_ours()
+            raise
+        finally:
+            stdio.close_theirs()
+        read_fd, input_fd = stdio.ours
+        return Started(
+            proc, read_fd, input_fd, sandboxed=True, supervised=piped or lasting, tty=cast(Any, tty)
+        )
+
+    def _relay_spec(
+        self, command: str, cwd: str, env: Mapping[str, str], piped: bool, tty: Winsize | None
+    ) -> dict[str, Any]:
+        """What the relay runs (the engine's exec of the command behind WRAPPER), how it kills the
+        command inside, and how it asks whether the container still runs."""
+        pidfile = f"{CONTROL}/{os.urandom(8).hex()}"
+        user = self.template.user
+        inner = ["/bin/sh", "-c", WRAPPER, pidfile, "bash", "-c", command]
+        run = self.engine.exec_argv(
+            self.name,
+            inner,
+            cwd=cwd,
+            env=container_env(env, tty is not None),
+            user=user,
+            stdin=piped,
+            tty=tty is not None,
+        )
+        killer = ["/bin/sh", "-c", KILLER, "sh", pidfile]
+        kill = self.engine.exec_argv(self.name, killer, cwd="/", env={}, user=user, stdin=False, tty=False)
+        state = self.engine.argv("container", "inspect", "--format", "{{.State.Running}}", self.name)
+        return {
+            "server": os.getpid(),
+            "exec": run,
+            "pidfile": pidfile,
+            "kill": kill,
+            "state": state,
+            "tty": tty is not None,
+        }
+
+    async def _spawn(self, spec: Mapping[str, Any], **stdio: Any) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            os.path.realpath(sys.executable),
+            "-I",
+            "-S",
+            RELAY,
+            json.dumps(spec),
+            start_new_session=True,
+            env=self.engine.client_env(),
+            **stdio,
+        )
+        self.running_commands += 1
+        asyncio.get_running_loop().create_task(self._after(proc))
+        return proc
+
+    async def _after(self, proc: asyncio.subprocess.Process) -> None:
+        from devagent.agent.sandbox.relay import INTERRUPTED
+
+        try:
+            code = await proc.wait()
+            if code == INTERRUPTED:
+                self.lost()
+        finally:
+            self.running_commands -= 1
+            self.last_used = time.monotonic()
+
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: str | Path = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        time_limit: float = 120.0,
+        input: bytes | None = None,
+    ) -> Finished:
+        """Runs `command` to its end (or `time_limit` seconds, then its group is killed): its exit code and
+        its output (stdout and stderr together)."""
+        started = await self.start(command, cwd=cwd, env=env, stdin=input is not None)
+        if input is not None:
+            os.write(started.input_fd, input)
+        if started.input_fd >= 0:
+            os.close(started.input_fd)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(started.output_fd, "rb", buffering=0)
+        )
+        outcome = "done"
+        try:
+            output = await asyncio.wait_for(reader.read(), time_limit)
+        except TimeoutError:
+            outcome = "timeout"
+            await kill_group(started.proc)
+            output = b""
+        finally:
+            transport.close()
+        code = await started.proc.wait()
+        return Finished(code, output, outcome)
+
+    # --- files, inside the workspace (container_files.py) -------------------------------------------
+
+    def read_bytes(self, path: str | Path) -> bytes:
+        """The interface's blocking form (`read_bytes_async` does not hold up the event loop)."""
+        return self._file_op_blocking("read", path)
+
+    def write_atomic(self, path: str | Path, data: bytes) -> None:
+        self._file_op_blocking("write", path, data)
+
+    def list_dir(self, path: str | Path = WORKSPACE) -> list[str]:
+        return files.names(self._file_op_blocking("list", path))
+
+    def stat(self, path: str | Path) -> os.stat_result | None:
+        try:
+            return files.stat_result(self._file_op_blocking("stat", path))
+        except FileNotFoundError:
+            return None
+
+    def delete(self, path: str | Path) -> None:
+        self._file_op_blocking("delete", path)
+
+    async def read_bytes_async(self, path: str | Path) -> bytes:
+        return await self._file_op("read", path)
+
+    async def write_atomic_async(self, path: str | Path, data: bytes) -> None:
+        """Writes through a temporary file beside the target, renamed over it."""
+        await self._file_op("write", path, data)
+
+    async def list_dir_async(self, path: str | Path = WORKSPACE) -> list[str]:
+        return files.names(await self._file_op("list", path))
+
+    async def stat_async(self, path: str | Path) -> os.stat_result | None:
+        try:
+            return files.stat_result(await self._file_op("stat", path))
+        except FileNotFoundError:
+            return None
+
+    async def delete_async(self, path: str | Path) -> None:
+        await self._file_op("delete", path)
+
+    async def _file_op(self, op: str, path: str | Path, data: bytes | None = None) -> bytes:
+        where = str(self.inside(path))
+        await self.ensure_running()
+        self.last_used = time.monotonic()
+        code, out, err = await _raw(self.engine, self._file_argv(op, where, data), data)
+        if code != 0:
+            raise files.failure(op, where, code, err)
+        return out
+
+    def _file_op_blocking(self, op: str, path: str | Path, data: bytes | None = None) -> bytes:
+        """A file operation for a caller that cannot await: an unopened sandbox is opened in a
+        thread of its own; a container found stopped is started and the operation run again."""
+        where = str(self.inside(path))
+        if not self.volume:
+            with concurrent.futures.ThreadPoolExecutor(1) as thread:
+                thread.submit(asyncio.run, self._open_here()).result()
+        self.last_used = time.monotonic()
+        for attempt in (1, 2):
+            done = subprocess.run(
+                self._file_argv(op, where, data),
+                input=data,
+                capture_output=True,
+                env=self.engine.client_env(),
+            )
+            if done.returncode in (125, 126) and attempt == 1:  # the engine's own failure
+                subprocess.run(
+                    self.engine.argv("start", self.name), capture_output=True, env=self.engine.client_env()
+                )
+                continue
+            break
+        if done.returncode != 0:
+            raise files.failure(op, where, done.returncode, done.stderr)
+        return done.stdout
+
+    def _file_argv(self, op: str, where: str, data: bytes | None) -> list[str]:
+        return self.engine.exec_argv(
+            self.name,
+            files.argv(op, where),
+            cwd=WORKSPACE,
+            env={},
+            user=self.template.user,
+            stdin=data is not None,
+            tty=False,
+        )
+
+
+async def _raw(engine: Engine, argv: Sequence[str], data: bytes | None) -> tuple[int, bytes, bytes]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if data is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=engine.client_env(),
+    )
+    out, err = await proc.communicate(data)
+    return proc.returncode or 0, out, err
+
+
+@dataclass(slots=True)
+class _Stdio:
+    """A command's standard input and output (its error goes with its output): our ends, and the
+    ends only the relay keeps (closed here once it has started). As shell.py's, for the relay."""
+
+    stdin: int
+    stdout: int
+    ours: tuple[int, int]
+    theirs: tuple[int, ...]
+
+    @classmethod
+    def make(cls, background: bool, tty: Winsize | None) -> _Stdio:
+        import fcntl
+        import subprocess
+        import termios
+
+        if tty is not None:
+            master, slave = os.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, tty.winsize())
+            return cls(slave, slave, (master, os.dup(master)), (slave,))
+        read_fd, write_fd = os.pipe()
+        if not background:
+            return cls(subprocess.DEVNULL, write_fd, (read_fd, -1), (write_fd,))
+        stdin_r, stdin_w = os.pipe()
+        return cls(stdin_r, write_fd, (read_fd, stdin_w), (write_fd, stdin_r))
+
+    def close_theirs(self) -> None:
+        for fd in self.theirs:
+            os.close(fd)
+
+    def close_ours(self) -> None:
+        for fd in self.ours:
+            if fd >= 0:
+                os.close(fd)
+
+
+class ContainerProvider:
+    """The container backend for a server: one sandbox per session, made from the operator's
+    template, from the warm pool when one is ready. Built from the settings (`config`: CoreConfig's
+    sandbox_engine, sandbox_templates, sandbox_warm, sandbox_idle_seconds), or, for tests and the
+    bench, from an engine and templates given here. `labels` go on everything it creates (a test
+    run's or a server's own, for its sweep)."""
+
+    kind = "container"
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        engine: Engine | None = None,
+        templates: Mapping[str, Template] | None = None,
+        default_template: str = "",
+        warm: int | None = None,
+        idle_seconds: float | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        self.engine = engine or Engine(getattr(config, "sandbox_engine", "") or "podman")
+        self.templates = dict(templates if templates is not None else _templates(config))
+        self.default_template = default_template
+        self.warm = warm if warm is not None else int(getattr(config, "sandbox_warm", 0))
+        self.idle_seconds = float(
+            idle_seconds if idle_seconds is not None else getattr(config, "sandbox_idle_seconds", 300.0)
+        )
+        self.labels = dict(labels or {})
+        self._sessions: dict[str, ContainerSandbox] = {}
+        self._pools: dict[str, WarmPool] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._started = False
+
+    @classmethod
+    def from_config(cls, config: Any, labels: Mapping[str, str] | None = None) -> ContainerProvider:
+        """As `ContainerProvider(config)`, refusing settings with no template (ValueError)."""
+        provider = cls(config, labels=labels)
+        if not provider.templates:
+            raise ValueError(NO_TEMPLATE)
+        return provider
+
+    # --- what the core asks of a provider --------------------------------------------------------------
+
+    @property
+    def network(self) -> bool:
+        return self.template().network not in ("", "none") if self.templates else False
+
+    def describe(self) -> str:
+        if not self.templates:
+            return f"containers ({self.engine.program}): no template"
+        return f"containers ({self.engine.program}), one per session: {self.template().summary()}"
+
+    def unavailable(self) -> str | None:
+        """Why no session's container can start: no engine on PATH, or no template."""
+        if not self.templates:
+            return NO_TEMPLATE
+        if shutil.which(self.engine.program) is None:
+            return f"the container engine {self.engine.program!r} is not installed (sandbox_engine)"
+        return None
+
+    def refuses(self, root: Path) -> str | None:
+        """None: a container's workspace is its own volume, never the server's folder."""
+        del root
+        return None
+
+    def give(self, folder: Path) -> None:
+        """Nothing to give: commands never see the server's folders."""
+        del folder
+
+    def template(self, name: str | None = None) -> Template:
+        chosen = name or self.default_template or ("default" if "default" in self.templates else "")
+        chosen = chosen or next(iter(self.templates), "")
+        try:
+            return self.templates[chosen]
+        except KeyError:
+            raise SandboxError(
+                NO_TEMPLATE if not self.templates else f"no sandbox template {chosen!r}"
+            ) from None
+
+    def labels_for(self, session_id: str, template: Template | None = None) -> dict[str, str]:
+        t = template or self.template()
+        return {**self.labels, SESSION_LABEL: session_id, TEMPLATE_LABEL: t.name}
+
+    def pool(self, template: Template) -> WarmPool:
+        if template.name not in self._pools:
+            self._pools[template.name] = WarmPool(self.engine, template, self.warm, dict(self.labels))
+        return self._pools[template.name]
+
+    async def start(self) -> None:
+        """Fills the warm pools and starts stopping idle containers: at a server's start, or
+        else when the first session opens (the core's interface has no start). Once."""
+        if self._started:
+            return
+        self._started = True
+        if self.warm > 0:
+            for template in self.templates.values():
+                self.pool(template).start_filling()
+        if self._reaper is None and self.idle_seconds > 0:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    def for_session(
+        self, session_id: str, roots: Sequence[Path] = (), *, template: str | None = None
+    ) -> ContainerSandbox:
+        """The session's sandbox, not yet opened (its first use opens it). `template` is the
+        operator's choice for the session (never a caller's)."""
+        sandbox = self._sessions.get(session_id)
+        if sandbox is None:
+            t = self.template(template)
+            sandbox = ContainerSandbox(self, session_id, f"devagent-s-{_safe(session_id)}", t, roots)
+            self._sessions[session_id] = sandbox
+        return sandbox
+
+    async def open(
+        self, session_id: str, roots: Sequence[Path] = (), *, template: str | None = None
+    ) -> ContainerSandbox:
+        """The session's sandbox, opened: its container running."""
+        sandbox = self.for_session(session_id, roots, template=template)
+        await sandbox.open()
+        return sandbox
+
+    def lock_for(self, session_id: str) -> asyncio.Lock:
+        return self._opening.setdefault(session_id, asyncio.Lock())
+
+    def forget(self, sandbox: ContainerSandbox) -> None:
+        if self._sessions.get(sandbox.session_id) is sandbox:
+            del self._sessions[sandbox.session_id]
+            self._opening.pop(sandbox.session_id, None)
+
+    async def stop_idle(self) -> list[str]:
+        """Stops the containers idle for idle_seconds; their names."""
+        stopped = []
+        for sandbox in list(self._sessions.values()):
+            if await sandbox.stop_if_idle(self.idle_seconds):
+                stopped.append(sandbox.name)
+        return stopped
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, min(self.idle_seconds / 4, 30.0)))
+            with contextlib.suppress(EngineError, OSError):
+                await self.stop_idle()
+
+    async def close(self, drain: bool = True) -> None:
+        """A server's end: stops the reaper and the pool's refills (`drain`: removes the pooled
+        containers nobody claimed). Sessions' containers and volumes stay for the next server."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        for pool in self._pools.values():
+            await pool.close(drain)
+        self._started = False
+
+    async def sweep(self) -> int:
+        """Removes every container and volume carrying this provider's labels (a test's or a
+        server's cleanup of what a crash left); how many things went."""
+        labels = {LABEL: "1", **self.labels}
+        count = 0
+        for name in await self.engine.labelled(labels):
+            await self.engine.remove(name)
+            count += 1
+        for name in await self.engine.labelled(labels, kind="volume"):
+            await self.engine.remove_volume(name)
+            count += 1
+        self._sessions.clear()
+        return count
+
+
+NO_TEMPLATE = (
+    "the container sandbox needs at least one template: sandbox_templates = "
+    '{"default": {"image": "..."}} (DEVAGENT_SANDBOX_TEMPLATES)'
+)
+
+
+def _templates(config: Any) -> dict[str, Template]:
+    return templates_from(getattr(config, "sandbox_templates", None) or {})
+
+
+__all__ = ["POOL_LABEL", "ContainerProvider", "ContainerSandbox", "Finished", "OutsideWorkspace"]
