@@ -9,9 +9,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from devagent.common.netpolicy import IPNetwork, parse_networks
+
+if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import SandboxProvider
 
 # How much each approval mode lets run without asking.
 PERMISSIVENESS = {"plan": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
@@ -98,10 +101,13 @@ class CoreConfig:
     # Python; tools/diagnostics.py) find problems it introduced: warn (written, the problems in
     # its result), refuse (undone, the problems returned) or off (not checked).
     edit_diagnostics: str = "warn"
-    # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
+    # Shell sandbox (devagent/agent/sandbox/): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
     # off unless `sandbox_network`.
     sandbox: str = ""
+    # Where sandboxed commands run: local (bubblewrap on this host) or container (reserved: a
+    # build without the container backend refuses it).
+    sandbox_backend: str = "local"
     sandbox_network: bool = False
     # Directories a sandboxed command may read although they are in the server's home (which it
     # cannot read): toolchains beyond those on PATH.
@@ -193,6 +199,10 @@ class CoreConfig:
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
     # own), which no tool may change.
     config_path: Path | None = None
+    # Not a setting: the sandboxes a door set up for the core that opens with these settings
+    # (`sandbox.choose.setup_sandbox`, from the settings and the door's flags); None, the core
+    # chooses from the settings alone when it opens.
+    sandboxes: SandboxProvider | None = field(default=None, compare=False, repr=False)
 
     def budget_for(self, identity: str) -> Budget:
         """A caller's budget: its entry in `budgets`, else the settings for every caller. An entry
