@@ -57,6 +57,14 @@ PartialOpt = Annotated[
     ),
 ]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: SQLite under ~/.devagent)")]
+SandboxBackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox-backend",
+        help="Where sandboxed commands run: local (bubblewrap on this host; the default, or the "
+        "sandbox_backend setting); container is not built into this version",
+    ),
+]
 SandboxOpt = Annotated[
     bool | None,
     typer.Option(
@@ -191,6 +199,7 @@ def run(
         bool,
         typer.Option("--push", help="Push the result as a new branch (result_branch_pattern) after the turn"),
     ] = False,
+    sandbox_backend: SandboxBackendOpt = None,
 ) -> None:
     """Run one task: streams text, thoughts and tool calls (or JSON with --output-format), asks
     permission at a terminal; a permission that cannot be asked leaves the session waiting (exit 4).
@@ -212,7 +221,7 @@ def run(
         req.approval, req.input_format, req.partial = approval, input_format, partial
         req.base_url = base_url
         req.repository, req.push = _repository_flags(repo, ref, setup, push, bool(resume or cont)), push
-        config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
+        config = local_config(flags, db, model, base_url, api_key, approval, max_steps, sandbox_backend)
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
         start_sandbox(sandbox, config, workspace)  # asked for: says what came of it
@@ -432,6 +441,7 @@ def chat(
     api_key: ApiKeyOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
     sandbox: SandboxOpt = None,
+    sandbox_backend: SandboxBackendOpt = None,
     thoughts: Annotated[
         bool, typer.Option("--thoughts/--fold-thoughts", help="Show thoughts whole (default: one line)")
     ] = False,
@@ -454,6 +464,7 @@ def chat(
             api_key=api_key,
             max_steps=max_steps,
             sandbox=sandbox,
+            sandbox_backend=sandbox_backend,
             thoughts=thoughts,
             flags=_flags(ctx),
         )
@@ -576,6 +587,7 @@ def serve(
     public_url: PublicUrlOpt = None,
     lease_seconds: LeaseSecondsOpt = None,
     sandbox: SandboxOpt = None,
+    sandbox_backend: SandboxBackendOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     log_format: LogFormatOpt = "text",
@@ -602,6 +614,7 @@ def serve(
         public_url=public_url,
         lease_seconds=lease_seconds,
         sandbox=sandbox,
+        sandbox_backend=sandbox_backend,
         base_url=base_url,
         api_key=api_key,
         log_format=log_format,

@@ -27,6 +27,7 @@ from devagent.agent.api import (
     check_env_pass,
     check_model_family,
     load_hooks,
+    sandbox_backend_setting,
     sandbox_setting,
     user_config_dir,
     web_search_setting,
@@ -61,6 +62,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "shell_background_per_caller": ("DEVAGENT_SHELL_BACKGROUND_PER_CALLER", "shell_background_per_caller"),
     "shell_outputs_mb": ("DEVAGENT_SHELL_OUTPUTS_MB", "shell_outputs_mb"),
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
+    "sandbox_backend": ("DEVAGENT_SANDBOX_BACKEND", "sandbox_backend"),  # local | container
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
     "sandbox_hide": ("DEVAGENT_SANDBOX_HIDE", "sandbox_hide"),
@@ -296,6 +298,7 @@ def _normalise(config: CoreConfig) -> None:
     `web_search`, `edit_syntax_check`); a ConfigError names the variable and the key of a bad one."""
     checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
         ("sandbox", sandbox_setting),
+        ("sandbox_backend", sandbox_backend_setting),
         ("edit_tools", check_edit_tools),
         ("model_family", check_model_family),
         ("web_search", web_search_setting),

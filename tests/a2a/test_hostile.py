@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from devagent.a2a.extension import EXTENSION_URI as EXT
-from devagent.agent.tools import shell
+from devagent.agent.sandbox.probe import probe_bwrap
 from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.procs import TOKEN, serving
 from tests.core_helpers import shell_call, write_call
@@ -37,7 +37,7 @@ PASSED = "passed-on-by-the-operator"
 
 
 def bwrap_works() -> bool:
-    return not isinstance(shell.probe_bwrap(), str)
+    return not isinstance(probe_bwrap(), str)
 
 
 def script(path: Path, steps: list[list[dict[str, Any]]]) -> str:

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from devagent.agent.tools import shell
+from devagent.agent.sandbox.probe import probe_bwrap
 from tests.a2a.procs import TOKEN, serving
 from tests.a2a.test_hostile import ALICE, BOB, Site, script, shell_step, tool_outputs, turn
 from tests.sandbox_user import for_sandbox_user, nobody
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the server must run as root (as the usual container does)"),
-    pytest.mark.skipif(isinstance(shell.probe_bwrap(), str), reason="bubblewrap cannot run here"),
+    pytest.mark.skipif(isinstance(probe_bwrap(), str), reason="bubblewrap cannot run here"),
 ]
 
 NOBODY = nobody()[0]  # the default sandbox user

@@ -16,9 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from devagent.agent.sandbox.base import Started
 from devagent.agent.sandbox.container import ContainerProvider, ContainerSandbox, OutsideWorkspace
+from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.sandbox.relay import INTERRUPTED
-from devagent.agent.tools.shell import Started, kill_group
 from devagent.agent.tools.tty_screen import TtySize
 
 Make = Callable[..., ContainerProvider]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from devagent.agent.tools import shell
+from devagent.agent.sandbox.probe import probe_bwrap
 from tests.core_helpers import call
 from tests.process_scan import running
 from tests.sandbox_user import for_sandbox_user
@@ -40,7 +40,7 @@ def count_within(script: str, count: int) -> None:
 def test_issue37_item3_wire_twenty_starts_then_cancel_leaves_none(
     start_wire: Callable[..., WireProc], work_dir: Path, tmp_path: Path, sandboxed: bool
 ) -> None:
-    if sandboxed and isinstance(shell.probe_bwrap(), str):
+    if sandboxed and isinstance(probe_bwrap(), str):
         pytest.skip("bubblewrap cannot run here")
     script = f"bgwire-{uuid.uuid4().hex[:10]}.py"
     (work_dir / script).write_text(LINGER)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from devagent.agent.tools import shell
+from devagent.agent.sandbox.probe import probe_bwrap
 from tests.core_helpers import call
 from tests.process_scan import running
 from tests.sandbox_user import for_sandbox_user
@@ -49,7 +49,7 @@ def test_issue30_item4_server_stop_leaves_no_background_process(
     start_wire: Callable[..., WireProc], work_dir: Path, sandboxed: bool, stop: signal.Signals
 ) -> None:
     if sandboxed:
-        probed = shell.probe_bwrap()
+        probed = probe_bwrap()
         if isinstance(probed, str):
             pytest.skip(f"bubblewrap cannot run here: {probed}")
     marker = f"bgproc-{uuid.uuid4().hex[:10]}"

@@ -20,7 +20,7 @@ from devagent.a2a.settings import (
     parse_token_args,
     parse_workspace_for,
 )
-from devagent.agent.api import SandboxError, active_sandbox, setup_sandbox
+from devagent.agent.api import SandboxError, setup_sandbox
 from devagent.common.jsonlimits import positive_int_from_env
 from devagent.config import ConfigError, load_config
 from devagent.preflight import StartError, check_db_url, check_model, report
@@ -152,6 +152,7 @@ class ServeFlags:
     public_url: str | None = None
     lease_seconds: float | None = None
     sandbox: bool | None = None
+    sandbox_backend: str | None = None
     base_url: str | None = None
     api_key: str | None = None
     log_level: str = "warning"
@@ -199,6 +200,7 @@ def serve_command(flags: ServeFlags) -> int:
         "model_api_key": flags.api_key,
         "approval_mode": flags.approval,
         "lease_seconds": flags.lease_seconds,
+        "sandbox_backend": flags.sandbox_backend,
     }
     try:
         config = load_config(overrides)
@@ -236,7 +238,7 @@ def _serve(
         roots = [*settings.workspace_roots, *identity_roots]
         line = setup_sandbox(sandbox, config, "serve", hide=roots, owned_by=roots)
         print(line, file=sys.stderr, flush=True)
-        _warn_unwritable_roots(settings, identity_roots)
+        _warn_unwritable_roots(config, settings, identity_roots)
     except SandboxError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
@@ -254,14 +256,14 @@ def _serve(
     return 0
 
 
-def _warn_unwritable_roots(settings: A2ASettings, identity_roots: list[Path]) -> None:
+def _warn_unwritable_roots(config: CoreConfig, settings: A2ASettings, identity_roots: list[Path]) -> None:
     """Says at start which roots callers work in directly that the sandbox user cannot write (a
     root-owned checkout under a root server): every command there would be refused until the
     operator gives the folder to that user. Folders the server makes per identity are given to it."""
-    sandbox = active_sandbox()
-    if sandbox is None:
+    sandboxes = config.sandboxes
+    if sandboxes is None:
         return
     direct = identity_roots if settings.per_identity else [*settings.workspace_roots, *identity_roots]
     for root in direct:
-        if (why := sandbox.unwritable([root], str(root))) is not None:
+        if (why := sandboxes.refuses(root)) is not None:
             print(f"Shell sandbox: commands in {root} will be refused: {why}.", file=sys.stderr)

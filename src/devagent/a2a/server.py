@@ -180,6 +180,8 @@ class BootApp:
             from devagent.a2a.app import create_app  # late: the a2a SDK, loaded by the preload above
 
             self._core = await open_core(self._core_config)
+            # A caller's own folder, made on its first use, is its commands' user's.
+            self._settings.give_folder = self._core.sandboxes.give
             # Which model serves, said plainly: with none configured that is the offline demo.
             print(f"devagent: {self._core.model_explanation}", file=sys.stderr, flush=True)
             if telemetry.active():

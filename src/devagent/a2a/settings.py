@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,9 @@ class A2ASettings:
     # (`--workspace-for NAME=DIR`); identities not in it get a folder of their own under each
     # root, on a server with named tokens.
     workspace_for: dict[str, list[Path]] = field(default_factory=dict)
+    # Not a setting: what the server does with a caller's folder it just made (the core's
+    # sandboxes give it to the user their commands run as, set when the core opens).
+    give_folder: Callable[[Path], None] = field(default=lambda _folder: None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.workspace_roots = [Path(p).resolve() for p in (self.workspace_roots or [Path.cwd()])]
@@ -103,13 +107,11 @@ class A2ASettings:
         if not self.per_identity or not identity:
             return self.workspace_roots
         check_identity(identity)
-        from devagent.agent.api import give_to_sandbox_user  # late: off `chat --url`'s start
-
         own = [root / identity for root in self.workspace_roots]
         for d in own:
             if not d.is_dir():
                 d.mkdir(mode=0o700, exist_ok=True)
-                give_to_sandbox_user(d)
+                self.give_folder(d)
         return own
 
     def check_identities(self) -> None:

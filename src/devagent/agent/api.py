@@ -82,7 +82,14 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.repository.remotes import check_repository_settings as check_repository_settings
     from devagent.agent.repository.results import RepositoryResult as RepositoryResult
     from devagent.agent.repository.results import repository_result as repository_result
+    from devagent.agent.sandbox.base import SandboxError as SandboxError
+    from devagent.agent.sandbox.base import SandboxProvider as SandboxProvider
+    from devagent.agent.sandbox.base import runs_sandboxed as runs_sandboxed
     from devagent.agent.sandbox.childenv import check_env_pass as check_env_pass
+    from devagent.agent.sandbox.choose import choose_sandbox as choose_sandbox
+    from devagent.agent.sandbox.choose import sandbox_backend_setting as sandbox_backend_setting
+    from devagent.agent.sandbox.choose import sandbox_setting as sandbox_setting
+    from devagent.agent.sandbox.choose import setup_sandbox as setup_sandbox
     from devagent.agent.session import Session as Session
     from devagent.agent.settings import SANDBOX_ENGINES as SANDBOX_ENGINES
     from devagent.agent.settings import CoreConfig as CoreConfig
@@ -103,13 +110,6 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.tools.base import ToolFailure as ToolFailure
     from devagent.agent.tools.base import Workspace as Workspace
     from devagent.agent.tools.client import validate_client_tools as validate_client_tools
-    from devagent.agent.tools.shell import SandboxError as SandboxError
-    from devagent.agent.tools.shell import active_sandbox as active_sandbox
-    from devagent.agent.tools.shell import choose_sandbox as choose_sandbox
-    from devagent.agent.tools.shell import give_to_sandbox_user as give_to_sandbox_user
-    from devagent.agent.tools.shell import sandbox_missing as sandbox_missing
-    from devagent.agent.tools.shell import sandbox_setting as sandbox_setting
-    from devagent.agent.tools.shell import setup_sandbox as setup_sandbox
     from devagent.agent.tools.web import web_search_setting as web_search_setting
     from devagent.agent.views.timeline import call_results as call_results
     from devagent.agent.views.timeline import changed_files as changed_files
@@ -170,10 +170,11 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.tools.backends", "CallContext", "CommandResult", "ToolBackends"),
     **_names("devagent.agent.tools.base", "ToolFailure", "Workspace"),
     **_names("devagent.agent.tools.client", "validate_client_tools"),
-    # The sandbox set-up (debt: the sandbox still lives in the shell tool, a module global)
-    **_names("devagent.agent.tools.shell", "SandboxError", "active_sandbox", "choose_sandbox"),
-    **_names("devagent.agent.tools.shell", "give_to_sandbox_user", "sandbox_missing"),
-    **_names("devagent.agent.tools.shell", "sandbox_setting", "setup_sandbox"),
+    # The sandbox: its set-up for the core a door opens (from the settings and the door's flags),
+    # the line `info` prints, the settings' checks, and whether a session's commands run in it
+    **_names("devagent.agent.sandbox.base", "SandboxError", "SandboxProvider", "runs_sandboxed"),
+    **_names("devagent.agent.sandbox.choose", "choose_sandbox", "sandbox_backend_setting"),
+    **_names("devagent.agent.sandbox.choose", "sandbox_setting", "setup_sandbox"),
     # Sessions from a repository: what a caller asks for (parsed from a door's value), and the
     # session's result (its patch, its pushed branch)
     **_names("devagent.agent.repository.remotes", "RepositoryRequest"),

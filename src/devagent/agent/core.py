@@ -35,6 +35,8 @@ from devagent.agent.hooks.run import HookLimits
 from devagent.agent.mcp.manager import McpManager
 from devagent.agent.models.prices import NANO, PriceTable, usage_dollars
 from devagent.agent.models.providers import context_window, create_model, default_model_spec
+from devagent.agent.sandbox.base import SandboxProvider
+from devagent.agent.sandbox.choose import choose_provider
 from devagent.agent.settings import PERMISSIVENESS, CoreConfig, utc_day
 from devagent.agent.state import APPROVAL_MODES, ClientTool, SessionState
 from devagent.agent.tools.language_servers import LanguageServerRegistry
@@ -99,6 +101,9 @@ class AgentCore:
         )
         # The language servers that check the sessions' writes (tools/language_servers.py).
         self.language_servers = LanguageServerRegistry()
+        # Where the sessions' commands run: the sandbox a door set up for this core
+        # (`setup_sandbox`), else the one the settings choose; each session gets its own.
+        self.sandboxes: SandboxProvider = config.sandboxes or choose_provider(None, config, "core")[0]
         mib = config.shell_outputs_mb
         self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
@@ -240,6 +245,7 @@ class AgentCore:
             await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
         await self.processes.close()
         await self.language_servers.close()
+        await self.sandboxes.close()
         if self._mcp is not None:
             await self._mcp.close()
         await self.store.close()
@@ -291,7 +297,9 @@ class AgentCore:
             from devagent.agent.repository.clone import open_workspace  # late: only where asked for
 
             session_id = session_id or str(uuid.uuid4())
-            record = await open_workspace(self.config, Path(roots[0]), repository, session_id, identity)
+            record = await open_workspace(
+                self.config, self.sandboxes, Path(roots[0]), repository, session_id, identity
+            )
             roots = [record["workspace"]]
         state = SessionState(
             workspace_roots=roots,
@@ -423,6 +431,8 @@ class AgentCore:
         self.hooks.forget(session_id)
         await self.processes.stop_session(session_id, "its session ended", forget=True)
         await self.language_servers.stop_session(session_id)
+        if (session := self._sessions.get(session_id)) is not None:
+            await session.sandbox.release(keep=True)  # it may be opened again
         if self._mcp is not None:
             await self._mcp.release(session_id)
 

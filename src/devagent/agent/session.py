@@ -92,6 +92,8 @@ class Session:
         self.skills = session_skills(user_config_dir(), state.workspace_roots)
         roots = state.workspace_roots
         self.workspace = toolset.workspace_of(core, session_id, roots, self.skills.user_folders())
+        # where its commands, hooks and checkers run: the core's sandbox for this session
+        self.sandbox = core.sandboxes.for_session(session_id, self.workspace.roots)
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(
@@ -100,7 +102,7 @@ class Session:
             lambda path: self.commands().find(path) is not None,
         )
         self._commands: Registry | None = None
-        self._tools: dict[str, Tool] = builtin_tools(core.config, self.skills)
+        self._tools: dict[str, Tool] = builtin_tools(core.config, self.skills, self.sandbox)
         self.subagents = Subagents(self)
         self._label: str | None = None  # the running turn's label (see `advance`)
         # SessionStart hooks fire before the next prompt with this source ("" once they did):
@@ -114,6 +116,7 @@ class Session:
             core.config.sandbox_network,
             self.skills.listing(),
             lambda: toolset.family(self),
+            self.sandbox,
         )
 
     # --- what the session is -----------------------------------------------------------------

@@ -98,10 +98,13 @@ class CoreConfig:
     # Python; tools/diagnostics.py) find problems it introduced: warn (written, the problems in
     # its result), refuse (undone, the problems returned) or off (not checked).
     edit_diagnostics: str = "warn"
-    # Shell sandbox (bubblewrap; devagent/agent/tools/shell.py): auto | on | off; "" is the
+    # Shell sandbox (devagent/agent/sandbox/): auto | on | off; "" is the
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
     # off unless `sandbox_network`.
     sandbox: str = ""
+    # Where sandboxed commands run: local (bubblewrap on this host) or container (reserved: a
+    # build without the container backend refuses it).
+    sandbox_backend: str = "local"
     sandbox_network: bool = False
     # Directories a sandboxed command may read although they are in the server's home (which it
     # cannot read): toolchains beyond those on PATH.
@@ -211,6 +214,12 @@ class CoreConfig:
     # Not a setting: the settings file that was read (the operator's `--config`, or the user's
     # own), which no tool may change.
     config_path: Path | None = None
+    # Not a setting: the sandboxes a door set up for the core that opens with these settings
+    # (`sandbox.choose.setup_sandbox`, from the settings and the door's flags); None, the core
+    # chooses from the settings alone when it opens.
+    # Typed loosely: the settings sit below sandbox/ and import nothing of it; `AgentCore` reads
+    # it as a `SandboxProvider`.
+    sandboxes: Any = field(default=None, compare=False, repr=False)
 
     def budget_for(self, identity: str) -> Budget:
         """A caller's budget: its entry in `budgets`, else the settings for every caller. An entry

@@ -25,14 +25,12 @@ from devagent.agent.api import (
     ThoughtDelta,
     ToolCall,
     UserPrompt,
-    active_sandbox,
     repository_result,
-    sandbox_missing,
     shown_name,
 )
 
 if TYPE_CHECKING:
-    from devagent.agent.api import AgentCore
+    from devagent.agent.api import AgentCore, SandboxProvider
 
 CONSOLE_PREFIX = "/ui"
 _API = CONSOLE_PREFIX + "/api"
@@ -131,14 +129,14 @@ def _matches(row: dict[str, Any], want: str) -> bool:
     return True
 
 
-def _sandbox() -> dict[str, bool]:
+def _sandbox(sandboxes: SandboxProvider) -> dict[str, bool]:
     """Where this server runs shell commands: in the sandbox (with network or not), or not
     sandboxed; `unavailable` when the sandbox is on but cannot start, so commands are refused."""
-    sandbox = active_sandbox()
-    missing = sandbox_missing() is not None
+    missing = sandboxes.unavailable() is not None
+    on = sandboxes.kind != "none"
     return {
-        "on": sandbox is not None or missing,
-        "network": bool(sandbox and sandbox.network),
+        "on": on,
+        "network": on and not missing and sandboxes.network,
         "unavailable": missing,
     }
 
@@ -231,7 +229,7 @@ def console_routes(
                 "workspaces": [str(p) for p in settings.roots_for(owner)],
                 "agent": settings.agent_name,
                 "model": shown_name(core.default_model),
-                "sandbox": _sandbox(),
+                "sandbox": _sandbox(core.sandboxes),
             }
         )
 

@@ -24,8 +24,8 @@ from devagent.agent.api import (
     TurnDriver,
     TurnEnd,
     UserPrompt,
-    active_sandbox,
     how_to_answer,
+    runs_sandboxed,
 )
 from devagent.terminal.controls import markup, visible
 from devagent.terminal.headless import EXIT_PERMISSION
@@ -53,7 +53,7 @@ async def run_text(
     err.print(f"[dim]session {s.id} · approval {s.state.approval_mode} · workspace {where}[/dim]")
 
     # thoughts shown whole: a one-shot run has no /thoughts to unfold them
-    renderer = Renderer(Console(highlight=False), show_thoughts=True, sandboxed=active_sandbox() is not None)
+    renderer = Renderer(Console(highlight=False), show_thoughts=True, sandboxed=runs_sandboxed(s.sandbox))
     renderer.new_turn()
     first = UserPrompt(req.prompt) if req.prompt is not None else None
     return await _drive(s, first, renderer, waiting, preset)

@@ -16,7 +16,7 @@ from devagent.agent.api import (
     CoreConfig,
     SandboxError,
     Usage,
-    active_sandbox,
+    runs_sandboxed,
     setup_sandbox,
     usage_dollars,
     utc_day,
@@ -46,6 +46,7 @@ def local_config(
     api_key: str | None,
     approval: str | None,
     max_steps: int | None,
+    sandbox_backend: str | None = None,
     /,
 ) -> Any:
     """The settings of a run in this process (`chat`, `run`): the command's flags (passed in this
@@ -58,6 +59,7 @@ def local_config(
         "model_api_key": api_key,
         "approval_mode": approval,
         "max_steps": max_steps,
+        "sandbox_backend": sandbox_backend,
     }
     return _config(overrides, flags)
 
@@ -89,6 +91,7 @@ def chat_command(
     sandbox: bool | None,
     thoughts: bool,
     flags: GlobalFlags,
+    sandbox_backend: str | None = None,
 ) -> int:
     try:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -103,7 +106,7 @@ def chat_command(
         workspace = workspace or Path(".")
         if not workspace.is_dir():
             raise StartError(f"workspace {workspace} is not a directory", 2)
-        config = local_config(flags, db, model, base_url, api_key, approval, max_steps)
+        config = local_config(flags, db, model, base_url, api_key, approval, max_steps, sandbox_backend)
         start_sandbox(sandbox, config, workspace)
         if model or not (session or cont):  # a resumed session keeps its own model
             check_model(config)
@@ -160,7 +163,7 @@ async def _local(config: Any, workspace: Path, opts: _ChatOptions) -> int:
         _console(),
         config.data_dir / "chat_history",
         show_thoughts=opts.thoughts,
-        sandboxed=active_sandbox() is not None,
+        sandboxed=runs_sandboxed(s.sandbox),
         debug=opts.debug,
     )
 

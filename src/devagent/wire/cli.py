@@ -18,7 +18,7 @@ import platform
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devagent import __version__, stdio_cli
 from devagent.agent.api import SandboxError, setup_sandbox
@@ -26,6 +26,9 @@ from devagent.config import ConfigError, load_config
 from devagent.global_flags import GlobalFlags
 from devagent.wire.messages import WIRE_PROTOCOL_VERSION
 from devagent.wire.server import run_wire
+
+if TYPE_CHECKING:
+    from devagent.agent.api import SandboxProvider
 
 
 def _positive_float(text: str) -> float:
@@ -99,8 +102,9 @@ def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
     args = stdio_cli.parse(build_parser(), argv, "wire")
     door = stdio_cli.door_flags(args, flags)
     work_dir = Path(door.work_dir or os.getcwd()).resolve()
-    if (code := _setup_sandbox(args.sandbox, door.settings, work_dir)) is not None:
-        return code
+    sandboxes = _setup_sandbox(args.sandbox, door.settings, work_dir)
+    if isinstance(sandboxes, int):
+        return sandboxes
     timeout_env = os.environ.get("DEVAGENT_WIRE_APPROVAL_TIMEOUT")
     tool_env = os.environ.get("DEVAGENT_WIRE_TOOL_CALL_TIMEOUT")
     return run_wire(
@@ -111,12 +115,15 @@ def wire_from_argv(argv: list[str], flags: GlobalFlags) -> int:
         approval_timeout=args.approval_timeout or (float(timeout_env) if timeout_env else None),
         tool_call_timeout=args.tool_call_timeout or (float(tool_env) if tool_env else None),
         max_steps=args.max_steps,
+        sandboxes=sandboxes,
     )
 
 
-def _setup_sandbox(flag: bool | None, settings: Mapping[str, Any], work_dir: Path) -> int | None:
+def _setup_sandbox(
+    flag: bool | None, settings: Mapping[str, Any], work_dir: Path
+) -> SandboxProvider | int | None:
     """Chooses the shell sandbox for `work_dir` (off unless asked); an exit code when it cannot
-    be had."""
+    be had, None when the settings are wrong (run_wire reports them)."""
     try:
         config = load_config(settings)
     except ConfigError:
@@ -128,7 +135,8 @@ def _setup_sandbox(flag: bool | None, settings: Mapping[str, Any], work_dir: Pat
         return 2
     if flag or config.sandbox:
         print(line, file=sys.stderr, flush=True)
-    return None
+    sandboxes: SandboxProvider = config.sandboxes  # set by setup_sandbox just above
+    return sandboxes
 
 
 def info() -> dict[str, object]:

@@ -70,7 +70,7 @@ from devagent.stdio_cli import DoorFlags
 from devagent.wire import messages as m
 
 if TYPE_CHECKING:
-    from devagent.agent.api import AgentCore, CoreConfig, Registry, Session
+    from devagent.agent.api import AgentCore, CoreConfig, Registry, SandboxProvider, Session
 
 log = logging.getLogger("devagent.wire")
 
@@ -870,8 +870,10 @@ def run_wire(
     approval_timeout: float | None = None,
     tool_call_timeout: float | None = None,
     max_steps: int | None = None,
+    sandboxes: SandboxProvider | None = None,
 ) -> int:
-    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code."""
+    """Serve wire mode on this process's stdin/stdout until stdin closes. Returns the exit code.
+    `sandboxes`: what the door set up for its flags (None: the settings choose)."""
     if (wd := work_folder("devagent wire", flags.work_dir or ".")) is None:
         return 2
     overrides = {
@@ -885,6 +887,7 @@ def run_wire(
     )
     if isinstance(config, int):
         return config
+    config.sandboxes = sandboxes or config.sandboxes
     if yolo:
         # --yolo is the operator's choice when starting the server, not a client's request.
         config.approval_mode = "yolo"

@@ -22,7 +22,8 @@ from devagent.agent.hooks.config import NO_HOOKS, TOOL_EVENTS, HookCommand, Hook
 from devagent.agent.hooks.rules import rule_matches
 from devagent.agent.hooks.run import HookLimits, HookRun, project_dir, run_hook
 from devagent.agent.hooks.verdict import Verdict, combine
-from devagent.agent.tools.shell import active_sandbox
+from devagent.agent.sandbox.base import Sandbox
+from devagent.agent.sandbox.none import Unsandboxed
 from devagent.common.netpolicy import IPNetwork
 from devagent.common.rpcerrors import internal_error
 
@@ -80,16 +81,20 @@ class Hooks:
         names: Sequence[str] = (),
         messages: Messages | None = None,
         sidechain: bool = False,
+        sandbox: Sandbox | None = None,
     ) -> Verdict:
         """Run the event's hooks that match `names` with the event's input: the common fields
         (`transcript_path` the session's conversation, from `messages`, written first) and `data`.
         Those marked `async` start and are not waited for; the others run all at once and their
-        verdict is the event's. Nothing runs without hooks."""
+        verdict is the event's. They run in the session's `sandbox` (None: directly). Nothing
+        runs without hooks."""
         cwd = project_dir(roots)
         commands = self.chosen(event, names, data, cwd)
         if not commands:
             return Verdict()
-        path = await self._transcript(session_id, messages, cwd, sidechain)
+        if sandbox is None:
+            sandbox = Unsandboxed([Path(r) for r in roots])
+        path = await self._transcript(session_id, messages, cwd, sidechain, sandbox.owner())
         payload = {
             "session_id": session_id,
             "transcript_path": str(path) if path is not None else "",
@@ -98,14 +103,13 @@ class Hooks:
             "permission_mode": PERMISSION_MODES.get(approval_mode, approval_mode),
             **data,
         }
-        paths = [Path(r) for r in roots]
         shown = [path.parent] if path is not None else []
         for c in commands:
             if c.background:
-                self._start(event, session_id, c, payload, cwd, paths, shown)
+                self._start(event, session_id, c, payload, cwd, sandbox, shown)
         now = [c for c in commands if not c.background]
         try:
-            runs = await asyncio.gather(*(self._run(c, payload, cwd, paths, shown) for c in now))
+            runs = await asyncio.gather(*(self._run(c, payload, cwd, sandbox, shown) for c in now))
         except Exception as e:  # a hook's failure never ends the turn
             text = internal_error(repr(e), what=f"the {event} hooks", exc_info=e)
             runs = [HookRun(c.command, None, problem=text, advisory=c.advisory) for c in now]
@@ -115,13 +119,13 @@ class Hooks:
         return verdict
 
     async def _run(
-        self, hook: HookCommand, payload: Mapping[str, Any], cwd: str, roots: list[Path], shown: list[Path]
+        self, hook: HookCommand, payload: Mapping[str, Any], cwd: str, sandbox: Sandbox, shown: list[Path]
     ) -> HookRun:
         if hook.kind == "http":
             from devagent.agent.hooks.http import run_http_hook
 
             return await run_http_hook(hook, payload, self.allow)
-        return await run_hook(hook, payload, cwd, roots, self.limits, shown)
+        return await run_hook(hook, payload, cwd, sandbox, self.limits, shown)
 
     def _start(
         self,
@@ -130,7 +134,7 @@ class Hooks:
         hook: HookCommand,
         payload: Mapping[str, Any],
         cwd: str,
-        roots: list[Path],
+        sandbox: Sandbox,
         shown: list[Path],
     ) -> None:
         """An `async` hook runs on its own: nothing waits for it, and what it answers decides
@@ -138,7 +142,7 @@ class Hooks:
 
         async def background() -> None:
             try:
-                run = await self._run(hook, payload, cwd, roots, shown)
+                run = await self._run(hook, payload, cwd, sandbox, shown)
             except Exception as e:
                 internal_error(repr(e), what=f"the async {event} hook", exc_info=e)
                 return
@@ -153,14 +157,18 @@ class Hooks:
         task.add_done_callback(self._background.discard)
 
     async def _transcript(
-        self, session_id: str, messages: Messages | None, cwd: str, sidechain: bool
+        self,
+        session_id: str,
+        messages: Messages | None,
+        cwd: str,
+        sidechain: bool,
+        user: tuple[int, int] | None,
     ) -> Path | None:
         """The session's transcript, written now for the hooks about to run (None: not written,
-        logged; the hooks run without it)."""
+        logged; the hooks run without it); `user`, the sandbox's, owns it."""
         if self.data_dir is None or messages is None:
             return None
-        sandbox = active_sandbox()
-        owner = sandbox.user[0] if sandbox is not None and sandbox.user is not None else None
+        owner = user[0] if user is not None else None
         try:
             said = await messages()
             return await asyncio.to_thread(

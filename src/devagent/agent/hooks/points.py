@@ -16,6 +16,7 @@ from devagent.agent.naming.mcp import server_of
 
 if TYPE_CHECKING:
     from devagent.agent.hooks import Hooks
+    from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.base import Workspace
 
@@ -31,6 +32,7 @@ class SessionContext(Protocol):
     id: str
     state: SessionState
     workspace: Workspace
+    sandbox: Sandbox
 
     @property
     def hooks(self) -> Hooks: ...
@@ -54,6 +56,7 @@ async def fire(
         names,
         messages=session.messages,
         sidechain=state.subagent_of is not None,
+        sandbox=session.sandbox,
     )
 
 

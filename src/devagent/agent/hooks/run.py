@@ -11,19 +11,18 @@ import json
 import os
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devagent.agent.hooks.config import HookCommand
+from devagent.agent.sandbox.base import Limits, Sandbox, SandboxError, Streams
 from devagent.agent.sandbox.childenv import child_env
-from devagent.agent.tools.shell import Sandbox, active_sandbox, kill_group, limited, sandbox_missing
-from devagent.agent.tools.skill_catalog import not_holding
+from devagent.agent.sandbox.groups import kill_group
 
 OUTPUT_LIMIT = 256 * 1024  # bytes a hook may print on its stdout, and on its stderr
 READ_CHUNK = 65536
 _SAID = 300  # characters of a failing hook's stderr quoted
-_PRIVATE = (Path("/tmp"), Path("/run"))  # empty in the sandbox: never shown whole to a hook
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,41 +80,35 @@ async def run_hook(
     hook: HookCommand,
     event: Mapping[str, Any],
     cwd: str,
-    roots: Sequence[Path],
+    sandbox: Sandbox,
     limits: HookLimits,
     shown: Sequence[Path] = (),
 ) -> HookRun:
-    """Run `hook` in `cwd` (a workspace root) with `event` on its standard input; in the sandbox
-    it also sees `shown` (the session's transcript folder) read-only."""
+    """Run `hook` in `cwd` (a workspace root) with `event` on its standard input, in the
+    session's `sandbox`, where it also sees its own folders and `shown` (the session's transcript
+    folder) read-only."""
     # Claude Code's names for the project folder and a plugin's, which users' hook commands use.
     extra = {"CLAUDE_PROJECT_DIR": cwd, "DEVAGENT_PROJECT_DIR": cwd, "DEVAGENT": "1", "PAGER": "cat"}
     if hook.plugin_root is not None:
         extra["CLAUDE_PLUGIN_ROOT"] = str(hook.plugin_root)
     env = child_env(limits.env_pass, extra=extra)
-    argv = limited(hook.command, limits.memory_mb, limits.processes)
-    sandbox = active_sandbox()
-    if sandbox is not None:
-        sandbox = _showing(sandbox, [*hook.folders, *shown], roots)
-        argv = sandbox.argv(roots, cwd, argv)
-        env["TMPDIR"] = "/tmp"
-    elif (missing := sandbox_missing()) is not None:
-        return HookRun(hook.command, None, problem=missing.message(), advisory=hook.advisory)
+    if (missing := sandbox.unavailable()) is not None:
+        return HookRun(hook.command, None, problem=missing, advisory=hook.advisory)
     data = json.dumps(dict(event), ensure_ascii=False).encode("utf-8")
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        started = await sandbox.start(
+            hook.command,
             cwd=cwd,
             env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            **(sandbox.run_as() if sandbox is not None else {}),
+            limits=Limits(limits.memory_mb, limits.processes),
+            stdin="pipe",
+            streams=Streams(errors=True),
+            shown=[*hook.folders, *shown],
         )
-    except OSError as e:
-        return HookRun(
-            hook.command, None, problem=f"it could not be started: {e.strerror or e}", advisory=hook.advisory
-        )
+    except (OSError, SandboxError) as e:
+        why = e.strerror or e if isinstance(e, OSError) else e
+        return HookRun(hook.command, None, problem=f"it could not be started: {why}", advisory=hook.advisory)
+    proc = started.proc
     problem = ""
     try:
         out, err = await asyncio.wait_for(_talk(proc, data), hook.timeout)
@@ -131,18 +124,6 @@ async def run_hook(
         return HookRun(hook.command, None, problem=problem, advisory=hook.advisory)
     code = proc.returncode if proc.returncode is not None else -1
     return HookRun(hook.command, code, _text(out), _text(err), advisory=hook.advisory)
-
-
-def _showing(sandbox: Sandbox, folders: Sequence[Path], roots: Sequence[Path]) -> Sandbox:
-    """`sandbox` showing the hook's folders read-only too: those outside the workspace (seen
-    anyway) that hold nothing the sandbox hides (the home folder, devagent's own folders) and are
-    not a folder it keeps private whole (/tmp, /run)."""
-    shown = [
-        f
-        for f in not_holding(folders, sandbox.hidden)
-        if f not in _PRIVATE and not any(f.is_relative_to(r) for r in roots)
-    ]
-    return replace(sandbox, readable=(*sandbox.readable, *shown)) if shown else sandbox
 
 
 async def _talk(proc: asyncio.subprocess.Process, data: bytes) -> tuple[bytes, bytes]:

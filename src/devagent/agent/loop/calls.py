@@ -162,7 +162,7 @@ class StepCalls:
             options = (
                 approval.question_options(details)
                 if isinstance(details, QuestionDetails)
-                else approval.options_for(kind, pc.name, pc.args)
+                else approval.options_for(kind, pc.name, pc.args, self.session.sandbox)
             )
             pc.confirmation = confirmation_to_json(ConfirmationRequest(options, details))
         return pc

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from devagent.agent.hooks import Hooks
     from devagent.agent.mcp.manager import McpManager
     from devagent.agent.models.prices import Priced, PriceTable
+    from devagent.agent.sandbox.base import Sandbox, SandboxProvider
     from devagent.agent.settings import CoreConfig
     from devagent.agent.state import PendingCall, SessionState
     from devagent.agent.tools.backends import ToolBackends
@@ -78,6 +79,7 @@ class SessionContext(CoreParts, Protocol):
     id: str
     state: SessionState
     workspace: Workspace
+    sandbox: Sandbox  # where its commands, hooks and checkers run (the core's provider gave it)
 
     @property
     def revision(self) -> int:
@@ -198,6 +200,11 @@ class CoreServices(CoreParts, Protocol):
     @property
     def language_servers(self) -> LanguageServerRegistry:
         """The language servers that check this process's sessions' writes."""
+        ...
+
+    @property
+    def sandboxes(self) -> SandboxProvider:
+        """Where this process's sessions run their commands (each gets its own sandbox)."""
         ...
 
     @property

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from devagent.agent.events import ToolKind
 from devagent.agent.loop.context import CoreSession
 from devagent.agent.prompt.family import family_of, hidden_tools, output_caps
+from devagent.agent.sandbox.shown import not_holding
 from devagent.agent.tools.base import Delegation, MediaInput, Tool, ToolContext, Workspace
-from devagent.agent.tools.skill_catalog import not_holding
 
 if TYPE_CHECKING:
     from devagent.agent.loop.context import CoreServices
+    from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.state import ClientTool, PendingCall
     from devagent.agent.tools.backends import ToolBackends
 
@@ -47,6 +48,11 @@ class ToolUser(CoreSession, Protocol):
 
     @property
     def backends(self) -> ToolBackends: ...
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """Where the session's commands run (the core's sandbox for it)."""
+        ...
 
     @property
     def runner(self) -> Cancellable: ...
@@ -122,6 +128,7 @@ def context_for(session: ToolUser, call: PendingCall, **kw: Any) -> ToolContext:
         processes=session.core.processes.of(session.id),
         language_servers=session.core.language_servers.of(session.id),
         output_caps=output_caps(family(session)),
+        sandbox=session.sandbox,
         **kw,
     )
 

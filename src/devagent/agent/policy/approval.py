@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from devagent.agent.events import (
@@ -24,7 +24,12 @@ from devagent.agent.events import (
 )
 from devagent.agent.naming.mcp import server_of
 from devagent.agent.state import SessionState
-from devagent.agent.tools.shell import RunShellCommand, active_sandbox
+
+if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import Sandbox
+
+# The tool whose calls run shell commands: grants and refusals name those by what they run.
+SHELL_TOOL = "run_shell_command"
 
 Verdict = Literal["run", "ask", "deny", "client"]
 
@@ -41,7 +46,7 @@ class Decision:
 def _command(kind: ToolKind, name: str) -> bool:
     """Whether a call runs a shell command, which grants and refusals name by what it runs (other
     calls that execute, such as writing to a background process's input, by their tool)."""
-    return kind is ToolKind.EXECUTE and name == RunShellCommand.name
+    return kind is ToolKind.EXECUTE and name == SHELL_TOOL
 
 
 def shell_root(command: str) -> str:
@@ -358,10 +363,9 @@ def _shell_grants(command: str) -> list[str]:
     return prefixes if prefixes is not None else [EXACT + command.strip()]
 
 
-def _sandbox_note() -> str:
-    """How a shell command will run when the process's sandbox is on, else ""."""
-    sandbox = active_sandbox()
-    if sandbox is None:
+def _sandbox_note(sandbox: Sandbox | None) -> str:
+    """How a shell command will run in the session's sandbox when it is on, else ""."""
+    if sandbox is None or sandbox.kind == "none" or sandbox.unavailable() is not None:
         return ""
     network = "with network" if sandbox.network else "without network"
     return f"in the sandbox: writable workspace only, {network}"
@@ -377,7 +381,9 @@ def question_options(question: QuestionDetails) -> list[PermissionOption]:
     return options
 
 
-def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[PermissionOption]:
+def options_for(
+    kind: ToolKind, name: str, args: dict[str, Any], sandbox: Sandbox | None = None
+) -> list[PermissionOption]:
     if kind is ToolKind.MCP:  # the RFC's options for an MCP call
         server = server_of(name)
         return [
@@ -405,7 +411,7 @@ def options_for(kind: ToolKind, name: str, args: dict[str, Any]) -> list[Permiss
                 f"Allow {shown} commands for the rest of this session "
                 "(with any arguments that cannot start another program, and paths inside the workspace)"
             )
-        sandboxed = _sandbox_note()
+        sandboxed = _sandbox_note(sandbox)
         if sandboxed:
             once = f"Run this command {sandboxed}"
             always += f" (each {sandboxed})"

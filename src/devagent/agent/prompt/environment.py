@@ -13,11 +13,15 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import Sandbox
 
 
 @dataclass(frozen=True, slots=True)
 class Execution:
-    """How the shell tool runs commands in this process."""
+    """How the shell tool runs a session's commands."""
 
     sandboxed: bool
     network: bool
@@ -33,15 +37,11 @@ class Execution:
         return "Commands run directly on the machine, with its network, as the server's user."
 
 
-def current_execution(sandbox_network: bool) -> Execution:
-    """How commands run here: the process-wide sandbox the server set up, or none."""
-    # late: the shell tool's module is only needed once a session builds its prompt
-    from devagent.agent.tools.shell import active_sandbox
-
-    sandbox = active_sandbox()
-    if sandbox is None:
+def execution_of(sandbox: Sandbox | None, sandbox_network: bool) -> Execution:
+    """How the session's commands run: in its sandbox, or directly (none, or one that cannot run)."""
+    if sandbox is None or sandbox.kind == "none" or sandbox.unavailable() is not None:
         return Execution(sandboxed=False, network=True)
-    return Execution(sandboxed=True, network=sandbox.network or sandbox_network, summary=sandbox.summary())
+    return Execution(sandboxed=True, network=sandbox.network or sandbox_network, summary=sandbox.describe())
 
 
 def _git_dir(root: Path) -> Path | None:

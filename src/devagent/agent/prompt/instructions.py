@@ -19,6 +19,7 @@ from devagent.agent.tools.memory import read_memory
 from devagent.common.lru import LRU
 
 if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.state import ClientTool, SessionState
     from devagent.agent.tools.base import Tool, Workspace
 
@@ -109,8 +110,10 @@ class Instructions:
         sandbox_network: bool = False,
         skills: str = "",
         family: Callable[[], str] = lambda: "other",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace = workspace
+        self.sandbox = sandbox  # where the session's commands run (None: directly)
         self.family = family
         self.memory_file = memory_file
         self.sandbox_network = sandbox_network
@@ -134,7 +137,7 @@ class Instructions:
         """The environment section, taken once per session (it runs git in a repository)."""
         if not state.started_on:  # a session stored before the day was kept
             state.started_on = time.strftime("%Y-%m-%d")
-        execution = environment.current_execution(self.sandbox_network)
+        execution = environment.execution_of(self.sandbox, self.sandbox_network)
         return environment.describe_environment(state.workspace_roots, state.started_on, execution)
 
     async def take_environment(self, state: SessionState) -> None:

@@ -28,6 +28,7 @@ from devagent.agent.repository.remotes import (
     git_auth,
     result_branch,
 )
+from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.settings import CoreConfig
 
 BASE_REF = "refs/devagent/base"  # the commit the session started from, in both repositories
@@ -99,23 +100,13 @@ async def _make_workspace(folder: Path, gitdir: Path, url: str, branch: str) -> 
     await git(["checkout", "-q", "-b", branch, BASE_REF], cwd=folder)
 
 
-def _give_to_sandbox_user(folder: Path) -> None:
-    """The clone belongs to the user sandboxed commands run as, where that is not the server's
-    (a root server's `nobody`), like every workspace the server makes."""
-    from devagent.agent.tools.shell import active_sandbox  # late: the shell tool's module
-
-    sandbox = active_sandbox()
-    if sandbox is None or sandbox.user is None:
-        return
-    uid, gid = sandbox.user[0], sandbox.user[1]
-    for here, dirs, files in os.walk(folder):
-        os.chown(here, uid, gid, follow_symlinks=False)
-        for name in (*dirs, *files):
-            os.chown(os.path.join(here, name), uid, gid, follow_symlinks=False)
-
-
 async def open_workspace(
-    config: CoreConfig, root: Path, request: RepositoryRequest, session_id: str, identity: str
+    config: CoreConfig,
+    sandboxes: SandboxProvider,
+    root: Path,
+    request: RepositoryRequest,
+    session_id: str,
+    identity: str,
 ) -> dict[str, Any]:
     """Clone the repository a caller asked for into a new folder under `root` and run its setup;
     the record the session's state keeps (`SessionState.repository`). InputError refuses the
@@ -131,7 +122,7 @@ async def open_workspace(
         base, kind = await resolve(gitdir, url, ref)
         await git(["update-ref", BASE_REF, base], git_dir=gitdir)
         await _make_workspace(folder, gitdir, url, branch)
-        _give_to_sandbox_user(folder)
+        sandboxes.give(folder)  # the clone belongs to the user its commands run as, where that is not ours
         record: dict[str, Any] = {
             "url": url,
             "ref": ref,
@@ -144,7 +135,9 @@ async def open_workspace(
         if setup:
             from devagent.agent.repository.setup import run_setup  # late: the shell tool's modules
 
-            record["setup"] = await run_setup(config, folder, setup)
+            record["setup"] = await run_setup(
+                config, sandboxes.for_session(session_id, [folder]), folder, setup
+            )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(gitdir, ignore_errors=True)

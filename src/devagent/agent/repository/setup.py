@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.events import InputError
+from devagent.agent.sandbox.base import Limits, Sandbox, SandboxError, Streams
 from devagent.agent.sandbox.childenv import child_env
+from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.settings import CoreConfig
-from devagent.agent.tools.shell import active_sandbox, kill_group, limited
 
 OUTPUT_TAIL = 4000  # characters of the script's output the session's record keeps
 
@@ -30,32 +31,23 @@ def _command(folder: Path, script: str) -> str:
     return "bash -- " + shlex.quote(rel)
 
 
-async def run_setup(config: CoreConfig, folder: Path, script: str) -> dict[str, Any]:
-    """Runs the setup; its exit code and the tail of its output. InputError when it fails, so the
-    session is not started on a half-set-up workspace."""
+async def run_setup(config: CoreConfig, sandbox: Sandbox, folder: Path, script: str) -> dict[str, Any]:
+    """Runs the setup in the session's sandbox; its exit code and the tail of its output.
+    InputError when it fails, so the session is not started on a half-set-up workspace."""
     command = _command(folder, script)
     env = child_env(config.env_pass, extra={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"})
-    argv = limited(command, config.command_memory_mb, config.command_processes)
-    sandbox = active_sandbox()
-    run_as: dict[str, Any] = {}
-    if sandbox is not None:
-        if (why := sandbox.unwritable([folder], str(folder))) is not None:
-            raise InputError(why, "repository_failed")
-        argv = sandbox.argv([folder], str(folder), argv)
-        env["TMPDIR"] = "/tmp"
-        run_as = sandbox.run_as()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=str(folder),
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-        **run_as,
-    )
+    if (why := sandbox.unavailable() or sandbox.refuses(str(folder))) is not None:
+        raise InputError(why, "repository_failed")
+    limits = Limits(config.command_memory_mb, config.command_processes)
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), config.shell_timeout_max)
+        started = await sandbox.start(
+            command, cwd=str(folder), env=env, limits=limits, streams=Streams(errors=True)
+        )
+    except SandboxError as e:
+        raise InputError(str(e), "repository_failed") from None
+    proc = started.proc
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), config.shell_timeout_max)
     except TimeoutError:
         await kill_group(proc)
         raise InputError(
@@ -65,7 +57,7 @@ async def run_setup(config: CoreConfig, folder: Path, script: str) -> dict[str, 
     except BaseException:
         await asyncio.shield(kill_group(proc))
         raise
-    text = out.decode(errors="replace")[-OUTPUT_TAIL:]
+    text = (out + err).decode(errors="replace")[-OUTPUT_TAIL:]
     code = proc.returncode or 0
     if code != 0:
         tail = os.linesep.join(text.strip().splitlines()[-5:])

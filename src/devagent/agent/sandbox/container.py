@@ -27,8 +27,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Protocol, cast
 
 from devagent.agent.sandbox import container_files as files
+from devagent.agent.sandbox.base import PTY_TERM as TERM
+from devagent.agent.sandbox.base import SandboxError, Started
 from devagent.agent.sandbox.childenv import is_devagents
 from devagent.agent.sandbox.container_files import OutsideWorkspace
+from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.sandbox.podman import (
     CONTROL,
     LABEL,
@@ -41,8 +44,6 @@ from devagent.agent.sandbox.podman import (
     Template,
 )
 from devagent.agent.sandbox.pool import WarmPool, provision
-from devagent.agent.tools.shell import SandboxError, Started, kill_group
-from devagent.agent.tools.tty_screen import TERM
 
 Stdin = Literal["closed", "pipe"]
 

@@ -1,6 +1,7 @@
 """The built-in tools. `builtin_tools()` returns a fresh instance of each, by name; given the
 operator's settings, only those the operator turned on (the web tools can be turned off); given a
-session's skills, the `skill` tool when there are any."""
+session's skills, the `skill` tool when there are any; given its sandbox, the shell tool
+describes it."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from typing import TYPE_CHECKING
 from devagent.agent.tools.base import Tool
 
 if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.skill_catalog import Skills
 
 
-def builtin_tools(config: CoreConfig | None = None, skills: Skills | None = None) -> dict[str, Tool]:
-    # late: a door that imports one tool module (the settings import the shell tool's sandbox)
-    # does not load every tool before it answers `initialize`
+def builtin_tools(
+    config: CoreConfig | None = None, skills: Skills | None = None, sandbox: Sandbox | None = None
+) -> dict[str, Tool]:
+    # late: a door that imports one tool module does not load every tool before it answers
+    # `initialize`
     from devagent.agent.tools.ask import AskUser
     from devagent.agent.tools.background import BackgroundProcessTool
     from devagent.agent.tools.memory import SaveMemory
@@ -38,7 +42,7 @@ def builtin_tools(config: CoreConfig | None = None, skills: Skills | None = None
         ListDirectory(),
         Glob(),
         Grep(),
-        RunShellCommand(),
+        RunShellCommand(sandbox),
         BackgroundProcessTool(),
         SaveMemory(),
         WriteTodos(),

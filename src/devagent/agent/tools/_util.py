@@ -4,12 +4,10 @@ detection, diffs, globs and a workspace walker that never follows symlinked dire
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import errno
 import os
 import re
-import secrets
 import stat
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -18,9 +16,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 from devagent.agent.events import FileDiff
-from devagent.agent.tools._confine import DIR_READ_FLAGS, Located, folder_owner, locate
+from devagent.agent.sandbox.confine import DIR_READ_FLAGS, TEMP_PREFIX, Located, locate, replace_in
 from devagent.agent.tools.base import ToolFailure, Workspace
-from devagent.common.faults import crash_point
 
 T = TypeVar("T")
 
@@ -44,7 +41,7 @@ SKIP_DIRS: frozenset[str] = frozenset(
 
 # The name prefix of `atomic_write`'s temporary files. Hidden (a dot), recognisable, and skipped
 # by the directory walks; a crash before the rename may leave one behind.
-TEMP_PREFIX = ".devagent-tmp-"
+
 
 BINARY_SNIFF_BYTES = 8192
 GLOB_MAGIC = re.compile(r"[*?\[{]")
@@ -276,65 +273,7 @@ def atomic_write(path: Path, content: str | bytes, workspace: Workspace | None =
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
     with _locate_for_change(path, workspace, create_dirs=True) as loc:
-        old = loc.lstat()
-        if loc.name == "." or (old is not None and stat.S_ISDIR(old.st_mode)):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-        tmp, fd = _create_temp(loc.dir_fd, path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                if old is not None and stat.S_ISREG(old.st_mode):
-                    _copy_permissions(f.fileno(), old)
-                elif (owner := folder_owner(loc.dir_fd)) is not None:
-                    os.fchown(f.fileno(), *owner)
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            crash_point("atomic_write.before_rename")
-            os.replace(tmp, loc.name, src_dir_fd=loc.dir_fd, dst_dir_fd=loc.dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=loc.dir_fd)
-            raise
-        _fsync_directory(loc.dir_fd)
-
-
-def _create_temp(dir_fd: int, shown: Path) -> tuple[str, int]:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-    for _ in range(100):
-        tmp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
-        try:
-            # 0o666 minus the umask: the default permissions of a new file
-            return tmp, os.open(tmp, flags, 0o666, dir_fd=dir_fd)
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"could not create a temporary file in {shown}")  # pragma: no cover
-
-
-def _copy_permissions(fd: int, old: os.stat_result) -> None:
-    """The replaced file's mode, and its owner and group where this process may set them."""
-    mode = stat.S_IMODE(old.st_mode)
-    os.fchmod(fd, mode)
-    new = os.fstat(fd)
-    if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
-        with contextlib.suppress(OSError):  # only root may give a file away; a group may be kept
-            os.fchown(fd, old.st_uid, old.st_gid)
-        if stat.S_IMODE(os.fstat(fd).st_mode) != mode:  # chown clears setuid/setgid bits
-            os.fchmod(fd, mode)
-
-
-def _fsync_directory(dir_fd: int) -> None:
-    """Makes a rename in the directory durable. The file is already in place when this runs, so a
-    file system that cannot fsync a directory (some network ones) is not an error."""
-    try:
-        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        replace_in(loc, data, path)
 
 
 def human_size(n: int) -> str:

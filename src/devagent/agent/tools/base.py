@@ -28,8 +28,10 @@ from devagent.agent.events import (
     GenericDetails,
     ToolKind,
 )
+from devagent.agent.sandbox.base import Sandbox
+from devagent.agent.sandbox.confine import Located, Outside, locate
+from devagent.agent.sandbox.none import Unsandboxed
 from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX
-from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.output import HEAD_CHARS, TAIL_CHARS
 from devagent.common.netpolicy import IPNetwork
@@ -357,6 +359,13 @@ class ToolContext:
     # subagent's own are shown nested.
     subagents: Delegation | None = None
     emit: Callable[[Event], None] | None = None
+    # Where the session's commands run (its sandbox, which the core hands it); by default
+    # directly, as plain processes over the workspace roots.
+    sandbox: Sandbox = None  # type: ignore[assignment]  # set from the workspace when not given
+
+    def __post_init__(self) -> None:
+        if self.sandbox is None:
+            self.sandbox = Unsandboxed(self.workspace.roots)
 
     @classmethod
     def for_call(

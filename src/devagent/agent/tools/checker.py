@@ -1,19 +1,17 @@
 """Starting the project's own checkers (a linter run, a language server) as the agent starts any
-command: the clean environment (`childenv`), the per-command limits (`shell.limited`), the
-sandbox when it is on, in a process group of its own that never outlives the server (the sandbox,
-or `shell.SUPERVISOR`)."""
+command: the clean environment (`childenv`), the per-command limits, in the session's sandbox
+(`ctx.sandbox`), in a process group of its own that never outlives the server."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 from dataclasses import dataclass
 
+from devagent.agent.sandbox.base import Limits, SandboxError, Streams
 from devagent.agent.sandbox.childenv import child_env
+from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.tools.base import ToolContext
-from devagent.agent.tools.shell import SUPERVISOR, active_sandbox, kill_group, limited, sandbox_missing
 
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes of a checker's report read at most
 
@@ -23,10 +21,7 @@ class CheckerUnavailable(Exception):
 
 
 def checker_env(ctx: ToolContext) -> dict[str, str]:
-    env = child_env(ctx.env_pass, extra={"DEVAGENT": "1", "NO_COLOR": "1"})
-    if active_sandbox() is not None:
-        env["TMPDIR"] = "/tmp"
-    return env
+    return child_env(ctx.env_pass, extra={"DEVAGENT": "1", "NO_COLOR": "1"})
 
 
 def checker_path(ctx: ToolContext) -> str:
@@ -39,30 +34,24 @@ async def start_checker(
 ) -> asyncio.subprocess.Process:
     """Starts `command` (`bash -c`) with pipes for its input and output, and for its errors when
     `errors` (else dropped: a long-running checker must not fill a pipe nobody reads)."""
-    argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
-    sandbox = active_sandbox()
-    if sandbox is not None:
-        if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
-            raise CheckerUnavailable(why)
-        argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
-    elif (missing := sandbox_missing()) is not None:
-        raise CheckerUnavailable(missing.message())
-    else:
-        argv = [os.path.realpath(sys.executable), "-I", "-S", SUPERVISOR, str(os.getpid()), *argv]
+    sandbox = ctx.sandbox
+    if (why := sandbox.unavailable() or sandbox.refuses(cwd)) is not None:
+        raise CheckerUnavailable(why)
     try:
-        return await asyncio.create_subprocess_exec(
-            *argv,
+        started = await sandbox.start(
+            command,
             cwd=cwd,
             env=checker_env(ctx),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE if errors else asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            limit=OUTPUT_LIMIT,
-            **(sandbox.run_as() if sandbox is not None else {}),
+            limits=Limits(ctx.command_memory_mb, ctx.command_processes),
+            stdin="pipe",
+            streams=Streams(errors=errors, limit=OUTPUT_LIMIT),
+            lasting=True,
         )
+    except SandboxError as e:
+        raise CheckerUnavailable(str(e)) from e
     except OSError as e:
         raise CheckerUnavailable(f"it could not be started: {e.strerror or e}") from e
+    return started.proc
 
 
 @dataclass(frozen=True, slots=True)

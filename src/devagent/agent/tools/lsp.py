@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.tools.findings import Diagnostic
-from devagent.agent.tools.shell import kill_group
 
 _HEADER_LIMIT = 4096  # bytes of headers one message may have
 MESSAGE_LIMIT = 64 * 1024 * 1024  # bytes one message may have

@@ -41,17 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.sandbox.base import Started
+from devagent.agent.sandbox.groups import KILL_GRACE, kill_group, signal_group, wait_exit
 from devagent.agent.tools.base import ToolFailure
 from devagent.agent.tools.output import head_and_tail
-from devagent.agent.tools.shell import (
-    KILL_GRACE,
-    READ_CHUNK,
-    Started,
-    kill_group,
-    signal_group,
-    start_command,
-    wait_exit,
-)
+from devagent.agent.tools.shell import READ_CHUNK, start_command
 from devagent.agent.tools.tty_keys import keys
 from devagent.agent.tools.tty_screen import TtyScreen, TtySize, printed
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from devagent.agent.events import ToolKind
+from devagent.agent.sandbox.confine import TEMP_PREFIX
 from devagent.agent.tools._util import (
     SKIP_DIRS,
-    TEMP_PREFIX,
     bool_arg,
     explicit_skip_dirs,
     file_status,

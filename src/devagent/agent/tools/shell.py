@@ -1,43 +1,27 @@
 """The shell tool: runs `bash -c` in the workspace, streams its output live, and never leaves
 processes behind when it times out or is cancelled (the whole process group is killed).
 
-With the sandbox on, the command runs inside bubblewrap: the workspace roots
-read-write, the rest of the filesystem read-only, a private /tmp and /run, no network unless the
-operator allows it, no capabilities, and its own PID namespace, so every process it started ends
-with it, with the turn, or with the server (`--die-with-parent`). The sandbox is a setting of the
-process (`use_sandbox`), chosen at start-up by `devagent serve|run|wire` (`setup_sandbox`).
-
-Where the server runs as root, a sandboxed command never does: it runs as an
-unprivileged user (`sandbox_user`, default nobody), becoming it inside a sandbox root made, or,
-where root may not make namespaces (a container without CAP_SYS_ADMIN), in one bwrap made as
-that user. A user namespace mapping root to another uid would not do: its processes are still
-root to every file outside. Files that hold secrets are hidden whoever runs: /etc/shadow and its
-kin, /root, devagent's own files and the operator's `sandbox_hide`.
+The command runs in the session's sandbox (`ctx.sandbox`, devagent/agent/sandbox/), which the
+core hands the tool: bubblewrap on this host, or directly where the operator turned it off; where
+the sandbox is on but cannot run here, the tool fails closed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
-import functools
 import os
 import shlex
-import shutil
-import signal
-import subprocess
-import sys
-import termios
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
+from devagent.agent.sandbox.base import Limits, Sandbox, SandboxError, Started
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.sandbox.gitguard import granted_env
-from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX, user_config_dir
+from devagent.agent.sandbox.groups import KILL_GRACE, kill_group, wait_exit
+from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX
 from devagent.agent.tools import shell_reads
 from devagent.agent.tools._util import (
     bool_arg,
@@ -51,17 +35,14 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.output import HeadTail, head_and_tail
-from devagent.agent.tools.skill_catalog import not_holding, user_folders
 from devagent.agent.tools.tty_screen import COLS as TTY_COLS
 from devagent.agent.tools.tty_screen import ROWS as TTY_ROWS
 from devagent.agent.tools.tty_screen import TERM, TtySize
 
 if TYPE_CHECKING:
-    from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import CommandBackend
 
 LIVE_INTERVAL = 0.05  # seconds between live updates at most
-KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 EOF_GRACE = 0.5  # seconds to wait for output after bash exited (background jobs may hold the pipe)
 READ_CHUNK = 65536
 
@@ -80,572 +61,6 @@ def root_command(command: str) -> str:
     return ""
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - a pid reused by another user
-        return False
-    return True
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-async def wait_exit(proc: asyncio.subprocess.Process, seconds: float) -> None:
-    """Waits until the process has exited (not for its pipes, which others may hold open)."""
-    deadline = time.monotonic() + seconds
-    while proc.returncode is None and time.monotonic() < deadline:  # noqa: ASYNC110 - no exit event
-        await asyncio.sleep(0.02)
-
-
-async def kill_group(proc: asyncio.subprocess.Process, grace: float | None = None) -> None:
-    """SIGTERM to the whole process group, SIGKILL after `grace` for whatever is left."""
-    grace = KILL_GRACE if grace is None else grace
-    pgid = proc.pid  # start_new_session: the shell leads its own group
-    signal_group(pgid, signal.SIGTERM)
-    try:
-        deadline = time.monotonic() + grace
-        await wait_exit(proc, grace)
-        while _group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling a pgid
-            await asyncio.sleep(0.02)
-    finally:
-        # Reaped zombies of other parents may still answer signal 0 for a moment; SIGKILL is
-        # harmless to them and final for anything that ignored SIGTERM.
-        signal_group(pgid, signal.SIGKILL)
-        await wait_exit(proc, 1.0)
-
-
-# --- the sandbox (bubblewrap) ----------------------------------------------------------------------
-
-SANDBOX_SETTINGS = ("auto", "on", "off")  # "" (unset): auto for serve, off for run and wire
-INSTALL_HINT = "apt-get install bubblewrap"
-USERNS_HINT = (
-    "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1; in Docker "
-    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined) or start with --no-sandbox"
-)
-PROBE_TIMEOUT = 30.0
-
-
-class SandboxError(Exception):
-    """The sandbox was asked for but cannot run here; the message names the fix."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sandbox:
-    """How sandboxed commands are started: bubblewrap at `bwrap`."""
-
-    bwrap: str
-    version: str = ""  # "bubblewrap 0.8.0"
-    network: bool = False
-    # Directories shown empty inside: the server's home and data directory, the
-    # user's config folder, /root, the operator's `sandbox_hide` folders, and on a server every
-    # workspace root (a session sees its own only).
-    hidden: tuple[Path, ...] = ()
-    # Directories inside hidden ones shown again, read-only: toolchains on PATH under the homes,
-    # the user's skill folders (their scripts are run as commands).
-    readable: tuple[Path, ...] = ()
-    # Files shown empty and read-only: the settings file and a SQLite database wherever they are,
-    # /etc/shadow and its kin, the operator's `sandbox_hide` files.
-    masked: tuple[Path, ...] = ()
-    # The unprivileged user commands run as (uid, gid, name) where the server runs as root; None:
-    # the server's own user, never root (`choose_sandbox`).
-    user: tuple[int, int, str] | None = None
-    # How a root server's commands become `user`: False, bwrap runs as root (no user namespace:
-    # root in one is still root to every file) and the command's first process becomes the user;
-    # True, where root may not make namespaces without a user namespace (a container without
-    # CAP_SYS_ADMIN), bwrap itself is started as the user, in a user namespace of its own.
-    as_user: bool = False
-    # Whether the operator named `user` (sandbox_user), rather than devagent taking the
-    # workspace's owner or nobody (`root_sandbox_user`).
-    user_named: bool = False
-
-    def argv(self, roots: Sequence[Path], cwd: str, command: Sequence[str]) -> list[str]:
-        """The bwrap command line running `command` in `cwd` with `roots` writable."""
-        args = [self.bwrap, *self._isolation(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        for _depth, _order, mount in sorted(self._mounts(roots), key=lambda m: (m[0], m[1], m[2])):
-            args += mount
-        if self.user is None or self.as_user:
-            return [*args, "--chdir", cwd, *command]
-        return [*args, *self._drop(cwd, command)]
-
-    def _mounts(self, roots: Sequence[Path]) -> list[tuple[int, int, list[str]]]:
-        """The mounts over the read-only root, each with its depth and its order among mounts
-        of equal depth. Later mounts cover earlier ones: parents first, so a root inside /tmp
-        stays writable and a hidden directory inside a root stays hidden. At equal depth: hide,
-        then show again read-only, then the roots (a root wins over a hide), then the masks (a
-        masked file is never a root)."""
-        tmpfs = [Path("/tmp")]
-        if os.path.isdir("/run"):  # sockets there (docker, dbus) ignore read-only mounts
-            tmpfs.append(Path("/run"))
-        for h in sorted((h for h in self.hidden if h.is_dir()), key=lambda h: len(h.parts)):
-            if self._reaches(h, tmpfs):
-                tmpfs.append(h)
-        dropping = self.user is not None and not self.as_user
-        # bwrap's tmpfs are the user's who runs it: where that is root, the sandbox user needs
-        # them open (sticky, as /tmp is), or /tmp and $HOME would be read-only to it.
-        perms = ["--perms", "1777"] if dropping else []
-        mounts = [(len(h.parts), 0, [*perms, "--tmpfs", str(h)]) for h in tmpfs]
-        resolv = Path(os.path.realpath("/etc/resolv.conf"))
-        if self.network and resolv.is_relative_to("/run") and resolv.is_file():
-            mounts.append((len(resolv.parts), 1, ["--ro-bind", str(resolv), str(resolv)]))
-        shown = [r for r in self.readable if r.is_dir() and self._reaches(r, tmpfs, whole=True)]
-        mounts += [(len(r.parts), 1, ["--ro-bind", str(r), str(r)]) for r in shown]
-        mounts += [(len(r.parts), 2, ["--bind", str(r), str(r)]) for r in roots]
-        masked = [f for f in self.masked if f.is_file() and self._reaches(f, tmpfs)]
-        mounts += [(len(f.parts), 3, ["--ro-bind", "/dev/null", str(f)]) for f in masked]
-        if dropping:
-            # The folders bwrap (root) makes on the way to a root or a toolchain inside an empty
-            # tmpfs are root's and closed: the sandbox user must pass through them.
-            binds = [*shown, *roots]
-            ways = {a for r in binds for a in r.parents if _made_by_bwrap(a, tmpfs, binds)}
-            mounts += [(len(a.parts), -1, ["--perms", "0711", "--dir", str(a)]) for a in ways]
-        return mounts
-
-    def _reaches(self, path: Path, tmpfs: Sequence[Path], whole: bool = False) -> bool:
-        """Whether bwrap, started as the sandbox user, can reach `path` to mount on it (inside an
-        empty tmpfs it makes the way itself) and, `whole`, read it as a source. What that user
-        cannot reach needs no mask, and a toolchain it cannot read is left out rather than
-        failing every command. Always, where bwrap runs as root or as the server's user."""
-        if not self.as_user or self.user is None:
-            return True
-        uid, gid, _name = self.user
-        for folder in [*reversed(path.parents), *([path] if whole else [])]:
-            if folder in tmpfs and not whole:
-                return True
-            if not _may(folder, uid, gid, 0o1):
-                return False
-        return True
-
-    def _isolation(self) -> list[str]:
-        """The namespaces and capabilities. In a user namespace (bwrap run by the server's user or
-        by the sandbox user): every namespace, no capabilities. Run by root for the sandbox user:
-        no user namespace, and only the capabilities to become that user, which it loses by
-        becoming it (`_drop`)."""
-        if self.user is None or self.as_user:
-            args = ["--unshare-all"]  # user (when possible), ipc, pid, net, uts, cgroup
-            if self.network:
-                args.append("--share-net")
-            return [*args, "--die-with-parent", "--cap-drop", "ALL"]
-        args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-        if not self.network:
-            args.append("--unshare-net")
-        become = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        return [*args, "--die-with-parent", "--cap-drop", "ALL", *become]
-
-    def _drop(self, cwd: str, command: Sequence[str]) -> list[str]:
-        """`command` run in `cwd` as the sandbox user: the Python devagent runs on (always there)
-        takes the user's uid and gid and no other group, so no capability is left, then enters
-        `cwd` as that user and starts the command (its program found here: Python has no search
-        path there)."""
-        assert self.user is not None
-        uid, gid, _name = self.user
-        program = shutil.which(command[0]) or command[0]
-        python = os.path.realpath(sys.executable)
-        return [python, "-I", "-S", "-c", _DROP, str(uid), str(gid), cwd, program, *command]
-
-    def run_as(self) -> dict[str, Any]:
-        """The subprocess arguments starting bwrap as the sandbox user, where it is (`as_user`)."""
-        if self.user is None or not self.as_user:
-            return {}
-        uid, gid, _name = self.user
-        return {"user": uid, "group": gid, "extra_groups": []}
-
-    def unwritable(self, roots: Sequence[Path], cwd: str) -> str | None:
-        """Why the sandbox user cannot work in the workspace root holding `cwd`, or None when it
-        can (by owners, groups and modes: os.access would answer for root)."""
-        if self.user is None:
-            return None
-        uid, gid, name = self.user
-        here = Path(cwd)
-        root = max((r for r in roots if here.is_relative_to(r)), key=lambda r: len(r.parts), default=here)
-        if not root.is_dir():
-            return None  # the command fails on its own
-        closed = [f for f in root.parents if not _may(f, uid, gid, 0o1)] if self.as_user else []
-        if not closed and _may(root, uid, gid, 0o3):
-            return None
-        if not closed and not self.user_named and root.stat().st_uid == 0:
-            return (
-                f"sandboxed commands never run as root, and the workspace {root} is root's: give it "
-                f"to a user (chown -R USER {root}) and start devagent again, which then runs them as "
-                "that user, or set sandbox_user"
-            )
-        why = f"cannot reach it ({closed[-1]} is closed to it)" if closed else "cannot write in it"
-        return (
-            f"sandboxed commands run as {name} (uid {uid}), never as root, and {name} {why}: the "
-            f"workspace {root}. The operator must give it to that user (chown -R {uid}:{gid} "
-            f"{root}) or set sandbox_user to the user who owns it"
-        )
-
-    def summary(self) -> str:
-        network = "network allowed" if self.network else "no network"
-        who = "" if self.user is None else f", commands run as {self.user[2]} (uid {self.user[0]})"
-        return f"{self.version or 'bubblewrap'}, {network}{who}"
-
-
-def _may(folder: Path, uid: int, gid: int, want: int) -> bool:
-    """Whether the user `uid`:`gid` (no other group) has the permission bits `want` (0o1 search,
-    0o3 write and search) on `folder`, by its owner, group and mode."""
-    try:
-        st = folder.stat()
-    except OSError:
-        return False
-    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
-    return (st.st_mode >> shift) & want == want
-
-
-# Run by the sandbox's first process as root: become uid argv[1], gid argv[2] (every uid: root
-# keeps no capability), enter the folder argv[3], then start the program argv[4] with the
-# arguments argv[5:].
-_DROP = (
-    "import os, sys; os.setgroups([]); os.setgid(int(sys.argv[2])); os.setuid(int(sys.argv[1])); "
-    "os.chdir(sys.argv[3]); os.execv(sys.argv[4], sys.argv[5:])"
-)
-
-
-def _made_by_bwrap(folder: Path, tmpfs: Sequence[Path], binds: Sequence[Path]) -> bool:
-    """Whether `folder` is made by bwrap on the way to a mount: not a mount itself, and the
-    nearest mount above it is an empty tmpfs (not a folder shown from the host)."""
-    if folder in tmpfs or folder in binds:
-        return False
-    above = [m for m in [*tmpfs, *binds] if m != folder and folder.is_relative_to(m)]
-    return bool(above) and max(above, key=lambda m: len(m.parts)) in tmpfs
-
-
-@functools.cache
-def probe_bwrap(user: tuple[int, int, str] | None = None) -> Sandbox | str:
-    """Whether bubblewrap works on this machine (it needs namespaces, which containers may
-    refuse): a Sandbox, or why not with the fix. Runs `true` in it, once per process and user:
-    as this process's user, or for a root server as `user` (bwrap run by root, else, where root
-    cannot make namespaces, by `user` itself)."""
-    path = shutil.which("bwrap")
-    if path is None:
-        return f"bwrap not installed: {INSTALL_HINT}"
-    try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"bwrap does not run here ({e}): {USERNS_HINT}"
-    failed: list[str] = []
-    for as_user in (False, True) if user is not None else (False,):
-        sandbox = Sandbox(path, out.stdout.strip(), user=user, as_user=as_user)
-        why = _try(sandbox)
-        if why is None:
-            return sandbox
-        failed.append(f"as {user[2]}: {why}" if as_user and user is not None else why)
-    return f"bwrap cannot create its sandbox here ({'; '.join(failed)}): {USERNS_HINT}"
-
-
-def _try(sandbox: Sandbox) -> str | None:
-    """Why `sandbox` cannot run `true`, or None when it can."""
-    try:
-        run = subprocess.run(
-            sandbox.argv([], "/", ["true"]),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT,
-            check=False,
-            cwd="/",
-            **sandbox.run_as(),
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        return str(e)
-    if run.returncode == 0:
-        return None
-    lines = run.stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit code {run.returncode}"
-
-
-# Never readable by a sandboxed command, whoever the server runs as.
-SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
-SECRET_DIRS = ("/root",)
-
-
-def sandbox_account(spec: str) -> tuple[int, int, str]:
-    """(uid, gid, name) of `sandbox_user` (a name, a uid, either with `:group`; "" is nobody),
-    the user sandboxed commands run as where the server runs as root. SandboxError for root or
-    a name this machine does not know."""
-    import grp
-    import pwd
-
-    text = spec.strip() or "nobody"
-    name, _, group = text.partition(":")
-    try:
-        if name.isdigit():
-            uid, gid, shown = int(name), int(name), name
-            with contextlib.suppress(KeyError):
-                entry = pwd.getpwuid(uid)
-                gid, shown = entry.pw_gid, entry.pw_name
-        else:
-            entry = pwd.getpwnam(name)
-            uid, gid, shown = entry.pw_uid, entry.pw_gid, entry.pw_name
-        if group:
-            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
-    except KeyError:
-        if not spec.strip():  # no nobody in /etc/passwd (a minimal image): its usual ids
-            return 65534, 65534, "nobody"
-        raise SandboxError(
-            f"sandbox_user {spec!r} is not a user (and group) of this machine: give a name, a uid "
-            "or uid:gid (DEVAGENT_SANDBOX_USER)"
-        ) from None
-    if uid == 0 or gid == 0:
-        raise SandboxError(f"sandbox_user {spec!r} is root: sandboxed commands never run as root")
-    return uid, gid, shown
-
-
-def root_sandbox_user(spec: str, owned_by: Sequence[Path]) -> tuple[int, int, str]:
-    """The user a root server's sandboxed commands run as: `sandbox_user` (`spec`) where the
-    operator set it; else the one owner of the workspace roots `owned_by` where that is not root
-    (a checkout or volume of the user's); else nobody. Never root (`sandbox_account`)."""
-    if spec.strip():
-        return sandbox_account(spec)
-    owners = set()
-    for root in owned_by:
-        with contextlib.suppress(OSError):
-            owners.add(root.stat().st_uid)
-    if len(owners) == 1 and (uid := owners.pop()) != 0:
-        with contextlib.suppress(SandboxError):  # (an account whose group is root's: nobody)
-            return sandbox_account(str(uid))
-    return sandbox_account("")
-
-
-def _root_note() -> str:
-    """What the start-up line says where the server runs as root and commands run unsandboxed."""
-    if os.geteuid() != 0:
-        return ""
-    return ". The server runs as root: so do its commands, with root's access to every file"
-
-
-def sandbox_setting(value: str) -> str:
-    """The `sandbox` setting normalized: "", auto, on or off (true/false and yes/no accepted)."""
-    v = value.strip().lower()
-    v = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}.get(v, v)
-    if v and v not in SANDBOX_SETTINGS:
-        raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_SETTINGS)}, not {value!r}")
-    return v
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxMissing:
-    """The sandbox is on but cannot run here: shell commands fail closed with
-    `why`, never run unsandboxed."""
-
-    why: str
-
-    def message(self) -> str:
-        return (
-            f"shell commands cannot run on this server: its sandbox is on but {self.why}. "
-            "The operator must install bubblewrap, or turn the sandbox off explicitly (--no-sandbox)"
-        )
-
-
-_process_sandbox: Sandbox | SandboxMissing | None = None
-
-
-def use_sandbox(sandbox: Sandbox | SandboxMissing | None) -> None:
-    """Sets how this process runs shell commands (None: directly, unsandboxed; SandboxMissing:
-    not at all)."""
-    global _process_sandbox
-    _process_sandbox = sandbox
-
-
-def active_sandbox() -> Sandbox | None:
-    return _process_sandbox if isinstance(_process_sandbox, Sandbox) else None
-
-
-def sandbox_missing() -> SandboxMissing | None:
-    return _process_sandbox if isinstance(_process_sandbox, SandboxMissing) else None
-
-
-def give_to_sandbox_user(folder: Path) -> None:
-    """A workspace folder the server makes (a caller's own) belongs to the user its sandboxed
-    commands run as, where that is not the server's user."""
-    sandbox = active_sandbox()
-    if sandbox is not None and sandbox.user is not None:
-        os.chown(folder, sandbox.user[0], sandbox.user[1], follow_symlinks=False)
-
-
-def _toolchains(homes: Sequence[Path], extra: Sequence[str]) -> tuple[Path, ...]:
-    """What stays readable in the hidden homes (the server's, root's): each PATH entry in one
-    (with its parent for a `bin` or `shims` folder of a toolchain, e.g. ~/.pyenv, never the home
-    itself or ~/.local), the Python devagent runs on, and the operator's `sandbox_read`."""
-
-    def home_of(p: Path) -> Path | None:
-        return next((h for h in homes if p.is_relative_to(h) and p != h), None)
-
-    found: list[Path] = []
-    for entry in os.environ.get("PATH", "").split(os.pathsep):
-        if not entry or not os.path.isabs(entry):
-            continue
-        p = Path(os.path.realpath(entry))
-        if (home := home_of(p)) is None:
-            continue
-        found.append(p)
-        if p.name in ("bin", "shims") and p.parent not in (home, home / ".local"):
-            found.append(p.parent)
-    for prefix in (sys.base_prefix, sys.prefix):
-        p = Path(os.path.realpath(prefix))
-        if home_of(p) is not None:
-            found.append(p)
-    found += [Path(os.path.realpath(os.path.expanduser(e))) for e in extra]
-    return tuple(dict.fromkeys(found))
-
-
-def choose_sandbox(
-    flag: bool | None,
-    config: CoreConfig,
-    command: str,
-    hide: Sequence[Path] = (),
-    owned_by: Sequence[Path] = (),
-) -> tuple[Sandbox | SandboxMissing | None, str]:
-    """The sandbox for `devagent COMMAND`: the flag (--sandbox/--no-sandbox) over the `sandbox`
-    setting over the command's default (on for serve, off for run and wire). Returns it with the
-    line saying whether it is on and why. Where bwrap does not work: SandboxError when it was
-    asked for (the flag or the setting "on"); SandboxMissing for serve's default, so that the
-    server starts and its commands fail closed; off only for the operator's
-    explicit "auto". `hide`: more directories no command may see (a server's workspace roots).
-    `owned_by`: the workspace roots whose owner a root server's commands run as
-    (`root_sandbox_user`)."""
-    if flag is not None:
-        mode, source = ("on", "--sandbox") if flag else ("off", "--no-sandbox")
-    elif config.sandbox:
-        mode = sandbox_setting(config.sandbox)
-        source = f"sandbox = {mode} in the settings"
-    elif command == "serve":
-        mode, source = "default", "the default of devagent serve"
-    else:
-        mode, source = "off", f"the default of devagent {command}; --sandbox turns it on"
-    if mode == "off":
-        return None, f"Shell sandbox: off ({source}){_root_note()}"
-    # Root inside a user namespace is still root to every file outside it: a root server's
-    # commands run as another user.
-    as_root = os.geteuid() == 0
-    probed = probe_bwrap(root_sandbox_user(config.sandbox_user, owned_by) if as_root else None)
-    if isinstance(probed, str):
-        if mode == "on":
-            raise SandboxError(f"the shell sandbox is on ({source}) but {probed}")
-        if mode == "auto":
-            return None, f"Shell sandbox: off (sandbox = auto and {probed}){_root_note()}"
-        missing = SandboxMissing(probed)
-        return missing, (
-            f"Shell sandbox: UNAVAILABLE ({probed}). Shell commands will fail until bubblewrap "
-            "runs here or the sandbox is turned off explicitly (--no-sandbox, sandbox = off)"
-        )
-    home = Path(os.path.realpath(Path.home()))
-    # The operator's `sandbox_hide`: a folder is shown empty, a file empty (whichever it is when
-    # a command starts).
-    named = [Path(os.path.realpath(os.path.expanduser(h))) for h in config.sandbox_hide]
-    hidden = [*config.protected_dirs(), *map(Path, SECRET_DIRS), *named]
-    if home != Path("/"):
-        hidden.append(home)
-    hidden += [Path(os.path.realpath(h)) for h in hide]
-    masked = [*config.protected_files(), *map(Path, SECRET_FILES), *named]
-    sandbox = replace(
-        probed,
-        user_named=as_root and bool(config.sandbox_user.strip()),
-        network=config.sandbox_network,
-        hidden=tuple(dict.fromkeys(hidden)),
-        readable=_toolchains(
-            [h for h in (home, *map(Path, SECRET_DIRS)) if h != Path("/")], config.sandbox_read
-        )
-        + not_holding(user_folders(user_config_dir()), hidden),
-        masked=tuple(dict.fromkeys(masked)),  # those that exist when a command starts
-    )
-    return sandbox, f"Shell sandbox: on ({sandbox.summary()})"
-
-
-def setup_sandbox(
-    flag: bool | None,
-    config: CoreConfig,
-    command: str,
-    hide: Sequence[Path] = (),
-    owned_by: Sequence[Path] = (),
-) -> str:
-    """Chooses the sandbox for this process (`choose_sandbox`), uses it, returns the line to print."""
-    sandbox, line = choose_sandbox(flag, config, command, hide, owned_by)
-    use_sandbox(sandbox)
-    return line
-
-
-def limited(command: str, memory_mb: int, processes: int) -> list[str]:
-    """`bash -c command` under the per-command limits: data memory in MiB and
-    processes, each capped at what this process may give (a hard limit cannot be raised), 0 for
-    none. `ulimit` sets soft and hard limits, so the command cannot raise them again."""
-    import resource
-
-    steps: list[str] = []
-    for flag, rlimit, value, unit in (
-        ("-d", resource.RLIMIT_DATA, memory_mb * 1024, 1024),
-        ("-u", resource.RLIMIT_NPROC, processes, 1),
-    ):
-        if value <= 0:
-            continue
-        hard = resource.getrlimit(rlimit)[1]
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard // unit)
-        steps.append(f"ulimit {flag} {value}")
-    if not steps:
-        return ["bash", "-c", command]
-    return ["bash", "-c", " && ".join([*steps, 'exec bash -c "$1"']), "bash", command]
-
-
-# The program that leads an unsandboxed background command's process group and ends everything
-# the command started when the server dies or the command ends (see its docstring). A sandboxed
-# command needs none: bwrap's --die-with-parent and its PID namespace do the same.
-SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
-
-
-# Run first in a pty process's terminal: a session of its own (unless it leads one already)
-# whose controlling terminal is its input, the pty, so that the keys typed there signal it (Ctrl-C)
-# and what it starts; then the command argv[1:]. Inside a sandbox too: bwrap passes the pty on.
-_TAKE_TERMINAL = (
-    "import os, sys, fcntl, termios; os.getsid(0) == os.getpid() or os.setsid(); "
-    "fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execvp(sys.argv[1], sys.argv[1:])"
-)
-
-
-@dataclass(slots=True)
-class Started:
-    """A command started in its own process group: the read end of its output, and for a
-    background command the write end of its input (else -1), whether `SUPERVISOR` leads it, and
-    for a pty process its terminal's size (both ends are then the pty's master)."""
-
-    proc: asyncio.subprocess.Process
-    output_fd: int
-    input_fd: int = -1
-    sandboxed: bool = False
-    supervised: bool = False
-    tty: TtySize | None = None
-
-
-@dataclass(slots=True)
-class _Stdio:
-    """The command's standard input and output (its error goes with its output), our ends of
-    them, and the descriptors only the command keeps (closed here once it has started)."""
-
-    stdin: int
-    stdout: int
-    ours: tuple[int, int]  # (read its output, write its input: -1 for none)
-    theirs: tuple[int, ...]
-
-    @classmethod
-    def make(cls, background: bool, tty: TtySize | None) -> _Stdio:
-        if tty is not None:
-            master, slave = os.openpty()
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, tty.winsize())
-            return cls(slave, slave, (master, os.dup(master)), (slave,))
-        read_fd, write_fd = os.pipe()
-        if not background:
-            return cls(subprocess.DEVNULL, write_fd, (read_fd, -1), (write_fd,))
-        stdin_r, stdin_w = os.pipe()
-        return cls(stdin_r, write_fd, (read_fd, stdin_w), (write_fd, stdin_r))
-
-
 async def start_command(
     command: str,
     cwd: str,
@@ -655,55 +70,34 @@ async def start_command(
     background: bool = False,
     tty: TtySize | None = None,
 ) -> Started:
-    """Starts `command` in its own process group (in the process's sandbox, if on) with the
-    agent's environment and limits. `background`: its input is a pipe for the caller to write
+    """Starts `command` in the session's sandbox (`ctx.sandbox`), in its own process group, with
+    the agent's environment and limits. `background`: its input is a pipe for the caller to write
     (with `tty`, both its input and output are a pseudo-terminal of that size, its controlling
-    terminal), and it never outlives the server (`SUPERVISOR`, or the sandbox); else its input
-    is closed."""
-    sandbox = active_sandbox()
+    terminal), and it never outlives the server; else its input is closed."""
+    sandbox = ctx.sandbox
+    if (why := sandbox.refuses(cwd)) is not None:
+        raise ToolFailure(why, "sandbox_unavailable")
     # An allow-list, never the server's environment (tokens, database URL, provider keys stay in
     # the server).
     env = child_env(
         ctx.env_pass,
         extra={"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1", **guard},
     )
-    argv = limited(command, ctx.command_memory_mb, ctx.command_processes)
     if tty is not None:
-        bash = shutil.which("bash") or "bash"
-        argv = [os.path.realpath(sys.executable), "-I", "-S", "-c", _TAKE_TERMINAL, bash, *argv[1:]]
         env["TERM"] = TERM
-    if sandbox is not None:
-        if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
-            raise ToolFailure(why, "sandbox_unavailable")
-        argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
-        env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
-    elif background:
-        argv = [os.path.realpath(sys.executable), "-I", "-S", SUPERVISOR, str(os.getpid()), *argv]
-    # Our own pipes rather than asyncio's: we can close our end when background jobs keep the
-    # write end open after the shell exited, and the process transport holds no pipes (so its
-    # wait() ends when the process does).
-    stdio = _Stdio.make(background, tty)
+    limits = Limits(ctx.command_memory_mb, ctx.command_processes)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        return await sandbox.start(
+            command,
             cwd=cwd,
             env=env,
-            stdin=stdio.stdin,
-            stdout=stdio.stdout,
-            stderr=stdio.stdout,
-            start_new_session=True,
-            **(sandbox.run_as() if sandbox is not None else {}),
+            limits=limits,
+            stdin="pipe" if background else "closed",
+            tty=tty,
+            lasting=background,
         )
-    except BaseException:
-        for fd in stdio.ours:
-            if fd >= 0:
-                os.close(fd)
-        raise
-    finally:
-        for fd in stdio.theirs:
-            os.close(fd)
-    read_fd, input_fd = stdio.ours
-    return Started(proc, read_fd, input_fd, sandbox is not None, background and sandbox is None, tty)
+    except SandboxError as e:
+        raise ToolFailure(str(e), "sandbox_unavailable") from e
 
 
 async def _follow_command(
@@ -840,11 +234,15 @@ class RunShellCommand(Tool):
         "server can be reached only by its own command)",
     }
 
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        # The session's sandbox, which its definition describes (None: commands run directly).
+        self.sandbox = sandbox
+
     def definition(self) -> dict[str, Any]:
-        if (missing := sandbox_missing()) is not None:
-            return {**super().definition(), "description": f"Unavailable: {missing.message()}."}
-        sandbox = active_sandbox()
-        if sandbox is None:
+        sandbox = self.sandbox
+        if sandbox is not None and (missing := sandbox.unavailable()) is not None:
+            return {**super().definition(), "description": f"Unavailable: {missing}."}
+        if sandbox is None or sandbox.kind == "none":
             return super().definition()
         return {
             **super().definition(),
@@ -953,9 +351,9 @@ class RunShellCommand(Tool):
     def _check_can_run(ctx: ToolContext) -> None:
         """Fails closed where the sandbox is on but cannot run; commands that
         run in the client's terminal are the client's."""
-        missing = sandbox_missing()
+        missing = ctx.sandbox.unavailable()
         if missing is not None and ctx.backends.commands is None:
-            raise ToolFailure(missing.message(), "sandbox_unavailable")
+            raise ToolFailure(missing, "sandbox_unavailable")
 
     async def _start_background(
         self,

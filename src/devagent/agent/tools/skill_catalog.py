@@ -30,18 +30,18 @@ import logging
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from devagent.agent.sandbox.shown import SKILL_FILE, USER_SKILLS
 from devagent.agent.tools import front_matter
 from devagent.agent.tools.base import ToolFailure, Workspace
 
 log = logging.getLogger(__name__)
 
-USER_FOLDER = "skills"  # in the user's config folder
+USER_FOLDER = USER_SKILLS  # in the user's config folder
 WORKSPACE_FOLDER = ".agents/skills"  # in each workspace root
-SKILL_FILE = "SKILL.md"
 MAX_FILE_BYTES = 128 * 1024
 MAX_SKILLS = 100  # in all: each adds a line to every request
 MAX_NAME = 64
@@ -177,22 +177,6 @@ def _read_user(folder: Path, warnings: list[str]) -> Iterator[Skill]:
             continue  # a folder without a SKILL.md is not a skill
         except (OSError, ToolFailure, ValueError, UnicodeDecodeError) as e:
             warnings.append(f"{folder / entry / SKILL_FILE}: {getattr(e, 'message', None) or e}")
-
-
-def user_folders(config_dir: Path) -> list[Path]:
-    """The real folders in the user's skills folder that hold a SKILL.md, unchecked: what the
-    shell sandbox, which hides the config folder, shows read-only so that their scripts run."""
-    folder = config_dir / USER_FOLDER
-    real = [Path(os.path.realpath(folder / entry)) for entry in _entries(folder)]
-    return [p for p in real if (p / SKILL_FILE).is_file()]
-
-
-def not_holding(folders: Iterable[Path], kept_away: Iterable[Path]) -> tuple[Path, ...]:
-    """The folders that hold none of `kept_away` (devagent's settings and data, the home folder,
-    key folders): a skill linked to such a folder opens it neither to the file tools nor to the
-    sandbox."""
-    away = list(kept_away)
-    return tuple(f for f in folders if not any(p.is_relative_to(f) for p in away))
 
 
 def read_workspace(workspace: Workspace) -> list[Skill]:

@@ -16,14 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.sandbox.base import PTY_TERM
 from devagent.agent.tools.output import head_and_tail
 
 if TYPE_CHECKING:
     import pyte
 
+    from devagent.agent.sandbox.base import Winsize
+
 DRAW_SLICE = 4096  # characters drawn between two turns of the event loop
 SCROLLBACK_LINES = 2000  # lines that scrolled off the screen kept between two reads
-TERM = "xterm-256color"  # what the process is told its terminal is (pyte follows xterm's sequences)
+TERM = PTY_TERM  # what the process is told its terminal is (pyte follows xterm's sequences)
 
 
 ROWS = (24, 2, 200)  # a terminal's lines: by default, at least, at most
@@ -72,7 +75,7 @@ def _text(line: dict[int, Any], columns: int) -> str:
 
 
 def _new_screen(
-    size: TtySize, scrolled: Callable[[dict[int, Any]], None], reply: Callable[[str], None]
+    size: Winsize, scrolled: Callable[[dict[int, Any]], None], reply: Callable[[str], None]
 ) -> pyte.Screen:
     import pyte
 
@@ -92,7 +95,7 @@ def _new_screen(
 class TtyScreen:
     """The screen of one pty process, fed with its output as it arrives."""
 
-    def __init__(self, size: TtySize, reply: Callable[[str], None]) -> None:
+    def __init__(self, size: Winsize, reply: Callable[[str], None]) -> None:
         import pyte
 
         self.size = size

@@ -21,40 +21,47 @@ import pytest
 
 from devagent.agent.events import ExecuteDetails, ToolKind
 from devagent.agent.policy import approval
+from devagent.agent.sandbox import accounts, choose, probe
+from devagent.agent.sandbox.base import SandboxError, runs_sandboxed
+from devagent.agent.sandbox.choose import choose_sandbox
+from devagent.agent.sandbox.local import Bubblewrap
+from devagent.agent.sandbox.none import SandboxMissing, root_note
 from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
-from devagent.agent.tools import shell
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
-from devagent.agent.tools.shell import RunShellCommand, Sandbox, SandboxError, choose_sandbox
+from devagent.agent.tools.shell import RunShellCommand
 from devagent.config import ConfigError, load_config
+from tests.sandboxes import sandbox_of
 
 WITHIN = 30.0  # seconds a condition may take on a loaded machine (a bound, never a pace)
 
 
-def _bwrap_here() -> Sandbox | str:
-    return shell.probe_bwrap()
-
-
-@pytest.fixture(autouse=True)
-def _no_process_sandbox() -> Iterator[None]:
-    """Every test starts and ends with the process unsandboxed (the setting is process-wide)."""
-    shell.use_sandbox(None)
-    yield
-    shell.use_sandbox(None)
+def _bwrap_here() -> Bubblewrap | str:
+    return probe.probe_bwrap()
 
 
 @pytest.fixture
-def bwrap() -> Sandbox:
+def bwrap() -> Bubblewrap:
     probed = _bwrap_here()
     if isinstance(probed, str):
         pytest.skip(f"bubblewrap cannot run here: {probed}")
     return probed
 
 
-def make_ctx(root: Path, **kw: Any) -> ToolContext:
+def make_ctx(root: Path, sandbox: Bubblewrap | None = None, **kw: Any) -> ToolContext:
+    """A tool call's context in `root`, its commands in `sandbox` (None: unsandboxed)."""
     return ToolContext(
-        workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1", **kw
+        workspace=Workspace([root]),
+        state=SessionState(workspace_roots=[str(root)]),
+        call_id="c1",
+        sandbox=sandbox_of(sandbox, [root]),
+        **kw,
     )
+
+
+def use_sandbox(ctx: ToolContext, sandbox: Bubblewrap | None) -> None:
+    """The context's commands from now on in `sandbox` (None: unsandboxed)."""
+    ctx.sandbox = sandbox_of(sandbox, ctx.workspace.roots)
 
 
 async def sh(command: str, ctx: ToolContext) -> ToolResult:
@@ -71,7 +78,7 @@ def exit_code(res: ToolResult) -> int:
 
 
 async def test_sandboxed_command_writes_only_in_the_workspace(
-    bwrap: Sandbox, ws: Path, tmp_path: Path
+    bwrap: Bubblewrap, ws: Path, tmp_path: Path
 ) -> None:
     """issue 12 item 7: a sandboxed command writes in the workspace root; outside it (a directory
     elsewhere on disk, /root, a temporary directory beside the workspace) it cannot: the command
@@ -82,7 +89,7 @@ async def test_sandboxed_command_writes_only_in_the_workspace(
     outside_disk = Path(tempfile.mkdtemp(prefix="devagent-sandbox-", dir=disk))  # not under /tmp
     try:
         ctx = make_ctx(ws)
-        shell.use_sandbox(bwrap)
+        use_sandbox(ctx, bwrap)
         res = await sh("echo in > inside.txt && mkdir -p sub && echo deeper > sub/f && cat inside.txt", ctx)
         assert exit_code(res) == 0, res.text
         assert res.data["sandboxed"] is True
@@ -99,7 +106,7 @@ async def test_sandboxed_command_writes_only_in_the_workspace(
         assert (ws / "inside.txt").exists()
 
         # the same command unsandboxed does write there: the refusal above is the sandbox's
-        shell.use_sandbox(None)
+        use_sandbox(ctx, None)
         res = await sh(f"touch {outside_disk}/x", ctx)
         assert exit_code(res) == 0 and (outside_disk / "x").exists()
     finally:
@@ -108,25 +115,27 @@ async def test_sandboxed_command_writes_only_in_the_workspace(
         outside_disk.rmdir()
 
 
-async def test_sandbox_hides_the_data_directory_and_run(bwrap: Sandbox, ws: Path, tmp_path: Path) -> None:
+async def test_sandbox_hides_the_data_directory_and_run(bwrap: Bubblewrap, ws: Path, tmp_path: Path) -> None:
     """issue 12 item 7: the server's data directory (its database) and /run (host sockets) are
     empty inside the sandbox."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "devagent.db").write_text("secret")
-    shell.use_sandbox(Sandbox(bwrap.bwrap, bwrap.version, hidden=(data,)))
-    res = await sh(f"ls -A {data} | wc -l; ls -A /run | wc -l", make_ctx(ws))
+    hiding = Bubblewrap(bwrap.bwrap, bwrap.version, hidden=(data,))
+    res = await sh(f"ls -A {data} | wc -l; ls -A /run | wc -l", make_ctx(ws, hiding))
     assert res.text.split()[:2] == ["0", "0"], res.text
     assert (data / "devagent.db").read_text() == "secret"
 
 
-async def test_workspace_inside_the_hidden_directory_stays_writable(bwrap: Sandbox, tmp_path: Path) -> None:
+async def test_workspace_inside_the_hidden_directory_stays_writable(
+    bwrap: Bubblewrap, tmp_path: Path
+) -> None:
     """issue 12 item 7: mounts go parents first, so a root inside a hidden directory is visible."""
     data = tmp_path / "data"
     root = data / "ws"
     root.mkdir(parents=True)
-    shell.use_sandbox(Sandbox(bwrap.bwrap, bwrap.version, hidden=(data,)))
-    res = await sh("echo ok > f && cat f", make_ctx(root))
+    hiding = Bubblewrap(bwrap.bwrap, bwrap.version, hidden=(data,))
+    res = await sh("echo ok > f && cat f", make_ctx(root, hiding))
     assert exit_code(res) == 0 and (root / "f").read_text() == "ok\n", res.text
 
 
@@ -145,7 +154,9 @@ def listener() -> Iterator[int]:
         srv.close()
 
 
-async def test_sandboxed_command_cannot_connect_to_localhost(bwrap: Sandbox, ws: Path, listener: int) -> None:
+async def test_sandboxed_command_cannot_connect_to_localhost(
+    bwrap: Bubblewrap, ws: Path, listener: int
+) -> None:
     """issue 12 item 7: with a listener on 127.0.0.1, an unsandboxed command connects to it, a
     sandboxed one cannot (no network); `sandbox_network` lets it."""
     ctx = make_ctx(ws)
@@ -157,13 +168,13 @@ async def test_sandboxed_command_cannot_connect_to_localhost(bwrap: Sandbox, ws:
     res = await sh(f"{connect}; {py}", ctx)
     assert "CONNECTED" in res.text and "PY-CONNECTED" in res.text, res.text
 
-    shell.use_sandbox(bwrap)
+    use_sandbox(ctx, bwrap)
     res = await sh(connect, ctx)
     assert exit_code(res) != 0 and "CONNECTED" not in res.text, res.text
     res = await sh(py, ctx)
     assert exit_code(res) != 0 and "CONNECTED" not in res.text, res.text
 
-    shell.use_sandbox(Sandbox(bwrap.bwrap, bwrap.version, network=True))
+    use_sandbox(ctx, Bubblewrap(bwrap.bwrap, bwrap.version, network=True))
     res = await sh(connect, ctx)
     assert exit_code(res) == 0 and "CONNECTED" in res.text, res.text
 
@@ -204,12 +215,11 @@ def _tree_command(a: str, b: str) -> str:
     return f"sleep {a} & setsid sleep {b} & echo started > started; wait"
 
 
-async def test_cancelled_sandboxed_command_leaves_no_process(bwrap: Sandbox, ws: Path) -> None:
+async def test_cancelled_sandboxed_command_leaves_no_process(bwrap: Bubblewrap, ws: Path) -> None:
     """issue 12 item 7: cancelling a sandboxed command (the turn's cancel event) ends its whole
     process tree: a sleeping child and a child that left the process group with setsid."""
     a, b = _tokens()
-    shell.use_sandbox(bwrap)
-    ctx = make_ctx(ws)
+    ctx = make_ctx(ws, bwrap)
     task = asyncio.create_task(sh(_tree_command(a, b), ctx))
     await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
     ctx.cancelled.set()
@@ -219,12 +229,11 @@ async def test_cancelled_sandboxed_command_leaves_no_process(bwrap: Sandbox, ws:
     await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the cancel")
 
 
-async def test_turn_cancel_timeout_and_exit_end_the_sandboxed_tree(bwrap: Sandbox, ws: Path) -> None:
+async def test_turn_cancel_timeout_and_exit_end_the_sandboxed_tree(bwrap: Bubblewrap, ws: Path) -> None:
     """issue 12 item 7: the task being cancelled (the turn), the timeout, and the command's own
     exit end its whole tree too (background jobs do not outlive a sandboxed command)."""
-    shell.use_sandbox(bwrap)
     a, b = _tokens()
-    task = asyncio.create_task(sh(_tree_command(a, b), make_ctx(ws)))
+    task = asyncio.create_task(sh(_tree_command(a, b), make_ctx(ws, bwrap)))
     await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -233,14 +242,14 @@ async def test_turn_cancel_timeout_and_exit_end_the_sandboxed_tree(bwrap: Sandbo
 
     a, b = _tokens()
     with pytest.raises(ToolFailure) as info:
-        await sh(_tree_command(a, b), make_ctx(ws, shell_timeout=1.0))
+        await sh(_tree_command(a, b), make_ctx(ws, bwrap, shell_timeout=1.0))
     assert info.value.type == "timeout"
     await _until(lambda: not _pids_running(a) and not _pids_running(b), "a child outlived the timeout")
 
     a, b = _tokens()
     # the command exits once its children run (the test creates `go` after seeing them)
     command = f"{_tree_command(a, b).removesuffix('; wait')}; until [ -f go ]; do sleep 0.05; done; exit 7"
-    ctx = make_ctx(ws, shell_timeout=WITHIN)
+    ctx = make_ctx(ws, bwrap, shell_timeout=WITHIN)
     task = asyncio.create_task(sh(command, ctx))
     await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
     (ws / "go").touch()
@@ -253,16 +262,19 @@ async def test_turn_cancel_timeout_and_exit_end_the_sandboxed_tree(bwrap: Sandbo
 _SERVER = """
 import asyncio, sys
 from pathlib import Path
+from devagent.agent.sandbox.local import LocalProvider
+from devagent.agent.sandbox.probe import probe_bwrap
 from devagent.agent.state import SessionState
-from devagent.agent.tools import shell
 from devagent.agent.tools.base import ToolContext, Workspace
+from devagent.agent.tools.shell import RunShellCommand
 
 root = Path(sys.argv[1])
-probed = shell.probe_bwrap()
+probed = probe_bwrap()
 assert not isinstance(probed, str), probed
-shell.use_sandbox(probed)
-ctx = ToolContext(workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]))
-asyncio.run(shell.RunShellCommand().run({"command": sys.argv[2]}, ctx))
+sandbox = LocalProvider(probed).for_session("s", [root])
+state = SessionState(workspace_roots=[str(root)])
+ctx = ToolContext(workspace=Workspace([root]), state=state, sandbox=sandbox)
+asyncio.run(RunShellCommand().run({"command": sys.argv[2]}, ctx))
 """
 
 
@@ -280,7 +292,7 @@ async def _reaped(server: asyncio.subprocess.Process) -> None:
         await server.wait()
 
 
-async def test_sandboxed_tree_dies_with_the_server(bwrap: Sandbox, ws: Path) -> None:
+async def test_sandboxed_tree_dies_with_the_server(bwrap: Bubblewrap, ws: Path) -> None:
     """issue 12 item 7: when the process running the command is killed (SIGKILL: no clean-up of
     its own), the command and everything it started end too (--die-with-parent)."""
     a, b = _tokens()
@@ -295,7 +307,7 @@ async def test_sandboxed_tree_dies_with_the_server(bwrap: Sandbox, ws: Path) -> 
 # --- what the user and the model are told --------------------------------------------------------
 
 
-async def test_permission_request_says_sandboxed(bwrap: Sandbox, ws: Path) -> None:
+async def test_permission_request_says_sandboxed(bwrap: Bubblewrap, ws: Path) -> None:
     """issue 12 item 7: the permission request of a shell command says it will run sandboxed
     (the options' descriptions, RFC PermissionOption fields); unsandboxed it does not."""
     args = {"command": "git status"}
@@ -303,36 +315,39 @@ async def test_permission_request_says_sandboxed(bwrap: Sandbox, ws: Path) -> No
     assert not any("sandbox" in o.description for o in plain)
     assert "sandbox" not in RunShellCommand().definition()["description"]
 
-    shell.use_sandbox(bwrap)
-    options = {o.id: o.description for o in approval.options_for(ToolKind.EXECUTE, "run_shell_command", args)}
+    sandbox = sandbox_of(bwrap, [ws])
+    options = {
+        o.id: o.description
+        for o in approval.options_for(ToolKind.EXECUTE, "run_shell_command", args, sandbox)
+    }
     assert "in the sandbox" in options["proceed_once"] and "without network" in options["proceed_once"]
     assert "`git status`" in options["proceed_always"] and "sandbox" in options["proceed_always"]
     assert "sandbox" not in options["cancel"]
-    described = RunShellCommand().definition()["description"]
+    described = RunShellCommand(sandbox).definition()["description"]
     assert "sandbox" in described and "no network" in described
     # the file tools' requests are unchanged
     edit = approval.options_for(ToolKind.EDIT, "write_file", {"path": "a"})
     assert not any("sandbox" in o.description for o in edit)
-    details = await RunShellCommand().confirmation(args, make_ctx(ws))
+    details = await RunShellCommand(sandbox).confirmation(args, make_ctx(ws, bwrap))
     assert isinstance(details, ExecuteDetails) and details.command == "git status"
 
 
 # --- settings, flags and the start-up line -------------------------------------------------------
 
 
-def _fake_probe(monkeypatch: pytest.MonkeyPatch, result: Sandbox | str) -> None:
-    def probe(user: tuple[int, int, str] | None = None) -> Sandbox | str:
+def _fake_probe(monkeypatch: pytest.MonkeyPatch, result: Bubblewrap | str) -> None:
+    def probe(user: tuple[int, int, str] | None = None) -> Bubblewrap | str:
         return result if isinstance(result, str) else replace(result, user=user)
 
-    monkeypatch.setattr(shell, "probe_bwrap", probe)
+    monkeypatch.setattr(choose, "probe_bwrap", probe)
 
 
-WORKS = Sandbox("/usr/bin/bwrap", "bubblewrap 0.8.0")
+WORKS = Bubblewrap("/usr/bin/bwrap", "bubblewrap 0.8.0")
 MISSING = "bwrap not installed: apt-get install bubblewrap"
 # What the start-up line adds where the tests run as root (issue 28 item 3): who commands run as
 # with the sandbox on, and that they run as root with it off.
 AS_USER = ", commands run as nobody (uid 65534)" if os.geteuid() == 0 else ""
-AS_ROOT = shell._root_note()
+AS_ROOT = root_note()
 
 
 def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -342,18 +357,18 @@ def test_issue20_startup_line(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_probe(monkeypatch, WORKS)
     sandbox, line = choose_sandbox(None, config, "serve")
     assert line == f"Shell sandbox: on (bubblewrap 0.8.0, no network{AS_USER})"
-    assert isinstance(sandbox, Sandbox) and not sandbox.network
+    assert isinstance(sandbox, Bubblewrap) and not sandbox.network
     home = Path(os.path.realpath(Path.home()))
     assert Path(os.path.realpath(config.data_dir)) in sandbox.hidden and home in sandbox.hidden
     sandbox, line = choose_sandbox(None, CoreConfig(sandbox_network=True), "serve")
     assert line == f"Shell sandbox: on (bubblewrap 0.8.0, network allowed{AS_USER})"
-    assert isinstance(sandbox, Sandbox) and sandbox.network
+    assert isinstance(sandbox, Bubblewrap) and sandbox.network
 
     # issue 20 item 3: serve's default fails closed where bwrap cannot run; "auto" is the
     # operator's explicit choice to run unsandboxed then.
     _fake_probe(monkeypatch, MISSING)
     missing, line = choose_sandbox(None, config, "serve")
-    assert missing == shell.SandboxMissing(MISSING)
+    assert missing == SandboxMissing(MISSING)
     assert line.startswith(f"Shell sandbox: UNAVAILABLE ({MISSING}). Shell commands will fail until")
     assert choose_sandbox(None, CoreConfig(sandbox="auto"), "serve") == (
         None,
@@ -378,8 +393,11 @@ def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     for var in ("DEVAGENT_SANDBOX", "DEVAGENT_SANDBOX_NETWORK", "DEVAGENT_CONFIG"):
         monkeypatch.delenv(var, raising=False)
     started: list[bool] = []
+    configs: list[CoreConfig] = []  # what each server's core opens with (its sandboxes)
     monkeypatch.setattr(
-        server, "run_server", lambda *a, **k: started.append(shell.active_sandbox() is not None)
+        server,
+        "run_server",
+        lambda config, *a, **k: (configs.append(config), started.append(runs_sandboxed(config.sandboxes))),
     )
 
     _fake_probe(monkeypatch, WORKS)
@@ -390,7 +408,7 @@ def test_issue20_serve_prints_the_line_and_refuses_on_without_bwrap(
     _fake_probe(monkeypatch, MISSING)
     assert serve_command(ServeFlags(port=0, tokens=["t"])) == 0
     assert started == [True, False]
-    assert shell.sandbox_missing() == shell.SandboxMissing(MISSING)  # commands fail closed
+    assert configs[-1].sandboxes.missing == SandboxMissing(MISSING)  # commands fail closed
     assert f"Shell sandbox: UNAVAILABLE ({MISSING})" in capsys.readouterr().err
 
     assert serve_command(ServeFlags(port=0, tokens=["t"], sandbox=True)) == 2
@@ -455,8 +473,8 @@ def test_wire_and_run_flags(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_probe_on_this_machine() -> None:
     """issue 12 item 7: the probe answers once, with a working sandbox or why not and the fix."""
-    probed = shell.probe_bwrap()
-    assert shell.probe_bwrap() is probed  # cached: bwrap runs once per process
+    probed = probe.probe_bwrap()
+    assert probe.probe_bwrap() is probed  # cached: bwrap runs once per process
     if isinstance(probed, str):
         assert "apt-get install bubblewrap" in probed or "namespaces" in probed or "--no-sandbox" in probed
     else:
@@ -477,18 +495,18 @@ def test_issue28_item3_sandbox_user_and_sandbox_hide(monkeypatch: pytest.MonkeyP
     )
     assert config.sandbox_hide == ("/srv/a", "/srv/b") and config.sandbox_user == "1234:1234"
 
-    assert shell.sandbox_account("1234:1234")[:2] == (1234, 1234)
-    assert shell.sandbox_account("")[2] == "nobody"
+    assert accounts.sandbox_account("1234:1234")[:2] == (1234, 1234)
+    assert accounts.sandbox_account("")[2] == "nobody"
     for root in ("0", "root", "1234:0"):
         with pytest.raises(SandboxError, match="never run as root"):
-            shell.sandbox_account(root)
+            accounts.sandbox_account(root)
     with pytest.raises(SandboxError, match="not a user"):
-        shell.sandbox_account("no-such-user-anywhere")
+        accounts.sandbox_account("no-such-user-anywhere")
 
     _fake_probe(monkeypatch, WORKS)
     secret = tmp_path / "token"
     sandbox, line = choose_sandbox(None, CoreConfig(sandbox_hide=(str(secret),)), "serve")
-    assert isinstance(sandbox, Sandbox)
+    assert isinstance(sandbox, Bubblewrap)
     assert secret in sandbox.hidden and secret in sandbox.masked  # whichever it is at the time
     assert Path("/etc/shadow") in sandbox.masked and Path("/root") in sandbox.hidden
     if os.geteuid() == 0:
@@ -505,20 +523,25 @@ def test_issue28_item3_sandbox_user_and_sandbox_hide(monkeypatch: pytest.MonkeyP
 _ROOT_SERVER = """
 import asyncio, sys
 from pathlib import Path
+from devagent.agent.sandbox.choose import setup_sandbox
 from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
-from devagent.agent.tools import shell
 from devagent.agent.tools.base import ToolContext, Workspace
+from devagent.agent.tools.shell import RunShellCommand
 
 root = Path(sys.argv[1])
-print(shell.setup_sandbox(True, CoreConfig(), "serve"), flush=True)
-ctx = ToolContext(workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]))
-asyncio.run(shell.RunShellCommand().run({"command": sys.argv[2]}, ctx))
+config = CoreConfig()
+print(setup_sandbox(True, config, "serve"), flush=True)
+assert config.sandboxes is not None
+sandbox = config.sandboxes.for_session("s", [root])
+state = SessionState(workspace_roots=[str(root)])
+ctx = ToolContext(workspace=Workspace([root]), state=state, sandbox=sandbox)
+asyncio.run(RunShellCommand().run({"command": sys.argv[2]}, ctx))
 """
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user is root's only")
-async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Sandbox, ws: Path) -> None:
+async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Bubblewrap, ws: Path) -> None:
     """issue 28 item 3: where a root server's commands become the sandbox user inside, everything
     they start is that user's (not root's) and still ends when the server is killed."""
     from tests.sandbox_user import for_sandbox_user, nobody
@@ -564,7 +587,7 @@ def _unwritable_cases(tmp_path: Path, uid: int, gid: int) -> None:
     closed.mkdir(mode=0o700)
     (closed / "ws").mkdir()
     ws = for_sandbox_user(closed / "ws")
-    by_root, by_user = Sandbox("bwrap", user=user), Sandbox("bwrap", user=user, as_user=True)
+    by_root, by_user = Bubblewrap("bwrap", user=user), Bubblewrap("bwrap", user=user, as_user=True)
     assert by_root.unwritable([ws], str(ws)) is None  # root makes the way to it
     why = by_user.unwritable([ws], str(ws))
     assert why is not None and f"({closed} is closed to it)" in why and f"chown -R {uid}:{gid} {ws}" in why
@@ -575,7 +598,7 @@ def _unwritable_cases(tmp_path: Path, uid: int, gid: int) -> None:
         assert why is not None and f"chown -R USER {theirs}" in why and "sandbox_user" in why
         named = replace(sandbox, user_named=True).unwritable([theirs], str(theirs))
         assert named is not None and "nobody cannot write in it" in named and f"chown -R {uid}:{gid}" in named
-    assert Sandbox("bwrap").unwritable([theirs], str(theirs)) is None  # the server's own user
+    assert Bubblewrap("bwrap").unwritable([theirs], str(theirs)) is None  # the server's own user
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving folders away takes root")
@@ -589,10 +612,10 @@ def test_issue37_item10_a_root_servers_commands_run_as_the_workspaces_owner(tmp_
     for folder, owner in ((theirs, 4242), (other, 4343), (roots, 0)):
         folder.mkdir()
         os.chown(folder, owner, owner)
-    assert shell.root_sandbox_user("", [theirs]) == (4242, 4242, "4242")
-    assert shell.root_sandbox_user("", [theirs, theirs]) == (4242, 4242, "4242")
+    assert accounts.root_sandbox_user("", [theirs]) == (4242, 4242, "4242")
+    assert accounts.root_sandbox_user("", [theirs, theirs]) == (4242, 4242, "4242")
     for owned_by in ([roots], [theirs, other], [theirs, roots], []):
-        assert shell.root_sandbox_user("", owned_by)[:2] == nobody(), owned_by
-    assert shell.root_sandbox_user("4343", [theirs])[:2] == (4343, 4343)
+        assert accounts.root_sandbox_user("", owned_by)[:2] == nobody(), owned_by
+    assert accounts.root_sandbox_user("4343", [theirs])[:2] == (4343, 4343)
     with pytest.raises(SandboxError, match="never run as root"):
-        shell.root_sandbox_user("root", [theirs])
+        accounts.root_sandbox_user("root", [theirs])

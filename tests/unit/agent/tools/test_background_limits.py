@@ -22,13 +22,15 @@ from typing import Any
 import pytest
 
 from devagent.agent.events import ToolCallStatus, TurnEnd, UserPrompt
+from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
-from devagent.agent.tools import builtin_tools, processes, shell
+from devagent.agent.tools import builtin_tools, processes
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.processes import MAX_RUNNING, ProcessRegistry
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
+from tests.sandboxes import bwrap_or_skip, provider, sandbox_of
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 60.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -88,16 +90,15 @@ def marker(workspace: Path) -> Iterator[str]:
 
 
 @pytest.fixture(params=["unsandboxed", "sandboxed"])
-def sandboxing(request: pytest.FixtureRequest) -> Iterator[bool]:
+def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
     if request.param == "sandboxed":
-        probed = shell.probe_bwrap()
-        if isinstance(probed, str):
-            pytest.skip(f"bubblewrap cannot run here: {probed}")
-        shell.use_sandbox(probed)
-    try:
-        yield request.param == "sandboxed"
-    finally:
-        shell.use_sandbox(None)
+        return provider(bwrap_or_skip())
+    return None
+
+
+@pytest.fixture
+def sandboxing(sandboxes: SandboxProvider | None) -> bool:
+    return sandboxes is not None
 
 
 def parallel_steps(marker: str, last: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,7 +136,14 @@ def check_parallel_starts(events: list[Any], marker: str) -> set[str]:
 
 @pytest.mark.parametrize("how", ["stop", "cancel", "session_end", "idle"])
 async def test_issue37_item3_twenty_parallel_starts_eight_run_all_reached(
-    sandboxing: bool, core_factory: Any, script: Any, workspace: Path, tmp_path: Path, marker: str, how: str
+    sandboxing: bool,
+    sandboxes: SandboxProvider | None,
+    core_factory: Any,
+    script: Any,
+    workspace: Path,
+    tmp_path: Path,
+    marker: str,
+    how: str,
 ) -> None:
     """Twenty starts in one step: eight run (bg1..bg8), twelve are refused; then `stop` of each
     (eight calls in one step), a cancelled turn, the session's end or its idle time leaves none of
@@ -151,7 +159,11 @@ async def test_issue37_item3_twenty_parallel_starts_eight_run_all_reached(
     }[how]
     idle = {"shell_background_idle": 0.5} if how == "idle" else {}
     core = await core_factory(
-        script(parallel_steps(marker, last)), approval_mode="yolo", data_dir=tmp_path / "data", **idle
+        script(parallel_steps(marker, last)),
+        approval_mode="yolo",
+        data_dir=tmp_path / "data",
+        sandboxes=sandboxes,
+        **idle,
     )
     s = await core.create_session([workspace])
     events: list[Any] = []
@@ -260,7 +272,9 @@ async def test_issue37_item3_stop_while_starting_stops_what_started(
         await registry.close()
 
 
-async def test_issue37_item3_background_process_gets_the_memory_limit(sandboxing: bool, ws: Path) -> None:
+async def test_issue37_item3_background_process_gets_the_memory_limit(
+    sandboxing: bool, sandboxes: SandboxProvider | None, ws: Path
+) -> None:
     """A background process runs under the per-command limits (`command_memory_mb`: `ulimit -d`,
     which its children inherit and cannot raise), as a foreground command does."""
     registry = ProcessRegistry(0, lambda _sid: False)
@@ -269,6 +283,7 @@ async def test_issue37_item3_background_process_gets_the_memory_limit(sandboxing
         state=SessionState(workspace_roots=[str(ws)]),
         processes=registry.of("s"),
         command_memory_mb=300,
+        sandbox=sandbox_of(sandboxes, [ws]),
     )
     try:
         await TOOLS["run_shell_command"].run(

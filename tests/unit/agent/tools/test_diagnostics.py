@@ -16,7 +16,7 @@ import pytest
 
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.state import SessionState
-from devagent.agent.tools import builtin_tools, freshness, language_servers, shell
+from devagent.agent.tools import builtin_tools, freshness, language_servers
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.diagnostics import introduced
 from devagent.agent.tools.findings import Diagnostic
@@ -25,6 +25,7 @@ from devagent.config import ConfigError, load_config
 from tests.conftest import process_ended
 from tests.core_helpers import call, collect, text_of
 from tests.npm import ensure_installed
+from tests.sandboxes import bwrap_or_skip, provider
 
 TOOLS = builtin_tools()
 VENV_BIN = str(Path(sys.executable).parent)
@@ -374,9 +375,7 @@ async def test_issue43_item1_checkers_run_in_the_sandbox(
     """With the shell sandbox on, the language server runs in it as commands do (bwrap leads it)
     and reports the edit's undefined name as outside it; it and all it started end with the
     session."""
-    probed = shell.probe_bwrap()
-    if isinstance(probed, str):
-        pytest.skip(f"bubblewrap cannot run here: {probed}")
+    sandboxes = provider(bwrap_or_skip())
     venv = Path(sys.executable).parent.resolve()
     private = [p for p in (Path("/tmp"), Path("/run")) if venv.is_relative_to(p)]
     if private:  # a clone under /tmp: the sandbox's own /tmp hides the venv the servers run from
@@ -389,24 +388,20 @@ async def test_issue43_item1_checkers_run_in_the_sandbox(
             pytest.skip(f"{program} is not installed in {VENV_BIN}")
         (tools / program).symlink_to(found)
     monkeypatch.setenv("PATH", path_with(str(tools)))
-    shell.use_sandbox(probed)
-    try:
-        (workspace / "app.py").write_text(OLD_PY)
-        events, done, (core, session) = await edit_through_the_loop(
-            core_factory, script, workspace, "app.py", PY_EDIT
-        )
-        said = text_of(events)
-        assert '"undefined_after" is not defined' in said, said
-        assert done.output.data["diagnostics_source"] == "basedpyright"
-        assert "missing_before" not in said.split("Diagnostics (", 1)[1]
-        pids = core.language_servers.pids(session.id)
-        assert pids and "bwrap" in command_lines(pids), command_lines(pids)
-        tree = _tree(pids)
-        assert len(tree) > len(pids)  # bwrap, and the server below it
-        await core.release(session.id)
-        assert all(process_ended(pid) for pid in tree), command_lines(tree)
-    finally:
-        shell.use_sandbox(None)
+    (workspace / "app.py").write_text(OLD_PY)
+    events, done, (core, session) = await edit_through_the_loop(
+        core_factory, script, workspace, "app.py", PY_EDIT, sandboxes=sandboxes
+    )
+    said = text_of(events)
+    assert '"undefined_after" is not defined' in said, said
+    assert done.output.data["diagnostics_source"] == "basedpyright"
+    assert "missing_before" not in said.split("Diagnostics (", 1)[1]
+    pids = core.language_servers.pids(session.id)
+    assert pids and "bwrap" in command_lines(pids), command_lines(pids)
+    tree = _tree(pids)
+    assert len(tree) > len(pids)  # bwrap, and the server below it
+    await core.release(session.id)
+    assert all(process_ended(pid) for pid in tree), command_lines(tree)
 
 
 async def test_issue43_item1_servers_are_kept_for_a_bounded_number_of_sessions(

@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 
 from devagent.agent.events import ToolCallStatus, UserPrompt
+from devagent.agent.sandbox.local import Bubblewrap
 from devagent.agent.state import SessionState
-from devagent.agent.tools import builtin_tools, shell
+from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.output import HeadTail, head_and_tail
 from devagent.agent.tools.saved_outputs import SavedOutputs
-from devagent.agent.tools.shell import Sandbox
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, result_text
+from tests.sandboxes import bwrap_or_skip, sandbox_of
 
 TOOLS = builtin_tools()
 LINES = 100_000
@@ -227,20 +228,13 @@ def test_issue30_item4_timeout_settings(tmp_path: Path) -> None:
 async def test_issue30_item4_sandboxed_command_cannot_see_saved_outputs(ws: Path, tmp_path: Path) -> None:
     """The saved outputs are under the data directory, which the sandbox hides: a command cannot
     read (or change) what read_file may."""
-    probed = shell.probe_bwrap()
-    if isinstance(probed, str):
-        pytest.skip(f"bubblewrap cannot run here: {probed}")
+    probed = bwrap_or_skip()
     data = tmp_path / "data"
     ctx = ctx_for(ws, data)
     saved = (await TOOLS["run_shell_command"].run({"command": "seq 1 30000"}, ctx)).data["saved_output"]
-    shell.use_sandbox(Sandbox(probed.bwrap, probed.version, hidden=(data,)))
-    try:
-        ctx.call_id = "c2"
-        res = await TOOLS["run_shell_command"].run(
-            {"command": f"cat {saved} | head -1; echo x >> {saved}"}, ctx
-        )
-    finally:
-        shell.use_sandbox(None)
+    ctx.sandbox = sandbox_of(Bubblewrap(probed.bwrap, probed.version, hidden=(data,)), ctx.workspace.roots)
+    ctx.call_id = "c2"
+    res = await TOOLS["run_shell_command"].run({"command": f"cat {saved} | head -1; echo x >> {saved}"}, ctx)
     assert res.data["sandboxed"] is True
     assert "No such file" in res.text, res.text
     assert Path(saved).read_text().endswith("30000\n")

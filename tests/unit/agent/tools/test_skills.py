@@ -16,12 +16,13 @@ import pytest
 
 from devagent.agent.events import UserPrompt
 from devagent.agent.prompt.system import PromptInputs, build_system_prompt
+from devagent.agent.sandbox.choose import choose_sandbox
+from devagent.agent.sandbox.local import Bubblewrap as Sandbox
 from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
 from devagent.agent.tools import skill_catalog as skills
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.read import ReadFile
-from devagent.agent.tools.shell import Sandbox, choose_sandbox
 from devagent.agent.tools.skill import MAX_FILES, skill_files
 from tests.core_helpers import call, collect, task_call, text_of, write_script
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply

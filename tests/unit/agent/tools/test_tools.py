@@ -704,9 +704,9 @@ async def test_g2_shell_task_cancel_kills_process_group(ws: Path, ctx: ToolConte
 async def test_g2_shell_term_ignored_gets_killed(
     ws: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devagent.agent.tools import shell as shell_mod
+    from devagent.agent.sandbox import groups
 
-    monkeypatch.setattr(shell_mod, "KILL_GRACE", 0.3)
+    monkeypatch.setattr(groups, "KILL_GRACE", 0.3)
     task = asyncio.create_task(
         run(
             "run_shell_command",

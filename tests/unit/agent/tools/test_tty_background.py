@@ -19,14 +19,16 @@ from typing import Any
 import pytest
 
 from devagent.agent.events import ToolCallStatus, TurnEnd, UserPrompt
+from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
-from devagent.agent.tools import builtin_tools, shell
+from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.tty_keys import keys
 from devagent.agent.tools.tty_screen import printed
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
+from tests.sandboxes import bwrap_or_skip, provider
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 30.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -90,22 +92,25 @@ def marker() -> Iterator[str]:
 
 
 @pytest.fixture(params=["unsandboxed", "sandboxed"])
-def sandboxing(request: pytest.FixtureRequest) -> Iterator[bool]:
+def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
     if request.param == "sandboxed":
-        probed = shell.probe_bwrap()
-        if isinstance(probed, str):
-            pytest.skip(f"bubblewrap cannot run here: {probed}")
-        shell.use_sandbox(probed)
-    try:
-        yield request.param == "sandboxed"
-    finally:
-        shell.use_sandbox(None)
+        return provider(bwrap_or_skip())
+    return None
 
 
 @pytest.fixture
-def yolo_core(core_factory: Any, tmp_path: Path) -> Callable[..., Any]:
+def sandboxing(sandboxes: SandboxProvider | None) -> bool:
+    return sandboxes is not None
+
+
+@pytest.fixture
+def yolo_core(core_factory: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    sandboxes = request.getfixturevalue("sandboxes") if "sandboxes" in request.fixturenames else None
+
     async def make(spec: str, **kw: Any) -> Any:
-        return await core_factory(spec, approval_mode="yolo", data_dir=tmp_path / "data", **kw)
+        return await core_factory(
+            spec, approval_mode="yolo", data_dir=tmp_path / "data", sandboxes=sandboxes, **kw
+        )
 
     return make
 

@@ -37,12 +37,15 @@ import ctypes
 import errno
 import os
 import posixpath
+import secrets
 import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from devagent.common.faults import crash_point
 
 # Opening a directory only to walk through it: O_PATH (Linux) needs no read permission.
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -352,3 +355,73 @@ def _missing(roots: Sequence[Path], lexical: Path) -> Located:
     real = Path(posixpath.normpath(lexical))
     _root_of(roots, real.parts)
     return Located(-1, real.name, real)
+
+
+TEMP_PREFIX = ".devagent-tmp-"  # atomic writes' temporary files (tools/_util.is_temp_name)
+
+
+def replace_in(loc: Located, data: bytes, shown: Path) -> None:
+    """Replaces (or creates) the file `loc` names with `data` so that a crash at any moment leaves
+    the old content or the new one (`tools/_util.atomic_write` says how): a new temporary file in
+    the open parent directory, flushed and fsynced, renamed over the name, the directory fsynced.
+    `shown`: the path named in errors."""
+    path = shown
+    old = loc.lstat()
+    if loc.name == "." or (old is not None and stat.S_ISDIR(old.st_mode)):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    tmp, fd = _create_temp(loc.dir_fd, path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if old is not None and stat.S_ISREG(old.st_mode):
+                _copy_permissions(f.fileno(), old)
+            elif (owner := folder_owner(loc.dir_fd)) is not None:
+                os.fchown(f.fileno(), *owner)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        crash_point("atomic_write.before_rename")
+        os.replace(tmp, loc.name, src_dir_fd=loc.dir_fd, dst_dir_fd=loc.dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=loc.dir_fd)
+        raise
+    _fsync_directory(loc.dir_fd)
+
+
+def _create_temp(dir_fd: int, shown: Path) -> tuple[str, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    for _ in range(100):
+        tmp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        try:
+            # 0o666 minus the umask: the default permissions of a new file
+            return tmp, os.open(tmp, flags, 0o666, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file in {shown}")  # pragma: no cover
+
+
+def _copy_permissions(fd: int, old: os.stat_result) -> None:
+    """The replaced file's mode, and its owner and group where this process may set them."""
+    mode = stat.S_IMODE(old.st_mode)
+    os.fchmod(fd, mode)
+    new = os.fstat(fd)
+    if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+        with contextlib.suppress(OSError):  # only root may give a file away; a group may be kept
+            os.fchown(fd, old.st_uid, old.st_gid)
+        if stat.S_IMODE(os.fstat(fd).st_mode) != mode:  # chown clears setuid/setgid bits
+            os.fchmod(fd, mode)
+
+
+def _fsync_directory(dir_fd: int) -> None:
+    """Makes a rename in the directory durable. The file is already in place when this runs, so a
+    file system that cannot fsync a directory (some network ones) is not an error."""
+    try:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
