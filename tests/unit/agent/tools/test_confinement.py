@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from devagent.agent.sandbox import confine as _confine
 from devagent.agent.state import SessionState
-from devagent.agent.tools import _confine, builtin_tools
+from devagent.agent.tools import builtin_tools
 from devagent.agent.tools import search as search_mod
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
 
