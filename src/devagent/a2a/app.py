@@ -311,7 +311,9 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app.state.streams = parts.streams
     served: Any = app
     if parts.callers is not None:
-        metadata_url = settings.base_url + RESOURCE_METADATA_PATHS[0] if settings.oidc and settings.mcp else ""
+        metadata_url = (
+            settings.base_url + RESOURCE_METADATA_PATHS[0] if settings.oidc and settings.mcp else ""
+        )
         served = BearerAuth(app, parts.callers, settings.metrics_token, metadata_url)
     if telemetry.active():  # a request's trace context (`traceparent`) is its turn's parent
         served = telemetry.TraceContext(served)

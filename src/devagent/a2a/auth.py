@@ -126,7 +126,9 @@ def _challenge(scope: Scope, header: bytes | None, metadata_url: str) -> bytes:
     return challenge.encode()
 
 
-async def _refuse(scope: Scope, send: Send, header: bytes | None, reason: str, metadata_url: str = "") -> None:
+async def _refuse(
+    scope: Scope, send: Send, header: bytes | None, reason: str, metadata_url: str = ""
+) -> None:
     """HTTP 401 in the error shape of the binding the path belongs to."""
     if header and header[:7].lower() == b"bearer ":
         message = f"invalid token: {reason}"

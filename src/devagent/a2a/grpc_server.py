@@ -52,8 +52,8 @@ from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-unty
 
 from devagent import telemetry
 from devagent.a2a.auth import Callers, NamedUser
-from devagent.common.identity import TokenRefused
 from devagent.a2a.streams import StreamLimit
+from devagent.common.identity import TokenRefused
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable

@@ -1,0 +1,122 @@
+"""A real OpenID Connect provider on loopback for the identity tests: panva's `oidc-provider`
+(npm, installed in tests/identity/js by `scripts/test`, or here on first use) run by `js/idp.mjs`
+in a process of its own. The test holds the provider's signing key too, so that it can also make
+the tokens a provider would never issue (expired, `alg: none`, HMAC with the public key...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from joserfc import jwt
+from joserfc.jwk import RSAKey
+
+from tests.npm import ensure_installed
+
+JS = Path(__file__).parent / "js"
+START_WITHIN = 60.0  # seconds for node to load the provider (2 shared cores): a safety net
+
+
+def new_key(kid: str) -> RSAKey:
+    return RSAKey.generate_key(2048, parameters={"kid": kid, "alg": "RS256", "use": "sig"})
+
+
+@dataclass
+class Idp:
+    issuer: str
+    key: RSAKey
+    proc: subprocess.Popen[bytes]
+    secrets: dict[str, str] = field(default_factory=dict)
+
+    def token(self, client_id: str, resource: str) -> str:
+        """An access token (a JWT for `resource`) from the client-credentials grant."""
+        r = httpx.post(
+            self.issuer + "/token",
+            data={"grant_type": "client_credentials", "resource": resource, "scope": "openid"},
+            auth=(client_id, self.secrets[client_id]),
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        return str(r.json()["access_token"])
+
+    def sign(self, claims: dict[str, Any], header: dict[str, Any] | None = None, key: Any = None) -> str:
+        """A token signed with the provider's own key (or `key`), as the provider never would."""
+        head = {"alg": "RS256", "kid": self.key.kid, "typ": "at+jwt", **(header or {})}
+        return jwt.encode(head, claims, key or self.key)
+
+
+@contextmanager
+def running_idp(
+    tmp_path: Path,
+    clients: dict[str, str],
+    roles: dict[str, list[str]] | None = None,
+    *,
+    console: tuple[str, str, str] | None = None,
+    ttl: int = 600,
+    name: str = "idp",
+) -> Iterator[Idp]:
+    """The provider with these client-credentials clients (id -> secret), `roles` per client or
+    user, and maybe the console's client (id, secret, redirect URI); stopped after the block."""
+    ensure_installed(JS, JS / "node_modules" / "oidc-provider", "oidc-provider")
+    key = new_key(f"{name}-key")
+    registered: list[dict[str, Any]] = [
+        {
+            "client_id": cid,
+            "client_secret": secret,
+            "grant_types": ["client_credentials"],
+            "redirect_uris": [],
+            "response_types": [],
+        }
+        for cid, secret in clients.items()
+    ]
+    if console is not None:
+        cid, secret, redirect = console
+        registered.append(
+            {
+                "client_id": cid,
+                "client_secret": secret,
+                "grant_types": ["authorization_code"],
+                "redirect_uris": [redirect],
+                "response_types": ["code"],
+            }
+        )
+    cfg = tmp_path / f"{name}.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "jwks": {"keys": [key.as_dict(private=True)]},
+                "resource": "http://127.0.0.1/",
+                "clients": registered,
+                "roles": roles or {},
+                "ttl": ttl,
+            }
+        )
+    )
+    log = (tmp_path / f"{name}.log").open("wb")
+    proc = subprocess.Popen(
+        ["node", str(JS / "idp.mjs"), str(cfg)],
+        cwd=JS,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        env={**os.environ, "NODE_ENV": "development"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()  # "issuer <url>", or "" if it died
+        assert line.startswith("issuer "), (tmp_path / f"{name}.log").read_text()
+        yield Idp(issuer=line.split()[1], key=key, proc=proc, secrets=dict(clients))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
