@@ -150,8 +150,10 @@ def _said(error: JoseError) -> str:
     kind = type(error).__name__
     if kind == "ExpiredTokenError":
         return "the token has expired"
-    if kind == "InvalidTokenError":
+    if "not yet valid" in str(error.description):
         return "the token is not valid yet"
+    if "in the future" in str(error.description):
+        return "the token was issued in the future"
     if kind == "MissingClaimError":
         return f"the token lacks a required claim ({error.description})"
     if kind == "InvalidClaimError":
