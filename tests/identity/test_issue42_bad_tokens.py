@@ -121,7 +121,7 @@ async def test_issue42_item5_bad_tokens_refused_on_every_door_server_responsive(
     idp: Idp, script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
 ) -> None:
     steps = [[{"text": "still here"}]]
-    async with running_server(script(steps), sqlite_url, workspace, **server_kw(idp)) as srv:  # type: ignore[arg-type]
+    async with running_server(script(steps), sqlite_url, workspace, **server_kw(idp)) as srv:
         aud = srv.url.rstrip("/")
         for name, (make, reason) in BAD.items():
             try:

@@ -7,6 +7,7 @@ role only); a static token beside them; each identity's workspace and sessions i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -28,7 +29,7 @@ def oidc(idp: Idp) -> OidcSettings:
     return OidcSettings(issuer=idp.issuer, roles_claim="roles")
 
 
-def server_kw(idp: Idp, **more: object) -> dict[str, object]:
+def server_kw(idp: Idp, **more: Any) -> dict[str, Any]:
     """running_server's arguments: the static token `ci` beside the IdP, MCP and gRPC on."""
     return {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc(idp), "mcp": True, "grpc_port": 0, **more}}
 
@@ -45,7 +46,7 @@ async def test_issue42_item1_a2a_sdk_client_with_an_idp_token_on_each_binding(
     binding: str, idp: Idp, script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     steps = [[{"text": "hello from the agent"}]]
-    async with running_server(script(steps), sqlite_url, workspace, **server_kw(idp)) as srv:  # type: ignore[arg-type]
+    async with running_server(script(steps), sqlite_url, workspace, **server_kw(idp)) as srv:
         token = idp.token("alice", srv.url.rstrip("/"))
         async with client_for(srv.url, binding, token) as client:
             evs = await run(client, message("hi"), ctx(token=token))

@@ -115,7 +115,7 @@ async def test_issue42_item5_an_idp_that_hangs_or_lies_fails_closed(
         oidc = OidcSettings(issuer=idp.url, timeout=0.5)
         kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc}}
         async with (
-            running_server(script([[{"text": "served"}]]), sqlite_url, workspace, **kw) as srv,  # type: ignore[arg-type]
+            running_server(script([[{"text": "served"}]]), sqlite_url, workspace, **kw) as srv,
             httpx.AsyncClient(timeout=60) as c,
         ):
             now = int(time.time())
