@@ -5,14 +5,17 @@ the tokens a provider would never issue (expired, `alg: none`, HMAC with the pub
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import httpx
 from joserfc import jwt
@@ -45,6 +48,27 @@ class Idp:
         )
         assert r.status_code == 200, r.text
         return str(r.json()["access_token"])
+
+    def log_in(self, authorization_url: str, user: str, redirect_uri: str) -> dict[str, str]:
+        """A user agent at the provider: follows `authorization_url` to the provider's login page,
+        signs in as `user`, and follows the redirects until the one to `redirect_uri` (not
+        followed): its query parameters (`code`, `state`, `iss`)."""
+        with httpx.Client(timeout=30) as ua:
+            r = ua.get(authorization_url)
+            for _ in range(20):  # the provider's pages: login, then maybe consent
+                if r.is_redirect:
+                    if r.headers["location"].startswith(redirect_uri):
+                        return dict(parse_qsl(urlsplit(r.headers["location"]).query))
+                    r = ua.get(urljoin(str(r.url), r.headers["location"]))
+                    continue
+                action = re.search(r'<form[^>]*action="([^"]+)"', r.text)
+                prompt = re.search(r'name="prompt" value="([a-z]+)"', r.text)
+                assert r.status_code == 200 and action and prompt, r.text
+                form = {"prompt": prompt.group(1)}
+                if form["prompt"] == "login":
+                    form.update(login=user, password="x")
+                r = ua.post(urljoin(str(r.url), html.unescape(action.group(1))), data=form)
+        raise AssertionError("the provider never redirected back")
 
     def sign(self, claims: dict[str, Any], header: dict[str, Any] | None = None, key: Any = None) -> str:
         """A token signed with the provider's own key (or `key`), as the provider never would."""

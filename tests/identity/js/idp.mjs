@@ -5,6 +5,8 @@
 //   clients: its registered clients (client credentials, and the console's code + PKCE);
 //   roles: { accountOrClientId: [role, ...] } put in every access token's `roles` claim;
 //   ttl: access tokens' lifetime in seconds.
+// Users log in through the provider's development pages (any login name, any password) and
+// consent at once. Clients may also register themselves (RFC 7591).
 // Prints "issuer <url>" once listening; serves until killed.
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
@@ -25,6 +27,8 @@ const provider = new Provider(issuer, {
   features: {
     clientCredentials: { enabled: true },
     devInteractions: { enabled: true },
+    // an MCP host registers itself (RFC 7591) before it logs its user in
+    registration: { enabled: true },
     // Access tokens as JWTs for the resource asked for (RFC 8707), any resource: a test asks for
     // another audience to get a token devagent must refuse.
     resourceIndicators: {
@@ -55,7 +59,9 @@ const provider = new Provider(issuer, {
       accountId: ctx.oidc.session.accountId,
     });
     grant.addOIDCScope('openid profile');
-    grant.addResourceScope(cfg.resource, 'openid profile');
+    for (const resource of [].concat(ctx.oidc.params.resource || cfg.resource)) {
+      grant.addResourceScope(resource, 'openid profile');
+    }
     await grant.save();
     return grant;
   },
