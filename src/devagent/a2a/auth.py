@@ -13,6 +13,7 @@ from a2a.auth.user import User
 from devagent.a2a.card import CARD_PATHS
 from devagent.a2a.json_response import send_json
 from devagent.a2a.settings import REST_PREFIX
+from devagent.a2a.token_expiry import serve_until
 from devagent.common.identity import OidcVerifier, TokenRefused
 from devagent.common.rpcerrors import rpc_error
 from devagent.console import is_public_path
@@ -87,18 +88,26 @@ class Callers:
         self._static = TokenCheck(tokens)
         self.oidc = oidc
 
-    async def identify(self, header: bytes | str | None) -> tuple[str, bool]:
-        """(identity, whether an operator); TokenRefused says why not."""
+    async def identify(self, header: bytes | str | None) -> tuple[str, bool, float | None]:
+        """(identity, whether an operator, when its token expires: None for a static token);
+        TokenRefused says why not."""
         name = self._static(header)
         if name is not None:
-            return name, False
+            return name, False, None
         token = _bearer(header)
         if not token:
             raise TokenRefused("authentication required")
         if self.oidc is None:
             raise TokenRefused("the bearer token is not one this server accepts")
         caller = await self.oidc.verify(token)
-        return caller.name, caller.operator
+        return caller.name, caller.operator, caller.expires + self.oidc.settings.leeway
+
+    def expires(self, header: bytes | str | None) -> float | None:
+        """When the IdP token of a call already checked expires (None: a static token)."""
+        if self.oidc is None or self._static(header) is not None or not (token := _bearer(header)):
+            return None
+        caller = self.oidc.known(token)
+        return caller.expires + self.oidc.settings.leeway if caller is not None else None
 
     def known(self, header: bytes | str | None) -> str | None:
         name = self._static(header)
@@ -160,12 +169,12 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         header = _authorization(scope)
-        scopes = ["authenticated"]
+        scopes, expires = ["authenticated"], None
         if scope["path"] == "/metrics" and self._metrics(header) is not None:
             name, scopes = METRICS_READER, ["metrics"]
         else:
             try:
-                name, operator = await self._callers.identify(header)
+                name, operator, expires = await self._callers.identify(header)
             except TokenRefused as e:
                 await _refuse(scope, send, header, str(e), self._metadata_url)
                 return
@@ -175,4 +184,7 @@ class BearerAuth:
 
         scope["user"] = SimpleUser(name)
         scope["auth"] = AuthCredentials(scopes)
-        await self.app(scope, receive, send)
+        if expires is None:
+            await self.app(scope, receive, send)
+        else:  # a stream ends when its token does
+            await serve_until(self.app, scope, receive, send, expires)

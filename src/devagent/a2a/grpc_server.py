@@ -11,7 +11,9 @@ Imported only when `serve --grpc-port` asks for gRPC: grpcio adds to the cold st
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from devagent.patches import a2a_sdk
@@ -53,6 +55,7 @@ from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-unty
 from devagent import telemetry
 from devagent.a2a.auth import Callers, NamedUser
 from devagent.a2a.streams import StreamLimit
+from devagent.a2a.token_expiry import EXPIRED
 from devagent.common.identity import TokenRefused
 
 if TYPE_CHECKING:
@@ -162,6 +165,11 @@ async def _abort_unimplemented(error: A2AError, context: grpc.aio.ServicerContex
     await context.abort(rich.code, rich.details)
 
 
+def _loop_time(epoch: float) -> float:
+    """An epoch time on the running loop's clock (what asyncio.timeout_at takes)."""
+    return asyncio.get_running_loop().time() + (epoch - time.time())
+
+
 async def _aclose(stream: AsyncIterable[Any]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
@@ -188,18 +196,28 @@ class _Servicer(GrpcHandler):
         self._check = check
 
     async def _counted(self, stream: AsyncIterable[Any], context: grpc.aio.ServicerContext) -> None:
-        name = self._check.known(_metadata(context).get("authorization")) if self._check else None
+        header = _metadata(context).get("authorization")
+        name = self._check.known(header) if self._check else None
         slot = self._streams.acquire(name or "")
         if slot is None:
             await _aclose(stream)  # never started: nothing ran
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._streams.message())
             return
+        # a stream opened with an IdP token ends when the token expires, UNAUTHENTICATED
+        expires = self._check.expires(header) if self._check else None
+        deadline = asyncio.timeout_at(_loop_time(expires) if expires else None)
         try:
-            async for item in stream:
-                await context.write(item)
+            async with deadline:
+                async for item in stream:
+                    await context.write(item)
+        except TimeoutError:
+            pass  # the stream's deadline (said below)
         finally:
             slot.release()
             await _aclose(stream)
+        # expired() also where the stream swallowed the cancellation and ended as if done
+        if deadline.expired():
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, EXPIRED)
 
     async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
         """The SDK's error mapping, with A2A 1.0's code for the errors it maps otherwise."""

@@ -114,6 +114,8 @@ class IdpKeys:
                     body += chunk
                     if len(body) > MAX_DOCUMENT_BYTES:
                         raise IdpUnavailable(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
+        except httpx.TimeoutException:
+            raise IdpUnavailable("the identity provider did not answer in time") from None
         except httpx.HTTPError as e:
             raise IdpUnavailable(f"{url} could not be read ({type(e).__name__})") from None
         import json
