@@ -109,6 +109,9 @@ def running_idp(
                 "grant_types": ["authorization_code"],
                 "redirect_uris": [redirect],
                 "response_types": ["code"],
+                # RFC 8252 7.3: a loopback redirect of any port (the server's is chosen at start)
+                "application_type": "native",
+                "token_endpoint_auth_method": "client_secret_basic",
             }
         )
     cfg = tmp_path / f"{name}.json"

@@ -42,6 +42,7 @@ from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import StreamLimit, StreamSlots
 from devagent.common import scrub
 from devagent.console import console_routes
+from devagent.console.signin import SignIn
 from devagent.patches import a2a_sdk
 
 if TYPE_CHECKING:
@@ -258,8 +259,13 @@ def _jsonrpc_endpoint(parts: ServerParts) -> JsonRpcEndpoint:
     )
 
 
-def _console(parts: ServerParts) -> list[Route]:
-    return console_routes(parts.core, parts.settings, session_id_for, ext.tool_call_json)
+def _signin(parts: ServerParts) -> SignIn | None:
+    """The console's sign-in through the IdP, where the operator registered the console with it."""
+    oidc = parts.settings.oidc_resolved
+    callers = parts.callers
+    if oidc is None or not oidc.client_id or callers is None or callers.oidc is None:
+        return None
+    return SignIn(oidc, parts.settings.base_url, callers.oidc)
 
 
 def _routes(parts: ServerParts) -> list[BaseRoute]:
@@ -275,7 +281,7 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
         *(
-            console_routes(parts.core, settings, session_id_for, ext.tool_call_json)
+            console_routes(parts.core, settings, session_id_for, ext.tool_call_json, _signin(parts))
             if settings.console
             else []
         ),

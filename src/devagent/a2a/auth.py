@@ -17,6 +17,8 @@ from devagent.a2a.token_expiry import serve_until
 from devagent.common.identity import OidcVerifier, TokenRefused
 from devagent.common.rpcerrors import rpc_error
 from devagent.console import is_public_path
+from devagent.console.signin import CONSOLE_HEADER as _CONSOLE_HEADER
+from devagent.console.signin import SESSION_COOKIE as _SESSION_COOKIE
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -30,6 +32,9 @@ RESOURCE_METADATA_PATHS = (
 # Only the card and the resource metadata are public (a health probe authenticates like any
 # client).
 PUBLIC_PATHS = frozenset((*CARD_PATHS, *RESOURCE_METADATA_PATHS))
+CONSOLE_HEADER = _CONSOLE_HEADER.encode()
+SESSION_COOKIE = _SESSION_COOKIE.encode()
+CONSOLE_API = "/ui/api/"
 
 # The user of the metrics token (`--metrics-token`); no caller can have this name (identity names
 # have no spaces), and it is given the auth scope "metrics" rather than "authenticated".
@@ -118,9 +123,25 @@ class Callers:
 
 
 def _authorization(scope: Scope) -> bytes | None:
+    """The request's `Authorization`; else, from the console's page (its header present), the
+    console's sign-in cookie as a bearer token (console/signin.py): on the console's API and A2A's
+    JSON-RPC (the page's actions) only."""
+    cookie = b""
+    from_console = False
     for k, v in scope["headers"]:
         if k == b"authorization":
             return bytes(v)
+        if k == b"cookie":
+            cookie = bytes(v)
+        elif k == CONSOLE_HEADER:
+            from_console = True
+    path = scope["path"]
+    if not (cookie and from_console and (path == "/" or path.startswith(CONSOLE_API))):
+        return None
+    for part in cookie.split(b";"):
+        name, _, value = part.strip().partition(b"=")
+        if name == SESSION_COOKIE and value:
+            return b"Bearer " + value
     return None
 
 

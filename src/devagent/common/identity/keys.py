@@ -75,7 +75,7 @@ class IdpKeys:
         self.issuer = issuer.rstrip("/")
         self._timeout = timeout
         self._interval = refetch_interval
-        self._jwks_uri = ""
+        self._document: dict[str, Any] = {}
         self._keys: dict[str | None, tuple[Key, tuple[str, ...]]] = {}
         self._tried: float | None = None  # when the keys were last fetched, or tried
         self._lock = asyncio.Lock()
@@ -98,6 +98,24 @@ class IdpKeys:
             elif not self._keys:
                 raise IdpUnavailable("the identity provider's keys could not be read")
         return self._find(kid)
+
+    async def document(self) -> dict[str, Any]:
+        """The IdP's discovery document (its endpoints), read once; IdpUnavailable if it cannot be."""
+        if not self._document:
+            async with self._lock, httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
+                if not self._document:
+                    self._document = await self._discover(client)
+        return self._document
+
+    async def _discover(self, client: httpx.AsyncClient) -> dict[str, Any]:
+        doc = await self._get_json(client, self.issuer + "/.well-known/openid-configuration")
+        if not isinstance(doc, dict) or str(doc.get("issuer", "")).rstrip("/") != self.issuer:
+            # OpenID Connect Discovery 4.3: the document must name the issuer it was read from
+            raise IdpUnavailable("the discovery document names another issuer")
+        uri = doc.get("jwks_uri")
+        if not isinstance(uri, str) or not uri.startswith(("https://", "http://")):
+            raise IdpUnavailable("the discovery document names no jwks_uri")
+        return doc
 
     def _find(self, kid: str | None) -> tuple[Key, tuple[str, ...]] | None:
         if kid is None and len(self._keys) == 1:
@@ -138,13 +156,6 @@ class IdpKeys:
     async def _fetch_unbounded(self) -> dict[str | None, tuple[Key, tuple[str, ...]]]:
         # No redirects: the keys come from where the issuer's own document says.
         async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
-            if not self._jwks_uri:
-                doc = await self._get_json(client, self.issuer + "/.well-known/openid-configuration")
-                if not isinstance(doc, dict) or str(doc.get("issuer", "")).rstrip("/") != self.issuer:
-                    # OpenID Connect Discovery 4.3: the document must name the issuer it was read from
-                    raise IdpUnavailable("the discovery document names another issuer")
-                uri = doc.get("jwks_uri")
-                if not isinstance(uri, str) or not uri.startswith(("https://", "http://")):
-                    raise IdpUnavailable("the discovery document names no jwks_uri")
-                self._jwks_uri = uri
-            return _signing_keys(await self._get_json(client, self._jwks_uri))
+            if not self._document:
+                self._document = await self._discover(client)
+            return _signing_keys(await self._get_json(client, self._document["jwks_uri"]))

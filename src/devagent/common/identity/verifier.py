@@ -92,6 +92,27 @@ class OidcVerifier:
         return caller
 
     async def _check(self, token: str) -> Caller:
+        return self._caller(await self._signed_claims(token))
+
+    async def id_token_subject(self, token: str, client_id: str, nonce: str) -> str:
+        """The caller an ID token of a sign-in names (OpenID Connect Core 3.1.3.7): signed by the
+        IdP, for this client (`aud`), carrying the nonce the sign-in sent, not expired."""
+        claims = await self._signed_claims(token)
+        registry = jwt.JWTClaimsRegistry(
+            leeway=self.settings.leeway,
+            iss={"essential": True, "value": self.settings.issuer},
+            aud={"essential": True, "value": client_id},
+            exp={"essential": True},
+            nonce={"essential": True, "value": nonce},
+        )
+        try:
+            registry.validate(claims)
+        except JoseError as e:
+            raise TokenRefused(_said(e)) from None
+        return _name(_claim(claims, self.settings.identity_claim), self.settings.identity_claim)
+
+    async def _signed_claims(self, token: str) -> dict[str, Any]:
+        """The claims of a JWT whose signature verifies with a key the IdP publishes."""
         if len(token) > MAX_TOKEN_CHARS or token.count(".") != 2:
             raise TokenRefused("the bearer token is not a signed JWT")
         header = _header(token)
@@ -108,10 +129,9 @@ class OidcVerifier:
         if alg not in algorithms:  # `none`, HMAC, or another key type's algorithm
             raise TokenRefused(f"the token's algorithm {alg!r} is not one of its key's")
         try:
-            claims = jwt.decode(token, key, algorithms=[alg]).claims
+            return jwt.decode(token, key, algorithms=[alg]).claims
         except (JoseError, ValueError):
             raise TokenRefused("the token's signature does not verify") from None
-        return self._caller(claims)
 
     def _caller(self, claims: dict[str, Any]) -> Caller:
         s = self.settings

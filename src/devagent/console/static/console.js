@@ -15,6 +15,9 @@ const PAGE = 25;
 const $ = (id) => document.getElementById(id);
 const S = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
+  // signed in through the identity provider: the session is an HttpOnly cookie this page never
+  // reads; each request says it comes from the console (the header the server asks of it)
+  cookie: false,
   me: null,
   commands: [],
   list: { offset: 0, total: 0, timer: 0, shown: "" },
@@ -25,8 +28,12 @@ const S = {
 
 class Unauthorized extends Error {}
 
+function authHeaders() {
+  return S.token ? { Authorization: `Bearer ${S.token}` } : { "X-Devagent-Console": "1" };
+}
+
 async function api(path) {
-  const r = await fetch(path, { headers: { Authorization: `Bearer ${S.token}` }, cache: "no-store" });
+  const r = await fetch(path, { headers: authHeaders(), cache: "no-store" });
   if (r.status === 401) throw new Unauthorized("the server refused the token");
   const body = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error(body.error || `HTTP ${r.status}`);
@@ -35,7 +42,7 @@ async function api(path) {
 
 function rpcHeaders() {
   return {
-    Authorization: `Bearer ${S.token}`,
+    ...authHeaders(),
     "Content-Type": "application/json",
     "A2A-Version": "1.0",
     "A2A-Extensions": EXT,
@@ -135,7 +142,8 @@ function stateLabel(session) {
 async function signIn(token) {
   S.token = token;
   S.me = await api("/ui/api/me");
-  sessionStorage.setItem(TOKEN_KEY, token);
+  S.cookie = !token;
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
   $("who").textContent = S.me.identity ? `signed in as ${S.me.identity}` : "signed in";
   $("signout").hidden = false;
   const list = $("workspaces");
@@ -149,6 +157,8 @@ async function signIn(token) {
 
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
+  if (S.cookie) fetch("/ui/logout", { method: "POST", headers: { "X-Devagent-Console": "1" } }).catch(() => {});
+  S.cookie = false;
   S.token = "";
   S.me = null;
   stopView();
@@ -911,7 +921,7 @@ async function startSession(workspace, prompt) {
 // --- routing and wiring -------------------------------------------------------------------------
 
 async function route() {
-  if (!S.token || !S.me) return;
+  if (!S.me) return;
   const hash = location.hash || "#/";
   clearTimeout(S.list.timer);
   if (hash.startsWith("#/s/")) {
@@ -993,14 +1003,21 @@ function wire() {
   window.addEventListener("hashchange", route);
 }
 
+// Whether the server offers the sign-in through its identity provider (shown beside the token's).
+async function offerIdp() {
+  try {
+    const r = await fetch("/ui/auth", { cache: "no-store" });
+    $("idp-signin").hidden = !(r.ok && (await r.json()).idp);
+  } catch {
+    $("idp-signin").hidden = true;
+  }
+}
+
 async function main() {
   wire();
-  if (!S.token) {
-    signOut("");
-    return;
-  }
+  await offerIdp();
   try {
-    await signIn(S.token);
+    await signIn(S.token); // no token: the identity provider's session cookie, if any
   } catch (e) {
     signOut(e instanceof Unauthorized ? "" : e.message);
     return;
