@@ -1,12 +1,13 @@
 // A real OpenID Connect provider (panva's oidc-provider) on loopback for devagent's identity
 // tests. One argument: a JSON file with
-//   jwks: the provider's private signing keys (the test holds them too, to sign bad tokens);
+//   jwks: the provider's private signing keys (the test holds them too, to sign bad tokens;
+//         none: a development key of the provider's own);
 //   resource: the resource (audience) a token is for when a client names none;
 //   clients: its registered clients (client credentials, and the console's code + PKCE);
 //   roles: { accountOrClientId: [role, ...] } put in every access token's `roles` claim;
 //   ttl: access tokens' lifetime in seconds.
-// Users log in through the provider's development pages (any login name, any password) and
-// consent at once. Clients may also register themselves (RFC 7591).
+// Users log in through the provider's development pages (any login name, any password; a
+// native client also gets its consent page). Clients may also register themselves (RFC 7591).
 // Prints "issuer <url>" once listening; serves until killed.
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
@@ -20,7 +21,8 @@ const rolesOf = (id) => (cfg.roles && cfg.roles[id]) || [];
 
 const provider = new Provider(issuer, {
   clients: cfg.clients,
-  jwks: cfg.jwks,
+  // no keys given: the provider's own development key
+  ...(cfg.jwks?.keys?.length ? { jwks: cfg.jwks } : {}),
   scopes: ['openid', 'profile'],
   claims: { openid: ['sub'], profile: ['name', 'roles'] },
   pkce: { required: () => true },
