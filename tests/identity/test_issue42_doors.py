@@ -126,3 +126,28 @@ async def test_issue42_item1_mcp_console_metrics_and_tenancy_with_idp_tokens(
     assert "identity=" not in member and "alice" not in member, member
     assert 'devagent_model_requests_total{identity="oidc:alice"} 2.0' in operator, operator
     assert 'devagent_model_requests_total{identity="ci"} 1.0' in operator, operator
+
+
+async def test_issue42_item1_bob_with_alices_mcp_session_id_is_an_unknown_session(
+    idp: Idp, script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Tenancy of MCP sessions with IdP tokens: Bob's token with Alice's `Mcp-Session-Id` is
+    answered as for an unknown session (404) whatever he sends; Alice's session goes on."""
+    from tests.mcpdoor.test_http import RawMcp
+
+    async with running_server(script([]), sqlite_url, workspace, **server_kw(idp)) as srv:
+        url = srv.url + "mcp/"
+        base = srv.url.rstrip("/")
+        async with httpx.AsyncClient(timeout=httpx.Timeout(60, read=120)) as http:
+            alice, bob = (
+                RawMcp(http, url, idp.token("alice", base)),
+                RawMcp(http, url, idp.token("bob", base)),
+            )
+            sid = await alice.open()
+            tools = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+            refused = [
+                await bob.status(m, sid, b) for m, b in (("POST", tools), ("GET", None), ("DELETE", None))
+            ]
+            assert refused == [404] * 3, refused
+            r = await alice.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, sid)
+            assert r.status_code == 200 and "devagent_start" in r.text

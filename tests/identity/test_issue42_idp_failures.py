@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -36,6 +37,8 @@ class LyingIdp:
         self.mode = ""
         self.release = threading.Event()  # a hanging answer waits for this (the test's end)
         self.hanging = threading.Event()  # set once a request for the keys hangs
+        self.key = KEY  # the key it publishes (rotated by a test)
+        self.jwks_requests = 0
         self.url = ""
 
     def document(self, path: str) -> bytes | None:
@@ -44,6 +47,7 @@ class LyingIdp:
             return json.dumps({"issuer": issuer, "jwks_uri": self.url + "/jwks"}).encode()
         if path != "/jwks":
             return None
+        self.jwks_requests += 1
         if self.mode == "hang":
             self.hanging.set()
             self.release.wait()
@@ -55,7 +59,7 @@ class LyingIdp:
         if self.mode == "hmac_only":
             k = base64.urlsafe_b64encode(SECRET).rstrip(b"=").decode()
             return json.dumps({"keys": [{"kty": "oct", "kid": "k1", "k": k, "alg": "HS256"}]}).encode()
-        return json.dumps({"keys": [KEY.as_dict(private=False)]}).encode()
+        return json.dumps({"keys": [self.key.as_dict(private=False)]}).encode()
 
 
 @contextmanager
@@ -139,3 +143,65 @@ async def test_issue42_item5_an_idp_that_hangs_or_lies_fails_closed(
             error = refused.json()["error"]
             assert error["code"] == -32600 and "cannot be checked now" in error["message"], error
             assert MODES[mode] in error["message"], error
+
+
+def rs256(key: Any, claims: dict[str, object]) -> str:
+    from joserfc import jwt
+
+    return jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key)
+
+
+async def test_issue42_item1_rotated_keys_followed_and_unknown_kids_refetched_at_a_bounded_rate(
+    script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """The IdP rotates its key: a token of the new key is accepted (the keys fetched again for
+    its unknown `kid`). Then a flood of tokens naming keys nobody publishes: each refused, the
+    keys fetched at most once for all of them (DEVAGENT_OIDC_REFETCH_INTERVAL, an hour here)."""
+    with lying_idp() as idp:
+        oidc = OidcSettings(issuer=idp.url, refetch_interval=3600)
+        kw: dict[str, Any] = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc}}
+        async with (
+            running_server(script([]), sqlite_url, workspace, **kw) as srv,
+            httpx.AsyncClient(timeout=60) as c,
+        ):
+            claims = {"iss": idp.url, "aud": srv.url.rstrip("/"), "sub": "gus", "exp": int(time.time()) + 600}
+            body = rpc("tasks/get", {"id": "nope"})
+            first = await c.post(srv.url, json=body, headers=auth(rs256(KEY, claims), ext=False))
+            assert first.json()["error"]["code"] == -32001, first.text  # accepted: the task is unknown
+            assert idp.jwks_requests == 1
+            idp.key = new_key("k2")  # rotation: k1 is gone, k2 signs
+            # the first interval has not passed: this one unknown kid may not refetch yet...
+            held = await c.post(srv.url, json=body, headers=auth(rs256(idp.key, claims), ext=False))
+            assert held.status_code == 401 and "does not publish" in held.text, held.text
+            assert idp.jwks_requests == 1
+        # ...a server whose interval allows it follows the rotation at once
+        oidc = OidcSettings(issuer=idp.url, refetch_interval=0)
+        kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc}}
+        idp.key = KEY
+        async with (
+            running_server(script([]), sqlite_url, workspace, **kw) as srv,
+            httpx.AsyncClient(timeout=60) as c,
+        ):
+            claims["aud"] = srv.url.rstrip("/")
+            assert (
+                await c.post(srv.url, json=body, headers=auth(rs256(KEY, claims), ext=False))
+            ).status_code == 200
+            idp.key = new_key("k2")
+            rotated = await c.post(srv.url, json=body, headers=auth(rs256(idp.key, claims), ext=False))
+            assert rotated.json()["error"]["code"] == -32001, rotated.text  # accepted, with the new key
+            assert idp.jwks_requests == 3
+        # the flood, on a server with the default bound
+        oidc = OidcSettings(issuer=idp.url, refetch_interval=3600)
+        kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc}}
+        async with (
+            running_server(script([]), sqlite_url, workspace, **kw) as srv,
+            httpx.AsyncClient(timeout=60) as c,
+        ):
+            claims["aud"] = srv.url.rstrip("/")
+            before = idp.jwks_requests
+            forged = [rs256(new_key(f"nobody-{n}"), claims) for n in range(12)]
+            answers = await asyncio.gather(
+                *(c.post(srv.url, json=body, headers=auth(t, ext=False)) for t in forged)
+            )
+            assert [a.status_code for a in answers] == [401] * 12
+            assert idp.jwks_requests - before == 1, idp.jwks_requests - before
