@@ -3,8 +3,9 @@ provider as a relying party (authorization code + PKCE, state and nonce), agains
 `devagent serve` process and a real provider: the session cookie HttpOnly and SameSite=Lax (no
 Secure over plain http), accepted only with the console's own header, a forged or replayed
 callback refused, sign-out clearing it; an operator of the provider's roles sees every
-identity's sessions, a member only their own. Then the same in headless Chromium: the button, the
-provider's login page, back in the console signed in, signed out."""
+identity's sessions, a member only their own. Then in headless Chromium: the button, the
+provider's login page, back in the console signed in as an operator who opens another identity's
+session read-only, signed out."""
 
 from __future__ import annotations
 
@@ -130,7 +131,15 @@ def test_issue42_item3_console_sign_in_in_headless_chromium(
     if CHROMIUM is None:
         pytest.skip("Debian's chromium (installed by scripts/test)")
     wait = 60_000  # ms a page may take (2 shared cores); never a pass condition
-    with idp_and_server(tmp_path, sqlite_url, script([])) as (_idp, srv), sync_playwright() as p:
+    steps = [[{"text": "alice's answer"}]]
+    with idp_and_server(tmp_path, sqlite_url, script(steps)) as (idp, srv), sync_playwright() as p:
+        alice = idp.token("alice", srv.url.rstrip("/"))  # a session of Alice's, by a program of hers
+        with httpx.Client(timeout=60) as c:
+            c.post(
+                srv.url,
+                json=rpc("message/send", {"message": v03_message("hi")}),
+                headers=auth(alice, ext=False),
+            )
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             page = browser.new_page()
@@ -138,15 +147,22 @@ def test_issue42_item3_console_sign_in_in_headless_chromium(
             link = page.locator("#idp-link")
             expect(link).to_be_visible(timeout=wait)
             link.click()
-            page.locator("input[name=login]").fill("frank", timeout=wait)  # the provider's own page
+            page.locator("input[name=login]").fill("ops", timeout=wait)  # the provider's own page
             page.locator("input[name=password]").fill("any")
             page.locator("button[type=submit]").click()
             page.locator("button[type=submit]").click(timeout=wait)  # its consent page
-            expect(page.locator("#who")).to_have_text("signed in as oidc:frank", timeout=wait)
+            expect(page.locator("#who")).to_have_text("signed in as oidc:ops", timeout=wait)
             cookies = {c["name"]: c for c in page.context.cookies()}
             assert cookies["devagent_console"]["httpOnly"] is True
             assert cookies["devagent_console"]["sameSite"] == "Lax"
-            assert page.evaluate("document.cookie").find("devagent_console") == -1  # not readable by scripts
+            assert "devagent_console" not in page.evaluate("document.cookie")  # no script reads it
+            # an operator: Alice's session listed with its owner, opened read-only
+            row = page.locator("#sessions li").filter(has_text="oidc:alice")
+            expect(row).to_have_count(1, timeout=wait)
+            row.locator("a").click()
+            expect(page.locator("#conversation")).to_contain_text("alice's answer", timeout=wait)
+            expect(page.locator("#view-meta")).to_contain_text("oidc:alice")
+            expect(page.locator("#prompt-form")).to_be_hidden()
             page.locator("#signout").click()
             expect(page.locator("#signin")).to_be_visible(timeout=wait)
             page.reload()

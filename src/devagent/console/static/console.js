@@ -195,6 +195,17 @@ async function loadList() {
   S.list.timer = setTimeout(loadList, LIST_POLL_MS);
 }
 
+// Another identity's session: listed for an operator only, shown read-only (acting on it is its
+// owner's, through A2A).
+function foreign(owner) {
+  return Boolean(owner && S.me && owner !== S.me.identity);
+}
+
+function sessionHref(s) {
+  const own = `#/s/${encodeURIComponent(s.context_id)}`;
+  return foreign(s.owner) ? `${own}/${encodeURIComponent(s.owner)}` : own;
+}
+
 function drawList(data) {
   S.list.total = data.total;
   const items = data.sessions.map((s) => {
@@ -204,13 +215,14 @@ function drawList(data) {
       { class: "session" },
       el(
         "a",
-        { href: `#/s/${encodeURIComponent(s.context_id)}`, class: "session-link" },
+        { href: sessionHref(s), class: "session-link" },
         el("span", { class: "title", text: s.title || "(no prompt yet)" }),
         el("span", { class: `badge ${cls}`, text: label }),
       ),
       el(
         "span",
         { class: "muted meta" },
+        ...(foreign(s.owner) ? [el("span", { class: "owner", text: s.owner }), " · "] : []),
         el("span", { class: "workspace", text: s.workspace }),
         " · ",
         el("time", { datetime: s.updated, title: s.updated, text: ago(s.updated) }),
@@ -236,9 +248,9 @@ function stopView() {
   S.view = null;
 }
 
-async function openView(contextId) {
+async function openView(contextId, owner) {
   stopView();
-  S.view = { contextId, data: null, items: [], stream: null, timer: 0, shown: "", live: null, open: new Map() };
+  S.view = { contextId, owner: foreign(owner) ? owner : "", data: null, items: [], stream: null, timer: 0, shown: "", live: null, open: new Map() };
   $("conversation").replaceChildren();
   $("permissions").replaceChildren();
   $("changed-files").replaceChildren();
@@ -256,7 +268,8 @@ async function refreshView() {
   if (!v) return;
   clearTimeout(v.timer);
   try {
-    const data = await api(`/ui/api/sessions/${encodeURIComponent(v.contextId)}`);
+    const whose = v.owner ? `?owner=${encodeURIComponent(v.owner)}` : "";
+    const data = await api(`/ui/api/sessions/${encodeURIComponent(v.contextId)}${whose}`);
     if (S.view !== v) return;
     const shown = JSON.stringify(data);
     if (shown !== v.shown && !v.stream) {
@@ -265,7 +278,7 @@ async function refreshView() {
       v.items = data.items.map((i) => ({ ...i }));
       drawView();
     }
-    if (!v.stream && data.session.state === "running" && data.session.task_id) {
+    if (!v.stream && !v.owner && data.session.state === "running" && data.session.task_id) {
       follow(v, "SubscribeToTask", { id: data.session.task_id });
       return;
     }
@@ -431,13 +444,16 @@ function drawView() {
   $("view-state").textContent = label;
   $("view-state").className = `badge ${cls}`;
   const model = session.model || S.me?.model;
-  $("view-meta").textContent = [session.workspace, model, `${session.tokens.toLocaleString()} tokens`].filter(Boolean).join(" · ");
+  const meta = [v.owner, session.workspace, model, `${session.tokens.toLocaleString()} tokens`];
+  $("view-meta").textContent = meta.filter(Boolean).join(" · ");
   drawItems(v);
   drawChanges(v);
   const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
-  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream); // off while an answer runs
-  $("cancel").hidden = session.state !== "running";
+  // off while an answer runs, and in another identity's session (read-only)
+  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream || v.owner);
+  $("cancel").hidden = session.state !== "running" || Boolean(v.owner);
+  $("prompt-form").hidden = Boolean(v.owner);
   $("send").disabled = session.state === "running" || waiting.length > 0;
   $("prompt").disabled = waiting.length > 0;
   $("prompt").placeholder = waiting.length ? "Answer the request above first" : "";
@@ -925,7 +941,8 @@ async function route() {
   const hash = location.hash || "#/";
   clearTimeout(S.list.timer);
   if (hash.startsWith("#/s/")) {
-    await openView(decodeURIComponent(hash.slice(4)));
+    const [contextId, owner] = hash.slice(4).split("/").map(decodeURIComponent);
+    await openView(contextId, owner);
   } else if (hash === "#/new") {
     stopView();
     $("new-error").textContent = "";
