@@ -9,6 +9,8 @@ session read-only, signed out."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,6 +91,13 @@ def test_issue42_item3_console_signs_in_through_the_idp(
             forged = mallory.get(srv.url + "ui/callback?" + erin.headers["x-test-callback"])
             assert forged.status_code == 400 and "not started here" in forged.text
             assert "devagent_console" not in str(forged.headers.get_list("set-cookie"))
+            # a sign-in cookie she made herself (state of her choosing, no MAC of the server's)
+            made = base64.urlsafe_b64encode(
+                json.dumps({"state": "s", "nonce": "n", "verifier": "v"}).encode()
+            )
+            mallory.cookies.set("devagent_login", made.decode() + ".00", path="/ui/callback")
+            tossed = mallory.get(srv.url + "ui/callback", params={"state": "s", "code": "c"})
+            assert tossed.status_code == 400 and "not started here" in tossed.text
         # roles: Alice's session (a token of the provider's, by client credentials) is seen by
         # the operator, not by Erin
         alice = idp.token("alice", srv.url.rstrip("/"))

@@ -12,6 +12,7 @@ with the cookie's defeats a forged callback (CSRF); the `nonce` in the ID token,
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import json
 import secrets
@@ -73,21 +74,32 @@ class SignIn:
         )
 
 
-def _pack(data: dict[str, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+def _mac(secret: str, body: str) -> str:
+    return hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
 
 
-def _unpack(value: str) -> dict[str, str]:
+def _pack(data: dict[str, str], secret: str) -> str:
+    """The sign-in cookie: its data, and a MAC keyed with the console's client secret (which every
+    replica holds), so that a cookie set by anyone else (a sibling domain's page) is not taken."""
+    body = base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+    return body + "." + _mac(secret, body)
+
+
+def _unpack(value: str, secret: str) -> dict[str, str]:
+    body, _, mac = value.rpartition(".")
+    if not body or not hmac.compare_digest(mac.encode(), _mac(secret, body).encode()):
+        return {}
     try:
-        data = json.loads(base64.urlsafe_b64decode(value.encode()))
+        data = json.loads(base64.urlsafe_b64decode(body.encode()))
     except (ValueError, UnicodeError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
 
 
 def _failed(message: str, status: int = 400) -> Response:
-    body = f"Sign-in failed: {message}. Go back to the console to try again."
-    return Response(body, status_code=status, media_type="text/plain; charset=utf-8")
+    body = f"Sign-in failed: {message[:300]}. Go back to the console to try again."
+    headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+    return Response(body, status_code=status, media_type="text/plain; charset=utf-8", headers=headers)
 
 
 def signin_routes(signin: SignIn | None) -> list[Route]:
@@ -113,7 +125,7 @@ def signin_routes(signin: SignIn | None) -> list[Route]:
         response = RedirectResponse(url, status_code=302)
         response.set_cookie(
             LOGIN_COOKIE,
-            _pack({"state": state, "nonce": nonce, "verifier": verifier}),
+            _pack({"state": state, "nonce": nonce, "verifier": verifier}, signin.oidc.client_secret),
             max_age=LOGIN_SECONDS,
             path=PREFIX + "/callback",
             secure=signin.secure,
@@ -144,7 +156,7 @@ async def _callback(signin: SignIn, request: Request) -> Response:
     """The IdP's redirect back: the state checked against the sign-in's cookie, the code exchanged
     (with the PKCE verifier), the ID token's nonce and the access token checked; the session
     cookie set."""
-    saved = _unpack(request.cookies.get(LOGIN_COOKIE, ""))
+    saved = _unpack(request.cookies.get(LOGIN_COOKIE, ""), signin.oidc.client_secret)
     given = request.query_params.get("state", "")
     if not saved.get("state") or not hmac.compare_digest(given.encode(), saved["state"].encode()):
         return _failed("this sign-in was not started here, or took too long")
@@ -168,7 +180,7 @@ async def _callback(signin: SignIn, request: Request) -> Response:
         return _failed(str(e), 401)
     except Exception as e:  # authlib's OAuth errors (a refused code): said, nothing else
         return _failed(f"the identity provider refused the sign-in ({type(e).__name__})", 401)
-    if caller.name != person:
+    if not caller.subject or caller.subject != person:
         return _failed("the access token and the ID token name different people", 401)
     response = RedirectResponse(PREFIX + "/", status_code=302)
     response.set_cookie(

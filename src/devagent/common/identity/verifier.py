@@ -28,11 +28,13 @@ class TokenRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who a valid token names: `name` (IDENTITY_PREFIX and the identity claim), whether the
-    operator's role is among its roles, and when the token expires (epoch seconds)."""
+    operator's role is among its roles, when the token expires (epoch seconds), and its `sub`
+    (what an ID token of the same person names too)."""
 
     name: str
     operator: bool
     expires: float
+    subject: str = ""
 
 
 def _claim(claims: dict[str, Any], path: str) -> Any:
@@ -95,8 +97,8 @@ class OidcVerifier:
         return self._caller(await self._signed_claims(token))
 
     async def id_token_subject(self, token: str, client_id: str, nonce: str) -> str:
-        """The caller an ID token of a sign-in names (OpenID Connect Core 3.1.3.7): signed by the
-        IdP, for this client (`aud`), carrying the nonce the sign-in sent, not expired."""
+        """The `sub` of a sign-in's ID token (OpenID Connect Core 3.1.3.7): signed by the IdP,
+        for this client (`aud`), carrying the nonce the sign-in sent, not expired."""
         claims = await self._signed_claims(token)
         registry = jwt.JWTClaimsRegistry(
             leeway=self.settings.leeway,
@@ -109,7 +111,10 @@ class OidcVerifier:
             registry.validate(claims)
         except JoseError as e:
             raise TokenRefused(_said(e)) from None
-        return _name(_claim(claims, self.settings.identity_claim), self.settings.identity_claim)
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise TokenRefused("the ID token names no subject")
+        return subject
 
     async def _signed_claims(self, token: str) -> dict[str, Any]:
         """The claims of a JWT whose signature verifies with a key the IdP publishes."""
@@ -150,6 +155,7 @@ class OidcVerifier:
             name=_name(_claim(claims, s.identity_claim), s.identity_claim),
             operator=s.operator_role in roles,
             expires=float(claims["exp"]),
+            subject=str(claims.get("sub") or ""),
         )
 
 
