@@ -10,6 +10,8 @@ session read-only, signed out."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 from collections.abc import Iterator
@@ -95,9 +97,19 @@ def test_issue42_item3_console_signs_in_through_the_idp(
             made = base64.urlsafe_b64encode(
                 json.dumps({"state": "s", "nonce": "n", "verifier": "v"}).encode()
             )
-            mallory.cookies.set("devagent_login", made.decode() + ".00", path="/ui/callback")
+            mallory.cookies.set(
+                "devagent_login", made.decode() + ".00", domain="127.0.0.1", path="/ui/callback"
+            )
             tossed = mallory.get(srv.url + "ui/callback", params={"state": "s", "code": "c"})
             assert tossed.status_code == 400 and "not started here" in tossed.text
+            # (the same cookie with the server's MAC passes the state check, and fails only at
+            # the provider, which knows no code "c": the MAC is what refused hers)
+            mac = hmac.new(CONSOLE[1].encode(), made, hashlib.sha256).hexdigest()
+            mallory.cookies.set(
+                "devagent_login", f"{made.decode()}.{mac}", domain="127.0.0.1", path="/ui/callback"
+            )
+            signed = mallory.get(srv.url + "ui/callback", params={"state": "s", "code": "c"})
+            assert signed.status_code == 401 and "refused the sign-in" in signed.text, signed.text
         # roles: Alice's session (a token of the provider's, by client credentials) is seen by
         # the operator, not by Erin
         alice = idp.token("alice", srv.url.rstrip("/"))
