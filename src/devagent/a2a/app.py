@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 import devagent
 from devagent import telemetry
 from devagent.a2a import extension as ext
-from devagent.a2a.auth import BearerAuth
+from devagent.a2a.auth import RESOURCE_METADATA_PATHS, BearerAuth, Callers
 from devagent.a2a.body_limit import BodyLimit
 from devagent.a2a.card import CARD_PATHS, CardApp, build_card
 from devagent.a2a.client_tools import plain_numbers
@@ -42,6 +42,7 @@ from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import StreamLimit, StreamSlots
 from devagent.common import scrub
 from devagent.console import console_routes
+from devagent.console.signin import SignIn
 from devagent.patches import a2a_sdk
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class ServerParts:
     ctx_builder: V03ServerCallContextBuilder
     new_task: Callable[[str], None]  # a task is created: the stores learn it is new
     mcp_app: Any  # the MCP door's app, or None
+    callers: Callers | None  # who tokens name (None: a server without tokens)
 
 
 def _push_sender(
@@ -155,7 +157,19 @@ def build_parts(core: AgentCore, settings: A2ASettings) -> ServerParts:
         ctx_builder=V03ServerCallContextBuilder(DefaultServerCallContextBuilder()),
         new_task=new_task,
         mcp_app=_mcp_app(core, settings) if settings.mcp else None,
+        callers=_callers(settings),
     )
+
+
+def _callers(settings: A2ASettings) -> Callers | None:
+    """The static tokens and the IdP's verifier (with its audience defaulting to this server's URL,
+    known by now: the port is bound), or None for a server that has neither."""
+    oidc = settings.oidc_resolved
+    if not settings.tokens and oidc is None:
+        return None
+    from devagent.common.identity import OidcVerifier
+
+    return Callers(settings.tokens, OidcVerifier(oidc) if oidc is not None else None)
 
 
 def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
@@ -177,7 +191,7 @@ def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncCon
         if parts.settings.grpc_port is not None:
             from devagent.a2a.grpc_server import start_grpc  # late: grpcio, with --grpc-port only
 
-            grpc_server = await start_grpc(parts.handler, parts.settings)
+            grpc_server = await start_grpc(parts.handler, parts.settings, parts.callers)
         try:
             yield
         finally:
@@ -191,6 +205,26 @@ def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncCon
             await parts.sender.aclose()
 
     return lifespan
+
+
+def _resource_metadata(settings: A2ASettings) -> Callable[[Request], Any]:
+    """The MCP door's OAuth 2.0 protected-resource metadata (RFC 9728): the resource (the audience
+    its tokens must name), the IdP that issues them, how they are sent, the scopes to ask for.
+    An MCP host reads it from the 401's pointer and logs its user in by itself."""
+    oidc = settings.oidc_resolved
+    assert oidc is not None
+    body = {
+        "resource": oidc.audiences[0],
+        "authorization_servers": [oidc.issuer],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": list(oidc.scopes),
+        "resource_name": settings.agent_name,
+    }
+
+    async def resource_metadata(request: Request) -> Response:
+        return JSONResponse(body, headers={"Cache-Control": "public, max-age=300"})
+
+    return resource_metadata
 
 
 async def healthz(request: Request) -> Response:
@@ -225,20 +259,29 @@ def _jsonrpc_endpoint(parts: ServerParts) -> JsonRpcEndpoint:
     )
 
 
-def _console(parts: ServerParts) -> list[Route]:
-    return console_routes(parts.core, parts.settings, session_id_for, ext.tool_call_json)
+def _signin(parts: ServerParts) -> SignIn | None:
+    """The console's sign-in through the IdP, where the operator registered the console with it."""
+    oidc = parts.settings.oidc_resolved
+    callers = parts.callers
+    if oidc is None or not oidc.client_id or callers is None or callers.oidc is None:
+        return None
+    return SignIn(oidc, parts.settings.base_url, callers.oidc)
 
 
 def _routes(parts: ServerParts) -> list[BaseRoute]:
     settings = parts.settings
     return [
         *([Mount("/mcp", app=_mcp_owned(parts.mcp_app))] if parts.mcp_app is not None else []),
+        *(
+            Route(path, _resource_metadata(settings), methods=["GET"])
+            for path in (RESOURCE_METADATA_PATHS if settings.mcp and settings.oidc else ())
+        ),
         # the card per protocol version, with caching headers
         *(Route(path, CardApp(settings, parts.card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
         *(
-            console_routes(parts.core, settings, session_id_for, ext.tool_call_json)
+            console_routes(parts.core, settings, session_id_for, ext.tool_call_json, _signin(parts))
             if settings.console
             else []
         ),
@@ -272,7 +315,12 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     app.state.push_sender = parts.sender
     app.state.card = parts.card
     app.state.streams = parts.streams
-    served: Any = BearerAuth(app, settings.tokens, settings.metrics_token) if settings.tokens else app
+    served: Any = app
+    if parts.callers is not None:
+        metadata_url = (
+            settings.base_url + RESOURCE_METADATA_PATHS[0] if settings.oidc and settings.mcp else ""
+        )
+        served = BearerAuth(app, parts.callers, settings.metrics_token, metadata_url)
     if telemetry.active():  # a request's trace context (`traceparent`) is its turn's parent
         served = telemetry.TraceContext(served)
     return served

@@ -81,10 +81,9 @@ def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
             ],
             "extendedAgentCard": True,
         },
-        "securitySchemes": {
-            "bearer": {"httpAuthSecurityScheme": {"description": _AUTH_DESCRIPTION, "scheme": "bearer"}}
-        },
-        "securityRequirements": [{"schemes": {"bearer": {}}}],
+        "securitySchemes": _schemes_v1(settings),
+        # either scheme (requirements are alternatives): a static token, or the IdP's
+        "securityRequirements": [{"schemes": {name: {}}} for name in _schemes_v1(settings)],
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [
@@ -106,17 +105,46 @@ def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
     }
 
 
+def _oidc_description(settings: A2ASettings) -> str:
+    return "Authorization: Bearer <access token> from the operator's OpenID Connect provider" + (
+        f" (audience {', '.join(settings.oidc_resolved.audiences)})" if settings.oidc_resolved else ""
+    )
+
+
+def _schemes_v1(settings: A2ASettings) -> dict[str, Any]:
+    """The card's security schemes (1.0 form): the static bearer tokens, and the operator's
+    OpenID Connect provider where one is set (its discovery document's URL)."""
+    schemes: dict[str, Any] = {
+        "bearer": {"httpAuthSecurityScheme": {"description": _AUTH_DESCRIPTION, "scheme": "bearer"}}
+    }
+    if settings.oidc is not None:
+        schemes["oidc"] = {
+            "openIdConnectSecurityScheme": {
+                "description": _oidc_description(settings),
+                "openIdConnectUrl": settings.oidc.discovery_url,
+            }
+        }
+    return schemes
+
+
 def card_json(settings: A2ASettings, version: str) -> dict[str, Any]:
     """The card as served: 1.0 plus the v0.3 fields."""
     card = card_v1_json(settings, version)
-    card["securitySchemes"]["bearer"].update(
-        {"description": _AUTH_DESCRIPTION, "scheme": "bearer", "type": "http"}
-    )
+    schemes = card["securitySchemes"]
+    schemes["bearer"].update({"description": _AUTH_DESCRIPTION, "scheme": "bearer", "type": "http"})
+    if "oidc" in schemes:  # v0.3's OpenIdConnectSecurityScheme, beside the 1.0 form
+        schemes["oidc"].update(
+            {
+                "type": "openIdConnect",
+                "description": _oidc_description(settings),
+                "openIdConnectUrl": schemes["oidc"]["openIdConnectSecurityScheme"]["openIdConnectUrl"],
+            }
+        )
     card.update(
         {
             "preferredTransport": "JSONRPC",
             "protocolVersion": "0.3",
-            "security": [{"bearer": []}],
+            "security": [{name: []} for name in schemes],
             "supportsAuthenticatedExtendedCard": True,
             "url": settings.base_url + "/",
             # v0.3's list of the other bindings (its gRPC would be the v0.3 service: not served)

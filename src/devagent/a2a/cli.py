@@ -21,6 +21,7 @@ from devagent.a2a.settings import (
     parse_workspace_for,
 )
 from devagent.agent.api import SandboxError, setup_sandbox
+from devagent.common.identity import oidc_settings_from_env
 from devagent.common.jsonlimits import positive_int_from_env
 from devagent.config import ConfigError, load_config
 from devagent.preflight import StartError, check_db_url, check_model, report
@@ -183,6 +184,7 @@ def serve_settings(environ: Mapping[str, str], flags: ServeFlags) -> A2ASettings
         mcp=flags.mcp,
         console=flags.console,
         metrics_token=(flags.metrics_token or "").strip(),
+        oidc=oidc_settings_from_env(environ),
         **from_env,
     )
     settings.check_bind()

@@ -11,7 +11,9 @@ Imported only when `serve --grpc-port` asks for gRPC: grpcio adds to the cold st
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from devagent.patches import a2a_sdk
@@ -51,8 +53,10 @@ from google.protobuf import any_pb2  # type: ignore[import-untyped]
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 from devagent import telemetry
-from devagent.a2a.auth import NamedUser, TokenCheck
+from devagent.a2a.auth import Callers, NamedUser
 from devagent.a2a.streams import StreamLimit
+from devagent.a2a.token_expiry import EXPIRED
+from devagent.common.identity import TokenRefused
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -71,7 +75,7 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 
 class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
-    def __init__(self, check: TokenCheck | None) -> None:
+    def __init__(self, check: Callers | None) -> None:
         self._check = check
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
@@ -87,14 +91,15 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
         return call_context
 
     def build_user(self, context: grpc.aio.ServicerContext) -> User:
-        name = self._check(_metadata(context).get("authorization")) if self._check else None
+        # the interceptor checked the call's token first: this finds what it found
+        name = self._check.known(_metadata(context).get("authorization")) if self._check else None
         return NamedUser(name) if name is not None else UnauthenticatedUser()
 
 
 class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Refuses a call without a valid bearer token, whatever its method's shape."""
 
-    def __init__(self, check: TokenCheck) -> None:
+    def __init__(self, check: Callers) -> None:
         self._check = check
 
     async def intercept_service(
@@ -107,13 +112,17 @@ class _BearerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         for k, v in details.invocation_metadata or ():
             if k.lower() == "authorization":
                 header = v
-        if handler is None or self._check(header) is not None:
+        if handler is None:
             return handler
-        message = (
-            "invalid token: the bearer token is not one this server accepts"
-            if header
-            else "authentication required: send the metadata authorization: Bearer <token>"
-        )
+        try:
+            await self._check.identify(header)
+            return handler
+        except TokenRefused as e:
+            message = (
+                f"invalid token: {e}"
+                if header
+                else "authentication required: send the metadata authorization: Bearer <token>"
+            )
 
         async def deny_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
@@ -156,6 +165,11 @@ async def _abort_unimplemented(error: A2AError, context: grpc.aio.ServicerContex
     await context.abort(rich.code, rich.details)
 
 
+def _loop_time(epoch: float) -> float:
+    """An epoch time on the running loop's clock (what asyncio.timeout_at takes)."""
+    return asyncio.get_running_loop().time() + (epoch - time.time())
+
+
 async def _aclose(stream: AsyncIterable[Any]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
@@ -175,25 +189,35 @@ class _Servicer(GrpcHandler):
         handler: RequestHandler,
         builder: _ContextBuilder,
         streams: StreamLimit,
-        check: TokenCheck | None,
+        check: Callers | None,
     ) -> None:
         super().__init__(handler, builder)
         self._streams = streams
         self._check = check
 
     async def _counted(self, stream: AsyncIterable[Any], context: grpc.aio.ServicerContext) -> None:
-        name = self._check(_metadata(context).get("authorization")) if self._check else None
+        header = _metadata(context).get("authorization")
+        name = self._check.known(header) if self._check else None
         slot = self._streams.acquire(name or "")
         if slot is None:
             await _aclose(stream)  # never started: nothing ran
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._streams.message())
             return
+        # a stream opened with an IdP token ends when the token expires, UNAUTHENTICATED
+        expires = self._check.expires(header) if self._check else None
+        deadline = asyncio.timeout_at(_loop_time(expires) if expires else None)
         try:
-            async for item in stream:
-                await context.write(item)
+            async with deadline:
+                async for item in stream:
+                    await context.write(item)
+        except TimeoutError:
+            pass  # the stream's deadline (said below)
         finally:
             slot.release()
             await _aclose(stream)
+        # expired() also where the stream swallowed the cancellation and ended as if done
+        if deadline.expired():
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, EXPIRED)
 
     async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
         """The SDK's error mapping, with A2A 1.0's code for the errors it maps otherwise."""
@@ -209,9 +233,11 @@ class _Servicer(GrpcHandler):
         await self._counted(GrpcHandler.SubscribeToTask(self, request, context), context)
 
 
-async def start_grpc(handler: RequestHandler, settings: A2ASettings) -> grpc.aio.Server:
-    """Serves `handler` over gRPC on `settings.grpc_port` (already resolved, not 0)."""
-    check = TokenCheck(settings.tokens) if settings.tokens else None
+async def start_grpc(
+    handler: RequestHandler, settings: A2ASettings, check: Callers | None
+) -> grpc.aio.Server:
+    """Serves `handler` over gRPC on `settings.grpc_port` (already resolved, not 0); `check`: the
+    server's callers (None: no authentication)."""
     server = grpc.aio.server(interceptors=[_BearerInterceptor(check)] if check else [])
     streams = getattr(handler, "streams", None) or StreamLimit(settings.max_streams_per_token)
     servicer = _Servicer(handler, _ContextBuilder(check), streams, check)

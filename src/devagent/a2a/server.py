@@ -247,7 +247,9 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
             return
         print(f"devagent A2A server listening on {settings.base_url}/", file=sys.stderr, flush=True)
         if settings.console:
-            print(f"web console: {settings.base_url}/ui (sign in with a token)", file=sys.stderr, flush=True)
+            idp = settings.oidc is not None and bool(settings.oidc.client_id)
+            how = "a token or the identity provider" if idp else "a token"
+            print(f"web console: {settings.base_url}/ui (sign in with {how})", file=sys.stderr, flush=True)
         if settings.grpc_port:
             print(f"gRPC on {settings.grpc_address}", file=sys.stderr, flush=True)
         if generated:

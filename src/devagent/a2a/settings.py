@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devagent.common.identity import OidcSettings
+from devagent.common.identity.settings import IDENTITY_PREFIX
 from devagent.common.jsonlimits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
@@ -85,6 +87,10 @@ class A2ASettings:
     # sandboxes give it to the user their commands run as, set when the core opens).
     give_folder: Callable[[Path], None] = field(default=lambda _folder: None, compare=False, repr=False)
 
+    # The operator's identity provider (DEVAGENT_OIDC_*): its access tokens are accepted beside
+    # the static tokens, each naming the identity `oidc:<claim>`. None: static tokens only.
+    oidc: OidcSettings | None = None
+
     def __post_init__(self) -> None:
         self.workspace_roots = [Path(p).resolve() for p in (self.workspace_roots or [Path.cwd()])]
         self.workspace_for = {n: [Path(p).resolve() for p in ps] for n, ps in self.workspace_for.items()}
@@ -94,7 +100,13 @@ class A2ASettings:
         """Whether callers' files are kept apart: the tokens name two identities or more
         (`--token alice=T1 --token bob=T2`), or the operator maps identities to roots. With one
         identity there is no one to keep apart, and its workspaces are the roots themselves."""
-        return bool(self.workspace_for) or len(set(self.tokens.values())) > 1
+        return bool(self.workspace_for) or self.oidc is not None or len(set(self.tokens.values())) > 1
+
+    @property
+    def oidc_resolved(self) -> OidcSettings | None:
+        """The IdP settings with this server's URL as the audience when the operator names none
+        (the resource a client asks its token for: RFC 8707, and the MCP door's metadata)."""
+        return self.oidc.with_audiences(self.base_url) if self.oidc is not None else None
 
     def roots_for(self, identity: str) -> list[Path]:
         """The workspace roots of a caller: the operator's mapping for it, else,
@@ -106,10 +118,11 @@ class A2ASettings:
             return self.workspace_for[identity]
         if not self.per_identity or not identity:
             return self.workspace_roots
-        check_identity(identity)
-        own = [root / identity for root in self.workspace_roots]
+        folder = identity_folder(identity)
+        own = [root / folder for root in self.workspace_roots]
         for d in own:
             if not d.is_dir():
+                d.parent.mkdir(mode=0o711, exist_ok=True)  # `.oidc` (identity_folder)
                 d.mkdir(mode=0o700, exist_ok=True)
                 self.give_folder(d)
         return own
@@ -117,8 +130,11 @@ class A2ASettings:
     def check_identities(self) -> None:
         """ValueError for an identity name that cannot be a folder name, or a mapped root that is
         not a directory."""
-        for name in {*self.tokens.values(), *self.workspace_for}:
+        for name in set(self.tokens.values()):
             check_identity(name)
+        for name in self.workspace_for:
+            if not name.startswith(IDENTITY_PREFIX):  # an IdP's identity is never a token's name
+                check_identity(name)
         for name, roots in self.workspace_for.items():
             for r in roots:
                 if not r.is_dir():
@@ -126,7 +142,7 @@ class A2ASettings:
 
     def ensure_token(self) -> str | None:
         """Generates a token when none is configured; returns it (to print) or None."""
-        if self.tokens:
+        if self.tokens or self.oidc is not None:
             return None
         tok = secrets.token_urlsafe(24)
         self.tokens = {tok: "user"}
@@ -139,9 +155,10 @@ class A2ASettings:
 
     def check_bind(self) -> None:
         """A server bound beyond loopback refuses to start without credentials."""
-        if not self.tokens and not is_loopback_host(self.host):
+        if not self.tokens and self.oidc is None and not is_loopback_host(self.host):
             raise ValueError(
-                f"refusing to listen on {self.host} without a token: pass --token or DEVAGENT_TOKEN"
+                f"refusing to listen on {self.host} without a token: pass --token or DEVAGENT_TOKEN, "
+                "or name an identity provider (DEVAGENT_OIDC_ISSUER)"
             )
 
     def resolve_grpc_port(self) -> None:
@@ -190,6 +207,21 @@ class A2ASettings:
 
 
 _IDENTITY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
+
+def identity_folder(identity: str) -> str:
+    """The folder, under each workspace root, of an identity: a static token's name itself; an IdP
+    identity's under `.oidc/` (no static name starts with '.'), as its claim where that is a
+    folder name too, else as `@` and a digest of it (`@` is in no claim kept as it is)."""
+    if not identity.startswith(IDENTITY_PREFIX):
+        check_identity(identity)
+        return identity
+    claim = identity.removeprefix(IDENTITY_PREFIX)
+    if _IDENTITY.fullmatch(claim) and claim not in (".", ".."):
+        return f".oidc/{claim}"
+    import hashlib
+
+    return ".oidc/@" + hashlib.sha256(claim.encode()).hexdigest()[:40]
 
 
 def check_identity(name: str) -> None:

@@ -28,6 +28,8 @@ from devagent.agent.api import (
     repository_result,
     shown_name,
 )
+from devagent.console.signin import PATHS as SIGNIN_PATHS
+from devagent.console.signin import SignIn, signin_routes
 
 if TYPE_CHECKING:
     from devagent.agent.api import AgentCore, SandboxProvider
@@ -67,8 +69,9 @@ class ServerSettings(Protocol):
 
 
 def is_public_path(path: str) -> bool:
-    """The page and its files carry no data: served without a token (the page asks for one)."""
-    return path in (CONSOLE_PREFIX, CONSOLE_PREFIX + "/") or path.startswith(_STATIC)
+    """The page and its files carry no data: served without a token (the page asks for one); nor
+    do the steps of the sign-in through the identity provider (signin.py)."""
+    return path in (CONSOLE_PREFIX, CONSOLE_PREFIX + "/", *SIGNIN_PATHS) or path.startswith(_STATIC)
 
 
 def _asset(name: str) -> bytes:
@@ -78,6 +81,12 @@ def _asset(name: str) -> bytes:
 def _owner(request: Request) -> str:
     user = request.scope.get("user")
     return str(getattr(user, "display_name", "") or "") if user is not None else ""
+
+
+def _operator(request: Request) -> bool:
+    """Whether the caller has the operator's role of the identity provider (the auth scope
+    "operator"): it sees every identity's sessions."""
+    return "operator" in getattr(request.scope.get("auth"), "scopes", ())
 
 
 def _iso(ts: float) -> str:
@@ -217,15 +226,18 @@ def console_routes(
     settings: ServerSettings,
     session_id_for: Callable[[str, str], str],
     tool_call_json: Callable[[ToolCall], dict[str, Any]],
+    signin: SignIn | None = None,
 ) -> list[Route]:
     """The console's routes over `core`. `session_id_for(owner, context_id)`: the core session of
-    an owner's A2A context; `tool_call_json`: a tool call as the A2A extension shows it."""
+    an owner's A2A context; `tool_call_json`: a tool call as the A2A extension shows it; `signin`:
+    the sign-in through the operator's identity provider, where one is set for the console."""
 
     async def me(request: Request) -> Response:
         owner = _owner(request)
         return _json(
             {
                 "identity": owner,
+                "operator": _operator(request),
                 "workspaces": [str(p) for p in settings.roots_for(owner)],
                 "agent": settings.agent_name,
                 "model": shown_name(core.default_model),
@@ -242,13 +254,15 @@ def console_routes(
         limit = _int(request.query_params.get("limit", str(PAGE_SIZE)))
         if offset < 0 or not 1 <= limit <= 200:
             return _error(400, "offset must be 0 or more and limit 1 to 200")
-        # The store lists every door's sessions, newest first; this caller's A2A ones are kept.
+        # The store lists every door's sessions, newest first; this caller's A2A ones are kept
+        # (an operator's: every identity's).
+        every = _operator(request)
         rows = []
         for _sid, state, updated in await core.store.list_sessions(None):
             a2a = (state.get("extra") or {}).get("a2a") or {}
-            if a2a.get("owner", "") != owner or not a2a.get("context_id"):
+            if (a2a.get("owner", "") != owner and not every) or not a2a.get("context_id"):
                 continue
-            row = summary(state, updated, core.default_model)
+            row = {**summary(state, updated, core.default_model), "owner": str(a2a.get("owner", ""))}
             if _matches(row, want):
                 rows.append(row)
         return _json(
@@ -257,6 +271,8 @@ def console_routes(
 
     async def session(request: Request) -> Response:
         owner = _owner(request)
+        if _operator(request):  # an operator may open another identity's session
+            owner = request.query_params.get("owner", owner)
         context_id = request.path_params["context_id"]
         if not context_id or len(context_id) > 200:
             return _error(404, "no such session")
@@ -296,6 +312,7 @@ def console_routes(
 
     return [
         *_page_routes(),
+        *signin_routes(signin),
         Route(_API + "/me", me, methods=["GET"]),
         Route(_API + "/sessions", sessions, methods=["GET"]),
         Route(_API + "/sessions/{context_id}", session, methods=["GET"]),

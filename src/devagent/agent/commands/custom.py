@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from devagent.agent.commands.registry import ArgumentInfo, CommandInfo, Emit, Prompt
+from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Emit, Prompt
 from devagent.agent.naming.claude import split_list
 from devagent.agent.tools import front_matter
 from devagent.agent.tools.base import ToolFailure, Workspace

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class ListedCommand(Protocol):
-    """A slash command as a list shows it (`commands.registry.CommandInfo`)."""
+    """A slash command as a list shows it (`commands.catalog.CommandInfo`)."""
 
     @property
     def name(self) -> str: ...
@@ -51,7 +51,7 @@ class ListedCommand(Protocol):
 
 
 class Commands(Protocol):
-    """A session's slash commands, as a list (`commands.registry.Registry`)."""
+    """A session's slash commands, as a list (`commands.catalog.Registry`)."""
 
     def list(self) -> Sequence[ListedCommand]: ...
 

@@ -15,6 +15,9 @@ const PAGE = 25;
 const $ = (id) => document.getElementById(id);
 const S = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
+  // signed in through the identity provider: the session is an HttpOnly cookie this page never
+  // reads; each request says it comes from the console (the header the server asks of it)
+  cookie: false,
   me: null,
   commands: [],
   list: { offset: 0, total: 0, timer: 0, shown: "" },
@@ -25,8 +28,12 @@ const S = {
 
 class Unauthorized extends Error {}
 
+function authHeaders() {
+  return S.token ? { Authorization: `Bearer ${S.token}` } : { "X-Devagent-Console": "1" };
+}
+
 async function api(path) {
-  const r = await fetch(path, { headers: { Authorization: `Bearer ${S.token}` }, cache: "no-store" });
+  const r = await fetch(path, { headers: authHeaders(), cache: "no-store" });
   if (r.status === 401) throw new Unauthorized("the server refused the token");
   const body = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error(body.error || `HTTP ${r.status}`);
@@ -35,7 +42,7 @@ async function api(path) {
 
 function rpcHeaders() {
   return {
-    Authorization: `Bearer ${S.token}`,
+    ...authHeaders(),
     "Content-Type": "application/json",
     "A2A-Version": "1.0",
     "A2A-Extensions": EXT,
@@ -135,7 +142,8 @@ function stateLabel(session) {
 async function signIn(token) {
   S.token = token;
   S.me = await api("/ui/api/me");
-  sessionStorage.setItem(TOKEN_KEY, token);
+  S.cookie = !token;
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
   $("who").textContent = S.me.identity ? `signed in as ${S.me.identity}` : "signed in";
   $("signout").hidden = false;
   const list = $("workspaces");
@@ -149,6 +157,8 @@ async function signIn(token) {
 
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
+  if (S.cookie) fetch("/ui/logout", { method: "POST", headers: { "X-Devagent-Console": "1" } }).catch(() => {});
+  S.cookie = false;
   S.token = "";
   S.me = null;
   stopView();
@@ -185,6 +195,17 @@ async function loadList() {
   S.list.timer = setTimeout(loadList, LIST_POLL_MS);
 }
 
+// Another identity's session: listed for an operator only, shown read-only (acting on it is its
+// owner's, through A2A).
+function foreign(owner) {
+  return Boolean(owner && S.me && owner !== S.me.identity);
+}
+
+function sessionHref(s) {
+  const own = `#/s/${encodeURIComponent(s.context_id)}`;
+  return foreign(s.owner) ? `${own}/${encodeURIComponent(s.owner)}` : own;
+}
+
 function drawList(data) {
   S.list.total = data.total;
   const items = data.sessions.map((s) => {
@@ -194,13 +215,14 @@ function drawList(data) {
       { class: "session" },
       el(
         "a",
-        { href: `#/s/${encodeURIComponent(s.context_id)}`, class: "session-link" },
+        { href: sessionHref(s), class: "session-link" },
         el("span", { class: "title", text: s.title || "(no prompt yet)" }),
         el("span", { class: `badge ${cls}`, text: label }),
       ),
       el(
         "span",
         { class: "muted meta" },
+        ...(foreign(s.owner) ? [el("span", { class: "owner", text: s.owner }), " · "] : []),
         el("span", { class: "workspace", text: s.workspace }),
         " · ",
         el("time", { datetime: s.updated, title: s.updated, text: ago(s.updated) }),
@@ -226,9 +248,9 @@ function stopView() {
   S.view = null;
 }
 
-async function openView(contextId) {
+async function openView(contextId, owner) {
   stopView();
-  S.view = { contextId, data: null, items: [], stream: null, timer: 0, shown: "", live: null, open: new Map() };
+  S.view = { contextId, owner: foreign(owner) ? owner : "", data: null, items: [], stream: null, timer: 0, shown: "", live: null, open: new Map() };
   $("conversation").replaceChildren();
   $("permissions").replaceChildren();
   $("changed-files").replaceChildren();
@@ -248,7 +270,8 @@ async function refreshView() {
   if (!v) return;
   clearTimeout(v.timer);
   try {
-    const data = await api(`/ui/api/sessions/${encodeURIComponent(v.contextId)}`);
+    const whose = v.owner ? `?owner=${encodeURIComponent(v.owner)}` : "";
+    const data = await api(`/ui/api/sessions/${encodeURIComponent(v.contextId)}${whose}`);
     if (S.view !== v) return;
     const shown = JSON.stringify(data);
     if (shown !== v.shown && !v.stream) {
@@ -257,7 +280,7 @@ async function refreshView() {
       v.items = data.items.map((i) => ({ ...i }));
       drawView();
     }
-    if (!v.stream && data.session.state === "running" && data.session.task_id) {
+    if (!v.stream && !v.owner && data.session.state === "running" && data.session.task_id) {
       follow(v, "SubscribeToTask", { id: data.session.task_id });
       return;
     }
@@ -423,14 +446,17 @@ function drawView() {
   $("view-state").textContent = label;
   $("view-state").className = `badge ${cls}`;
   const model = session.model || S.me?.model;
-  $("view-meta").textContent = [session.workspace, model, `${session.tokens.toLocaleString()} tokens`].filter(Boolean).join(" · ");
+  const meta = [v.owner, session.workspace, model, `${session.tokens.toLocaleString()} tokens`];
+  $("view-meta").textContent = meta.filter(Boolean).join(" · ");
   drawItems(v);
   drawRepository(v);
   drawChanges(v);
   const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
-  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream); // off while an answer runs
-  $("cancel").hidden = session.state !== "running";
+  // off while an answer runs, and in another identity's session (read-only)
+  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream || v.owner);
+  $("cancel").hidden = session.state !== "running" || Boolean(v.owner);
+  $("prompt-form").hidden = Boolean(v.owner);
   $("send").disabled = session.state === "running" || waiting.length > 0;
   $("prompt").disabled = waiting.length > 0;
   $("prompt").placeholder = waiting.length ? "Answer the request above first" : "";
@@ -938,11 +964,12 @@ async function startSession(workspace, prompt, repository) {
 // --- routing and wiring -------------------------------------------------------------------------
 
 async function route() {
-  if (!S.token || !S.me) return;
+  if (!S.me) return;
   const hash = location.hash || "#/";
   clearTimeout(S.list.timer);
   if (hash.startsWith("#/s/")) {
-    await openView(decodeURIComponent(hash.slice(4)));
+    const [contextId, owner] = hash.slice(4).split("/").map(decodeURIComponent);
+    await openView(contextId, owner);
   } else if (hash === "#/new") {
     stopView();
     $("new-error").textContent = "";
@@ -1023,14 +1050,21 @@ function wire() {
   window.addEventListener("hashchange", route);
 }
 
+// Whether the server offers the sign-in through its identity provider (shown beside the token's).
+async function offerIdp() {
+  try {
+    const r = await fetch("/ui/auth", { cache: "no-store" });
+    $("idp-signin").hidden = !(r.ok && (await r.json()).idp);
+  } catch {
+    $("idp-signin").hidden = true;
+  }
+}
+
 async function main() {
   wire();
-  if (!S.token) {
-    signOut("");
-    return;
-  }
+  await offerIdp();
   try {
-    await signIn(S.token);
+    await signIn(S.token); // no token: the identity provider's session cookie, if any
   } catch (e) {
     signOut(e instanceof Unauthorized ? "" : e.message);
     return;
