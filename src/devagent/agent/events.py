@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devagent.common.dataclass_json import fields_json
+from devagent.common.errors import DevagentError
 
 
 class ToolCallStatus(enum.StrEnum):
@@ -429,7 +430,7 @@ class RunCommand:
 Input = UserPrompt | Resume | RunCommand
 
 
-class InputError(ValueError):
+class InputError(DevagentError, ValueError):
     """An input the session cannot take (unknown call id, a result for a call not waiting, a
     prompt to a session that is busy). Nothing was changed. Adapters turn it into their
     protocol's error."""

@@ -57,6 +57,7 @@ from devagent.agent.tools.base import Tool, ToolContext
 from devagent.agent.tools.client import validate_client_tools
 from devagent.agent.tools.skill_catalog import session_skills
 from devagent.agent.views import timeline
+from devagent.common.errors import DevagentError
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
 from devagent.common.scrub import scrub
@@ -75,7 +76,7 @@ log = logging.getLogger("devagent.session")
 Emit = Callable[[Event], None]
 
 
-class _Cancelled(Exception):
+class _Cancelled(DevagentError):
     """Raised inside a turn to unwind it after a cancel."""
 
 

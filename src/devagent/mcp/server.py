@@ -69,6 +69,7 @@ from devagent.agent.api import (
     request_text,
     requested_cap,
 )
+from devagent.common.errors import DevagentError
 from devagent.mcp import questions
 from devagent.mcp.instructions import INSTRUCTIONS
 
@@ -148,7 +149,7 @@ class Decision(BaseModel):
     reason: str = Field(default="", description="With refuse: what to do instead (passed to the agent)")
 
 
-class DoorError(ToolError):
+class DoorError(ToolError, DevagentError):
     """Bad input from the host, said plainly: the SDK answers a ToolError as a tool result with
     `isError` and this message (anything else it hides as an unexpected error)."""
 

@@ -19,6 +19,7 @@ from devagent.agent.hooks.config import HookCommand
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.shell import Sandbox, active_sandbox, kill_group, limited, sandbox_missing
 from devagent.agent.tools.skill_catalog import not_holding
+from devagent.common.errors import DevagentError
 
 OUTPUT_LIMIT = 256 * 1024  # bytes a hook may print on its stdout, and on its stderr
 READ_CHUNK = 65536
@@ -71,7 +72,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-class _TooMuch(Exception):
+class _TooMuch(DevagentError):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.stream = stream

@@ -39,6 +39,7 @@ from devagent.agent.state import PendingCall
 from devagent.agent.subagents.remote_status import StatusReader
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, ToolWaits
 from devagent.agent.tools.output import OUTPUT_MAX_CHARS, head_and_tail
+from devagent.common.errors import DevagentError
 from devagent.common.netpolicy import IPNetwork, check_outbound_url
 from devagent.common.tables import named_tables
 
@@ -128,7 +129,7 @@ def specs(config: CoreConfig) -> dict[str, RemoteAgentSpec]:
 _cards: dict[str, Any] = {}
 
 
-class Refused(Exception):
+class Refused(DevagentError):
     """An outbound call the address policy does not allow."""
 
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devagent.common.errors import DevagentError
+
 # Opening a directory only to walk through it: O_PATH (Linux) needs no read permission.
 _O_PATH = getattr(os, "O_PATH", 0)
 DIR_WALK_FLAGS = (_O_PATH or os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -63,7 +65,7 @@ RESOLVE_BENEATH = 0x08
 USE_OPENAT2 = True
 
 
-class Outside(OSError):
+class Outside(DevagentError, OSError):
     """The path leaves the workspace roots (directly, by `..` or through a symlink)."""
 
 

@@ -32,6 +32,7 @@ from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX
 from devagent.agent.tools._confine import Located, Outside, locate
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.output import HEAD_CHARS, TAIL_CHARS
+from devagent.common.errors import DevagentError
 from devagent.common.netpolicy import IPNetwork
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from devagent.agent.tools.tty_screen import TtySize
 
 
-class ToolFailure(Exception):
+class ToolFailure(DevagentError):
     """A tool call failed in a way the model should read and may recover from."""
 
     def __init__(self, message: str, type: str = "tool_error") -> None:
@@ -66,7 +67,7 @@ class MediaInput:
     pdf: bool = False
 
 
-class ToolWaits(Exception):
+class ToolWaits(DevagentError):
     """A call that cannot finish before questions it relays are answered (its subagent's
     permission requests): `questions` become waiting calls of the session (`PendingCall.via` names
     this call). Once each is answered, the call runs again and finds the answers there."""

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.shell import SUPERVISOR, active_sandbox, kill_group, limited, sandbox_missing
+from devagent.common.errors import DevagentError
 
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes of a checker's report read at most
 
 
-class CheckerUnavailable(Exception):
+class CheckerUnavailable(DevagentError):
     """The checker cannot be started here (the sandbox it must run in is missing, a spawn error)."""
 
 

@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from devagent.agent.tools.base import ToolFailure
+from devagent.common.errors import DevagentError
 
 # Typographic punctuation a model writes for ASCII, one character for one (so positions stay).
 _PUNCTUATION = str.maketrans(
@@ -194,7 +195,7 @@ class Match:
     shift: Shift | None = None
 
 
-class Ambiguous(Exception):
+class Ambiguous(DevagentError):
     """The quote matches several places in the loosest pass that found it."""
 
     def __init__(self, starts: list[int], size: int, tolerated: set[str]) -> None:

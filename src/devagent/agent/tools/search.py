@@ -43,6 +43,7 @@ from devagent.agent.tools._util import (
     walk_files,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.common.errors import DevagentError
 
 # Defaults of the listing and search caps.
 LIST_MAX_ENTRIES = 1000
@@ -240,7 +241,7 @@ def ripgrep() -> str | None:
     return shutil.which("rg") if USE_RIPGREP else None
 
 
-class _RgUnsupported(Exception):
+class _RgUnsupported(DevagentError):
     """ripgrep refused a pattern Python accepts (look-around, back-references)."""
 
 

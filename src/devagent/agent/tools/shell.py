@@ -55,6 +55,7 @@ from devagent.agent.tools.skill_catalog import not_holding, user_folders
 from devagent.agent.tools.tty_screen import COLS as TTY_COLS
 from devagent.agent.tools.tty_screen import ROWS as TTY_ROWS
 from devagent.agent.tools.tty_screen import TERM, TtySize
+from devagent.common.errors import DevagentError
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
@@ -130,7 +131,7 @@ USERNS_HINT = (
 PROBE_TIMEOUT = 30.0
 
 
-class SandboxError(Exception):
+class SandboxError(DevagentError):
     """The sandbox was asked for but cannot run here; the message names the fix."""
 
 
