@@ -6,7 +6,8 @@ are raised (a tool failure in `agent/tools/base.py`, a bad configuration in `con
 module sits in `common/` so the store and the doors can derive from it too.
 
 A subclass that was a `ValueError`, an `OSError` (or another built-in kind) keeps it as a second
-base, so code that catches the built-in kind still catches it.
+base, so code that catches the built-in kind still catches it. One class stays outside:
+`agent/tools/html_text.py` runs as a program of its own, with nothing of devagent on its path.
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ import sys
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-from devagent.common.errors import DevagentError
-
 TEXT_MAX_CHARS = 2_000_000  # of a page's text; the rest is left out
 RAW_MAX_CHARS = 2 * TEXT_MAX_CHARS  # of text before the white space is tidied
 LIST_MAX_DEPTH = 10  # nested lists deeper than this are indented as this deep
@@ -45,7 +43,7 @@ _PRE = "\x02"  # marks a preformatted block's number: \x02N\x02
 _STAND_INS = re.compile("[\x01\x02]")
 
 
-class _Full(DevagentError):
+class _Full(Exception):  # not a DevagentError: this file runs as a program, devagent not on its path
     """The text reached RAW_MAX_CHARS: the rest of the page is not read."""
 
 
