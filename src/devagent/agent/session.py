@@ -31,6 +31,7 @@ from devagent.agent.events import (
     StepBegin,
     ToolCall,
     ToolCallUpdate,
+    ToolErrorType,
     TurnEnd,
     TurnEndReason,
     Usage,
@@ -307,7 +308,7 @@ class Session:
         except Exception as e:  # a bug must not kill the conversation
             # The details go to the server log only; the client gets a reference to find them.
             text = internal_error(repr(e), what=f"the turn of session {self.id}", exc_info=e)
-            self.calls.close_open("the turn failed", "internal")
+            self.calls.close_open("the turn failed", ToolErrorType.INTERNAL)
             await self._end("error", text, emit, quietly=True)
         finally:
             self.core.processes.touch(self.id)  # a session's idle time counts from a turn's end
@@ -393,7 +394,7 @@ class Session:
             return False
         if self.calls.waiting():
             await self.subagents.abandon(self.state.pending)
-            self.calls.close_open("the user sent a new message instead of answering", "cancelled")
+            self.calls.close_open("the user sent a new message instead of answering", ToolErrorType.CANCELLED)
             for p in self.state.pending:
                 emit(ToolCallUpdate(timeline.call_view(p)))
             self._close_step(messages)
@@ -548,7 +549,7 @@ class Session:
         await self.subagents.abandon(self.state.pending)
         # A cancel stops everything the agent runs for the session, its background processes too.
         await self.core.processes.stop_session(self.id, "a turn was cancelled")
-        self.calls.close_open("the user cancelled the turn", "cancelled")
+        self.calls.close_open("the user cancelled the turn", ToolErrorType.CANCELLED)
         for p in self.state.pending:
             emit(ToolCallUpdate(timeline.call_view(p)))
         messages = await self.messages()

@@ -24,6 +24,7 @@ from devagent.agent.events import (
     Resume,
     ToolCallStatus,
     ToolCallUpdate,
+    ToolErrorType,
     ToolKind,
 )
 from devagent.agent.history.serial import confirmation_to_json
@@ -71,11 +72,11 @@ class StepCalls:
             args = part.args_as_dict()
         except Exception:
             return self.failed(
-                call_id, name, {}, "the tool arguments are not valid JSON", "invalid_arguments"
+                call_id, name, {}, "the tool arguments are not valid JSON", ToolErrorType.INVALID_ARGUMENTS
             )
         if not isinstance(args, dict):
             return self.failed(
-                call_id, name, {}, "the tool arguments must be a JSON object", "invalid_arguments"
+                call_id, name, {}, "the tool arguments must be a JSON object", ToolErrorType.INVALID_ARGUMENTS
             )
         state = self.session.state
         tools = self.session.tools()
@@ -87,12 +88,18 @@ class StepCalls:
         if tool is None and client is None:
             known = ", ".join(sorted([*tools, *(t.name for t in clients)]))
             return self.failed(
-                call_id, name, args, f"unknown tool {name!r}; available tools: {known}", "unknown_tool"
+                call_id,
+                name,
+                args,
+                f"unknown tool {name!r}; available tools: {known}",
+                ToolErrorType.UNKNOWN_TOOL,
             )
         schema = tool.parameters if tool is not None else client.parameters  # type: ignore[union-attr]
         problem = validate_arguments(schema, args)
         if problem:
-            return self.failed(call_id, name, args, f"invalid arguments: {problem}", "invalid_arguments")
+            return self.failed(
+                call_id, name, args, f"invalid arguments: {problem}", ToolErrorType.INVALID_ARGUMENTS
+            )
         if tool is None:
             pc = PendingCall(
                 call_id,
@@ -121,7 +128,9 @@ class StepCalls:
         verdict = await hook_points.before_tool(self.session, pc)
         self._tell(verdict, emit)
         if verdict.blocked:
-            self._refuse(pc, f"a PreToolUse hook blocked this call: {verdict.reason}", "blocked_by_hook")
+            self._refuse(
+                pc, f"a PreToolUse hook blocked this call: {verdict.reason}", ToolErrorType.BLOCKED_BY_HOOK
+            )
             return verdict
         if verdict.updated_input is not None:
             problem = validate_arguments(schema, verdict.updated_input)
@@ -151,7 +160,7 @@ class StepCalls:
         elif hook_permission == "ask" and verdict.verdict == "run":
             verdict = approval.Decision("ask")
         if verdict.verdict == "deny":
-            self._refuse(pc, verdict.reason, "denied_by_policy")
+            self._refuse(pc, verdict.reason, ToolErrorType.DENIED_BY_POLICY)
         elif verdict.verdict == "ask":
             try:
                 details = await tool.confirmation(pc.args, self.session.tool_context(pc))
@@ -167,14 +176,14 @@ class StepCalls:
             pc.confirmation = confirmation_to_json(ConfirmationRequest(options, details))
         return pc
 
-    def _refuse(self, pc: PendingCall, message: str, error_type: str) -> None:
+    def _refuse(self, pc: PendingCall, message: str, error_type: ToolErrorType) -> None:
         pc.status = ToolCallStatus.FAILED.value
         pc.result = CallResult.error(message, error_type)
         self.session.state.record_call(pc.name, True)
         traces.not_run(pc, "refused")
 
     def failed(
-        self, call_id: str, name: str, args: dict[str, Any], message: str, error_type: str
+        self, call_id: str, name: str, args: dict[str, Any], message: str, error_type: ToolErrorType
     ) -> PendingCall:
         """A call refused before it could run (bad arguments, unknown tool)."""
         tool = self.session.tools().get(name)
@@ -264,14 +273,14 @@ class StepCalls:
                 reason += " and refused such calls for the rest of this session"
             if said:
                 reason += f"; the user said: {said}"
-        p.result = CallResult.error(reason, "cancelled")
+        p.result = CallResult.error(reason, ToolErrorType.CANCELLED)
         state.record_call(p.name, True)
         traces.not_run(p, "declined")
 
     def _take_result(self, p: PendingCall, r: ClientResult) -> None:
         if r.error is not None:
             p.status = ToolCallStatus.FAILED.value
-            p.result = CallResult.error(str(r.error), "client_error")
+            p.result = CallResult.error(str(r.error), ToolErrorType.CLIENT_ERROR)
         else:
             out = r.output
             p.status = ToolCallStatus.SUCCEEDED.value
@@ -339,13 +348,15 @@ class StepCalls:
             p.result = CallResult.error(f.message, f.type)
         except asyncio.CancelledError:
             p.status = ToolCallStatus.CANCELLED.value
-            p.result = CallResult.error("the user cancelled the turn while this call ran", "cancelled")
+            p.result = CallResult.error(
+                "the user cancelled the turn while this call ran", ToolErrorType.CANCELLED
+            )
             self.session.state.record_call(p.name, True)
             raise
         except Exception as e:  # a tool's bug: the model and the client get a reference
             p.status = ToolCallStatus.FAILED.value
             p.result = CallResult.error(
-                internal_error(repr(e), what=f"the tool {p.name}", exc_info=e), "internal"
+                internal_error(repr(e), what=f"the tool {p.name}", exc_info=e), ToolErrorType.INTERNAL
             )
         else:
             p.status = ToolCallStatus.SUCCEEDED.value
@@ -386,7 +397,7 @@ class StepCalls:
     def waiting(self) -> bool:
         return any(p.needs and p.result is None for p in self.session.state.pending)
 
-    def close_open(self, reason: str, kind: str) -> None:
+    def close_open(self, reason: str, kind: ToolErrorType) -> None:
         """Every call without a result ends cancelled with `reason` (it never runs)."""
         for p in self.session.state.pending:
             if p.result is None:

@@ -24,7 +24,7 @@ from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from devagent import telemetry
-from devagent.agent.events import Usage
+from devagent.agent.events import ToolErrorType, Usage
 from devagent.common.scrub import scrub
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ async def _traced_tool_call(session: SessionContext, call: PendingCall, work: Co
             span.set_attribute("devagent.tool.status", call.status.lower())
             result = call.result
             if result is not None and result.is_error:
-                kind = result.error_type or "tool_error"
+                kind = result.error_type or ToolErrorType.TOOL_ERROR.value
                 span.set_attribute("error.type", kind)
                 span.set_status(Status(StatusCode.ERROR, _cap(result.text) if telemetry.content() else kind))
             if telemetry.content() and result is not None:
@@ -283,7 +283,7 @@ def not_run(call: PendingCall, outcome: str) -> None:
     }
     result = call.result
     if result is not None and result.is_error:
-        attributes["error.type"] = result.error_type or "tool_error"
+        attributes["error.type"] = result.error_type or ToolErrorType.TOOL_ERROR.value
         if telemetry.content():
             attributes["devagent.tool.message"] = _cap(result.text)
     trace.get_current_span().add_event("devagent.tool_call", attributes)

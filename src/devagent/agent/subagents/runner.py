@@ -44,6 +44,7 @@ from devagent.agent.events import (
     TextDelta,
     ToolCall,
     ToolCallUpdate,
+    ToolErrorType,
     ToolKind,
     TurnEnd,
     UserPrompt,
@@ -139,7 +140,7 @@ class Subagents:
         elif child.state.status == "idle":  # its turn ended before this call's result was stored
             return await self._result(child, None)
         else:
-            raise ToolFailure(f"the subagent's session {child.id} is running elsewhere", "busy")
+            raise ToolFailure(f"the subagent's session {child.id} is running elsewhere", ToolErrorType.BUSY)
         async with self._slots:
             outcome = await self._drive(child, inp, ctx)
         if isinstance(outcome, Paused):
@@ -167,7 +168,9 @@ class Subagents:
         agent = catalog.types.get(name)
         if agent is None:
             known = ", ".join(sorted(catalog.types))
-            raise ToolFailure(f"no subagent type {name!r}; the types are: {known}", "invalid_arguments")
+            raise ToolFailure(
+                f"no subagent type {name!r}; the types are: {known}", ToolErrorType.INVALID_ARGUMENTS
+            )
         parent = self.session.state
         offered = {n: t.kind for n, t in self.session.tools().items()}
         offered.update({t.name: ToolKind.CLIENT for t in parent.client_tools})
@@ -244,7 +247,9 @@ class Subagents:
             else:
                 results.append(ClientResult(inner, answer.get("output"), answer.get("error")))
         if not decisions and not results:
-            raise ToolFailure("the subagent waits for answers this call does not have", "internal")
+            raise ToolFailure(
+                "the subagent waits for answers this call does not have", ToolErrorType.INTERNAL
+            )
         return Resume(decisions, results)
 
     async def _drive(self, child: ChildSession, inp: Input, ctx: ToolContext) -> TurnEnd | Paused:
@@ -299,7 +304,7 @@ class Subagents:
         message = (end.error if end is not None else state.outcome_message) or reason
         if answer:
             message += f"\nIts last answer:\n{answer}"
-        raise ToolFailure(f"the subagent stopped ({reason}): {message}", "subagent_" + reason)
+        raise ToolFailure(f"the subagent stopped ({reason}): {message}", ToolErrorType(f"subagent_{reason}"))
 
     # --- ending ----------------------------------------------------------------------------------
 

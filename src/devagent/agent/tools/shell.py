@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
+from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolErrorType, ToolKind
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.sandbox.gitguard import granted_env
 from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX, user_config_dir
@@ -675,7 +675,7 @@ async def start_command(
         env["TERM"] = TERM
     if sandbox is not None:
         if (why := sandbox.unwritable(ctx.workspace.roots, cwd)) is not None:
-            raise ToolFailure(why, "sandbox_unavailable")
+            raise ToolFailure(why, ToolErrorType.SANDBOX_UNAVAILABLE)
         argv = sandbox.argv(ctx.workspace.roots, cwd, argv)
         env["TMPDIR"] = "/tmp"  # the private one; elsewhere is read-only
     elif background:
@@ -864,7 +864,7 @@ class RunShellCommand(Tool):
         directory = opt_str_arg(args, "directory", ".") or "."
         real = ctx.workspace.resolve(directory, must_exist=True)
         if not real.is_dir():
-            raise ToolFailure(f"{directory!r} is not a directory", "not_a_directory")
+            raise ToolFailure(f"{directory!r} is not a directory", ToolErrorType.NOT_A_DIRECTORY)
         return str(real)
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
@@ -885,7 +885,7 @@ class RunShellCommand(Tool):
         background = bool_arg(args, "background") or tty is not None
         limit = TimeLimit.of(num_arg(args, "timeout"), ctx)
         if ctx.cancelled.is_set():
-            raise ToolFailure("the command was cancelled before it started", "cancelled")
+            raise ToolFailure("the command was cancelled before it started", ToolErrorType.CANCELLED)
         # Under a prefix grant, git starts no program its configuration names.
         guard = granted_env() if ctx.granted else {}
         if background:
@@ -925,10 +925,11 @@ class RunShellCommand(Tool):
         await ctx.live(text)
         if outcome == "timeout":
             raise ToolFailure(
-                f"the command {limit.timed_out()} and was killed. Output so far:\n{text}", "timeout"
+                f"the command {limit.timed_out()} and was killed. Output so far:\n{text}",
+                ToolErrorType.TIMEOUT,
             )
         if outcome == "cancelled":
-            raise ToolFailure(f"the command was cancelled. Output so far:\n{text}", "cancelled")
+            raise ToolFailure(f"the command was cancelled. Output so far:\n{text}", ToolErrorType.CANCELLED)
         notes = limit.notes()
         if outcome == "detached":
             notes.append(
@@ -956,7 +957,7 @@ class RunShellCommand(Tool):
         run in the client's terminal are the client's."""
         missing = sandbox_missing()
         if missing is not None and ctx.backends.commands is None:
-            raise ToolFailure(missing.message(), "sandbox_unavailable")
+            raise ToolFailure(missing.message(), ToolErrorType.SANDBOX_UNAVAILABLE)
 
     async def _start_background(
         self,
@@ -972,7 +973,7 @@ class RunShellCommand(Tool):
                 "background processes are not available here (commands run in the client's terminal)"
                 if ctx.backends.commands is not None
                 else "background processes are not available here",
-                "unsupported",
+                ToolErrorType.UNSUPPORTED,
             )
         self._check_can_run(ctx)
         process = await ctx.processes.start(command, cwd, ctx, guard, tty)
@@ -1064,7 +1065,8 @@ def _tty_size(args: dict[str, Any]) -> TtySize | None:
         for key in ("rows", "cols"):
             if args.get(key) is not None:
                 raise ToolFailure(
-                    f"{key!r} is the size of a terminal: pass `tty: true` too", "invalid_arguments"
+                    f"{key!r} is the size of a terminal: pass `tty: true` too",
+                    ToolErrorType.INVALID_ARGUMENTS,
                 )
         return None
     rows = int_arg(args, "rows", TTY_ROWS[0], minimum=TTY_ROWS[1])
@@ -1072,7 +1074,7 @@ def _tty_size(args: dict[str, Any]) -> TtySize | None:
     if rows > TTY_ROWS[2] or cols > TTY_COLS[2]:
         raise ToolFailure(
             f"a terminal has at most {TTY_ROWS[2]} rows and {TTY_COLS[2]} columns here",
-            "invalid_arguments",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     return TtySize(rows, cols)
 
