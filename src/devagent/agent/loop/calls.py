@@ -43,7 +43,7 @@ from devagent.common.rpcerrors import internal_error
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
-    from devagent.agent.hooks import Verdict
+    from devagent.agent.hooks import HookVerdict
     from devagent.agent.loop.checkpoints import Checkpoint
     from devagent.agent.loop.context import SessionContext
 
@@ -122,7 +122,7 @@ class StepCalls:
             pc.kind, pc.description = tool.kind_for(pc.args).value, tool.describe(pc.args)
         return await self._by_policy(pc, tool, hooked.permission)
 
-    async def _hooked(self, pc: PendingCall, schema: dict[str, Any], emit: Emit) -> Verdict:
+    async def _hooked(self, pc: PendingCall, schema: dict[str, Any], emit: Emit) -> HookVerdict:
         """The PreToolUse hooks' verdict on the call: a block refuses it (their reason is the
         result the model reads); input they changed replaces the call's when it is valid."""
         verdict = await hook_points.before_tool(self.session, pc)
@@ -140,7 +140,7 @@ class StepCalls:
                 pc.args = verdict.updated_input
         return verdict
 
-    def _tell(self, verdict: Verdict, emit: Emit) -> None:
+    def _tell(self, verdict: HookVerdict, emit: Emit) -> None:
         """Hooks' messages for the user; a hook's `continue: false` ends the turn after the step."""
         hook_points.tell(verdict, emit)
         if verdict.stop and self.stop_requested is None:
@@ -156,9 +156,9 @@ class StepCalls:
         # A hook's decision answers the permission question (the operator's hook chose), within
         # what the server's policy allows: it never lifts a refusal, nor answers a question.
         if hook_permission == "allow" and verdict.verdict == "ask" and kind is not ToolKind.QUESTION:
-            verdict = approval.Decision("run")
+            verdict = approval.ApprovalDecision("run")
         elif hook_permission == "ask" and verdict.verdict == "run":
-            verdict = approval.Decision("ask")
+            verdict = approval.ApprovalDecision("ask")
         if verdict.verdict == "deny":
             self._refuse(pc, verdict.reason, ToolErrorType.DENIED_BY_POLICY)
         elif verdict.verdict == "ask":
