@@ -13,7 +13,7 @@ import base64
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import (
     ClientResult,
@@ -45,17 +45,33 @@ if TYPE_CHECKING:
 
     from devagent.agent.hooks import HookVerdict
     from devagent.agent.loop.checkpoints import Checkpoint
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.mcp.manager import McpManager
+    from devagent.agent.tools.base import ToolContext
 
 Emit = Callable[[Event], None]
 
 _GRANT_OPTIONS = ("proceed_always", "proceed_always_server", "proceed_always_tool")
 
 
+class CallSession(checkpoints.CheckpointSession, hook_points.HookSession, Protocol):
+    """What the tool-call step needs of a session besides what its checkpoints and hooks read:
+    its tools, the context a call runs in, and the MCP connections (for a tool whose server is
+    gone). `Session` is the one implementation."""
+
+    @property
+    def mcp(self) -> McpManager: ...
+
+    def tools(self) -> dict[str, Tool]: ...
+
+    def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
+        """The context a tool runs a call of this session in."""
+        ...
+
+
 class StepCalls:
     """The calls of the session's current step (`state.pending`)."""
 
-    def __init__(self, session: SessionContext) -> None:
+    def __init__(self, session: CallSession) -> None:
         self.session = session
         self._checkpoints: dict[str, Checkpoint | None] = {}  # the step's, by call id
         # A hook asked to end the turn (`continue: false`): why, once the step's calls are done.
@@ -319,7 +335,7 @@ class StepCalls:
         for batch in ([p for p in calls if not p.granted], [p for p in calls if p.granted]):
             await asyncio.gather(
                 *(
-                    traces.tool_call(self.session, p, self._run_one(p, emit, new_content.get(p.id)))
+                    traces.tool_call(self.session.id, p, self._run_one(p, emit, new_content.get(p.id)))
                     for p in batch
                 )
             )

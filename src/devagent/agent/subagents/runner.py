@@ -51,20 +51,20 @@ from devagent.agent.events import (
 )
 from devagent.agent.history.serial import confirmation_to_json
 from devagent.agent.loop import spending
-from devagent.agent.loop.context import SessionContext
 from devagent.agent.loop.driver import Door, Paused, TurnDriver
 from devagent.agent.models import aliases as model_aliases
 from devagent.agent.settings import user_config_dir
 from devagent.agent.state import PendingCall, SessionState, SubagentOf
 from devagent.agent.subagents import remote as remote_agents
 from devagent.agent.subagents.types import GENERAL, Catalog, load_catalog, narrow
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, ToolWaits
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, ToolWaits, Workspace
 from devagent.agent.tools.task import task_tool
 
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
     from devagent.agent.loop.context import ChildSession, CoreServices
+    from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import ToolBackends
 
 log = logging.getLogger(__name__)
@@ -73,12 +73,26 @@ _CHILD_IDS = uuid.UUID("6f1d3a52-9a43-4c1e-9d0b-1c2f7e0a5b31")
 LIVE_CHARS = 2000  # of a subagent's latest text, shown as its task call's live output
 
 
-class Parent(SessionContext, Protocol):
-    """What the subagents need of the session that starts them: its narrow view, with the core
-    that owns it and the door's backends its children inherit."""
+class Parent(Protocol):
+    """What the subagents need of the session that starts them: its id, state, workspace, model,
+    tools and conversation, the settings, the core that owns it and the door's backends its
+    children inherit (`Session` is the one implementation)."""
 
+    id: str
+    state: SessionState
+    workspace: Workspace
     core: CoreServices
     backends: ToolBackends
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    def tools(self) -> dict[str, Tool]: ...
+
+    async def messages(self) -> list[pm.ModelMessage]: ...
 
 
 class Subagents:
