@@ -32,6 +32,7 @@ from devagent.agent.api import (
     user_config_dir,
     web_search_setting,
 )
+from devagent.common.errors import DevagentError
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -120,7 +121,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
 _TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents", "git_credentials", "sandbox_templates")
 
 
-class ConfigError(ValueError):
+class ConfigError(DevagentError, ValueError):
     pass
 
 

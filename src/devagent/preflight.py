@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from devagent.common.errors import DevagentError
 from devagent.global_flags import lent
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 DB_HELP = "use sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST/DB (--db or DEVAGENT_DB)"
 
 
-class StartError(Exception):
+class StartError(DevagentError):
     """A failure the user can fix: `message` is the one line to print, `code` the exit code,
     `session_id` the stored session it happened in (a resumed one), if any."""
 

@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.a2a.json_response import send_json
 from devagent.common.asgi import HttpMiddleware
+from devagent.common.errors import DevagentError
 from devagent.common.rpcerrors import rpc_error
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 
-class _BodyTooLarge(Exception):
+class _BodyTooLarge(DevagentError):
     pass
 
 

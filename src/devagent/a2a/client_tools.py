@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.api import ClientResult, ClientTool
+from devagent.common.errors import DevagentError
 
 if TYPE_CHECKING:
     from devagent.agent.api import ToolCall
@@ -29,7 +30,7 @@ REJECTED_TYPE = "tool-definitions-rejected"
 FORMAT = "langchain"
 
 
-class ToolResultsError(ValueError):
+class ToolResultsError(DevagentError, ValueError):
     """Tool results that cannot be applied; the message says why (a JSON-RPC -32602)."""
 
 

@@ -27,6 +27,7 @@ from devagent.agent.api import (
     parse_repository,
     requested_cap,
 )
+from devagent.common.errors import DevagentError
 
 EXTENSION_VERSION = "0.1.0"
 # The RFC's URI, so RFC clients find it; the version is the extension's semantic version.
@@ -45,7 +46,7 @@ STATE_CHANGE = "STATE_CHANGE"
 THOUGHT = "THOUGHT"
 
 
-class SettingsError(ValueError):
+class SettingsError(DevagentError, ValueError):
     """AgentSettings or a confirmation the server cannot accept; the message says why."""
 
 

@@ -27,7 +27,15 @@ from a2a.types import Artifact, Part, TaskArtifactUpdateEvent, TaskState
 
 from devagent.a2a import extension as ext
 from devagent.a2a.emitter import Emitter, tool_calls_part
-from devagent.agent.api import ToolCall, ToolCallStatus, ToolKind, how_to_answer, question_words, request_text
+from devagent.agent.api import (
+    ToolCall,
+    ToolCallStatus,
+    ToolErrorType,
+    ToolKind,
+    how_to_answer,
+    question_words,
+    request_text,
+)
 
 if TYPE_CHECKING:
     from a2a.server.events import EventQueue
@@ -143,7 +151,11 @@ def progress_text(call: ToolCall) -> str | None:
         if call.kind == ToolKind.FETCH:
             return f"Fetching {call.args.get('url', call.description)}"
         return None  # reads, searches, internal tools: not worth a line
-    if call.status == ToolCallStatus.FAILED and call.error is not None and call.error.type != "cancelled":
+    if (
+        call.status == ToolCallStatus.FAILED
+        and call.error is not None
+        and call.error.type != ToolErrorType.CANCELLED
+    ):
         return f"{call.name} failed: {call.error.message}"
     return None
 

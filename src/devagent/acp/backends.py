@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from acp import RequestError
 from acp.schema import EnvVariable
 
-from devagent.agent.api import CallContext, CommandResult, ToolBackends, ToolFailure
+from devagent.agent.api import CallContext, CommandResult, ToolBackends, ToolErrorType, ToolFailure
 
 if TYPE_CHECKING:
     from acp.agent.connection import AgentSideConnection
@@ -60,7 +60,7 @@ class EditorFiles:
             if not await asyncio.to_thread(path.exists):
                 return None
             raise ToolFailure(
-                f"the editor could not read {self.workspace.display(path)}: {e}", "os_error"
+                f"the editor could not read {self.workspace.display(path)}: {e}", ToolErrorType.OS_ERROR
             ) from e
         return resp.content
 
@@ -71,7 +71,7 @@ class EditorFiles:
             await conn.write_text_file(session_id=self.session_id, path=str(path), content=content)
         except RequestError as e:
             raise ToolFailure(
-                f"the editor could not write {self.workspace.display(path)}: {e}", "os_error"
+                f"the editor could not write {self.workspace.display(path)}: {e}", ToolErrorType.OS_ERROR
             ) from e
 
 
@@ -100,7 +100,7 @@ class EditorTerminal:
                 output_byte_limit=TERMINAL_OUTPUT_LIMIT,
             )
         except RequestError as e:
-            raise ToolFailure(f"the editor could not start a terminal: {e}", "os_error") from e
+            raise ToolFailure(f"the editor could not start a terminal: {e}", ToolErrorType.OS_ERROR) from e
         tid = created.terminal_id
         self.terminals[ctx.call_id] = tid
         await ctx.live("")  # the call's update now embeds the terminal: the editor shows it live
@@ -126,7 +126,7 @@ class EditorTerminal:
         if timed_out:
             raise ToolFailure(
                 f"the command timed out after {time_limit:g} s and was killed. Output so far:\n{out.output}",
-                "timeout",
+                ToolErrorType.TIMEOUT,
             )
         status = out.exit_status
         return CommandResult(

@@ -25,13 +25,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from devagent.common.errors import DevagentError
+
 JSON = dict[str, Any]
 
 # Sessions per page when the operator sets none (`DEVAGENT_ACP_PAGE_SIZE`).
 PAGE_SIZE = 50
 
 
-class ListingError(ValueError):
+class ListingError(DevagentError, ValueError):
     """A `session/list` request that cannot be answered: a relative `cwd`, a bad cursor."""
 
 

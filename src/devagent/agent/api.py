@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.events import ToolCallStatus as ToolCallStatus
     from devagent.agent.events import ToolCallUpdate as ToolCallUpdate
     from devagent.agent.events import ToolError as ToolError
+    from devagent.agent.events import ToolErrorType as ToolErrorType
     from devagent.agent.events import ToolKind as ToolKind
     from devagent.agent.events import ToolOutput as ToolOutput
     from devagent.agent.events import TurnEnd as TurnEnd
@@ -137,7 +138,8 @@ _EVENTS = (
     "ANSWER_OPTION ClientResult ConfirmationRequest Decision Event ExecuteDetails FileDiff "
     "FileDiffs GenericDetails Input InputError McpDetails NeedsInput Notice PermissionOption "
     "QuestionDetails Resume RunCommand StatusUpdate StepBegin TextDelta ThoughtDelta ToolCall "
-    "ToolCallStatus ToolCallUpdate ToolError ToolKind ToolOutput TurnEnd Usage UserPrompt file_diffs"
+    "ToolCallStatus ToolCallUpdate ToolError ToolErrorType ToolKind ToolOutput TurnEnd Usage UserPrompt "
+    "file_diffs"
 ).split()
 
 # Each name: the module it lives in and its name there.

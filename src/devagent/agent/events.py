@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devagent.common.dataclass_json import fields_json
+from devagent.common.errors import DevagentError
 
 
 class ToolCallStatus(enum.StrEnum):
@@ -176,10 +177,96 @@ class ToolOutput:
     data: Any = None
 
 
+class ToolErrorType(enum.StrEnum):
+    """Why a tool call failed: `ToolFailure.type`, `CallResult.error_type`, `ToolError.type`.
+
+    The values are what transcripts store and clients receive, so a value never changes; the
+    table in docs/tools.md says what each means."""
+
+    TOOL_ERROR = "tool_error"  # a failure with no more precise kind
+    # refused before it ran
+    UNKNOWN_TOOL = "unknown_tool"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    DENIED_BY_POLICY = "denied_by_policy"
+    BLOCKED_BY_HOOK = "blocked_by_hook"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    INTERNAL = "internal"
+    CLIENT_ERROR = "client_error"
+    UNAVAILABLE = "unavailable"
+    UNSUPPORTED = "unsupported"
+    TIMEOUT = "timeout"
+    BUSY = "busy"
+    NOT_ANSWERED = "not_answered"
+    # paths and files
+    PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
+    PROTECTED_PATH = "protected_path"
+    READ_ONLY_PATH = "read_only_path"
+    NOT_FOUND = "not_found"
+    NOT_A_FILE = "not_a_file"
+    NOT_A_DIRECTORY = "not_a_directory"
+    IS_DIRECTORY = "is_directory"
+    OS_ERROR = "os_error"
+    FILE_EXISTS = "file_exists"
+    FILE_NOT_READ = "file_not_read"
+    FILE_CHANGED = "file_changed"
+    FILE_TOO_LARGE = "file_too_large"
+    BINARY_FILE = "binary_file"
+    UNSUPPORTED_MEDIA = "unsupported_media"
+    UNREADABLE_PDF = "unreadable_pdf"
+    INVALID_REGEX = "invalid_regex"
+    # edits and patches
+    EDIT_NO_MATCH = "edit_no_match"
+    EDIT_MULTIPLE_MATCHES = "edit_multiple_matches"
+    EDIT_NO_CHANGE = "edit_no_change"
+    INVALID_PATCH = "invalid_patch"
+    PATCH_CONTEXT_NOT_FOUND = "patch_context_not_found"
+    PATCH_AMBIGUOUS = "patch_ambiguous"
+    SYNTAX_ERROR = "syntax_error"
+    DIAGNOSTICS = "diagnostics"
+    # commands and background processes
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    TOO_MANY_PROCESSES = "too_many_processes"
+    PROCESS_ENDED = "process_ended"
+    INPUT_CLOSED = "input_closed"
+    INPUT_BLOCKED = "input_blocked"
+    # the web
+    ADDRESS_REFUSED = "address_refused"
+    NETWORK_ERROR = "network_error"
+    HTTP_ERROR = "http_error"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    NOT_TEXT = "not_text"
+    BAD_RESPONSE = "bad_response"
+    CONVERSION_FAILED = "conversion_failed"
+    CONVERSION_TIMEOUT = "conversion_timeout"
+    CONVERSION_TOO_LARGE = "conversion_too_large"
+    # MCP servers
+    MCP_UNAVAILABLE = "mcp_unavailable"
+    MCP_SERVER_CRASHED = "mcp_server_crashed"
+    MCP_ERROR = "mcp_error"
+    MCP_TOOL_ERROR = "mcp_tool_error"
+    # subagents (`subagent_` + how the child's turn ended)
+    SUBAGENT_CANCELLED = "subagent_cancelled"
+    SUBAGENT_MAX_STEPS_REACHED = "subagent_max_steps_reached"
+    SUBAGENT_ERROR = "subagent_error"
+    SUBAGENT_INTERRUPTED = "subagent_interrupted"
+    # remote agents (`remote_agent_` + the A2A state a task ended in, where no other kind says more)
+    REMOTE_AGENT_CONFIG = "remote_agent_config"
+    REMOTE_AGENT_ERROR = "remote_agent_error"
+    REMOTE_AGENT_APPROVAL = "remote_agent_approval"
+    OUTBOUND_REFUSED = "outbound_refused"
+    REMOTE_AGENT_SUBMITTED = "remote_agent_submitted"
+    REMOTE_AGENT_WORKING = "remote_agent_working"
+    REMOTE_AGENT_FAILED = "remote_agent_failed"
+    REMOTE_AGENT_CANCELED = "remote_agent_canceled"
+    REMOTE_AGENT_REJECTED = "remote_agent_rejected"
+    REMOTE_AGENT_AUTH_REQUIRED = "remote_agent_auth_required"
+
+
 @dataclass(slots=True)
 class ToolError:
     message: str
-    type: str = "tool_error"  # e.g. "path_outside_workspace", "invalid_arguments", "timeout", "cancelled"
+    type: str = ToolErrorType.TOOL_ERROR.value  # a ToolErrorType value, kept a plain str as stored and sent
     status_code: int | None = None
 
 
@@ -429,7 +516,7 @@ class RunCommand:
 Input = UserPrompt | Resume | RunCommand
 
 
-class InputError(ValueError):
+class InputError(DevagentError, ValueError):
     """An input the session cannot take (unknown call id, a result for a call not waiting, a
     prompt to a session that is busy). Nothing was changed. Adapters turn it into their
     protocol's error."""

@@ -1,7 +1,9 @@
 """A session: the model/tool loop over a durable transcript (our own loop over pydantic-ai's model
-layer; docs/architecture.md says why). `advance(input)` runs a turn (`turn.py`); one step streams
-a model response, classifies its calls (`calls.py`), stores them, runs the runnable ones, then
-either pauses for answers (stored) or gives the model the results and takes the next step.
+layer; docs/architecture.md says why). `advance(input)` runs a turn (`turn.py`), which
+`run_turn` starts from its input (a prompt, a slash command, answers); its steps are `steps.py`'s:
+one step streams a model response, classifies its calls (`calls.py`), stores them, runs the
+runnable ones, then either pauses for answers (stored) or gives the model the results and takes
+the next step.
 
 Beside the loop: `record.py` (the stored form, the lease, recovery after a crash), `admission.py`
 (who may change the session now), `timeline.py` (what readers show), `prompt.py` (the request's
@@ -23,30 +25,23 @@ from devagent.agent.events import (
     Event,
     Input,
     InputError,
-    NeedsInput,
     Notice,
     Resume,
     RunCommand,
-    StatusUpdate,
-    StepBegin,
     ToolCall,
-    ToolCallUpdate,
+    ToolErrorType,
     TurnEnd,
-    TurnEndReason,
     Usage,
     UserPrompt,
 )
-from devagent.agent.history import transcript
-from devagent.agent.hooks import points as hook_points
-from devagent.agent.loop import compact, spending, toolset, traces, turn_limits
+from devagent.agent.loop import spending, toolset, traces
 from devagent.agent.loop.admission import Admission
 from devagent.agent.loop.calls import StepCalls
 from devagent.agent.loop.inputs import CancelWaiting
-from devagent.agent.loop.model_step import stream_response
 from devagent.agent.loop.record import STALE, SessionRecord
+from devagent.agent.loop.steps import Cancelled, TurnSteps
 from devagent.agent.loop.turn import Turn, TurnRunner
 from devagent.agent.models import aliases as model_aliases
-from devagent.agent.models.errors import describe as describe_model_error
 from devagent.agent.prompt import instructions as prompt
 from devagent.agent.settings import user_config_dir
 from devagent.agent.state import APPROVAL_MODES, ClientTool, PendingCall, SessionState, TurnScope
@@ -59,7 +54,6 @@ from devagent.agent.tools.skill_catalog import session_skills
 from devagent.agent.views import timeline
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error
-from devagent.common.scrub import scrub
 from devagent.store.leases import StaleSession
 
 if TYPE_CHECKING:
@@ -73,10 +67,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("devagent.session")
 
 Emit = Callable[[Event], None]
-
-
-class _Cancelled(Exception):
-    """Raised inside a turn to unwind it after a cancel."""
 
 
 class Session:
@@ -104,11 +94,7 @@ class Session:
         self._commands: Registry | None = None
         self._tools: dict[str, Tool] = builtin_tools(core.config, self.skills, self.sandbox)
         self.subagents = Subagents(self)
-        self._label: str | None = None  # the running turn's label (see `advance`)
-        # SessionStart hooks fire before the next prompt with this source ("" once they did):
-        # startup or resume (decided then), clear, compact.
-        self._start_source: str | None = None
-        self._stop_hook_active = False  # a Stop hook kept this turn going already
+        self.steps = TurnSteps(self)  # what a turn does, step by step
         self.runner = TurnRunner(self)
         self.instructions = prompt.Instructions(
             self.workspace,
@@ -300,11 +286,11 @@ class Session:
     async def run_turn(self, inp: Input | CancelWaiting, label: str | None, emit: Emit) -> None:
         """Everything a turn does, as `TurnRunner` runs it: a cancel, another process taking the
         session over, or a bug ends the turn with what happened stored, never the conversation."""
-        self._label = label
+        self.steps.label = label
         try:
             await self._turn_body(inp, emit)
-        except (asyncio.CancelledError, _Cancelled):
-            await self._after_cancel(emit)
+        except (asyncio.CancelledError, Cancelled):
+            await self.steps.after_cancel(emit)
         except StaleSession:
             log.warning("session %s changed in another process; turn stopped", self.id)
             self.record.lost()
@@ -313,14 +299,14 @@ class Session:
         except Exception as e:  # a bug must not kill the conversation
             # The details go to the server log only; the client gets a reference to find them.
             text = internal_error(repr(e), what=f"the turn of session {self.id}", exc_info=e)
-            self.calls.close_open("the turn failed", "internal")
-            await self._end("error", text, emit, quietly=True)
+            self.calls.close_open("the turn failed", ToolErrorType.INTERNAL)
+            await self.steps.end("error", text, emit, quietly=True)
         finally:
             self.core.processes.touch(self.id)  # a session's idle time counts from a turn's end
 
     async def _turn_body(self, inp: Input | CancelWaiting, emit: Emit) -> None:
         if isinstance(inp, CancelWaiting) or self.runner.cancelled.is_set():
-            raise _Cancelled()
+            raise Cancelled()
         if isinstance(inp, UserPrompt) and inp.max_cost_usd is not None:
             self.state.max_cost_usd = max(0.0, inp.max_cost_usd)  # stored with the turn's first save
         if isinstance(inp, UserPrompt) and inp.text.lstrip().startswith("/"):
@@ -334,24 +320,24 @@ class Session:
             inp = UserPrompt(command.text)
         await self.core.mcp.prepare(self, emit)  # start MCP servers on first use; report failures
         if isinstance(inp, UserPrompt):
-            if not await self._begin(inp, emit, scope):
+            if not await self.steps.begin(inp, emit, scope):
                 return
         else:
-            self._set_running()
+            self.steps.set_running()
             self.admission.applied(inp)
             to_run, new_content = await self.calls.apply(inp, emit)
             await self.record.save()  # the answers are stored before any call runs (at most once)
             crash_point("session.answers_stored")
             await self.calls.run(to_run, emit, new_content)
-            if await self._pause_or_close_step(emit):
+            if await self.steps.pause_or_close_step(emit):
                 return
-        await self._loop(emit)
+        await self.steps.loop(emit)
 
     async def _run_command(self, inp: RunCommand, emit: Emit) -> Prompt | None:
         """A slash command: its prompt to run through the model, or None when it ended the turn."""
         command = await run_command(self, inp, emit, self.commands())
         if command is None:
-            await self._end_keeping_pause("finished", "", emit)
+            await self.steps.end_keeping_pause("finished", "", emit)
         return Prompt(command) if isinstance(command, str) else command
 
     def _scope(self, name: str, command: Prompt, emit: Emit) -> TurnScope | None:
@@ -375,194 +361,10 @@ class Session:
             return None
         return TurnScope(name, None if command.tools is None else list(command.tools), model)
 
-    async def _end_keeping_pause(self, reason: TurnEndReason, message: str, emit: Emit) -> None:
-        """End a turn that changed nothing of the conversation (a command, a blocked prompt): a
-        pause the session was in stays as it was."""
-        if self.calls.waiting():
-            await self.record.save(release=True)
-            emit(TurnEnd(reason, self.turn_usage(), message or None))
-        else:
-            await self._end(reason, message, emit)
-
-    async def _begin(self, inp: UserPrompt, emit: Emit, scope: TurnScope | None = None) -> bool:
-        """A new prompt: the hooks see it first (False: one blocked it, and nothing changed but
-        the turn's end), then a pause it interrupts is closed and the prompt goes into the
-        transcript with the context the hooks gave; a command's `scope` holds for the turn."""
-        messages = await self.messages()
-        source = (
-            self._start_source if self._start_source is not None else ("resume" if messages else "startup")
-        )
-        hooked = await hook_points.before_prompt(self, inp.text, source, emit)
-        self._start_source = ""
-        if hooked.blocked is not None:
-            await self._prompt_blocked(hooked.blocked, emit)
-            return False
-        if self.calls.waiting():
-            await self.subagents.abandon(self.state.pending)
-            self.calls.close_open("the user sent a new message instead of answering", "cancelled")
-            for p in self.state.pending:
-                emit(ToolCallUpdate(timeline.call_view(p)))
-            self._close_step(messages)
-        self.state.turn_usage = Usage()
-        self.state.turn_steps = 0
-        self.state.turn_scope = scope
-        if not self.state.title:
-            self.state.title = inp.text.strip().splitlines()[0][:80]
-        transcript.append_prompt(messages, inp.text, hooked.context)
-        self._stop_hook_active = False
-        self._set_running()
-        await self.record.save()
-        return True
-
-    async def _prompt_blocked(self, reason: str, emit: Emit) -> None:
-        """A UserPromptSubmit hook blocked the prompt: it is not kept; the user reads why."""
-        message = f"A UserPromptSubmit hook blocked the prompt: {reason}"
-        emit(Notice(message, "error"))
-        await self._end_keeping_pause("error", message, emit)
-
     def restarted(self, source: str) -> None:
         """The conversation starts afresh (/clear) or from a summary (compaction): SessionStart
         hooks fire again, with `source`, before the next prompt."""
-        self._start_source = source
-
-    def _close_step(self, messages: list[pm.ModelMessage]) -> None:
-        """The step's results become the tool-return request the model reads next."""
-        transcript.append_tool_returns(messages, self.state.pending, self.context_tokens())
-        self.state.pending = []
-
-    async def _pause_or_close_step(self, emit: Emit) -> bool:
-        """After a step's calls ran: if some still wait for input, store everything and stop
-        (True); else give the model the step's results (False: the loop goes on)."""
-        if self.calls.waiting():
-            self.state.status = "awaiting_input"
-            await self.record.save(release=True)
-            waiting = self.waiting_calls()
-            await hook_points.waiting(self, waiting, emit)
-            emit(NeedsInput(waiting))
-            return True
-        self._close_step(await self.messages())
-        await self.record.save()
-        return False
-
-    def _set_running(self) -> None:
-        self.state.status = "running"
-        self.state.outcome = self.state.outcome_message = ""
-        if self._label is not None:
-            self.state.turn_label = self._label
-
-    async def _end(
-        self,
-        reason: TurnEndReason,
-        message: str,
-        emit: Emit,
-        *,
-        quietly: bool = False,
-        finish: str | None = None,
-    ) -> None:
-        """End the turn: store how it ended (and give up the lease in the same write), then say so."""
-        self.state.status = "idle"
-        self.state.turn_scope = None
-        self.state.outcome = reason
-        self.state.outcome_message = message
-        if quietly:
-            await self.record.save_quietly(release=True)
-        else:
-            await self.record.save(release=True)
-        emit(TurnEnd(reason, self.turn_usage(), message or None, finish))
-
-    async def _loop(self, emit: Emit) -> None:
-        while True:
-            stop = await turn_limits.stop_reason(self)
-            if stop is not None:
-                reason, message = stop
-                emit(Notice(message, "warning" if reason == "max_steps_reached" else "error"))
-                await self._end(reason, message, emit)
-                return
-            self.state.turn_steps += 1
-            emit(StepBegin(self.state.turn_steps, transcript.answer_key(await self.messages())))
-            response = await self._model_step(emit)
-            if response is None:
-                return
-            messages = await self.messages()
-            messages.append(response)
-            for index in transcript.drop_shown_files(messages):  # seen: not sent or kept again
-                self.record.changed_message(index)
-            calls = [p for p in response.parts if isinstance(p, pm.ToolCallPart)]
-            if not calls and await self._stop_refused(response, emit):
-                continue
-            if not calls:
-                if response.finish_reason == "length":
-                    emit(Notice("The answer was cut off at the model's output token limit.", "warning"))
-                await self._end("finished", "", emit, finish=response.finish_reason)
-                return
-            self.state.pending = [await self.calls.classify(c, emit) for c in calls]
-            to_run = [p for p in self.state.pending if not p.needs and p.result is None]
-            await self.calls.checkpoint(to_run)
-            # Stored before any of them runs (with the checkpoints of the edits among them): a
-            # call found unfinished after a crash is reported as interrupted, never run twice.
-            await self.record.save()
-            crash_point("session.calls_stored")
-            for p in self.state.pending:
-                emit(ToolCallUpdate(timeline.call_view(p)))
-            await self.calls.run(to_run, emit)
-            if await self._pause_or_close_step(emit):
-                return
-            if self.calls.stop_requested is not None:
-                why, self.calls.stop_requested = self.calls.stop_requested, None
-                await self._end("finished", why, emit)
-                return
-
-    async def _stop_refused(self, response: pm.ModelResponse, emit: Emit) -> bool:
-        """The model answered without calls: a Stop hook may keep the turn going (True), its
-        reason given to the model as the next message."""
-        answer = "".join(p.content for p in response.parts if isinstance(p, pm.TextPart))
-        said = await hook_points.before_stop(self, self._stop_hook_active, answer, emit)
-        if said is None:
-            return False
-        self._stop_hook_active = True
-        transcript.append_prompt(await self.messages(), said)
-        await self.record.save()
-        return True
-
-    async def _model_step(self, emit: Emit) -> pm.ModelResponse | None:
-        """The next model response, or None when the request failed (the turn ended, said why)."""
-        try:
-            await compact.fit_context(self, emit)
-            response = await traces.model_request(self, self._request(emit))
-        except (asyncio.CancelledError, _Cancelled):
-            raise
-        except Exception as e:
-            text = scrub(describe_model_error(e, self._model_url()))
-            # every caller is told (the notice, the turn's end); a warning would be printed a
-            # second time by the terminal commands, where the log is stderr
-            log.info("%s", text)
-            transcript.close_request(await self.messages(), f"[the model request failed: {text}]")
-            emit(Notice(text, "error"))
-            await self._end("error", text, emit)
-            return None
-        return response
-
-    async def _request(self, emit: Emit) -> pm.ModelResponse:
-        params = await self.request_parameters()
-        response = await stream_response(self.model(), await self.messages(), params, emit)
-        step_usage = Usage.of_response(response.usage)
-        self.spent(step_usage)
-        emit(StatusUpdate(step_usage, step_usage.input_tokens, self.context_tokens()))
-        return response
-
-    async def _after_cancel(self, emit: Emit) -> None:
-        await self.subagents.abandon(self.state.pending)
-        # A cancel stops everything the agent runs for the session, its background processes too.
-        await self.core.processes.stop_session(self.id, "a turn was cancelled")
-        self.calls.close_open("the user cancelled the turn", "cancelled")
-        for p in self.state.pending:
-            emit(ToolCallUpdate(timeline.call_view(p)))
-        messages = await self.messages()
-        if messages and isinstance(messages[-1], pm.ModelResponse) and self.state.pending:
-            self._close_step(messages)
-        self.state.pending = []
-        transcript.close_request(messages, "[cancelled by the user]")
-        await self._end("cancelled", "", emit, quietly=True)
+        self.steps.start_source = source
 
     def turn_usage(self) -> Usage:
         return dataclasses.replace(self.state.turn_usage)
@@ -574,12 +376,6 @@ class Session:
         native = web.native_tools(self.config.web_search, self.model())
         await self.instructions.take_environment(self.state)
         return self.instructions.parameters(self.state, self.tools(), self._tools, native)
-
-    def _model_url(self) -> str | None:
-        """The base URL of this session's model, if it was created and talks to a server."""
-        model = self.core.known_model(self.model_name)
-        url = getattr(model, "base_url", None)
-        return str(url) if url else None
 
     def spent(self, usage: Usage) -> None:
         spending.record_request(self, usage)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from devagent.agent.events import Usage
+from devagent.agent.events import ToolErrorType, Usage
 from devagent.agent.naming.claude import rules_of
 from devagent.common.dataclass_json import fields_json
 
@@ -36,7 +36,7 @@ class CallResult:
 
     text: str
     is_error: bool = False
-    error_type: str = ""  # for errors: "interrupted", "cancelled", "denied_by_policy", ...
+    error_type: str = ""  # for errors: a ToolErrorType value (a plain str, as stored)
     diff: dict[str, Any] | None = None  # a FileDiff's fields, for edits
     data: Any = None  # structured output (client tools, MCP)
     # Files for the model to look at beside the text (read_file's images and PDFs), as
@@ -44,8 +44,8 @@ class CallResult:
     files: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
-    def error(cls, message: str, error_type: str) -> CallResult:
-        return cls(message, True, error_type)
+    def error(cls, message: str, error_type: ToolErrorType) -> CallResult:
+        return cls(message, True, error_type.value)
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self, leave_out=() if self.files else ("files",))

@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from devagent import __version__
-from devagent.agent.api import Decision as CoreDecision
 from devagent.agent.api import (
+    Decision,
     Door,
     Event,
     FileDiff,
@@ -72,6 +72,7 @@ from devagent.agent.api import (
     request_text,
     requested_cap,
 )
+from devagent.common.errors import DevagentError
 from devagent.mcp import questions
 from devagent.mcp.instructions import INSTRUCTIONS
 
@@ -157,8 +158,11 @@ class SessionList(BaseModel):
     transcript: str = Field(default="", description="With session_id: the conversation as text")
 
 
-class Decision(BaseModel):
+class ElicitedDecision(BaseModel):
     """What the host's user answers to an elicitation (flat, primitive fields, as MCP requires)."""
+
+    # the form's title as hosts have always been sent it (pydantic titles a schema by class name)
+    model_config = ConfigDict(title="Decision")
 
     decision: Literal["allow_once", "allow_always", "refuse"] = Field(
         description="allow_once: run this call; allow_always: and calls like it for the session; "
@@ -167,7 +171,7 @@ class Decision(BaseModel):
     reason: str = Field(default="", description="With refuse: what to do instead (passed to the agent)")
 
 
-class DoorError(ToolError):
+class DoorError(ToolError, DevagentError):
     """Bad input from the host, said plainly: the SDK answers a ToolError as a tool result with
     `isError` and this message (anything else it hides as an unexpected error)."""
 
@@ -441,7 +445,7 @@ def _elicitation(call: ToolCall) -> tuple[str, type[BaseModel]]:
     q = call.question
     if q is not None:
         return questions.message(q), questions.form(q)
-    return _elicit_message(call), Decision
+    return _elicit_message(call), ElicitedDecision
 
 
 def _decision(call: ToolCall, data: BaseModel | None) -> Any:
@@ -449,13 +453,13 @@ def _decision(call: ToolCall, data: BaseModel | None) -> Any:
     with a choice, or declined (None: a refusal; for a question, dismissing it)."""
     if call.question is not None:
         return questions.decision(call, data)
-    assert data is None or isinstance(data, Decision)
+    assert data is None or isinstance(data, ElicitedDecision)
     if data is None:
-        return CoreDecision(call.id, "cancel")
+        return Decision(call.id, "cancel")
     option = CHOICES[data.decision]
     if option == "proceed_always":
         option = call.allow_always()
-    return CoreDecision(call.id, option, feedback=(data.reason or None) if option == "cancel" else None)
+    return Decision(call.id, option, feedback=(data.reason or None) if option == "cancel" else None)
 
 
 def _responses(session: Session, responses: Any) -> Any:
@@ -558,7 +562,7 @@ def _answer(session: Session, answer: str) -> Any:
     for c in waiting:
         chosen = c.allow_always() if option == "proceed_always" else option
         feedback = reason.strip() or None if chosen == "cancel" else None
-        decisions.append(CoreDecision(c.id, chosen, feedback=feedback))
+        decisions.append(Decision(c.id, chosen, feedback=feedback))
     return Resume(decisions=decisions)
 
 

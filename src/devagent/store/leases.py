@@ -9,12 +9,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from devagent.common.errors import DevagentError
 
-class SessionExists(Exception):
+
+class SessionExists(DevagentError):
     """A session with this id is stored already."""
 
 
-class StaleSession(Exception):
+class StaleSession(DevagentError):
     """A write was based on a revision of the session that is no longer the stored one, or its
     process no longer holds the session's lease: another process changed the session."""
 

@@ -45,6 +45,7 @@ from devagent.agent.api import (
     ToolCallStatus,
     ToolCallUpdate,
     ToolError,
+    ToolErrorType,
     ToolKind,
     ToolOutput,
     TurnEnd,
@@ -470,7 +471,7 @@ def tool_call_from_json(d: dict[str, Any]) -> ToolCall:
     error = None
     if isinstance(d.get("error"), dict):
         e = d["error"]
-        error = ToolError(str(e.get("message", "")), str(e.get("type", "tool_error")))
+        error = ToolError(str(e.get("message", "")), str(e.get("type", ToolErrorType.TOOL_ERROR.value)))
     confirmation = None
     cr = d.get("confirmation_request")
     if isinstance(cr, dict):

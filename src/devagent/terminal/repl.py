@@ -51,6 +51,7 @@ from devagent.agent.api import (
     UserPrompt,
     how_to_answer,
 )
+from devagent.common.errors import DevagentError
 from devagent.preflight import debug_enabled
 from devagent.terminal.backend import Backend
 from devagent.terminal.controls import formatted, markup, styled, visible
@@ -73,7 +74,7 @@ LOCAL_COMMANDS = [
 HISTORY_TURNS = 10
 
 
-class Leave(Exception):
+class Leave(DevagentError):
     """The user leaves (a second Ctrl-C, Ctrl-D, /exit)."""
 
 

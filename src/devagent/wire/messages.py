@@ -30,6 +30,7 @@ from devagent.agent.api import (
     requested_cap,
     subagent_name,
 )
+from devagent.common.errors import DevagentError
 
 JSON = dict[str, Any]
 RpcId = str | int
@@ -310,7 +311,7 @@ def question_request_payload(request_id: str, call: ToolCall, q: QuestionDetails
 # --- inbound ---------------------------------------------------------------------------------------
 
 
-class ParamsError(ValueError):
+class ParamsError(DevagentError, ValueError):
     """The params of a known method do not have the required shape (-32602)."""
 
 

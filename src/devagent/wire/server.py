@@ -96,7 +96,9 @@ class WireOptions:
 
 
 @dataclass(eq=False)
-class Turn:
+class WireTurn:
+    """The wire door's record of the turn it runs: its prompt's request, what was sent of it."""
+
     id: str
     prompt_id: m.RpcId | None  # None for a turn resumed from the store (no prompt to answer)
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)  # a cancel came (maybe early)
@@ -118,11 +120,14 @@ class Turn:
 
 
 @dataclass(eq=False)
-class PendingRequest:
+class OutstandingRequest:
+    """A request this door sent the client (an approval, a client tool call, a question) that
+    has not been answered yet."""
+
     rpc_id: str
     kind: str  # "approval" | "tool" | "question"
     call_id: str
-    turn: Turn
+    turn: WireTurn
     message: m.JSON  # the request as sent, to send again after a re-initialize
     always: str | None = None  # the call's "allow always" option
     timer: asyncio.TimerHandle | None = None
@@ -146,8 +151,8 @@ class WireServer:
         self._listed_in = Workspace([options.work_dir])
         self._load_task: asyncio.Task[Session] | None = None
         self._turn_lock = asyncio.Lock()
-        self.turn: Turn | None = None
-        self.pending: dict[str, PendingRequest] = {}
+        self.turn: WireTurn | None = None
+        self.pending: dict[str, OutstandingRequest] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resume_checked = False
         self._stopping = False
@@ -485,7 +490,7 @@ class WireServer:
         async with self._turn_lock:
             if self._stopping:
                 return
-            turn = Turn(id=uuid.uuid4().hex, prompt_id=rpc_id)
+            turn = WireTurn(id=uuid.uuid4().hex, prompt_id=rpc_id)
             self.turn = turn  # a cancel applies from now on, also while the core is loading
             try:
                 session = await self._ready()
@@ -530,7 +535,7 @@ class WireServer:
         if not waiting:
             return
         log.info("session waits for %d answer(s): sending the requests again", len(waiting))
-        turn = Turn(id=uuid.uuid4().hex, prompt_id=None)
+        turn = WireTurn(id=uuid.uuid4().hex, prompt_id=None)
         await self._run_turn(session, turn, None, waiting)
 
     async def _handle_cancel(self, rpc_id: m.RpcId | None) -> None:
@@ -548,7 +553,7 @@ class WireServer:
     async def _run_turn(
         self,
         session: Session,
-        turn: Turn,
+        turn: WireTurn,
         first: UserPrompt | None,
         waiting: list[ToolCall] | None = None,
     ) -> None:
@@ -585,7 +590,7 @@ class WireServer:
             got = {"error": str(e)}
         return got
 
-    def _finish(self, turn: Turn, end: TurnEnd, repository: m.JSON | None = None) -> None:
+    def _finish(self, turn: WireTurn, end: TurnEnd, repository: m.JSON | None = None) -> None:
         # TurnEnd came with protocol 1.2: a client that negotiated 1.1 does not know it.
         if not self.initialized or (m.version_tuple(self.version) or (0,)) >= (1, 2):
             self.send(m.turn_end())
@@ -605,7 +610,7 @@ class WireServer:
     async def _drive(
         self,
         session: Session,
-        turn: Turn,
+        turn: WireTurn,
         first: UserPrompt | None,
         waiting: list[ToolCall] | None,
     ) -> TurnEnd:
@@ -618,7 +623,7 @@ class WireServer:
 
     # --- core events -> wire events --------------------------------------------------------
 
-    def _emit(self, session: Session, turn: Turn, ev: Any) -> None:
+    def _emit(self, session: Session, turn: WireTurn, ev: Any) -> None:
         if isinstance(ev, StepBegin):
             self.send(m.step_begin(ev.n))
         elif isinstance(ev, TextDelta):
@@ -640,7 +645,7 @@ class WireServer:
         elif isinstance(ev, StatusUpdate):
             self.send(m.status_update(ev, plan_mode=session.state.approval_mode == "plan"))
 
-    def _flush_notices(self, turn: Turn, ev: Any) -> None:
+    def _flush_notices(self, turn: WireTurn, ev: Any) -> None:
         """Notices (a slash command's usage error, a warning) are shown as text, which is how the
         reference reports such messages. The notice that a turn ended with a model error or at the
         step limit is left out: the prompt's answer carries it (an error, `max_steps_reached`)."""
@@ -652,7 +657,7 @@ class WireServer:
 
     # --- requests to the client ------------------------------------------------------------
 
-    def _send_request(self, session: Session, turn: Turn, call: ToolCall) -> None:
+    def _send_request(self, session: Session, turn: WireTurn, call: ToolCall) -> None:
         q = call.question
         if q is not None and not self.supports_question:
             # Not offered to this client: the model reads that it cannot ask, and goes on.
@@ -661,12 +666,12 @@ class WireServer:
         if q is not None:
             rid = _request_id(session, call)
             msg = m.request(rid, "QuestionRequest", m.question_request_payload(rid, call, q))
-            pr = PendingRequest(rid, "question", call.id, turn, msg, question=q)
+            pr = OutstandingRequest(rid, "question", call.id, turn, msg, question=q)
             timeout = self.opts.approval_timeout
         elif call.awaiting_client:
             rid = call.id
             msg = m.request(rid, "ToolCallRequest", m.tool_call_request_payload(call))
-            pr = PendingRequest(rid, "tool", call.id, turn, msg)
+            pr = OutstandingRequest(rid, "tool", call.id, turn, msg)
             timeout = self.opts.tool_call_timeout
             if call.id not in turn.seen:  # resumed after a restart: show the call first
                 turn.seen.add(call.id)
@@ -674,7 +679,7 @@ class WireServer:
         else:
             rid = _request_id(session, call)
             msg = m.request(rid, "ApprovalRequest", m.approval_request_payload(rid, call, turn.id))
-            pr = PendingRequest(rid, "approval", call.id, turn, msg, call.always_option())
+            pr = OutstandingRequest(rid, "approval", call.id, turn, msg, call.always_option())
             timeout = self.opts.approval_timeout
         if rid in self.pending:
             log.warning("request id %s is already pending; replacing it", rid)
@@ -683,7 +688,7 @@ class WireServer:
             pr.timer = asyncio.get_running_loop().call_later(timeout, self._on_timeout, rid, timeout)
         self.send(msg)
 
-    def _drop_requests(self, turn: Turn) -> None:
+    def _drop_requests(self, turn: WireTurn) -> None:
         for rid, pr in list(self.pending.items()):
             if pr.turn is turn:
                 if pr.timer:
@@ -706,7 +711,7 @@ class WireServer:
                 )
             )
 
-    def _answer_approval(self, pr: PendingRequest, response: str, feedback: str = "") -> None:
+    def _answer_approval(self, pr: OutstandingRequest, response: str, feedback: str = "") -> None:
         option = _option_for(response, pr.always)
         pr.turn.answer(Decision(pr.call_id, option, feedback=feedback or None))
         self.send(m.approval_response_event(pr.rpc_id, response, feedback))
@@ -776,7 +781,7 @@ class WireServer:
         else:
             pr.turn.answer(ClientResult(pr.call_id, error="Invalid tool result payload from client."))
 
-    def _answer_question(self, pr: PendingRequest, msg: m.JSON) -> None:
+    def _answer_question(self, pr: OutstandingRequest, msg: m.JSON) -> None:
         """A QuestionResponse: the answer (a choice's label or the client's "other" text) goes to
         the core; no answer, an error or a payload the server cannot read dismisses the question
         (an unreadable one is also answered `Invalid response`)."""
@@ -941,9 +946,9 @@ async def _serve_stdio(opts: WireOptions, proto_fd: int) -> int:
 class _WireDoor(Door):
     """A turn as wire shows it: events as they come (notices held until the next event), and for
     each waiting call an ApprovalRequest or a ToolCallRequest whose answer comes back later, as a
-    response line, through `Turn.answer`."""
+    response line, through `WireTurn.answer`."""
 
-    def __init__(self, server: WireServer, session: Session, turn: Turn) -> None:
+    def __init__(self, server: WireServer, session: Session, turn: WireTurn) -> None:
         self.server = server
         self.session = session
         self.turn = turn

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent.commands import builtin, custom, mcp, memory, restore
 from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Emit, Prompt, Registry, say
 from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import ListedCommand, SessionContext
+    from devagent.agent.commands.catalog import CommandSession
     from devagent.agent.tools.base import Workspace
 
 __all__ = [
@@ -32,6 +32,14 @@ __all__ = [
     "run_command",
     "with_custom",
 ]
+
+
+class HelpSession(Protocol):
+    """What `/help` needs of a session: its commands (`Session` is the one implementation)."""
+
+    def commands(self) -> Registry:
+        """The slash commands of the session: the built-ins and the custom ones, read once."""
+        ...
 
 
 def parse_command_line(text: str, commands: Registry | None = None) -> RunCommand | None:
@@ -49,7 +57,7 @@ def parse_command_line(text: str, commands: Registry | None = None) -> RunComman
 
 
 async def run_command(
-    session: SessionContext, cmd: RunCommand, emit: Emit, commands: Registry | None = None
+    session: CommandSession, cmd: RunCommand, emit: Emit, commands: Registry | None = None
 ) -> str | Prompt | None:
     info = (commands or registry()).find(cmd.path)
     if info is None or info.handler is None:
@@ -58,10 +66,10 @@ async def run_command(
     return await info.handler(session, cmd.args, emit)
 
 
-async def _help(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def _help(session: HelpSession, args: str, emit: Emit) -> str | None:
     lines = ["Commands:"]
 
-    def walk(cmds: Sequence[ListedCommand], prefix: str) -> None:
+    def walk(cmds: Sequence[CommandInfo], prefix: str) -> None:
         for c in cmds:
             if c.handler is not None:
                 lines.append(f"  {prefix}{c.name} {c.usage()}".rstrip() + f"  {c.description}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.commands.catalog import Emit, say
 from devagent.agent.hooks import points as hook_points
@@ -11,7 +11,11 @@ from devagent.agent.models.prices import NANO, cost_text, usage_dollars
 from devagent.agent.settings import utc_day
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.loop.compact import CompactingSession
+    from devagent.agent.models.prices import Priced
+    from devagent.agent.settings import CoreConfig
+    from devagent.agent.state import SessionState
+    from devagent.store.db import Store
 
 INIT_PROMPT = """Create or update the file AGENTS.md at the root of this workspace: a concise guide for
 coding agents working on this project. First look around (list the directory, read the build files,
@@ -21,11 +25,49 @@ anything a newcomer would trip over. Keep it factual and short (under 80 lines).
 already exists, read it first and improve it rather than starting over."""
 
 
-async def init(session: SessionContext, args: str, emit: Emit) -> str | None:
+class ClearingSession(hook_points.HookSession, Protocol):
+    """What `/clear` needs of a session besides what its SessionEnd hooks read (`Session` is the
+    one implementation)."""
+
+    def restarted(self, source: str) -> None: ...
+
+    async def replace_messages(self, messages: list[Any]) -> None: ...
+
+    async def forget_saved_outputs(self) -> None:
+        """Remove the saved whole outputs of the session's long commands."""
+        ...
+
+
+class ToolListing(Protocol):
+    """What `/tools` needs of a session: the definitions of its tools."""
+
+    def tool_definitions(self) -> list[dict[str, Any]]: ...
+
+
+class StatsSession(Protocol):
+    """What `/stats` needs of a session: its id, state and model, the settings and the store
+    (for the caller's spending today), and the model's price (`Session` is the one implementation)."""
+
+    id: str
+    state: SessionState
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    def model_price(self) -> Priced | None: ...
+
+
+async def init(session: object, args: str, emit: Emit) -> str | None:
     return INIT_PROMPT + (f"\n\nThe user adds: {args}" if args.strip() else "")
 
 
-async def compact(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def compact(session: CompactingSession, args: str, emit: Emit) -> str | None:
     # Imported when the command runs: compaction loads pydantic-ai, and listing the commands
     # (a stdio door's `initialize`) must stay cheap.
     from devagent.agent.loop.compact import compact
@@ -34,7 +76,7 @@ async def compact(session: SessionContext, args: str, emit: Emit) -> str | None:
     return None
 
 
-async def clear(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def clear(session: ClearingSession, args: str, emit: Emit) -> str | None:
     await hook_points.session_end(session, "clear")
     session.restarted("clear")
     session.state.pending = []
@@ -46,7 +88,7 @@ async def clear(session: SessionContext, args: str, emit: Emit) -> str | None:
     return None
 
 
-async def tools(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def tools(session: ToolListing, args: str, emit: Emit) -> str | None:
     lines = ["Tools:"]
     for d in session.tool_definitions():
         first = (d["description"] or "").strip().splitlines()[0] if d["description"] else ""
@@ -55,7 +97,7 @@ async def tools(session: SessionContext, args: str, emit: Emit) -> str | None:
     return None
 
 
-async def stats(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def stats(session: StatsSession, args: str, emit: Emit) -> str | None:
     state = session.state
     u = state.usage
     lines = [
@@ -75,7 +117,7 @@ async def stats(session: SessionContext, args: str, emit: Emit) -> str | None:
     return None
 
 
-async def money_lines(session: SessionContext) -> list[str]:
+async def money_lines(session: StatsSession) -> list[str]:
     """What the session and its last task cost, the model's price, the task's cap, and what
     the session's caller spent today against its budget."""
     state, config = session.state, session.config

@@ -1,5 +1,6 @@
 """What a slash command is: a name, a description, its arguments and sub-commands, and a handler
-that gets the session's narrow context, the argument text and the event sink. A handler either
+that gets the session (as the narrow protocol the handler names), the argument text and the
+event sink. A handler either
 does its work and reports it as text, or returns a prompt the session then runs as an ordinary
 model turn (so the normal tools and approval policy apply)."""
 
@@ -8,12 +9,33 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent.events import Event, TextDelta
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.commands import HelpSession
+    from devagent.agent.commands.builtin import ClearingSession, StatsSession, ToolListing
+    from devagent.agent.commands.mcp import McpCommandSession
+    from devagent.agent.commands.memory import MemorySession
+    from devagent.agent.commands.restore import RestoringSession
+    from devagent.agent.loop.compact import CompactingSession
+
+    class CommandSession(
+        HelpSession,
+        CompactingSession,
+        ClearingSession,
+        ToolListing,
+        StatsSession,
+        MemorySession,
+        McpCommandSession,
+        RestoringSession,
+        Protocol,
+    ):
+        """A session as `run_command` hands it to whichever handler a command names: what
+        every built-in handler asks (each handler's parameter names its own, narrower protocol).
+        Only the type checker sees it: it checks `Session` against it where a command runs."""
+
 
 Emit = Callable[[Event], None]
 
@@ -30,7 +52,7 @@ class Prompt:
 
 
 # A handler returns a prompt to run through the model, or None when it is done.
-Handler = Callable[["SessionContext", str, Emit], Awaitable[str | Prompt | None]]
+Handler = Callable[["CommandSession", str, Emit], Awaitable[str | Prompt | None]]
 
 
 @dataclass(slots=True)

@@ -34,15 +34,11 @@ import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Emit, Prompt
 from devagent.agent.naming.claude import split_list
 from devagent.agent.tools import front_matter
 from devagent.agent.tools.base import ToolFailure, Workspace
-
-if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +87,7 @@ class CustomCommand:
         return expand(self.body, args)
 
     def info(self) -> CommandInfo:
-        async def handler(session: SessionContext, args: str, emit: Emit) -> Prompt:
+        async def handler(session: object, args: str, emit: Emit) -> Prompt:
             return Prompt(self.expand(args), self.tools, self.model)
 
         argument = ArgumentInfo(self.argument_hint or "arguments", "The command's arguments")

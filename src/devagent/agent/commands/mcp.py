@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent.commands.catalog import Emit
 from devagent.agent.events import Notice, TextDelta
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.mcp.manager import McpManager
+    from devagent.agent.state import SessionState
 
 
-async def list_servers(session: SessionContext, args: str, emit: Emit) -> str | None:
+class McpCommandSession(Protocol):
+    """What the `/mcp` commands need of a session: its id and state (which name its servers)
+    and the MCP connections (`Session` is the one implementation)."""
+
+    id: str
+    state: SessionState
+
+    @property
+    def mcp(self) -> McpManager: ...
+
+
+async def list_servers(session: McpCommandSession, args: str, emit: Emit) -> str | None:
     """`/mcp`: the session's MCP servers, their state and their tools (starting them if needed)."""
     manager = session.mcp
     await manager.prepare(session)
@@ -49,7 +61,7 @@ async def list_servers(session: SessionContext, args: str, emit: Emit) -> str | 
     return None
 
 
-async def restart(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def restart(session: McpCommandSession, args: str, emit: Emit) -> str | None:
     """`/mcp restart [NAME ...]`: start servers afresh (by default, those that failed)."""
     names = args.split()
     known = {e.spec.name for e in session.mcp.session_servers(session)}

@@ -3,7 +3,7 @@ quotes (AGENTS.md by default)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent.commands.catalog import Emit, say
 from devagent.agent.events import Notice
@@ -11,17 +11,31 @@ from devagent.agent.tools._util import read_text, write_text
 from devagent.agent.tools.memory import add_memory, memory_path
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.settings import CoreConfig
+    from devagent.agent.tools.base import Workspace
 
 
-async def show(session: SessionContext, args: str, emit: Emit) -> str | None:
+class MemorySession(Protocol):
+    """What the `/memory` commands need of a session (`Session` is the one implementation)."""
+
+    workspace: Workspace
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    def read_memory(self) -> str: ...
+
+    def refresh_memory(self) -> str: ...
+
+
+async def show(session: MemorySession, args: str, emit: Emit) -> str | None:
     text = session.read_memory()
     name = session.config.memory_file
     say(emit, f"{name}:\n{text}" if text.strip() else f"The memory file {name} is empty or missing.")
     return None
 
 
-async def add(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def add(session: MemorySession, args: str, emit: Emit) -> str | None:
     if not args.strip():
         emit(Notice("Usage: /memory add <text to remember>", "error"))
         return None
@@ -34,7 +48,7 @@ async def add(session: SessionContext, args: str, emit: Emit) -> str | None:
     return None
 
 
-async def refresh(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def refresh(session: MemorySession, args: str, emit: Emit) -> str | None:
     text = session.refresh_memory()
     n = len(text.splitlines())
     say(emit, f"Memory reloaded ({n} line{'' if n == 1 else 's'} from {session.config.memory_file}).")

@@ -10,13 +10,14 @@ import base64
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.commands.catalog import Emit, say
 from devagent.agent.events import Notice
 from devagent.agent.loop.checkpoints import (
     MAX_FILE_BYTES,
     Checkpoint,
+    CheckpointSession,
     FileState,
     current_state,
     delete_from,
@@ -27,8 +28,14 @@ from devagent.agent.tools._util import atomic_write, remove_file
 from devagent.agent.tools.base import ToolFailure
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
     from devagent.agent.tools.base import Workspace
+
+
+class RestoringSession(CheckpointSession, Protocol):
+    """What `/restore` needs of a session besides what its checkpoints read: replacing the
+    conversation (`Session` is the one implementation)."""
+
+    async def replace_messages(self, messages: list[Any]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -39,7 +46,7 @@ class _FilePlan:
     last_after: str | None  # what the latest edit left
 
 
-async def restore(session: SessionContext, args: str, emit: Emit) -> str | None:
+async def restore(session: RestoringSession, args: str, emit: Emit) -> str | None:
     cps = await list_checkpoints(session)
     arg = args.strip()
     if not arg:
@@ -130,7 +137,7 @@ def _put_back(writes: list[_FilePlan], workspace: Workspace) -> None:
             atomic_write(plan.path, base64.b64decode(plan.first.before), workspace)
 
 
-async def _rewind(session: SessionContext, target: Checkpoint, files: str) -> str:
+async def _rewind(session: RestoringSession, target: Checkpoint, files: str) -> str:
     """The conversation back to before the step that made the checkpoint's edit (a note in its
     place), when it is still the conversation the checkpoint points into. Says what it did."""
     from pydantic_ai import messages as pm  # loaded when a restore runs, not when commands are listed

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic_ai import messages as pm
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.state import CallResult, PendingCall
 
 # Sizes are estimated at four characters a token (what the providers' tokenizers give for English
@@ -83,10 +84,10 @@ def append_tool_returns(
         return
     parts: list[pm.ModelRequestPart] = []
     for p in calls:
-        r = p.result or CallResult.error("no result", "internal")
+        r = p.result or CallResult.error("no result", ToolErrorType.INTERNAL)
         content = fit_result(r.text, context_tokens)
         if r.is_error:
-            content = f"{ERROR_PREFIX}{r.error_type or 'tool_error'}): {content}"
+            content = f"{ERROR_PREFIX}{r.error_type or ToolErrorType.TOOL_ERROR.value}): {content}"
         # An edit's diff rides along for readers (`timeline`); metadata is never sent to a model.
         shown = {"diff": shown_diff(r.diff)} if r.diff and not r.is_error else None
         body: Any = content

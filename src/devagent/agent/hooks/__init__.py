@@ -21,13 +21,13 @@ from devagent.agent.hooks import transcript
 from devagent.agent.hooks.config import NO_HOOKS, TOOL_EVENTS, HookCommand, HookSet, load_hooks
 from devagent.agent.hooks.rules import rule_matches
 from devagent.agent.hooks.run import HookLimits, HookRun, project_dir, run_hook
-from devagent.agent.hooks.verdict import Verdict, combine
+from devagent.agent.hooks.verdict import HookVerdict, combine
 from devagent.agent.sandbox.base import Sandbox
 from devagent.agent.sandbox.none import Unsandboxed
 from devagent.common.netpolicy import IPNetwork
 from devagent.common.rpcerrors import internal_error
 
-__all__ = ["Hooks", "Verdict", "load_hooks"]
+__all__ = ["HookVerdict", "Hooks", "load_hooks"]
 
 log = logging.getLogger("devagent.hooks")
 
@@ -82,7 +82,7 @@ class Hooks:
         messages: Messages | None = None,
         sidechain: bool = False,
         sandbox: Sandbox | None = None,
-    ) -> Verdict:
+    ) -> HookVerdict:
         """Run the event's hooks that match `names` with the event's input: the common fields
         (`transcript_path` the session's conversation, from `messages`, written first) and `data`.
         Those marked `async` start and are not waited for; the others run all at once and their
@@ -91,7 +91,7 @@ class Hooks:
         cwd = project_dir(roots)
         commands = self.chosen(event, names, data, cwd)
         if not commands:
-            return Verdict()
+            return HookVerdict()
         if sandbox is None:
             sandbox = Unsandboxed([Path(r) for r in roots])
         path = await self._transcript(session_id, messages, cwd, sidechain, sandbox.owner())

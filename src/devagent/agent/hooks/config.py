@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from devagent.agent.hooks.rules import check_rule
+from devagent.common.errors import DevagentError
 
 EVENTS = (
     "PreToolUse",
@@ -75,7 +76,7 @@ GUARD_EVENTS = ("PreToolUse", "UserPromptSubmit")
 DEFAULT_TIMEOUT = 60.0  # seconds, as in Claude Code
 
 
-class HooksFileError(ValueError):
+class HooksFileError(DevagentError, ValueError):
     """The hooks file cannot be used; the message names the file and the place."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from devagent.agent.hooks.config import HookCommand
 from devagent.agent.hooks.run import OUTPUT_LIMIT, HookRun
+from devagent.common.errors import DevagentError
 from devagent.common.netpolicy import IPNetwork, pinned_request, resolve_outbound_url
 
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -44,7 +45,7 @@ async def run_http_hook(hook: HookCommand, event: Mapping[str, Any], allow: tupl
     return HookRun(hook.command, 0, body.decode("utf-8", errors="replace"), advisory=hook.advisory)
 
 
-class _NoAnswer(Exception):
+class _NoAnswer(DevagentError):
     pass
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import Event, Notice, ToolCall, ToolKind
-from devagent.agent.hooks.verdict import Verdict
+from devagent.agent.hooks.verdict import HookVerdict
 from devagent.agent.naming.claude import claude_names
 from devagent.agent.naming.mcp import server_of
 
@@ -25,9 +25,8 @@ log = logging.getLogger("devagent.hooks")
 Emit = Callable[[Event], None]
 
 
-class SessionContext(Protocol):
-    """What the hooks read of a session (a `Session`; named here, not taken from context.py,
-    which names `Hooks`)."""
+class HookSession(Protocol):
+    """What the hook points read of a session (`Session` is the one implementation)."""
 
     id: str
     state: SessionState
@@ -41,11 +40,11 @@ class SessionContext(Protocol):
 
 
 async def fire(
-    session: SessionContext, event: str, data: dict[str, Any], names: tuple[str, ...] = ()
-) -> Verdict:
+    session: HookSession, event: str, data: dict[str, Any], names: tuple[str, ...] = ()
+) -> HookVerdict:
     hooks = session.hooks
     if not hooks.has(event):
-        return Verdict()
+        return HookVerdict()
     state = session.state
     return await hooks.fire(
         event,
@@ -66,7 +65,7 @@ def tool_names(call: PendingCall) -> tuple[str, ...]:
     return (call.name, *claude_names(call.name, server))
 
 
-def _tool_fields(session: SessionContext, call: PendingCall) -> dict[str, Any]:
+def _tool_fields(session: HookSession, call: PendingCall) -> dict[str, Any]:
     names = tool_names(call)
     tool_input = dict(call.args)
     path = call.args.get("path")
@@ -83,17 +82,17 @@ def _tool_fields(session: SessionContext, call: PendingCall) -> dict[str, Any]:
     }
 
 
-async def before_tool(session: SessionContext, call: PendingCall) -> Verdict:
+async def before_tool(session: HookSession, call: PendingCall) -> HookVerdict:
     """PreToolUse: after the call's arguments are checked, before the approval policy."""
     if not session.hooks.has("PreToolUse"):
-        return Verdict()
+        return HookVerdict()
     return await fire(session, "PreToolUse", _tool_fields(session, call), tool_names(call))
 
 
-async def after_tool(session: SessionContext, call: PendingCall) -> Verdict:
+async def after_tool(session: HookSession, call: PendingCall) -> HookVerdict:
     """PostToolUse: after a call that succeeded, with its result (`tool_response`)."""
     if not session.hooks.has("PostToolUse") or call.result is None:
-        return Verdict()
+        return HookVerdict()
     result = call.result
     response: dict[str, Any] = {"output": result.text, "success": True}
     if isinstance(result.data, dict):
@@ -107,22 +106,22 @@ async def after_tool(session: SessionContext, call: PendingCall) -> Verdict:
     return await fire(session, "PostToolUse", {**fields, "tool_response": response}, tool_names(call))
 
 
-async def after_failure(session: SessionContext, call: PendingCall, interrupted: bool = False) -> Verdict:
+async def after_failure(session: HookSession, call: PendingCall, interrupted: bool = False) -> HookVerdict:
     """PostToolUseFailure: after a call that ran and failed, with its error as the model reads it."""
     if not session.hooks.has("PostToolUseFailure") or call.result is None:
-        return Verdict()
+        return HookVerdict()
     data = {**_tool_fields(session, call), "error": call.result.text, "is_interrupt": interrupted}
     return await fire(session, "PostToolUseFailure", data, tool_names(call))
 
 
-def hook_note(event: str, verdict: Verdict) -> str:
+def hook_note(event: str, verdict: HookVerdict) -> str:
     """What a tool's result gains from its PostToolUse hooks: a block's reason and their context."""
     lines = [f"[{event} hook] {verdict.reason}"] if verdict.blocked else []
     lines += [f"[{event} hook context] {c}" for c in verdict.context]
     return "\n".join(lines)
 
 
-def tell(verdict: Verdict, emit: Emit, event: str = "", *, blocks: bool = True) -> None:
+def tell(verdict: HookVerdict, emit: Emit, event: str = "", *, blocks: bool = True) -> None:
     """Hooks' messages for the user. For an event a hook cannot block (`blocks` False), the
     stderr of an exit 2 is shown to the user too, as Claude Code does."""
     for text in verdict.notices:
@@ -140,9 +139,7 @@ class PromptHooks:
     context: list[str] = field(default_factory=list)
 
 
-async def before_prompt(
-    session: SessionContext, text: str, start_source: str | None, emit: Emit
-) -> PromptHooks:
+async def before_prompt(session: HookSession, text: str, start_source: str | None, emit: Emit) -> PromptHooks:
     """SessionStart (when the session starts here, or again after /clear or a compaction) and
     UserPromptSubmit, before the prompt joins the conversation. Not for a subagent: its prompt
     is its parent model's, and its end is SubagentStop."""
@@ -162,7 +159,7 @@ async def before_prompt(
     return out
 
 
-async def before_stop(session: SessionContext, active: bool, answer: str, emit: Emit) -> str | None:
+async def before_stop(session: HookSession, active: bool, answer: str, emit: Emit) -> str | None:
     """Stop (SubagentStop for a subagent) when the model has answered: a hook's block keeps the
     turn going, and its reason is what the model reads next (None: the turn ends)."""
     link = session.state.subagent_of
@@ -177,7 +174,7 @@ async def before_stop(session: SessionContext, active: bool, answer: str, emit: 
     return None
 
 
-async def before_compact(session: SessionContext, trigger: str, instructions: str, emit: Emit) -> bool:
+async def before_compact(session: HookSession, trigger: str, instructions: str, emit: Emit) -> bool:
     """PreCompact: False when a hook blocked an automatic compaction (a /compact the user asked
     for goes on; the hook's reason is shown)."""
     verdict = await fire(
@@ -190,7 +187,7 @@ async def before_compact(session: SessionContext, trigger: str, instructions: st
     return True
 
 
-async def waiting(session: SessionContext, calls: list[ToolCall], emit: Emit) -> None:
+async def waiting(session: HookSession, calls: list[ToolCall], emit: Emit) -> None:
     """Notification: the turn waits for the user (a permission, a question)."""
     if not session.hooks.has("Notification") or not calls:
         return
@@ -204,7 +201,7 @@ async def waiting(session: SessionContext, calls: list[ToolCall], emit: Emit) ->
     tell(verdict, emit, "Notification", blocks=False)
 
 
-async def session_end(session: SessionContext, reason: str) -> None:
+async def session_end(session: HookSession, reason: str) -> None:
     """SessionEnd: the door closed the session (`reason`: clear, prompt_input_exit, other)."""
     verdict = await fire(session, "SessionEnd", {"reason": reason}, (reason,))
     for text in [*verdict.notices, *([verdict.reason] if verdict.blocked else [])]:

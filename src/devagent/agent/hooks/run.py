@@ -19,6 +19,7 @@ from devagent.agent.hooks.config import HookCommand
 from devagent.agent.sandbox.base import Limits, Sandbox, SandboxError, Streams
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.sandbox.groups import kill_group
+from devagent.common.errors import DevagentError
 
 OUTPUT_LIMIT = 256 * 1024  # bytes a hook may print on its stdout, and on its stderr
 READ_CHUNK = 65536
@@ -70,7 +71,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-class _TooMuch(Exception):
+class _TooMuch(DevagentError):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.stream = stream

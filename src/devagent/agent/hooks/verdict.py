@@ -24,7 +24,7 @@ _NAMED = 200  # characters of a hook's command that name it
 
 
 @dataclass
-class Verdict:
+class HookVerdict:
     """The event's hooks together: whether one blocked (exit 2, or a `block`/`deny` decision) and
     why; for PreToolUse the permission decision (deny over ask over allow) and changed input;
     context for the model; whether one asked to stop the turn; what the user should be told."""
@@ -116,8 +116,8 @@ class Verdict:
             self.reasons.append(reason)
 
 
-def combine(event: str, runs: Iterable[HookRun]) -> Verdict:
-    verdict = Verdict()
+def combine(event: str, runs: Iterable[HookRun]) -> HookVerdict:
+    verdict = HookVerdict()
     for run in runs:
         verdict.take(event, run)
     return verdict

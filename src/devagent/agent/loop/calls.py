@@ -13,7 +13,7 @@ import base64
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import (
     ClientResult,
@@ -24,6 +24,7 @@ from devagent.agent.events import (
     Resume,
     ToolCallStatus,
     ToolCallUpdate,
+    ToolErrorType,
     ToolKind,
 )
 from devagent.agent.history.serial import confirmation_to_json
@@ -42,19 +43,35 @@ from devagent.common.rpcerrors import internal_error
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
-    from devagent.agent.hooks import Verdict
+    from devagent.agent.hooks import HookVerdict
     from devagent.agent.loop.checkpoints import Checkpoint
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.mcp.manager import McpManager
+    from devagent.agent.tools.base import ToolContext
 
 Emit = Callable[[Event], None]
 
 _GRANT_OPTIONS = ("proceed_always", "proceed_always_server", "proceed_always_tool")
 
 
+class CallSession(checkpoints.CheckpointSession, hook_points.HookSession, Protocol):
+    """What the tool-call step needs of a session besides what its checkpoints and hooks read:
+    its tools, the context a call runs in, and the MCP connections (for a tool whose server is
+    gone). `Session` is the one implementation."""
+
+    @property
+    def mcp(self) -> McpManager: ...
+
+    def tools(self) -> dict[str, Tool]: ...
+
+    def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
+        """The context a tool runs a call of this session in."""
+        ...
+
+
 class StepCalls:
     """The calls of the session's current step (`state.pending`)."""
 
-    def __init__(self, session: SessionContext) -> None:
+    def __init__(self, session: CallSession) -> None:
         self.session = session
         self._checkpoints: dict[str, Checkpoint | None] = {}  # the step's, by call id
         # A hook asked to end the turn (`continue: false`): why, once the step's calls are done.
@@ -71,11 +88,11 @@ class StepCalls:
             args = part.args_as_dict()
         except Exception:
             return self.failed(
-                call_id, name, {}, "the tool arguments are not valid JSON", "invalid_arguments"
+                call_id, name, {}, "the tool arguments are not valid JSON", ToolErrorType.INVALID_ARGUMENTS
             )
         if not isinstance(args, dict):
             return self.failed(
-                call_id, name, {}, "the tool arguments must be a JSON object", "invalid_arguments"
+                call_id, name, {}, "the tool arguments must be a JSON object", ToolErrorType.INVALID_ARGUMENTS
             )
         state = self.session.state
         tools = self.session.tools()
@@ -87,12 +104,18 @@ class StepCalls:
         if tool is None and client is None:
             known = ", ".join(sorted([*tools, *(t.name for t in clients)]))
             return self.failed(
-                call_id, name, args, f"unknown tool {name!r}; available tools: {known}", "unknown_tool"
+                call_id,
+                name,
+                args,
+                f"unknown tool {name!r}; available tools: {known}",
+                ToolErrorType.UNKNOWN_TOOL,
             )
         schema = tool.parameters if tool is not None else client.parameters  # type: ignore[union-attr]
         problem = validate_arguments(schema, args)
         if problem:
-            return self.failed(call_id, name, args, f"invalid arguments: {problem}", "invalid_arguments")
+            return self.failed(
+                call_id, name, args, f"invalid arguments: {problem}", ToolErrorType.INVALID_ARGUMENTS
+            )
         if tool is None:
             pc = PendingCall(
                 call_id,
@@ -115,13 +138,15 @@ class StepCalls:
             pc.kind, pc.description = tool.kind_for(pc.args).value, tool.describe(pc.args)
         return await self._by_policy(pc, tool, hooked.permission)
 
-    async def _hooked(self, pc: PendingCall, schema: dict[str, Any], emit: Emit) -> Verdict:
+    async def _hooked(self, pc: PendingCall, schema: dict[str, Any], emit: Emit) -> HookVerdict:
         """The PreToolUse hooks' verdict on the call: a block refuses it (their reason is the
         result the model reads); input they changed replaces the call's when it is valid."""
         verdict = await hook_points.before_tool(self.session, pc)
         self._tell(verdict, emit)
         if verdict.blocked:
-            self._refuse(pc, f"a PreToolUse hook blocked this call: {verdict.reason}", "blocked_by_hook")
+            self._refuse(
+                pc, f"a PreToolUse hook blocked this call: {verdict.reason}", ToolErrorType.BLOCKED_BY_HOOK
+            )
             return verdict
         if verdict.updated_input is not None:
             problem = validate_arguments(schema, verdict.updated_input)
@@ -131,7 +156,7 @@ class StepCalls:
                 pc.args = verdict.updated_input
         return verdict
 
-    def _tell(self, verdict: Verdict, emit: Emit) -> None:
+    def _tell(self, verdict: HookVerdict, emit: Emit) -> None:
         """Hooks' messages for the user; a hook's `continue: false` ends the turn after the step."""
         hook_points.tell(verdict, emit)
         if verdict.stop and self.stop_requested is None:
@@ -147,11 +172,11 @@ class StepCalls:
         # A hook's decision answers the permission question (the operator's hook chose), within
         # what the server's policy allows: it never lifts a refusal, nor answers a question.
         if hook_permission == "allow" and verdict.verdict == "ask" and kind is not ToolKind.QUESTION:
-            verdict = approval.Decision("run")
+            verdict = approval.ApprovalDecision("run")
         elif hook_permission == "ask" and verdict.verdict == "run":
-            verdict = approval.Decision("ask")
+            verdict = approval.ApprovalDecision("ask")
         if verdict.verdict == "deny":
-            self._refuse(pc, verdict.reason, "denied_by_policy")
+            self._refuse(pc, verdict.reason, ToolErrorType.DENIED_BY_POLICY)
         elif verdict.verdict == "ask":
             try:
                 details = await tool.confirmation(pc.args, self.session.tool_context(pc))
@@ -167,14 +192,14 @@ class StepCalls:
             pc.confirmation = confirmation_to_json(ConfirmationRequest(options, details))
         return pc
 
-    def _refuse(self, pc: PendingCall, message: str, error_type: str) -> None:
+    def _refuse(self, pc: PendingCall, message: str, error_type: ToolErrorType) -> None:
         pc.status = ToolCallStatus.FAILED.value
         pc.result = CallResult.error(message, error_type)
         self.session.state.record_call(pc.name, True)
         traces.not_run(pc, "refused")
 
     def failed(
-        self, call_id: str, name: str, args: dict[str, Any], message: str, error_type: str
+        self, call_id: str, name: str, args: dict[str, Any], message: str, error_type: ToolErrorType
     ) -> PendingCall:
         """A call refused before it could run (bad arguments, unknown tool)."""
         tool = self.session.tools().get(name)
@@ -264,14 +289,14 @@ class StepCalls:
                 reason += " and refused such calls for the rest of this session"
             if said:
                 reason += f"; the user said: {said}"
-        p.result = CallResult.error(reason, "cancelled")
+        p.result = CallResult.error(reason, ToolErrorType.CANCELLED)
         state.record_call(p.name, True)
         traces.not_run(p, "declined")
 
     def _take_result(self, p: PendingCall, r: ClientResult) -> None:
         if r.error is not None:
             p.status = ToolCallStatus.FAILED.value
-            p.result = CallResult.error(str(r.error), "client_error")
+            p.result = CallResult.error(str(r.error), ToolErrorType.CLIENT_ERROR)
         else:
             out = r.output
             p.status = ToolCallStatus.SUCCEEDED.value
@@ -310,7 +335,7 @@ class StepCalls:
         for batch in ([p for p in calls if not p.granted], [p for p in calls if p.granted]):
             await asyncio.gather(
                 *(
-                    traces.tool_call(self.session, p, self._run_one(p, emit, new_content.get(p.id)))
+                    traces.tool_call(self.session.id, p, self._run_one(p, emit, new_content.get(p.id)))
                     for p in batch
                 )
             )
@@ -339,13 +364,15 @@ class StepCalls:
             p.result = CallResult.error(f.message, f.type)
         except asyncio.CancelledError:
             p.status = ToolCallStatus.CANCELLED.value
-            p.result = CallResult.error("the user cancelled the turn while this call ran", "cancelled")
+            p.result = CallResult.error(
+                "the user cancelled the turn while this call ran", ToolErrorType.CANCELLED
+            )
             self.session.state.record_call(p.name, True)
             raise
         except Exception as e:  # a tool's bug: the model and the client get a reference
             p.status = ToolCallStatus.FAILED.value
             p.result = CallResult.error(
-                internal_error(repr(e), what=f"the tool {p.name}", exc_info=e), "internal"
+                internal_error(repr(e), what=f"the tool {p.name}", exc_info=e), ToolErrorType.INTERNAL
             )
         else:
             p.status = ToolCallStatus.SUCCEEDED.value
@@ -386,7 +413,7 @@ class StepCalls:
     def waiting(self) -> bool:
         return any(p.needs and p.result is None for p in self.session.state.pending)
 
-    def close_open(self, reason: str, kind: str) -> None:
+    def close_open(self, reason: str, kind: ToolErrorType) -> None:
         """Every call without a result ends cancelled with `reason` (it never runs)."""
         for p in self.session.state.pending:
             if p.result is None:

@@ -33,9 +33,10 @@ import json
 import logging
 import stat
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import ToolKind
 from devagent.agent.tools._util import file_status, read_bytes
@@ -44,13 +45,31 @@ from devagent.agent.tools.memory import memory_path
 from devagent.common.dataclass_json import fields_json
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
-    from devagent.agent.state import PendingCall
+    from devagent.agent.state import PendingCall, SessionState
+    from devagent.store.db import Store
 
 log = logging.getLogger("devagent.checkpoints")
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 ABSENT = "absent"
+
+
+class CheckpointSession(Protocol):
+    """What checkpoints need of a session: its id, state and workspace, its conversation, the
+    store, and its next save (`Session` is the one implementation)."""
+
+    id: str
+    state: SessionState
+    workspace: Workspace
+
+    @property
+    def store(self) -> Store: ...
+
+    async def messages(self) -> list[Any]: ...
+
+    def write_with_next_save(self, write: Callable[[Any], Awaitable[object]]) -> None:
+        """`write(connection)` runs in the transaction of the session's next save."""
+        ...
 
 
 @dataclass(slots=True)
@@ -163,7 +182,7 @@ def touched_paths(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[Pa
 
 
 async def before_edit(
-    session: SessionContext, p: PendingCall, tool: Tool, ctx: ToolContext
+    session: CheckpointSession, p: PendingCall, tool: Tool, ctx: ToolContext
 ) -> Checkpoint | None:
     """Called by the session for each call about to run, before the save that precedes the run;
     None for tools other than EDIT. The checkpoint (the files as they are now) is written in that
@@ -179,7 +198,9 @@ async def before_edit(
         return None
 
 
-async def _take(session: SessionContext, p: PendingCall, tool: Tool, ctx: ToolContext) -> Checkpoint | None:
+async def _take(
+    session: CheckpointSession, p: PendingCall, tool: Tool, ctx: ToolContext
+) -> Checkpoint | None:
     paths = touched_paths(tool, p.args, ctx)
     if not paths:
         return None
@@ -213,7 +234,7 @@ async def _take(session: SessionContext, p: PendingCall, tool: Tool, ctx: ToolCo
     return ckpt
 
 
-async def after_edit(session: SessionContext, ckpt: Checkpoint | None) -> None:
+async def after_edit(session: CheckpointSession, ckpt: Checkpoint | None) -> None:
     """Records what the edit left in each file (also when it failed: then nothing changed), in
     the transaction of the session's next save: the one that stores the step's results. A crash
     before it loses the outcome with the results (the call is then reported interrupted, and its
@@ -226,7 +247,7 @@ async def after_edit(session: SessionContext, ckpt: Checkpoint | None) -> None:
         log.exception("could not record the outcome of checkpoint %d", ckpt.seq)
 
 
-async def _record_after(session: SessionContext, ckpt: Checkpoint) -> None:
+async def _record_after(session: CheckpointSession, ckpt: Checkpoint) -> None:
     def after() -> None:
         for f in ckpt.files:
             f.after = current_state(Path(f.path), session.workspace)
@@ -248,13 +269,13 @@ async def _record_after(session: SessionContext, ckpt: Checkpoint) -> None:
     session.write_with_next_save(write)
 
 
-async def list_checkpoints(session: SessionContext) -> list[Checkpoint]:
+async def list_checkpoints(session: CheckpointSession) -> list[Checkpoint]:
     from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     return [Checkpoint.from_row(*r) for r in await rows.list_rows(session.store, session.id)]
 
 
-async def delete_from(session: SessionContext, seq: int) -> None:
+async def delete_from(session: CheckpointSession, seq: int) -> None:
     from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     await rows.delete_from(session.store, session.id, seq)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import messages as pm
 
@@ -23,7 +23,7 @@ from devagent.agent.loop import traces
 from devagent.agent.prompt import instructions as prompt
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
+    from devagent.agent.settings import CoreConfig
 
 COMPACT_PROMPT = """Summarise our conversation so far for your own later use: the user's goals, what was
 done (files read and changed, commands run, results), decisions and their reasons, open problems and
@@ -35,6 +35,36 @@ KEEP_TAIL = 2  # /compact: how many of the latest messages stay verbatim after t
 TAIL_SHARE = 0.3  # automatic: the share of the window the verbatim tail may take
 SUMMARY_INPUT_SHARE = 0.5  # automatic: the share of the window the summary request may take
 ITEM_CHARS = 4000  # one message part, as the summary request quotes it
+
+
+class CompactingSession(hook_points.HookSession, traces.TracedRequest, Protocol):
+    """What compaction needs of a session besides what its hooks and its model request's span
+    read: the settings, the model's window, the request's prefix, where usage is counted, and
+    replacing the conversation (`Session` is the one implementation)."""
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    def context_tokens(self) -> int:
+        """The context window of the session's model, in tokens."""
+        ...
+
+    async def request_parameters(self) -> Any:
+        """The instructions and tool definitions every model request of the session carries."""
+        ...
+
+    def spent(self, usage: Usage) -> None:
+        """Count a model request's usage (the session's, the turn's, the caller's day)."""
+        ...
+
+    async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
+        """Replace the whole transcript and store it with the state."""
+        ...
+
+    def restarted(self, source: str) -> None:
+        """The conversation starts afresh (`clear`) or from a summary (`compact`): the
+        SessionStart hooks fire again before the next prompt."""
+        ...
 
 
 def part_chars(part: pm.ModelRequestPart | pm.ModelResponsePart) -> int:
@@ -110,7 +140,7 @@ def _summary_request(
 
 
 async def _summarise(
-    session: SessionContext, messages: Sequence[pm.ModelMessage], keep_instructions: str, budget_chars: int
+    session: CompactingSession, messages: Sequence[pm.ModelMessage], keep_instructions: str, budget_chars: int
 ) -> tuple[str, Usage]:
     from pydantic_ai.direct import model_request_stream
 
@@ -142,7 +172,7 @@ def _rebuilt(summary: str, tail: Sequence[pm.ModelMessage]) -> list[pm.ModelMess
 
 
 async def compact(
-    session: SessionContext, emit: Callable[[Event], None], keep_instructions: str = ""
+    session: CompactingSession, emit: Callable[[Event], None], keep_instructions: str = ""
 ) -> None:
     """`/compact`: everything but the latest exchange becomes a summary."""
     if session.state.pending:
@@ -168,14 +198,14 @@ async def compact(
     emit(TextDelta(f"Compacted {before} messages into a summary ({len(summary)} characters).\n"))
 
 
-async def fit_context(session: SessionContext, emit: Callable[[Event], None]) -> None:
+async def fit_context(session: CompactingSession, emit: Callable[[Event], None]) -> None:
     """Before a model request: compact first when the request would fill too much of the
     model's window (its instructions and tool definitions counted too)."""
     await compact_if_needed(session, emit, prompt.prefix_chars(await session.request_parameters()))
 
 
 async def compact_if_needed(
-    session: SessionContext, emit: Callable[[Event], None], prefix_chars: int
+    session: CompactingSession, emit: Callable[[Event], None], prefix_chars: int
 ) -> None:
     """Before a model request: when the request would pass `compact_at` of the window, the older
     messages become a summary and the latest stay verbatim (never a call without its result).

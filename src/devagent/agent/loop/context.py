@@ -1,15 +1,17 @@
-"""The narrow views the core's parts get of each other: what a session hands the parts that act
-on it (`SessionContext`), and what the core hands a session (`CoreServices`).
+"""The views a session and the core that owns it have of each other: what the core hands a
+session (`CoreServices`), what the loop's helpers read of a session with its core
+(`CoreSession`), and what the `task` tool needs of a subagent's session (`ChildSession`).
 
-Slash commands, compaction, checkpoints, the tool-call step and traces each need a few things of
-the session they work for: its state, its transcript, its settings and store, its model. They
-receive this narrow view instead of the `Session` class, so none of them imports the loop (and
-the loop imports them without a circle). `Session` is the one implementation.
+The parts that act on a session (slash commands, compaction, checkpoints, the tool-call step,
+traces, hooks, subagents) each name the few members they use in a protocol beside them
+(`CompactingSession` in compact.py, `CheckpointSession` in checkpoints.py, `CallSession` in
+calls.py, `TracedTurn`/`TracedRequest` in traces.py, `HookSession` in hooks/points.py, `Parent` in
+subagents/runner.py, one per command module in commands/), so none imports `Session` (and the
+session imports them without a circle). `Session` is the one implementation of each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.loop.driver import Drivable
@@ -20,40 +22,15 @@ if TYPE_CHECKING:
     from devagent.agent.events import ToolCall, Usage
     from devagent.agent.hooks import Hooks
     from devagent.agent.mcp.manager import McpManager
-    from devagent.agent.models.prices import Priced, PriceTable
-    from devagent.agent.sandbox.base import Sandbox, SandboxProvider
+    from devagent.agent.models.prices import PriceTable
+    from devagent.agent.sandbox.base import SandboxProvider
     from devagent.agent.settings import CoreConfig
-    from devagent.agent.state import PendingCall, SessionState
+    from devagent.agent.state import SessionState
     from devagent.agent.tools.backends import ToolBackends
-    from devagent.agent.tools.base import Tool, ToolContext, Workspace
     from devagent.agent.tools.language_servers import LanguageServerRegistry
     from devagent.agent.tools.processes import ProcessRegistry
     from devagent.agent.tools.saved_outputs import SavedOutputs
     from devagent.store.db import Store
-
-
-class ListedCommand(Protocol):
-    """A slash command as a list shows it (`commands.catalog.CommandInfo`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str: ...
-
-    @property
-    def handler(self) -> Callable[..., Awaitable[Any]] | None: ...
-
-    @property
-    def sub_commands(self) -> Sequence[ListedCommand]: ...
-
-    def usage(self) -> str: ...
-
-
-class Commands(Protocol):
-    """A session's slash commands, as a list (`commands.catalog.Registry`)."""
-
-    def list(self) -> Sequence[ListedCommand]: ...
 
 
 class CoreParts(Protocol):
@@ -72,81 +49,6 @@ class CoreParts(Protocol):
     @property
     def hooks(self) -> Hooks:
         """The operator's hooks (none unless the settings name a hooks file)."""
-        ...
-
-
-class SessionContext(CoreParts, Protocol):
-    id: str
-    state: SessionState
-    workspace: Workspace
-    sandbox: Sandbox  # where its commands, hooks and checkers run (the core's provider gave it)
-
-    @property
-    def revision(self) -> int:
-        """The stored revision the state is at (-1: another process changed it under a turn)."""
-        ...
-
-    @property
-    def model_name(self) -> str:
-        """The session's model spec, the server's default when the session names none."""
-        ...
-
-    def model(self) -> Any:
-        """The pydantic-ai model of the session."""
-        ...
-
-    def context_tokens(self) -> int:
-        """The context window of the session's model, in tokens."""
-        ...
-
-    def model_price(self) -> Priced | None:
-        """The price of the session's model (None: unknown)."""
-        ...
-
-    async def messages(self) -> list[pm.ModelMessage]: ...
-
-    async def replace_messages(self, messages: list[pm.ModelMessage]) -> None:
-        """Replace the whole transcript and store it with the state (/clear, /compact, /restore)."""
-        ...
-
-    def write_with_next_save(self, write: Callable[[Any], Awaitable[object]]) -> None:
-        """`write(connection)` runs in the transaction of the session's next save."""
-        ...
-
-    async def request_parameters(self) -> Any:
-        """The instructions and tool definitions every model request of the session carries."""
-        ...
-
-    def spent(self, usage: Usage) -> None:
-        """Count a model request's usage (the session's, the turn's, the caller's day)."""
-        ...
-
-    def tools(self) -> dict[str, Tool]: ...
-
-    def tool_definitions(self) -> list[dict[str, Any]]: ...
-
-    def tool_context(self, call: PendingCall, **kw: Any) -> ToolContext:
-        """The context a tool runs a call of this session in."""
-        ...
-
-    def waiting_calls(self) -> list[ToolCall]: ...
-
-    def commands(self) -> Commands:
-        """The slash commands of the session: the built-ins and the custom ones, read once."""
-        ...
-
-    def read_memory(self) -> str: ...
-
-    def refresh_memory(self) -> str: ...
-
-    def restarted(self, source: str) -> None:
-        """The conversation starts afresh (`clear`) or from a summary (`compact`): the
-        SessionStart hooks fire again before the next prompt."""
-        ...
-
-    async def forget_saved_outputs(self) -> None:
-        """Remove the saved whole outputs of the session's long commands (its conversation is
-        cleared: nothing names them any more)."""
         ...
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import ToolCallStatus, Usage
+from devagent.agent.events import ToolCallStatus, ToolErrorType, Usage
 from devagent.agent.history import transcript
 from devagent.agent.models.prices import NANO
 from devagent.agent.settings import utc_day
@@ -315,7 +315,7 @@ class SessionRecord:
         for p in state.pending:
             if p.result is None and not p.needs:
                 p.status = ToolCallStatus.FAILED.value
-                p.result = CallResult.error(INTERRUPTED_CALL, "interrupted")
+                p.result = CallResult.error(INTERRUPTED_CALL, ToolErrorType.INTERRUPTED)
                 state.record_call(p.name, True)
         if any(p.needs and p.result is None for p in state.pending):
             state.status = "awaiting_input"

@@ -6,7 +6,7 @@ hands back the coroutine it was given, untouched:
 
     task = asyncio.create_task(traces.turn(session, inp, turn_work))
     response = await traces.model_request(session, model_step)
-    await traces.tool_call(session, pending_call, run_one)
+    await traces.tool_call(session.id, pending_call, run_one)
 
 A turn is the span `invoke_agent devagent`; each model request a child `chat <model>`, each tool
 call run here a child `execute_tool <name>`. A subagent's turn runs inside its `task` call, so its
@@ -21,17 +21,53 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from devagent import telemetry
-from devagent.agent.events import Usage
+from devagent.agent.events import ToolErrorType, Usage
 from devagent.common.scrub import scrub
 
 if TYPE_CHECKING:
-    from devagent.agent.loop.context import SessionContext
-    from devagent.agent.state import PendingCall
+    from devagent.agent.events import ToolCall
+    from devagent.agent.state import PendingCall, SessionState
 
 T = TypeVar("T")
+
+
+class TracedTurn(Protocol):
+    """What a turn's span reads of its session (`Session` is the one implementation)."""
+
+    id: str
+    state: SessionState
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def revision(self) -> int:
+        """The stored revision the state is at (-1: another process changed it under a turn)."""
+        ...
+
+    def waiting_calls(self) -> list[ToolCall]: ...
+
+
+class TracedRequest(Protocol):
+    """What a model request's span reads of its session (`Session` is the one implementation)."""
+
+    id: str
+    state: SessionState
+
+    @property
+    def model_name(self) -> str:
+        """The session's model spec, the server's default when the session names none."""
+        ...
+
+    def model(self) -> Any:
+        """The pydantic-ai model of the session."""
+        ...
+
+    async def messages(self) -> list[Any]: ...
+
 
 # pydantic-ai's provider names -> the GenAI conventions' `gen_ai.provider.name` values
 _PROVIDERS = {
@@ -47,7 +83,7 @@ _cap = telemetry.cap
 
 
 def turn(
-    session: SessionContext, inp: object, label: str | None, work: Coroutine[Any, Any, None]
+    session: TracedTurn, inp: object, label: str | None, work: Coroutine[Any, Any, None]
 ) -> Coroutine[Any, Any, None]:
     """A turn's coroutine, run inside its `invoke_agent` span when tracing is on."""
     if not telemetry.tracing():
@@ -56,7 +92,7 @@ def turn(
 
 
 def model_request(
-    session: SessionContext, work: Coroutine[Any, Any, T], *, purpose: str = ""
+    session: TracedRequest, work: Coroutine[Any, Any, T], *, purpose: str = ""
 ) -> Coroutine[Any, Any, T]:
     """A model request's coroutine (returning pydantic-ai's ModelResponse), inside a `chat` span
     when tracing is on. `purpose`: why, when it is not the turn's next step ("compaction")."""
@@ -65,21 +101,19 @@ def model_request(
     return _traced_model_request(session, work, purpose)
 
 
-def tool_call(
-    session: SessionContext, call: PendingCall, work: Coroutine[Any, Any, T]
-) -> Coroutine[Any, Any, T]:
+def tool_call(session_id: str, call: PendingCall, work: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
     """A tool call's coroutine (which sets `call.status` and `call.result`), inside an
     `execute_tool` span when tracing is on."""
     if not telemetry.tracing():
         return work
-    return _traced_tool_call(session, call, work)
+    return _traced_tool_call(session_id, call, work)
 
 
 # --- the spans ----------------------------------------------------------------------------------
 
 
 async def _traced_turn(
-    session: SessionContext, inp: object, label: str | None, work: Coroutine[Any, Any, None]
+    session: TracedTurn, inp: object, label: str | None, work: Coroutine[Any, Any, None]
 ) -> None:
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
@@ -136,7 +170,7 @@ async def _traced_turn(
                 span.set_status(Status(StatusCode.ERROR, outcome))
 
 
-async def _traced_model_request(session: SessionContext, work: Coroutine[Any, Any, T], purpose: str) -> T:
+async def _traced_model_request(session: TracedRequest, work: Coroutine[Any, Any, T], purpose: str) -> T:
     import asyncio
 
     from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -237,7 +271,7 @@ def _describe_response(span: Any, response: Any) -> None:
         span.set_attribute("gen_ai.output.messages", _json([_message("assistant", _parts(response))]))
 
 
-async def _traced_tool_call(session: SessionContext, call: PendingCall, work: Coroutine[Any, Any, T]) -> T:
+async def _traced_tool_call(session_id: str, call: PendingCall, work: Coroutine[Any, Any, T]) -> T:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     attributes: dict[str, Any] = {
@@ -245,7 +279,7 @@ async def _traced_tool_call(session: SessionContext, call: PendingCall, work: Co
         "gen_ai.tool.name": call.name,
         "gen_ai.tool.call.id": call.id,
         "gen_ai.tool.type": "function",
-        "gen_ai.conversation.id": session.id,
+        "gen_ai.conversation.id": session_id,
         "devagent.tool.kind": call.kind,
     }
     if telemetry.content():
@@ -257,7 +291,7 @@ async def _traced_tool_call(session: SessionContext, call: PendingCall, work: Co
             span.set_attribute("devagent.tool.status", call.status.lower())
             result = call.result
             if result is not None and result.is_error:
-                kind = result.error_type or "tool_error"
+                kind = result.error_type or ToolErrorType.TOOL_ERROR.value
                 span.set_attribute("error.type", kind)
                 span.set_status(Status(StatusCode.ERROR, _cap(result.text) if telemetry.content() else kind))
             if telemetry.content() and result is not None:
@@ -283,7 +317,7 @@ def not_run(call: PendingCall, outcome: str) -> None:
     }
     result = call.result
     if result is not None and result.is_error:
-        attributes["error.type"] = result.error_type or "tool_error"
+        attributes["error.type"] = result.error_type or ToolErrorType.TOOL_ERROR.value
         if telemetry.content():
             attributes["devagent.tool.message"] = _cap(result.text)
     trace.get_current_span().add_event("devagent.tool_call", attributes)

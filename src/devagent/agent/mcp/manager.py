@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, ToolKind
+from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, ToolErrorType, ToolKind
 from devagent.agent.naming.mcp import SEPARATOR, server_of
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
@@ -502,7 +502,7 @@ class McpConnection:
         if self.state != "ready" or client is None:
             raise ToolFailure(
                 f"the MCP server {self.spec.name!r} is not available ({self.error or self.state})",
-                "mcp_unavailable",
+                ToolErrorType.MCP_UNAVAILABLE,
             )
         from mcp.shared.exceptions import MCPError
 
@@ -511,7 +511,8 @@ class McpConnection:
             return await asyncio.wait_for(client.call_tool(name, args), self.call_timeout)
         except TimeoutError:
             raise ToolFailure(
-                f"the MCP server {self.spec.name!r} did not answer within {self.call_timeout:g} s", "timeout"
+                f"the MCP server {self.spec.name!r} did not answer within {self.call_timeout:g} s",
+                ToolErrorType.TIMEOUT,
             ) from None
         except MCPError as e:
             import mcp_types
@@ -522,13 +523,14 @@ class McpConnection:
                 lost = "the server closed the connection"
                 self._fail(f"{lost} (stderr: {tail})" if tail else lost)
                 raise ToolFailure(
-                    f"the MCP server {self.spec.name!r} stopped: {self.error}", "mcp_server_crashed"
+                    f"the MCP server {self.spec.name!r} stopped: {self.error}",
+                    ToolErrorType.MCP_SERVER_CRASHED,
                 ) from None
-            raise ToolFailure(f"{self.spec.name}: {e}", "mcp_error") from None
+            raise ToolFailure(f"{self.spec.name}: {e}", ToolErrorType.MCP_ERROR) from None
         except (asyncio.CancelledError, ToolFailure):
             raise
         except Exception as e:
-            raise ToolFailure(f"{self.spec.name}: {type(e).__name__}: {e}", "mcp_error") from None
+            raise ToolFailure(f"{self.spec.name}: {type(e).__name__}: {e}", ToolErrorType.MCP_ERROR) from None
         finally:
             self.calls_in_flight -= 1
 
@@ -595,7 +597,7 @@ def convert_result(server: str, tool: str, r: Any) -> ToolResult:
     if structured is not None and not text.strip():
         text = json.dumps(structured, ensure_ascii=False)
     if r.is_error:
-        raise ToolFailure(text or f"the MCP tool {tool} reported an error", "mcp_tool_error")
+        raise ToolFailure(text or f"the MCP tool {tool} reported an error", ToolErrorType.MCP_TOOL_ERROR)
     data: dict[str, Any] = {
         "mcp": {"server": server, "tool": tool},
         "content": [c.model_dump(mode="json", exclude_none=True) for c in r.content or []],
@@ -830,7 +832,7 @@ class McpManager:
             async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 raise ToolFailure(
                     f"the tool {name} is not available: its MCP server {server!r} is not connected",
-                    "mcp_unavailable",
+                    ToolErrorType.MCP_UNAVAILABLE,
                 )
 
         Missing.name = name

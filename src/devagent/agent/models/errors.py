@@ -14,11 +14,13 @@ import re
 from http import HTTPStatus
 from typing import Any
 
+from devagent.common.errors import DevagentError
+
 # The longest provider message shown (a line, not a page).
 MAX_DETAIL = 300
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(DevagentError, ValueError):
     """The model spec cannot be turned into a model: unknown provider, missing key or base URL,
     unreadable or invalid script. The message says what to set."""
 

@@ -38,6 +38,7 @@ from pydantic_ai.usage import RequestUsage
 
 from devagent.agent.history.transcript import answers
 from devagent.agent.models.errors import ModelConfigError
+from devagent.common.errors import DevagentError
 
 __all__ = [
     "DemoModel",
@@ -117,7 +118,7 @@ Step = tuple[Item, ...]
 # --- parsing ------------------------------------------------------------------------------------
 
 
-class _Invalid(Exception):
+class _Invalid(DevagentError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = path

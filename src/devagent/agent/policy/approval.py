@@ -35,7 +35,7 @@ Verdict = Literal["run", "ask", "deny", "client"]
 
 
 @dataclass(slots=True)
-class Decision:
+class ApprovalDecision:
     verdict: Verdict
     reason: str = ""
     # Runs unasked because a prefix grant covers it ("git status"), not because of the mode or
@@ -285,37 +285,37 @@ def paths_inside(commands: list[list[str]], workspace_roots: list[str], director
     return True
 
 
-def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> Decision:
+def decide(kind: ToolKind, name: str, args: dict[str, Any], state: SessionState) -> ApprovalDecision:
     if kind is ToolKind.CLIENT:
-        return Decision("client")
+        return ApprovalDecision("client")
     if kind is ToolKind.QUESTION:  # only the user answers a question: no mode or grant does
-        return Decision("ask")
+        return ApprovalDecision("ask")
     if kind in (ToolKind.READ, ToolKind.INTERNAL):
-        return Decision("run")
+        return ApprovalDecision("run")
     if refused := _refused(kind, name, args, state):
-        return Decision("deny", refused)
+        return ApprovalDecision("deny", refused)
     mode = state.approval_mode
     if mode == "plan":
         if kind is ToolKind.FETCH:
-            return Decision(
+            return ApprovalDecision(
                 "deny",
                 f"{name} is not available in plan mode: it sends requests out, and only tools "
                 "that read this machine may run",
             )
-        return Decision("deny", f"{name} is not available in plan mode: only read-only tools may run")
+        return ApprovalDecision("deny", f"{name} is not available in plan mode: only read-only tools may run")
     if mode == "yolo":
-        return Decision("run")
+        return ApprovalDecision("run")
     if mode == "auto-edit" and kind is ToolKind.EDIT:
-        return Decision("run")
+        return ApprovalDecision("run")
     if name in state.grants_tools:
-        return Decision("run")
+        return ApprovalDecision("run")
     if kind is ToolKind.MCP and server_of(name) in state.grants_mcp_servers:
-        return Decision("run")
+        return ApprovalDecision("run")
     if _command(kind, name) and (covered := _shell_grant(args, state)):
-        return Decision("run", granted=covered == "prefix")
+        return ApprovalDecision("run", granted=covered == "prefix")
     if kind is ToolKind.FETCH and url_origin(str(args.get("url", ""))) in state.grants_web:
-        return Decision("run")
-    return Decision("ask")
+        return ApprovalDecision("run")
+    return ApprovalDecision("ask")
 
 
 def url_origin(url: str) -> str:

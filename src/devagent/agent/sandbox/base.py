@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from devagent.common.errors import DevagentError
+
 # The backends an operator may name (`sandbox_backend`); "none" is the kind of a sandbox that
 # runs commands directly (`sandbox = off`).
 BACKENDS = ("local", "container")
@@ -22,7 +24,7 @@ BACKENDS = ("local", "container")
 PTY_TERM = "xterm-256color"
 
 
-class SandboxError(Exception):
+class SandboxError(DevagentError):
     """The sandbox was asked for but cannot run here (or cannot start this command); the message
     names the fix."""
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devagent.common.errors import DevagentError
 from devagent.common.faults import crash_point
 
 # Opening a directory only to walk through it: O_PATH (Linux) needs no read permission.
@@ -66,7 +67,7 @@ RESOLVE_BENEATH = 0x08
 USE_OPENAT2 = True
 
 
-class Outside(OSError):
+class Outside(DevagentError, OSError):
     """The path leaves the workspace roots (directly, by `..` or through a symlink)."""
 
 

@@ -14,6 +14,7 @@ import stat as stat_module
 from collections.abc import Sequence
 
 from devagent.agent.sandbox.podman import WORKSPACE
+from devagent.common.errors import DevagentError
 
 # Exit codes: 2 not found, 3 outside the workspace, 4 a folder where a file was meant, 5 not
 # written, 6 not a folder.
@@ -51,7 +52,7 @@ _KINDS = {
 }
 
 
-class OutsideWorkspace(PermissionError):
+class OutsideWorkspace(DevagentError, PermissionError):
     """A file operation named a path outside the session's workspace."""
 
 

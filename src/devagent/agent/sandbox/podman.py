@@ -16,6 +16,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from devagent.common.errors import DevagentError
+
 LABEL = "devagent.sandbox"  # on everything this module creates: a sweep's filter
 SESSION_LABEL = "devagent.session"
 TEMPLATE_LABEL = "devagent.template"
@@ -29,7 +31,7 @@ ENGINE_TIMEOUT = 120.0  # seconds any one engine call may take before it is give
 CLIENT_ENV_KEEP = ("PATH", "XDG_RUNTIME_DIR", "CONTAINER_HOST", "DOCKER_HOST", "LANG")
 
 
-class EngineError(Exception):
+class EngineError(DevagentError):
     """The engine refused or failed; the message is its own error line."""
 
 

@@ -33,12 +33,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from devagent import telemetry
-from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolKind
+from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolErrorType, ToolKind
 from devagent.agent.history.serial import confirmation_to_json
 from devagent.agent.state import PendingCall
 from devagent.agent.subagents.remote_status import StatusReader
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, ToolWaits
 from devagent.agent.tools.output import OUTPUT_MAX_CHARS, head_and_tail
+from devagent.common.errors import DevagentError
 from devagent.common.netpolicy import IPNetwork, check_outbound_url
 from devagent.common.tables import named_tables
 
@@ -128,7 +129,7 @@ def specs(config: CoreConfig) -> dict[str, RemoteAgentSpec]:
 _cards: dict[str, Any] = {}
 
 
-class Refused(Exception):
+class Refused(DevagentError):
     """An outbound call the address policy does not allow."""
 
 
@@ -215,7 +216,9 @@ def _http(config: CoreConfig) -> httpx.AsyncClient:
 def _secret(var: str, what: str) -> str:
     value = os.environ.get(var, "")
     if not value:
-        raise ToolFailure(f"the environment variable {var} ({what}) is not set", "remote_agent_config")
+        raise ToolFailure(
+            f"the environment variable {var} ({what}) is not set", ToolErrorType.REMOTE_AGENT_CONFIG
+        )
     return value
 
 
@@ -321,7 +324,9 @@ async def run(
         round_ = int(p.args.get("round", 0)) + 1
         if answer.get("option") != ANSWER_OPTION:
             await _cancel_quietly(spec, config, task_id)
-            raise ToolFailure(f"the user did not answer the remote agent {spec.name!r}", "not_answered")
+            raise ToolFailure(
+                f"the user did not answer the remote agent {spec.name!r}", ToolErrorType.NOT_ANSWERED
+            )
         text = str(answer.get("new_content") or "")
     message = Message(
         message_id=str(uuid.uuid4()),
@@ -353,17 +358,19 @@ async def run(
         raise ToolFailure(
             f"the remote agent {spec.name!r} did not finish within {config.remote_agent_timeout:g} s "
             "(remote_agent_timeout)",
-            "timeout",
+            ToolErrorType.TIMEOUT,
         ) from None
     except Refused as e:
-        raise ToolFailure(f"the remote agent {spec.name!r} is refused: {e}", "outbound_refused") from None
+        raise ToolFailure(
+            f"the remote agent {spec.name!r} is refused: {e}", ToolErrorType.OUTBOUND_REFUSED
+        ) from None
     except ToolFailure as f:
-        if f.type == "remote_agent_approval":
+        if f.type == ToolErrorType.REMOTE_AGENT_APPROVAL:
             await _cancel_quietly(spec, config, got.task_id)
         raise
     except Exception as e:
         raise ToolFailure(
-            f"the remote agent {spec.name!r} failed: {_said(e)}", "remote_agent_error"
+            f"the remote agent {spec.name!r} failed: {_said(e)}", ToolErrorType.REMOTE_AGENT_ERROR
         ) from None
     if turn_end is not None:  # Gemini CLI's dialect: the turn's end is the answer's
         got.state, got.message = TaskState.TASK_STATE_COMPLETED, turn_end
@@ -425,12 +432,16 @@ async def _client(
             card = await _fetch_card(spec, config, http)
             _cards[spec.card_url] = card
     except Refused as e:
-        raise ToolFailure(f"the remote agent {spec.name!r} is refused: {e}", "outbound_refused") from None
+        raise ToolFailure(
+            f"the remote agent {spec.name!r} is refused: {e}", ToolErrorType.OUTBOUND_REFUSED
+        ) from None
     for interface in card.supported_interfaces:
         try:
             await _check(_as_url(interface.url), config.outbound_networks(), "an endpoint its card names")
         except Refused as e:
-            raise ToolFailure(f"the remote agent {spec.name!r} is refused: {e}", "outbound_refused") from None
+            raise ToolFailure(
+                f"the remote agent {spec.name!r} is refused: {e}", ToolErrorType.OUTBOUND_REFUSED
+            ) from None
     headers = await _auth_headers(spec, http)
 
     def channel(target: str) -> Any:
@@ -498,12 +509,13 @@ async def _outcome(spec: RemoteAgentSpec, got: _Exchange, ctx: ToolContext, roun
         raise ToolWaits([_question(spec, got, ctx.call_id, round_)])
     if got.state == TaskState.TASK_STATE_UNSPECIFIED:
         raise ToolFailure(
-            f"the remote agent {spec.name!r} ended its answer without a state", "remote_agent_error"
+            f"the remote agent {spec.name!r} ended its answer without a state",
+            ToolErrorType.REMOTE_AGENT_ERROR,
         )
     said = await _shown(got.answer(), ctx)
     raise ToolFailure(
         f"the remote agent {spec.name!r} ended {TaskState.Name(got.state)}" + (f": {said}" if said else ""),
-        "remote_agent_" + TaskState.Name(got.state).removeprefix("TASK_STATE_").lower(),
+        ToolErrorType("remote_agent_" + TaskState.Name(got.state).removeprefix("TASK_STATE_").lower()),
     )
 
 

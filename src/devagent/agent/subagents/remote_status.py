@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from devagent.agent.events import Notice
+from devagent.agent.events import Notice, ToolErrorType
 from devagent.agent.tools.base import ToolFailure
 
 if TYPE_CHECKING:
@@ -104,14 +104,16 @@ class StatusReader:
         if not self.coder or state != TaskState.TASK_STATE_INPUT_REQUIRED:
             return None
         if self.error:
-            raise ToolFailure(f"the remote agent {self.agent!r} failed: {self.error}", "remote_agent_error")
+            raise ToolFailure(
+                f"the remote agent {self.agent!r} failed: {self.error}", ToolErrorType.REMOTE_AGENT_ERROR
+            )
         if self.waiting:
             tools = ", ".join(sorted(set(self.waiting.values())))
             raise ToolFailure(
                 f"the remote agent {self.agent!r} waits for approval to run {tools}; devagent does not "
                 "approve a remote agent's tools (let the remote approve them itself, e.g. Gemini CLI's "
                 "a2a-server with GEMINI_YOLO_MODE=true)",
-                "remote_agent_approval",
+                ToolErrorType.REMOTE_AGENT_APPROVAL,
             )
         answer = "".join(self.streamed).strip()
         last = status_text.strip()

@@ -44,26 +44,27 @@ from devagent.agent.events import (
     TextDelta,
     ToolCall,
     ToolCallUpdate,
+    ToolErrorType,
     ToolKind,
     TurnEnd,
     UserPrompt,
 )
 from devagent.agent.history.serial import confirmation_to_json
 from devagent.agent.loop import spending
-from devagent.agent.loop.context import SessionContext
 from devagent.agent.loop.driver import Door, Paused, TurnDriver
 from devagent.agent.models import aliases as model_aliases
 from devagent.agent.settings import user_config_dir
 from devagent.agent.state import PendingCall, SessionState, SubagentOf
 from devagent.agent.subagents import remote as remote_agents
 from devagent.agent.subagents.types import GENERAL, Catalog, load_catalog, narrow
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, ToolWaits
+from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, ToolWaits, Workspace
 from devagent.agent.tools.task import task_tool
 
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm
 
     from devagent.agent.loop.context import ChildSession, CoreServices
+    from devagent.agent.settings import CoreConfig
     from devagent.agent.tools.backends import ToolBackends
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,26 @@ _CHILD_IDS = uuid.UUID("6f1d3a52-9a43-4c1e-9d0b-1c2f7e0a5b31")
 LIVE_CHARS = 2000  # of a subagent's latest text, shown as its task call's live output
 
 
-class Parent(SessionContext, Protocol):
-    """What the subagents need of the session that starts them: its narrow view, with the core
-    that owns it and the door's backends its children inherit."""
+class Parent(Protocol):
+    """What the subagents need of the session that starts them: its id, state, workspace, model,
+    tools and conversation, the settings, the core that owns it and the door's backends its
+    children inherit (`Session` is the one implementation)."""
 
+    id: str
+    state: SessionState
+    workspace: Workspace
     core: CoreServices
     backends: ToolBackends
+
+    @property
+    def config(self) -> CoreConfig: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    def tools(self) -> dict[str, Tool]: ...
+
+    async def messages(self) -> list[pm.ModelMessage]: ...
 
 
 class Subagents:
@@ -139,7 +154,7 @@ class Subagents:
         elif child.state.status == "idle":  # its turn ended before this call's result was stored
             return await self._result(child, None)
         else:
-            raise ToolFailure(f"the subagent's session {child.id} is running elsewhere", "busy")
+            raise ToolFailure(f"the subagent's session {child.id} is running elsewhere", ToolErrorType.BUSY)
         async with self._slots:
             outcome = await self._drive(child, inp, ctx)
         if isinstance(outcome, Paused):
@@ -167,7 +182,9 @@ class Subagents:
         agent = catalog.types.get(name)
         if agent is None:
             known = ", ".join(sorted(catalog.types))
-            raise ToolFailure(f"no subagent type {name!r}; the types are: {known}", "invalid_arguments")
+            raise ToolFailure(
+                f"no subagent type {name!r}; the types are: {known}", ToolErrorType.INVALID_ARGUMENTS
+            )
         parent = self.session.state
         offered = {n: t.kind for n, t in self.session.tools().items()}
         offered.update({t.name: ToolKind.CLIENT for t in parent.client_tools})
@@ -244,7 +261,9 @@ class Subagents:
             else:
                 results.append(ClientResult(inner, answer.get("output"), answer.get("error")))
         if not decisions and not results:
-            raise ToolFailure("the subagent waits for answers this call does not have", "internal")
+            raise ToolFailure(
+                "the subagent waits for answers this call does not have", ToolErrorType.INTERNAL
+            )
         return Resume(decisions, results)
 
     async def _drive(self, child: ChildSession, inp: Input, ctx: ToolContext) -> TurnEnd | Paused:
@@ -299,7 +318,7 @@ class Subagents:
         message = (end.error if end is not None else state.outcome_message) or reason
         if answer:
             message += f"\nIts last answer:\n{answer}"
-        raise ToolFailure(f"the subagent stopped ({reason}): {message}", "subagent_" + reason)
+        raise ToolFailure(f"the subagent stopped ({reason}): {message}", ToolErrorType(f"subagent_{reason}"))
 
     # --- ending ----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from devagent.agent.events import FileDiff
+from devagent.agent.events import FileDiff, ToolErrorType
 from devagent.agent.sandbox.confine import DIR_READ_FLAGS, TEMP_PREFIX, Located, locate, replace_in
 from devagent.agent.tools.base import ToolFailure, Workspace
 
@@ -52,7 +52,7 @@ GLOB_MAGIC = re.compile(r"[*?\[{]")
 
 def _check_args(args: Any) -> dict[str, Any]:
     if not isinstance(args, dict):
-        raise ToolFailure("the arguments must be a JSON object", "invalid_arguments")
+        raise ToolFailure("the arguments must be a JSON object", ToolErrorType.INVALID_ARGUMENTS)
     return args
 
 
@@ -72,13 +72,14 @@ def str_arg(args: dict[str, Any], key: str, *, allow_empty: bool = False) -> str
     """A required string argument."""
     value = _check_args(args).get(key)
     if value is None:
-        raise ToolFailure(f"the argument {key!r} is required", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} is required", ToolErrorType.INVALID_ARGUMENTS)
     if not isinstance(value, str):
         raise ToolFailure(
-            f"the argument {key!r} must be a string, not {type(value).__name__}", "invalid_arguments"
+            f"the argument {key!r} must be a string, not {type(value).__name__}",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     if not allow_empty and not value.strip():
-        raise ToolFailure(f"the argument {key!r} must not be empty", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must not be empty", ToolErrorType.INVALID_ARGUMENTS)
     return value
 
 
@@ -88,7 +89,8 @@ def opt_str_arg(args: dict[str, Any], key: str, default: str | None = None) -> s
         return default
     if not isinstance(value, str):
         raise ToolFailure(
-            f"the argument {key!r} must be a string, not {type(value).__name__}", "invalid_arguments"
+            f"the argument {key!r} must be a string, not {type(value).__name__}",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     return value
 
@@ -100,9 +102,9 @@ def int_arg(args: dict[str, Any], key: str, default: int, *, minimum: int = 0) -
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolFailure(f"the argument {key!r} must be an integer", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must be an integer", ToolErrorType.INVALID_ARGUMENTS)
     if value < minimum:
-        raise ToolFailure(f"the argument {key!r} must be at least {minimum}", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must be at least {minimum}", ToolErrorType.INVALID_ARGUMENTS)
     return value
 
 
@@ -111,7 +113,7 @@ def num_arg(args: dict[str, Any], key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ToolFailure(f"the argument {key!r} must be a positive number", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must be a positive number", ToolErrorType.INVALID_ARGUMENTS)
     return float(value)
 
 
@@ -120,7 +122,7 @@ def bool_arg(args: dict[str, Any], key: str, default: bool = False) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ToolFailure(f"the argument {key!r} must be true or false", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must be true or false", ToolErrorType.INVALID_ARGUMENTS)
     return value
 
 
@@ -128,12 +130,12 @@ def str_list_arg(args: dict[str, Any], key: str, *, required: bool) -> list[str]
     value = _check_args(args).get(key)
     if value is None:
         if required:
-            raise ToolFailure(f"the argument {key!r} is required", "invalid_arguments")
+            raise ToolFailure(f"the argument {key!r} is required", ToolErrorType.INVALID_ARGUMENTS)
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ToolFailure(f"the argument {key!r} must be a list of strings", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must be a list of strings", ToolErrorType.INVALID_ARGUMENTS)
     if required and not value:
-        raise ToolFailure(f"the argument {key!r} must not be empty", "invalid_arguments")
+        raise ToolFailure(f"the argument {key!r} must not be empty", ToolErrorType.INVALID_ARGUMENTS)
     return list(value)
 
 
@@ -171,20 +173,21 @@ def fs_failure(e: OSError, path: str | Path) -> ToolFailure:
     """An OSError of a file operation as the model should read it."""
     shown = str(path)
     if isinstance(e, FileNotFoundError):
-        return ToolFailure(f"{shown!r} does not exist", "not_found")
+        return ToolFailure(f"{shown!r} does not exist", ToolErrorType.NOT_FOUND)
     if isinstance(e, IsADirectoryError):
         return ToolFailure(
-            f"{shown!r} is a directory; use list_directory or glob to see its files", "is_directory"
+            f"{shown!r} is a directory; use list_directory or glob to see its files",
+            ToolErrorType.IS_DIRECTORY,
         )
     if e.errno == errno.ELOOP:
         return ToolFailure(
             f"{shown!r} could not be opened: a symlink appeared on its path while it was opened, or "
             "there are too many symlinks",
-            "os_error",
+            ToolErrorType.OS_ERROR,
         )
     if e.errno == errno.EINVAL and e.strerror == "not a regular file":
-        return ToolFailure(f"{shown!r} is not a regular file", "not_a_file")
-    return ToolFailure(f"{shown!r}: {e.strerror or e}", "os_error")
+        return ToolFailure(f"{shown!r} is not a regular file", ToolErrorType.NOT_A_FILE)
+    return ToolFailure(f"{shown!r}: {e.strerror or e}", ToolErrorType.OS_ERROR)
 
 
 async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -370,7 +373,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(r"(?s:" + _translate(pattern) + r")\Z")
     except re.error as e:
-        raise ToolFailure(f"invalid glob pattern {pattern!r}: {e}", "invalid_arguments") from e
+        raise ToolFailure(f"invalid glob pattern {pattern!r}: {e}", ToolErrorType.INVALID_ARGUMENTS) from e
 
 
 def glob_match(pattern: str, rel: str, *, basename: bool = False) -> bool:
@@ -395,7 +398,7 @@ def split_glob(workspace: Workspace, pattern: str, base: str = ".") -> tuple[Pat
         raise ToolFailure(
             f"the pattern {pattern!r} uses '..' after a wildcard; patterns cannot leave the directory "
             "they start from",
-            "path_outside_workspace",
+            ToolErrorType.PATH_OUTSIDE_WORKSPACE,
         )
     prefix = "/".join(static) if static else ""
     if pattern.startswith("/") and not prefix:

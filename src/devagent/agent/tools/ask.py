@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolKind
+from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -23,24 +23,32 @@ def question_of(args: dict[str, Any]) -> QuestionDetails:
     """The question a call asks, its arguments checked (a ToolFailure says what is wrong)."""
     question = str_arg(args, "question").strip()
     if len(question) > MAX_QUESTION_CHARS:
-        raise ToolFailure(f"the question is longer than {MAX_QUESTION_CHARS} characters", "invalid_arguments")
+        raise ToolFailure(
+            f"the question is longer than {MAX_QUESTION_CHARS} characters", ToolErrorType.INVALID_ARGUMENTS
+        )
     raw = args.get("choices") or []
     if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
-        raise ToolFailure("the argument 'choices' must be a list of strings", "invalid_arguments")
+        raise ToolFailure("the argument 'choices' must be a list of strings", ToolErrorType.INVALID_ARGUMENTS)
     choices = [" ".join(c.split()) for c in raw]
     if any(not c for c in choices):
-        raise ToolFailure("a choice must not be empty", "invalid_arguments")
+        raise ToolFailure("a choice must not be empty", ToolErrorType.INVALID_ARGUMENTS)
     if len(choices) > MAX_CHOICES:
-        raise ToolFailure(f"at most {MAX_CHOICES} choices may be offered", "invalid_arguments")
+        raise ToolFailure(f"at most {MAX_CHOICES} choices may be offered", ToolErrorType.INVALID_ARGUMENTS)
     if any(len(c) > MAX_CHOICE_CHARS for c in choices):
-        raise ToolFailure(f"a choice is longer than {MAX_CHOICE_CHARS} characters", "invalid_arguments")
+        raise ToolFailure(
+            f"a choice is longer than {MAX_CHOICE_CHARS} characters", ToolErrorType.INVALID_ARGUMENTS
+        )
     if len({c.casefold() for c in choices}) != len(choices):
-        raise ToolFailure("the choices must differ from each other", "invalid_arguments")
+        raise ToolFailure("the choices must differ from each other", ToolErrorType.INVALID_ARGUMENTS)
     free = args.get("allow_free_text", True)
     if not isinstance(free, bool):
-        raise ToolFailure("the argument 'allow_free_text' must be true or false", "invalid_arguments")
+        raise ToolFailure(
+            "the argument 'allow_free_text' must be true or false", ToolErrorType.INVALID_ARGUMENTS
+        )
     if len(choices) == 1 and not free:
-        raise ToolFailure("offer at least two choices, or allow a free answer", "invalid_arguments")
+        raise ToolFailure(
+            "offer at least two choices, or allow a free answer", ToolErrorType.INVALID_ARGUMENTS
+        )
     # Without choices, only a free answer can answer it.
     return QuestionDetails(question, choices, free or not choices)
 
@@ -89,5 +97,5 @@ class AskUser(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         answer = ctx.new_content
         if answer is None or not answer.strip():
-            raise ToolFailure("the question was not answered", "not_answered")
+            raise ToolFailure("the question was not answered", ToolErrorType.NOT_ANSWERED)
         return ToolResult(text=f"The user answered: {answer}", data={"answer": answer})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolKind
+from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import bool_arg, num_arg, opt_str_arg, parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import (
     BackgroundProcesses,
@@ -85,14 +85,14 @@ class BackgroundProcessTool(Tool):
     @staticmethod
     def _processes(ctx: ToolContext) -> BackgroundProcesses:
         if ctx.processes is None:
-            raise ToolFailure("background processes are not available here", "unsupported")
+            raise ToolFailure("background processes are not available here", ToolErrorType.UNSUPPORTED)
         return ctx.processes
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         action = str_arg(args, "action")
         if action not in ACTIONS:
             raise ToolFailure(
-                f"action must be one of {', '.join(ACTIONS)}, not {action!r}", "invalid_arguments"
+                f"action must be one of {', '.join(ACTIONS)}, not {action!r}", ToolErrorType.INVALID_ARGUMENTS
             )
         processes = self._processes(ctx)
         if action == "list":
@@ -106,7 +106,7 @@ class BackgroundProcessTool(Tool):
         pid = str_arg(args, "id")
         process = processes.get(pid)
         if process is None:
-            raise ToolFailure(processes.gone(pid, ctx.state.background), "not_found")
+            raise ToolFailure(processes.gone(pid, ctx.state.background), ToolErrorType.NOT_FOUND)
         if action == "stop":
             await process.stop("stopped on request")
             return self._result(process, "")

@@ -26,6 +26,7 @@ from devagent.agent.events import (
     FileDiff,
     FileDiffs,
     GenericDetails,
+    ToolErrorType,
     ToolKind,
 )
 from devagent.agent.sandbox.base import Sandbox
@@ -34,6 +35,7 @@ from devagent.agent.sandbox.none import Unsandboxed
 from devagent.agent.settings import SHELL_TIMEOUT, SHELL_TIMEOUT_MAX
 from devagent.agent.tools.backends import ToolBackends
 from devagent.agent.tools.output import HEAD_CHARS, TAIL_CHARS
+from devagent.common.errors import DevagentError
 from devagent.common.netpolicy import IPNetwork
 
 if TYPE_CHECKING:
@@ -43,10 +45,10 @@ if TYPE_CHECKING:
     from devagent.agent.tools.tty_screen import TtySize
 
 
-class ToolFailure(Exception):
+class ToolFailure(DevagentError):
     """A tool call failed in a way the model should read and may recover from."""
 
-    def __init__(self, message: str, type: str = "tool_error") -> None:
+    def __init__(self, message: str, type: ToolErrorType = ToolErrorType.TOOL_ERROR) -> None:
         super().__init__(message)
         self.message = message
         self.type = type
@@ -68,7 +70,7 @@ class MediaInput:
     pdf: bool = False
 
 
-class ToolWaits(Exception):
+class ToolWaits(DevagentError):
     """A call that cannot finish before questions it relays are answered (its subagent's
     permission requests): `questions` become waiting calls of the session (`PendingCall.via` names
     this call). Once each is answered, the call runs again and finds the answers there."""
@@ -204,9 +206,9 @@ class Workspace:
         if isinstance(path, Path):
             return path if path.is_absolute() else self.primary / path
         if not isinstance(path, str) or not path.strip():
-            raise ToolFailure("a path is required", "invalid_arguments")
+            raise ToolFailure("a path is required", ToolErrorType.INVALID_ARGUMENTS)
         if "\x00" in path:
-            raise ToolFailure("the path contains a NUL byte", "invalid_arguments")
+            raise ToolFailure("the path contains a NUL byte", ToolErrorType.INVALID_ARGUMENTS)
         p = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
         return p if p.is_absolute() else self.primary / p
 
@@ -215,14 +217,14 @@ class Workspace:
             return self._read_only(path)
         return ToolFailure(
             f"path {str(path)!r} is outside the workspace roots ({', '.join(map(str, self.roots))})",
-            "path_outside_workspace",
+            ToolErrorType.PATH_OUTSIDE_WORKSPACE,
         )
 
     @staticmethod
     def _read_only(path: str | Path) -> ToolFailure:
         return ToolFailure(
             f"{str(path)!r} is read-only: read it with read_file; no tool writes there",
-            "read_only_path",
+            ToolErrorType.READ_ONLY_PATH,
         )
 
     def in_read_only_root(self, path: str | Path) -> bool:
@@ -255,9 +257,9 @@ class Workspace:
                 exists = loc.lstat() is not None
                 real = loc.path
         except OSError as e:
-            raise ToolFailure(f"{str(path)!r}: {e.strerror or e}", "os_error") from e
+            raise ToolFailure(f"{str(path)!r}: {e.strerror or e}", ToolErrorType.OS_ERROR) from e
         if must_exist and not exists:
-            raise ToolFailure(f"{str(path)!r} does not exist", "not_found")
+            raise ToolFailure(f"{str(path)!r} does not exist", ToolErrorType.NOT_FOUND)
         return real
 
     def check_writable(self, real: Path, shown: str | Path | None = None) -> None:
@@ -273,20 +275,21 @@ class Workspace:
         for p in self.protected:
             if real == p or real.is_relative_to(p):
                 raise ToolFailure(
-                    f"{what!r} configures devagent or holds its data; no tool may change it", "protected_path"
+                    f"{what!r} configures devagent or holds its data; no tool may change it",
+                    ToolErrorType.PROTECTED_PATH,
                 )
         inside = next((real.relative_to(r) for r in self.roots if real.is_relative_to(r)), None)
         if inside is not None and ".git" in inside.parts:
             raise ToolFailure(
                 f"{what!r} is inside a .git directory, which only git itself may change: "
                 "use git commands (run_shell_command) instead",
-                "protected_path",
+                ToolErrorType.PROTECTED_PATH,
             )
         if inside is not None and inside.name == "HEAD":
             raise ToolFailure(
                 f"{what!r}: a file named HEAD makes its folder a git directory, which only git "
                 "itself may create: use git commands (run_shell_command) instead",
-                "protected_path",
+                ToolErrorType.PROTECTED_PATH,
             )
 
     def display(self, path: Path) -> str:
@@ -303,7 +306,7 @@ class Workspace:
         try:
             self.resolve(path)
         except ToolFailure as e:
-            return e.type != "path_outside_workspace"
+            return e.type != ToolErrorType.PATH_OUTSIDE_WORKSPACE
         return True
 
 

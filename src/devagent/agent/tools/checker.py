@@ -12,11 +12,12 @@ from devagent.agent.sandbox.base import Limits, SandboxError, Streams
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.tools.base import ToolContext
+from devagent.common.errors import DevagentError
 
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes of a checker's report read at most
 
 
-class CheckerUnavailable(Exception):
+class CheckerUnavailable(DevagentError):
     """The checker cannot be started here (the sandbox it must run in is missing, a spawn error)."""
 
 

@@ -20,6 +20,7 @@ import difflib
 from collections import Counter
 from pathlib import Path
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.tools import freshness
 from devagent.agent.tools._util import atomic_write, in_thread, remove_file
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult
@@ -114,7 +115,7 @@ async def after_write(
         raise ToolFailure(
             f"Nothing was written: this change would introduce these problems in {display} "
             f"({found.source}):\n{shown(fresh)}\nThe file is unchanged; correct the change and try again.",
-            "diagnostics",
+            ToolErrorType.DIAGNOSTICS,
         )
     data = result.data if isinstance(result.data, dict) else {}
     if fresh:

@@ -16,6 +16,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.tools._util import BINARY_SNIFF_BYTES
 from devagent.agent.tools.base import ToolFailure, Workspace
 
@@ -83,12 +84,12 @@ def check_before_write(state: SessionState, workspace: Workspace, real: Path, cu
         raise ToolFailure(
             f"{shown} has not been read in this session, so it was not changed: read it first "
             "(read_file), then make the change on what it holds now.",
-            "file_not_read",
+            ToolErrorType.FILE_NOT_READ,
         )
     if seen != mark_of(current):
         raise ToolFailure(
             f"{shown} changed since this session last read or wrote it (a command, the user or "
             "another program changed it), so it was not changed: read it again (read_file), then "
             "make the change on what it holds now.",
-            "file_changed",
+            ToolErrorType.FILE_CHANGED,
         )

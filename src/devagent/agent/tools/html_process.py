@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.tools.base import ToolFailure
 from devagent.agent.tools.html_text import EXIT_MEMORY
@@ -40,7 +41,7 @@ async def convert_html(html: str, url: str) -> tuple[str, str, bool]:
             env=child_env(),
         )
     except OSError as e:
-        raise ToolFailure(f"cannot start the HTML converter: {e}", "conversion_failed") from None
+        raise ToolFailure(f"cannot start the HTML converter: {e}", ToolErrorType.CONVERSION_FAILED) from None
     page = f"{json.dumps(url)}\n{html}".encode("utf-8", "surrogatepass")
     try:
         async with asyncio.timeout(CONVERT_SECONDS):
@@ -49,7 +50,7 @@ async def convert_html(html: str, url: str) -> tuple[str, str, bool]:
         raise ToolFailure(
             f"{url}: its HTML could not be read as text within {CONVERT_SECONDS:g} s (a page this "
             "complex or this broken is not read)",
-            "conversion_timeout",
+            ToolErrorType.CONVERSION_TIMEOUT,
         ) from None
     finally:
         if proc.returncode is None:  # timed out or cancelled
@@ -59,10 +60,12 @@ async def convert_html(html: str, url: str) -> tuple[str, str, bool]:
     if proc.returncode == EXIT_MEMORY or b"MemoryError" in err:
         raise ToolFailure(
             f"{url}: its HTML needs more than {CONVERT_MEMORY // 2**20} MiB to be read as text",
-            "conversion_too_large",
+            ToolErrorType.CONVERSION_TOO_LARGE,
         )
     if proc.returncode != 0:
         said = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        raise ToolFailure(f"{url}: its HTML could not be read as text ({said[0][:200]})", "conversion_failed")
+        raise ToolFailure(
+            f"{url}: its HTML could not be read as text ({said[0][:200]})", ToolErrorType.CONVERSION_FAILED
+        )
     answer = json.loads(out.decode("utf-8", "surrogatepass"))
     return str(answer["title"]), str(answer["text"]), bool(answer["cut"])

@@ -43,7 +43,7 @@ _PRE = "\x02"  # marks a preformatted block's number: \x02N\x02
 _STAND_INS = re.compile("[\x01\x02]")
 
 
-class _Full(Exception):
+class _Full(Exception):  # not a DevagentError: this file runs as a program, devagent not on its path
     """The text reached RAW_MAX_CHARS: the rest of the page is not read."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.tools.findings import Diagnostic
+from devagent.common.errors import DevagentError
 
 _HEADER_LIMIT = 4096  # bytes of headers one message may have
 MESSAGE_LIMIT = 64 * 1024 * 1024  # bytes one message may have
@@ -28,7 +29,7 @@ QUIET_SECONDS = 0.5
 _ANALYSIS = {"typeCheckingMode": "standard", "diagnosticMode": "openFilesOnly"}
 
 
-class ServerFailed(Exception):
+class ServerFailed(DevagentError):
     """The language server ended, broke the protocol or answered with an error."""
 
 

@@ -31,7 +31,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.tools.base import ToolFailure
+from devagent.common.errors import DevagentError
 
 # Typographic punctuation a model writes for ASCII, one character for one (so positions stay).
 _PUNCTUATION = str.maketrans(
@@ -194,7 +196,7 @@ class Match:
     shift: Shift | None = None
 
 
-class Ambiguous(Exception):
+class Ambiguous(DevagentError):
     """The quote matches several places in the loosest pass that found it."""
 
     def __init__(self, starts: list[int], size: int, tolerated: set[str]) -> None:
@@ -600,7 +602,7 @@ def _replace_exact(content: str, old: str, new: str, count: int, replace_all: bo
         raise ToolFailure(
             f"old_string found {count} times in {path}; give more surrounding context to make it "
             "unique, or set replace_all to true to replace every occurrence.",
-            "edit_multiple_matches",
+            ToolErrorType.EDIT_MULTIPLE_MATCHES,
         )
     if replace_all:
         return Replaced(content.replace(old, new), count)
@@ -622,13 +624,13 @@ def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: 
                 f"{describe_kinds(e.tolerated)}:\n{places_text(bodies, e.starts, e.size)}\n"
                 "Read the file again and copy the exact text to replace (whitespace and "
                 "indentation included).",
-                "edit_no_match",
+                ToolErrorType.EDIT_NO_MATCH,
             ) from None
         raise ToolFailure(
             f"old_string is not in {path} exactly, and ignoring {describe_kinds(e.tolerated)} it "
             f"matches {len(e.starts)} places:\n{places_text(bodies, e.starts, e.size)}\n"
             "Give more surrounding lines, copied exactly from the file, to make it unique.",
-            "edit_multiple_matches",
+            ToolErrorType.EDIT_MULTIPLE_MATCHES,
         ) from None
     if match is None:
         raise ToolFailure(
@@ -636,7 +638,7 @@ def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: 
             f"{candidates_text(bodies, quote)}\n"
             "Read the file again and copy the exact text to replace (whitespace and indentation "
             "included).",
-            "edit_no_match",
+            ToolErrorType.EDIT_NO_MATCH,
         )
     rival = indentation_rival(bodies, quote, match)
     if rival is not None:
@@ -650,7 +652,7 @@ def _replace_tolerant(content: str, old: str, new: str, path: str, replace_all: 
             "carried over to the file's without guessing (a line would need less than none, or the "
             "file aligns with spaces after tabs). Give old_string and new_string with the file's own "
             "indentation.",
-            "edit_no_match",
+            ToolErrorType.EDIT_NO_MATCH,
         )
     if "\r\n" not in old and any(term == "\r\n" for _, term in window):
         match.tolerated.add(LINE_ENDINGS)
@@ -708,7 +710,7 @@ def _rival_failure(lines: list[str], match: Match, rival: tuple[int, float], pat
         f"{_span(match.start, n)}:\n{numbered(lines, match.start, n)}\n"
         f"{_span(start, n)}:\n{numbered(lines, start, n)}\n"
         "Copy the exact text of the place you mean (whitespace and indentation included).",
-        "edit_multiple_matches",
+        ToolErrorType.EDIT_MULTIPLE_MATCHES,
     )
 
 

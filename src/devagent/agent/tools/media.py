@@ -8,6 +8,7 @@ import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.tools._util import human_size
 from devagent.agent.tools.base import Attachment, MediaInput, ToolFailure, ToolResult
 
@@ -52,7 +53,7 @@ def too_large(kind: str, size: int, shown: str) -> ToolFailure | None:
     return ToolFailure(
         f"{shown!r} is a {_NAMES[kind]} file of {human_size(size)}; the most read_file reads of one is "
         f"{human_size(limit)}",
-        "file_too_large",
+        ToolErrorType.FILE_TOO_LARGE,
     )
 
 
@@ -62,7 +63,7 @@ def image(data: bytes, kind: str, shown: str, media: MediaInput) -> ToolResult:
     if not media.images:
         raise ToolFailure(
             f"{shown!r} is an image ({what}); the model of this session cannot be shown images",
-            "unsupported_media",
+            ToolErrorType.UNSUPPORTED_MEDIA,
         )
     return ToolResult(
         text=f"[{shown}: {what}, attached for you to look at.]",
@@ -107,7 +108,9 @@ def pdf_text(data: bytes, shown: str) -> PdfText:
             text = page.extract_text() or ""
             parts.append(f"[page {n}]\n{text.rstrip()}\n")
     except Exception as e:  # a malformed file fails in many ways inside pypdf
-        raise ToolFailure(f"{shown!r}: the PDF's text cannot be read ({e})", "unreadable_pdf") from e
+        raise ToolFailure(
+            f"{shown!r}: the PDF's text cannot be read ({e})", ToolErrorType.UNREADABLE_PDF
+        ) from e
     return PdfText("".join(parts), pages, min(pages, MAX_PDF_TEXT_PAGES))
 
 
@@ -118,9 +121,13 @@ def _reader(data: bytes, shown: str) -> PdfReader:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
-            raise ToolFailure(f"{shown!r} is an encrypted PDF; it cannot be read", "unreadable_pdf")
+            raise ToolFailure(
+                f"{shown!r} is an encrypted PDF; it cannot be read", ToolErrorType.UNREADABLE_PDF
+            )
         return reader
     except ToolFailure:
         raise
     except Exception as e:  # a malformed file fails in many ways inside pypdf
-        raise ToolFailure(f"{shown!r} is not a PDF that can be read ({e})", "unreadable_pdf") from e
+        raise ToolFailure(
+            f"{shown!r} is not a PDF that can be read ({e})", ToolErrorType.UNREADABLE_PDF
+        ) from e

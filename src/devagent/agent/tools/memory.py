@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import ConfirmationDetails, ToolKind
+from devagent.agent.events import ConfirmationDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import (
     atomic_write,
     file_diff,
@@ -78,7 +78,7 @@ def _fact(args: dict[str, Any]) -> str:
     if fact.startswith("- "):
         fact = fact[2:].strip()
     if not fact:
-        raise ToolFailure("the argument 'fact' must not be empty", "invalid_arguments")
+        raise ToolFailure("the argument 'fact' must not be empty", ToolErrorType.INVALID_ARGUMENTS)
     return fact
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from devagent.agent.events import ConfirmationDetails, FileDiff, FileDiffs, ToolKind
+from devagent.agent.events import ConfirmationDetails, FileDiff, FileDiffs, ToolErrorType, ToolKind
 from devagent.agent.tools import freshness
 from devagent.agent.tools._util import (
     BINARY_SNIFF_BYTES,
@@ -106,7 +106,7 @@ class ApplyPatch(Tool):
             raise ToolFailure(
                 "the user's own version of the content applies to one file, and this patch changes "
                 f"{len(changes)} files (or moves or deletes one); nothing was written",
-                "invalid_arguments",
+                ToolErrorType.INVALID_ARGUMENTS,
             )
         results = await _apply(ctx, changes)
         return _result(ctx, changes, results)
@@ -137,7 +137,7 @@ async def _plan(ctx: ToolContext, ops: list[FileOp]) -> list[_Change]:
             raise ToolFailure(
                 f"invalid patch: {shown} is named twice{also}; put all of a file's changes under one "
                 "'*** Update File' header. Nothing was changed.",
-                "invalid_patch",
+                ToolErrorType.INVALID_PATCH,
             )
         named[real] = shown
 
@@ -157,7 +157,7 @@ async def _plan(ctx: ToolContext, ops: list[FileOp]) -> list[_Change]:
                     raise ToolFailure(
                         f"{op.path}: cannot move it to {op.move_to}: that file exists. Delete it in the "
                         "patch first, or choose another name. Nothing was changed.",
-                        "file_exists",
+                        ToolErrorType.FILE_EXISTS,
                     )
                 change.dest = dest
         changes.append(change)
@@ -170,23 +170,25 @@ def _planned(op: FileOp, real: Path, text: str | None) -> _Change:
             raise ToolFailure(
                 f"{op.path}: cannot add it: it exists. Use '*** Update File: {op.path}' to change it. "
                 "Nothing was changed.",
-                "file_exists",
+                ToolErrorType.FILE_EXISTS,
             )
         return _Change("add", op.path, real, None, op.content)
     if text is None:
         hint = "" if op.action == "delete" else f" Use '*** Add File: {op.path}' to create it."
         raise ToolFailure(
             f"{op.path}: cannot {op.action} it: it does not exist.{hint} Nothing was changed.",
-            "not_found",
+            ToolErrorType.NOT_FOUND,
         )
     if op.action == "delete":
         return _Change("delete", op.path, real, text, None)
     if "\x00" in text[:BINARY_SNIFF_BYTES]:
-        raise ToolFailure(f"{op.path}: it is a binary file; a patch cannot change it", "binary_file")
+        raise ToolFailure(
+            f"{op.path}: it is a binary file; a patch cannot change it", ToolErrorType.BINARY_FILE
+        )
     new, notes = apply_update(text, op.chunks, op.path)
     if new == text and op.move_to is None:
         raise ToolFailure(
-            f"{op.path}: the patch changes nothing in it. Nothing was changed.", "edit_no_change"
+            f"{op.path}: the patch changes nothing in it. Nothing was changed.", ToolErrorType.EDIT_NO_CHANGE
         )
     return _Change("update", op.path, real, text, new, notes=notes)
 

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.tools.base import ToolFailure
 from devagent.agent.tools.matching import (
     Ambiguous,
@@ -82,7 +83,7 @@ class FileOp:
 
 def _invalid(message: str, line: int | None = None) -> ToolFailure:
     where = f" (patch line {line})" if line is not None else ""
-    return ToolFailure(f"invalid patch{where}: {message}. Nothing was changed.", "invalid_patch")
+    return ToolFailure(f"invalid patch{where}: {message}. Nothing was changed.", ToolErrorType.INVALID_PATCH)
 
 
 def _unwrap(text: str) -> list[str]:
@@ -123,7 +124,7 @@ def _unified_diff(lines: list[str]) -> ToolFailure | None:
         "*** End Patch\n"
         "Lines are ' ' context, '-' removed and '+' added as in a unified diff; the '@@' line names "
         "a line of the file above the change (or is bare). Nothing was changed.",
-        "invalid_patch",
+        ToolErrorType.INVALID_PATCH,
     )
 
 
@@ -293,7 +294,7 @@ def apply_update(content: str, chunks: list[Chunk], path: str) -> tuple[str, lis
                 "cannot be carried over to the file's without guessing (a line would need less than "
                 "none, or the file aligns with spaces after tabs). Give the lines with the file's own "
                 "indentation. Nothing was changed.",
-                "patch_context_not_found",
+                ToolErrorType.PATCH_CONTEXT_NOT_FOUND,
             )
         lines, origin = adapted
         placed.append(
@@ -324,7 +325,7 @@ def _seek_chunk(
                 f"{f' after line {cursor}' if cursor else ''}:\n{places_text(bodies, e.starts, e.size)}\n"
                 "Add an '@@' line naming the class or function they are in, or more context lines, "
                 "to tell which is meant. Nothing was changed.",
-                "patch_ambiguous",
+                ToolErrorType.PATCH_AMBIGUOUS,
             ) from None
         if found is not None:
             return found, old, new
@@ -350,7 +351,7 @@ def _not_found(
         f"{path}: {what} not found{after}, not even ignoring trailing whitespace, "
         f"indentation, tabs against spaces and typographic quotes and dashes:\n{shown}\n"
         f"{candidates_text(bodies, quote)}\n{fix} Nothing was changed.",
-        "patch_context_not_found",
+        ToolErrorType.PATCH_CONTEXT_NOT_FOUND,
     )
 
 

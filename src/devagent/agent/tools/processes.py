@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.base import Started
 from devagent.agent.sandbox.groups import KILL_GRACE, kill_group, signal_group, wait_exit
 from devagent.agent.tools.base import ToolFailure
@@ -256,23 +257,27 @@ class BackgroundProcess:
         """Writes `text` to its input (then closes it, with `close`). To a pty process: its keys
         (`tty_keys`), and `close` types the end of file (Ctrl-D) rather than closing the terminal."""
         if self.ended:
-            raise ToolFailure(f"{self.id} has ended ({self.state}): nothing reads its input", "process_ended")
+            raise ToolFailure(
+                f"{self.id} has ended ({self.state}): nothing reads its input", ToolErrorType.PROCESS_ENDED
+            )
         if self._input_fd < 0:
-            raise ToolFailure(f"the input of {self.id} was closed already", "input_closed")
+            raise ToolFailure(f"the input of {self.id} was closed already", ToolErrorType.INPUT_CLOSED)
         data = text.encode("utf-8") if self.screen is None else keys(text) + (b"\x04" if close else b"")
         try:
             await _write_all(self._input_fd, data)
         except BrokenPipeError:
             self._close_input()
-            raise ToolFailure(f"{self.id} closed its input: it reads no more", "input_closed") from None
+            raise ToolFailure(
+                f"{self.id} closed its input: it reads no more", ToolErrorType.INPUT_CLOSED
+            ) from None
         except TimeoutError:
             raise ToolFailure(
                 f"{self.id} did not read its input within {INPUT_TIMEOUT:g} s; part of it may be unwritten",
-                "input_blocked",
+                ToolErrorType.INPUT_BLOCKED,
             ) from None
         except OSError as e:  # EIO: the pty has no reader left
             raise ToolFailure(
-                f"{self.id} has left its terminal: nothing reads its input ({e})", "input_closed"
+                f"{self.id} has left its terminal: nothing reads its input ({e})", ToolErrorType.INPUT_CLOSED
             ) from None
         if close and self.screen is None:
             self._close_input()
@@ -391,13 +396,13 @@ class ProcessRegistry:
         server is stopping or the session or its caller has all it may have. Nothing is awaited:
         starts running at once each get their own place."""
         if self._closed:
-            raise ToolFailure("the server is stopping: no process may start", "unsupported")
+            raise ToolFailure("the server is stopping: no process may start", ToolErrorType.UNSUPPORTED)
         mine = self.held(session_id)
         if mine >= MAX_RUNNING:
             raise ToolFailure(
                 f"{mine} background processes of this session are running or starting, the most "
                 "there may be: stop one first (background_process, action `stop`)",
-                "too_many_processes",
+                ToolErrorType.TOO_MANY_PROCESSES,
             )
         theirs = self.held(caller=caller) if self.per_caller > 0 else 0
         if self.per_caller > 0 and theirs >= self.per_caller:
@@ -406,7 +411,7 @@ class ProcessRegistry:
                 f"{who} has {theirs} background processes running or starting across its sessions, "
                 "the most one caller may have on this server: stop one first (background_process, "
                 "action `stop`, in the session that started it)",
-                "too_many_processes",
+                ToolErrorType.TOO_MANY_PROCESSES,
             )
         numbers = [str(r.get("id", ""))[2:] for r in records if str(r.get("id", "")).startswith("bg")]
         number = 1 + max([int(n) for n in numbers if n.isdigit()] + [self._numbers.get(session_id, 0)])
@@ -535,7 +540,9 @@ class SessionProcesses:
         del records[: max(0, len(records) - RECORDS_KEPT)]
         if slot.stopped_why:  # the session's processes were stopped while this one started
             await process.stop(slot.stopped_why)
-            raise ToolFailure(f"{slot.pid} was stopped as it started: {slot.stopped_why}", "cancelled")
+            raise ToolFailure(
+                f"{slot.pid} was stopped as it started: {slot.stopped_why}", ToolErrorType.CANCELLED
+            )
         return process
 
     def gone(self, pid: str, records: list[dict[str, Any]]) -> str:

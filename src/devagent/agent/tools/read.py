@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from devagent.agent.events import ToolKind
+from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools import freshness, media
 from devagent.agent.tools._util import (
     GLOB_MAGIC,
@@ -128,7 +128,7 @@ def _read_disk(ctx: ToolContext, path: str, offset: int, limit: int, paging: boo
             raise ToolFailure(
                 f"{path!r} is a binary file ({human_size(size)}); only text files, images and PDFs can be "
                 "read",
-                "binary_file",
+                ToolErrorType.BINARY_FILE,
             )
         return _Read(_read_lines(f, offset, limit, MAX_BYTES, numbers=True), real)
 
@@ -168,7 +168,7 @@ async def _read_client(
         return await in_thread(_read_disk, ctx, path, offset, limit, paging)
     content = await ctx.backends.files.read_text(real)
     if content is None:
-        raise ToolFailure(f"{path!r} does not exist", "not_found")
+        raise ToolFailure(f"{path!r} does not exist", ToolErrorType.NOT_FOUND)
     raw = io.BytesIO(content.encode("utf-8", errors="surrogatepass"))
     lines = _read_lines(raw, offset, limit, MAX_BYTES, numbers=True)
     lines.mark = freshness.mark_of(content)  # the client's text exactly, as an edit will see it
@@ -230,7 +230,8 @@ def _shown(path: str, got: _Read, offset: int) -> ToolResult:
         return ToolResult(text=got.note + "[the file is empty]", data={"path": path, "total_lines": 0})
     if offset > lines.total:
         raise ToolFailure(
-            f"offset {offset} is past the end of {path!r}, which has {lines.total} lines", "invalid_arguments"
+            f"offset {offset} is past the end of {path!r}, which has {lines.total} lines",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     truncated = lines.first > 1 or lines.last < lines.total
     header = got.note
@@ -263,7 +264,7 @@ def _expand(
     try:
         candidates = _candidates(workspace, entry)
     except ToolFailure as e:
-        if e.type != "not_found":
+        if e.type != ToolErrorType.NOT_FOUND:
             raise  # outside the workspace: refused, not skipped
         skipped.append(f"{entry} (does not exist)")
         return found
@@ -277,7 +278,7 @@ def _expand(
             try:
                 real = workspace.resolve(p)
             except ToolFailure as e:
-                if e.type == "path_outside_workspace":
+                if e.type == ToolErrorType.PATH_OUTSIDE_WORKSPACE:
                     skipped.append(f"{display} (a symlink pointing outside the workspace)")
                 continue
             status = file_status(real, workspace)

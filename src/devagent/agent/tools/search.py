@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from devagent.agent.events import ToolKind
+from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.sandbox.confine import TEMP_PREFIX
 from devagent.agent.tools._util import (
     SKIP_DIRS,
@@ -43,6 +43,7 @@ from devagent.agent.tools._util import (
     walk_files,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.common.errors import DevagentError
 
 # Defaults of the listing and search caps.
 LIST_MAX_ENTRIES = 1000
@@ -88,10 +89,13 @@ class ListDirectory(Tool):
         try:
             fd = open_walk(workspace, real)
         except OSError as e:
-            raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
+            raise ToolFailure(
+                f"cannot list {workspace.display(real)}: {e.strerror}", ToolErrorType.OS_ERROR
+            ) from e
         if fd is None:
             raise ToolFailure(
-                f"{path!r} is a file, not a directory; use read_file to read it", "not_a_directory"
+                f"{path!r} is a file, not a directory; use read_file to read it",
+                ToolErrorType.NOT_A_DIRECTORY,
             )
         try:
             return self._entries(workspace, real, fd, ignore)
@@ -103,7 +107,9 @@ class ListDirectory(Tool):
             # The directory listed is the one opened through the confined walk.
             scanned = sorted(os.scandir(fd), key=lambda e: e.name)
         except OSError as e:
-            raise ToolFailure(f"cannot list {workspace.display(real)}: {e.strerror}", "os_error") from e
+            raise ToolFailure(
+                f"cannot list {workspace.display(real)}: {e.strerror}", ToolErrorType.OS_ERROR
+            ) from e
         dirs: list[str] = []
         files: list[str] = []
         entries: list[dict[str, Any]] = []
@@ -175,14 +181,14 @@ class Glob(Tool):
         path = opt_str_arg(args, "path", ".") or "."
         sort = opt_str_arg(args, "sort", "mtime")
         if sort not in ("mtime", "name"):
-            raise ToolFailure("sort must be 'mtime' or 'name'", "invalid_arguments")
+            raise ToolFailure("sort must be 'mtime' or 'name'", ToolErrorType.INVALID_ARGUMENTS)
         return await in_thread(self._glob, ctx.workspace, pattern, path, sort == "mtime")
 
     def _glob(self, workspace: Workspace, pattern: str, path: str, by_mtime: bool) -> ToolResult:
         start = workspace.resolve(path, must_exist=True)
         status = file_status(start, workspace)
         if status is None or not stat.S_ISDIR(status.st_mode):
-            raise ToolFailure(f"{path!r} is not a directory", "not_a_directory")
+            raise ToolFailure(f"{path!r} is not a directory", ToolErrorType.NOT_A_DIRECTORY)
         base, rest = split_glob(workspace, pattern, str(start))
         found: list[tuple[float, Path]] = []  # (mtime, path)
         fd = open_walk(workspace, base)
@@ -240,7 +246,7 @@ def ripgrep() -> str | None:
     return shutil.which("rg") if USE_RIPGREP else None
 
 
-class _RgUnsupported(Exception):
+class _RgUnsupported(DevagentError):
     """ripgrep refused a pattern Python accepts (look-around, back-references)."""
 
 
@@ -287,16 +293,16 @@ def grep_query(args: dict[str, Any]) -> GrepQuery:
     multiline = bool_arg(args, "multiline", False)
     output = opt_str_arg(args, "output", "content") or "content"
     if output not in GREP_OUTPUTS:
-        raise ToolFailure(f"output must be one of {', '.join(GREP_OUTPUTS)}", "invalid_arguments")
+        raise ToolFailure(f"output must be one of {', '.join(GREP_OUTPUTS)}", ToolErrorType.INVALID_ARGUMENTS)
     context = int_arg(args, "context", 0)
     before, after = int_arg(args, "before", context), int_arg(args, "after", context)
     if max(before, after) > GREP_MAX_CONTEXT:
-        raise ToolFailure(f"at most {GREP_MAX_CONTEXT} context lines", "invalid_arguments")
+        raise ToolFailure(f"at most {GREP_MAX_CONTEXT} context lines", ToolErrorType.INVALID_ARGUMENTS)
     if not multiline and ("\n" in pattern or (not fixed and _NEWLINE_ESCAPE.search(pattern))):
         raise ToolFailure(
             "the pattern holds a line break, which a line never contains: set multiline to true "
             "to match across lines",
-            "invalid_arguments",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     flags = (re.IGNORECASE if ignore_case else 0) | (re.MULTILINE if multiline else 0)
     try:
@@ -305,7 +311,7 @@ def grep_query(args: dict[str, Any]) -> GrepQuery:
         raise ToolFailure(
             f"invalid regular expression {pattern!r}: {e}. Escape special characters such as ( [ . * "
             "with a backslash to match them literally, or set fixed_strings to true.",
-            "invalid_regex",
+            ToolErrorType.INVALID_REGEX,
         ) from e
     include = opt_str_arg(args, "include")
     if include:
@@ -533,7 +539,8 @@ async def _grep_rg(rg: str, workspace: Workspace, query: GrepQuery, base: Path) 
         proc.kill()
         await proc.wait()
         raise ToolFailure(
-            f"the search took longer than {GREP_TIMEOUT:.0f} s; narrow it with path or include", "timeout"
+            f"the search took longer than {GREP_TIMEOUT:.0f} s; narrow it with path or include",
+            ToolErrorType.TIMEOUT,
         ) from e
     except BaseException:
         if proc.returncode is None:

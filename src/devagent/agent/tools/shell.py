@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolKind
+from devagent.agent.events import ConfirmationDetails, ExecuteDetails, ToolErrorType, ToolKind
 from devagent.agent.sandbox.base import Limits, Sandbox, SandboxError, Started
 from devagent.agent.sandbox.childenv import child_env
 from devagent.agent.sandbox.gitguard import granted_env
@@ -76,7 +76,7 @@ async def start_command(
     terminal), and it never outlives the server; else its input is closed."""
     sandbox = ctx.sandbox
     if (why := sandbox.refuses(cwd)) is not None:
-        raise ToolFailure(why, "sandbox_unavailable")
+        raise ToolFailure(why, ToolErrorType.SANDBOX_UNAVAILABLE)
     # An allow-list, never the server's environment (tokens, database URL, provider keys stay in
     # the server).
     env = child_env(
@@ -97,7 +97,7 @@ async def start_command(
             lasting=background,
         )
     except SandboxError as e:
-        raise ToolFailure(str(e), "sandbox_unavailable") from e
+        raise ToolFailure(str(e), ToolErrorType.SANDBOX_UNAVAILABLE) from e
 
 
 async def _follow_command(
@@ -261,7 +261,7 @@ class RunShellCommand(Tool):
         directory = opt_str_arg(args, "directory", ".") or "."
         real = ctx.workspace.resolve(directory, must_exist=True)
         if not real.is_dir():
-            raise ToolFailure(f"{directory!r} is not a directory", "not_a_directory")
+            raise ToolFailure(f"{directory!r} is not a directory", ToolErrorType.NOT_A_DIRECTORY)
         return str(real)
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
@@ -282,7 +282,7 @@ class RunShellCommand(Tool):
         background = bool_arg(args, "background") or tty is not None
         limit = TimeLimit.of(num_arg(args, "timeout"), ctx)
         if ctx.cancelled.is_set():
-            raise ToolFailure("the command was cancelled before it started", "cancelled")
+            raise ToolFailure("the command was cancelled before it started", ToolErrorType.CANCELLED)
         # Under a prefix grant, git starts no program its configuration names.
         guard = granted_env() if ctx.granted else {}
         if background:
@@ -322,10 +322,11 @@ class RunShellCommand(Tool):
         await ctx.live(text)
         if outcome == "timeout":
             raise ToolFailure(
-                f"the command {limit.timed_out()} and was killed. Output so far:\n{text}", "timeout"
+                f"the command {limit.timed_out()} and was killed. Output so far:\n{text}",
+                ToolErrorType.TIMEOUT,
             )
         if outcome == "cancelled":
-            raise ToolFailure(f"the command was cancelled. Output so far:\n{text}", "cancelled")
+            raise ToolFailure(f"the command was cancelled. Output so far:\n{text}", ToolErrorType.CANCELLED)
         notes = limit.notes()
         if outcome == "detached":
             notes.append(
@@ -353,7 +354,7 @@ class RunShellCommand(Tool):
         run in the client's terminal are the client's."""
         missing = ctx.sandbox.unavailable()
         if missing is not None and ctx.backends.commands is None:
-            raise ToolFailure(missing, "sandbox_unavailable")
+            raise ToolFailure(missing, ToolErrorType.SANDBOX_UNAVAILABLE)
 
     async def _start_background(
         self,
@@ -369,7 +370,7 @@ class RunShellCommand(Tool):
                 "background processes are not available here (commands run in the client's terminal)"
                 if ctx.backends.commands is not None
                 else "background processes are not available here",
-                "unsupported",
+                ToolErrorType.UNSUPPORTED,
             )
         self._check_can_run(ctx)
         process = await ctx.processes.start(command, cwd, ctx, guard, tty)
@@ -461,7 +462,8 @@ def _tty_size(args: dict[str, Any]) -> TtySize | None:
         for key in ("rows", "cols"):
             if args.get(key) is not None:
                 raise ToolFailure(
-                    f"{key!r} is the size of a terminal: pass `tty: true` too", "invalid_arguments"
+                    f"{key!r} is the size of a terminal: pass `tty: true` too",
+                    ToolErrorType.INVALID_ARGUMENTS,
                 )
         return None
     rows = int_arg(args, "rows", TTY_ROWS[0], minimum=TTY_ROWS[1])
@@ -469,7 +471,7 @@ def _tty_size(args: dict[str, Any]) -> TtySize | None:
     if rows > TTY_ROWS[2] or cols > TTY_COLS[2]:
         raise ToolFailure(
             f"a terminal has at most {TTY_ROWS[2]} rows and {TTY_COLS[2]} columns here",
-            "invalid_arguments",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     return TtySize(rows, cols)
 

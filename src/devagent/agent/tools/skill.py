@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import ToolKind
+from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools._util import SKIP_DIRS, in_thread, parameter, parameters_schema, str_arg, walk_files
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
 from devagent.agent.tools.skill_catalog import Skill, Skills
@@ -40,7 +40,9 @@ class SkillTool(Tool):
         skill = self.skills.get(name)
         if skill is None:
             known = ", ".join(self.skills.names()) or "none"
-            raise ToolFailure(f"there is no skill {name!r}; the skills are: {known}", "invalid_arguments")
+            raise ToolFailure(
+                f"there is no skill {name!r}; the skills are: {known}", ToolErrorType.INVALID_ARGUMENTS
+            )
         files, more = await in_thread(skill_files, skill, ctx.workspace)
         listing = "\n".join(f"- {f}" for f in files) or "(none)"
         if more:

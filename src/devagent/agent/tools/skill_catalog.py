@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.shown import SKILL_FILE, USER_SKILLS
 from devagent.agent.tools import front_matter
 from devagent.agent.tools.base import ToolFailure, Workspace
@@ -206,7 +207,7 @@ def _read_workspace(workspace: Workspace, folder: Path, warnings: list[str]) -> 
         except FileNotFoundError:
             continue
         except ToolFailure as e:
-            if e.type != "not_found":
+            if e.type != ToolErrorType.NOT_FOUND:
                 warnings.append(f"{path}: {e.message}")
         except (OSError, ValueError, UnicodeDecodeError) as e:
             warnings.append(f"{path}: {e}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devagent.agent.events import ToolKind
+from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools._util import parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -38,7 +38,7 @@ class Task(Tool):
         str_arg(args, "description")
         str_arg(args, "prompt")
         if ctx.subagents is None:
-            raise ToolFailure("subagents are not available here", "unavailable")
+            raise ToolFailure("subagents are not available here", ToolErrorType.UNAVAILABLE)
         return await ctx.subagents.run(args, ctx)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devagent.agent.events import ToolKind
+from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools._util import parameter, parameters_schema
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -25,27 +25,33 @@ def render_todos(todos: list[dict[str, Any]]) -> str:
 
 def _validate(args: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(args, dict):
-        raise ToolFailure("the arguments must be a JSON object", "invalid_arguments")
+        raise ToolFailure("the arguments must be a JSON object", ToolErrorType.INVALID_ARGUMENTS)
     raw = args.get("todos")
     if not isinstance(raw, list):
-        raise ToolFailure("the argument 'todos' must be a list of {description, status}", "invalid_arguments")
+        raise ToolFailure(
+            "the argument 'todos' must be a list of {description, status}", ToolErrorType.INVALID_ARGUMENTS
+        )
     todos: list[dict[str, Any]] = []
     for i, item in enumerate(raw, start=1):
         if not isinstance(item, dict):
-            raise ToolFailure(f"todo {i} must be an object with description and status", "invalid_arguments")
+            raise ToolFailure(
+                f"todo {i} must be an object with description and status", ToolErrorType.INVALID_ARGUMENTS
+            )
         description = item.get("description")
         status = item.get("status", "pending")
         if not isinstance(description, str) or not description.strip():
-            raise ToolFailure(f"todo {i} needs a non-empty description", "invalid_arguments")
+            raise ToolFailure(f"todo {i} needs a non-empty description", ToolErrorType.INVALID_ARGUMENTS)
         if status not in STATUSES:
             raise ToolFailure(
-                f"todo {i} has status {status!r}; use one of {', '.join(STATUSES)}", "invalid_arguments"
+                f"todo {i} has status {status!r}; use one of {', '.join(STATUSES)}",
+                ToolErrorType.INVALID_ARGUMENTS,
             )
         todos.append({"description": " ".join(description.split()), "status": status})
     active = sum(1 for t in todos if t["status"] == "in_progress")
     if active > 1:
         raise ToolFailure(
-            f"{active} todos are in_progress; at most one may be in progress at a time", "invalid_arguments"
+            f"{active} todos are in_progress; at most one may be in progress at a time",
+            ToolErrorType.INVALID_ARGUMENTS,
         )
     return todos
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolKind
+from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import human_size, in_thread, int_arg, parameter, parameters_schema, str_arg
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.html_process import convert_html
@@ -59,7 +59,7 @@ def url_arg(args: dict[str, Any]) -> str:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ToolFailure(f"{url!r} is not an http:// or https:// URL", "invalid_arguments")
+        raise ToolFailure(f"{url!r} is not an http:// or https:// URL", ToolErrorType.INVALID_ARGUMENTS)
     return url
 
 
@@ -69,7 +69,7 @@ async def checked_address(url: str, allow: tuple[IPNetwork, ...]) -> str:
         url, allow_private=False, what="the URL", hint=_POLICY_HINT, allow=allow
     )
     if reason or ip is None:
-        raise ToolFailure(f"cannot fetch {url}: {reason}", "address_refused")
+        raise ToolFailure(f"cannot fetch {url}: {reason}", ToolErrorType.ADDRESS_REFUSED)
     return ip
 
 
@@ -96,10 +96,12 @@ async def fetch_page(url: str, allow: tuple[IPNetwork, ...]) -> Page:
                     ctype = resp.headers.get("content-type", "")
                     return Page(url, resp.status_code, _media_type(ctype), _charset(ctype), body, cut)
     except (TimeoutError, httpx.TimeoutException) as e:
-        raise ToolFailure(f"cannot fetch {url}: no answer within {WEB_FETCH_TIMEOUT:g} s", "timeout") from e
+        raise ToolFailure(
+            f"cannot fetch {url}: no answer within {WEB_FETCH_TIMEOUT:g} s", ToolErrorType.TIMEOUT
+        ) from e
     except httpx.HTTPError as e:
-        raise ToolFailure(f"cannot fetch {url}: {e or type(e).__name__}", "network_error") from e
-    raise ToolFailure(f"{url}: more than {WEB_MAX_REDIRECTS} redirects", "too_many_redirects")
+        raise ToolFailure(f"cannot fetch {url}: {e or type(e).__name__}", ToolErrorType.NETWORK_ERROR) from e
+    raise ToolFailure(f"{url}: more than {WEB_MAX_REDIRECTS} redirects", ToolErrorType.TOO_MANY_REDIRECTS)
 
 
 async def _read_body(resp: Any, limit: int) -> tuple[bytes, bool]:
@@ -146,7 +148,7 @@ async def page_text(page: Page) -> tuple[str, str, bool]:
         raise ToolFailure(
             f"{page.url} is not text ({page.content_type or 'binary'}, {len(page.body)} bytes read); "
             "web_fetch reads web pages and text files",
-            "not_text",
+            ToolErrorType.NOT_TEXT,
         )
     return "", await in_thread(_decode, page.body, page.charset or "utf-8"), False
 
@@ -185,11 +187,11 @@ class WebFetch(Tool):
         title, text, text_cut = await page_text(page)
         if page.status >= 400:
             excerpt = " ".join(text[:1000].split())
-            raise ToolFailure(f"{page.url} answered HTTP {page.status}: {excerpt}", "http_error")
+            raise ToolFailure(f"{page.url} answered HTTP {page.status}: {excerpt}", ToolErrorType.HTTP_ERROR)
         if offset and offset >= len(text):
             raise ToolFailure(
                 f"offset {offset} is past the end of the page's text ({len(text)} characters)",
-                "invalid_arguments",
+                ToolErrorType.INVALID_ARGUMENTS,
             )
         return _page_result(url, page, title, text, offset, text_cut)
 
@@ -254,9 +256,9 @@ class WebSearch(Tool):
 
         query = str_arg(args, "query").strip()
         if not query:
-            raise ToolFailure("the query is empty", "invalid_arguments")
+            raise ToolFailure("the query is empty", ToolErrorType.INVALID_ARGUMENTS)
         if not ctx.web_search_url:
-            raise ToolFailure("web search is not configured on this server", "unavailable")
+            raise ToolFailure("web search is not configured on this server", ToolErrorType.UNAVAILABLE)
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if ctx.web_search_key:
             headers["Authorization"] = f"Bearer {ctx.web_search_key}"
@@ -268,9 +270,11 @@ class WebSearch(Tool):
                     body, _cut = await _read_body(resp, WEB_SEARCH_MAX_BYTES)
                     status = resp.status_code
         except httpx.HTTPError as e:
-            raise ToolFailure(f"the search service failed: {e or type(e).__name__}", "network_error") from e
+            raise ToolFailure(
+                f"the search service failed: {e or type(e).__name__}", ToolErrorType.NETWORK_ERROR
+            ) from e
         if status >= 400:
-            raise ToolFailure(f"the search service answered HTTP {status}", "http_error")
+            raise ToolFailure(f"the search service answered HTTP {status}", ToolErrorType.HTTP_ERROR)
         return search_result(query, body)
 
 
@@ -280,10 +284,10 @@ def search_result(query: str, body: bytes) -> ToolResult:
     try:
         answer = json.loads(body)
     except ValueError as e:
-        raise ToolFailure("the search service did not answer with JSON", "bad_response") from e
+        raise ToolFailure("the search service did not answer with JSON", ToolErrorType.BAD_RESPONSE) from e
     results = answer.get("results") if isinstance(answer, dict) else None
     if not isinstance(results, list):
-        raise ToolFailure("the search service's answer has no list of results", "bad_response")
+        raise ToolFailure("the search service's answer has no list of results", ToolErrorType.BAD_RESPONSE)
     found = [r for r in results if isinstance(r, dict) and isinstance(r.get("url"), str)][:WEB_SEARCH_RESULTS]
     if not found:
         return ToolResult(text=f"No results for {query!r}.", data={"results": []})

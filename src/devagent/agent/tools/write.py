@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.events import ConfirmationDetails, FileDiff, ToolKind
+from devagent.agent.events import ConfirmationDetails, FileDiff, ToolErrorType, ToolKind
 from devagent.agent.tools import diagnostics, freshness, syntax
 from devagent.agent.tools._util import (
     BINARY_SNIFF_BYTES,
@@ -86,7 +86,7 @@ async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | 
     ctx.workspace.check_writable(real, path)
     status = await in_thread(file_status, real, ctx.workspace)
     if status is not None and stat.S_ISDIR(status.st_mode):
-        raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
+        raise ToolFailure(f"{path!r} is a directory; give a file path", ToolErrorType.IS_DIRECTORY)
     return real, await files.read_text(real)
 
 
@@ -124,7 +124,7 @@ def _current(workspace: Workspace, path: str) -> tuple[Path, str | None]:
     if status is None:
         return real, None
     if stat.S_ISDIR(status.st_mode):
-        raise ToolFailure(f"{path!r} is a directory; give a file path", "is_directory")
+        raise ToolFailure(f"{path!r} is a directory; give a file path", ToolErrorType.IS_DIRECTORY)
     try:
         return real, read_text(real, workspace)
     except FileNotFoundError:
@@ -139,7 +139,7 @@ def _content(ctx: ToolContext, proposed: str | None) -> tuple[str, bool]:
     modified = ctx.new_content is not None and ctx.new_content != proposed
     content = ctx.new_content if ctx.new_content is not None else proposed
     if content is None:  # pragma: no cover - callers pass one of the two
-        raise ToolFailure("there is no content to write", "invalid_arguments")
+        raise ToolFailure("there is no content to write", ToolErrorType.INVALID_ARGUMENTS)
     return content, modified
 
 
@@ -179,7 +179,7 @@ def _vet(ctx: ToolContext, real: Path, old: str | None, content: str, modified: 
             f"Nothing was written: this change would introduce syntax errors in "
             f"{ctx.workspace.display(real)} ({report.language}):\n{report.shown()}\n"
             "The file is unchanged; correct the change and try again.",
-            "syntax_error",
+            ToolErrorType.SYNTAX_ERROR,
         )
     return report
 
@@ -275,10 +275,10 @@ class Edit(Tool):
             raise ToolFailure(
                 f"{path!r} does not exist. To create it, call edit with an empty old_string "
                 "(or use write_file).",
-                "not_found",
+                ToolErrorType.NOT_FOUND,
             )
         if "\x00" in content[:BINARY_SNIFF_BYTES]:
-            raise ToolFailure(f"{path!r} is a binary file; it cannot be edited", "binary_file")
+            raise ToolFailure(f"{path!r} is a binary file; it cannot be edited", ToolErrorType.BINARY_FILE)
         plan = _EditPlan(real, content, content, 0)
         for i, (old_string, new_string, replace_all) in enumerate(edits):
             which = f"edits[{i}]: " if len(edits) > 1 else ""
@@ -356,9 +356,13 @@ def _edit_list(args: dict[str, Any]) -> list[tuple[str, str, bool]]:
             )
         ]
     if any(args.get(k) is not None for k in ("old_string", "new_string", "replace_all")):
-        raise ToolFailure("give either old_string and new_string or edits, not both", "invalid_arguments")
+        raise ToolFailure(
+            "give either old_string and new_string or edits, not both", ToolErrorType.INVALID_ARGUMENTS
+        )
     if not isinstance(edits, list) or not edits or not all(isinstance(e, dict) for e in edits):
-        raise ToolFailure("the argument 'edits' must be a non-empty list of objects", "invalid_arguments")
+        raise ToolFailure(
+            "the argument 'edits' must be a non-empty list of objects", ToolErrorType.INVALID_ARGUMENTS
+        )
     out = []
     for i, e in enumerate(edits):
         try:
@@ -371,7 +375,7 @@ def _edit_list(args: dict[str, Any]) -> list[tuple[str, str, bool]]:
             raise ToolFailure(
                 f"edits[{i}]: old_string is empty; an empty old_string only creates a new file, "
                 "in a call of its own",
-                "invalid_arguments",
+                ToolErrorType.INVALID_ARGUMENTS,
             )
         out.append((old_string, new_string, replace_all))
     return out
@@ -382,10 +386,12 @@ def _one_edit(content: str, old_string: str, new_string: str, replace_all: bool,
         raise ToolFailure(
             f"{path!r} already exists; an empty old_string only creates new files. Give the text "
             "to replace, or use write_file to replace the whole file.",
-            "file_exists",
+            ToolErrorType.FILE_EXISTS,
         )
     if old_string == new_string:
-        raise ToolFailure("old_string and new_string are the same; nothing would change", "edit_no_change")
+        raise ToolFailure(
+            "old_string and new_string are the same; nothing would change", ToolErrorType.EDIT_NO_CHANGE
+        )
     return replace_in(content, old_string, new_string, replace_all=replace_all, path=path)
 
 

@@ -21,6 +21,7 @@ from devagent.agent.events import (
     ToolCall,
     ToolCallStatus,
     ToolError,
+    ToolErrorType,
     ToolKind,
     ToolOutput,
     UserPrompt,
@@ -43,7 +44,7 @@ def call_view(p: PendingCall, live_output: str | None = None) -> ToolCall:
     output = error = None
     if r is not None:
         if r.is_error:
-            error = ToolError(r.text, r.error_type or "tool_error")
+            error = ToolError(r.text, r.error_type or ToolErrorType.TOOL_ERROR.value)
         else:
             output = output_from_result(r)
     return ToolCall(
@@ -105,7 +106,7 @@ def settled_status(error: ToolError | None) -> ToolCallStatus:
     """A settled call's status: refused by the user (cancelled), failed, or done."""
     if error is None:
         return ToolCallStatus.SUCCEEDED
-    return ToolCallStatus.CANCELLED if error.type == "cancelled" else ToolCallStatus.FAILED
+    return ToolCallStatus.CANCELLED if error.type == ToolErrorType.CANCELLED else ToolCallStatus.FAILED
 
 
 def timeline(

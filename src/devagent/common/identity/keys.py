@@ -12,6 +12,8 @@ import httpx
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, Key, OKPKey, RSAKey
 
+from devagent.common.errors import DevagentError
+
 # The signature algorithms each kind of public key may verify. A symmetric ("oct") key in the
 # JWKS is never used: a key that anyone reading the JWKS knows cannot prove who signed; and `none`
 # is no algorithm of any key.
@@ -21,7 +23,7 @@ _OKP = ("EdDSA", "Ed25519")
 MAX_DOCUMENT_BYTES = 1 << 20  # a discovery document or JWKS larger than this is not one
 
 
-class IdpUnavailable(Exception):
+class IdpUnavailable(DevagentError):
     """The IdP's discovery document or keys could not be read (or made no sense): no token can be
     checked until they can, so every one is refused (fail closed)."""
 

@@ -13,6 +13,7 @@ from typing import Any
 from joserfc import jwt
 from joserfc.errors import JoseError
 
+from devagent.common.errors import DevagentError
 from devagent.common.identity.keys import IdpKeys, IdpUnavailable
 from devagent.common.identity.settings import IDENTITY_PREFIX, OidcSettings
 from devagent.common.lru import LRU
@@ -21,7 +22,7 @@ MAX_TOKEN_CHARS = 16384  # far above any IdP's access token
 MAX_NAME_CHARS = 255
 
 
-class TokenRefused(Exception):
+class TokenRefused(DevagentError):
     """Why a bearer token is not accepted (said to the caller: names no secret)."""
 
 
