@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent.commands import builtin, custom, mcp, memory, restore
-from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Emit, Prompt, Registry, say
+from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Prompt, Registry
+from devagent.agent.commands.output import Emit, say
 from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.commands.catalog import Emit, say
+from devagent.agent.commands.output import Emit, say
 from devagent.agent.hooks import points as hook_points
 from devagent.agent.loop.spending import task_cap
 from devagent.agent.models.prices import NANO, cost_text, usage_dollars

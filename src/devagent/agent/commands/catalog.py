@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from devagent.agent.events import Event, TextDelta
+from devagent.agent.commands.output import Emit
 
 if TYPE_CHECKING:
     from devagent.agent.commands import HelpSession
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
         """A session as `run_command` hands it to whichever handler a command names: what
         every built-in handler asks (each handler's parameter names its own, narrower protocol).
         Only the type checker sees it: it checks `Session` against it where a command runs."""
-
-
-Emit = Callable[[Event], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +131,3 @@ def _match(commands: list[CommandInfo], name: str) -> CommandInfo | None:
         if c.name == name or name in c.aliases:
             return c
     return None
-
-
-def say(emit: Emit, text: str) -> None:
-    """A command's report, as text of the turn."""
-    emit(TextDelta(text if text.endswith("\n") else text + "\n"))

@@ -35,7 +35,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Emit, Prompt
+from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Prompt
+from devagent.agent.commands.output import Emit
 from devagent.agent.naming.claude import split_list
 from devagent.agent.tools import front_matter
 from devagent.agent.tools.base import ToolFailure, Workspace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from devagent.agent.commands.catalog import Emit
+from devagent.agent.commands.output import Emit
 from devagent.agent.events import Notice, TextDelta
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from devagent.agent.commands.catalog import Emit, say
+from devagent.agent.commands.output import Emit, say
 from devagent.agent.events import Notice
 from devagent.agent.tools._util import read_text, write_text
 from devagent.agent.tools.memory import add_memory, memory_path

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devagent.agent.commands.catalog import Emit, say
+from devagent.agent.commands.output import Emit, say
 from devagent.agent.events import Notice
 from devagent.agent.loop.checkpoints import (
     MAX_FILE_BYTES,
