@@ -106,7 +106,10 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.tools.shell import sandbox_setting as sandbox_setting
     from devagent.agent.tools.shell import setup_sandbox as setup_sandbox
     from devagent.agent.tools.web import web_search_setting as web_search_setting
-    from devagent.agent.transcript import answers_from as answers_from
+    from devagent.agent.turn_view import ModelAnswer as ModelAnswer
+    from devagent.agent.turn_view import TurnInput as TurnInput
+    from devagent.agent.turn_view import TurnView as TurnView
+    from devagent.agent.turn_view import read_turn as read_turn
     from devagent.agent.wording import diff_summary as diff_summary
     from devagent.agent.wording import how_to_answer as how_to_answer
     from devagent.agent.wording import question_words as question_words
@@ -175,10 +178,11 @@ _WHERE: dict[str, tuple[str, str]] = {
     "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
     "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
     **_names("devagent.agent.tools.web", "web_search_setting"),
-    # The session's read model and transcript (debt: internals a door rebuilds a client's view
-    # from; the session should offer these views itself)
+    # The session's read model: how its current turn stands, the answers since an input, what
+    # became of calls (`read_turn`: what an A2A task is derived from)
+    **_names("devagent.agent.turn_view", "ModelAnswer", "TurnInput", "TurnView", "read_turn"),
+    # (debt: internals a door rebuilds a client's view from; the session should offer these views)
     **_names("devagent.agent.timeline", "call_results", "changed_files", "replayed_call"),
-    **_names("devagent.agent.transcript", "answers_from"),
 }
 
 
