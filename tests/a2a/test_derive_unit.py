@@ -13,7 +13,7 @@ from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from pydantic_ai import messages as pm
 
-from devagent.a2a.derive import derive_task
+from devagent.a2a.derive import derive_task, needs_transcript
 from devagent.a2a.emitter import RfcEmitter, data_value
 from devagent.agent.events import (
     ConfirmationRequest,
@@ -60,7 +60,11 @@ def _view(**given: Any) -> TurnView:
 def _read(task: Task, view: TurnView | None) -> Task:
     copy = Task()
     copy.CopyFrom(task)
-    return derive_task(copy, view, RfcEmitter(None, task.id, task.context_id, "scripted"), LEASE)  # type: ignore[arg-type]
+    return derive_task(copy, view, _em(task), LEASE)
+
+
+def _em(task: Task) -> RfcEmitter:
+    return RfcEmitter(None, task.id, task.context_id, "scripted")  # type: ignore[arg-type]
 
 
 def _texts(task: Task) -> list[str]:
@@ -147,3 +151,18 @@ def test_issue39_item4_A6_a_message_no_process_took_up_reads_failed() -> None:
     gone = _view(label="", outcome="", lease_lapsed=True)
     assert _read(new, gone).status.state == TaskState.TASK_STATE_FAILED
     assert _read(new, _view(label="", outcome="")).status.state == TaskState.TASK_STATE_SUBMITTED
+
+
+def test_issue39_item4_only_a_task_that_changes_to_a_stopped_state_reads_the_transcript() -> None:
+    """The reader reads the conversation's transcript only when the derivation looks in it: a
+    task that already says what its conversation says, or whose turn runs, costs no such read."""
+    finished = _view()
+    working = _task(TaskState.TASK_STATE_WORKING, [_user("hi")])
+    assert needs_transcript(working, finished, _em(working))
+    done = _read(working, _view(_messages=[pm.ModelRequest(parts=[pm.UserPromptPart("hi")])]))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert not needs_transcript(done, finished, _em(done))
+    assert not needs_transcript(working, _view(status="running", outcome=""), _em(working))
+    assert not needs_transcript(working, None, _em(working))
+    waiting = _task(TaskState.TASK_STATE_INPUT_REQUIRED, [_user("hi")])
+    assert needs_transcript(waiting, _view(label="t2"), _em(waiting))  # left behind: calls to settle

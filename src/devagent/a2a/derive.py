@@ -119,8 +119,8 @@ def turn_input(task: Task) -> TurnInput | None:
 
 def derive_task(task: Task, view: TurnView | None, em: Emitter, lease_seconds: float) -> Task:
     """`task` (the stored copy, changed in place) as its conversation's `view` says (None: no
-    conversation exists); `em` speaks the task's dialect. Not called while this process runs the
-    turn: it writes the task as it goes."""
+    conversation exists; its transcript read when `needs_transcript`); `em` speaks the task's
+    dialect. Not called while this process runs the turn: it writes the task as it goes."""
     if view is None or not view.label:
         # No turn of this conversation ever began: a first message no process took up.
         return _not_taken_up(task, em, view, lease_seconds)
@@ -133,7 +133,7 @@ def derive_task(task: Task, view: TurnView | None, em: Emitter, lease_seconds: f
             to_history(task)
             task.status.CopyFrom(TaskStatus(state=new_state))
         return task
-    if new_state == task.status.state and (new_state != INPUT_REQUIRED or _same_parts(task, parts)):
+    if _says_already(task, new_state, parts):
         return task
     if isinstance(em, RfcEmitter):
         reply = _complete_history(task, view)
@@ -146,9 +146,25 @@ def derive_task(task: Task, view: TurnView | None, em: Emitter, lease_seconds: f
     return _derived(task, em, new_state, parts, error, derived_id(task.id, named))
 
 
-def _same_parts(task: Task, parts: list[Part] | None) -> bool:
+def needs_transcript(task: Task, view: TurnView | None, em: Emitter) -> bool:
+    """Whether deriving `task` from `view` looks in the conversation's transcript (which the reader
+    then reads, `TurnView.read_transcript`): the task changes to a state its turn stopped in (the
+    answers its history lacks, the calls a crash left open), or its conversation left it while it
+    waited (the calls left open)."""
+    if view is None or not view.label:
+        return False
+    if view.label != task.id:
+        return task.status.state == INPUT_REQUIRED and not legacy.is_legacy_task(task)
+    new_state, parts, _ = em.status_of(view)
+    return new_state != WORKING and not _says_already(task, new_state, parts)
+
+
+def _says_already(task: Task, state: TaskState, parts: list[Part] | None) -> bool:
+    """Whether the task's status is already this one (a pause: showing the same requests)."""
+    if state != task.status.state:
+        return False
     have = list(task.status.message.parts) if task.status.HasField("message") else []
-    return have == list(parts or [])
+    return state != INPUT_REQUIRED or have == list(parts or [])
 
 
 def _add_reply(task: Task, text: str, named: str) -> None:

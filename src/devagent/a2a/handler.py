@@ -40,7 +40,7 @@ from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
-from devagent.a2a.derive import derive_task, may_be_untaken, to_history
+from devagent.a2a.derive import derive_task, may_be_untaken, needs_transcript, to_history
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
 from devagent.a2a.streams import StreamLimit
@@ -220,7 +220,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             lreq = LegacyRequest()
         context_id = msg.context_id or None
         task: Task | None = None
-        stored = Task()  # the task as stored, before `_reconcile` derives it
+        stored = Task()  # the task as stored, before `_derived_task` derives it
         if not msg.task_id and context_id:
             # A client that keeps contextIds only (the A2A Inspector, a2a-handler) answers a
             # question on the context: the task waiting there continues.
@@ -303,7 +303,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             raise TaskNotFoundError(f"Task {task_id} not found")
         if stored is not None:
             stored.CopyFrom(task)
-        return await self._reconcile(task, context)
+        return await self._derived_task(task, context)
 
     async def _check_confirmations(
         self,
@@ -351,7 +351,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if task is not None and stored.id and task.history != stored.history:
                 # This process now runs the turn (it holds the conversation's lease): the task it
                 # continues is the one the reader sees, with the history completed from the
-                # conversation (`_complete_history`), not the stale stored copy.
+                # conversation (`derive.py`), not the stale stored copy.
                 await self.store.save(task, context)
 
     async def _waiting_task_of(self, context_id: str, context: ServerCallContext) -> str:
@@ -362,7 +362,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         task = await self.store.get(session.state.turn_label, context)
         if task is None or task.context_id != context_id:
             return ""
-        task = await self._reconcile(task, context)
+        task = await self._derived_task(task, context)
         return task.id if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED else ""
 
     async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
@@ -472,7 +472,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         msg.task_id = found[0].id
         msg.context_id = found[0].context_id
 
-    async def _reconcile(self, task: Task, context: ServerCallContext) -> Task:
+    async def _derived_task(self, task: Task, context: ServerCallContext) -> Task:
         """The task as its conversation says, at every read (`derive.py`): the core's read model
         of the conversation (`read_turn`), translated. A task whose turn runs in this process
         is as this process writes it."""
@@ -485,13 +485,15 @@ class DevagentRequestHandler(DefaultRequestHandler):
         view = await read_turn(ex.core, sid, lease=may_be_untaken(task))
         plain = ext.EXTENSION_URI not in context.requested_extensions
         em = ex.emitter(None, task, ex.shown_model(view.model if view is not None else ""), plain=plain)
+        if view is not None and needs_transcript(task, view, em):
+            await view.read_transcript()
         return derive_task(task, view, em, ex.core.config.lease_seconds)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         page: ListTasksResponse = await super().on_list_tasks(params, context)
-        for task in page.tasks:  # the open ones read as their conversations say (`_reconcile`)
+        for task in page.tasks:  # the open ones read as their conversations say (`_derived_task`)
             if task.status.state not in TERMINAL_TASK_STATES:
-                task.CopyFrom(await self._reconcile(task, context))
+                task.CopyFrom(await self._derived_task(task, context))
         return page
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
@@ -499,7 +501,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        task = await self._reconcile(stored, context)
+        task = await self._derived_task(stored, context)
         result: Task = apply_history_length(task, params)
         return result
 
@@ -543,8 +545,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        stored_state = stored.status.state  # (`_reconcile` derives in place)
-        task = await self._reconcile(stored, context)
+        stored_state = stored.status.state  # (`_derived_task` derives in place)
+        task = await self._derived_task(stored, context)
         if self._runs_elsewhere(task) and self.devagent.fanout is not None:
 
             async def settled() -> Event | None:
@@ -552,7 +554,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 again = await self.store.get(params.id, context)
                 if again is None:
                     return None
-                now = await self._reconcile(again, context)
+                now = await self._derived_task(again, context)
                 if now.status.state not in stop:
                     return None
                 return TaskStatusUpdateEvent(
@@ -601,14 +603,14 @@ class DevagentRequestHandler(DefaultRequestHandler):
             await agen.aclose()
 
     def _runs_elsewhere(self, task: Task) -> bool:
-        """After `_reconcile`: the task's turn runs in another process."""
+        """After `_derived_task`: the task's turn runs in another process."""
         return task.status.state == TaskState.TASK_STATE_WORKING and not self.devagent.executing(task.id)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        current = await self._reconcile(stored, context)
+        current = await self._derived_task(stored, context)
         if current.status.state in TERMINAL_TASK_STATES:  # (maybe only as its session says)
             raise TaskNotCancelableError
         if self._runs_elsewhere(current):
@@ -637,7 +639,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             stored = await self.store.get(task_id, context)
             if stored is None:
                 raise TaskNotFoundError
-            task = await self._reconcile(stored, context)
+            task = await self._derived_task(stored, context)
             if task.status.state in stop or time.monotonic() > deadline:
                 return task
             await asyncio.sleep(0.05)

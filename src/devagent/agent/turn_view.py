@@ -1,6 +1,7 @@
 """A session's read model for a door that shows its turns as tasks (A2A): what the stored state
-says about the current turn, read once (`read_turn`) and then asked without I/O. A door
-translates the view into its protocol's terms; it decides nothing about the conversation.
+says about the current turn (`read_turn`; the transcript too once a reader needs it,
+`read_transcript`), then asked without I/O. A door translates the view into its protocol's terms;
+it decides nothing about the conversation.
 
 The view answers three questions a reader meets when the process that ran a turn is gone: how
 the turn stands (running, waiting for answers and which, or how it ended), which answers the model
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from devagent.agent.core import AgentCore
     from devagent.agent.events import ToolCall
+    from devagent.agent.session import Session
     from devagent.agent.state import PendingCall
     from devagent.agent.tools.base import Tool
 
@@ -51,7 +53,8 @@ class TurnView:
     `outcome` and `outcome_message` say how the last turn ended; `revision` changes with every
     stored change (a door names what it derives from the view by it); `waiting` are the calls
     that wait for an answer; `lease_lapsed` is whether a process took the conversation's lease
-    and is gone (read when asked for)."""
+    and is gone (read when asked for). `answers_since` and `settled` read the transcript, which
+    `read_transcript` reads first."""
 
     session_id: str
     label: str
@@ -65,6 +68,18 @@ class TurnView:
     _messages: Sequence[pm.ModelMessage] = field(default=(), repr=False)
     _pending: Sequence[PendingCall] = field(default=(), repr=False)
     _tools: Mapping[str, Tool] = field(default_factory=dict, repr=False)
+    _session: Session | None = field(default=None, repr=False)
+
+    async def read_transcript(self) -> None:
+        """Reads what `answers_since` and `settled` look in: the transcript and the waiting step
+        (not while the turn runs: its process writes them). Once; a reader that needs them calls
+        it, so a read whose task already says what the view says costs no transcript."""
+        session, self._session = self._session, None
+        if session is None or self.status == "running" or not self.label:
+            return
+        self._messages = await session.messages()
+        self._pending = list(session.state.pending)
+        self._tools = session._tools  # the built-in tools, as `Session.settled_calls` reads them
 
     def answers_since(self, given: TurnInput) -> list[ModelAnswer] | None:
         """The model's answers from the request that carried `given` on, in order; None when the
@@ -109,14 +124,13 @@ def _input_at(messages: Sequence[pm.ModelMessage], given: TurnInput) -> int | No
 
 async def read_turn(core: AgentCore, session_id: str, *, lease: bool = False) -> TurnView | None:
     """The view of a session's current turn as stored now (a turn whose process died settled
-    first, `AgentCore.inspect`); None when there is no such session. The transcript is read
-    unless the turn runs (its process writes it); `lease`: whether to read the lease too."""
+    first, `AgentCore.inspect`); None when there is no such session. `lease`: whether to read
+    the lease too."""
     session = await core.inspect(session_id)
     if session is None:
         return None
     state = session.state
     running = state.status == "running"
-    read = not running and bool(state.turn_label)  # what the translation may ask about
     return TurnView(
         session_id=session.id,
         label=state.turn_label,
@@ -127,8 +141,5 @@ async def read_turn(core: AgentCore, session_id: str, *, lease: bool = False) ->
         model=state.model or "",
         waiting=session.waiting_calls(),
         lease_lapsed=lease and not running and await core.lease_lapsed(session_id),
-        _messages=await session.messages() if read else (),
-        _pending=list(state.pending) if read else (),
-        # the built-in tools, as `Session.settled_calls` reads them
-        _tools=session._tools if read else {},
+        _session=session,
     )
