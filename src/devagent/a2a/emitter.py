@@ -25,7 +25,7 @@ from devagent.a2a import extension as ext
 if TYPE_CHECKING:
     from a2a.server.events import EventQueue
 
-    from devagent.agent.api import SessionState, ToolCall
+    from devagent.agent.api import ToolCall, TurnView
 
 WORKING = TaskState.TASK_STATE_WORKING
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
@@ -214,16 +214,14 @@ class Emitter:
             )
         await self.emit(WORKING, ext.TEXT_CONTENT, Part(text=text), message_id=self._reply_id)
 
-    def status_of(
-        self, state: SessionState, waiting: list[ToolCall]
-    ) -> tuple[TaskState, list[Part] | None, str]:
-        """The task status the session's stored state means, for the task of its current turn:
-        (state, status message parts, error text)."""
-        if state.status == "awaiting_input":
-            return INPUT_REQUIRED, self.pause_parts(waiting), ""
-        if state.status == "running":
+    def status_of(self, turn: TurnView) -> tuple[TaskState, list[Part] | None, str]:
+        """The task status a session's current turn means (its read model, `TurnView`), for the
+        task of that turn: (state, status message parts, error text)."""
+        if turn.status == "awaiting_input":
+            return INPUT_REQUIRED, self.pause_parts(turn.waiting), ""
+        if turn.status == "running":
             return WORKING, None, ""
-        outcome, message = state.outcome, state.outcome_message
+        outcome, message = turn.outcome, turn.outcome_message
         if outcome == "cancelled":
             return CANCELED, None, ""
         if outcome in ("error", "interrupted"):

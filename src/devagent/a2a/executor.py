@@ -198,12 +198,10 @@ class DevagentExecutor(AgentExecutor):
         """Whether this process is running a request of the task (from its very start)."""
         return task_id in self._running
 
-    def emitter(
-        self, queue: EventQueue | None, task: Task, session: Session | None, *, plain: bool = False
-    ) -> Emitter:
+    def emitter(self, queue: EventQueue | None, task: Task, model: str, *, plain: bool = False) -> Emitter:
         """The emitter of a task's dialect: the legacy one the task was made in, else the RFC's,
-        or the plain one for a client without the extension (`plain`)."""
-        model = self.model_name(session)
+        or the plain one for a client without the extension (`plain`); `model` as clients see
+        it (`model_name`)."""
         q: Any = queue
         if legacy.is_legacy_task(task):
             return legacy.LegacyEmitter(q, task.id, task.context_id, model)
@@ -254,9 +252,11 @@ class DevagentExecutor(AgentExecutor):
 
     def model_name(self, session: Session | None) -> str:
         """The model as clients see it in event metadata (`shown_name`)."""
-        return shown_name(
-            session.state.model if session is not None and session.state.model else self.core.default_model
-        )
+        return self.shown_model(session.state.model if session is not None else "")
+
+    def shown_model(self, spec: str) -> str:
+        """A conversation's model (`spec`; "" for the default) as clients see it."""
+        return shown_name(spec or self.core.default_model)
 
     # --- AgentExecutor ------------------------------------------------------------------------
 
@@ -288,7 +288,7 @@ class DevagentExecutor(AgentExecutor):
         new_context = task is None and given.new_context
         # The conversation first, created holding its lease: a new task is stored (`_start`) once the
         # process taking its message up is named by that lease, so a reader knows at once a
-        # message whose process died before its turn began (`_not_taken_up` of the handler).
+        # message whose process died before its turn began (`derive._not_taken_up`).
         session, error = await self._open(owner, context_id, prepared, new_context)
         try:
             await self._start(context, event_queue, running, prepared, (session, error))
@@ -518,7 +518,8 @@ class DevagentExecutor(AgentExecutor):
                 await session.cancel()
             cc = context.call_context
             plain = cc is None or ext.EXTENSION_URI not in cc.requested_extensions
-            await self.emitter(event_queue, task, session, plain=plain).emit(CANCELED, ext.STATE_CHANGE)
+            em = self.emitter(event_queue, task, self.model_name(session), plain=plain)
+            await em.emit(CANCELED, ext.STATE_CHANGE)
 
 
 class _Outbox:

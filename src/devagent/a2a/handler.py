@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,14 +15,11 @@ from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuild
 from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERMINAL_TASK_STATES
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import (
-    Artifact,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     ListTasksResponse,
     Message,
-    Part,
-    Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -44,12 +40,11 @@ from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
 from devagent.a2a import legacy
 from devagent.a2a.card import INPUT_MODES
-from devagent.a2a.emitter import RfcEmitter, text_message_id
+from devagent.a2a.derive import derive_task, may_be_untaken, needs_transcript, to_history
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
 from devagent.a2a.request import LegacyRequest, Prepared, handoff
-from devagent.a2a.store import join_tail
 from devagent.a2a.streams import StreamLimit
-from devagent.agent.api import ANSWER_OPTION, InputError, Resume, check_repository
+from devagent.agent.api import ANSWER_OPTION, InputError, Resume, check_repository, read_turn
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -60,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_RUNNING_STATES = frozenset((TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING))
 MAX_ID_LEN = 36  # the SDK's task table stores ids in VARCHAR(36) (PostgreSQL enforces it)
 
 
@@ -176,103 +170,11 @@ def _answer_error(e: InputError) -> str:
     return str(e)
 
 
-def _same_parts(task: Task, parts: list[Part] | None) -> bool:
-    have = list(task.status.message.parts) if task.status.HasField("message") else []
-    return have == list(parts or [])
-
-
 def _v03(context: ServerCallContext) -> bool:
     """Whether the request speaks A2A v0.3: no `A2A-Version`, or a 0.x one (as the SDK decides)."""
     headers = context.state.get("headers") or {}
     version = str(headers.get("A2A-Version") or headers.get("a2a-version") or "0.3")
     return version.startswith("0.")
-
-
-_DERIVED_IDS = uuid.UUID("7d0c2a4e-51b3-4f8e-a0e2-3c9b6d1f5e27")  # namespace of derived statuses
-
-
-def _derived_id(task_id: str, named: str) -> str:
-    """The messageId of a status message derived for a task from `named` (what it derives from)."""
-    return str(uuid.uuid5(_DERIVED_IDS, f"{task_id}/{named}"))
-
-
-def _text_of(message: Message) -> str:
-    return "".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
-
-
-def _input_at(task: Task, messages: list[Any]) -> int | None:
-    """Where in the conversation the input of the task's last message from its client is: the
-    request with its prompt, or with the results of the calls it answered. None if not found."""
-    told = next((m for m in reversed(task.history) if m.role == Role.ROLE_USER), None)
-    if told is None:
-        return None
-    ids: set[str] = set()
-    for part in told.parts:
-        if part.WhichOneof("content") == "data":
-            d = MessageToDict(part.data)
-            if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str):
-                ids.add(d["tool_call_id"])
-    text = "\n".join(p.text for p in told.parts if p.WhichOneof("content") == "text")
-    # late: pydantic-ai takes a second to import; the server starts without it (a read of a
-    # task whose process died has loaded its session, and so pydantic-ai, already)
-    from pydantic_ai import messages as pm
-
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if not isinstance(m, pm.ModelRequest):
-            continue
-        if ids and ids <= {p.tool_call_id for p in m.parts if isinstance(p, pm.ToolReturnPart)}:
-            return i
-        if not ids and text and any(isinstance(p, pm.UserPromptPart) and p.content == text for p in m.parts):
-            return i
-    return None
-
-
-def _add_reply(task: Task, text: str, named: str) -> None:
-    """The reply artifact the end of a turn sends, for a task whose process died before sending it."""
-    if any(a.name == "reply" and _text_of_parts(a.parts) == text for a in task.artifacts):
-        return
-    task.artifacts.append(Artifact(artifact_id=f"reply-{named[:12]}", name="reply", parts=[Part(text=text)]))
-
-
-def _text_of_parts(parts: Any) -> str:
-    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
-
-
-def _to_history(task: Task) -> None:
-    """Moves the status message into the history, as the SDK does on a status change; a piece of
-    streamed text is joined onto the pieces before it (`join_tail`). A final status message that
-    says again what the history ends with is dropped instead (`_restates`)."""
-    if task.status.HasField("message"):
-        if not _restates(task):
-            task.history.append(task.status.message)
-        task.status.ClearField("message")
-        join_tail(task)
-
-
-def _restates(task: Task) -> bool:
-    """Whether the status message of a task that stopped only says again the text its history
-    ends with: the reply, streamed as the turn's text and then restated as its final status; a
-    notice the turn ended with, sent as text and then as the status; a status derived again from
-    an unchanged conversation. Its words are in the history already, under another messageId:
-    moved there too (a continuation), they would read twice. (Only a stopped task's status: the
-    status message of a working task is a piece of the streamed text, joined onto the others.)"""
-    status = task.status
-    if status.state not in TERMINAL_TASK_STATES or not status.message.parts:
-        return False
-    if any(p.WhichOneof("content") != "text" for p in status.message.parts):
-        return False
-    text = _text_of(status.message)
-    said = ""
-    for m in reversed(task.history):
-        if m.role != Role.ROLE_AGENT:
-            return False  # the turn's input: nothing of the turn says it
-        if not m.parts or any(p.WhichOneof("content") != "text" for p in m.parts):
-            continue  # a tool call's update or a thought, between the reply's texts
-        said = _text_of(m) + said
-        if len(said) >= len(text):
-            return said == text
-    return False
 
 
 def _state_name(state: TaskState) -> str:
@@ -318,7 +220,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             lreq = LegacyRequest()
         context_id = msg.context_id or None
         task: Task | None = None
-        stored = Task()  # the task as stored, before `_reconcile` derives it
+        stored = Task()  # the task as stored, before `_derived_task` derives it
         if not msg.task_id and context_id:
             # A client that keeps contextIds only (the A2A Inspector, a2a-handler) answers a
             # question on the context: the task waiting there continues.
@@ -406,7 +308,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             raise TaskNotFoundError(f"Task {task_id} not found")
         if stored is not None:
             stored.CopyFrom(task)
-        return await self._reconcile(task, context)
+        return await self._derived_task(task, context)
 
     async def _check_confirmations(
         self,
@@ -454,7 +356,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             if task is not None and stored.id and task.history != stored.history:
                 # This process now runs the turn (it holds the conversation's lease): the task it
                 # continues is the one the reader sees, with the history completed from the
-                # conversation (`_complete_history`), not the stale stored copy.
+                # conversation (`derive.py`), not the stale stored copy.
                 await self.store.save(task, context)
 
     async def _waiting_task_of(self, context_id: str, context: ServerCallContext) -> str:
@@ -465,7 +367,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         task = await self.store.get(session.state.turn_label, context)
         if task is None or task.context_id != context_id:
             return ""
-        task = await self._reconcile(task, context)
+        task = await self._derived_task(task, context)
         return task.id if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED else ""
 
     async def _plain_answer(self, task: Task, prepared: Prepared, context: ServerCallContext) -> None:
@@ -575,190 +477,28 @@ class DevagentRequestHandler(DefaultRequestHandler):
         msg.task_id = found[0].id
         msg.context_id = found[0].context_id
 
-    async def _reconcile(self, task: Task, context: ServerCallContext) -> Task:
-        """One source of truth: a task's status is what its conversation's stored state
-        says, at every read, whichever process wrote what and whoever crashed where. The task of
-        the conversation's current turn reads input-required exactly while the conversation
-        waits for answers the server will accept (its status message shows the requests), working
-        while a live process runs the turn, and how the turn ended after it (failed "interrupted"
-        when its process died). A task the conversation left while it waited reads canceled; one
-        whose message no process took up reads failed.
-
-        A derived status is reported, never written back: the process that runs or ran the turn
-        writes the task, and a reader's write, made from a copy read a moment earlier, could
-        overwrite that process's newer one (a lost update). Reads stay right because every read
-        derives again."""
+    async def _derived_task(self, task: Task, context: ServerCallContext) -> Task:
+        """The task as its conversation says, at every read (`derive.py`): the core's read model
+        of the conversation (`read_turn`), translated. A task whose turn runs in this process
+        is as this process writes it."""
         ex = self.devagent
         if ex.executing(task.id):
             return task  # this process runs it and writes the task as it goes
         sid = session_id_for(owner_of(context), task.context_id)
         if ex.core.running_here(sid):
             return task
-        session = await ex.core.inspect(sid)
-        em = ex.emitter(None, task, session, plain=ext.EXTENSION_URI not in context.requested_extensions)
-        if session is None or not session.state.turn_label:
-            # No turn of this conversation ever began: a first message no process took up.
-            return await self._not_taken_up(task, em, session)
-        state = session.state
-        if state.turn_label != task.id:
-            return await self._left_behind(task, context, em, session)
-        new_state, parts, error = em.status_of(state, session.waiting_calls())
-        if new_state == TaskState.TASK_STATE_WORKING:
-            if task.status.state != new_state:
-                # Running in another process: reported, never stored (that process writes it).
-                _to_history(task)
-                task.status.CopyFrom(TaskStatus(state=new_state))
-            return task
-        if new_state == task.status.state and (
-            new_state != TaskState.TASK_STATE_INPUT_REQUIRED or _same_parts(task, parts)
-        ):
-            return task
-        if isinstance(em, RfcEmitter):
-            reply = await self._complete_history(task, session)
-            if new_state == TaskState.TASK_STATE_COMPLETED and state.outcome == "finished" and reply:
-                parts = [Part(text=reply)]  # the reply, as the end of the turn says it
-                _add_reply(task, reply, _derived_id(task.id, f"{session.revision}/reply"))
-        if new_state != TaskState.TASK_STATE_INPUT_REQUIRED:
-            await self._settle_open_calls(task, em, session)
-        # Named by what it derives from: read again (or moved into the history by a continuation)
-        # while the conversation has not changed, it is the same message.
-        named = f"{session.revision}/{TaskState.Name(new_state)}"
-        return self._derived(task, em, new_state, parts, error, _derived_id(task.id, named))
-
-    async def _complete_history(self, task: Task, session: Session) -> str:
-        """A stored task its process stopped writing may lack text the conversation holds: the
-        task store writes a running turn behind (`store.py`), the conversation each answer at
-        once. The text of each answer given since the message the task's history ends with (the
-        input of the turn that stopped) that the history lacks is added, with the messageId it
-        was streamed with (`Emitter.answer_begins`). Returns the text of the last of these
-        answers (the turn's reply, when it finished). Derived at every read, like the status."""
-        # late: the transcript's module loads pydantic-ai, which the server starts without
-        from devagent.agent.api import answers_from
-
-        _to_history(task)
-        start = _input_at(task, await session.messages())
-        if start is None:
-            return ""
-        told = [i for i, m in enumerate(task.history) if m.role == Role.ROLE_USER][-1]
-        have = {m.message_id: m for m in task.history[told:] if m.role == Role.ROLE_AGENT}
-        shown = {_text_of(m) for m in have.values()}
-        reply = ""
-        for key, runs in answers_from(await session.messages(), start):
-            for n, text in enumerate(runs, 1):
-                message_id = text_message_id(f"{session.id}/{key}", n)
-                if message_id in have and _text_of(have[message_id]) != text:
-                    del have[message_id].parts[:]
-                    have[message_id].parts.append(Part(text=text))  # the whole of what was cut
-                elif message_id not in have and text not in shown:
-                    task.history.append(
-                        Message(
-                            message_id=message_id,
-                            role=Role.ROLE_AGENT,
-                            parts=[Part(text=text)],
-                            task_id=task.id,
-                            context_id=task.context_id,
-                        )
-                    )
-            reply = "".join(runs)
-        return reply
-
-    async def _settle_open_calls(self, task: Task, em: Any, session: Session) -> None:
-        """Issue 21 item 3: a call whose last ToolCall update in the task's history is PENDING or
-        EXECUTING, but which the conversation has settled (the process that ran or was to run it
-        died before writing its update), gets its final update appended: SUCCEEDED, FAILED
-        "interrupted" or CANCELLED, as the conversation says. So a client replaying the history
-        shows no permission prompt that no longer exists. Derived at every read, like the status."""
-        last: dict[str, str] = {}
-        messages = [*task.history, task.status.message] if task.status.HasField("message") else task.history
-        for msg in messages:
-            for part in msg.parts:
-                if part.WhichOneof("content") != "data":
-                    continue
-                d = MessageToDict(part.data)
-                if isinstance(d, dict) and isinstance(d.get("tool_call_id"), str) and "status" in d:
-                    last[d["tool_call_id"]] = str(d["status"])
-        open_ids = {i for i, status in last.items() if status in ("PENDING", "EXECUTING")}
-        if not open_ids:
-            return
-        settled = em.settled_message(await session.settled_calls(open_ids))
-        if settled is None:
-            return
-        settled.message_id = _derived_id(task.id, f"{session.revision}/settled")  # (see `_derived`)
-        _to_history(task)
-        task.history.append(settled)
-
-    async def _left_behind(self, task: Task, context: ServerCallContext, em: Any, session: Session) -> Task:
-        """A task that is not its conversation's current turn."""
-        if legacy.is_legacy_task(task):
-            return task
-        if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            # Its pause ended when the conversation went on in another task.
-            text = "the conversation went on in another task; the calls this task waited for were cancelled"
-            await self._settle_open_calls(task, em, session)
-            named = f"left for {session.state.turn_label}"
-            return self._derived(
-                task, em, TaskState.TASK_STATE_CANCELED, [Part(text=text)], "", _derived_id(task.id, named)
-            )
-        return await self._not_taken_up(task, em, session)
-
-    async def _not_taken_up(self, task: Task, em: Any, session: Session | None) -> Task:
-        """A submitted or working task whose message no process took up (the one that had it
-        stopped before its turn began: never `submitted` for ever): failed as soon as that is
-        known. The process that takes a message up holds its conversation's lease from the
-        conversation's creation or its turn's claim: a lease whose holder is gone says so at once.
-        Else (the process stopped before it held anything) once the lease time has passed since
-        the task was written, so a live process starting it is never overtaken."""
-        if (
-            task.status.state in _RUNNING_STATES
-            and task.history  # (a task without a message, from POST /tasks, has no turn)
-            and not legacy.is_legacy_task(task)
-            and (session is None or session.state.status != "running")
-            and (
-                time.time() - task.status.timestamp.ToSeconds() > self.devagent.core.config.lease_seconds
-                or (session is not None and await self.devagent.core.lease_lapsed(session.id))
-            )
-        ):
-            text = "the server process handling this message stopped before it began; send it again"
-            named = f"not taken up {task.status.timestamp.ToMicroseconds()}"
-            return self._derived(
-                task, em, TaskState.TASK_STATE_FAILED, [Part(text=text)], text, _derived_id(task.id, named)
-            )
-        return task
-
-    def _derived(
-        self, task: Task, em: Any, state: TaskState, parts: list[Part] | None, error: str, message_id: str
-    ) -> Task:
-        """`task` with the status its conversation says (the stored copy is not changed); the
-        status message's id is `message_id`."""
-        if task.status.message.message_id == message_id:
-            task.status.ClearField("message")  # derived before and stored: replaced, not moved
-        _to_history(task)
-        message = (
-            Message(
-                message_id=message_id,
-                role=Role.ROLE_AGENT,
-                parts=parts,
-                task_id=task.id,
-                context_id=task.context_id,
-            )
-            if parts
-            else None
-        )
-        status = TaskStatus(state=state, message=message) if message is not None else TaskStatus(state=state)
-        status.timestamp.GetCurrentTime()
-        task.status.CopyFrom(status)
-        md = em.metadata_of(ext.STATE_CHANGE, error or None)
-        if isinstance(md, dict):
-            task.metadata.update(md)
-        elif md is not None:
-            task.metadata.MergeFrom(md)
-        return task
+        view = await read_turn(ex.core, sid, lease=may_be_untaken(task))
+        plain = ext.EXTENSION_URI not in context.requested_extensions
+        em = ex.emitter(None, task, ex.shown_model(view.model if view is not None else ""), plain=plain)
+        if view is not None and needs_transcript(task, view, em):
+            await view.read_transcript()
+        return derive_task(task, view, em, ex.core.config.lease_seconds)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         page: ListTasksResponse = await super().on_list_tasks(params, context)
-        for task in page.tasks:  # the open ones read as their conversations say (`_reconcile`)
+        for task in page.tasks:  # the open ones read as their conversations say (`_derived_task`)
             if task.status.state not in TERMINAL_TASK_STATES:
-                task.CopyFrom(await self._reconcile(task, context))
+                task.CopyFrom(await self._derived_task(task, context))
         return page
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
@@ -766,7 +506,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        task = await self._reconcile(stored, context)
+        task = await self._derived_task(stored, context)
         result: Task = apply_history_length(task, params)
         return result
 
@@ -779,7 +519,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
         nothing asked for."""
         status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
         status.timestamp.GetCurrentTime()
-        _to_history(task)  # (a status that restates the history's end is there once)
+        to_history(task)  # (a status that restates the history's end is there once)
         task.status.CopyFrom(status)
         # The conversation's lease first: it names the process taking the message up, so a reader
         # knows at once when that process died before the turn began (`_not_taken_up`).
@@ -810,8 +550,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        stored_state = stored.status.state  # (`_reconcile` derives in place)
-        task = await self._reconcile(stored, context)
+        stored_state = stored.status.state  # (`_derived_task` derives in place)
+        task = await self._derived_task(stored, context)
         if self._runs_elsewhere(task) and self.devagent.fanout is not None:
 
             async def settled() -> Event | None:
@@ -819,7 +559,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
                 again = await self.store.get(params.id, context)
                 if again is None:
                     return None
-                now = await self._reconcile(again, context)
+                now = await self._derived_task(again, context)
                 if now.status.state not in stop:
                     return None
                 return TaskStatusUpdateEvent(
@@ -868,14 +608,14 @@ class DevagentRequestHandler(DefaultRequestHandler):
             await agen.aclose()
 
     def _runs_elsewhere(self, task: Task) -> bool:
-        """After `_reconcile`: the task's turn runs in another process."""
+        """After `_derived_task`: the task's turn runs in another process."""
         return task.status.state == TaskState.TASK_STATE_WORKING and not self.devagent.executing(task.id)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        current = await self._reconcile(stored, context)
+        current = await self._derived_task(stored, context)
         if current.status.state in TERMINAL_TASK_STATES:  # (maybe only as its session says)
             raise TaskNotCancelableError
         if self._runs_elsewhere(current):
@@ -904,7 +644,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
             stored = await self.store.get(task_id, context)
             if stored is None:
                 raise TaskNotFoundError
-            task = await self._reconcile(stored, context)
+            task = await self._derived_task(stored, context)
             if task.status.state in stop or time.monotonic() > deadline:
                 return task
             await asyncio.sleep(0.05)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from a2a.types import Task
 
     from devagent.a2a.request import Prepared
-    from devagent.agent.api import Session, SessionState
+    from devagent.agent.api import Session, TurnView
 
 KEY = ext.LEGACY_KEY  # "coderAgent"
 
@@ -415,11 +415,9 @@ class LegacyEmitter(Emitter):
         client_calls = [c for c in calls if c.awaiting_client]
         return [tool_calls_part(client_calls)] if client_calls else None
 
-    def status_of(
-        self, state: SessionState, waiting: list[ToolCall]
-    ) -> tuple[TaskState, list[Part] | None, str]:
+    def status_of(self, turn: TurnView) -> tuple[TaskState, list[Part] | None, str]:
         """A turn that ended leaves a legacy task waiting for the next message (`task_state`)."""
-        task_state, parts, error = super().status_of(state, waiting)
+        task_state, parts, error = super().status_of(turn)
         return self.task_state(task_state), parts, error
 
     def task_state(self, state: TaskState) -> TaskState:

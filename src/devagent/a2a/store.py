@@ -100,7 +100,7 @@ def join_tail(task: Task) -> None:
 def drop_superseded(task: Task) -> None:
     """Of agent messages in the history that share a messageId made from a name (a version 5
     UUID: the text of one model answer, `Emitter.answer_begins`; a status derived from the
-    conversation, `DevagentRequestHandler._derived`), only the last is kept. Such an id comes back
+    conversation, `derive.derived_id`), only the last is kept. Such an id comes back
     on purpose: the answer a crash cut off is streamed again after the restart, a derived status
     is moved into the history again by a later continuation; the history shows it once. (Pieces
     of one message are joined as they come, `join_tail`: two entries with one id are never

@@ -57,7 +57,6 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.events import Usage as Usage
     from devagent.agent.events import UserPrompt as UserPrompt
     from devagent.agent.events import file_diffs as file_diffs
-    from devagent.agent.history.transcript import answers_from as answers_from
     from devagent.agent.hooks.config import HooksFileError as HooksFileError
     from devagent.agent.hooks.config import load_hooks as load_hooks
     from devagent.agent.loop.driver import Door as Door
@@ -112,6 +111,10 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.tools.base import Workspace as Workspace
     from devagent.agent.tools.client import validate_client_tools as validate_client_tools
     from devagent.agent.tools.web import web_search_setting as web_search_setting
+    from devagent.agent.turn_view import ModelAnswer as ModelAnswer
+    from devagent.agent.turn_view import TurnInput as TurnInput
+    from devagent.agent.turn_view import TurnView as TurnView
+    from devagent.agent.turn_view import read_turn as read_turn
     from devagent.agent.views.timeline import call_results as call_results
     from devagent.agent.views.timeline import changed_files as changed_files
     from devagent.agent.views.timeline import replayed_call as replayed_call
@@ -197,10 +200,11 @@ _WHERE: dict[str, tuple[str, str]] = {
     "DIAGNOSTICS_MODES": ("devagent.agent.tools.diagnostics", "MODES"),
     "SYNTAX_CHECK_MODES": ("devagent.agent.tools.syntax", "MODES"),
     **_names("devagent.agent.tools.web", "web_search_setting"),
-    # The session's read model and transcript (debt: internals a door rebuilds a client's view
-    # from; the session should offer these views itself)
+    # The session's read model: how its current turn stands, the answers since an input, what
+    # became of calls (`read_turn`: what an A2A task is derived from)
+    **_names("devagent.agent.turn_view", "ModelAnswer", "TurnInput", "TurnView", "read_turn"),
+    # (debt: internals a door rebuilds a client's view from; the session should offer these views)
     **_names("devagent.agent.views.timeline", "call_results", "changed_files", "replayed_call"),
-    **_names("devagent.agent.history.transcript", "answers_from"),
 }
 
 
