@@ -114,6 +114,13 @@ class Callers:
         caller = self.oidc.known(token)
         return caller.expires + self.oidc.settings.leeway if caller is not None else None
 
+    def known_operator(self, header: bytes | str | None) -> bool:
+        """Whether the call's IdP token, already checked, gave its caller the operator's role."""
+        if self.oidc is None or self._static(header) is not None or not (token := _bearer(header)):
+            return False
+        caller = self.oidc.known(token)
+        return caller is not None and caller.operator
+
     def known(self, header: bytes | str | None) -> str | None:
         name = self._static(header)
         if name is None and self.oidc is not None and (token := _bearer(header)):

@@ -87,6 +87,11 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
                 message=f"A2A version '{headers['a2a-version']}' is not supported: this service is 1.0"
             )
         call_context.state["headers"] = headers
+        if self._check is not None and self._check.known_operator(headers.get("authorization")):
+            # the role the IdP's token gives, as BearerAuth gives it on the HTTP bindings
+            from starlette.authentication import AuthCredentials
+
+            call_context.state["auth"] = AuthCredentials(["authenticated", "operator", "metrics"])
         telemetry.adopt(headers)  # the call's `traceparent` metadata: its turn's parent
         return call_context
 
