@@ -593,6 +593,16 @@ OidcOperatorRoleOpt = Annotated[
     str | None,
     typer.Option("--oidc-operator-role", help="The role that makes a caller an operator (default operator)"),
 ]
+OidcGroupsClaimOpt = Annotated[
+    str | None,
+    typer.Option("--oidc-groups-claim", help="Where a caller's groups are (a claim or dotted path)"),
+]
+OidcSharedGroupsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--oidc-shared-groups", help="Groups whose members read each other's tasks (comma-separated)"
+    ),
+]
 # No flag for the client secret: a command line is readable by every user of the host.
 OidcClientIdOpt = Annotated[
     str | None,
@@ -634,6 +644,8 @@ def serve(
     oidc_roles_claim: OidcRolesClaimOpt = None,
     oidc_operator_role: OidcOperatorRoleOpt = None,
     oidc_client_id: OidcClientIdOpt = None,
+    oidc_groups_claim: OidcGroupsClaimOpt = None,
+    oidc_shared_groups: OidcSharedGroupsOpt = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -668,6 +680,8 @@ def serve(
             "roles_claim": oidc_roles_claim,
             "operator_role": oidc_operator_role,
             "client_id": oidc_client_id,
+            "groups_claim": oidc_groups_claim,
+            "shared_groups": oidc_shared_groups,
         },
     )
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself

@@ -755,7 +755,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         return task
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        context = operator_reads.list_context(params, context)  # an operator's: maybe another's
+        # an operator's (a shared group's): maybe another identity's
+        context = await operator_reads.list_context(params, context, self.devagent.identity_groups)
         page: ListTasksResponse = await super().on_list_tasks(params, context)
         for task in page.tasks:  # the open ones read as their conversations say (`_reconcile`)
             if task.status.state not in TERMINAL_TASK_STATES:
@@ -765,8 +766,11 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
         stored = await self.store.get(params.id, context)
-        if stored is None and (owners := await operator_reads.owner_context(self.store, params.id, context)):
-            context = owners  # an operator reads another identity's task as its owner would
+        groups = self.devagent.identity_groups
+        if stored is None and (
+            owners := await operator_reads.owner_context(self.store, params.id, context, groups)
+        ):
+            context = owners  # an operator (a shared group) reads another's task as its owner would
             stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError

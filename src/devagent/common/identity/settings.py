@@ -24,7 +24,9 @@ class OidcSettings:
     IdP; `leeway`: seconds of clock difference forgiven on `exp`, `nbf` and `iat`;
     `refetch_interval`: at most one refetch of the keys in this many seconds, however many tokens
     name a key it does not know; `scopes`: the scopes a client asks the IdP for (the MCP door's
-    resource metadata, the console's sign-in)."""
+    resource metadata, the console's sign-in); `groups_claim`: where the caller's groups are (a
+    dotted path; empty: no groups); `shared_groups`: the groups whose members may read each
+    other's tasks (the operator's choice; none by default)."""
 
     issuer: str
     audiences: tuple[str, ...] = ()
@@ -37,6 +39,8 @@ class OidcSettings:
     leeway: int = 30
     refetch_interval: float = 10.0
     scopes: tuple[str, ...] = ("openid",)
+    groups_claim: str = ""
+    shared_groups: frozenset[str] = frozenset()
 
     @property
     def discovery_url(self) -> str:
@@ -63,6 +67,8 @@ OIDC_SETTINGS: dict[str, tuple[str, str, str]] = {
     "roles_claim": ("DEVAGENT_OIDC_ROLES_CLAIM", "oidc_roles_claim", "--oidc-roles-claim"),
     "operator_role": ("DEVAGENT_OIDC_OPERATOR_ROLE", "oidc_operator_role", "--oidc-operator-role"),
     "client_id": ("DEVAGENT_OIDC_CLIENT_ID", "oidc_client_id", "--oidc-client-id"),
+    "groups_claim": ("DEVAGENT_OIDC_GROUPS_CLAIM", "oidc_groups_claim", "--oidc-groups-claim"),
+    "shared_groups": ("DEVAGENT_OIDC_SHARED_GROUPS", "oidc_shared_groups", "--oidc-shared-groups"),
     "client_secret": ("DEVAGENT_OIDC_CLIENT_SECRET", "oidc_client_secret", ""),
     "scopes": ("DEVAGENT_OIDC_SCOPES", "oidc_scopes", ""),
     "timeout": ("DEVAGENT_OIDC_TIMEOUT", "oidc_timeout", ""),
@@ -73,7 +79,7 @@ OIDC_SETTINGS: dict[str, tuple[str, str, str]] = {
 OIDC_FILE_KEYS = tuple(key for _var, key, _flag in OIDC_SETTINGS.values())
 # How a list in the settings file is written as the variable's text: audiences comma-separated,
 # scopes space-separated (as OAuth writes them).
-_LIST_SEPARATOR = {"audiences": ",", "scopes": " "}
+_LIST_SEPARATOR = {"audiences": ",", "scopes": " ", "shared_groups": ","}
 _NUMBERS = frozenset(("timeout", "leeway", "refetch_interval"))
 
 
@@ -153,7 +159,28 @@ def oidc_settings(
         leeway=int(_number(given, "leeway", 30)),
         refetch_interval=_number(given, "refetch_interval", 10.0),
         scopes=tuple(text.get("scopes", "").split()) or ("openid",),
+        groups_claim=text.get("groups_claim", ""),
+        shared_groups=_shared_groups(given),
     )
+
+
+def _shared_groups(given: Mapping[str, tuple[str, str]]) -> frozenset[str]:
+    """The groups that share: `GROUP` or `GROUP=read`, comma-separated. Sharing is reading; a
+    group that would approve another member's requests is refused, not taken as reading."""
+    if "shared_groups" not in given:
+        return frozenset()
+    raw, label = given["shared_groups"]
+    out: set[str] = set()
+    for entry in raw.split(","):
+        name, _, mode = (p.strip() for p in entry.partition("="))
+        if not name and not mode:
+            continue
+        if not name or mode not in ("", "read"):
+            raise ValueError(
+                f"{label}: {entry.strip()!r} is not GROUP or GROUP=read (only reading is shared)"
+            )
+        out.add(name)
+    return frozenset(out)
 
 
 def oidc_settings_from_env(environ: Mapping[str, str] | None = None) -> OidcSettings | None:
