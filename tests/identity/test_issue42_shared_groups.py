@@ -87,3 +87,30 @@ async def test_issue42_item4_a_shared_groups_members_read_each_others_tasks(
                 assert refused["error"]["code"] == -32001, refused
                 refused = await call(c, url, rpc("ListTasks", {"tenant": "oidc:alice"}), v1(token))
                 assert refused["error"]["code"] == -32602, refused
+
+
+async def test_issue42_item4_a_membership_the_idp_takes_away_ends_the_sharing(
+    group_idp: Idp, script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Alice's next token (signed by the provider's key, as it would issue once her membership is
+    gone) no longer lists team-a: from her next call on, Bob no longer reads her task."""
+    idp = group_idp
+    settings = OidcSettings(issuer=idp.issuer, groups_claim="groups", shared_groups=frozenset({"team-a"}))
+    kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": settings}}
+    async with running_server(script([[{"text": "done"}]]), sqlite_url, workspace, **kw) as srv:
+        base = srv.url.rstrip("/")
+        alice, bob = idp.token("alice", base), idp.token("bob", base)
+        async with httpx.AsyncClient(timeout=60) as c:
+            sent = await call(
+                c, srv.url, rpc("message/send", {"message": v03_message("hi")}), auth(alice, ext=False)
+            )
+            task_id = sent["result"]["id"]
+            assert (await call(c, srv.url, rpc("GetTask", {"id": task_id}), v1(bob)))["result"][
+                "id"
+            ] == task_id
+            claims = {"iss": idp.issuer, "aud": base, "sub": "alice", "exp": 2**31, "groups": ["staff"]}
+            later = idp.sign(claims)
+            own = await call(c, srv.url, rpc("GetTask", {"id": task_id}), v1(later))
+            assert own["result"]["id"] == task_id, own  # still Alice, now outside team-a
+            refused = await call(c, srv.url, rpc("GetTask", {"id": task_id}), v1(bob))
+            assert refused["error"]["code"] == -32001, refused
