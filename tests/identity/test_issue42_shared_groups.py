@@ -47,13 +47,13 @@ def test_issue42_item4_shared_groups_setting() -> None:
 
 
 async def test_issue42_item4_a_shared_groups_members_read_each_others_tasks(
-    group_idp: Idp, script: Script, db_url: str, workspace: Path
+    group_idp: Idp, script: Script, shared_db: str, workspace: Path
 ) -> None:
     idp = group_idp
     settings = OidcSettings(issuer=idp.issuer, groups_claim="groups", shared_groups=frozenset({"team-a"}))
     steps = [[{"text": "alice's answer"}], [{"text": "ci's answer"}]]
     kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": settings}}
-    async with running_server(script(steps), db_url, workspace, **kw) as srv:
+    async with running_server(script(steps), shared_db, workspace, **kw) as srv:
         base = srv.url.rstrip("/")
         alice, bob, carol, eve = (idp.token(c, base) for c in ("alice", "bob", "carol", "eve"))
         url = srv.url

@@ -4,7 +4,8 @@ tasks of the group's other members. Stored, not kept in memory: any replica answ
 and the owner of a task is often not the one calling when another member reads it.
 
 An identity's row is written when a token shows it in other groups than the row says (a
-membership the IdP gave or took away), so sharing follows the IdP without a write per request."""
+membership the IdP gave or took away), so sharing follows the IdP without a write per request
+(nor a read: what this process last wrote or read is trusted for RECHECK_SECONDS)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,17 @@ groups_table = sa.Table(
 
 # identities whose stored groups this process remembers (a miss costs one read)
 REMEMBERED = 4096
+# Seconds this process trusts its memory of a row before reading it again: another replica may
+# have written the row since (the identity's token there showed other groups). A membership the
+# IdP takes away lasts anyway as long as the tokens it issued before; this adds at most this much.
+RECHECK_SECONDS = 30.0
 
 
 class IdentityGroups:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, recheck: float = RECHECK_SECONDS) -> None:
         self.engine = engine
-        self._known: LRU[str, frozenset[str]] = LRU(REMEMBERED)
+        self._recheck = recheck
+        self._known: LRU[str, tuple[frozenset[str], float]] = LRU(REMEMBERED)
 
     async def initialize(self) -> None:
         try:
@@ -49,14 +55,15 @@ class IdentityGroups:
 
     async def record(self, identity: str, groups: frozenset[str]) -> None:
         """`identity` is now in `groups` (the shared ones its token names)."""
-        if self._known.get(identity) == groups:
+        known = self._known.get(identity)
+        if known is not None and known[0] == groups and time.monotonic() - known[1] < self._recheck:
             return
         if await self._stored(identity) != groups:
             try:
                 await self._write(identity, groups)
             except sa.exc.IntegrityError:  # another replica inserted the row meanwhile
                 await self._write(identity, groups)
-        self._known[identity] = groups
+        self._known[identity] = (groups, time.monotonic())
 
     async def _write(self, identity: str, groups: frozenset[str]) -> None:
         t = groups_table
