@@ -1,8 +1,9 @@
 """Issue 42 item 4: groups sharing sessions where the operator allows it, with tokens of a real
 OpenID Connect provider on loopback carrying a `groups` claim: members of a group the operator
 lets share (`oidc_shared_groups`) read each other's A2A tasks over JSON-RPC (`GetTask`,
-`ListTasks` naming the identity in `tenant`); a group the operator did not name shares nothing, a
-caller of another group or none reads nothing, and reading is all (no cancel)."""
+`ListTasks` naming the identity in `tenant`) and open each other's sessions in the console's
+API; a group the operator did not name shares nothing, a caller of another group or none reads
+nothing, and reading is all (no cancel)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,13 @@ async def test_issue42_item4_a_shared_groups_members_read_each_others_tasks(
             # reading is all
             cancel = await call(c, url, rpc("CancelTask", {"id": task_id}), v1(bob))
             assert cancel["error"]["code"] == -32001, cancel
+            # the console's API: Bob opens Alice's session read-only, naming its owner
+            context_id = sent["result"]["contextId"]
+            page = f"{url}ui/api/sessions/{context_id}?owner=oidc:alice"
+            opened = await c.get(page, headers=auth(bob, ext=False))
+            assert opened.status_code == 200 and "alice's answer" in opened.text, opened.text
+            for token in (eve, carol, TOKEN):
+                assert (await c.get(page, headers=auth(token, ext=False))).status_code == 404
             # the static token's task is in no group
             ci = await call(c, url, rpc("GetTask", {"id": ci_task}), v1(bob))
             assert ci["error"]["code"] == -32001, ci

@@ -288,7 +288,14 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
         *(
-            console_routes(parts.core, settings, session_id_for, ext.tool_call_json, _signin(parts))
+            console_routes(
+                parts.core,
+                settings,
+                session_id_for,
+                ext.tool_call_json,
+                _signin(parts),
+                parts.executor.identity_groups.groups_of if parts.executor.identity_groups else None,
+            )
             if settings.console
             else []
         ),
