@@ -570,6 +570,49 @@ MetricsTokenOpt = Annotated[
     ),
 ]
 
+OidcIssuerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--oidc-issuer",
+        help="The team's identity provider (OpenID Connect issuer URL): its access tokens are "
+        "accepted beside --token on every door (docs/identity.md)",
+    ),
+]
+OidcAudienceOpt = Annotated[
+    str | None,
+    typer.Option("--oidc-audience", help="What a token's aud must name (comma-separated; default the URL)"),
+]
+OidcIdentityClaimOpt = Annotated[
+    str | None, typer.Option("--oidc-identity-claim", help="The claim naming the caller (default sub)")
+]
+OidcRolesClaimOpt = Annotated[
+    str | None,
+    typer.Option("--oidc-roles-claim", help="Where a caller's roles are (a claim or dotted path)"),
+]
+OidcOperatorRoleOpt = Annotated[
+    str | None,
+    typer.Option("--oidc-operator-role", help="The role that makes a caller an operator (default operator)"),
+]
+OidcGroupsClaimOpt = Annotated[
+    str | None,
+    typer.Option("--oidc-groups-claim", help="Where a caller's groups are (a claim or dotted path)"),
+]
+OidcSharedGroupsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--oidc-shared-groups", help="Groups whose members read each other's tasks (comma-separated)"
+    ),
+]
+# No flag for the client secret: a command line is readable by every user of the host.
+OidcClientIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--oidc-client-id",
+        help="The console's client at the IdP (its secret: DEVAGENT_OIDC_CLIENT_SECRET or the "
+        "settings file, never a flag)",
+    ),
+]
+
 
 @app.command()
 def serve(
@@ -595,6 +638,14 @@ def serve(
     mcp: McpOpt = False,
     console: ConsoleOpt = True,
     metrics_token: MetricsTokenOpt = None,
+    oidc_issuer: OidcIssuerOpt = None,
+    oidc_audience: OidcAudienceOpt = None,
+    oidc_identity_claim: OidcIdentityClaimOpt = None,
+    oidc_roles_claim: OidcRolesClaimOpt = None,
+    oidc_operator_role: OidcOperatorRoleOpt = None,
+    oidc_client_id: OidcClientIdOpt = None,
+    oidc_groups_claim: OidcGroupsClaimOpt = None,
+    oidc_shared_groups: OidcSharedGroupsOpt = None,
 ) -> None:
     """Serve A2A (v0.3 and 1.0, development-tool extension) over HTTP; see docs/a2a.md and, for
     several replicas on one PostgreSQL database, docs/deploy.md."""
@@ -622,6 +673,16 @@ def serve(
         mcp=mcp,
         console=console,
         metrics_token=metrics_token,
+        oidc={
+            "issuer": oidc_issuer,
+            "audiences": oidc_audience,
+            "identity_claim": oidc_identity_claim,
+            "roles_claim": oidc_roles_claim,
+            "operator_role": oidc_operator_role,
+            "client_id": oidc_client_id,
+            "groups_claim": oidc_groups_claim,
+            "shared_groups": oidc_shared_groups,
+        },
     )
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
         code = serve_command(flags)

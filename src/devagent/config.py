@@ -33,6 +33,7 @@ from devagent.agent.api import (
     web_search_setting,
 )
 from devagent.common.errors import DevagentError
+from devagent.common.identity.settings import OIDC_FILE_KEYS
 from devagent.global_flags import lent
 from devagent.telemetry import TRACE_MODES
 
@@ -119,6 +120,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
 
 # Settings written as tables of their own, which may stand beside [devagent] at the top level.
 _TABLES = ("mcp_servers", "model_aliases", "prices", "remote_agents", "git_credentials", "sandbox_templates")
+
+
+# Keys of `devagent serve` alone, beside the core's in [devagent]: the identity provider's
+# (`oidc_*`, devagent.common.identity.settings). The file's reader accepts them; the server reads
+# their values with `serve_file_settings`, under its flags and the environment as every setting.
+SERVE_FILE_KEYS = OIDC_FILE_KEYS
 
 
 class ConfigError(DevagentError, ValueError):
@@ -262,7 +269,7 @@ def _unknown(key: str, known: list[str], where: str, table: bool = False) -> Con
 
 def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
     """Every key of the file is a known setting: a typo is an error, never silently ignored."""
-    keys = [key for _env, key in SETTINGS.values()]
+    keys = [key for _env, key in SETTINGS.values()] + list(SERVE_FILE_KEYS)
     top = doc.get("devagent")
     if isinstance(top, Mapping):
         for key in doc:  # beside [devagent], only the tables below are read
@@ -278,6 +285,22 @@ def _check_keys(doc: Mapping[str, Any], path: Path) -> None:
     for key in section:
         if key not in keys:
             raise _unknown(key, keys, where, isinstance(section[key], Mapping))
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def serve_file_settings(path: Path | None) -> dict[str, Any]:
+    """The settings file's `devagent serve` keys (SERVE_FILE_KEYS) as written there, by key."""
+    if path is None:
+        return {}
+    doc = _read_file(path)
+    section = doc.get("devagent", doc)
+    return {key: section[key] for key in SERVE_FILE_KEYS if key in section}
 
 
 def _syntax_check_setting(value: str) -> str:
@@ -370,10 +393,7 @@ def load_config(
     values: dict[str, Any] = {}
     path = config_file(env, flags.pop("config_path", None))
     if path is not None:
-        try:
-            doc = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: {e}") from e
+        doc = _read_file(path)
         _check_keys(doc, path)
         section = doc.get("devagent", doc)
         for name, (_env, key) in SETTINGS.items():

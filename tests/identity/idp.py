@@ -85,9 +85,11 @@ def running_idp(
     console: tuple[str, str, str] | None = None,
     ttl: int = 600,
     name: str = "idp",
+    groups: dict[str, list[str]] | None = None,
 ) -> Iterator[Idp]:
-    """The provider with these client-credentials clients (id -> secret), `roles` per client or
-    user, and maybe the console's client (id, secret, redirect URI); stopped after the block."""
+    """The provider with these client-credentials clients (id -> secret), `roles` and `groups`
+    per client or user, and maybe the console's client (id, secret, redirect URI); stopped after
+    the block."""
     ensure_installed(JS, JS / "node_modules" / "oidc-provider", "oidc-provider")
     key = new_key(f"{name}-key")
     registered: list[dict[str, Any]] = [
@@ -122,6 +124,7 @@ def running_idp(
                 "resource": "http://127.0.0.1/",
                 "clients": registered,
                 "roles": roles or {},
+                "groups": groups or {},
                 "ttl": ttl,
             }
         )

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.api import AgentCore
+    from devagent.store.identity_groups import IdentityGroups
 
 
 def _mcp_app(core: AgentCore, settings: A2ASettings) -> Any:
@@ -121,6 +122,10 @@ def build_parts(core: AgentCore, settings: A2ASettings) -> ServerParts:
     push_store = VersionedPushConfigStore(engine)
     sender = _push_sender(core, settings, push_store, task_store)
     executor = DevagentExecutor(core, settings)
+    if settings.oidc is not None and settings.oidc.shared_groups:
+        from devagent.store.identity_groups import IdentityGroups
+
+        executor.identity_groups = IdentityGroups(engine)
     metrics = executor.metrics = Metrics()
     core.usage_listeners.append(metrics.count_usage)  # spend per caller
     quiet_client_mistakes()  # a client's malformed request: one warning line, no traceback
@@ -157,11 +162,11 @@ def build_parts(core: AgentCore, settings: A2ASettings) -> ServerParts:
         ctx_builder=V03ServerCallContextBuilder(DefaultServerCallContextBuilder()),
         new_task=new_task,
         mcp_app=_mcp_app(core, settings) if settings.mcp else None,
-        callers=_callers(settings),
+        callers=_callers(settings, executor.identity_groups),
     )
 
 
-def _callers(settings: A2ASettings) -> Callers | None:
+def _callers(settings: A2ASettings, groups: IdentityGroups | None) -> Callers | None:
     """The static tokens and the IdP's verifier (with its audience defaulting to this server's URL,
     known by now: the port is bound), or None for a server that has neither."""
     oidc = settings.oidc_resolved
@@ -169,7 +174,7 @@ def _callers(settings: A2ASettings) -> Callers | None:
         return None
     from devagent.common.identity import OidcVerifier
 
-    return Callers(settings.tokens, OidcVerifier(oidc) if oidc is not None else None)
+    return Callers(settings.tokens, OidcVerifier(oidc) if oidc is not None else None, groups)
 
 
 def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
@@ -181,6 +186,8 @@ def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncCon
         async with parts.core.store.schema_lock():  # replicas starting together create tables once
             await parts.task_store.initialize()
             await parts.push_store.initialize()
+            if parts.executor.identity_groups is not None:
+                await parts.executor.identity_groups.initialize()
         parts.sender.start()
         parts.core.sweeper.start()
         mcp_running = contextlib.AsyncExitStack()
@@ -281,7 +288,14 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
         *(
-            console_routes(parts.core, settings, session_id_for, ext.tool_call_json, _signin(parts))
+            console_routes(
+                parts.core,
+                settings,
+                session_id_for,
+                ext.tool_call_json,
+                _signin(parts),
+                parts.executor.identity_groups.groups_of if parts.executor.identity_groups else None,
+            )
             if settings.console
             else []
         ),

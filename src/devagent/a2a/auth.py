@@ -23,6 +23,8 @@ from devagent.console.signin import SESSION_COOKIE as _SESSION_COOKIE
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from devagent.store.identity_groups import IdentityGroups
+
 # The MCP door's protected-resource metadata (RFC 9728), at the well-known path for the resource
 # `/mcp` (RFC 9728 3.1: the resource's path after the well-known name) and at the bare one.
 RESOURCE_METADATA_PATHS = (
@@ -39,6 +41,8 @@ CONSOLE_API = "/ui/api/"
 # The user of the metrics token (`--metrics-token`); no caller can have this name (identity names
 # have no spaces), and it is given the auth scope "metrics" rather than "authenticated".
 METRICS_READER = "metrics reader"
+# The auth scope of a caller in a group that shares (OidcSettings.shared_groups): "group:NAME".
+GROUP_SCOPE = "group:"
 
 
 class NamedUser(User):
@@ -89,9 +93,12 @@ class Callers:
     access token of the operator's IdP names (`oidc:<claim>`). `identify` checks; `known` is its
     synchronous look-up of a token already checked (gRPC's per-call user)."""
 
-    def __init__(self, tokens: dict[str, str], oidc: OidcVerifier | None = None) -> None:
+    def __init__(
+        self, tokens: dict[str, str], oidc: OidcVerifier | None = None, groups: IdentityGroups | None = None
+    ) -> None:
         self._static = TokenCheck(tokens)
         self.oidc = oidc
+        self._groups = groups  # where each IdP identity's shared groups are kept, when groups share
 
     async def identify(self, header: bytes | str | None) -> tuple[str, bool, float | None]:
         """(identity, whether an operator, when its token expires: None for a static token);
@@ -105,6 +112,8 @@ class Callers:
         if self.oidc is None:
             raise TokenRefused("the bearer token is not one this server accepts")
         caller = await self.oidc.verify(token)
+        if self._groups is not None:  # its groups as this token says (the IdP may have changed them)
+            await self._groups.record(caller.name, caller.groups)
         return caller.name, caller.operator, caller.expires + self.oidc.settings.leeway
 
     def expires(self, header: bytes | str | None) -> float | None:
@@ -113,6 +122,20 @@ class Callers:
             return None
         caller = self.oidc.known(token)
         return caller.expires + self.oidc.settings.leeway if caller is not None else None
+
+    def known_groups(self, header: bytes | str | None) -> frozenset[str]:
+        """The shared groups of the caller of an IdP token already checked (none for a static one)."""
+        if self.oidc is None or self._static(header) is not None or not (token := _bearer(header)):
+            return frozenset()
+        caller = self.oidc.known(token)
+        return caller.groups if caller is not None else frozenset()
+
+    def known_operator(self, header: bytes | str | None) -> bool:
+        """Whether the call's IdP token, already checked, gave its caller the operator's role."""
+        if self.oidc is None or self._static(header) is not None or not (token := _bearer(header)):
+            return False
+        caller = self.oidc.known(token)
+        return caller is not None and caller.operator
 
     def known(self, header: bytes | str | None) -> str | None:
         name = self._static(header)
@@ -201,6 +224,7 @@ class BearerAuth:
                 return
             if operator:
                 scopes += ["operator", "metrics"]
+            scopes += [GROUP_SCOPE + g for g in sorted(self._callers.known_groups(header))]
         from starlette.authentication import AuthCredentials, SimpleUser
 
         scope["user"] = SimpleUser(name)

@@ -21,9 +21,9 @@ from devagent.a2a.settings import (
     parse_workspace_for,
 )
 from devagent.agent.api import SandboxError, setup_sandbox
-from devagent.common.identity import oidc_settings_from_env
+from devagent.common.identity.settings import oidc_settings
 from devagent.common.jsonlimits import positive_int_from_env
-from devagent.config import ConfigError, load_config
+from devagent.config import ConfigError, load_config, serve_file_settings
 from devagent.preflight import StartError, check_db_url, check_model, report
 
 if TYPE_CHECKING:
@@ -162,11 +162,15 @@ class ServeFlags:
     mcp: bool = False
     console: bool = True
     metrics_token: str | None = None
+    # the identity provider's flags, by OidcSettings field (devagent.common.identity.settings)
+    oidc: dict[str, str | None] = field(default_factory=dict)
 
 
-def serve_settings(environ: Mapping[str, str], flags: ServeFlags) -> A2ASettings:
-    """The server's settings from its flags, and the environment where a flag is not given;
-    ValueError says what is wrong."""
+def serve_settings(
+    environ: Mapping[str, str], flags: ServeFlags, config_path: Path | None = None
+) -> A2ASettings:
+    """The server's settings from its flags, the environment where a flag is not given, and the
+    settings file (`config_path`) for the keys it may hold; ValueError says what is wrong."""
     for r in flags.workspace_roots:
         if not r.is_dir():
             raise ValueError(f"workspace root {r} is not a directory")
@@ -184,7 +188,9 @@ def serve_settings(environ: Mapping[str, str], flags: ServeFlags) -> A2ASettings
         mcp=flags.mcp,
         console=flags.console,
         metrics_token=(flags.metrics_token or "").strip(),
-        oidc=oidc_settings_from_env(environ),
+        oidc=oidc_settings(
+            environ, serve_file_settings(config_path), flags.oidc, str(config_path or "the settings file")
+        ),
         **from_env,
     )
     settings.check_bind()
@@ -216,7 +222,7 @@ def serve_command(flags: ServeFlags) -> int:
     except StartError as e:
         return report("devagent", e)
     try:
-        settings = serve_settings(os.environ, flags)
+        settings = serve_settings(os.environ, flags, config.config_path)
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2

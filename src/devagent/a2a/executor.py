@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from devagent.a2a.observe import Metrics, TurnRecord
     from devagent.a2a.settings import A2ASettings
     from devagent.agent.api import AgentCore, Session
+    from devagent.store.identity_groups import IdentityGroups
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,8 @@ class DevagentExecutor(AgentExecutor):
         self.settings = settings
         self._running: dict[str, _Running] = {}  # tasks whose execute() runs in this process
         self.metrics: Metrics | None = None  # set by the app (observe.py)
+        # the IdP identities' shared groups, where the operator lets groups share (set by the app)
+        self.identity_groups: IdentityGroups | None = None
         # With a database that several replicas share: the live events of executions here,
         # logged for the replicas that follow them (None with SQLite: one process).
         self.fanout: Fanout | None = None

@@ -53,7 +53,7 @@ from google.protobuf import any_pb2  # type: ignore[import-untyped]
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 from devagent import telemetry
-from devagent.a2a.auth import Callers, NamedUser
+from devagent.a2a.auth import GROUP_SCOPE, Callers, NamedUser
 from devagent.a2a.streams import StreamLimit
 from devagent.a2a.token_expiry import EXPIRED
 from devagent.common.identity import TokenRefused
@@ -74,6 +74,18 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
     }
 
 
+def _credentials(check: Callers, header: str | None) -> Any:
+    """The role and shared groups the call's IdP token gives, as BearerAuth gives them on the HTTP
+    bindings (the interceptor checked the token first)."""
+    from starlette.authentication import AuthCredentials
+
+    scopes = ["authenticated"]
+    if check.known_operator(header):
+        scopes += ["operator", "metrics"]
+    scopes += [GROUP_SCOPE + g for g in sorted(check.known_groups(header))]
+    return AuthCredentials(scopes)
+
+
 class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
     def __init__(self, check: Callers | None) -> None:
         self._check = check
@@ -87,6 +99,8 @@ class _ContextBuilder(DefaultGrpcServerCallContextBuilder):
                 message=f"A2A version '{headers['a2a-version']}' is not supported: this service is 1.0"
             )
         call_context.state["headers"] = headers
+        if self._check is not None:
+            call_context.state["auth"] = _credentials(self._check, headers.get("authorization"))
         telemetry.adopt(headers)  # the call's `traceparent` metadata: its turn's parent
         return call_context
 

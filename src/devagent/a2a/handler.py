@@ -38,7 +38,7 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 
 from devagent.a2a import client_tools as ct
 from devagent.a2a import extension as ext
-from devagent.a2a import legacy
+from devagent.a2a import legacy, operator_reads
 from devagent.a2a.card import INPUT_MODES
 from devagent.a2a.derive import derive_task, may_be_untaken, needs_transcript, to_history
 from devagent.a2a.executor import DevagentExecutor, owner_of, session_id_for
@@ -495,6 +495,8 @@ class DevagentRequestHandler(DefaultRequestHandler):
         return derive_task(task, view, em, ex.core.config.lease_seconds)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        # an operator's (a shared group's): maybe another identity's
+        context = await operator_reads.list_context(params, context, self.devagent.identity_groups)
         page: ListTasksResponse = await super().on_list_tasks(params, context)
         for task in page.tasks:  # the open ones read as their conversations say (`_derived_task`)
             if task.status.state not in TERMINAL_TASK_STATES:
@@ -504,6 +506,12 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         validate_history_length(params)
         stored = await self.store.get(params.id, context)
+        groups = self.devagent.identity_groups
+        if stored is None and (
+            owners := await operator_reads.owner_context(self.store, params.id, context, groups)
+        ):
+            context = owners  # an operator (a shared group) reads another's task as its owner would
+            stored = await self.store.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
         task = await self._derived_task(stored, context)

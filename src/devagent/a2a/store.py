@@ -262,6 +262,17 @@ class BufferedTaskStore(TaskStore):
             return copy
         return await self._get_stored(task_id, context)
 
+    async def owner_of(self, task_id: str) -> str | None:
+        """The identity that owns the task, or None where there is no such task."""
+        entry = self._pending.get(task_id)
+        if entry is not None:
+            owner: str = self.inner.owner_resolver(entry[1])
+            return owner
+        await self.inner._ensure_initialized()
+        async with self.inner.async_session_maker() as session:
+            found = (await session.execute(self._rows.owner, {"b_id": task_id})).first()
+        return None if found is None else str(found[0])
+
     # --- the stored tasks, through the cache ------------------------------------------------------
 
     async def _save_stored(self, task: Task, context: ServerCallContext) -> None:

@@ -9,7 +9,7 @@ function the A2A server passes in), so another token's session is as unknown her
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -87,6 +87,23 @@ def _operator(request: Request) -> bool:
     """Whether the caller has the operator's role of the identity provider (the auth scope
     "operator"): it sees every identity's sessions."""
     return "operator" in getattr(request.scope.get("auth"), "scopes", ())
+
+
+# The auth scope of a caller in a group the operator lets share ("group:NAME", given by the A2A
+# server's bearer check from the IdP's groups claim).
+_GROUP_SCOPE = "group:"
+
+
+async def _may_open(
+    request: Request, owner: str, groups_of: Callable[[str], Awaitable[frozenset[str]]] | None
+) -> bool:
+    """Whether the caller may open `owner`'s sessions (read-only): an operator, or a member of a
+    shared group `owner` was last seen in."""
+    if _operator(request):
+        return True
+    scopes = getattr(request.scope.get("auth"), "scopes", ())
+    mine = {s.removeprefix(_GROUP_SCOPE) for s in scopes if s.startswith(_GROUP_SCOPE)}
+    return bool(mine) and groups_of is not None and bool(mine & await groups_of(owner))
 
 
 def _iso(ts: float) -> str:
@@ -227,10 +244,12 @@ def console_routes(
     session_id_for: Callable[[str, str], str],
     tool_call_json: Callable[[ToolCall], dict[str, Any]],
     signin: SignIn | None = None,
+    groups_of: Callable[[str], Awaitable[frozenset[str]]] | None = None,
 ) -> list[Route]:
     """The console's routes over `core`. `session_id_for(owner, context_id)`: the core session of
     an owner's A2A context; `tool_call_json`: a tool call as the A2A extension shows it; `signin`:
-    the sign-in through the operator's identity provider, where one is set for the console."""
+    the sign-in through the operator's identity provider, where one is set for the console;
+    `groups_of(identity)`: the shared groups an identity was last seen in, where groups share."""
 
     async def me(request: Request) -> Response:
         owner = _owner(request)
@@ -271,8 +290,9 @@ def console_routes(
 
     async def session(request: Request) -> Response:
         owner = _owner(request)
-        if _operator(request):  # an operator may open another identity's session
-            owner = request.query_params.get("owner", owner)
+        named = request.query_params.get("owner", owner)
+        if named != owner and await _may_open(request, named, groups_of):
+            owner = named  # an operator (a shared group's member) opens another identity's session
         context_id = request.path_params["context_id"]
         if not context_id or len(context_id) > 200:
             return _error(404, "no such session")

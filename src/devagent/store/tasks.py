@@ -60,6 +60,8 @@ class TaskRows:
         # a task's signature; and its signature with the whole row (the model)
         self.signature: Select[Any] = select(*self._signature).where(mine)
         self.row: Select[Any] = select(*self._signature, model).where(mine)
+        # whose a task is, whoever asks (an operator's read of another identity's task)
+        self.owner: Select[Any] = select(model.owner).where(model.id == bindparam("b_id"))
 
     @staticmethod
     def params(task_id: str, owner: str) -> dict[str, Any]:

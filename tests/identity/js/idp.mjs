@@ -5,6 +5,7 @@
 //   resource: the resource (audience) a token is for when a client names none;
 //   clients: its registered clients (client credentials, and the console's code + PKCE);
 //   roles: { accountOrClientId: [role, ...] } put in every access token's `roles` claim;
+//   groups: { accountOrClientId: [group, ...] } put in every access token's `groups` claim;
 //   ttl: access tokens' lifetime in seconds.
 // Users log in through the provider's development pages (any login name, any password; a
 // native client also gets its consent page). Clients may also register themselves (RFC 7591).
@@ -18,6 +19,7 @@ const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
 const rolesOf = (id) => (cfg.roles && cfg.roles[id]) || [];
+const groupsOf = (id) => (cfg.groups && cfg.groups[id]) || [];
 
 const provider = new Provider(issuer, {
   clients: cfg.clients,
@@ -46,7 +48,10 @@ const provider = new Provider(issuer, {
       }),
     },
   },
-  extraTokenClaims: async (ctx, token) => ({ roles: rolesOf(token.accountId || token.clientId) }),
+  extraTokenClaims: async (ctx, token) => ({
+    roles: rolesOf(token.accountId || token.clientId),
+    groups: groupsOf(token.accountId || token.clientId),
+  }),
   findAccount: async (ctx, id) => ({
     accountId: id,
     claims: async () => ({ sub: id, name: id, roles: rolesOf(id) }),

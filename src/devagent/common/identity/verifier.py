@@ -36,6 +36,7 @@ class Caller:
     operator: bool
     expires: float
     subject: str = ""
+    groups: frozenset[str] = frozenset()  # the shared groups (OidcSettings.shared_groups) it is in
 
 
 def _claim(claims: dict[str, Any], path: str) -> Any:
@@ -152,11 +153,13 @@ class OidcVerifier:
         except JoseError as e:
             raise TokenRefused(_said(e)) from None
         roles = _roles(_claim(claims, s.roles_claim)) if s.roles_claim else set()
+        groups = _roles(_claim(claims, s.groups_claim)) & s.shared_groups if s.groups_claim else set()
         return Caller(
             name=_name(_claim(claims, s.identity_claim), s.identity_claim),
             operator=s.operator_role in roles,
             expires=float(claims["exp"]),
             subject=str(claims.get("sub") or ""),
+            groups=frozenset(groups),
         )
 
 
