@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,3 +56,12 @@ def root_sandbox_user(spec: str, owned_by: Sequence[Path]) -> tuple[int, int, st
         with contextlib.suppress(SandboxError):  # (an account whose group is root's: nobody)
             return sandbox_account(str(uid))
     return sandbox_account("")
+
+
+def give_tree(folder: Path, uid: int, gid: int) -> None:
+    """`folder` and all it holds (a new workspace, a repository's clone the server just made)
+    become the user's: links themselves, never what they point to."""
+    os.chown(folder, uid, gid, follow_symlinks=False)
+    for top, dirs, names in os.walk(folder):
+        for name in (*dirs, *names):
+            os.chown(os.path.join(top, name), uid, gid, follow_symlinks=False)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from devagent.agent.sandbox.accounts import give_tree
 from devagent.agent.sandbox.base import Limits, Started, Stdin, Streams, Winsize
 from devagent.agent.sandbox.files import HostFiles
 from devagent.agent.sandbox.shown import not_holding
@@ -299,7 +300,7 @@ class LocalProvider:
 
     def give(self, folder: Path) -> None:
         if self.bwrap.user is not None:
-            os.chown(folder, self.bwrap.user[0], self.bwrap.user[1], follow_symlinks=False)
+            give_tree(folder, self.bwrap.user[0], self.bwrap.user[1])
 
     def for_session(self, session_id: str, roots: Sequence[Path]) -> LocalSandbox:
         return LocalSandbox(self.bwrap, roots)
