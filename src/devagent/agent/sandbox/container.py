@@ -135,6 +135,10 @@ class ContainerSandbox:
         self._up: bool | None = None  # None: not known; checked before the next command
         self._lock = asyncio.Lock()
         self.volume = ""
+        # The host folder that is its /workspace (the first workspace root, bind-mounted), where
+        # the provider maps the session's own folder; else "" and /workspace is a named volume.
+        self.bound = str(self.roots[0]) if provider.host_workspace and self.roots else ""
+        self._opened = False
 
     # --- what the session is told ------------------------------------------------------------------
 
@@ -186,14 +190,36 @@ class ContainerSandbox:
         """Finds the session's container (an earlier turn's, or another replica's), else makes
         one around its volume if only that is left, else claims one from the warm pool, else
         creates one. Two opens at once make one container."""
-        if self.volume:
+        if self._opened:
             return
         await self.provider.start()  # the pool's refills and the idle reaper, once, on first need
         async with self.provider.lock_for(self.session_id):
-            if not self.volume:
+            if not self._opened:
                 await self._open_here()
 
     async def _open_here(self) -> None:
+        if self.bound:
+            await self._open_bound()
+        else:
+            await self._open_volume()
+        self._opened = True
+
+    async def _open_bound(self) -> None:
+        """The container whose /workspace is the session's host folder: an earlier turn's when it
+        has that folder, else a new one (a pooled container has a volume of its own, so the warm
+        pool is not used here; a container of this name around anything else is replaced)."""
+        engine, t = self.engine, self.template
+        state = await engine.running(self.name)
+        if state is not None and await engine.bound_folder(self.name) == self.bound:
+            self._up = state or None  # a stopped one is started by ensure_running
+            return
+        if state is not None:
+            await engine.remove(self.name)
+        labels = self.provider.labels_for(self.session_id, t)
+        await provision(engine, self.name, "", t, labels, bind=self.bound)
+        self._up = True
+
+    async def _open_volume(self) -> None:
         engine, t = self.engine, self.template
         labels = self.provider.labels_for(self.session_id, t)
         own = f"devagent-ws-{_safe(self.session_id)}"
@@ -220,7 +246,13 @@ class ContainerSandbox:
             if state is None:
                 labels = self.provider.labels_for(self.session_id)
                 await provision(
-                    self.engine, self.name, self.volume, self.template, labels, volume_exists=True
+                    self.engine,
+                    self.name,
+                    self.volume,
+                    self.template,
+                    labels,
+                    volume_exists=True,
+                    bind=self.bound,
                 )
             elif not state:
                 await self.engine.start(self.name)
@@ -246,6 +278,16 @@ class ContainerSandbox:
     async def release(self, keep: bool) -> None:
         """keep: the volume (and the stopped container) stay for a later turn; else both go."""
         self.provider.forget(self)
+        if self.bound:  # the workspace is the host's folder, which outlives the container
+            if keep:
+                async with self._lock:
+                    if self.running_commands == 0:
+                        await self.engine.stop(self.name)
+                        self._up = False
+            else:
+                await self.engine.remove(self.name)
+                self._up = None
+            return
         if not self.volume:  # never opened here: what an earlier server left, if anything
             self.volume = await self.engine.volume_of(self.name) or f"devagent-ws-{_safe(self.session_id)}"
         if keep:
@@ -458,7 +500,7 @@ class ContainerSandbox:
         """A file operation for a caller that cannot await: an unopened sandbox is opened in a
         thread of its own; a container found stopped is started and the operation run again."""
         where = str(self.inside(path))
-        if not self.volume:
+        if not self._opened:
             with concurrent.futures.ThreadPoolExecutor(1) as thread:
                 thread.submit(asyncio.run, self._open_here()).result()
         self.last_used = time.monotonic()
@@ -544,7 +586,10 @@ class ContainerProvider:
     template, from the warm pool when one is ready. Built from the settings (`config`: CoreConfig's
     sandbox_engine, sandbox_templates, sandbox_warm, sandbox_idle_seconds), or, for tests and the
     bench, from an engine and templates given here. `labels` go on everything it creates (a test
-    run's or a server's own, for its sweep)."""
+    run's or a server's own, for its sweep). `host_workspace`: a session's /workspace is its first
+    workspace root on this host, bind-mounted (what the file tools work on, so the shell and the
+    tools see the same files); the default for a provider built from the settings, which is a
+    server's. Else each session's workspace is a named volume of its own."""
 
     kind = "container"
 
@@ -558,8 +603,11 @@ class ContainerProvider:
         warm: int | None = None,
         idle_seconds: float | None = None,
         labels: Mapping[str, str] | None = None,
+        host_workspace: bool | None = None,
     ) -> None:
         self.engine = engine or Engine(getattr(config, "sandbox_engine", "") or "podman")
+        self.host_workspace = config is not None if host_workspace is None else host_workspace
+        self._user_ids: dict[str, tuple[int, int] | None] = {}
         self.templates = dict(templates if templates is not None else _templates(config))
         self.default_template = default_template
         self.warm = warm if warm is not None else int(getattr(config, "sandbox_warm", 0))
@@ -606,8 +654,39 @@ class ContainerProvider:
         return None
 
     def give(self, folder: Path) -> None:
-        """Nothing to give: commands never see the server's folders."""
-        del folder
+        """A folder the server made for a caller becomes the template user's (by its uid inside
+        the image, which a rootful engine keeps on the host) where that folder is bind-mounted
+        as /workspace and the server runs as root; with volumes commands never see it."""
+        if not self.host_workspace or os.geteuid() != 0 or not self.templates:
+            return
+        ids = self.user_ids(self.template())
+        if ids is not None:
+            os.chown(folder, *ids, follow_symlinks=False)
+
+    def user_ids(self, template: Template) -> tuple[int, int] | None:
+        """The uid and gid the template's user has in its image (asked of the image once: a
+        throwaway container with no network runs `id`), None when it cannot be told."""
+        if template.name not in self._user_ids:
+            found = re.fullmatch(r"(\d+)(?::(\d+))?", template.user)
+            if found:
+                uid = int(found.group(1))
+                self._user_ids[template.name] = (uid, int(found.group(2) or uid))
+            else:
+                self._user_ids[template.name] = self._ask_ids(template)
+        return self._user_ids[template.name]
+
+    def _ask_ids(self, template: Template) -> tuple[int, int] | None:
+        # the session container's own flags (`create --name N ... IMAGE sleep infinity`), made a
+        # throwaway `run --rm` with no workspace
+        flags = self.engine.create_args("ids", "", template, self.labels)[3:-3]
+        at = flags.index("--mount")
+        del flags[at : at + 2]
+        argv = self.engine.argv("run", "--rm", *flags, template.image, "/bin/sh", "-c", "id -u; id -g")
+        done = subprocess.run(argv, capture_output=True, text=True, env=self.engine.client_env())
+        numbers = done.stdout.split()
+        if done.returncode != 0 or len(numbers) != 2 or not all(n.isdigit() for n in numbers):
+            return None
+        return int(numbers[0]), int(numbers[1])
 
     def template(self, name: str | None = None) -> Template:
         chosen = name or self.default_template or ("default" if "default" in self.templates else "")
