@@ -212,3 +212,61 @@ async def test_issue40_item5_background_process_probe_against_the_container_back
         alice = containers[str(site.root / "alice")]
         await asyncio.to_thread(subprocess.run, ["podman", "stop", "--time", "1", alice], check=True)
         await until(A_SECONDS, False)
+
+
+async def test_issue40_item4_repository_session_on_the_container_backend(
+    sandbox_image: str, tmp_path: Path, db_url: str
+) -> None:
+    """issue 40 item 4 on the container backend: a conversation started from a repository at a
+    ref is cloned on the server's host into the caller's folder, which is the container's
+    /workspace: its setup script and the model's command run in the container as the image's
+    user, the file tools edit the same clone, and the patch and the pushed branch come back."""
+    from tests.a2a.helpers import running_server, stream
+    from tests.git_remotes import git, git_daemon, make_remote
+    from tests.repository.test_a2a_repository import artifacts
+
+    workspace = tmp_path / "root" / "ws"
+    workspace.mkdir(parents=True)
+    steps = [
+        [call("write_file", {"path": "notes.txt", "content": "from the tool\n"})],
+        [shell_call("echo compiled as $(id -un) in $(pwd) > out.txt; cat notes.txt setup-marker.txt")],
+        [{"text": "done"}],
+    ]
+    model = script(tmp_path / "s.json", steps)
+    remote = make_remote(tmp_path / "served")
+    template = {"default": {"image": sandbox_image, "memory_mb": 256, "pids": 64}}
+    with git_daemon(tmp_path / "served") as prefix:
+        core_kw = {
+            "repository_remotes": (prefix,),
+            "repository_setup": ("repo=repo:setup.sh",),
+            "approval_mode": "yolo",
+            "sandbox": "on",
+            "sandbox_backend": "container",
+            "sandbox_templates": template,
+        }
+        tokens = {"t-alice": "alice"}
+        try:
+            async with running_server(model, db_url, workspace, tokens=tokens, core_kw=core_kw) as srv:
+                async with httpx.AsyncClient(timeout=300) as c:
+                    repository = {"url": f"{prefix}project.git", "ref": "v1", "push": True, "setup": "repo"}
+                    msg = v03_message("change it", settings={"repository": repository})
+                    frames = await stream(
+                        c, srv.url, rpc("message/stream", {"message": msg}), auth("t-alice")
+                    )
+        finally:
+            containers = bound_to(tmp_path / "root")
+            for name in containers:
+                await asyncio.to_thread(
+                    subprocess.run, ["podman", "rm", "--force", name], capture_output=True
+                )
+    assert frames[-1]["result"]["status"]["state"] == "completed", frames
+    [clone] = list((tmp_path / "root").glob("project-*"))
+    assert list(containers.values()) == [str(clone)], containers
+    output = tool_outputs(json.dumps(frames))
+    assert "from the tool" in output and "set-up-ran" in output, output
+    [art] = artifacts(frames, "repository-result")
+    info = next(p for p in art["parts"] if p.get("kind") == "data")["data"]
+    assert info["base_commit"] == remote.first
+    assert {"notes.txt", "out.txt"} <= set(info["files"]), info
+    assert git("show", f"{info['branch']}:out.txt", cwd=remote.path) == "compiled as agent in /workspace"
+    assert bound_to(tmp_path / "root") == {}

@@ -654,14 +654,20 @@ class ContainerProvider:
         return None
 
     def give(self, folder: Path) -> None:
-        """A folder the server made for a caller becomes the template user's (by its uid inside
-        the image, which a rootful engine keeps on the host) where that folder is bind-mounted
-        as /workspace and the server runs as root; with volumes commands never see it."""
+        """A folder the server made for a caller (and what it holds) becomes the template user's
+        (by its uid inside the image, which a rootful engine keeps on the host) where that folder
+        is bind-mounted as /workspace and the server runs as root; volumes need nothing."""
         if not self.host_workspace or os.geteuid() != 0 or not self.templates:
             return
         ids = self.user_ids(self.template())
-        if ids is not None:
-            os.chown(folder, *ids, follow_symlinks=False)
+        if ids is None:
+            return
+        # What is in it the server just made too (a repository's clone): all of it, links
+        # themselves and never what they point to.
+        os.chown(folder, *ids, follow_symlinks=False)
+        for top, dirs, names in os.walk(folder):
+            for name in (*dirs, *names):
+                os.chown(os.path.join(top, name), *ids, follow_symlinks=False)
 
     def user_ids(self, template: Template) -> tuple[int, int] | None:
         """The uid and gid the template's user has in its image (asked of the image once: a
