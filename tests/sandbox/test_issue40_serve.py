@@ -270,3 +270,44 @@ async def test_issue40_item4_repository_session_on_the_container_backend(
     assert {"notes.txt", "out.txt"} <= set(info["files"]), info
     assert git("show", f"{info['branch']}:out.txt", cwd=remote.path) == "compiled as agent in /workspace"
     assert bound_to(tmp_path / "root") == {}
+
+
+async def test_issue40_item2_G4_file_tools_stay_in_the_folder_whatever_the_container_links(
+    site: Site,
+) -> None:
+    """issue 40 item 2 (G4): links a command makes in the container's /workspace lead the server's
+    file tools nowhere outside the caller's folder: one to the host's /etc/shadow (as the
+    container reads it, its own) and one to Bob's folder by its host path are refused; nothing
+    of either reaches the conversation."""
+    bob = site.root / "bob" / "secret.txt"
+    steps = [
+        [shell_call(f"ln -s /etc/shadow shadow && ln -s {bob} bobs && ln -s .. up && echo LINKED")],
+        [call("read_file", {"path": "shadow"})],
+        [call("read_file", {"path": "bobs"})],
+        [call("read_file", {"path": "up/bob/secret.txt"})],
+        [call("write_file", {"path": "up/bob/planted.txt", "content": "x\n"})],
+        [{"text": "done"}],
+    ]
+    shadow = Path("/etc/shadow").read_text().splitlines()[0]
+    model = script(site.tmp / "s.json", steps)
+    with serving(serve_args(site, model), site.tmp / "serve.log", env=site.env) as s:
+        blob = json.dumps(await turn(s.url, ALICE, "follow the links", site.root / "alice"))
+    output = tool_outputs(blob)
+    assert "LINKED" in output, output
+    assert "leak-bob-file" not in blob and shadow not in blob
+    assert not (site.root / "bob" / "planted.txt").exists()
+    assert output.count("outside") >= 4, output  # each refusal names the workspace's bounds
+
+
+async def test_issue40_item1_a_folder_the_image_user_cannot_write_is_refused_with_the_fix(site: Site) -> None:
+    """issue 40 item 1: where the caller's folder is not the image user's (root's, 0755), the
+    command is refused with the operator's fix (chown to the image user's uid) rather than run
+    to fail on every write; the folder is not handed over behind the operator's back."""
+    ws = site.root / "alice"
+    os.chown(ws, 0, 0)
+    ws.chmod(0o755)
+    model = script(site.tmp / "s.json", [[shell_call("echo RAN > ran.txt")], [{"text": "done"}]])
+    with serving(serve_args(site, model), site.tmp / "serve.log", env=site.env) as s:
+        output = tool_outputs(json.dumps(await turn(s.url, ALICE, "write", ws)))
+    assert f"chown -R {UID}:{UID} {ws}" in output, output
+    assert not (ws / "ran.txt").exists() and ws.stat().st_uid == 0

@@ -163,9 +163,11 @@ class ContainerSandbox:
     def refuses(self, cwd: str) -> str | None:
         """Why a command cannot run in `cwd`: only a folder of the workspace is one."""
         where = str(self.inside(cwd))
-        if where == WORKSPACE or where.startswith(WORKSPACE + "/"):
-            return None
-        return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+        if not (where == WORKSPACE or where.startswith(WORKSPACE + "/")):
+            return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+        if not self.bound or (ids := self.provider.known_ids(self.template)) is None:
+            return None  # not yet known: asked of the container when it opens, checked again then
+        return self.provider.unwritable(Path(self.bound), self.template, ids)
 
     def owner(self) -> tuple[int, int] | None:
         """None: the server writes nothing its commands read outside the container."""
@@ -333,6 +335,10 @@ class ContainerSandbox:
             await self.ensure_running()
         except EngineError as e:
             raise SandboxError(f"the session's container cannot start: {e}") from None
+        if self.bound:  # who runs the commands, to say why the folder is not theirs to write
+            await self.provider.learn_ids(self)
+            if (problem := self.refuses(str(cwd))) is not None:
+                raise SandboxError(problem)
         spec = self._relay_spec(command, str(self.inside(cwd)), env or {}, piped, tty)
         timeout = getattr(limits, "timeout", None)
         if timeout:
@@ -649,9 +655,25 @@ class ContainerProvider:
         return None
 
     def refuses(self, root: Path) -> str | None:
-        """None: a container's workspace is its own volume, never the server's folder."""
-        del root
-        return None
+        """Why commands in the workspace root `root` would be refused: where it is bind-mounted
+        as /workspace, a root server's image user cannot write it (as the local backend's check:
+        by owner, group and mode, root being anyone to os.access). None with volumes, which are
+        the container's own, or where that user's ids cannot be told."""
+        if not self.host_workspace or os.geteuid() != 0 or not self.templates or not root.is_dir():
+            return None
+        ids = self.user_ids(self.template())
+        return None if ids is None else self.unwritable(root, self.template(), ids)
+
+    def unwritable(self, root: Path, template: Template, ids: tuple[int, int]) -> str | None:
+        """Why the template's user (`ids`) cannot work in the bind-mounted `root`, or None."""
+        if os.geteuid() != 0 or not root.is_dir() or _writable_by(root, *ids):
+            return None
+        uid, gid = ids
+        return (
+            f"the session's container runs its commands as {template.user} (uid {uid}), "
+            f"never as root, and that user cannot write the workspace {root}, its /workspace. The "
+            f"operator must give it to that user (chown -R {uid}:{gid} {root})"
+        )
 
     def give(self, folder: Path) -> None:
         """A folder the server made for a caller (and what it holds) becomes the template user's
@@ -668,6 +690,20 @@ class ContainerProvider:
         for top, dirs, names in os.walk(folder):
             for name in (*dirs, *names):
                 os.chown(os.path.join(top, name), *ids, follow_symlinks=False)
+
+    def known_ids(self, template: Template) -> tuple[int, int] | None:
+        """The template user's ids where already known (`user_ids`, `learn_ids`)."""
+        return self._user_ids.get(template.name)
+
+    async def learn_ids(self, sandbox: ContainerSandbox) -> None:
+        """The template user's ids asked of a session's running container (once a template)."""
+        t = sandbox.template
+        if t.name in self._user_ids:
+            return
+        argv = ["exec", "--user", t.user, sandbox.name, "/bin/sh", "-c", "id -u; id -g"]
+        numbers = (await self.engine.run(*argv, check=False)).out.split()
+        if len(numbers) == 2 and all(n.isdigit() for n in numbers):
+            self._user_ids[t.name] = (int(numbers[0]), int(numbers[1]))
 
     def user_ids(self, template: Template) -> tuple[int, int] | None:
         """The uid and gid the template's user has in its image (asked of the image once: a
@@ -792,6 +828,14 @@ class ContainerProvider:
             count += 1
         self._sessions.clear()
         return count
+
+
+def _writable_by(folder: Path, uid: int, gid: int) -> bool:
+    """Whether `uid`:`gid` (no other group) may write and search `folder` by its owner, group
+    and mode."""
+    st = folder.stat()
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (st.st_mode >> shift) & 0o3 == 0o3
 
 
 NO_TEMPLATE = (
