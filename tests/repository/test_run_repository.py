@@ -188,7 +188,7 @@ def test_issue40_item3_the_operators_token_never_reaches_the_clone_the_commands_
     of the server, named in git_credentials) clones and pushes, yet the agent's command sees no
     trace of it: not in its environment, not in the clone's .git, not in any output; its own
     `git fetch` is refused by the remote."""
-    from devagent.agent.tools.shell import probe_bwrap
+    from devagent.agent.sandbox.probe import probe_bwrap
 
     if isinstance(why := probe_bwrap(), str):
         pytest.skip(f"bubblewrap cannot run here: {why}")
