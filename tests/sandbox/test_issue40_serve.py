@@ -108,6 +108,9 @@ async def test_issue40_item1_shell_runs_in_the_sessions_container_and_streams_ov
         log = s.stderr()
     output = tool_outputs(json.dumps(frames))
     assert f"uid={UID} user=agent pwd=/workspace" in output, output
+    # the command's output is in a frame of its own, streamed before the turn's last
+    first = next(i for i, f in enumerate(frames) if f"uid={UID}" in json.dumps(f))
+    assert first < len(frames) - 1 and frames[-1]["result"]["status"]["state"] == "completed"
     assert "alice's own file" in output and "END" in output
     assert "containers (podman), one per session" in log, log
     containers = bound_to(site.root)

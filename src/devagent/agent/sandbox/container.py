@@ -147,10 +147,13 @@ class ContainerSandbox:
         return self.template.network not in ("", "none")
 
     def describe(self) -> str:
-        return (
-            f"in a {self.engine.program} container of its own ({self.template.summary()}); "
-            f"the workspace is {WORKSPACE}"
+        where = (
+            f"the workspace root {self.bound} is {WORKSPACE} in it (the file tools take relative "
+            f"paths or paths under {self.bound})"
+            if self.bound
+            else f"the workspace is {WORKSPACE}"
         )
+        return f"in a {self.engine.program} container of its own ({self.template.summary()}); {where}"
 
     def show_path(self, host_path: str | Path) -> str:
         """The path inside the container for a path the tools name (a path under the session's
