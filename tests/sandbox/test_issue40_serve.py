@@ -186,7 +186,8 @@ async def test_issue40_item5_background_process_probe_against_the_container_back
     """issue 40 item 5 (issue 37's probe): Alice and Bob each start a background process; Bob's
     next command lists every process it can see and kills all it can signal (`kill -9 -1`).
     Bob saw only his own, which is gone; Alice's still runs (she sees it, and the host does)
-    until her container is stopped, which ends it."""
+    until her container is stopped, which ends it; her next message starts the container again,
+    without it."""
     for who, seconds in (("alice", A_SECONDS), ("bob", B_SECONDS)):
         (site.root / who / "seconds").write_text(seconds)
         (site.root / who / "role").write_text(who)
@@ -196,6 +197,8 @@ async def test_issue40_item5_background_process_probe_against_the_container_back
         [{"text": "started"}],
         [shell_call(look)],
         [{"text": "looked"}],
+        [shell_call(look)],  # Alice's third turn, after her container was stopped
+        [{"text": "looked again"}],
     ]
     model = script(site.tmp / "s.json", steps)
     with serving(serve_args(site, model), site.tmp / "serve.log", env=site.env) as s:
@@ -215,6 +218,10 @@ async def test_issue40_item5_background_process_probe_against_the_container_back
         alice = containers[str(site.root / "alice")]
         await asyncio.to_thread(subprocess.run, ["podman", "stop", "--time", "1", alice], check=True)
         await until(A_SECONDS, False)
+        again = tool_outputs(
+            json.dumps(await turn(s.url, ALICE, "look again", site.root / "alice", context_of(a)))
+        )
+    assert "END" in again and A_SECONDS not in again, again  # started again, without the old process
 
 
 async def test_issue40_item4_repository_session_on_the_container_backend(
