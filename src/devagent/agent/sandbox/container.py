@@ -68,6 +68,10 @@ SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|DATABASE_URL|_DB$)
 # Run first inside the container: record the command's process group (the exec'd process leads
 # its own: the engine makes it a session leader) where the relay's kill finds it, run it, forget it.
 WRAPPER = 'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; rm -f "$0"; exit $code'
+# Where the engine passes the relay's descriptor in (Podman's --preserve-fds): a byte on it first
+# says the command is starting, so a container found stopped before that can be started and the
+# command run, never one that had begun.
+STARTING = "{ printf s >&3; exec 3>&-; } 2>/dev/null; " + WRAPPER
 # The relay's kill, inside the container: the signal to the recorded group, else to the process.
 KILLER = 'g=$(cat "$1" 2>/dev/null) || exit 0; kill -s "$2" -- "-$g" 2>/dev/null || kill -s "$2" "$g"'
 
@@ -375,7 +379,8 @@ class ContainerSandbox:
         command inside, and how it asks whether the container still runs."""
         pidfile = f"{CONTROL}/{os.urandom(8).hex()}"
         user = self.template.user
-        inner = ["/bin/sh", "-c", WRAPPER, pidfile, "bash", "-c", command]
+        marked = self.engine.is_podman
+        inner = ["/bin/sh", "-c", STARTING if marked else WRAPPER, pidfile, "bash", "-c", command]
         run = self.engine.exec_argv(
             self.name,
             inner,
@@ -384,6 +389,7 @@ class ContainerSandbox:
             user=user,
             stdin=piped,
             tty=tty is not None,
+            preserve_fds=1 if marked else 0,
         )
         killer = ["/bin/sh", "-c", KILLER, "sh", pidfile]
         kill = self.engine.exec_argv(self.name, killer, cwd="/", env={}, user=user, stdin=False, tty=False)
@@ -395,6 +401,7 @@ class ContainerSandbox:
             "kill": kill,
             "state": state,
             "tty": tty is not None,
+            "start": self.engine.argv("start", self.name) if marked else [],
         }
 
     async def _spawn(self, spec: Mapping[str, Any], **stdio: Any) -> asyncio.subprocess.Process:

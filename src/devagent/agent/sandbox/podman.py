@@ -272,10 +272,14 @@ class Engine:
         user: str,
         stdin: bool,
         tty: bool,
+        preserve_fds: int = 0,
     ) -> list[str]:
         """`exec` of `argv` in container `name`, with exactly `env` (the engine's client passes
-        nothing of its own environment unless asked: every variable is given as NAME=value)."""
+        nothing of its own environment unless asked: every variable is given as NAME=value).
+        `preserve_fds`: the client's descriptors 3 and on it passes in (Podman only)."""
         args = ["exec", "--user", user, "--workdir", cwd]
+        if preserve_fds and self.is_podman:
+            args += ["--preserve-fds", str(preserve_fds)]
         if stdin or tty:
             args.append("--interactive")
         if tty:
