@@ -64,9 +64,17 @@ def site(tmp_path: Path, sandbox_image: str) -> Iterator[Site]:
     try:
         yield s
     finally:
-        for name in bound_to(s.root):
+        sessions: list[str] = []
+        made = bound_to(s.root)
+        for name in made:
+            label = '{{index .Config.Labels "devagent.session"}}'
+            sessions += engine_lines("container", "inspect", "--format", label, name)
             subprocess.run(["podman", "rm", "--force", name], capture_output=True)
-        assert bound_to(s.root) == {}
+        assert bound_to(s.root) == {} and len([x for x in sessions if x.strip()]) == len(made)
+        for session in sessions:  # the workspace was the host folder: no volume was made either
+            assert (
+                engine_lines("volume", "ls", "--quiet", "--filter", f"label=devagent.session={session}") == []
+            )
 
 
 async def turn(url: str, token: str, text: str, workspace: Path, context: str | None = None) -> list[Any]:
