@@ -379,3 +379,20 @@ async def test_issue40_item2_a_sweep_removes_only_what_carries_all_its_labels(ma
     assert await mine.engine.running(gone.name) is None
     assert await theirs.engine.running(kept.name) is True
     assert await theirs.engine.volume_exists(kept.volume)
+
+
+async def test_issue40_item1_a_container_stopped_between_commands_is_started_and_the_command_runs_once(
+    make_provider: Make,
+) -> None:
+    """A container stopped from outside while the server believes it runs (an operator's `podman
+    stop`): the next command finds it stopped before it began, so the container is started and
+    the command runs, once, on the same workspace; nothing is reported interrupted."""
+    provider = make_provider()
+    sandbox = await provider.open("stopped-outside", [])
+    assert await _out(sandbox, "echo one >> count; cat count") == "one\n"
+    await provider.engine.stop(sandbox.name, grace=0)
+    assert await provider.engine.running(sandbox.name) is False
+    done = await sandbox.run("echo two >> count; cat count", time_limit=GUARD)
+    assert (done.code, done.outcome) == (0, "done"), done
+    assert done.output.endswith(b"one\ntwo\n") and b"interrupted" not in done.output, done
+    assert await _out(sandbox, "cat count") == "one\ntwo\n"

@@ -68,6 +68,10 @@ SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|DATABASE_URL|_DB$)
 # Run first inside the container: record the command's process group (the exec'd process leads
 # its own: the engine makes it a session leader) where the relay's kill finds it, run it, forget it.
 WRAPPER = 'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; rm -f "$0"; exit $code'
+# Where the engine passes the relay's descriptor in (Podman's --preserve-fds): a byte on it first
+# says the command is starting, so a container found stopped before that can be started and the
+# command run, never one that had begun.
+STARTING = "{ printf s >&3; exec 3>&-; } 2>/dev/null; " + WRAPPER
 # The relay's kill, inside the container: the signal to the recorded group, else to the process.
 KILLER = 'g=$(cat "$1" 2>/dev/null) || exit 0; kill -s "$2" -- "-$g" 2>/dev/null || kill -s "$2" "$g"'
 
@@ -135,6 +139,10 @@ class ContainerSandbox:
         self._up: bool | None = None  # None: not known; checked before the next command
         self._lock = asyncio.Lock()
         self.volume = ""
+        # The host folder that is its /workspace (the first workspace root, bind-mounted), where
+        # the provider maps the session's own folder; else "" and /workspace is a named volume.
+        self.bound = str(self.roots[0]) if provider.host_workspace and self.roots else ""
+        self._opened = False
 
     # --- what the session is told ------------------------------------------------------------------
 
@@ -143,10 +151,13 @@ class ContainerSandbox:
         return self.template.network not in ("", "none")
 
     def describe(self) -> str:
-        return (
-            f"in a {self.engine.program} container of its own ({self.template.summary()}); "
-            f"the workspace is {WORKSPACE}"
+        where = (
+            f"the workspace root {self.bound} is {WORKSPACE} in it (the file tools take relative "
+            f"paths or paths under {self.bound})"
+            if self.bound
+            else f"the workspace is {WORKSPACE}"
         )
+        return f"in a {self.engine.program} container of its own ({self.template.summary()}); {where}"
 
     def show_path(self, host_path: str | Path) -> str:
         """The path inside the container for a path the tools name (a path under the session's
@@ -159,9 +170,11 @@ class ContainerSandbox:
     def refuses(self, cwd: str) -> str | None:
         """Why a command cannot run in `cwd`: only a folder of the workspace is one."""
         where = str(self.inside(cwd))
-        if where == WORKSPACE or where.startswith(WORKSPACE + "/"):
-            return None
-        return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+        if not (where == WORKSPACE or where.startswith(WORKSPACE + "/")):
+            return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+        if not self.bound or (ids := self.provider.known_ids(self.template)) is None:
+            return None  # not yet known: asked of the container when it opens, checked again then
+        return self.provider.unwritable(Path(self.bound), self.template, ids)
 
     def owner(self) -> tuple[int, int] | None:
         """None: the server writes nothing its commands read outside the container."""
@@ -186,14 +199,36 @@ class ContainerSandbox:
         """Finds the session's container (an earlier turn's, or another replica's), else makes
         one around its volume if only that is left, else claims one from the warm pool, else
         creates one. Two opens at once make one container."""
-        if self.volume:
+        if self._opened:
             return
         await self.provider.start()  # the pool's refills and the idle reaper, once, on first need
         async with self.provider.lock_for(self.session_id):
-            if not self.volume:
+            if not self._opened:
                 await self._open_here()
 
     async def _open_here(self) -> None:
+        if self.bound:
+            await self._open_bound()
+        else:
+            await self._open_volume()
+        self._opened = True
+
+    async def _open_bound(self) -> None:
+        """The container whose /workspace is the session's host folder: an earlier turn's when it
+        has that folder, else a new one (a pooled container has a volume of its own, so the warm
+        pool is not used here; a container of this name around anything else is replaced)."""
+        engine, t = self.engine, self.template
+        state = await engine.running(self.name)
+        if state is not None and await engine.bound_folder(self.name) == self.bound:
+            self._up = state or None  # a stopped one is started by ensure_running
+            return
+        if state is not None:
+            await engine.remove(self.name)
+        labels = self.provider.labels_for(self.session_id, t)
+        await provision(engine, self.name, "", t, labels, bind=self.bound)
+        self._up = True
+
+    async def _open_volume(self) -> None:
         engine, t = self.engine, self.template
         labels = self.provider.labels_for(self.session_id, t)
         own = f"devagent-ws-{_safe(self.session_id)}"
@@ -220,7 +255,13 @@ class ContainerSandbox:
             if state is None:
                 labels = self.provider.labels_for(self.session_id)
                 await provision(
-                    self.engine, self.name, self.volume, self.template, labels, volume_exists=True
+                    self.engine,
+                    self.name,
+                    self.volume,
+                    self.template,
+                    labels,
+                    volume_exists=True,
+                    bind=self.bound,
                 )
             elif not state:
                 await self.engine.start(self.name)
@@ -246,6 +287,16 @@ class ContainerSandbox:
     async def release(self, keep: bool) -> None:
         """keep: the volume (and the stopped container) stay for a later turn; else both go."""
         self.provider.forget(self)
+        if self.bound:  # the workspace is the host's folder, which outlives the container
+            if keep:
+                async with self._lock:
+                    if self.running_commands == 0:
+                        await self.engine.stop(self.name)
+                        self._up = False
+            else:
+                await self.engine.remove(self.name)
+                self._up = None
+            return
         if not self.volume:  # never opened here: what an earlier server left, if anything
             self.volume = await self.engine.volume_of(self.name) or f"devagent-ws-{_safe(self.session_id)}"
         if keep:
@@ -291,6 +342,10 @@ class ContainerSandbox:
             await self.ensure_running()
         except EngineError as e:
             raise SandboxError(f"the session's container cannot start: {e}") from None
+        if self.bound:  # who runs the commands, to say why the folder is not theirs to write
+            await self.provider.learn_ids(self)
+            if (problem := self.refuses(str(cwd))) is not None:
+                raise SandboxError(problem)
         spec = self._relay_spec(command, str(self.inside(cwd)), env or {}, piped, tty)
         timeout = getattr(limits, "timeout", None)
         if timeout:
@@ -324,7 +379,8 @@ class ContainerSandbox:
         command inside, and how it asks whether the container still runs."""
         pidfile = f"{CONTROL}/{os.urandom(8).hex()}"
         user = self.template.user
-        inner = ["/bin/sh", "-c", WRAPPER, pidfile, "bash", "-c", command]
+        marked = self.engine.is_podman
+        inner = ["/bin/sh", "-c", STARTING if marked else WRAPPER, pidfile, "bash", "-c", command]
         run = self.engine.exec_argv(
             self.name,
             inner,
@@ -333,6 +389,7 @@ class ContainerSandbox:
             user=user,
             stdin=piped,
             tty=tty is not None,
+            preserve_fds=1 if marked else 0,
         )
         killer = ["/bin/sh", "-c", KILLER, "sh", pidfile]
         kill = self.engine.exec_argv(self.name, killer, cwd="/", env={}, user=user, stdin=False, tty=False)
@@ -344,6 +401,7 @@ class ContainerSandbox:
             "kill": kill,
             "state": state,
             "tty": tty is not None,
+            "start": self.engine.argv("start", self.name) if marked else [],
         }
 
     async def _spawn(self, spec: Mapping[str, Any], **stdio: Any) -> asyncio.subprocess.Process:
@@ -458,7 +516,7 @@ class ContainerSandbox:
         """A file operation for a caller that cannot await: an unopened sandbox is opened in a
         thread of its own; a container found stopped is started and the operation run again."""
         where = str(self.inside(path))
-        if not self.volume:
+        if not self._opened:
             with concurrent.futures.ThreadPoolExecutor(1) as thread:
                 thread.submit(asyncio.run, self._open_here()).result()
         self.last_used = time.monotonic()
@@ -544,7 +602,10 @@ class ContainerProvider:
     template, from the warm pool when one is ready. Built from the settings (`config`: CoreConfig's
     sandbox_engine, sandbox_templates, sandbox_warm, sandbox_idle_seconds), or, for tests and the
     bench, from an engine and templates given here. `labels` go on everything it creates (a test
-    run's or a server's own, for its sweep)."""
+    run's or a server's own, for its sweep). `host_workspace`: a session's /workspace is its first
+    workspace root on this host, bind-mounted (what the file tools work on, so the shell and the
+    tools see the same files); the default for a provider built from the settings, which is a
+    server's. Else each session's workspace is a named volume of its own."""
 
     kind = "container"
 
@@ -558,8 +619,11 @@ class ContainerProvider:
         warm: int | None = None,
         idle_seconds: float | None = None,
         labels: Mapping[str, str] | None = None,
+        host_workspace: bool | None = None,
     ) -> None:
         self.engine = engine or Engine(getattr(config, "sandbox_engine", "") or "podman")
+        self.host_workspace = config is not None if host_workspace is None else host_workspace
+        self._user_ids: dict[str, tuple[int, int] | None] = {}
         self.templates = dict(templates if templates is not None else _templates(config))
         self.default_template = default_template
         self.warm = warm if warm is not None else int(getattr(config, "sandbox_warm", 0))
@@ -601,13 +665,80 @@ class ContainerProvider:
         return None
 
     def refuses(self, root: Path) -> str | None:
-        """None: a container's workspace is its own volume, never the server's folder."""
-        del root
-        return None
+        """Why commands in the workspace root `root` would be refused: where it is bind-mounted
+        as /workspace, a root server's image user cannot write it (as the local backend's check:
+        by owner, group and mode, root being anyone to os.access). None with volumes, which are
+        the container's own, or where that user's ids cannot be told."""
+        if not self.host_workspace or os.geteuid() != 0 or not self.templates or not root.is_dir():
+            return None
+        ids = self.user_ids(self.template())
+        return None if ids is None else self.unwritable(root, self.template(), ids)
+
+    def unwritable(self, root: Path, template: Template, ids: tuple[int, int]) -> str | None:
+        """Why the template's user (`ids`) cannot work in the bind-mounted `root`, or None."""
+        if os.geteuid() != 0 or not root.is_dir() or _writable_by(root, *ids):
+            return None
+        uid, gid = ids
+        return (
+            f"the session's container runs its commands as {template.user} (uid {uid}), "
+            f"never as root, and that user cannot write the workspace {root}, its /workspace. The "
+            f"operator must give it to that user (chown -R {uid}:{gid} {root})"
+        )
 
     def give(self, folder: Path) -> None:
-        """Nothing to give: commands never see the server's folders."""
-        del folder
+        """A folder the server made for a caller (and what it holds) becomes the template user's
+        (by its uid inside the image, which a rootful engine keeps on the host) where that folder
+        is bind-mounted as /workspace and the server runs as root; volumes need nothing."""
+        if not self.host_workspace or os.geteuid() != 0 or not self.templates:
+            return
+        ids = self.user_ids(self.template())
+        if ids is None:
+            return
+        # What is in it the server just made too (a repository's clone): all of it, links
+        # themselves and never what they point to.
+        os.chown(folder, *ids, follow_symlinks=False)
+        for top, dirs, names in os.walk(folder):
+            for name in (*dirs, *names):
+                os.chown(os.path.join(top, name), *ids, follow_symlinks=False)
+
+    def known_ids(self, template: Template) -> tuple[int, int] | None:
+        """The template user's ids where already known (`user_ids`, `learn_ids`)."""
+        return self._user_ids.get(template.name)
+
+    async def learn_ids(self, sandbox: ContainerSandbox) -> None:
+        """The template user's ids asked of a session's running container (once a template)."""
+        t = sandbox.template
+        if t.name in self._user_ids:
+            return
+        argv = ["exec", "--user", t.user, sandbox.name, "/bin/sh", "-c", "id -u; id -g"]
+        numbers = (await self.engine.run(*argv, check=False)).out.split()
+        if len(numbers) == 2 and all(n.isdigit() for n in numbers):
+            self._user_ids[t.name] = (int(numbers[0]), int(numbers[1]))
+
+    def user_ids(self, template: Template) -> tuple[int, int] | None:
+        """The uid and gid the template's user has in its image (asked of the image once: a
+        throwaway container with no network runs `id`), None when it cannot be told."""
+        if template.name not in self._user_ids:
+            found = re.fullmatch(r"(\d+)(?::(\d+))?", template.user)
+            if found:
+                uid = int(found.group(1))
+                self._user_ids[template.name] = (uid, int(found.group(2) or uid))
+            else:
+                self._user_ids[template.name] = self._ask_ids(template)
+        return self._user_ids[template.name]
+
+    def _ask_ids(self, template: Template) -> tuple[int, int] | None:
+        # the session container's own flags (`create --name N ... IMAGE sleep infinity`), made a
+        # throwaway `run --rm` with no workspace
+        flags = self.engine.create_args("ids", "", template, self.labels)[3:-3]
+        at = flags.index("--mount")
+        del flags[at : at + 2]
+        argv = self.engine.argv("run", "--rm", *flags, template.image, "/bin/sh", "-c", "id -u; id -g")
+        done = subprocess.run(argv, capture_output=True, text=True, env=self.engine.client_env())
+        numbers = done.stdout.split()
+        if done.returncode != 0 or len(numbers) != 2 or not all(n.isdigit() for n in numbers):
+            return None
+        return int(numbers[0]), int(numbers[1])
 
     def template(self, name: str | None = None) -> Template:
         chosen = name or self.default_template or ("default" if "default" in self.templates else "")
@@ -707,6 +838,14 @@ class ContainerProvider:
             count += 1
         self._sessions.clear()
         return count
+
+
+def _writable_by(folder: Path, uid: int, gid: int) -> bool:
+    """Whether `uid`:`gid` (no other group) may write and search `folder` by its owner, group
+    and mode."""
+    st = folder.stat()
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (st.st_mode >> shift) & 0o3 == 0o3
 
 
 NO_TEMPLATE = (

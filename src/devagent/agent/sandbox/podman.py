@@ -138,9 +138,12 @@ class Engine:
 
     # --- containers -------------------------------------------------------------------------------
 
-    def create_args(self, name: str, volume: str, template: Template, labels: Mapping[str, str]) -> list[str]:
+    def create_args(
+        self, name: str, volume: str, template: Template, labels: Mapping[str, str], bind: str = ""
+    ) -> list[str]:
         """`create` for a session's long-lived container: it sleeps as PID 1 (an init that reaps)
-        and each command is an `exec` in it."""
+        and each command is an `exec` in it. Its /workspace is the named `volume`, or with `bind`
+        that folder of the server's host (the session's workspace root), and nothing else of it."""
         nofile = _at_most(template.nofile, resource.RLIMIT_NOFILE)
         nproc = _at_most(template.nproc, resource.RLIMIT_NPROC)
         args = [
@@ -173,7 +176,9 @@ class Engine:
             "--tmpfs",
             f"/tmp:rw,nosuid,nodev,size={template.tmp_mb}m,mode=1777",
             "--mount",
-            f"type=volume,source={volume},destination={WORKSPACE}",
+            f"type=bind,source={bind},destination={WORKSPACE}"
+            if bind
+            else f"type=volume,source={volume},destination={WORKSPACE}",
             "--env",
             f"HOME={WORKSPACE}",
             "--env",
@@ -186,9 +191,9 @@ class Engine:
         return [*args, template.image, "sleep", "infinity"]
 
     async def create_container(
-        self, name: str, volume: str, template: Template, labels: Mapping[str, str]
+        self, name: str, volume: str, template: Template, labels: Mapping[str, str], bind: str = ""
     ) -> None:
-        await self.run(*self.create_args(name, volume, template, labels))
+        await self.run(*self.create_args(name, volume, template, labels, bind))
 
     async def start(self, name: str) -> None:
         await self.run("start", name)
@@ -217,6 +222,16 @@ class Engine:
         for mount in json.loads(result.out or "[]") or []:
             if mount.get("Destination") == WORKSPACE:
                 return str(mount.get("Name") or "") or None
+        return None
+
+    async def bound_folder(self, name: str) -> str | None:
+        """The host folder bind-mounted at /workspace in container `name`, or None."""
+        result = await self.run("container", "inspect", "--format", "{{json .Mounts}}", name, check=False)
+        if result.code != 0:
+            return None
+        for mount in json.loads(result.out or "[]") or []:
+            if mount.get("Destination") == WORKSPACE and mount.get("Type") == "bind":
+                return str(mount.get("Source") or "") or None
         return None
 
     async def labelled(self, labels: Mapping[str, str], kind: str = "container") -> list[str]:
@@ -257,10 +272,14 @@ class Engine:
         user: str,
         stdin: bool,
         tty: bool,
+        preserve_fds: int = 0,
     ) -> list[str]:
         """`exec` of `argv` in container `name`, with exactly `env` (the engine's client passes
-        nothing of its own environment unless asked: every variable is given as NAME=value)."""
+        nothing of its own environment unless asked: every variable is given as NAME=value).
+        `preserve_fds`: the client's descriptors 3 and on it passes in (Podman only)."""
         args = ["exec", "--user", user, "--workdir", cwd]
+        if preserve_fds and self.is_podman:
+            args += ["--preserve-fds", str(preserve_fds)]
         if stdin or tty:
             args.append("--interactive")
         if tty:

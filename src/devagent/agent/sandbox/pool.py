@@ -33,15 +33,17 @@ async def provision(
     labels: Mapping[str, str],
     *,
     volume_exists: bool = False,
+    bind: str = "",
 ) -> None:
-    """Creates (unless `volume_exists`) the workspace volume, then the container around it, and
-    starts it. On failure nothing created here is left behind."""
+    """Creates (unless `volume_exists` or `bind`) the workspace volume, then the container around
+    it (around the host folder `bind` instead where given), and starts it. On failure nothing
+    created here is left behind."""
     made_volume = False
     try:
-        if not volume_exists:
+        if not volume_exists and not bind:
             await engine.create_volume(volume, labels, template.workspace_mb)
             made_volume = True
-        await engine.create_container(name, volume, template, labels)
+        await engine.create_container(name, volume, template, labels, bind)
         await engine.start(name)
     except BaseException:
         await asyncio.shield(_undo(engine, name, volume if made_volume else ""))

@@ -9,12 +9,15 @@ killing the client alone leaves the command running). SIGUSR1 means "kill it all
 When the server that started it dies, the command is killed too. When the engine's client ends
 because the container itself stopped (killed, out of memory, stopped by an operator), the relay says
 so in the command's output and exits with INTERRUPTED: the command was interrupted, and nothing
-runs it again.
+runs it again. Where the engine passes a descriptor in (Podman), the command's wrapper first writes
+a byte on it: a container found stopped before that byte came (stopped from outside between
+commands) is started and the command run, once.
 
 SPEC_JSON: {"server": pid, "exec": argv, "pidfile": the command's file inside (its wrapper's
 argument), "kill": argv (the signal name is appended),
 "state": argv (prints "true" while the container runs), "tty": bool, "timeout": seconds (optional:
-then SIGTERM, and SIGKILL after KILL_AFTER)}. Only the standard library:
+then SIGTERM, and SIGKILL after KILL_AFTER), "start": argv starting the container (optional: with
+it the client is given descriptor 3 for the wrapper's byte)}. Only the standard library:
 it runs isolated (-I -S), outside the virtual environment's packages."""
 
 from __future__ import annotations
@@ -39,15 +42,62 @@ def main(spec: dict[str, object]) -> int:
     pending: list[int] = []
     for forwarded in (*FORWARDED, signal.SIGUSR1):
         signal.signal(forwarded, lambda signum, _frame: pending.append(signum))
-    child = subprocess.Popen(
-        list(spec["exec"]),  # type: ignore[call-overload]
-        start_new_session=True,
-        preexec_fn=_take_terminal if spec.get("tty") else None,
-    )
-    server = int(spec["server"])  # type: ignore[call-overload]
-    kill_at: float | None = None
     timeout = spec.get("timeout")
     ends_at = time.monotonic() + float(timeout) if isinstance(timeout, int | float) else None
+    retried = False
+    while True:
+        child, marker = _exec(spec)
+        code, signalled = _supervise(spec, child, pending, ends_at)
+        began = marker < 0 or _began(marker)
+        if code != 0 and not _running(spec):
+            # Found stopped before the command began (the marker never came): the container is
+            # started and the command run, once. One that had begun is never run again.
+            if not (began or signalled or retried) and _start(spec):
+                retried = True
+                continue
+            os.write(2, NOTE.encode())
+            return INTERRUPTED
+        return 128 - code if code < 0 else code
+
+
+def _exec(spec: dict[str, object]) -> tuple[subprocess.Popen[bytes], int]:
+    """The engine's client running the command; with a "start" in the spec, the read end of the
+    pipe on whose descriptor 3 the command's wrapper writes a byte as it begins (else -1)."""
+    tty = bool(spec.get("tty"))
+    if not spec.get("start"):
+        child = subprocess.Popen(
+            list(spec["exec"]),  # type: ignore[call-overload]
+            start_new_session=True,
+            preexec_fn=_take_terminal if tty else None,
+        )
+        return child, -1
+    read_end, write_end = os.pipe()
+
+    def prepare() -> None:
+        os.dup2(write_end, 3)  # closed here after: pass_fds keeps only 3
+        if tty:
+            _take_terminal()
+
+    try:
+        child = subprocess.Popen(
+            list(spec["exec"]),  # type: ignore[call-overload]
+            start_new_session=True,
+            preexec_fn=prepare,
+            pass_fds=(3,),
+        )
+    finally:
+        os.close(write_end)
+    return child, read_end
+
+
+def _supervise(
+    spec: dict[str, object], child: subprocess.Popen[bytes], pending: list[int], ends_at: float | None
+) -> tuple[int, bool]:
+    """Waits for the client, forwarding signals and the time limit inside, killing the command
+    when the server dies; its exit code, and whether any signal was forwarded."""
+    server = int(spec["server"])  # type: ignore[call-overload]
+    kill_at: float | None = None
+    signalled = False
     while True:
         try:
             code = child.wait(timeout=0.1)
@@ -58,6 +108,7 @@ def main(spec: dict[str, object]) -> int:
             pending.append(signal.SIGTERM)
             ends_at = None
         while pending:
+            signalled = True
             sig = pending.pop(0)
             name = "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:]
             _forward(spec, name)
@@ -69,16 +120,43 @@ def main(spec: dict[str, object]) -> int:
         if os.getppid() != server:  # the server died: nothing may outlive it here
             _forward(spec, "KILL")
             server = os.getppid()
+            signalled = True
     # Signals that came as the client ended still reach the command (a pty's foreground group is
     # the client's: a stop signals both); a client killed from outside takes the command with it.
     for sig in pending:
+        signalled = True
         _forward(spec, "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:])
+    pending.clear()
     if code < 0:
         _forward(spec, "KILL")
-    if code != 0 and not _running(spec):
-        os.write(2, NOTE.encode())
-        return INTERRUPTED
-    return 128 - code if code < 0 else code
+    return code, signalled
+
+
+def _began(marker: int) -> bool:
+    """Whether the command's wrapper wrote its byte (read without waiting: a byte written is in
+    the pipe; the wrapper closed its copy before the command ran). Closes `marker`."""
+    os.set_blocking(marker, False)
+    try:
+        return bool(os.read(marker, 1))
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(marker)
+
+
+def _start(spec: dict[str, object]) -> bool:
+    """Starts the stopped container; whether it runs now."""
+    try:
+        subprocess.run(
+            list(spec["start"]),  # type: ignore[call-overload]
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return _running(spec)
 
 
 def _take_terminal() -> None:
