@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Protocol, cast
 
 from devagent.agent.sandbox import container_files as files
+from devagent.agent.sandbox.accounts import give_tree
 from devagent.agent.sandbox.base import PTY_TERM as TERM
 from devagent.agent.sandbox.base import SandboxError, Started
 from devagent.agent.sandbox.childenv import is_devagents
@@ -694,12 +695,7 @@ class ContainerProvider:
         ids = self.user_ids(self.template())
         if ids is None:
             return
-        # What is in it the server just made too (a repository's clone): all of it, links
-        # themselves and never what they point to.
-        os.chown(folder, *ids, follow_symlinks=False)
-        for top, dirs, names in os.walk(folder):
-            for name in (*dirs, *names):
-                os.chown(os.path.join(top, name), *ids, follow_symlinks=False)
+        give_tree(folder, *ids)  # what is in it the server just made too (a repository's clone)
 
     def known_ids(self, template: Template) -> tuple[int, int] | None:
         """The template user's ids where already known (`user_ids`, `learn_ids`)."""
