@@ -122,6 +122,7 @@ def build_parts(core: AgentCore, settings: A2ASettings) -> ServerParts:
     push_store = VersionedPushConfigStore(engine)
     sender = _push_sender(core, settings, push_store, task_store)
     executor = DevagentExecutor(core, settings)
+    executor.task_store = task_store  # a turn begins once its task's row holds its message
     if settings.oidc is not None and settings.oidc.shared_groups:
         from devagent.store.identity_groups import IdentityGroups
 

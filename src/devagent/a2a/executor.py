@@ -8,6 +8,7 @@ no mapping table is needed and a restarted server finds the same session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import deque
@@ -61,12 +62,16 @@ if TYPE_CHECKING:
     from devagent.a2a.fanout import Fanout
     from devagent.a2a.observe import Metrics, TurnRecord
     from devagent.a2a.settings import A2ASettings
+    from devagent.a2a.store import BufferedTaskStore
     from devagent.agent.api import AgentCore, Session
     from devagent.store.identity_groups import IdentityGroups
 
 log = logging.getLogger(__name__)
 
 _HANDOFF_YIELDS = 12
+# How long a turn waits for the task's row to hold its message (`_row_stored`) before it begins
+# anyway: a bound for an SDK consumer that stopped without writing it, never reached otherwise.
+_ROW_WAIT_SECONDS = 60.0
 _SESSION_NS = uuid.UUID("5b0f4b8e-6a53-4c53-9a39-1d3c3f0a2a2a")
 
 
@@ -188,6 +193,8 @@ class DevagentExecutor(AgentExecutor):
         self.metrics: Metrics | None = None  # set by the app (observe.py)
         # the IdP identities' shared groups, where the operator lets groups share (set by the app)
         self.identity_groups: IdentityGroups | None = None
+        # The SDK's task store (set by the app): a turn begins once its task's row holds its message.
+        self.task_store: BufferedTaskStore | None = None
         # With a database that several replicas share: the live events of executions here,
         # logged for the replicas that follow them (None with SQLite: one process).
         self.fanout: Fanout | None = None
@@ -294,7 +301,8 @@ class DevagentExecutor(AgentExecutor):
         # message whose process died before its turn began (`derive._not_taken_up`).
         session, error = await self._open(owner, context_id, prepared, new_context)
         try:
-            await self._start(context, event_queue, running, prepared, (session, error))
+            with self._awaiting_row(context) as stored:
+                await self._start(context, event_queue, running, prepared, (session, error), stored)
         finally:
             if session is not None:  # a lease taken for a turn that may not have started
                 await session.release_unused_lease()
@@ -306,9 +314,11 @@ class DevagentExecutor(AgentExecutor):
         running: _Running,
         prepared: Prepared,
         opened: tuple[Session | None, str],
+        stored: asyncio.Future[bool] | None,
     ) -> None:
-        """Store a new task (its conversation is `opened` already), then run the turn in it; or,
-        when the conversation could not be opened, fail the task with the reason."""
+        """Store a new task (its conversation is `opened` already), then run the turn in it once
+        the task's row holds the message (`stored`); or, when the conversation could not be
+        opened, fail the task with the reason."""
         session, error = opened
         # A legacy (Gemini CLI a2a-server dialect) task, decided once by the request handler.
         lreq = handoff(context.call_context).legacy
@@ -342,7 +352,36 @@ class DevagentExecutor(AgentExecutor):
         if session is None:
             await em.emit(FAILED, ext.STATE_CHANGE, Part(text=error), error=error)
             return
-        await self._run(session, prepared, lreq, em, previous_state, running)
+        await self._run(session, prepared, lreq, em, previous_state, running, stored)
+
+    def _awaiting_row(
+        self, context: RequestContext
+    ) -> contextlib.AbstractContextManager[asyncio.Future[bool] | None]:
+        """The request's turn waits until the task's row holds its message: the SDK's consumer
+        writes the row when it takes the new Task, or a continuation's first status update, while
+        this keeps going, so without the wait a process killed before that write leaves a
+        conversation whose turn began (or even ended) on a message its task does not hold, and a
+        reader misreads the task. Opened before those events are sent; nothing to wait for when
+        there is no message, or the stored task holds it already (the SDK does not write it
+        again)."""
+        message = context.message
+        task = context.current_task
+        if self.task_store is None or message is None or not message.message_id:
+            return contextlib.nullcontext()
+        if task is not None and any(m.message_id == message.message_id for m in task.history):
+            return contextlib.nullcontext()
+        return self.task_store.awaiting_row(context.task_id or "", message.message_id)
+
+    async def _row_stored(self, stored: asyncio.Future[bool], task_id: str) -> bool:
+        """Whether the task's row holds the message (False: its write failed, and the SDK fails the
+        task). Bounded: a consumer that stopped without writing it must not hold the request."""
+        try:
+            return await asyncio.wait_for(stored, _ROW_WAIT_SECONDS)
+        except TimeoutError:
+            log.warning(
+                "task %s: its message is not stored after %s s; the turn begins", task_id, _ROW_WAIT_SECONDS
+            )
+            return True
 
     async def _open(
         self, owner: str, context_id: str, prepared: Prepared, new_context: bool
@@ -364,10 +403,13 @@ class DevagentExecutor(AgentExecutor):
         em: Emitter,
         previous_state: TaskState | None,
         running: _Running,
+        stored: asyncio.Future[bool] | None,
     ) -> None:
         em.model = self.model_name(session)
         await em.emit(WORKING, ext.STATE_CHANGE)
         crash_point("a2a.working_sent")
+        if stored is not None and not await self._row_stored(stored, em.task_id):
+            return  # the task's row could not be written: the SDK fails the task
         if lreq is not None and lreq.reannounce:  # legacy modify_with_editor: nothing for the core
             await em.reannounce(session.waiting_calls(), lreq.edits)
             return

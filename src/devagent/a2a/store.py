@@ -7,7 +7,8 @@ every `delay` seconds (5); any other state (submitted, input-required, completed
 is written at once, after any pending snapshot, so everything a client or a restart
 needs (a pause waiting for a confirmation, the end of a turn) is on disk when the stream says so.
 Reads see the pending snapshot. The conversation itself is the core's transcript, which the
-core stores on its own.
+core stores on its own. A save that holds a message whose turn waits for it (`awaiting_row`) is
+written at once too, whatever the state.
 
 Reads of stored tasks are cached: the SDK looks a task up many times per turn, and reading one
 from the database parses its whole history through protobuf's json_format, which grows with every
@@ -24,11 +25,12 @@ full, never served stale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -192,6 +194,33 @@ class BufferedTaskStore(TaskStore):
         self.cache_hits = 0
         self.cache_misses = 0
         self._rows = TaskRows(inner.task_model, inner.engine.dialect.name)
+        # Per task: the message whose turn waits until a row holding it is written (`awaiting_row`).
+        self._awaited: dict[str, tuple[str, asyncio.Future[bool]]] = {}
+
+    @contextlib.contextmanager
+    def awaiting_row(self, task_id: str, message_id: str) -> Iterator[asyncio.Future[bool]]:
+        """While open: a future resolved once a save of the task whose history holds the message
+        `message_id` is written (True) or has failed (False). Such a save is written at once,
+        whatever the task's state. The executor opens it before it sends the events that make the
+        SDK store the message (the new task; a continuation's first status update), and begins the
+        message's turn only once the row holds it."""
+        waiting: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._awaited[task_id] = (message_id, waiting)
+        try:
+            yield waiting
+        finally:
+            if self._awaited.get(task_id, ("", None))[1] is waiting:
+                del self._awaited[task_id]
+            waiting.cancel()  # (nothing when resolved already)
+
+    def _awaited_in(self, task: Task) -> asyncio.Future[bool] | None:
+        """The future of the message awaited in this task (`awaiting_row`), if the task's history
+        holds it and it is still awaited."""
+        entry = self._awaited.get(task.id)
+        if entry is None or entry[1].done():
+            return None
+        message_id, waiting = entry
+        return waiting if any(m.message_id == message_id for m in task.history) else None
 
     def new_task(self, task_id: str) -> None:
         """`task_id` was generated for a new task in this process: not in the database yet."""
@@ -210,7 +239,8 @@ class BufferedTaskStore(TaskStore):
         self._fresh.pop(task.id)
         join_tail(task)
         join_reply(task)
-        if task.status.state in _BUFFERED:
+        awaited = self._awaited_in(task)
+        if task.status.state in _BUFFERED and awaited is None:
             # The SDK passes the task object it keeps mutating; holding the reference means the
             # flush writes whatever is latest then.
             self._pending[task.id] = (task, context)
@@ -227,10 +257,14 @@ class BufferedTaskStore(TaskStore):
                 await self._save_stored(task, context)
             except BaseException:
                 self._forget(task.id)
+                if awaited is not None and not awaited.done():
+                    awaited.set_result(False)
                 raise
         self._locks.pop(task.id, None)
+        if awaited is not None and not awaited.done():
+            awaited.set_result(True)
         if task.status.state == TaskState.TASK_STATE_SUBMITTED:
-            crash_point("a2a.task_created")  # kill tests: a new task stored, its turn maybe not begun
+            crash_point("a2a.task_created")  # kill tests: a new task stored, its turn not begun
 
     async def _flush_later(self, task_id: str) -> None:
         try:

@@ -140,19 +140,39 @@ class Instructions:
         execution = environment.execution_of(self.sandbox, self.sandbox_network)
         return environment.describe_environment(state.workspace_roots, state.started_on, execution)
 
+    def read_nested(self) -> str:
+        """The nested guides' prompt section: a walk of up to `guides.WALK_MAX_FILES` files."""
+        return guides.render_nested(guides.nested_guides(self.workspace, self.memory_file))
+
     async def take_environment(self, state: SessionState) -> None:
-        """Takes the environment section off the event loop: its git snapshot may take seconds
-        in a large or slow repository, and other callers' turns must not wait for it."""
-        if not state.environment:
-            described = await asyncio.to_thread(self.describe_environment, state)
+        """Takes the environment section and the nested guides off the event loop, in one worker
+        thread: the git snapshot may take seconds in a large or slow repository, the guide walk
+        tens of milliseconds in a big tree, and other callers' turns must not wait for either.
+        Each is taken once (the guides again after `refresh_memory`), so the prompt stays the
+        same."""
+        nested = self._nested is None
+        if not nested and state.environment:
+            return
+        walked, described = await asyncio.to_thread(self._read_off_loop, state, nested)
+        if walked is not None and self._nested is None:
+            self._nested = walked
+        if described is not None:
             state.environment = state.environment or described
 
+    def _read_off_loop(self, state: SessionState, nested: bool) -> tuple[str | None, str | None]:
+        """What `take_environment` reads in its worker thread: the nested guides (if `nested`)
+        and the environment (if not taken yet); None for what it did not read."""
+        walked = self.read_nested() if nested else None
+        described = None if state.environment else self.describe_environment(state)
+        return walked, described
+
     def text(self, state: SessionState, offered: Iterable[str]) -> str:
-        """The system prompt for a model offered the tools named `offered`."""
+        """The system prompt for a model offered the tools named `offered` (the nested guides
+        and the environment as `take_environment` took them; read here if it did not)."""
         if self._memory is None:
             self._memory = self.read_memory()
         if self._nested is None:
-            self._nested = guides.render_nested(guides.nested_guides(self.workspace, self.memory_file))
+            self._nested = self.read_nested()
         if not state.environment:
             state.environment = self.describe_environment(state)
         inputs = PromptInputs(

@@ -4,6 +4,7 @@ offered, the environment it states, the nested AGENTS.md files, and its stabilit
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,33 @@ async def test_issue30_item8_nested_guides_apply_to_their_folders(core_factory: 
     assert "takes precedence over the guides above it" in text
     assert "Vendored rule." not in text  # dependency folders are not walked
     assert text.index("Root rule") < text.index("Web rule")
+
+
+async def test_the_nested_guide_walk_runs_off_the_event_loop_once(
+    core_factory: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk for nested guides (up to 20,000 files in a big repository) runs in a worker
+    thread, not on the event loop, once per loaded session: the next request's prompt is the same
+    bytes without walking again."""
+    (workspace / "web").mkdir()
+    (workspace / "web" / "AGENTS.md").write_text("Web rule: use pnpm.\n")
+    core = await core_factory("demo")
+    session = await core.create_session([workspace])
+    walked_in: list[threading.Thread] = []
+    read = session.instructions.read_nested
+
+    def recorded() -> str:
+        walked_in.append(threading.current_thread())
+        return str(read())
+
+    monkeypatch.setattr(session.instructions, "read_nested", recorded)
+    first = await session.request_parameters()
+    assert len(walked_in) == 1 and walked_in[0] is not threading.current_thread(), walked_in
+    prompt = first.instruction_parts[0].content
+    assert "Web rule: use pnpm." in prompt
+    again = await session.request_parameters()
+    assert again.instruction_parts[0].content == prompt
+    assert len(walked_in) == 1
 
 
 def test_issue30_item8_git_state_is_read_from_files_and_runs_nothing(tmp_path: Path) -> None:
