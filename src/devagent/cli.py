@@ -140,6 +140,26 @@ def commands() -> None:
     walk(with_custom(user_config_dir(), Workspace([Path.cwd()])).list(), "/")
 
 
+# `devagent run`'s repository flags (docs/repositories.md)
+RepoOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--repo",
+        help="Clone this repository (one the settings' repository_remotes allow) "
+        "into a new folder under --workspace and work there",
+    ),
+]
+RefOpt = Annotated[str | None, typer.Option("--ref", help="The branch, tag or commit --repo starts at")]
+SetupOpt = Annotated[
+    str | None,
+    typer.Option("--setup", help="A setup the settings' repository_setup names, run after the clone"),
+]
+PushOpt = Annotated[
+    bool,
+    typer.Option("--push", help="Push the result as a new branch (result_branch_pattern) after the turn"),
+]
+
+
 @app.command()
 def run(
     ctx: typer.Context,
@@ -180,25 +200,10 @@ def run(
     api_key: ApiKeyOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Model steps per turn")] = None,
     sandbox: SandboxOpt = None,
-    repo: Annotated[
-        str | None,
-        typer.Option(
-            "--repo",
-            help="Clone this repository (one the settings' repository_remotes allow) "
-            "into a new folder under --workspace and work there",
-        ),
-    ] = None,
-    ref: Annotated[
-        str | None, typer.Option("--ref", help="The branch, tag or commit --repo starts at")
-    ] = None,
-    setup: Annotated[
-        str | None,
-        typer.Option("--setup", help="A setup the settings' repository_setup names, run after the clone"),
-    ] = None,
-    push: Annotated[
-        bool,
-        typer.Option("--push", help="Push the result as a new branch (result_branch_pattern) after the turn"),
-    ] = False,
+    repo: RepoOpt = None,
+    ref: RefOpt = None,
+    setup: SetupOpt = None,
+    push: PushOpt = False,
     sandbox_backend: SandboxBackendOpt = None,
 ) -> None:
     """Run one task: streams text, thoughts and tool calls (or JSON with --output-format), asks
@@ -218,8 +223,7 @@ def run(
         req = _run_request(
             prompt, workspace, resume, cont, model, output_format, answers or [], allow, deny, input_format
         )
-        req.approval, req.input_format, req.partial = approval, input_format, partial
-        req.base_url = base_url
+        req.approval, req.input_format, req.partial, req.base_url = approval, input_format, partial, base_url
         req.repository, req.push = _repository_flags(repo, ref, setup, push, bool(resume or cont)), push
         config = local_config(flags, db, model, base_url, api_key, approval, max_steps, sandbox_backend)
         if not workspace.is_dir():

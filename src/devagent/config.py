@@ -205,6 +205,12 @@ def _convert(name: str, value: Any, where: str | None = None) -> Any:
         if value not in SANDBOX_ENGINES:
             raise bad(" or ".join(SANDBOX_ENGINES))
         return value
+    return _convert_plain(kind, value, bad)
+
+
+def _convert_plain(kind: str, value: Any, bad: Callable[[str], ConfigError]) -> Any:
+    """`value` as a setting of the plain type `kind` (a tuple of strings, bool, int, float or an
+    optional string); `bad(expected)` is the error naming the setting as the user spelled it."""
     if "tuple" in kind:
         if isinstance(value, list | tuple):
             items = list(value)

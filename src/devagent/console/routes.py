@@ -273,17 +273,7 @@ def console_routes(
         limit = _int(request.query_params.get("limit", str(PAGE_SIZE)))
         if offset < 0 or not 1 <= limit <= 200:
             return _error(400, "offset must be 0 or more and limit 1 to 200")
-        # The store lists every door's sessions, newest first; this caller's A2A ones are kept
-        # (an operator's: every identity's).
-        every = _operator(request)
-        rows = []
-        for _sid, state, updated in await core.store.list_sessions(None):
-            a2a = (state.get("extra") or {}).get("a2a") or {}
-            if (a2a.get("owner", "") != owner and not every) or not a2a.get("context_id"):
-                continue
-            row = {**summary(state, updated, core.default_model), "owner": str(a2a.get("owner", ""))}
-            if _matches(row, want):
-                rows.append(row)
+        rows = await _listed(core, owner, _operator(request), want)
         return _json(
             {"sessions": rows[offset : offset + limit], "total": len(rows), "offset": offset, "limit": limit}
         )
@@ -314,6 +304,23 @@ def console_routes(
             }
         )
 
+    patch = _patch_handler(core, session_id_for)
+
+    return [
+        *_page_routes(),
+        *signin_routes(signin),
+        Route(_API + "/me", me, methods=["GET"]),
+        Route(_API + "/sessions", sessions, methods=["GET"]),
+        Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
+        Route(_API + "/sessions/{context_id}/patch", patch, methods=["GET"]),
+    ]
+
+
+def _patch_handler(
+    core: AgentCore, session_id_for: Callable[[str, str], str]
+) -> Callable[[Request], Awaitable[Response]]:
+    """The handler of a repository session's patch (`/sessions/{context_id}/patch`)."""
+
     async def patch(request: Request) -> Response:
         """A repository session's patch now, against the ref it started from (made on request,
         never pushed from here)."""
@@ -330,11 +337,18 @@ def console_routes(
             return _error(409, str(e))
         return _json({"patch": result.patch, "files": result.files, "base_commit": result.base_commit})
 
-    return [
-        *_page_routes(),
-        *signin_routes(signin),
-        Route(_API + "/me", me, methods=["GET"]),
-        Route(_API + "/sessions", sessions, methods=["GET"]),
-        Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
-        Route(_API + "/sessions/{context_id}/patch", patch, methods=["GET"]),
-    ]
+    return patch
+
+
+async def _listed(core: AgentCore, owner: str, every: bool, want: str) -> list[dict[str, Any]]:
+    """The sessions' rows the console lists: the store lists every door's sessions, newest first;
+    this caller's A2A ones are kept (an operator's, `every`: every identity's) in the state `want`."""
+    rows = []
+    for _sid, state, updated in await core.store.list_sessions(None):
+        a2a = (state.get("extra") or {}).get("a2a") or {}
+        if (a2a.get("owner", "") != owner and not every) or not a2a.get("context_id"):
+            continue
+        row = {**summary(state, updated, core.default_model), "owner": str(a2a.get("owner", ""))}
+        if _matches(row, want):
+            rows.append(row)
+    return rows
