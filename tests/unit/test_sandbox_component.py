@@ -38,7 +38,7 @@ def test_issue39_item3_no_module_holds_the_sandbox() -> None:
     assert readers == []
     shell = (SRC / "agent" / "tools" / "shell.py").read_text()
     assert "bwrap" not in shell and "probe" not in shell
-    approval = (SRC / "agent" / "approval.py").read_text()
+    approval = (SRC / "agent" / "policy" / "approval.py").read_text()
     assert "tools.shell" not in approval and "isinstance" not in approval.split("def options_for")[1]
 
 

@@ -50,7 +50,7 @@ class HostFiles:
         # late: as `_locate`; the write tools' own rename-over (`confine.replace_in`)
         from devagent.agent.sandbox.confine import replace_in
 
-        with self._locate(path, create_dirs=True, missing_ok=True) as loc:
+        with self._locate(path, create_dirs=True) as loc:
             replace_in(loc, data, Path(path))
 
     def list_dir(self, path: str | Path) -> list[str]:
