@@ -100,6 +100,14 @@ class Sandbox(Protocol):
         """How a workspace path reads to a command inside."""
         ...
 
+    @property
+    def files_here(self) -> bool:
+        """Whether the session's workspace is a folder of this server's host (the local and
+        unsandboxed backends, a container bound to a host folder); when it is not (a container's
+        own volume, a worker on another machine) its files are reached only through the
+        sandbox's file operations and commands."""
+        ...
+
     def unavailable(self) -> str | None:
         """Why no command can run in it (it is on but cannot start here: fail closed), or None."""
         ...
@@ -153,6 +161,18 @@ class Sandbox(Protocol):
     def delete(self, path: str | Path) -> None:
         """Removes a file (or an empty folder) inside the roots."""
         ...
+
+    async def read_bytes_async(self, path: str | Path) -> bytes:
+        """`read_bytes` without holding up the event loop (the form tools use)."""
+        ...
+
+    async def write_atomic_async(self, path: str | Path, data: bytes) -> None: ...
+
+    async def list_dir_async(self, path: str | Path) -> list[str]: ...
+
+    async def stat_async(self, path: str | Path) -> os.stat_result | None: ...
+
+    async def delete_async(self, path: str | Path) -> None: ...
 
     async def release(self, keep: bool) -> None:
         """The session is done with it for now (`keep`: its workspace stays for a later turn)

@@ -160,6 +160,10 @@ class ContainerSandbox:
         )
         return f"in a {self.engine.program} container of its own ({self.template.summary()}); {where}"
 
+    @property
+    def files_here(self) -> bool:
+        return bool(self.bound)  # else the workspace is the container's own volume
+
     def show_path(self, host_path: str | Path) -> str:
         """The path inside the container for a path the tools name (a path under the session's
         root folder, or already one under /workspace, or relative to it)."""

@@ -5,6 +5,7 @@ leaves the workspace roots whatever is swapped meanwhile. A path outside is a Sa
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat as stat_mode
 from collections.abc import Sequence
@@ -25,6 +26,10 @@ class HostFiles:
 
     def show_path(self, host_path: str | Path) -> str:
         return str(host_path)  # the command sees the host's own paths
+
+    @property
+    def files_here(self) -> bool:
+        return True
 
     def _locate(self, path: str | Path, *, create_dirs: bool = False, missing_ok: bool = False) -> Located:
         # late: the confined walk (`confine.py`), loaded with the first file
@@ -76,3 +81,20 @@ class HostFiles:
                 os.rmdir(loc.name, dir_fd=loc.dir_fd)
             else:
                 os.unlink(loc.name, dir_fd=loc.dir_fd)
+
+    # The awaitable forms run the same confined operation in a worker thread: a file on a slow
+    # or busy disk must not hold up the event loop.
+    async def read_bytes_async(self, path: str | Path) -> bytes:
+        return await asyncio.to_thread(self.read_bytes, path)
+
+    async def write_atomic_async(self, path: str | Path, data: bytes) -> None:
+        await asyncio.to_thread(self.write_atomic, path, data)
+
+    async def list_dir_async(self, path: str | Path) -> list[str]:
+        return await asyncio.to_thread(self.list_dir, path)
+
+    async def stat_async(self, path: str | Path) -> os.stat_result | None:
+        return await asyncio.to_thread(self.stat, path)
+
+    async def delete_async(self, path: str | Path) -> None:
+        await asyncio.to_thread(self.delete, path)
