@@ -62,7 +62,12 @@ def validate_policy_rules(rules: Obj, version: str) -> None:
     """NetworkPolicy ingress/egress rules embedded in another kind, checked as a policy's."""
     spec = {"podSelector": {}, **rules}
     validate(
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "x"}, "spec": spec},
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "x"},
+            "spec": spec,
+        },
         version,
     )
 

@@ -11,7 +11,16 @@ Obj = dict[str, Any]
 
 # The volume types the restricted profile allows.
 _VOLUME_TYPES = frozenset(
-    ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret")
+    (
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    )
 )
 
 

@@ -15,7 +15,12 @@ _META = {
     "required": ["name"],
     "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}, "labels": {"type": "object"}},
 }
-_REF = {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {"name": {"type": "string"}}}
+_REF = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {"name": {"type": "string"}},
+}
 _POD_METADATA = {
     "type": "object",
     "additionalProperties": False,
@@ -106,4 +111,8 @@ SANDBOX_CLAIM = _resource(
     },
 )
 
-SCHEMAS = {"SandboxTemplate": SANDBOX_TEMPLATE, "SandboxWarmPool": SANDBOX_WARM_POOL, "SandboxClaim": SANDBOX_CLAIM}
+SCHEMAS = {
+    "SandboxTemplate": SANDBOX_TEMPLATE,
+    "SandboxWarmPool": SANDBOX_WARM_POOL,
+    "SandboxClaim": SANDBOX_CLAIM,
+}
