@@ -7,7 +7,9 @@ database (SQLite here: the Secret's PostgreSQL URL is a placeholder)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from devagent.agent.sandbox.base import BACKENDS
 from tests.deploy import manifests as m
@@ -50,7 +53,31 @@ def pod_environment(tmp_path: Path) -> tuple[dict[str, str], list[str], dict]:
     return env, args, c
 
 
-def test_issue41_item4_the_server_pod_starts_devagent_and_its_probes_need_no_token(tmp_path: Path) -> None:
+def read_only_root(writable: list[Path]) -> list[str]:
+    """A command prefix that runs what follows in a mount namespace of its own where the
+    filesystems holding /, the repository and Python are read-only and only `writable` is not:
+    the pod's readOnlyRootFilesystem with its emptyDirs."""
+    targets = {
+        subprocess.run(
+            ["findmnt", "-n", "-o", "TARGET", "-T", str(p)], capture_output=True, text=True
+        ).stdout.strip()
+        for p in (Path("/"), m.ROOT, Path(sys.prefix))
+    }
+    script = [f"mount --bind {w} {w}" for w in writable]
+    script += [f"mount -o remount,bind,ro {t}" for t in sorted(targets)]
+    script.append('exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", "; ".join(script), "sh"]
+
+
+@pytest.mark.parametrize("root", ["writable", "read-only"])
+def test_issue41_item4_the_server_pod_starts_devagent_and_its_probes_need_no_token(
+    tmp_path: Path, root: str
+) -> None:
+    prefix: list[str] = []
+    if root == "read-only":
+        if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("findmnt")):
+            pytest.skip("a read-only root needs root, unshare and findmnt")
+        prefix = read_only_root([tmp_path, Path("/tmp")])
     env, args, container = pod_environment(tmp_path)
     port = free_port()
     args[args.index("--host") + 1] = "127.0.0.1"
@@ -58,7 +85,7 @@ def test_issue41_item4_the_server_pod_starts_devagent_and_its_probes_need_no_tok
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "devagent", *args], stdout=out, stderr=subprocess.STDOUT, env=env
+            [*prefix, sys.executable, "-m", "devagent", *args], stdout=out, stderr=subprocess.STDOUT, env=env
         )
     try:
         url = f"http://127.0.0.1:{port}"
