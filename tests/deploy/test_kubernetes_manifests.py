@@ -315,6 +315,24 @@ def test_issue41_item4_the_kustomization_lists_the_default_set_and_nothing_optio
     assert listed[0] == "namespaces.yaml"  # the namespaces before what goes in them
 
 
+def test_issue41_item4_kubectl_kustomize_renders_the_listed_files_unchanged() -> None:
+    """Where kubectl is installed (it is not one of the project's dependencies), its built-in
+    kustomize renders the default set, offline, to exactly the listed files' objects."""
+    import shutil
+    import subprocess
+
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(m.K8S)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    rendered = [o for o in yaml.safe_load_all(out) if o]
+    listed = yaml.safe_load((m.K8S / "kustomization.yaml").read_text())["resources"]
+    objects = [o for name in listed for o in m.load(m.K8S / name)]
+    key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])  # noqa: E731
+    assert sorted(rendered, key=key) == sorted(objects, key=key)
+
+
 def test_issue41_item4_the_image_runs_as_the_uid_the_pods_ask_for() -> None:
     lines = [
         line.split(None, 1) for line in m.CONTAINERFILE.read_text().splitlines() if line and line[0] != "#"
