@@ -205,6 +205,20 @@ def test_issue41_item4_workers_may_reach_only_the_server_port_and_dns() -> None:
     assert allowed["podSelector"] == policy["podSelector"] and allowed["policyTypes"] == ["Egress"]
 
 
+def test_issue41_item4_the_policy_and_embedded_checks_fail_on_broken_copies() -> None:
+    policy = copy.deepcopy(m.find(OBJECTS, "NetworkPolicy", "devagent-worker")["spec"])
+    policy["egress"].append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 443}]})
+    with pytest.raises(AssertionError, match="by address"):
+        egress_peers(policy["egress"])
+    template = copy.deepcopy(m.find(OBJECTS, "SandboxTemplate", "devagent-worker")["spec"])
+    template["podTemplate"]["spec"]["runtimeClass"] = "gvisor"  # the field is runtimeClassName
+    with pytest.raises(kubernetes_validate.ValidationError):
+        m.validate_pod_spec(template["podTemplate"]["spec"], m.NEWEST)
+    template["networkPolicy"]["egress"][0]["ports"][0]["endPort"] = "41243"  # an integer
+    with pytest.raises(kubernetes_validate.ValidationError):
+        m.validate_policy_rules(template["networkPolicy"], m.NEWEST)
+
+
 def test_issue41_item4_the_server_policy_opens_its_port_and_reaches_out_only_to_dns_postgres_https() -> None:
     policy = m.find(OBJECTS, "NetworkPolicy", "devagent-server")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"]
