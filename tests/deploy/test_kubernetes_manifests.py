@@ -135,9 +135,10 @@ def worker_pods() -> list[tuple[str, str, dict, dict]]:
 
 def test_issue41_item4_worker_pods_reach_the_server_through_its_service_and_hold_only_their_token() -> None:
     service = m.find(OBJECTS, "Service", "devagent-server")
-    for what, ns, _labels, spec in worker_pods():
+    for what, ns, labels, spec in worker_pods():
         assert ns == WORKER_NS != service["metadata"]["namespace"], what
         (c,) = spec["containers"]
+        assert labels["devagent/pool"] == c["args"][c["args"].index("--pool") + 1], what
         assert "ports" not in c, f"{what}: a worker listens on nothing"
         url = urlsplit(c["args"][c["args"].index("--server") + 1])
         assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
