@@ -177,6 +177,8 @@ class ContainerSandbox:
         where = str(self.inside(cwd))
         if not (where == WORKSPACE or where.startswith(WORKSPACE + "/")):
             return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+        if self.bound and (exposed := self.provider.exposes(Path(self.bound))) is not None:
+            return exposed
         if not self.bound or (ids := self.provider.known_ids(self.template)) is None:
             return None  # not yet known: asked of the container when it opens, checked again then
         return self.provider.unwritable(Path(self.bound), self.template, ids)
@@ -636,6 +638,8 @@ class ContainerProvider:
             idle_seconds if idle_seconds is not None else getattr(config, "sandbox_idle_seconds", 300.0)
         )
         self.labels = dict(labels or {})
+        # devagent's own files (settings, database, data folder): never in a bind-mounted folder
+        self.own_files = _own_files(config)
         self._sessions: dict[str, ContainerSandbox] = {}
         self._pools: dict[str, WarmPool] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -671,13 +675,33 @@ class ContainerProvider:
 
     def refuses(self, root: Path) -> str | None:
         """Why commands in the workspace root `root` would be refused: where it is bind-mounted
-        as /workspace, a root server's image user cannot write it (as the local backend's check:
-        by owner, group and mode, root being anyone to os.access). None with volumes, which are
-        the container's own, or where that user's ids cannot be told."""
+        as /workspace, it holds devagent's own files (`exposes`), or a root server's image user
+        cannot write it (as the local backend's check: by owner, group and mode, root being
+        anyone to os.access). None with volumes, which are the container's own, or where that
+        user's ids cannot be told."""
+        if (exposed := self.exposes(root)) is not None:
+            return exposed
         if not self.host_workspace or os.geteuid() != 0 or not self.templates or not root.is_dir():
             return None
         ids = self.user_ids(self.template())
         return None if ids is None else self.unwritable(root, self.template(), ids)
+
+    def exposes(self, root: Path) -> str | None:
+        """Why the folder `root` cannot be a container's /workspace: it holds devagent's own files
+        (its settings file, its database, its data folder) or lies in them. The local backend
+        hides those from a command inside its workspace; a bind mount would hand them to the
+        container to rewrite or delete, so its commands are refused instead."""
+        if not self.host_workspace:
+            return None
+        real = Path(os.path.realpath(root))
+        for own in self.own_files:
+            if own.is_relative_to(real) or real.is_relative_to(own):
+                return (
+                    f"the workspace {root} holds devagent's own {own} (its settings, database or "
+                    "data), which the container backend cannot hide from the session's container: "
+                    "the operator must keep them outside the workspace roots"
+                )
+        return None
 
     def unwritable(self, root: Path, template: Template, ids: tuple[int, int]) -> str | None:
         """Why the template's user (`ids`) cannot work in the bind-mounted `root`, or None."""
@@ -852,6 +876,13 @@ NO_TEMPLATE = (
     "the container sandbox needs at least one template: sandbox_templates = "
     '{"default": {"image": "..."}} (DEVAGENT_SANDBOX_TEMPLATES)'
 )
+
+
+def _own_files(config: Any) -> tuple[Path, ...]:
+    """The settings' own files and folders (CoreConfig's protected_files and protected_dirs)."""
+    if config is None or not hasattr(config, "protected_files"):
+        return ()
+    return (*config.protected_files(), *config.protected_dirs())
 
 
 def _templates(config: Any) -> dict[str, Template]:
