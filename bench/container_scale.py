@@ -123,7 +123,10 @@ async def one_turn(client: Any, url: str, i: int, folder: Path) -> tuple[bool, f
     took = time.perf_counter() - started
     states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
     said = json.dumps(frames)
-    return bool(states) and states[-1] == "completed" and f"session-{i}-ran" in said, took
+    ok = bool(states) and states[-1] == "completed" and f"session-{i}-ran" in said
+    if not ok:
+        print(f"  session {i} did not complete: {said[-300:]}")
+    return ok, took
 
 
 async def run_backend(backend: str, sessions: int, idle: float, tag: str, temp: Path) -> dict[str, Any]:
@@ -165,7 +168,8 @@ async def run_backend(backend: str, sessions: int, idle: float, tag: str, temp: 
         }
     )
     args = ["--workspace-root", str(roots), "--token", TOKEN, "--model", f"scripted:{model}"]
-    args += ["--approval", "yolo", "--sandbox"]
+    # one token for all: its default limit of 32 streams at once would refuse the rest
+    args += ["--approval", "yolo", "--sandbox", "--max-streams-per-token", "0"]
     out: dict[str, Any] = {}
     try:
         with serving(args, base / "serve.log", env=env) as server:
