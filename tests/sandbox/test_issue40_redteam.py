@@ -5,10 +5,8 @@ model running what an attacker's prompt would make it run, in yolo mode."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
 from typing import Any
 
 from tests.a2a.procs import serving
@@ -61,8 +59,8 @@ async def test_issue40_item5_a_fork_bomb_and_a_memory_hog_in_one_callers_contain
     """issue 40 item 5 through a server: Alice's command starts a fork bomb in the background
     and then holds as much memory as it can; her container's limits (pids, memory) stop both
     there. Bob's turn, meanwhile, runs a command that forks and allocates as usual and
-    completes. The bomb's processes outlive Alice's command inside her container (as a
-    command's leftovers do there); once her container is stopped her next command runs."""
+    completes. The bomb's processes end with Alice's command (what a command leaves running in
+    its group does), so her own next command runs in the same container."""
     bomb = (
         "(f() { f | f & }; f) >/dev/null 2>&1 & "
         'python3 -c \'b = bytearray(1024 * 1024 * 1024); print("hog", "survived")\'; '
@@ -84,11 +82,6 @@ async def test_issue40_item5_a_fork_bomb_and_a_memory_hog_in_one_callers_contain
     with serving(serve_args(site, model), site.tmp / "serve.log", env=site.env) as s:
         alice = await turn(s.url, ALICE, "use everything", site.root / "alice")
         bob = tool_outputs(json.dumps(await turn(s.url, BOB, "work", site.root / "bob")))
-        # The bomb's processes outlive her command in her container, which they fill; stopping
-        # it (as the idle reaper does, or an operator) ends them, and her next command runs.
-        containers = {v: k for k, v in bound_to(site.root).items()}
-        stop = ["podman", "stop", "--time", "1", containers[str(site.root / "alice")]]
-        await asyncio.to_thread(subprocess.run, stop, check=True, capture_output=True)
         again = tool_outputs(
             json.dumps(await turn(s.url, ALICE, "again", site.root / "alice", context_of(alice)))
         )

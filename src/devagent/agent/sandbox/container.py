@@ -67,8 +67,19 @@ RELAY = str(Path(__file__).with_name("relay.py"))
 HOST_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "PWD"})
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|DATABASE_URL|_DB$)", re.IGNORECASE)
 # Run first inside the container: record the command's process group (the exec'd process leads
-# its own: the engine makes it a session leader) where the relay's kill finds it, run it, forget it.
-WRAPPER = 'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; rm -f "$0"; exit $code'
+# its own: the engine makes it a session leader) where the relay's kill finds it, run it, then end
+# what it left running in its group (`cmd &`), as a local command's namespace ends with it: the
+# container outlives the command and the engine leaves an exec's other processes running. SIGKILL,
+# one process at a time, the wrapper sparing itself (bash blocks SIGTERM while it retries a fork),
+# again while any is found (a fork bomb forks as it goes); builtins only, since where the leftovers
+# took every process slot a fork fails, and that ends sh.
+WRAPPER = (
+    'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; n=0; while [ $n -lt 50 ]; do '
+    "n=$((n + 1)); found=0; for p in /proc/[0-9]*; do p=${p#/proc/}; [ $p = $$ ] && continue; "
+    "read -r s 2>/dev/null < /proc/$p/stat || continue; set -- ${s##*) }; "
+    '[ "$3" = $$ ] && [ "$1" != Z ] || continue; kill -s KILL $p 2>/dev/null; found=1; done; '
+    '[ $found = 0 ] && break; done; rm -f "$0"; exit $code'
+)
 # Where the engine passes the relay's descriptor in (Podman's --preserve-fds): a byte on it first
 # says the command is starting, so a container found stopped before that can be started and the
 # command run, never one that had begun.
