@@ -1,17 +1,20 @@
-"""The container sandbox backend's cost, against the local ways of running a command, in one run:
+"""The container sandbox backend's cost against the local backend's, in one run:
 
-- per call: `true` run N times as a plain local subprocess (`bash -c`), under bubblewrap (when
-  bwrap can run here) and in a session's container (`ContainerSandbox.run`); a file read through
-  the container against a local read;
+- per tool call: `true` run N times through the sandbox interface (`Sandbox.start`, its output
+  read to the end, as the shell tool runs it) on the local backend (bubblewrap, as `devagent
+  serve` chooses it) and on the container backend (a session's container over a host folder, as
+  on a server, and over a named volume of its own); a plain subprocess for scale; a 4 KiB file
+  read through the container against a read of the host folder;
 - a new session's first command: cold (volume and container created and started) against one
   claimed from the warm pool;
-- S sessions at once: each created, running one command and released; all complete, the server's
-  RSS, and the containers and volumes left afterwards (should be 0).
+- S sessions at once in this process (the provider alone, no server: bench/container_scale.py
+  runs them through `devagent serve`): each created, running one command and released; all
+  complete, this process's peak RSS, and the containers and volumes left afterwards (0).
 
     .venv/bin/python bench/container_overhead.py [--calls 20] [--starts 5] [--sessions 50]
 
-Needs podman (with runc) and builds the test image (tests/sandbox/image.py) if it is missing.
-Prints figures and ratios; asserts nothing.
+Needs podman (with runc) and bubblewrap (else the local backend is left out) and builds the test
+image (tests/sandbox/image.py) if it is missing. Prints figures and ratios; asserts nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import argparse
 import asyncio
 import os
 import resource
-import shutil
 import statistics
 import sys
 import tempfile
@@ -28,6 +30,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,56 +50,91 @@ async def _local(argv: list[str]) -> None:
     await proc.wait()
 
 
-def _bwrap_argv() -> list[str] | None:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
+async def _through(sandbox: Any, command: str, cwd: str) -> bytes:
+    """`command` through the sandbox interface, as the shell tool runs it: started, its output
+    read to its end, waited for."""
+    from devagent.agent.sandbox.base import Limits
+
+    started = await sandbox.start(command, cwd=cwd, env={"LANG": "C.UTF-8"}, limits=Limits())
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(started.output_fd, "rb", buffering=0)
+    )
+    try:
+        out = await reader.read()
+    finally:
+        transport.close()
+    await started.proc.wait()
+    return out
+
+
+def _local_backend(root: Path) -> Any:
+    """The local backend as `devagent serve` chooses it (bubblewrap; as root its commands run as
+    the sandbox user), or None where bubblewrap cannot run here."""
+    from devagent.agent.sandbox.base import SandboxError
+    from devagent.agent.sandbox.choose import choose_provider
+    from devagent.agent.sandbox.local import LocalProvider
+    from devagent.agent.settings import CoreConfig
+
+    config = CoreConfig(data_dir=root.parent.parent / "data")
+    try:
+        provider, _ = choose_provider(True, config, "serve", hide=[root.parent], owned_by=[root.parent])
+    except SandboxError as e:
+        print(f"the local backend cannot run here: {e}")
         return None
-    argv = [
-        bwrap,
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--unshare-all",
-        "--die-with-parent",
-    ]
-    argv += ["bash", "-c", "true"]
-    return argv if os.spawnv(os.P_WAIT, bwrap, argv) == 0 else None
+    return provider if isinstance(provider, LocalProvider) else None
 
 
 async def per_call(provider: object, calls: int) -> None:
+    """A tool call's cost on each backend through the same interface (`Sandbox.start`): the
+    local backend and the container backend over a host folder, as on a server, and the
+    container backend over a named volume of its own."""
     from devagent.agent.sandbox.container import ContainerProvider
+    from devagent.agent.sandbox.podman import WORKSPACE
 
     assert isinstance(provider, ContainerProvider)
-    sandbox = await provider.open("bench-calls", [])
-    await sandbox.run("true")  # started, image in the page cache
-    local = await _timed(lambda: _local(["bash", "-c", "true"]), calls)
-    bwrap = _bwrap_argv()
-    sandboxed = await _timed(lambda: _local(bwrap), calls) if bwrap else None
-    container = await _timed(lambda: sandbox.run("true"), calls)
-    print(f"per call (median of {calls}): local {local * 1000:.1f} ms", end="")
-    if sandboxed is not None:
-        print(f", bwrap {sandboxed * 1000:.1f} ms", end="")
-    print(f", container {container * 1000:.1f} ms")
-    print(f"  container / local: {container / local:.1f}x", end="")
-    if sandboxed is not None:
-        print(f"; container / bwrap (the local backend): {container / sandboxed:.1f}x")
-    else:
-        print("; bwrap cannot run here")
-    await sandbox.write_atomic_async("bench.txt", b"x" * 4096)
-    with tempfile.NamedTemporaryFile() as f:
-        f.write(b"x" * 4096)
-        f.flush()
-        local_read = await _timed(lambda: asyncio.to_thread(Path(f.name).read_bytes), calls)
-    container_read = await _timed(lambda: sandbox.read_bytes_async("bench.txt"), calls)
-    print(
-        f"file read of 4 KiB: local {local_read * 1000:.2f} ms, container {container_read * 1000:.1f} ms "
-        f"({container_read / local_read:.0f}x)"
-    )
-    await sandbox.release(keep=False)
+    with tempfile.TemporaryDirectory(prefix="devagent-bench-") as temp:
+        root = Path(temp) / "roots" / "ws"
+        root.mkdir(parents=True)
+        os.chmod(root, 0o777)  # the sandbox user's (nobody's, the image user's) to write
+        local_provider = _local_backend(root)
+        bound_provider = ContainerProvider(
+            engine=provider.engine, templates=provider.templates, labels=provider.labels, host_workspace=True
+        )
+        volume_box = await provider.open("bench-calls", [])
+        bound_box = await bound_provider.open("bench-calls-bound", [root])
+        for box in (volume_box, bound_box):
+            await _through(box, "true", WORKSPACE)  # started, the image in the page cache
+        plain = await _timed(lambda: _local(["bash", "-c", "true"]), calls)
+        local = None
+        if local_provider is not None:
+            local_box = local_provider.for_session("bench-local", [root])
+            local = await _timed(lambda: _through(local_box, "true", str(root)), calls)
+        bound = await _timed(lambda: _through(bound_box, "true", WORKSPACE), calls)
+        volume = await _timed(lambda: _through(volume_box, "true", WORKSPACE), calls)
+        print(f"per tool call, `true` through Sandbox.start (median of {calls}):")
+        print(f"  plain subprocess (no sandbox)     {plain * 1000:7.1f} ms")
+        if local is None:
+            print("  local backend (bubblewrap)        cannot run here")
+        else:
+            print(f"  local backend (bubblewrap)        {local * 1000:7.1f} ms")
+        for name, took in (("host folder", bound), ("named volume", volume)):
+            ratio = f"  ({took / local:.1f}x the local backend)" if local else ""
+            print(f"  container backend, {name:<14} {took * 1000:7.1f} ms{ratio}")
+        if local:
+            print(f"  container overhead per call over the local backend: {(bound - local) * 1000:.0f} ms")
+        await volume_box.write_atomic_async("bench.txt", b"x" * 4096)
+        (root / "bench.txt").write_bytes(b"x" * 4096)
+        local_read = await _timed(lambda: asyncio.to_thread((root / "bench.txt").read_bytes), calls)
+        container_read = await _timed(lambda: volume_box.read_bytes_async("bench.txt"), calls)
+        print(
+            f"file read of 4 KiB: host folder {local_read * 1000:.2f} ms, through the container "
+            f"{container_read * 1000:.1f} ms ({container_read / local_read:.0f}x)"
+        )
+        await volume_box.release(keep=False)
+        await bound_box.release(keep=False)
+        await bound_provider.close()
 
 
 async def starts(provider: object, runs: int) -> None:
@@ -163,7 +201,7 @@ async def main() -> None:
     )
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--starts", type=int, default=5)
-    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--sessions", type=int, default=50)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from tests.sandbox import image

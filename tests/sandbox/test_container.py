@@ -396,3 +396,22 @@ async def test_issue40_item1_a_container_stopped_between_commands_is_started_and
     assert (done.code, done.outcome) == (0, "done"), done
     assert done.output.endswith(b"one\ntwo\n") and b"interrupted" not in done.output, done
     assert await _out(sandbox, "cat count") == "one\ntwo\n"
+
+
+async def test_issue40_item2_what_a_command_leaves_running_ends_with_it(make_provider: Make) -> None:
+    """A command's own leftovers (`cmd &`, with or without its output) end when it does, as a
+    local command's namespace ends with it: the container outlives the command, its leftovers do
+    not. A background command (the shell tool's `background`) is the command itself and runs on."""
+    sandbox = await make_provider().open("leftovers", [])
+    assert await _out(sandbox, "sleep 7771 >/dev/null 2>&1 & echo started") == "started\n"
+    assert await _out(sandbox, "sleep 7772 & echo started") == "started\n"  # holding the output
+    async with asyncio.timeout(GUARD):
+        while "sleep 777" in await _out(sandbox, "ps -eo args"):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    lasting = await sandbox.start("echo up; exec sleep 7773", stdin=True)
+    reader = await _reader(lasting)
+    await _until(reader, b"up")
+    assert await _out(sandbox, "echo other; true") == "other\n"
+    assert "sleep 7773" in await _out(sandbox, "ps -eo args")  # another command's end left it be
+    await kill_group(lasting.proc)
+    os.close(lasting.input_fd)

@@ -104,3 +104,31 @@ def test_issue40_item2_secrets_never_pass_into_the_container_env() -> None:
         tty=True,
     )
     assert env == {"LANG": "C", "TERM": env["TERM"]}
+
+
+def test_issue40_item5_a_folder_holding_devagents_own_files_is_never_a_containers_workspace(
+    tmp_path: Path,
+) -> None:
+    """A bind mount cannot hide devagent's settings, database or data folder the way the local
+    backend does: a workspace root holding them (or inside them) is refused, any other is not."""
+    settings = tmp_path / "srv" / "devagent.toml"
+    settings.parent.mkdir()
+    settings.write_text('[sandbox_templates.default]\nimage = "localhost/dev:2"\n')
+    data = tmp_path / "data"
+    config = load_config(
+        environ={
+            "DEVAGENT_CONFIG": str(settings),
+            "DEVAGENT_DATA_DIR": str(data),
+            "DEVAGENT_DB": f"sqlite+aiosqlite:///{tmp_path / 'db' / 'devagent.db'}",
+        }
+    )
+    provider = ContainerProvider.from_config(config)
+    for exposing in (settings.parent, tmp_path / "db", data / "inside", tmp_path):
+        why = provider.exposes(exposing)
+        assert why is not None and "cannot hide" in why, exposing
+        assert provider.refuses(exposing) == why
+    assert provider.exposes(tmp_path / "work") is None
+    sandbox = provider.for_session("s", [settings.parent])
+    assert sandbox.refuses("/workspace") is not None and "cannot hide" in str(sandbox.refuses("/workspace"))
+    # without host folders (each workspace a volume of its own) nothing of the host is mounted
+    assert ContainerProvider(config, host_workspace=False).exposes(settings.parent) is None

@@ -67,8 +67,19 @@ RELAY = str(Path(__file__).with_name("relay.py"))
 HOST_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "PWD"})
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|DATABASE_URL|_DB$)", re.IGNORECASE)
 # Run first inside the container: record the command's process group (the exec'd process leads
-# its own: the engine makes it a session leader) where the relay's kill finds it, run it, forget it.
-WRAPPER = 'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; rm -f "$0"; exit $code'
+# its own: the engine makes it a session leader) where the relay's kill finds it, run it, then end
+# what it left running in its group (`cmd &`), as a local command's namespace ends with it: the
+# container outlives the command and the engine leaves an exec's other processes running. SIGKILL,
+# one process at a time, the wrapper sparing itself (bash blocks SIGTERM while it retries a fork),
+# again while any is found (a fork bomb forks as it goes); builtins only, since where the leftovers
+# took every process slot a fork fails, and that ends sh.
+WRAPPER = (
+    'mkdir -p "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; code=$?; n=0; while [ $n -lt 50 ]; do '
+    "n=$((n + 1)); found=0; for p in /proc/[0-9]*; do p=${p#/proc/}; [ $p = $$ ] && continue; "
+    "read -r s 2>/dev/null < /proc/$p/stat || continue; set -- ${s##*) }; "
+    '[ "$3" = $$ ] && [ "$1" != Z ] || continue; kill -s KILL $p 2>/dev/null; found=1; done; '
+    '[ $found = 0 ] && break; done; rm -f "$0"; exit $code'
+)
 # Where the engine passes the relay's descriptor in (Podman's --preserve-fds): a byte on it first
 # says the command is starting, so a container found stopped before that can be started and the
 # command run, never one that had begun.
@@ -177,6 +188,8 @@ class ContainerSandbox:
         where = str(self.inside(cwd))
         if not (where == WORKSPACE or where.startswith(WORKSPACE + "/")):
             return f"{cwd} is not in the session's workspace ({WORKSPACE} in its container)"
+        if self.bound and (exposed := self.provider.exposes(Path(self.bound))) is not None:
+            return exposed
         if not self.bound or (ids := self.provider.known_ids(self.template)) is None:
             return None  # not yet known: asked of the container when it opens, checked again then
         return self.provider.unwritable(Path(self.bound), self.template, ids)
@@ -636,6 +649,8 @@ class ContainerProvider:
             idle_seconds if idle_seconds is not None else getattr(config, "sandbox_idle_seconds", 300.0)
         )
         self.labels = dict(labels or {})
+        # devagent's own files (settings, database, data folder): never in a bind-mounted folder
+        self.own_files = _own_files(config)
         self._sessions: dict[str, ContainerSandbox] = {}
         self._pools: dict[str, WarmPool] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -671,13 +686,33 @@ class ContainerProvider:
 
     def refuses(self, root: Path) -> str | None:
         """Why commands in the workspace root `root` would be refused: where it is bind-mounted
-        as /workspace, a root server's image user cannot write it (as the local backend's check:
-        by owner, group and mode, root being anyone to os.access). None with volumes, which are
-        the container's own, or where that user's ids cannot be told."""
+        as /workspace, it holds devagent's own files (`exposes`), or a root server's image user
+        cannot write it (as the local backend's check: by owner, group and mode, root being
+        anyone to os.access). None with volumes, which are the container's own, or where that
+        user's ids cannot be told."""
+        if (exposed := self.exposes(root)) is not None:
+            return exposed
         if not self.host_workspace or os.geteuid() != 0 or not self.templates or not root.is_dir():
             return None
         ids = self.user_ids(self.template())
         return None if ids is None else self.unwritable(root, self.template(), ids)
+
+    def exposes(self, root: Path) -> str | None:
+        """Why the folder `root` cannot be a container's /workspace: it holds devagent's own files
+        (its settings file, its database, its data folder) or lies in them. The local backend
+        hides those from a command inside its workspace; a bind mount would hand them to the
+        container to rewrite or delete, so its commands are refused instead."""
+        if not self.host_workspace:
+            return None
+        real = Path(os.path.realpath(root))
+        for own in self.own_files:
+            if own.is_relative_to(real) or real.is_relative_to(own):
+                return (
+                    f"the workspace {root} holds devagent's own {own} (its settings, database or "
+                    "data), which the container backend cannot hide from the session's container: "
+                    "the operator must keep them outside the workspace roots"
+                )
+        return None
 
     def unwritable(self, root: Path, template: Template, ids: tuple[int, int]) -> str | None:
         """Why the template's user (`ids`) cannot work in the bind-mounted `root`, or None."""
@@ -852,6 +887,13 @@ NO_TEMPLATE = (
     "the container sandbox needs at least one template: sandbox_templates = "
     '{"default": {"image": "..."}} (DEVAGENT_SANDBOX_TEMPLATES)'
 )
+
+
+def _own_files(config: Any) -> tuple[Path, ...]:
+    """The settings' own files and folders (CoreConfig's protected_files and protected_dirs)."""
+    if config is None or not hasattr(config, "protected_files"):
+        return ()
+    return (*config.protected_files(), *config.protected_dirs())
 
 
 def _templates(config: Any) -> dict[str, Template]:
