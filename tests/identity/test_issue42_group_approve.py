@@ -32,6 +32,7 @@ from tests.a2a.helpers import (
     stream_message,
     v03_message,
 )
+from tests.a2a.test_bindings import BINDINGS, client_for, ctx, message, run
 from tests.conftest import Script
 from tests.core_helpers import call_then_text, write_call
 from tests.identity.idp import Idp, running_idp
@@ -182,4 +183,44 @@ async def test_issue42_item4_the_console_page_sends_an_approvers_answer(
             headers = {**auth(bob, v1=True), "X-Devagent-Console": "1", "A2A-Extensions": EXTENSION_URI}
             frames = await stream(c, url, rpc("SendStreamingMessage", {"message": message}), headers)
             assert "TASK_STATE_COMPLETED" in str(frames[-1]), frames
+    assert (workspace.parent / ".oidc" / "alice" / "one.txt").read_text() == "1\n"
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_issue42_item4_an_approver_answers_with_the_a2a_sdk_client_on_each_binding(
+    binding: str, group_idp: Idp, script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """Bob, of Alice's approving group, allows her pending write once with the a2a-sdk client on
+    each binding (gRPC: his token in the call's metadata); Eve, who only reads with her, cannot;
+    Bob cannot cancel her task either (answering is all)."""
+    from a2a.types import CancelTaskRequest, TaskState
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+    idp = group_idp
+    kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": settings(idp), "grpc_port": 0}}
+    async with running_server(script(STEPS[:2]), sqlite_url, workspace, **kw) as srv:
+        base = srv.url.rstrip("/")
+        alice, bob, eve = idp.token("alice", base), idp.token("bob", base), idp.token("eve", base)
+        async with client_for(srv.url, "JSONRPC", alice) as client:
+            evs = await run(client, message("write one"), ctx(EXTENSION_URI, token=alice))
+        first, last = evs[0][1], evs[-1][1]
+        assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, evs
+        assert MessageToDict(last.status.message.parts[0].data)["tool_call_id"] == "c1"
+        answer = message(
+            task_id=first.id, context_id=first.context_id, data=confirmation("c1", "proceed_once")
+        )
+        async with client_for(srv.url, binding, eve) as client:
+            with pytest.raises(Exception) as refused:
+                await run(client, answer, ctx(EXTENSION_URI, token=eve))
+            assert "not found" in str(refused.value).lower() or "NOT_FOUND" in str(refused.value), (
+                refused.value
+            )
+        async with client_for(srv.url, binding, bob) as client:
+            with pytest.raises(Exception) as refused:
+                await client.cancel_task(CancelTaskRequest(id=first.id), context=ctx(token=bob))
+            assert "not found" in str(refused.value).lower() or "NOT_FOUND" in str(refused.value), (
+                refused.value
+            )
+            done = await run(client, answer, ctx(EXTENSION_URI, token=bob))
+        assert done[-1][1].status.state == TaskState.TASK_STATE_COMPLETED, done
     assert (workspace.parent / ".oidc" / "alice" / "one.txt").read_text() == "1\n"
