@@ -135,6 +135,12 @@ async def test_issue42_item4_a_group_that_approves_answers_its_members_requests(
             )
             refused = await call(c, url, rpc("message/send", {"message": with_settings}), auth(bob))
             assert refused["error"]["code"] == -32602, refused
+            hook = {
+                "message": allow,
+                "configuration": {"pushNotificationConfig": {"url": "http://127.0.0.1:9/h"}},
+            }
+            refused = await call(c, url, rpc("message/send", hook), auth(bob))
+            assert refused["error"]["code"] == -32602 and "push" in refused["error"]["message"], refused
             assert not (alice_ws / "one.txt").exists()
 
             # Bob allows once: the turn goes on as Alice's, in her workspace

@@ -571,6 +571,9 @@ class DevagentRequestHandler(DefaultRequestHandler):
             return context
         req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
         beyond = beyond_approval(parse_message(msg, req_md))
+        if not beyond and params.configuration.HasField("task_push_notification_config"):
+            # a webhook of the answerer's on the owner's task would outlive the answer
+            beyond = "sets a push notification config"
         if beyond:
             raise InvalidParamsError(
                 message="a member of a group that approves may only allow once or refuse another "
