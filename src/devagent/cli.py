@@ -604,7 +604,9 @@ OidcGroupsClaimOpt = Annotated[
 OidcSharedGroupsOpt = Annotated[
     str | None,
     typer.Option(
-        "--oidc-shared-groups", help="Groups whose members read each other's tasks (comma-separated)"
+        "--oidc-shared-groups",
+        help="Groups whose members read each other's tasks: GROUP or GROUP=read, GROUP=approve "
+        "to answer each other's permission requests too (comma-separated)",
     ),
 ]
 # No flag for the client secret: a command line is readable by every user of the host.

@@ -24,6 +24,7 @@ from joserfc.jwk import RSAKey
 from tests.npm import ensure_installed
 
 JS = Path(__file__).parent / "js"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 START_WITHIN = 60.0  # seconds for node to load the provider (2 shared cores): a safety net
 
 
@@ -70,6 +71,30 @@ class Idp:
                 r = ua.post(urljoin(str(r.url), html.unescape(action.group(1))), data=form)
         raise AssertionError("the provider never redirected back")
 
+    def approve_device(self, verification_uri: str, user: str) -> None:
+        """The user at the provider's device page (`verification_uri_complete`, the code in it):
+        each of the provider's forms submitted as a browser would (the code, the login as `user`,
+        the confirmation), until its success page."""
+        with httpx.Client(timeout=30) as ua:
+            r = ua.get(verification_uri)
+            for _ in range(20):
+                if r.is_redirect:
+                    r = ua.get(urljoin(str(r.url), r.headers["location"]))
+                    continue
+                assert r.status_code == 200, r.text
+                if "<title>Sign-in Success</title>" in r.text:
+                    return
+                form = re.search(r"<form[^>]*action=\"([^\"]+)\"[^>]*>(.*?)</form>", r.text, re.S)
+                assert form, r.text
+                fields = {
+                    html.unescape(n): html.unescape(v)
+                    for n, v in re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', form.group(2))
+                }
+                if 'name="login"' in form.group(2):
+                    fields.update(login=user, password="x")
+                r = ua.post(urljoin(str(r.url), html.unescape(form.group(1))), data=fields)
+        raise AssertionError("the provider never said the device was signed in")
+
     def sign(self, claims: dict[str, Any], header: dict[str, Any] | None = None, key: Any = None) -> str:
         """A token signed with the provider's own key (or `key`), as the provider never would."""
         head = {"alg": "RS256", "kid": self.key.kid, "typ": "at+jwt", **(header or {})}
@@ -86,10 +111,11 @@ def running_idp(
     ttl: int = 600,
     name: str = "idp",
     groups: dict[str, list[str]] | None = None,
+    device: str = "",
 ) -> Iterator[Idp]:
     """The provider with these client-credentials clients (id -> secret), `roles` and `groups`
-    per client or user, and maybe the console's client (id, secret, redirect URI); stopped after
-    the block."""
+    per client or user, maybe the console's client (id, secret, redirect URI) and a public client
+    of the device authorization grant (`device`, its id); stopped after the block."""
     ensure_installed(JS, JS / "node_modules" / "oidc-provider", "oidc-provider")
     key = new_key(f"{name}-key")
     registered: list[dict[str, Any]] = [
@@ -114,6 +140,16 @@ def running_idp(
                 # RFC 8252 7.3: a loopback redirect of any port (the server's is chosen at start)
                 "application_type": "native",
                 "token_endpoint_auth_method": "client_secret_basic",
+            }
+        )
+    if device:
+        registered.append(
+            {
+                "client_id": device,
+                "grant_types": [DEVICE_GRANT],
+                "redirect_uris": [],
+                "response_types": [],
+                "token_endpoint_auth_method": "none",
             }
         )
     cfg = tmp_path / f"{name}.json"

@@ -33,14 +33,21 @@ HEADER = {"X-Devagent-Console": "1"}
 
 
 @contextmanager
-def idp_and_server(tmp_path: Path, sqlite_url: str, model: str) -> Iterator[tuple[Idp, Serve]]:
-    with running_idp(tmp_path, CLIENTS, ROLES, console=CONSOLE) as idp:
+def idp_and_server(
+    tmp_path: Path,
+    sqlite_url: str,
+    model: str,
+    groups: dict[str, list[str]] | None = None,
+    more_env: dict[str, str] | None = None,
+) -> Iterator[tuple[Idp, Serve]]:
+    with running_idp(tmp_path, CLIENTS, ROLES, console=CONSOLE, groups=groups) as idp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
         env |= {
             "DEVAGENT_OIDC_ISSUER": idp.issuer,
             "DEVAGENT_OIDC_CLIENT_ID": CONSOLE[0],
             "DEVAGENT_OIDC_CLIENT_SECRET": CONSOLE[1],
             "DEVAGENT_OIDC_ROLES_CLAIM": "roles",
+            **(more_env or {}),
         }
         root = tmp_path / "root"
         root.mkdir()
@@ -191,3 +198,63 @@ def test_issue42_item3_console_sign_in_in_headless_chromium(
             expect(page.locator("#who")).to_have_text("")
         finally:
             browser.close()
+
+
+def test_issue42_item4_an_approver_allows_another_members_request_in_headless_chromium(
+    tmp_path: Path, sqlite_url: str, script: Script
+) -> None:
+    """Bob signs in to the console through the provider's page, opens Alice's session (his group
+    approves with hers), sees her pending write with "allow once" and "refuse" only, allows it;
+    the turn goes on in Alice's workspace. The server is a `devagent serve` process with
+    `DEVAGENT_OIDC_SHARED_GROUPS=team-a=approve`."""
+    pytest.importorskip("playwright.sync_api", reason="playwright is installed by scripts/test ([dev])")
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.console.conftest import CHROMIUM
+    from tests.core_helpers import call_then_text, write_call
+
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium (installed by scripts/test)")
+    wait = 60_000  # ms a page may take (2 shared cores); never a pass condition
+    steps = call_then_text(write_call("one.txt", "1\n", "c1"), "wrote one.txt")
+    groups = {"alice": ["team-a"], "bob": ["team-a"]}
+    more = {"DEVAGENT_OIDC_GROUPS_CLAIM": "groups", "DEVAGENT_OIDC_SHARED_GROUPS": "team-a=approve"}
+    with (
+        idp_and_server(tmp_path, sqlite_url, script(steps), groups=groups, more_env=more) as (idp, srv),
+        sync_playwright() as p,
+    ):
+        alice = idp.token("alice", srv.url.rstrip("/"))  # her program starts the write
+        with httpx.Client(timeout=60) as c:
+            sent = c.post(
+                srv.url, json=rpc("message/send", {"message": v03_message("write")}), headers=auth(alice)
+            )
+        task = sent.json()["result"]
+        assert task["status"]["state"] == "input-required", task
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(srv.url + "ui/")
+            page.locator("#idp-link").click(timeout=wait)
+            page.locator("input[name=login]").fill("bob", timeout=wait)
+            page.locator("input[name=password]").fill("any")
+            page.locator("button[type=submit]").click()
+            page.locator("button[type=submit]").click(timeout=wait)  # its consent page
+            expect(page.locator("#who")).to_have_text("signed in as oidc:bob", timeout=wait)
+            page.goto(f"{srv.url}ui/#/s/{task['contextId']}/oidc%3Aalice")
+            box = page.locator("#permissions .permission")
+            expect(box).to_have_count(1, timeout=wait)
+            offered = box.locator("button[data-option]")
+            expect(offered).to_have_count(2, timeout=wait)  # allow once, refuse: no "always"
+            assert sorted(offered.evaluate_all("bs => bs.map(b => b.dataset.option)")) == [
+                "cancel",
+                "proceed_once",
+            ]
+            expect(box.locator("details.edit")).to_have_count(0)
+            expect(page.locator("#prompt-form")).to_be_hidden()  # still no prompt of his
+            allow = box.locator("button[data-option=proceed_once]")
+            expect(allow).to_be_enabled(timeout=wait)
+            allow.click()
+            expect(page.locator("#conversation")).to_contain_text("wrote one.txt", timeout=wait)
+        finally:
+            browser.close()
+        assert (tmp_path / "root" / ".oidc" / "alice" / "one.txt").read_text() == "1\n"

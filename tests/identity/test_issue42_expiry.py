@@ -139,3 +139,93 @@ async def test_issue42_item2_an_expired_token_ends_each_stream_with_the_protocol
             got = await call(c, srv.url, rpc("tasks/get", {"id": "nope"}), auth(fresh, ext=False))
             assert got["error"]["code"] == -32001, got
         gate.touch()  # the held turns may end
+
+
+async def all_resubscriptions(url: str, token: str, task_id: str) -> list[Any]:
+    """The task followed on each binding: JSON-RPC `tasks/resubscribe` (0.3), HTTP+JSON
+    `tasks/{id}:subscribe` (1.0), gRPC `SubscribeToTask` through the a2a-sdk client."""
+    from a2a.types import SubscribeToTaskRequest
+
+    async def grpc_follow() -> Any:
+        async with client_for(url, "GRPC", token) as client:
+            try:
+                evs = [
+                    e
+                    async for e in client.subscribe(
+                        SubscribeToTaskRequest(id=task_id), context=ctx(token=token)
+                    )
+                ]
+            except Exception as e:
+                return str(e)
+        return f"the stream ended without an error: {evs}"
+
+    async with httpx.AsyncClient(timeout=120) as c:
+        rest = c.stream(
+            "POST",
+            f"{url}rest/tasks/{task_id}:subscribe",
+            headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0"},
+        )
+
+        async def rest_follow() -> Any:
+            frames: list[Any] = []
+            async with rest as r:
+                if r.status_code != 200:
+                    return ("refused", r.status_code, (await r.aread()).decode())
+                async for line in r.aiter_lines():
+                    if line.startswith("data:"):
+                        frames.append(json.loads(line[5:]))
+            return frames
+
+        return list(
+            await asyncio.gather(
+                sse_frames(c, url, rpc("tasks/resubscribe", {"id": task_id}, rid=9), auth(token, ext=False)),
+                rest_follow(),
+                grpc_follow(),
+            )
+        )
+
+
+async def test_issue42_item2_an_expired_token_ends_each_resubscription_with_the_protocols_error(
+    idp: Idp, script: Script, sqlite_url: str, workspace: Path, tmp_path: Path
+) -> None:
+    """A task held working (the model on a gate), started with a long-lived token; followed on
+    every binding with a short-lived one: each subscription ends with its protocol's
+    authentication error when that token expires, the task still working."""
+    gate = tmp_path / "never"
+    held = [[{"wait_for": str(gate)}, {"text": "never said"}]]
+    oidc = OidcSettings(issuer=idp.issuer, leeway=0)
+    kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc, "grpc_port": 0}}
+    async with running_server(script(held), sqlite_url, workspace, **kw) as srv:  # type: ignore[arg-type]
+        aud = srv.url.rstrip("/")
+
+        def token_for(life: int) -> str:
+            now = int(time.time())
+            return idp.sign({"iss": idp.issuer, "aud": aud, "sub": "dana", "iat": now, "exp": now + life})
+
+        async with httpx.AsyncClient(timeout=60) as c:
+            params = {"message": v03_message("held"), "configuration": {"blocking": False}}
+            sent = await call(c, srv.url, rpc("message/send", params), auth(token_for(3600), ext=False))
+        task_id = sent["result"]["id"]
+        life = 6
+        for _ in range(3):  # a longer life while the subscriptions could not all start in it
+            jsonrpc, rest, grpc_said = await all_resubscriptions(srv.url, token_for(life), task_id)
+            if (
+                all(isinstance(f, list) and len(f) >= 2 for f in (jsonrpc, rest))
+                and "ended without" not in grpc_said
+            ):
+                break
+            life *= 3
+        else:
+            pytest.fail(
+                f"the subscriptions never started within the token's life: {jsonrpc, rest, grpc_said}"
+            )
+        assert "result" in jsonrpc[0], jsonrpc
+        assert jsonrpc[-1] == {"jsonrpc": "2.0", "id": 9, "error": {"code": -32600, "message": EXPIRED}}, (
+            jsonrpc
+        )
+        assert rest[-1] == {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": EXPIRED}}, rest
+        assert "UNAUTHENTICATED" in grpc_said and EXPIRED in grpc_said, grpc_said
+        async with httpx.AsyncClient(timeout=60) as c:  # the task goes on, read with a fresh token
+            got = await call(c, srv.url, rpc("tasks/get", {"id": task_id}), auth(token_for(3600), ext=False))
+            assert got["result"]["status"]["state"] == "working", got
+        gate.touch()

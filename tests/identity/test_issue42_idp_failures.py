@@ -117,7 +117,7 @@ async def test_issue42_item5_an_idp_that_hangs_or_lies_fails_closed(
         idp.mode = mode
         # a short timeout for the fetch of the keys (the operator's DEVAGENT_OIDC_TIMEOUT)
         oidc = OidcSettings(issuer=idp.url, timeout=0.5)
-        kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc}}
+        kw = {"tokens": {TOKEN: "ci"}, "a2a_kw": {"oidc": oidc, "mcp": True}}
         async with (
             running_server(script([[{"text": "served"}]]), sqlite_url, workspace, **kw) as srv,
             httpx.AsyncClient(timeout=60) as c,
@@ -143,6 +143,26 @@ async def test_issue42_item5_an_idp_that_hangs_or_lies_fails_closed(
             error = refused.json()["error"]
             assert error["code"] == -32600 and "cannot be checked now" in error["message"], error
             assert MODES[mode] in error["message"], error
+            # the MCP door: its 401, pointing to its resource metadata, the reason said
+            mcp = await c.post(srv.url + "mcp/", json=rpc("tools/list", {}), headers=auth(token, ext=False))
+            assert mcp.status_code == 401, mcp.text
+            assert "cannot be checked now" in mcp.json()["error"]["message"], mcp.text
+            challenge = mcp.headers["www-authenticate"]
+            assert 'resource_metadata="' in challenge and 'error="invalid_token"' in challenge, challenge
+            # and the door still serves a static token meanwhile
+            tools = await c.post(
+                srv.url + "mcp/",
+                json=rpc(
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                ),
+                headers={**auth(TOKEN, ext=False), "Accept": "application/json, text/event-stream"},
+            )
+            assert tools.status_code == 200, tools.text
 
 
 def rs256(key: Any, claims: dict[str, object]) -> str:

@@ -7,6 +7,7 @@ the task (cancel stays the owner's)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -84,9 +85,9 @@ async def test_issue42_item4_operator_reads_on_each_binding_with_the_a2a_sdk_cli
     binding: str, idp: Idp, script: Script, sqlite_url: str, workspace: Path
 ) -> None:
     """The a2a-sdk client with the operator's IdP token reads Alice's task on every binding
-    (gRPC carries the role in the call's metadata token too) and lists it where the binding
-    carries `tenant` in the request (JSON-RPC, gRPC; HTTP+JSON puts it in the path, which devagent
-    does not route); Bob's token reads it on none."""
+    (gRPC carries the role in the call's metadata token too) and lists it naming her in `tenant`
+    (HTTP+JSON carries it in the path, `GET /rest/{tenant}/tasks`); Bob's token reads it on none
+    and may not list it."""
     steps = [[{"text": "alice's answer"}]]
     async with running_server(script(steps), sqlite_url, workspace, **server_kw(idp)) as srv:
         base = srv.url.rstrip("/")
@@ -97,15 +98,66 @@ async def test_issue42_item4_operator_reads_on_each_binding_with_the_a2a_sdk_cli
         async with client_for(srv.url, binding, ops) as client:
             task = await client.get_task(GetTaskRequest(id=task_id), context=ctx(token=ops))
             assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
-            if binding != "HTTP+JSON":
-                page = await client.list_tasks(ListTasksRequest(tenant="oidc:alice"), context=ctx(token=ops))
-                assert [t.id for t in page.tasks] == [task_id], page
+            page = await client.list_tasks(ListTasksRequest(tenant="oidc:alice"), context=ctx(token=ops))
+            assert [t.id for t in page.tasks] == [task_id], page
+            own = await client.list_tasks(ListTasksRequest(), context=ctx(token=ops))
+            assert list(own.tasks) == [], own
         async with client_for(srv.url, binding, bob) as client:
             with pytest.raises(Exception) as refused:
                 await client.get_task(GetTaskRequest(id=task_id), context=ctx(token=bob))
             said = str(refused.value)
             assert "not found" in said.lower() or "NOT_FOUND" in said, said
-            if binding != "HTTP+JSON":
-                with pytest.raises(Exception) as refused:
-                    await client.list_tasks(ListTasksRequest(tenant="oidc:alice"), context=ctx(token=bob))
-                assert "operator" in str(refused.value), refused.value
+            with pytest.raises(Exception) as refused:
+                await client.list_tasks(ListTasksRequest(tenant="oidc:alice"), context=ctx(token=bob))
+            assert "operator" in str(refused.value), refused.value
+            mine = await client.list_tasks(ListTasksRequest(), context=ctx(token=bob))
+            assert list(mine.tasks) == [], mine  # Alice's never listed as Bob's
+
+
+async def test_issue42_item2_list_tasks_over_http_json_is_scoped_as_over_jsonrpc(
+    idp: Idp, script: Script, sqlite_url: str, workspace: Path
+) -> None:
+    """`GET /rest/tasks` and `GET /rest/{tenant}/tasks` (and `?tenant=`) of the HTTP+JSON binding,
+    raw: each caller's own tasks; another identity's only for the operator, refused to a member
+    (INVALID_ARGUMENT) and to a static token; the IdP's token of a member never lists a static
+    token's tasks nor the reverse."""
+    steps = [[{"text": "alice's answer"}], [{"text": "ci's answer"}]]
+    async with running_server(script(steps), sqlite_url, workspace, **server_kw(idp)) as srv:
+        base = srv.url.rstrip("/")
+        alice, bob, ops = (idp.token(c, base) for c in ("alice", "bob", "ops"))
+        async with httpx.AsyncClient(timeout=60) as c:
+            ids = {}
+            for who, token in (("alice", alice), ("ci", TOKEN)):
+                sent = await call(
+                    c, srv.url, rpc("message/send", {"message": v03_message("hi")}), auth(token, ext=False)
+                )
+                ids[who] = sent["result"]["id"]
+
+            async def listed(token: str, path: str) -> tuple[int, Any]:
+                r = await c.get(srv.url + "rest/" + path, headers=v1(token))
+                return r.status_code, r.json()
+
+            def task_ids(answer: tuple[int, Any]) -> list[str]:
+                assert answer[0] == 200, answer
+                return [t["id"] for t in answer[1].get("tasks", [])]
+
+            assert task_ids(await listed(alice, "tasks")) == [ids["alice"]]
+            assert task_ids(await listed(TOKEN, "tasks")) == [ids["ci"]]
+            assert task_ids(await listed(bob, "tasks")) == []
+            assert task_ids(await listed(ops, "tasks")) == []  # the operator's own: none
+            assert task_ids(await listed(ops, "oidc:alice/tasks")) == [ids["alice"]]
+            assert task_ids(await listed(ops, "tasks?tenant=oidc:alice")) == [ids["alice"]]
+            assert task_ids(await listed(ops, "ci/tasks")) == [ids["ci"]]
+            assert task_ids(await listed(alice, "oidc:alice/tasks")) == [ids["alice"]]  # herself
+            for token, path in (
+                (bob, "oidc:alice/tasks"),
+                (bob, "tasks?tenant=oidc:alice"),
+                (TOKEN, "oidc:alice/tasks"),
+                (alice, "ci/tasks"),
+            ):
+                status, body = await listed(token, path)
+                assert status == 400 and body["error"]["status"] == "INVALID_ARGUMENT", (path, body)
+                assert "operator" in body["error"]["message"], body
+            # the binding's other routes are as before (a task's own route is not a tenant's)
+            r = await c.get(srv.url + f"rest/tasks/{ids['alice']}", headers=v1(alice))
+            assert r.status_code == 200 and r.json()["id"] == ids["alice"], r.text

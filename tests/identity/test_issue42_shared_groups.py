@@ -43,8 +43,9 @@ def test_issue42_item4_shared_groups_setting() -> None:
     assert s is not None and s.shared_groups == {"team-c"}  # the flag over the variable
     s = oidc_settings(env)
     assert s is not None and s.shared_groups == frozenset()  # none shares unless the operator says
-    with pytest.raises(ValueError, match="only reading is shared"):
-        oidc_settings({**env, "DEVAGENT_OIDC_SHARED_GROUPS": "team-a=approve"})
+    assert s.approving_groups == frozenset()  # reading only, unless the operator says approve
+    with pytest.raises(ValueError, match="not GROUP, GROUP=read or GROUP=approve"):
+        oidc_settings({**env, "DEVAGENT_OIDC_SHARED_GROUPS": "team-a=admin"})
 
 
 async def test_issue42_item4_a_shared_groups_members_read_each_others_tasks(

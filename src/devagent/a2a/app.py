@@ -6,7 +6,9 @@ authentication around it all (auth.py).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,6 +46,8 @@ from devagent.common import scrub
 from devagent.console import console_routes
 from devagent.console.signin import SignIn
 from devagent.patches import a2a_sdk
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from a2a.types import AgentCard
@@ -178,6 +182,32 @@ def _callers(settings: A2ASettings, groups: IdentityGroups | None) -> Callers | 
     return Callers(settings.tokens, OidcVerifier(oidc) if oidc is not None else None, groups)
 
 
+def _discovered(parts: ServerParts) -> Callable[[], Any] | None:
+    """How the card learns the IdP's discovery document, once the server has read it."""
+    oidc = parts.callers.oidc if parts.callers is not None else None
+    return (lambda: oidc.keys.known_document) if oidc is not None else None
+
+
+async def _discover_idp(parts: ServerParts) -> None:
+    """The IdP's discovery document read at start (in bounded time), so that the card declares
+    what it offers from the first request (the device code flow) and the extended card too. An
+    IdP that cannot be read is no reason not to start: its tokens are refused until it can be
+    (the card then declares the flow once a token's check has read the document)."""
+    oidc = parts.callers.oidc if parts.callers is not None else None
+    if oidc is None:
+        return
+    from devagent.common.identity import IdpUnavailable
+
+    try:
+        async with asyncio.timeout(2 * oidc.settings.timeout):
+            document = await oidc.keys.document()
+    except (IdpUnavailable, TimeoutError) as e:
+        log.warning("the identity provider's discovery document could not be read at start: %s", e)
+        return
+    parts.card = build_card(parts.settings, parts.card_version, document)
+    parts.handler.extended_agent_card = parts.card
+
+
 def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
     """Start-up: the stores' tables, the push sender, the MCP door, gRPC when asked for; shut-down:
     each stopped, buffered tasks and pushes written."""
@@ -189,6 +219,7 @@ def _lifespan(parts: ServerParts) -> Callable[[Any], contextlib.AbstractAsyncCon
             await parts.push_store.initialize()
             if parts.executor.identity_groups is not None:
                 await parts.executor.identity_groups.initialize()
+        await _discover_idp(parts)
         parts.sender.start()
         parts.core.sweeper.start()
         mcp_running = contextlib.AsyncExitStack()
@@ -278,6 +309,7 @@ def _signin(parts: ServerParts) -> SignIn | None:
 
 def _routes(parts: ServerParts) -> list[BaseRoute]:
     settings = parts.settings
+    card_app = CardApp(settings, parts.card_version, discovered=_discovered(parts))
     return [
         *([Mount("/mcp", app=_mcp_owned(parts.mcp_app))] if parts.mcp_app is not None else []),
         *(
@@ -285,7 +317,7 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
             for path in (RESOURCE_METADATA_PATHS if settings.mcp and settings.oidc else ())
         ),
         # the card per protocol version, with caching headers
-        *(Route(path, CardApp(settings, parts.card_version)) for path in CARD_PATHS),
+        *(Route(path, card_app) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
         *(

@@ -43,6 +43,9 @@ CONSOLE_API = "/ui/api/"
 METRICS_READER = "metrics reader"
 # The auth scope of a caller in a group that shares (OidcSettings.shared_groups): "group:NAME".
 GROUP_SCOPE = "group:"
+# The auth scope of a caller in a group whose members also answer each other's permission
+# requests (OidcSettings.approving_groups): "approve:NAME", beside its "group:NAME".
+APPROVE_SCOPE = "approve:"
 
 
 class NamedUser(User):
@@ -129,6 +132,13 @@ class Callers:
             return frozenset()
         caller = self.oidc.known(token)
         return caller.groups if caller is not None else frozenset()
+
+    def group_scopes(self, header: bytes | str | None) -> list[str]:
+        """The auth scopes of the shared groups of a call's IdP token already checked: "group:NAME"
+        for each, and "approve:NAME" for those whose members answer each other's requests."""
+        groups = sorted(self.known_groups(header))
+        approving = self.oidc.settings.approving_groups if self.oidc is not None else frozenset()
+        return [GROUP_SCOPE + g for g in groups] + [APPROVE_SCOPE + g for g in groups if g in approving]
 
     def known_operator(self, header: bytes | str | None) -> bool:
         """Whether the call's IdP token, already checked, gave its caller the operator's role."""
@@ -224,7 +234,7 @@ class BearerAuth:
                 return
             if operator:
                 scopes += ["operator", "metrics"]
-            scopes += [GROUP_SCOPE + g for g in sorted(self._callers.known_groups(header))]
+            scopes += self._callers.group_scopes(header)
         from starlette.authentication import AuthCredentials, SimpleUser
 
         scope["user"] = SimpleUser(name)

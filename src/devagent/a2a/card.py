@@ -23,6 +23,8 @@ from devagent.a2a.extension import EXTENSION_DESCRIPTION, EXTENSION_URI, EXTENSI
 from devagent.a2a.settings import REST_PREFIX, A2ASettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from a2a.types import AgentCard
     from starlette.types import Receive, Scope, Send
 
@@ -53,8 +55,11 @@ def interfaces(settings: A2ASettings) -> list[dict[str, str]]:
     return out
 
 
-def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
-    """The 1.0 AgentCard in its JSON form."""
+def card_v1_json(
+    settings: A2ASettings, version: str, discovery: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The 1.0 AgentCard in its JSON form (`discovery`: the IdP's discovery document, once read)."""
+    schemes = _schemes_v1(settings, discovery)
     return {
         "name": settings.agent_name,
         "description": (
@@ -81,9 +86,9 @@ def card_v1_json(settings: A2ASettings, version: str) -> dict[str, Any]:
             ],
             "extendedAgentCard": True,
         },
-        "securitySchemes": _schemes_v1(settings),
-        # either scheme (requirements are alternatives): a static token, or the IdP's
-        "securityRequirements": [{"schemes": {name: {}}} for name in _schemes_v1(settings)],
+        "securitySchemes": schemes,
+        # any one scheme (requirements are alternatives): a static token, or the IdP's
+        "securityRequirements": [{"schemes": {name: {}}} for name in schemes],
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [
@@ -111,9 +116,33 @@ def _oidc_description(settings: A2ASettings) -> str:
     )
 
 
-def _schemes_v1(settings: A2ASettings) -> dict[str, Any]:
+def _device_flow(settings: A2ASettings, discovery: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The IdP's device authorization grant (RFC 8628) as A2A 1.0's OAuth2 device code flow,
+    where its discovery document lists the endpoint; None where it does not."""
+    if discovery is None or settings.oidc is None:
+        return None
+    device, token = discovery.get("device_authorization_endpoint"), discovery.get("token_endpoint")
+    if not all(isinstance(u, str) and u.startswith(("https://", "http://")) for u in (device, token)):
+        return None
+    return {
+        "oauth2SecurityScheme": {
+            "description": _oidc_description(settings) + ", by the device authorization grant",
+            "flows": {
+                "deviceCode": {
+                    "deviceAuthorizationUrl": device,
+                    "tokenUrl": token,
+                    "scopes": {scope: f"the {scope} scope" for scope in settings.oidc.scopes},
+                }
+            },
+            "oauth2MetadataUrl": settings.oidc.discovery_url,
+        }
+    }
+
+
+def _schemes_v1(settings: A2ASettings, discovery: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The card's security schemes (1.0 form): the static bearer tokens, and the operator's
-    OpenID Connect provider where one is set (its discovery document's URL)."""
+    OpenID Connect provider where one is set (its discovery document's URL), with its device
+    code flow where its discovery document lists one (`device`)."""
     schemes: dict[str, Any] = {
         "bearer": {"httpAuthSecurityScheme": {"description": _AUTH_DESCRIPTION, "scheme": "bearer"}}
     }
@@ -124,13 +153,22 @@ def _schemes_v1(settings: A2ASettings) -> dict[str, Any]:
                 "openIdConnectUrl": settings.oidc.discovery_url,
             }
         }
+    device = _device_flow(settings, discovery)
+    if device is not None:
+        schemes["device"] = device
     return schemes
 
 
-def card_json(settings: A2ASettings, version: str) -> dict[str, Any]:
-    """The card as served: 1.0 plus the v0.3 fields."""
-    card = card_v1_json(settings, version)
+def card_json(
+    settings: A2ASettings, version: str, discovery: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The card as served: 1.0 plus the v0.3 fields. v0.3 has no device code flow: its client
+    finds the IdP through the OpenID Connect scheme."""
+    card = card_v1_json(settings, version, discovery)
     schemes = card["securitySchemes"]
+    if "device" in schemes:
+        del schemes["device"]
+        card["securityRequirements"] = [{"schemes": {name: {}}} for name in schemes]
     schemes["bearer"].update({"description": _AUTH_DESCRIPTION, "scheme": "bearer", "type": "http"})
     if "oidc" in schemes:  # v0.3's OpenIdConnectSecurityScheme, beside the 1.0 form
         schemes["oidc"].update(
@@ -158,11 +196,11 @@ def card_json(settings: A2ASettings, version: str) -> dict[str, Any]:
     return card
 
 
-def build_card(settings: A2ASettings, version: str) -> AgentCard:
+def build_card(settings: A2ASettings, version: str, discovery: Mapping[str, Any] | None = None) -> AgentCard:
     from a2a.types import AgentCard
     from google.protobuf.json_format import ParseDict  # type: ignore[import-untyped]
 
-    card: AgentCard = ParseDict(card_v1_json(settings, version), AgentCard())
+    card: AgentCard = ParseDict(card_v1_json(settings, version, discovery), AgentCard())
     return card
 
 
@@ -191,17 +229,45 @@ def _wants_v1(scope: Scope, default_v1: bool = False) -> bool:
 
 
 class CardApp:
-    """The agent card as an ASGI app: GET and HEAD on the well-known paths."""
+    """The agent card as an ASGI app: GET and HEAD on the well-known paths. `discovered` says
+    the IdP's discovery document once the server has read it (at start, or at a token's check
+    after): the card then declares what the document offers (`_device_flow`)."""
 
-    def __init__(self, settings: A2ASettings, version: str, modified: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: A2ASettings,
+        version: str,
+        modified: float | None = None,
+        discovered: Callable[[], Mapping[str, Any] | None] | None = None,
+    ) -> None:
+        self._settings, self._version = settings, version
+        self._discovered = discovered
+        self._declared: Mapping[str, Any] | None = None
         self._bodies: dict[bool, tuple[bytes, bytes]] = {}
-        for v1, card in ((False, card_json(settings, version)), (True, card_v1_json(settings, version))):
-            body = json.dumps(card, separators=(",", ":")).encode()
-            etag = ('"' + hashlib.sha256(body).hexdigest()[:32] + '"').encode()
-            self._bodies[v1] = (body, etag)
+        self._build()
         self._default_v1 = settings.card_default_version == "1.0"
         self._modified = int(_STARTED if modified is None else modified)
         self._last_modified = formatdate(self._modified, usegmt=True).encode()
+
+    def _build(self) -> None:
+        settings, version, found = self._settings, self._version, self._declared
+        for v1, card in (
+            (False, card_json(settings, version, found)),
+            (True, card_v1_json(settings, version, found)),
+        ):
+            body = json.dumps(card, separators=(",", ":")).encode()
+            etag = ('"' + hashlib.sha256(body).hexdigest()[:32] + '"').encode()
+            self._bodies[v1] = (body, etag)
+
+    def _up_to_date(self) -> None:
+        """The card rebuilt once the IdP's discovery document is known (read once per server)."""
+        if self._declared is None and self._discovered is not None:
+            found = self._discovered()
+            if found:
+                self._declared = found
+                self._modified = int(time.time())
+                self._last_modified = formatdate(self._modified, usegmt=True).encode()
+                self._build()
 
     def _not_modified(self, scope: Scope, etag: bytes) -> bool:
         headers = dict(scope.get("headers", []))
@@ -222,6 +288,7 @@ class CardApp:
             await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"GET, HEAD")]})
             await send({"type": "http.response.body", "body": b""})
             return
+        self._up_to_date()
         body, etag = self._bodies[_wants_v1(scope, self._default_v1)]
         headers = [
             (b"cache-control", f"public, max-age={CARD_MAX_AGE}".encode()),

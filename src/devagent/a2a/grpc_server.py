@@ -53,7 +53,7 @@ from google.protobuf import any_pb2  # type: ignore[import-untyped]
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 from devagent import telemetry
-from devagent.a2a.auth import GROUP_SCOPE, Callers, NamedUser
+from devagent.a2a.auth import Callers, NamedUser
 from devagent.a2a.streams import StreamLimit
 from devagent.a2a.token_expiry import EXPIRED
 from devagent.common.identity import TokenRefused
@@ -82,7 +82,7 @@ def _credentials(check: Callers, header: str | None) -> Any:
     scopes = ["authenticated"]
     if check.known_operator(header):
         scopes += ["operator", "metrics"]
-    scopes += [GROUP_SCOPE + g for g in sorted(check.known_groups(header))]
+    scopes += check.group_scopes(header)
     return AuthCredentials(scopes)
 
 

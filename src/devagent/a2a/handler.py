@@ -177,6 +177,28 @@ def _v03(context: ServerCallContext) -> bool:
     return version.startswith("0.")
 
 
+# The answers a member of a group that approves may give another member's permission request.
+APPROVER_OPTIONS = frozenset(("proceed_once", "cancel"))
+
+
+def beyond_approval(prepared: Prepared) -> str:
+    """What a message answering another identity's permission requests carries beyond allowing
+    once or refusing ("" for nothing): the rest (an edit, an "always", an answer to a question,
+    settings, tool results, a prompt) would act in the owner's session as the owner."""
+    if not prepared.confirmations:
+        return "carries no ToolCallConfirmation"
+    if prepared.raw_results or prepared.text_results is not None or prepared.tools is not None:
+        return "carries tool results or definitions"
+    if prepared.tools_rejected or prepared.settings is not None:
+        return "carries tool definitions or settings"
+    for c in prepared.confirmations:
+        if c.selected_option_id not in APPROVER_OPTIONS or c.new_content is not None:
+            return f"answers {c.tool_call_id} with {c.selected_option_id!r} or new content"
+    if prepared.text and any(c.selected_option_id != "cancel" for c in prepared.confirmations):
+        return "carries text beside an allow (a reason goes with a refusal only)"
+    return ""
+
+
 def _state_name(state: TaskState) -> str:
     return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
@@ -536,7 +558,37 @@ class DevagentRequestHandler(DefaultRequestHandler):
             await session.hold_for_turn()
         await self.store.save(task, context)
 
+    async def _as_approver(self, params: SendMessageRequest, context: ServerCallContext) -> ServerCallContext:
+        """A message to another identity's task from a member of a group that approves with its
+        owner (`operator_reads.approver_context`): the owner's context, where the message only
+        allows once or refuses (with maybe a reason) the task's permission requests; refused if
+        it carries more. Any other message keeps the caller's context: another's task is then
+        unknown to it, as ever."""
+        msg = params.message
+        groups = self.devagent.identity_groups
+        answering = await operator_reads.approver_context(self.store, msg.task_id, context, groups)
+        if answering is None:
+            return context
+        req_md = MessageToDict(params.metadata) if params.HasField("metadata") else None
+        beyond = beyond_approval(parse_message(msg, req_md))
+        if not beyond and params.configuration.HasField("task_push_notification_config"):
+            # a webhook of the answerer's on the owner's task would outlive the answer
+            beyond = "sets a push notification config"
+        if beyond:
+            raise InvalidParamsError(
+                message="a member of a group that approves may only allow once or refuse another "
+                f"member's permission request (with a reason); this message {beyond}"
+            )
+        log.info(
+            "%s answers the permission requests of task %s of %s (a group that approves)",
+            owner_of(context),
+            msg.task_id,
+            owner_of(answering),
+        )
+        return answering
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        context = await self._as_approver(params, context)
         await self._prepare(params, context)
         result: Message | Task = await super().on_message_send(params, context)
         return result
@@ -544,6 +596,7 @@ class DevagentRequestHandler(DefaultRequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
+        context = await self._as_approver(params, context)
         await self._prepare(params, context)
         async for ev in super().on_message_send_stream(params, context):
             yield ev

@@ -7,6 +7,12 @@ Differences from the original, on purpose: `init` is listed; streaming commands 
 (frames separated by a blank line); commands run in a devagent conversation (`contextId` in the
 body names one, else the caller's own command conversation) in the server's first workspace root;
 `POST /tasks` never takes `isTrusted` or `autoExecute` beyond server policy.
+
+An operator of the identity provider (or a member of a group that shares) reads here as it does
+over A2A (operator_reads.py): `GET /tasks/{id}/metadata` of another identity's task, and
+`GET /tasks/metadata?tenant=IDENTITY` of that identity's (the original has no tenants: a query
+parameter of devagent's, as A2A's ListTasks names its `tenant`); anyone else naming another
+identity is refused 403 in the original's error shape, and another's task is "Task not found".
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from devagent.a2a import extension as ext
-from devagent.a2a import legacy
+from devagent.a2a import legacy, operator_reads
 from devagent.a2a.executor import owner_of
 from devagent.a2a.request import Prepared, handoff
 from devagent.agent.api import (
@@ -313,15 +319,30 @@ class LegacyRest:
 
     async def task_metadata(self, request: Request) -> Response:
         call_context = self.ctx_builder.build(request)
-        task = await self.handler.store.get(request.path_params["task_id"], call_context)
+        task_id = request.path_params["task_id"]
+        task = await self.handler.store.get(task_id, call_context)
+        groups = self.executor.identity_groups
+        if task is None and (
+            owners := await operator_reads.owner_context(self.handler.store, task_id, call_context, groups)
+        ):
+            call_context = owners  # an operator (a shared group) reads another's task as its owner would
+            task = await self.handler.store.get(task_id, call_context)
         if task is None:
             return _error(404, "Task not found")
         return JSONResponse({"metadata": await self._metadata_of(task, owner_of(call_context))})
 
     async def all_task_metadata(self, request: Request) -> Response:
         """The caller's tasks that are not finished (the original lists the tasks it holds in
-        memory, which are those), newest first; 204 when there are none."""
+        memory, which are those), newest first; 204 when there are none. `?tenant=`: another
+        identity's, for an operator (a shared group's member)."""
         call_context = self.ctx_builder.build(request)
+        tenant = request.query_params.get("tenant", "")
+        try:
+            call_context = await operator_reads.list_context(
+                ListTasksRequest(tenant=tenant), call_context, self.executor.identity_groups
+            )
+        except A2AError as e:
+            return _error(403, e.message or "another identity's tasks are not yours to list")
         owner = owner_of(call_context)
         out: list[dict[str, Any]] = []
         for state in (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.routes import create_rest_routes
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute, Mount, Route
 
 from devagent.a2a.settings import REST_PREFIX
 
@@ -18,14 +18,23 @@ if TYPE_CHECKING:
 
 def rest_binding_routes(handler: RequestHandler, ctx_builder: V03ServerCallContextBuilder) -> list[BaseRoute]:
     """The SDK's routes of the binding. Its catch-all `/{tenant}` Mount is left out: it would
-    hide every two-segment route listed after it, and devagent has no tenants."""
+    hide every two-segment route listed after it, and devagent's tenants are its identities,
+    named only to list another's tasks. That one route is kept, last, as the binding writes it
+    (`GET /{tenant}/tasks`, the SDK's client putting `tenant` in the path): the request handler
+    reads the tenant from the call's context, as it does on JSON-RPC and gRPC."""
     routes = create_rest_routes(
         handler,
         context_builder=ctx_builder,  # type: ignore[arg-type]
         enable_v0_3_compat=True,
         path_prefix=REST_PREFIX,
     )
-    return [r for r in routes if not isinstance(r, Mount)]
+    kept = [r for r in routes if not isinstance(r, Mount)]
+    listing = next(
+        r
+        for r in kept
+        if isinstance(r, Route) and r.path == REST_PREFIX + "/tasks" and "GET" in (r.methods or ())
+    )
+    return [*kept, Route(REST_PREFIX + "/{tenant}/tasks", listing.endpoint, methods=["GET"])]
 
 
 class RestContentType:

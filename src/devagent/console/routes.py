@@ -92,6 +92,8 @@ def _operator(request: Request) -> bool:
 # The auth scope of a caller in a group the operator lets share ("group:NAME", given by the A2A
 # server's bearer check from the IdP's groups claim).
 _GROUP_SCOPE = "group:"
+# ... and in a group whose members also answer each other's permission requests ("approve:NAME").
+_APPROVE_SCOPE = "approve:"
 
 
 async def _may_open(
@@ -103,6 +105,19 @@ async def _may_open(
         return True
     scopes = getattr(request.scope.get("auth"), "scopes", ())
     mine = {s.removeprefix(_GROUP_SCOPE) for s in scopes if s.startswith(_GROUP_SCOPE)}
+    return bool(mine) and groups_of is not None and bool(mine & await groups_of(owner))
+
+
+async def _may_answer(
+    request: Request, owner: str, groups_of: Callable[[str], Awaitable[frozenset[str]]] | None
+) -> bool:
+    """Whether the caller may answer `owner`'s permission requests (allow once or refuse, through
+    A2A as the page does): its own, or a member of a group that approves `owner` was last seen in.
+    An operator's role alone reads."""
+    if owner == _owner(request):
+        return True
+    scopes = getattr(request.scope.get("auth"), "scopes", ())
+    mine = {s.removeprefix(_APPROVE_SCOPE) for s in scopes if s.startswith(_APPROVE_SCOPE)}
     return bool(mine) and groups_of is not None and bool(mine & await groups_of(owner))
 
 
@@ -301,6 +316,7 @@ def console_routes(
                 "changed_files": _changes(timeline),
                 "waiting": [tool_call_json(c) for c in found.waiting_calls()],
                 "repository": _repository(found.state.repository),
+                "may_answer": await _may_answer(request, owner, groups_of),
             }
         )
 

@@ -3,7 +3,8 @@
 //   jwks: the provider's private signing keys (the test holds them too, to sign bad tokens;
 //         none: a development key of the provider's own);
 //   resource: the resource (audience) a token is for when a client names none;
-//   clients: its registered clients (client credentials, and the console's code + PKCE);
+//   clients: its registered clients (client credentials, the console's code + PKCE, a device's
+//            device code);
 //   roles: { accountOrClientId: [role, ...] } put in every access token's `roles` claim;
 //   groups: { accountOrClientId: [group, ...] } put in every access token's `groups` claim;
 //   ttl: access tokens' lifetime in seconds.
@@ -33,6 +34,9 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: true },
     // an MCP host registers itself (RFC 7591) before it logs its user in
     registration: { enabled: true },
+    // the device authorization grant (RFC 8628): discovery lists its endpoint; the user types
+    // the code on the provider's own page (/device), signs in and confirms
+    deviceFlow: { enabled: true },
     // Access tokens as JWTs for the resource asked for (RFC 8707), any resource: a test asks for
     // another audience to get a token devagent must refuse.
     resourceIndicators: {

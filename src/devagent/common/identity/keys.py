@@ -101,6 +101,11 @@ class IdpKeys:
                 raise IdpUnavailable("the identity provider's keys could not be read")
         return self._find(kid)
 
+    @property
+    def known_document(self) -> dict[str, Any] | None:
+        """The discovery document if it was read already (no request made here)."""
+        return self._document or None
+
     async def document(self) -> dict[str, Any]:
         """The IdP's discovery document (its endpoints), read once; IdpUnavailable if it cannot be."""
         if not self._document:

@@ -26,7 +26,8 @@ class OidcSettings:
     name a key it does not know; `scopes`: the scopes a client asks the IdP for (the MCP door's
     resource metadata, the console's sign-in); `groups_claim`: where the caller's groups are (a
     dotted path; empty: no groups); `shared_groups`: the groups whose members may read each
-    other's tasks (the operator's choice; none by default)."""
+    other's tasks (the operator's choice; none by default); `approving_groups`: those of them
+    whose members may also answer each other's permission requests (allow once or refuse)."""
 
     issuer: str
     audiences: tuple[str, ...] = ()
@@ -41,6 +42,7 @@ class OidcSettings:
     scopes: tuple[str, ...] = ("openid",)
     groups_claim: str = ""
     shared_groups: frozenset[str] = frozenset()
+    approving_groups: frozenset[str] = frozenset()
 
     @property
     def discovery_url(self) -> str:
@@ -145,6 +147,7 @@ def oidc_settings(
     if not issuer.startswith(("https://", "http://")):
         raise ValueError(f"{given['issuer'][1]} must be an http(s) URL, not {issuer!r}")
     timeout = _number(given, "timeout", 5.0)
+    shared, approving = _shared_groups(given)
     if timeout <= 0:
         raise ValueError(f"{given['timeout'][1]} must be positive")
     return OidcSettings(
@@ -160,27 +163,30 @@ def oidc_settings(
         refetch_interval=_number(given, "refetch_interval", 10.0),
         scopes=tuple(text.get("scopes", "").split()) or ("openid",),
         groups_claim=text.get("groups_claim", ""),
-        shared_groups=_shared_groups(given),
+        shared_groups=shared,
+        approving_groups=approving,
     )
 
 
-def _shared_groups(given: Mapping[str, tuple[str, str]]) -> frozenset[str]:
-    """The groups that share: `GROUP` or `GROUP=read`, comma-separated. Sharing is reading; a
-    group that would approve another member's requests is refused, not taken as reading."""
+def _shared_groups(given: Mapping[str, tuple[str, str]]) -> tuple[frozenset[str], frozenset[str]]:
+    """The groups that share (`GROUP`, `GROUP=read` or `GROUP=approve`, comma-separated), and
+    those of them that also answer each other's permission requests. Anything else is refused,
+    never taken as some other sharing."""
     if "shared_groups" not in given:
-        return frozenset()
+        return frozenset(), frozenset()
     raw, label = given["shared_groups"]
-    out: set[str] = set()
+    shared: set[str] = set()
+    approving: set[str] = set()
     for entry in raw.split(","):
         name, _, mode = (p.strip() for p in entry.partition("="))
         if not name and not mode:
             continue
-        if not name or mode not in ("", "read"):
-            raise ValueError(
-                f"{label}: {entry.strip()!r} is not GROUP or GROUP=read (only reading is shared)"
-            )
-        out.add(name)
-    return frozenset(out)
+        if not name or mode not in ("", "read", "approve"):
+            raise ValueError(f"{label}: {entry.strip()!r} is not GROUP, GROUP=read or GROUP=approve")
+        shared.add(name)
+        if mode == "approve":
+            approving.add(name)
+    return frozenset(shared), frozenset(approving)
 
 
 def oidc_settings_from_env(environ: Mapping[str, str] | None = None) -> OidcSettings | None:

@@ -453,8 +453,9 @@ function drawView() {
   drawChanges(v);
   const cards = waiting.map((call) => ({ key: call.tool_call_id, sig: callSig(call), call }));
   reconcile($("permissions"), cards, (e) => permissionNode(e.call));
-  // off while an answer runs, and in another identity's session (read-only)
-  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream || v.owner);
+  // off while an answer runs, and in another identity's session (read-only) unless the caller's
+  // group approves with its owner's
+  for (const b of $("permissions").querySelectorAll("button")) b.disabled = Boolean(v.stream || (v.owner && !v.data.may_answer));
   $("cancel").hidden = session.state !== "running" || Boolean(v.owner);
   $("prompt-form").hidden = Boolean(v.owner);
   $("send").disabled = session.state === "running" || waiting.length > 0;
@@ -761,6 +762,12 @@ function permissionNode(call) {
     box.append(el("p", { class: "muted", text: "The client that started this turn runs this tool; only it can answer." }));
     return box;
   }
+  // in another member's session (a group that approves): allow once or refuse, nothing more
+  const approver = Boolean(S.view?.owner);
+  if (cr.question_details && approver) {
+    box.append(el("p", { class: "muted", text: "Only the session's owner answers its questions." }));
+    return box;
+  }
   if (cr.question_details) return questionNode(call, box, id);
   const fe = cr.file_edit_details;
   if (fe) {
@@ -776,7 +783,7 @@ function permissionNode(call) {
     box.append(el("p", { class: "plain", text: cr.generic_details.description || "" }));
   }
   const buttons = el("div", { class: "options" });
-  for (const o of cr.options || []) {
+  for (const o of (cr.options || []).filter((o) => !approver || o.id === "proceed_once" || o.id === "cancel")) {
     buttons.append(el("button", { type: "button", class: optionClass(o.id), title: o.description || "", "data-option": o.id, text: o.name, onclick: () => answer(call, o.id) }));
   }
   box.append(buttons);
@@ -796,7 +803,7 @@ function permissionNode(call) {
     );
   }
   const once = (cr.options || []).find((o) => o.id === "proceed_once");
-  if (fe && once) {
+  if (fe && once && !approver) {
     const editId = `edit-${call.tool_call_id}`;
     const edit = el("textarea", { id: editId, rows: "10", class: "code", spellcheck: "false" });
     edit.value = fe.new_content ?? "";
