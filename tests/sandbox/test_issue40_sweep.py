@@ -15,10 +15,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from devagent.agent.core import AgentCore
 from devagent.agent.sandbox.base import SandboxError
 from devagent.agent.sandbox.container import ContainerProvider
 from devagent.agent.sandbox.podman import POOL_LABEL, SESSION_LABEL, TEMPLATE_LABEL
 from devagent.agent.sandbox.sweep import INSTALLATION_LABEL, Sweeper, attach
+from devagent.agent.settings import CoreConfig
+from devagent.config import ConfigError, load_config
 from devagent.store.db import Store
 from devagent.store.sandboxes import SandboxRecords
 from devagent.store.tables import sessions_table
@@ -248,3 +251,40 @@ async def test_issue40_item2_keep_zero_sweeps_nothing(make_provider: Make, store
     await idle_for(store, session, 10 * 365 * 86400.0)
     assert (await sweeper.once()).idle == []
     assert await present(provider, *things) == (True, True)
+
+
+async def test_issue40_item2_replicas_on_one_database_share_the_installation_label_others_differ(
+    sandbox_image: str, tmp_path: Path
+) -> None:
+    """The core labels its container sandboxes with its database's installation id (made by the
+    first process, read by the others) and starts its sweep; closing it stops the sweep."""
+
+    def config(db: str) -> CoreConfig:
+        return CoreConfig(
+            db_url=f"sqlite+aiosqlite:///{tmp_path / db}",
+            data_dir=tmp_path / "data",
+            default_model="demo",
+            sandbox="on",
+            sandbox_backend="container",
+            sandbox_templates={"default": {"image": sandbox_image}},
+        )
+
+    cores = [await AgentCore.open(config(db)) for db in ("one.db", "one.db", "two.db")]
+    try:
+        ids = [c.sandboxes.labels_for("s")[INSTALLATION_LABEL] for c in cores]  # type: ignore[attr-defined]
+        assert ids[0] == ids[1] != ids[2] and all(ids)
+        assert all(c.sandbox_sweep is not None and c.sandbox_sweep.keep == 7 * 86400 for c in cores)
+    finally:
+        for c in cores:
+            await c.close()
+    assert all(c.sandbox_sweep._task is None for c in cores)
+
+
+def test_issue40_item2_keep_seconds_comes_from_the_environment_or_the_file(tmp_path: Path) -> None:
+    assert load_config(environ={}).sandbox_keep_seconds == 7 * 86400
+    assert load_config(environ={"DEVAGENT_SANDBOX_KEEP_SECONDS": "0"}).sandbox_keep_seconds == 0
+    settings = tmp_path / "devagent.toml"
+    settings.write_text("[devagent]\nsandbox_keep_seconds = 86400\n")
+    assert load_config(environ={"DEVAGENT_CONFIG": str(settings)}).sandbox_keep_seconds == 86400
+    with pytest.raises(ConfigError, match="sandbox_keep_seconds"):
+        load_config(environ={"DEVAGENT_SANDBOX_KEEP_SECONDS": "-1"})
