@@ -7,7 +7,11 @@ writing its row's last activity back, never by waiting."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sqlite3
+import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -25,7 +29,13 @@ from devagent.config import ConfigError, load_config
 from devagent.store.db import Store
 from devagent.store.sandboxes import SandboxRecords
 from devagent.store.tables import sessions_table
+from tests.a2a.procs import serving
+from tests.a2a.test_hostile import ALICE, Site, script, tool_outputs
+from tests.core_helpers import shell_call
 from tests.sandbox.image import UID
+from tests.sandbox.test_issue40_serve import WITHIN, bound_to, context_of, serve_args, site, turn
+
+__all__ = ["site"]  # the fixture: a server's site on the container backend, left clean
 
 Make = Callable[..., ContainerProvider]
 GUARD = 120.0  # a hang guard for commands, never a pace
@@ -288,3 +298,42 @@ def test_issue40_item2_keep_seconds_comes_from_the_environment_or_the_file(tmp_p
     assert load_config(environ={"DEVAGENT_CONFIG": str(settings)}).sandbox_keep_seconds == 86400
     with pytest.raises(ConfigError, match="sandbox_keep_seconds"):
         load_config(environ={"DEVAGENT_SANDBOX_KEEP_SECONDS": "-1"})
+
+
+def container_id(name: str) -> str | None:
+    done = subprocess.run(
+        ["podman", "container", "inspect", "--format", "{{.Id}}", name], capture_output=True, text=True
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+async def test_issue40_item2_a_server_sweeps_an_idle_conversation_whose_next_message_still_works(
+    site: Site,
+) -> None:
+    """Through `devagent serve` (A2A): a conversation's container, idle in the database past
+    the default keep period when a server starts, is removed by that server's sweep; the
+    conversation's next message runs in a new container over the same folder, its history read
+    from the store (the scripted model answers by the history's length)."""
+    steps = [
+        [shell_call("echo from-turn-one > kept.txt")],
+        [{"text": "one"}],
+        [shell_call("cat kept.txt; echo END")],
+        [{"text": "two"}],
+    ]
+    model = script(site.tmp / "s.json", steps)
+    alice = site.root / "alice"
+    with serving(serve_args(site, model), site.tmp / "serve1.log", env=site.env) as s:
+        context = context_of(await turn(s.url, ALICE, "write", alice))
+    [name] = bound_to(site.root)
+    first = container_id(name)
+    with sqlite3.connect(site.db_file) as db:  # eight days without a message
+        db.execute("UPDATE devagent_sessions SET updated_at = updated_at - ?", (8 * 86400,))
+    with serving(serve_args(site, model), site.tmp / "serve2.log", env=site.env) as s:
+        deadline = time.monotonic() + WITHIN
+        while container_id(name) is not None:  # the new server's first pass, at its start
+            assert time.monotonic() < deadline, s.stderr()
+            await asyncio.sleep(0.1)
+        frames = await turn(s.url, ALICE, "read", alice, context)
+    assert "from-turn-one" in tool_outputs(json.dumps(frames)) and context_of(frames) == context
+    again = container_id(name)
+    assert again is not None and again != first
