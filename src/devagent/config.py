@@ -72,6 +72,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "sandbox_engine": ("DEVAGENT_SANDBOX_ENGINE", "sandbox_engine"),  # podman | docker
     # Container templates: [sandbox_templates.NAME] tables; the variable holds JSON.
     "sandbox_templates": ("DEVAGENT_SANDBOX_TEMPLATES", "sandbox_templates"),
+    "sandbox_keep_seconds": ("DEVAGENT_SANDBOX_KEEP_SECONDS", "sandbox_keep_seconds"),
     "sandbox_warm": ("DEVAGENT_SANDBOX_WARM", "sandbox_warm"),
     "sandbox_idle_seconds": ("DEVAGENT_SANDBOX_IDLE_SECONDS", "sandbox_idle_seconds"),
     "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
@@ -469,6 +470,10 @@ def _check_values(config: CoreConfig) -> None:
     ):
         raise ConfigError(
             "shell_background_idle, shell_background_per_caller and shell_outputs_mb must be 0 (off) or more"
+        )
+    if config.sandbox_keep_seconds < 0:
+        raise ConfigError(
+            "sandbox_keep_seconds (DEVAGENT_SANDBOX_KEEP_SECONDS) must be 0 (keep forever) or more"
         )
     if config.cache_idle_seconds < 0:
         raise ConfigError("cache_idle_seconds (DEVAGENT_CACHE_IDLE_SECONDS) must be 0 (off) or more")

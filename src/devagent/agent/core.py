@@ -104,6 +104,8 @@ class AgentCore:
         # Where the sessions' commands run: the sandbox a door set up for this core
         # (`setup_sandbox`), else the one the settings choose; each session gets its own.
         self.sandboxes: SandboxProvider = config.sandboxes or choose_provider(None, config, "core")[0]
+        # The container backend's sweep of idle sessions' and orphans' containers (`open` starts it).
+        self.sandbox_sweep: Any = None
         mib = config.shell_outputs_mb
         self.saved_outputs = SavedOutputs(config.data_dir, mib * 1024 * 1024) if mib > 0 else None
         self.usage_listeners: list[Callable[[str, Usage], None]] = []
@@ -220,6 +222,10 @@ class AgentCore:
             await asyncio.to_thread(telemetry.start)  # the OpenTelemetry SDK, off the loop
         store = await Store.open(config.resolved_db_url())
         core = cls(config, store)
+        if core.sandboxes.kind == "container":  # late: only this backend's
+            from devagent.agent.sandbox.sweep import attach
+
+            core.sandbox_sweep = await attach(core.sandboxes, store, config.sandbox_keep_seconds)
         if config.remote_agents:
             # late: the A2A client, for remote agents only; their cards are read once, now, so
             # every session of the process lists the same types
@@ -245,6 +251,8 @@ class AgentCore:
             await s.cancel(end_waiting=False)  # waiting sessions stay waiting, in the store
         await self.processes.close()
         await self.language_servers.close()
+        if self.sandbox_sweep is not None:
+            await self.sandbox_sweep.close()
         await self.sandboxes.close()
         if self._mcp is not None:
             await self._mcp.close()

@@ -122,6 +122,10 @@ class CoreConfig:
     # warm pool; after how many idle seconds a session's container is stopped (its volume stays).
     sandbox_engine: str = "podman"
     sandbox_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # After how many seconds without activity in the store a session's container and its volume
+    # are removed for good (agent/sandbox/sweep.py; 0: never, and nothing is swept): a server
+    # never learns that a conversation is over, so without it each one keeps a stopped container.
+    sandbox_keep_seconds: float = 7 * 86400.0
     sandbox_warm: int = 0
     sandbox_idle_seconds: float = 300.0
     # What every program the agent starts gets from the server's environment beyond the

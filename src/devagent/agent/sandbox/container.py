@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Protocol, cast
@@ -254,6 +254,8 @@ class ContainerSandbox:
         if volume is None and await engine.volume_exists(own):
             await provision(engine, self.name, own, t, labels, volume_exists=True)
             volume, self._up = own, True  # a new container around the workspace left behind
+        if volume is None and (gone := await self.provider.gone(self.session_id)) is not None:
+            raise SandboxError(gone)  # never a new, empty workspace in place of the one removed
         if volume is None and self.provider.warm > 0:
             volume = await self.provider.pool(t).claim(self.name)  # checked running there
             self._up = True if volume is not None else self._up
@@ -270,6 +272,9 @@ class ContainerSandbox:
             if self._up:
                 return
             state = await self.engine.running(self.name)
+            if state is None and not self.bound and not await self.engine.volume_exists(self.volume):
+                # removed since it opened (the sweep, or by hand): the engine would make it anew, empty
+                raise SandboxError(await self.provider.gone(self.session_id, lost=self.volume) or "")
             if state is None:
                 labels = self.provider.labels_for(self.session_id)
                 await provision(
@@ -656,6 +661,8 @@ class ContainerProvider:
         self._reaper: asyncio.Task[None] | None = None
         self._opening: dict[str, asyncio.Lock] = {}
         self._started = False
+        # Why a session's workspace volume is no more, from the store (set by sandbox/sweep.py).
+        self.removed_workspace: Callable[[str], Awaitable[str | None]] | None = None
 
     @classmethod
     def from_config(cls, config: Any, labels: Mapping[str, str] | None = None) -> ContainerProvider:
@@ -825,6 +832,18 @@ class ContainerProvider:
         sandbox = self.for_session(session_id, roots, template=template)
         await sandbox.open()
         return sandbox
+
+    def sandbox_of(self, session_id: str) -> ContainerSandbox | None:
+        """The session's sandbox where this process has it."""
+        return self._sessions.get(session_id)
+
+    async def gone(self, session_id: str, lost: str = "") -> str | None:
+        """Why the session's workspace volume is no more (the sweep removed it), or None; with
+        `lost` (the volume's name, found missing) a reason in any case."""
+        from devagent.agent.sandbox.sweep import lost_workspace
+
+        why = await self.removed_workspace(session_id) if self.removed_workspace is not None else None
+        return why or (lost_workspace(lost) if lost else None)
 
     def lock_for(self, session_id: str) -> asyncio.Lock:
         return self._opening.setdefault(session_id, asyncio.Lock())
