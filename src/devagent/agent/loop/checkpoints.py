@@ -189,8 +189,8 @@ async def before_edit(
     save's transaction (`Session.write_with_next_save`), so it is stored before the edit runs at
     no commit of its own; its `seq` is set then. A checkpoint that cannot be taken (a file error,
     the table not created) is logged and does not stop the approved edit."""
-    if tool.kind is not ToolKind.EDIT:
-        return None
+    if tool.kind is not ToolKind.EDIT or not ctx.sandbox.files_here:
+        return None  # a workspace in the sandbox is not read here: no checkpoint (no undo) yet
     try:
         return await _take(session, p, tool, ctx)
     except Exception:

@@ -369,6 +369,14 @@ class ToolContext:
     def __post_init__(self) -> None:
         if self.sandbox is None:
             self.sandbox = Unsandboxed(self.workspace.roots)
+        elif not self.sandbox.files_here:
+            # The workspace is not a folder here: every file tool goes through the sandbox (its
+            # files win over a door's, whose paths would name this host's).
+            from devagent.agent.tools.remote_files import SandboxFiles  # late: only such sessions
+
+            if not isinstance(self.backends.files, SandboxFiles):
+                files = SandboxFiles(self.sandbox, self.workspace)
+                self.backends = ToolBackends(files, self.backends.commands)
 
     @classmethod
     def for_call(
