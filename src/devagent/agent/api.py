@@ -180,7 +180,8 @@ _WHERE: dict[str, tuple[str, str]] = {
     # the line `info` prints, the settings' checks, and whether a session's commands run in it
     **_names("devagent.agent.sandbox.base", "SandboxError", "SandboxProvider", "runs_sandboxed"),
     **_names("devagent.agent.sandbox.choose", "choose_sandbox", "sandbox_backend_setting"),
-    **_names("devagent.agent.sandbox.choose", "sandbox_setting", "sandbox_workspace_setting", "setup_sandbox"),
+    **_names("devagent.agent.sandbox.choose", "sandbox_setting", "setup_sandbox"),
+    **_names("devagent.agent.sandbox.choose", "sandbox_workspace_setting"),
     # Sessions from a repository: what a caller asks for (parsed from a door's value), and the
     # session's result (its patch, its pushed branch)
     **_names("devagent.agent.repository.remotes", "RepositoryRequest"),
