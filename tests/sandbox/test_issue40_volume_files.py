@@ -139,3 +139,21 @@ async def test_issue40_item1_symlinks_cannot_lead_the_file_tools_out(session: Se
     many = await s.run("read_many_files", paths=["*"])
     assert "root:" not in many.text and "--- kept.txt ---\ninside" in many.text, many.text
     assert (await s.run("read_file", path="alias.txt")).text == "1\tinside\n"
+
+
+async def test_issue40_item1_prompt_memory_and_save_memory_go_through_the_sandbox(session: Session) -> None:
+    """The memory file at the workspace's root is read into the prompt from the volume, and
+    save_memory adds to it there; the environment says git is the sandbox's to ask."""
+    from devagent.agent.prompt.instructions import Instructions
+
+    s = session
+    await s.shell("printf '# Guide\\nUse tabs in the volume.\\n' > /workspace/AGENTS.md")
+    instructions = Instructions(Workspace([s.root]), "AGENTS.md", sandbox=s.sandbox)
+    await instructions.take_environment(s.state)
+    prompt = instructions.text(s.state, ["read_file"])
+    assert "Use tabs in the volume." in prompt
+    assert "the workspace is in the session's sandbox" in prompt
+    saved = await s.run("save_memory", fact="Run tests with make check")
+    assert "Saved to AGENTS.md" in saved.text, saved.text
+    assert "- Run tests with make check" in await s.shell("cat /workspace/AGENTS.md")
+    assert not s.root.exists()

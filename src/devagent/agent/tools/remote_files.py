@@ -147,8 +147,11 @@ class SandboxFiles:
         return data.decode("utf-8", errors="replace")
 
     async def write_text(self, path: Path, content: str) -> None:
+        await self.write_bytes(path, content.encode("utf-8", errors="surrogatepass"))
+
+    async def write_bytes(self, path: Path, data: bytes) -> None:
         try:
-            await self.sandbox.write_atomic_async(path, content.encode("utf-8", errors="surrogatepass"))
+            await self.sandbox.write_atomic_async(path, data)
         except (OSError, SandboxError) as e:
             raise failure(e, self.workspace.display(path)) from e
 
