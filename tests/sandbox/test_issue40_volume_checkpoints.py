@@ -11,7 +11,7 @@ from typing import Any
 
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.sandbox.container import ContainerProvider
-from tests.core_helpers import call, collect, notices, text_of
+from tests.core_helpers import call, collect, notices, task_call, text_of, write_script
 
 Make = Callable[..., ContainerProvider]
 GUARD = 120.0
@@ -60,5 +60,38 @@ async def test_issue40_item1_checkpoints_and_restore_through_the_containers_volu
     ev = await collect(s.advance(UserPrompt("/restore 1")))
     assert "Restored checkpoint 1" in text_of(ev), (text_of(ev), notices(ev))
     assert await shell("ls /workspace") == "README.md\n"  # the file the first write made is gone
+    assert list(root.iterdir()) == []
+    await s.sandbox.release(keep=False)
+
+
+async def test_issue40_item1_a_subagent_works_in_its_parents_volume(
+    make_provider: Make, core_factory: Any, tmp_path: Path
+) -> None:
+    """A subagent (the `task` tool) of a session whose workspace is a volume works in that same
+    sandbox: it reads what the parent wrote and writes what the parent then reads; its end does
+    not release the parent's container."""
+    steps = [
+        {"items": [call("write_file", {"path": "from-parent.txt", "content": "parent wrote this\n"})]},
+        {"items": [task_call("read and write", "CHILD: go", "t1")]},
+        {"items": [call("read_file", {"path": "from-child.txt"})]},
+        {"items": [{"text": "parent: {last_tool_results}"}]},
+    ]
+    child = [
+        [call("read_file", {"path": "from-parent.txt"})],
+        [call("write_file", {"path": "from-child.txt", "content": "child wrote this\n"})],
+        [{"text": "child: {last_tool_results}"}],
+    ]
+    spec = write_script(tmp_path / "s.json", steps, {"CHILD": child})
+    core = await core_factory(spec, approval_mode="yolo", sandboxes=make_provider())
+    root = tmp_path / "ws"
+    root.mkdir()
+    s = await core.create_session([root], approval_mode="yolo")
+    ev = await collect(s.advance(UserPrompt("go")))
+    assert isinstance(ev[-1], TurnEnd) and ev[-1].reason == "finished", ev
+    failed = [e for e in ev if isinstance(e, ToolCallUpdate) and e.call.status is ToolCallStatus.FAILED]
+    assert not failed, failed
+    assert "child wrote this" in text_of(ev), text_of(ev)
+    done = await s.sandbox.run("cat /workspace/from-parent.txt /workspace/from-child.txt", time_limit=GUARD)
+    assert done.output.decode() == "parent wrote this\nchild wrote this\n", done
     assert list(root.iterdir()) == []
     await s.sandbox.release(keep=False)
