@@ -105,6 +105,11 @@ async def test_issue40_item1_file_tools_work_through_a_container_volume(session:
     many = await s.run("read_many_files", paths=["src"])
     assert "--- src/app.py ---" in many.text and "--- src/new.py ---\nNEW = 1" in many.text, many.text
 
+    folder = await s.fails("write_file", path="src", content="not a folder\n")
+    assert folder.type == ToolErrorType.IS_DIRECTORY, folder.message
+    missing = await s.fails("read_file", path="nothing/here.txt")
+    assert missing.type == ToolErrorType.NOT_FOUND, missing.message
+
     # the server's host holds no copy of the workspace: the folder the session names is not made
     assert not s.root.exists()
 

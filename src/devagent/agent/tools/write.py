@@ -28,7 +28,7 @@ from devagent.agent.tools._util import (
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
 from devagent.agent.tools.matching import Replaced, replace_in
 from devagent.agent.tools.region import edited_region
-from devagent.agent.tools.remote_files import SandboxFiles, is_dir_mode, remote_files
+from devagent.agent.tools.remote_files import SandboxFiles, remote_files
 
 
 class WriteFile(Tool):
@@ -98,9 +98,14 @@ async def _remote_current(files: SandboxFiles, path: str) -> _Current:
     real path there (a link cannot carry a write into what no tool may change)."""
     real = files.resolve(path)
     await files.checked_real(real, path)
-    if is_dir_mode(await files.stat(real)):
-        raise ToolFailure(f"{path!r} is a directory; give a file path", ToolErrorType.IS_DIRECTORY)
-    return real, await files.read_text(real)
+    try:  # a folder is told by the read itself: one command in the sandbox fewer
+        return real, await files.read_text(real)
+    except ToolFailure as e:
+        if e.type == ToolErrorType.IS_DIRECTORY:
+            raise ToolFailure(
+                f"{path!r} is a directory; give a file path", ToolErrorType.IS_DIRECTORY
+            ) from None
+        raise
 
 
 async def _client_write(
