@@ -102,6 +102,11 @@ async def test_issue40_item1_file_tools_work_through_a_container_volume(session:
     assert found.text.splitlines()[1:] == ["src/app.py:2:    return 'patched'"], found.text
     counted = await s.run("grep", pattern="NEW", output="count", include="*.py")
     assert counted.data["matches"] == 1 and "src/new.py:1" in counted.text
+    one = await s.run("grep", pattern="patched", path="src/app.py")
+    assert one.text.splitlines()[1:] == ["src/app.py:2:    return 'patched'"], one.text
+    assert (await s.run("glob", pattern="src/new.py")).data["files"] == ["src/new.py"]
+    nowhere = await s.fails("glob", pattern="*", path="nowhere")
+    assert nowhere.type == ToolErrorType.NOT_A_DIRECTORY, nowhere.message
     many = await s.run("read_many_files", paths=["src"])
     assert "--- src/app.py ---" in many.text and "--- src/new.py ---\nNEW = 1" in many.text, many.text
 

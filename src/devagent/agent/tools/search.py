@@ -178,7 +178,8 @@ async def _list_remote(files: SandboxFiles, path: str, ignore: list[str]) -> Too
         raise
     found = sorted((e for e in found if not any(glob_match(p, e.rel) for p in ignore)), key=lambda e: e.rel)
     links = [e for e in found if e.kind == "l"]
-    targets = dict(zip([e.rel for e in links], await files.real([real / e.rel for e in links]), strict=True))
+    resolved = await files.real([real / e.rel for e in links]) if links else []
+    targets = dict(zip([e.rel for e in links], resolved, strict=True))
     dirs: list[str] = []
     names: list[str] = []
     entries: list[dict[str, Any]] = []
@@ -268,17 +269,16 @@ async def _glob_remote(files: SandboxFiles, pattern: str, path: str, by_mtime: b
     workspace = files.workspace
     start = files.resolve(path)
     base, rest = split_glob(workspace, pattern, str(start), resolve=files.resolve)
-    status = await files.stat(start)
-    if not is_dir_mode(status):
-        what = "does not exist" if status is None else "is not a directory"
-        raise ToolFailure(f"{path!r} {what}", ToolErrorType.NOT_A_DIRECTORY)
     found: list[tuple[float, Path]] = []
-    try:
+    try:  # the walk tells a missing start, or one that is no folder: no stat first
         entries = await files.walk(base, pruned(explicit_skip_dirs(pattern)), pattern)
     except ToolFailure as e:
-        if e.type != ToolErrorType.NOT_A_DIRECTORY:  # a pattern without wildcards naming one file
+        if e.type not in (ToolErrorType.NOT_A_DIRECTORY, ToolErrorType.NOT_FOUND):
             raise
-        single = await files.stat(base)
+        if base == start or not is_dir_mode(await files.stat(start)):
+            what = "does not exist" if e.type == ToolErrorType.NOT_FOUND else "is not a directory"
+            raise ToolFailure(f"{path!r} {what}", ToolErrorType.NOT_A_DIRECTORY) from None
+        single = await files.stat(base)  # a pattern without wildcards naming one file, or nothing
         if single is not None and stat.S_ISREG(single.st_mode):
             found.append((single.st_mtime, base))
         entries = []
@@ -766,14 +766,15 @@ async def _grep_remote(files: SandboxFiles, query: GrepQuery, base: Path, path: 
     one batch brings them over, and the Python search reads them as it reads files here."""
     workspace = files.workspace
     found = _Found(query)
-    status = await files.stat(base)
-    if status is None:
-        raise ToolFailure(f"{path!r} does not exist", ToolErrorType.NOT_FOUND)
-    if not stat.S_ISDIR(status.st_mode):  # one file
-        if status.st_size <= GREP_MAX_FILESIZE:
-            _search_file(found, workspace.display(base), await files.read_bytes(base, path))
+    try:  # the walk tells a missing path, or a file: no stat first
+        entries = await files.walk(base, pruned(SKIP_DIRS), path)
+    except ToolFailure as e:
+        if e.type != ToolErrorType.NOT_A_DIRECTORY:
+            raise
+        data = await files.read_bytes(base, path)  # one file
+        if len(data) <= GREP_MAX_FILESIZE:
+            _search_file(found, workspace.display(base), data)
         return found
-    entries = await files.walk(base, pruned(SKIP_DIRS), path)
     wanted = sorted(
         (
             e.rel
