@@ -73,6 +73,10 @@ async def test_issue40_item1_file_tools_work_through_a_container_volume(session:
 
     read = await s.run("read_file", path="notes.txt")
     assert read.text == "1\tone\n2\ttwo\n3\tthree\n", read.text
+    # the sandbox's own name of the file (what its shell and the prompt call it) is the same file
+    assert (await s.run("read_file", path="/workspace/notes.txt")).text == read.text
+    out = await s.fails("read_file", path="/workspace/../etc/passwd")
+    assert out.type == ToolErrorType.PATH_OUTSIDE_WORKSPACE, out.message
     edited = await s.run("edit", path="notes.txt", old_string="two", new_string="TWO")
     assert "replaced 1 occurrence" in edited.text, edited.text
     assert await s.shell("cat /workspace/notes.txt") == "one\nTWO\nthree\n"

@@ -87,6 +87,9 @@ class SandboxFiles:
         p = Path(os.path.normpath(self.workspace.absolute(path)))
         if p == self.root or p.is_relative_to(self.root):
             return p
+        named = self.outside(str(p))  # the sandbox's own name of it (`/workspace/...`)
+        if named is not None:
+            return named
         raise ToolFailure(
             f"path {str(path)!r} is outside the workspace ({self.root}, {self.inside_root} in the "
             "session's sandbox)",
@@ -197,7 +200,7 @@ class SandboxFiles:
             return {}, False
         listing = b"".join(b"./" + r.encode(errors="surrogateescape") + b"\0" for r in rels)
         code, out, err = await self.run(FETCH, [str(self.inside_root), self.inside(folder)], listing)
-        if code not in (0, 2) or not out:  # tar's 2: some file changed or vanished meanwhile
+        if code not in (0, 1, 2) or not out:  # tar's 1 and 2: some file changed or vanished meanwhile
             raise _walk_failure(code, err, self.workspace.display(folder))
         import tarfile  # late: only a batch read needs it
 
