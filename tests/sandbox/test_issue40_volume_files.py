@@ -114,6 +114,8 @@ async def test_issue40_item1_file_tools_work_through_a_container_volume(session:
     many = await s.run("read_many_files", paths=["src"])
     assert "--- src/app.py ---" in many.text and "--- src/new.py ---\nNEW = 1" in many.text, many.text
 
+    ran = await s.run("run_shell_command", command="pwd; ls", directory="src")
+    assert "/workspace/src\napp.py\nnew.py" in ran.text, ran.text
     folder = await s.fails("write_file", path="src", content="not a folder\n")
     assert folder.type == ToolErrorType.IS_DIRECTORY, folder.message
     missing = await s.fails("read_file", path="nothing/here.txt")
