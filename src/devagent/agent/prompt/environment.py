@@ -118,7 +118,10 @@ def describe_environment(roots: list[str], started_on: str, execution: Execution
         f"- {execution.describe()}",
     ]
     if not here:
-        git = "- Git: the workspace is in the session's sandbox; ask git there (run_shell_command)"
+        git = (
+            "- Git: the workspace is in the session's sandbox; ask git there (run_shell_command). "
+            "The project guides in its subfolders (nested memory files) were not read: find them with glob"
+        )
     else:
         git = git_section(Path(roots[0])) if roots else "- Git: no workspace"
     lines.insert(-1, git)
