@@ -173,3 +173,21 @@ async def test_issue40_item1_prompt_memory_and_save_memory_go_through_the_sandbo
     assert "Saved to AGENTS.md" in saved.text, saved.text
     assert "- Run tests with make check" in await s.shell("cat /workspace/AGENTS.md")
     assert not s.root.exists()
+
+
+async def test_issue40_item4_another_replica_continues_on_the_same_volume(
+    make_provider: Make, tmp_path: Path
+) -> None:
+    """Two replicas (two providers, no folder shared: each names the workspace by a folder of its
+    own) on one engine: what the session's tools wrote through one, the other's tools read and
+    change, in the same volume."""
+    one, two = make_provider(), make_provider()
+    first = Session(one.for_session("replicated", [tmp_path / "on-one"]), tmp_path / "on-one")
+    await first.run("write_file", path="notes.txt", content="written on replica one\n")
+    await one.close()
+    second = Session(two.for_session("replicated", [tmp_path / "on-two"]), tmp_path / "on-two")
+    read = await second.run("read_file", path="notes.txt")
+    assert read.text == "1\twritten on replica one\n", read.text
+    await second.run("edit", path="notes.txt", old_string="one", new_string="two")
+    assert await second.shell("cat /workspace/notes.txt") == "written on replica two\n"
+    assert not (tmp_path / "on-one").exists() and not (tmp_path / "on-two").exists()
