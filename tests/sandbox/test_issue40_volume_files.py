@@ -113,9 +113,15 @@ async def test_issue40_item1_file_tools_work_through_a_container_volume(session:
     assert nowhere.type == ToolErrorType.NOT_A_DIRECTORY, nowhere.message
     many = await s.run("read_many_files", paths=["src"])
     assert "--- src/app.py ---" in many.text and "--- src/new.py ---\nNEW = 1" in many.text, many.text
+    moved = (
+        "*** Begin Patch\n*** Update File: src/new.py\n*** Move to: lib/moved.py\n@@\n-NEW = 1\n"
+        "+NEW = 2\n*** End Patch"
+    )
+    await s.run("apply_patch", input=moved)
+    assert await s.shell("cat /workspace/lib/moved.py; ls /workspace/src") == "NEW = 2\napp.py\n"
 
     ran = await s.run("run_shell_command", command="pwd; ls", directory="src")
-    assert "/workspace/src\napp.py\nnew.py" in ran.text, ran.text
+    assert "/workspace/src\napp.py\nexit code 0" in ran.text, ran.text
     folder = await s.fails("write_file", path="src", content="not a folder\n")
     assert folder.type == ToolErrorType.IS_DIRECTORY, folder.message
     missing = await s.fails("read_file", path="nothing/here.txt")
