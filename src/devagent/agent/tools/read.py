@@ -38,7 +38,15 @@ from devagent.agent.tools._util import (
     walk_files,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
-from devagent.agent.tools.remote_files import SandboxFiles, is_regular, pruned, remote_files
+from devagent.agent.tools.remote_files import (
+    FETCH_MAX_BYTES,
+    Entry,
+    SandboxFiles,
+    is_regular,
+    pruned,
+    remote_files,
+    within_batch,
+)
 
 if TYPE_CHECKING:
     from devagent.agent.state import SessionState
@@ -399,13 +407,20 @@ async def _read_many_remote(
     one batch (a link one by one, which the sandbox resolves and confines)."""
     skipped: list[str] = []
     listed: list[tuple[Path, str]] = []
-    seen: set[Path] = set()
+    sizes: dict[Path, int] = {}
     for entry in paths:
-        for real, display in await _expand_remote(files, entry, exclude, skipped):
-            if real not in seen:
-                seen.add(real)
+        for real, display, size in await _expand_remote(files, entry, exclude, skipped):
+            if real not in sizes:
+                sizes[real] = size
                 listed.append((real, display))
-    wanted = [real.relative_to(files.root).as_posix() for real, _ in listed[:MANY_MAX_FILES]]
+    named = [Entry("f", "f", sizes[real], 0.0, real.relative_to(files.root).as_posix()) for real, _ in listed]
+    wanted = within_batch(named[:MANY_MAX_FILES])
+    if len(wanted) < len(named):  # not brought over: said to be left out
+        rest = len(named) - len(wanted)
+        skipped.append(
+            f"{rest} more file(s) (over {FETCH_MAX_BYTES >> 20} MiB together; read them separately)"
+        )
+        listed = listed[: len(wanted)]
     got, _ = await files.fetch(files.root, wanted)
     for rel in wanted:
         if rel not in got:  # a link (or changed meanwhile): read alone, through the sandbox
@@ -423,8 +438,8 @@ async def _read_many_remote(
 
 async def _expand_remote(
     files: SandboxFiles, entry: str, exclude: list[str], skipped: list[str]
-) -> list[tuple[Path, str]]:
-    """As `_expand`, by walks in the sandbox."""
+) -> list[tuple[Path, str, int]]:
+    """As `_expand`, by walks in the sandbox; each file with its size."""
     workspace = files.workspace
     match: str | None = None
     try:
@@ -438,7 +453,7 @@ async def _expand_remote(
                 skipped.append(f"{entry} (does not exist)")
                 return []
             if not stat.S_ISDIR(status.st_mode):
-                return [(base, workspace.display(base))]
+                return [(base, workspace.display(base), status.st_size)]
         entries = await files.walk(base, pruned(skip), entry)
     except ToolFailure as failed:
         if failed.type != ToolErrorType.NOT_FOUND:
@@ -452,7 +467,7 @@ async def _expand_remote(
         real = base / e.rel
         display = workspace.display(real)
         if not any(glob_match(x, display, basename=True) for x in exclude):
-            found.append((real, display))
+            found.append((real, display, e.size))
     if not found:
         skipped.append(f"{entry} (no files match)")
     return found

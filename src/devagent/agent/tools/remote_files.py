@@ -287,6 +287,19 @@ def pruned(skip_dirs: frozenset[str], depth: int | None = None) -> list[str]:
     return args
 
 
+def within_batch(entries: Sequence[Entry]) -> list[str]:
+    """The paths of the first entries whose sizes together fit in one batch read
+    (FETCH_MAX_BYTES), in their order."""
+    out: list[str] = []
+    total = 0
+    for e in entries:
+        total += e.size
+        if total > FETCH_MAX_BYTES and out:
+            break
+        out.append(e.rel)
+    return out
+
+
 def is_regular(entry: Entry) -> bool:
     return entry.kind == "f" or (entry.kind == "l" and entry.target == "f")
 

@@ -43,7 +43,15 @@ from devagent.agent.tools._util import (
     walk_files,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
-from devagent.agent.tools.remote_files import SandboxFiles, is_dir_mode, is_regular, pruned, remote_files
+from devagent.agent.tools.remote_files import (
+    FETCH_MAX_BYTES,
+    SandboxFiles,
+    is_dir_mode,
+    is_regular,
+    pruned,
+    remote_files,
+    within_batch,
+)
 from devagent.common.errors import DevagentError
 
 # Defaults of the listing and search caps.
@@ -444,6 +452,7 @@ class _Found:
         self.matches = 0
         self.files = 0
         self.capped = False
+        self.note = ""  # what else the model must know of the search (files it could not read)
 
     def add(self, display: str, lines: list[str], hits: list[int]) -> bool:
         """Adds one file's matching lines; True once the results are full (stop searching)."""
@@ -775,16 +784,22 @@ async def _grep_remote(files: SandboxFiles, query: GrepQuery, base: Path, path: 
         if len(data) <= GREP_MAX_FILESIZE:
             _search_file(found, workspace.display(base), data)
         return found
-    wanted = sorted(
+    searched = sorted(
         (
-            e.rel
+            e
             for e in entries
             if e.kind == "f"
             and e.size <= GREP_MAX_FILESIZE
             and not (query.include and not glob_match(query.include, e.rel, basename=True))
         ),
-        key=lambda rel: rel.split("/"),
+        key=lambda e: e.rel.split("/"),
     )
+    wanted = within_batch(searched)
+    if len(wanted) < len(searched):  # the rest is not brought over
+        found.note = (
+            f"only the first {len(wanted)} of {len(searched)} files were searched (together over "
+            f"{FETCH_MAX_BYTES >> 20} MiB). {_NARROW}"
+        )
     got, _ = await files.fetch(base, wanted)
     for rel in wanted:
         if rel in got and _search_file(found, workspace.display(base / rel), got[rel]):
@@ -808,8 +823,9 @@ def _grep_result(query: GrepQuery, found: _Found, scope: str, engine: str) -> To
         "output": query.output,
     }
     what = f"{query.shown()}{scope}"
+    note = f"\n[Note: {found.note}]" if found.note else ""
     if not found.out:
-        return ToolResult(text=f"No matches for {what}.", data=data)
+        return ToolResult(text=f"No matches for {what}.{note}", data=data)
     if query.output == "count":
         header = f"{_plural(found.matches, 'matching line')} in {_plural(found.files, 'file')} for {what}"
         if found.capped:
@@ -825,4 +841,4 @@ def _grep_result(query: GrepQuery, found: _Found, scope: str, engine: str) -> To
         header = f"{_plural(found.matches, 'match', 'matches')} for {what}"
     else:
         header = f"{_plural(found.files, 'file')} {'matches' if found.files == 1 else 'match'} {what}"
-    return ToolResult(text=header + ":\n" + "\n".join(found.out), data=data)
+    return ToolResult(text=header + ":\n" + "\n".join(found.out) + note, data=data)
