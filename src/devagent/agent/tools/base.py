@@ -370,13 +370,13 @@ class ToolContext:
         if self.sandbox is None:
             self.sandbox = Unsandboxed(self.workspace.roots)
         elif not self.sandbox.files_here:
-            # The workspace is not a folder here: every file tool goes through the sandbox (its
-            # files win over a door's, whose paths would name this host's).
+            # The workspace is not a folder here: every file tool and command goes through the
+            # sandbox (over a door's backends: an editor's files and terminal are not where the
+            # workspace is).
             from devagent.agent.tools.remote_files import SandboxFiles  # late: only such sessions
 
             if not isinstance(self.backends.files, SandboxFiles):
-                files = SandboxFiles(self.sandbox, self.workspace)
-                self.backends = ToolBackends(files, self.backends.commands)
+                self.backends = ToolBackends(SandboxFiles(self.sandbox, self.workspace))
 
     @classmethod
     def for_call(
