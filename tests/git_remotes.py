@@ -5,8 +5,10 @@ that asks for basic credentials (and records every request's, so a test sees the
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -96,12 +98,17 @@ def git_daemon(base: Path) -> Iterator[str]:
         "git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", "--informative-errors",
         "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}", str(base),
     ]  # fmt: skip
-    proc = subprocess.Popen(argv, env=GIT_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # `git daemon` runs `git-daemon` as a child of its own: the whole group is stopped, else the
+    # child would outlive the test
+    proc = subprocess.Popen(
+        argv, env=GIT_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         _wait_listening(port, proc)
         yield f"git://127.0.0.1:{port}/"
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
 
 

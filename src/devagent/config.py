@@ -29,6 +29,7 @@ from devagent.agent.api import (
     load_hooks,
     sandbox_backend_setting,
     sandbox_setting,
+    sandbox_workspace_setting,
     user_config_dir,
     web_search_setting,
 )
@@ -75,6 +76,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "sandbox_keep_seconds": ("DEVAGENT_SANDBOX_KEEP_SECONDS", "sandbox_keep_seconds"),
     "sandbox_warm": ("DEVAGENT_SANDBOX_WARM", "sandbox_warm"),
     "sandbox_idle_seconds": ("DEVAGENT_SANDBOX_IDLE_SECONDS", "sandbox_idle_seconds"),
+    "sandbox_workspace": ("DEVAGENT_SANDBOX_WORKSPACE", "sandbox_workspace"),  # host | volume
     "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),
@@ -330,6 +332,7 @@ def _normalise(config: CoreConfig) -> None:
     checks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
         ("sandbox", sandbox_setting),
         ("sandbox_backend", sandbox_backend_setting),
+        ("sandbox_workspace", sandbox_workspace_setting),
         ("edit_tools", check_edit_tools),
         ("model_family", check_model_family),
         ("web_search", web_search_setting),

@@ -89,6 +89,7 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.sandbox.choose import choose_sandbox as choose_sandbox
     from devagent.agent.sandbox.choose import sandbox_backend_setting as sandbox_backend_setting
     from devagent.agent.sandbox.choose import sandbox_setting as sandbox_setting
+    from devagent.agent.sandbox.choose import sandbox_workspace_setting as sandbox_workspace_setting
     from devagent.agent.sandbox.choose import setup_sandbox as setup_sandbox
     from devagent.agent.session import Session as Session
     from devagent.agent.settings import SANDBOX_ENGINES as SANDBOX_ENGINES
@@ -180,6 +181,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.sandbox.base", "SandboxError", "SandboxProvider", "runs_sandboxed"),
     **_names("devagent.agent.sandbox.choose", "choose_sandbox", "sandbox_backend_setting"),
     **_names("devagent.agent.sandbox.choose", "sandbox_setting", "setup_sandbox"),
+    **_names("devagent.agent.sandbox.choose", "sandbox_workspace_setting"),
     # Sessions from a repository: what a caller asks for (parsed from a door's value), and the
     # session's result (its patch, its pushed branch)
     **_names("devagent.agent.repository.remotes", "RepositoryRequest"),

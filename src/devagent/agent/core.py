@@ -439,7 +439,7 @@ class AgentCore:
         self.hooks.forget(session_id)
         await self.processes.stop_session(session_id, "its session ended", forget=True)
         await self.language_servers.stop_session(session_id)
-        if (session := self._sessions.get(session_id)) is not None:
+        if (session := self._sessions.get(session_id)) is not None and session.sandbox_owner == session_id:
             await session.sandbox.release(keep=True)  # it may be opened again
         if self._mcp is not None:
             await self._mcp.release(session_id)

@@ -82,8 +82,15 @@ class Session:
         self.skills = session_skills(user_config_dir(), state.workspace_roots)
         roots = state.workspace_roots
         self.workspace = toolset.workspace_of(core, session_id, roots, self.skills.user_folders())
-        # where its commands, hooks and checkers run: the core's sandbox for this session
+        # where its commands, hooks and checkers run: the core's sandbox for this session; a
+        # subagent's workspace in a sandbox (not on this host) is its top-level session's, so it
+        # works in that sandbox, which it never releases (`sandbox_owner`)
         self.sandbox = core.sandboxes.for_session(session_id, self.workspace.roots)
+        self.sandbox_owner = session_id
+        link = state.subagent_of
+        if link is not None and not self.sandbox.files_here:
+            self.sandbox_owner = link.sandbox_session
+            self.sandbox = core.sandboxes.for_session(self.sandbox_owner, self.workspace.roots)
         self.backends = ToolBackends()  # the door's file and command backends (process resources)
         self.calls = StepCalls(self)
         self.admission = Admission(

@@ -128,6 +128,11 @@ class CoreConfig:
     sandbox_keep_seconds: float = 7 * 86400.0
     sandbox_warm: int = 0
     sandbox_idle_seconds: float = 300.0
+    # Where a container session's workspace lives: "host" (its first workspace root, a folder of
+    # this host, is bind-mounted as /workspace) or "volume" (a named volume of the engine's own:
+    # nothing of it on this host, the file tools work through the container, and replicas on one
+    # engine need no shared filesystem).
+    sandbox_workspace: str = "host"
     # What every program the agent starts gets from the server's environment beyond the
     # allow-list (devagent/agent/sandbox/childenv.py): names, or prefixes ending in `*`.
     env_pass: tuple[str, ...] = ()

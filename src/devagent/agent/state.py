@@ -151,6 +151,9 @@ class SubagentOf:
     tools: list[str]
     refused: list[str] = field(default_factory=list)  # tools the type asked for and did not get
     prompt: str = ""  # the type's instructions
+    # The top-level session whose sandbox holds the workspace ("": `session`, a stored child of
+    # before): a workspace that is not on this host (a container's volume) is shared that way.
+    workspace_of: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
@@ -166,7 +169,13 @@ class SubagentOf:
             tools=[str(t) for t in d.get("tools", [])],
             refused=[str(t) for t in d.get("refused", [])],
             prompt=str(d.get("prompt", "")),
+            workspace_of=str(d.get("workspace_of", "")),
         )
+
+    @property
+    def sandbox_session(self) -> str:
+        """The session whose sandbox this one works in where its workspace is in a sandbox."""
+        return self.workspace_of or self.session
 
 
 @dataclass(slots=True)

@@ -19,16 +19,18 @@ from devagent.agent.loop.checkpoints import (
     Checkpoint,
     CheckpointSession,
     FileState,
-    current_state,
     delete_from,
     list_checkpoints,
     message_hash,
+    sandbox_files,
+    state_now,
 )
 from devagent.agent.tools._util import atomic_write, remove_file
 from devagent.agent.tools.base import ToolFailure
 
 if TYPE_CHECKING:
     from devagent.agent.tools.base import Workspace
+    from devagent.agent.tools.remote_files import SandboxFiles
 
 
 class RestoringSession(CheckpointSession, Protocol):
@@ -62,7 +64,8 @@ async def restore(session: RestoringSession, args: str, emit: Emit) -> str | Non
         emit(Notice(f"There is no checkpoint {seq} in this session; /restore lists them.", "error"))
         return None
     plans = _plans([c for c in cps if c.seq >= seq])
-    writes, problems = await _check(plans, session.workspace)
+    files = sandbox_files(session.sandbox, session.workspace)
+    writes, problems = await _check(plans, session.workspace, files)
     if problems:
         emit(
             Notice(
@@ -74,7 +77,10 @@ async def restore(session: RestoringSession, args: str, emit: Emit) -> str | Non
         )
         return None
     try:
-        await asyncio.to_thread(_put_back, writes, session.workspace)
+        if files is None:
+            await asyncio.to_thread(_put_back, writes, session.workspace)
+        else:
+            await _put_back_in(files, writes)
     except (OSError, ToolFailure) as e:
         emit(Notice(f"Restoring checkpoint {seq} failed part way: {e}", "error"))
         return None
@@ -98,7 +104,9 @@ def _plans(undone: list[Checkpoint]) -> dict[str, _FilePlan]:
     return plans
 
 
-async def _check(plans: dict[str, _FilePlan], workspace: Workspace) -> tuple[list[_FilePlan], list[str]]:
+async def _check(
+    plans: dict[str, _FilePlan], workspace: Workspace, files: SandboxFiles | None = None
+) -> tuple[list[_FilePlan], list[str]]:
     """The files to write back, and why any may not be (a restore is all or nothing)."""
     problems: list[str] = []
     writes: list[_FilePlan] = []
@@ -107,11 +115,11 @@ async def _check(plans: dict[str, _FilePlan], workspace: Workspace) -> tuple[lis
             limit = MAX_FILE_BYTES // (1024 * 1024)
             problems.append(f"{plan.display}: it was larger than {limit} MiB, so it was not saved")
             continue
-        if not workspace.contains(plan.path):
+        if not await _inside(plan.path, workspace, files):
             # confinement at restore time too: a root or a directory swapped for a symlink since
             problems.append(f"{plan.display}: it now resolves outside the workspace roots")
             continue
-        current = await asyncio.to_thread(current_state, plan.path, workspace)
+        current = await state_now(files, plan.path, workspace)
         if current == plan.first.before_state:
             continue  # already as it was
         if plan.last_after is not None and current == plan.last_after:
@@ -135,6 +143,24 @@ def _put_back(writes: list[_FilePlan], workspace: Workspace) -> None:
             remove_file(plan.path, workspace)
         else:
             atomic_write(plan.path, base64.b64decode(plan.first.before), workspace)
+
+
+async def _inside(path: Path, workspace: Workspace, files: SandboxFiles | None) -> bool:
+    if files is None:
+        return workspace.contains(path)
+    try:
+        return (await files.real([files.resolve(path)]))[0] is not None
+    except ToolFailure:
+        return False
+
+
+async def _put_back_in(files: SandboxFiles, writes: list[_FilePlan]) -> None:
+    """`_put_back` through the session's sandbox (its file operations confine and rename over)."""
+    for plan in writes:
+        if plan.first.before is None:
+            await files.delete(plan.path)
+        else:
+            await files.write_bytes(plan.path, base64.b64decode(plan.first.before))
 
 
 async def _rewind(session: RestoringSession, target: Checkpoint, files: str) -> str:

@@ -42,9 +42,11 @@ from devagent.agent.events import ToolKind
 from devagent.agent.tools._util import file_status, read_bytes
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
 from devagent.agent.tools.memory import memory_path
+from devagent.agent.tools.remote_files import SandboxFiles, remote_files
 from devagent.common.dataclass_json import fields_json
 
 if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.state import PendingCall, SessionState
     from devagent.store.db import Store
 
@@ -61,6 +63,7 @@ class CheckpointSession(Protocol):
     id: str
     state: SessionState
     workspace: Workspace
+    sandbox: Sandbox
 
     @property
     def store(self) -> Store: ...
@@ -155,6 +158,56 @@ def _before(path: Path, workspace: Workspace) -> FileState | None:
         return None
 
 
+# --- where the session's files are in its sandbox, not on this host ---------------------------------
+
+
+def sandbox_files(sandbox: Sandbox | None, workspace: Workspace) -> SandboxFiles | None:
+    """The session's files through its sandbox where they are not on this host, else None."""
+    if sandbox is None or sandbox.files_here:
+        return None
+    return SandboxFiles(sandbox, workspace)
+
+
+async def states_before(
+    files: SandboxFiles | None, paths: list[Path], workspace: Workspace
+) -> list[FileState | None]:
+    """`_before` of each path: through the confined walk here, or the sandbox's file operations."""
+    if files is None:
+        return await asyncio.to_thread(lambda: [_before(path, workspace) for path in paths])
+    states: list[FileState | None] = []
+    for path in paths:
+        display = workspace.display(path)
+        try:
+            status = await files.stat(path)
+            if status is None:
+                states.append(FileState(str(path), display, None))
+            elif not stat.S_ISREG(status.st_mode):
+                states.append(None)
+            elif status.st_size > MAX_FILE_BYTES:
+                states.append(FileState(str(path), display, None, too_large=True))
+            else:
+                data = await files.read_bytes(path)
+                states.append(FileState(str(path), display, base64.b64encode(data).decode()))
+        except ToolFailure:
+            states.append(None)
+    return states
+
+
+async def state_now(files: SandboxFiles | None, path: Path, workspace: Workspace) -> str:
+    """`current_state` here, or through the sandbox's file operations."""
+    if files is None:
+        return await asyncio.to_thread(current_state, path, workspace)
+    try:
+        status = await files.stat(path)
+        if status is None:
+            return ABSENT
+        if not stat.S_ISREG(status.st_mode):
+            return "not a file"
+        return _sha(await files.read_bytes(path))
+    except ToolFailure:
+        return "not readable"
+
+
 def message_hash(m: Any) -> str:
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -168,11 +221,14 @@ def touched_paths(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> list[Pa
     try:
         if callable(hook):
             return list(hook(args, ctx))
+        remote = remote_files(ctx)
         if tool.name == "save_memory":
+            if remote is not None:
+                return [remote.resolve(ctx.workspace.primary / ctx.memory_file)]
             return [memory_path(ctx.workspace, ctx.memory_file)]
         path = args.get("path")
         if isinstance(path, str) and path.strip():
-            return [ctx.workspace.resolve(path)]
+            return [remote.resolve(path) if remote is not None else ctx.workspace.resolve(path)]
     except ToolFailure:
         return []
     return []
@@ -204,7 +260,7 @@ async def _take(
     paths = touched_paths(tool, p.args, ctx)
     if not paths:
         return None
-    states = await asyncio.to_thread(lambda: [_before(path, ctx.workspace) for path in paths])
+    states = await states_before(remote_files(ctx), paths, ctx.workspace)
     files = [f for f in states if f is not None]
     if not files:
         return None
@@ -248,11 +304,17 @@ async def after_edit(session: CheckpointSession, ckpt: Checkpoint | None) -> Non
 
 
 async def _record_after(session: CheckpointSession, ckpt: Checkpoint) -> None:
-    def after() -> None:
-        for f in ckpt.files:
-            f.after = current_state(Path(f.path), session.workspace)
+    files = sandbox_files(session.sandbox, session.workspace)
+    if files is None:
 
-    await asyncio.to_thread(after)
+        def after() -> None:
+            for f in ckpt.files:
+                f.after = current_state(Path(f.path), session.workspace)
+
+        await asyncio.to_thread(after)
+    else:
+        for f in ckpt.files:
+            f.after = await state_now(files, Path(f.path), session.workspace)
     from devagent.store import checkpoints as rows  # late: SQLAlchemy, off a stdio door's `initialize`
 
     sid = session.id

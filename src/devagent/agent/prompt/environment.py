@@ -104,8 +104,9 @@ def git_section(root: Path) -> str:
     return "\n".join([*parts, COMMIT_RUNBOOK])
 
 
-def describe_environment(roots: list[str], started_on: str, execution: Execution) -> str:
-    """The environment section of the prompt."""
+def describe_environment(roots: list[str], started_on: str, execution: Execution, here: bool = True) -> str:
+    """The environment section of the prompt (`here`: the workspace is a folder of this host,
+    whose git state is told; else it is in the session's sandbox, where git is the model's to ask)."""
     system = f"{platform.system()} {platform.release()}".strip()
     shell = "bash (`run_shell_command` runs `bash -c`)"
     lines = [
@@ -116,5 +117,12 @@ def describe_environment(roots: list[str], started_on: str, execution: Execution
         "outside them.",
         f"- {execution.describe()}",
     ]
-    lines.insert(-1, git_section(Path(roots[0])) if roots else "- Git: no workspace")
+    if not here:
+        git = (
+            "- Git: the workspace is in the session's sandbox; ask git there (run_shell_command). "
+            "The project guides in its subfolders (nested memory files) were not read: find them with glob"
+        )
+    else:
+        git = git_section(Path(roots[0])) if roots else "- Git: no workspace"
+    lines.insert(-1, git)
     return "\n".join(lines)

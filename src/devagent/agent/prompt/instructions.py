@@ -15,7 +15,7 @@ from pydantic_ai import messages as pm
 from devagent.agent.prompt import environment, guides
 from devagent.agent.prompt.system import PromptInputs, build_system_prompt
 from devagent.agent.prompt.tool_wording import described
-from devagent.agent.tools.memory import read_memory
+from devagent.agent.tools.memory import read_memory, read_memory_in
 from devagent.common.lru import LRU
 
 if TYPE_CHECKING:
@@ -125,7 +125,14 @@ class Instructions:
         self._text: tuple[PromptInputs, str] | None = None
         self._defs: tuple[tuple[Any, ...], list[Any], tuple[Any, ...]] | None = None
 
+    @property
+    def files_here(self) -> bool:
+        """Whether the workspace is a folder of this host (else only its sandbox reads it)."""
+        return self.sandbox is None or self.sandbox.files_here
+
     def read_memory(self) -> str:
+        if self.sandbox is not None and not self.sandbox.files_here:
+            return read_memory_in(self.sandbox, self.workspace, self.memory_file)  # blocking: a thread's
         return read_memory(self.workspace, self.memory_file)
 
     def refresh_memory(self) -> str:
@@ -138,10 +145,15 @@ class Instructions:
         if not state.started_on:  # a session stored before the day was kept
             state.started_on = time.strftime("%Y-%m-%d")
         execution = environment.execution_of(self.sandbox, self.sandbox_network)
-        return environment.describe_environment(state.workspace_roots, state.started_on, execution)
+        return environment.describe_environment(
+            state.workspace_roots, state.started_on, execution, here=self.files_here
+        )
 
     def read_nested(self) -> str:
-        """The nested guides' prompt section: a walk of up to `guides.WALK_MAX_FILES` files."""
+        """The nested guides' prompt section: a walk of up to `guides.WALK_MAX_FILES` files (here
+        only: a workspace in the sandbox has its root's guide, not yet the nested ones)."""
+        if not self.files_here:
+            return ""
         return guides.render_nested(guides.nested_guides(self.workspace, self.memory_file))
 
     async def take_environment(self, state: SessionState) -> None:
@@ -163,6 +175,8 @@ class Instructions:
         """What `take_environment` reads in its worker thread: the nested guides (if `nested`)
         and the environment (if not taken yet); None for what it did not read."""
         walked = self.read_nested() if nested else None
+        if not self.files_here and self._memory is None:  # the sandbox's file read, off the loop
+            self._memory = self.read_memory()
         described = None if state.environment else self.describe_environment(state)
         return walked, described
 

@@ -122,6 +122,11 @@ async def open_workspace(
         base, kind = await resolve(gitdir, url, ref)
         await git(["update-ref", BASE_REF, base], git_dir=gitdir)
         await _make_workspace(folder, gitdir, url, branch)
+        sandbox = sandboxes.for_session(session_id, [folder])
+        if not sandbox.files_here:  # the workspace is the sandbox's own: the clone goes in there
+            from devagent.agent.repository.volume import copy_in  # late: only such sessions
+
+            await copy_in(sandbox, folder)
         sandboxes.give(folder)  # the clone belongs to the user its commands run as, where that is not ours
         record: dict[str, Any] = {
             "url": url,
@@ -135,9 +140,7 @@ async def open_workspace(
         if setup:
             from devagent.agent.repository.setup import run_setup  # late: the shell tool's modules
 
-            record["setup"] = await run_setup(
-                config, sandboxes.for_session(session_id, [folder]), folder, setup
-            )
+            record["setup"] = await run_setup(config, sandbox, folder, setup)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(gitdir, ignore_errors=True)

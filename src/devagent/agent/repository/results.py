@@ -102,6 +102,18 @@ async def _snapshot(gitdir: Path, workspace: Path, base: str) -> tuple[str, str,
     return tree.strip(), patch, [n for n in names.split("\0") if n]
 
 
+async def _snapshot_of_sandbox(
+    session: Session, gitdir: Path, workspace: Path, base: str
+) -> tuple[str, str, list[str]]:
+    """`_snapshot` of a workspace in the session's sandbox: its work tree copied out (without its
+    `.git`) into a private folder beside the server's git directory, removed after."""
+    from devagent.agent.repository.volume import copy_out  # late: only such sessions
+
+    with tempfile.TemporaryDirectory(prefix="tree-", dir=gitdir.parent) as tree:
+        await copy_out(session.sandbox, workspace, Path(tree))
+        return await _snapshot(gitdir, Path(tree), base)
+
+
 async def _push(session: Session, gitdir: Path, record: dict[str, Any], tree: str) -> str:
     """The tree as a commit on the result branch (after the last one pushed), pushed; its id."""
     branch, ref = str(record["result_branch"]), str(record["ref"])
@@ -136,11 +148,15 @@ async def repository_result(session: Session, *, push: bool | None = None) -> Re
     if not record:
         raise InputError(f"session {session.id} did not start from a repository", "not_a_repository")
     workspace = Path(str(record["workspace"]))
-    if not workspace.is_dir():
+    here = session.sandbox.files_here
+    if here and not workspace.is_dir():
         raise GitFailed(f"the workspace {workspace} of session {session.id} is gone")
     gitdir = await _ensure_git_dir(session, record)
     base = str(record["base_commit"])
-    tree, patch, files = await _snapshot(gitdir, workspace, base)
+    if here:
+        tree, patch, files = await _snapshot(gitdir, workspace, base)
+    else:
+        tree, patch, files = await _snapshot_of_sandbox(session, gitdir, workspace, base)
     result = RepositoryResult(str(record["url"]), str(record["ref"]), base, patch, files)
     if push if push is not None else bool(record.get("push")):
         if patch:

@@ -48,6 +48,17 @@ def sandbox_backend_setting(value: str) -> str:
     return v
 
 
+WORKSPACES = ("host", "volume")
+
+
+def sandbox_workspace_setting(value: str) -> str:
+    """The `sandbox_workspace` setting normalized: host (the default) or volume."""
+    v = value.strip().lower() or "host"
+    if v not in WORKSPACES:
+        raise ValueError(f"sandbox_workspace must be one of {', '.join(WORKSPACES)}, not {value!r}")
+    return v
+
+
 def sandbox_mode(flag: bool | None, config: CoreConfig, command: str) -> tuple[str, str]:
     """Whether `devagent COMMAND`'s sandbox is on (on, off, auto, or "default": serve's, on
     but failing closed where it cannot run) and what said so: the flag (--sandbox/--no-sandbox)

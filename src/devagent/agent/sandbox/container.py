@@ -628,7 +628,8 @@ class ContainerProvider:
     run's or a server's own, for its sweep). `host_workspace`: a session's /workspace is its first
     workspace root on this host, bind-mounted (what the file tools work on, so the shell and the
     tools see the same files); the default for a provider built from the settings, which is a
-    server's. Else each session's workspace is a named volume of its own."""
+    server's, unless its `sandbox_workspace` is "volume". Else each session's workspace is a named
+    volume of its own, which the file tools reach through the container (`files_here` False)."""
 
     kind = "container"
 
@@ -645,7 +646,9 @@ class ContainerProvider:
         host_workspace: bool | None = None,
     ) -> None:
         self.engine = engine or Engine(getattr(config, "sandbox_engine", "") or "podman")
-        self.host_workspace = config is not None if host_workspace is None else host_workspace
+        if host_workspace is None:  # a server's provider follows its operator's setting
+            host_workspace = config is not None and getattr(config, "sandbox_workspace", "host") != "volume"
+        self.host_workspace = host_workspace
         self._user_ids: dict[str, tuple[int, int] | None] = {}
         self.templates = dict(templates if templates is not None else _templates(config))
         self.default_template = default_template

@@ -216,6 +216,7 @@ class Subagents:
             # it spends from its parent's task (charged to it as it goes): at most what is left
             max_cost_usd=spending.remaining(self.session.config, parent, self.session.core.loaded_state),
             subagent_of=SubagentOf(
+                workspace_of=parent.subagent_of.sandbox_session if parent.subagent_of else self.session.id,
                 session=self.session.id,
                 call=call_id,
                 agent=name,

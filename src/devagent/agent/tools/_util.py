@@ -384,9 +384,11 @@ def glob_match(pattern: str, rel: str, *, basename: bool = False) -> bool:
     return glob_regex(pattern).match(rel) is not None
 
 
-def split_glob(workspace: Workspace, pattern: str, base: str = ".") -> tuple[Path, str]:
-    """Splits a pattern into the directory it starts from (resolved through the workspace, so a
-    leading `..` or an outside absolute path is refused) and the magic remainder."""
+def split_glob(
+    workspace: Workspace, pattern: str, base: str = ".", resolve: Callable[[str], Path] | None = None
+) -> tuple[Path, str]:
+    """Splits a pattern into the directory it starts from (resolved through the workspace, or by
+    `resolve`, so a leading `..` or an outside absolute path is refused) and the magic remainder."""
     parts = pattern.replace("\\", "/").split("/")
     static: list[str] = []
     for part in parts[:-1]:
@@ -404,7 +406,7 @@ def split_glob(workspace: Workspace, pattern: str, base: str = ".") -> tuple[Pat
     if pattern.startswith("/") and not prefix:
         prefix = "/"
     start = os.path.join(base, prefix) if prefix else base
-    root = workspace.resolve(start, must_exist=True)
+    root = resolve(start) if resolve is not None else workspace.resolve(start, must_exist=True)
     return root, "/".join(rest)
 
 

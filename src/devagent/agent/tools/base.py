@@ -369,6 +369,14 @@ class ToolContext:
     def __post_init__(self) -> None:
         if self.sandbox is None:
             self.sandbox = Unsandboxed(self.workspace.roots)
+        elif not self.sandbox.files_here:
+            # The workspace is not a folder here: every file tool and command goes through the
+            # sandbox (over a door's backends: an editor's files and terminal are not where the
+            # workspace is).
+            from devagent.agent.tools.remote_files import SandboxFiles  # late: only such sessions
+
+            if not isinstance(self.backends.files, SandboxFiles):
+                self.backends = ToolBackends(SandboxFiles(self.sandbox, self.workspace))
 
     @classmethod
     def for_call(

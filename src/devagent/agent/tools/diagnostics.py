@@ -25,6 +25,7 @@ from devagent.agent.tools import freshness
 from devagent.agent.tools._util import atomic_write, in_thread, remove_file
 from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.findings import Diagnostic, Findings
+from devagent.agent.tools.remote_files import remote_files
 
 MODES = ("warn", "refuse", "off")
 # At most this many diagnostics are shown for one write.
@@ -87,13 +88,24 @@ async def findings(ctx: ToolContext, real: Path, old: str | None, new: str) -> F
     from devagent.agent.tools import lint  # late: only a checked write needs it
 
     servers = ctx.language_servers
+    if not ctx.sandbox.files_here:  # a language server reads the files it checks here
+        servers = None
     found = await servers.findings(ctx, real, old, new) if servers is not None else None
     if found is not None and not found.note:
         return found
     linted = await lint.findings(ctx, real, old, new)
     if linted is not None:
         return linted
+    if found is None and servers is None and ctx.language_servers is not None and not ctx.sandbox.files_here:
+        return Findings("language servers", note=REMOTE_NOTE)
     return found
+
+
+# Why a write in a workspace that is not on this host gets no language server's diagnostics.
+REMOTE_NOTE = (
+    "language servers run on the server's host and the workspace is in the session's sandbox, so "
+    "none checked this file"
+)
 
 
 async def after_write(
@@ -109,7 +121,7 @@ async def after_write(
     fresh = introduced(found.before, found.after, old, content)
     display = ctx.workspace.display(real)
     # A file created through the client's backend cannot be removed again: warned, not refused.
-    undoable = not modified and (old is not None or ctx.backends.files is None)
+    undoable = not modified and (old is not None or _deletable(ctx))
     if fresh and ctx.diagnostics == "refuse" and undoable:
         await _undo(ctx, real, old)
         raise ToolFailure(
@@ -134,7 +146,9 @@ async def after_write(
 async def _undo(ctx: ToolContext, real: Path, old: str | None) -> None:
     """Puts back what the file held before the refused write (removes a file it created)."""
     if old is None:
-        if ctx.backends.files is None:
+        if (remote := remote_files(ctx)) is not None:
+            await remote.delete(real)
+        elif ctx.backends.files is None:
             await in_thread(remove_file, real, ctx.workspace)
         freshness.forget(ctx.state, real)
         return
@@ -143,3 +157,8 @@ async def _undo(ctx: ToolContext, real: Path, old: str | None) -> None:
     else:
         await in_thread(atomic_write, real, old, ctx.workspace)
     freshness.remember(ctx.state, real, freshness.mark_of(old))
+
+
+def _deletable(ctx: ToolContext) -> bool:
+    """Whether a file the write created can be removed again (not one an editor holds)."""
+    return ctx.backends.files is None or remote_files(ctx) is not None

@@ -37,7 +37,7 @@ async def findings(ctx: ToolContext, real: Path, old: str | None, new: str) -> F
     root = next((r for r in ctx.workspace.roots if real.is_relative_to(r)), ctx.workspace.primary)
     command = (
         "ruff check --no-cache --quiet --exit-zero --select F --output-format json "
-        f"--stdin-filename {shlex.quote(str(real))} -"
+        f"--stdin-filename {shlex.quote(ctx.sandbox.show_path(real))} -"
     )
     after = await run_checker(ctx, command, str(root), new, TIMEOUT)
     if after.exit_code == _NOT_FOUND:

@@ -3,9 +3,10 @@ project's agent guide (AGENTS.md by default) so that every later session reads t
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import ConfirmationDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import (
@@ -20,6 +21,11 @@ from devagent.agent.tools._util import (
     str_arg,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.remote_files import SandboxFiles, remote_files
+from devagent.common.errors import DevagentError
+
+if TYPE_CHECKING:
+    from devagent.agent.sandbox.base import Sandbox
 
 MEMORY_HEADING = "## devagent memories"
 MEMORY_MAX_CHARS = 64 * 1024
@@ -36,6 +42,21 @@ def read_memory(workspace: Workspace, memory_file: str = "AGENTS.md") -> str:
     try:  # through the confined walk
         text = read_text(memory_path(workspace, memory_file), workspace)
     except (ToolFailure, OSError):
+        return ""
+    if len(text) > MEMORY_MAX_CHARS:
+        text = text[:MEMORY_MAX_CHARS] + "\n[… the memory file was cut here …]\n"
+    return text
+
+
+def read_memory_in(sandbox: Sandbox, workspace: Workspace, memory_file: str = "AGENTS.md") -> str:
+    """`read_memory` where the workspace is in the session's sandbox, not on this host: the file
+    read by the sandbox's own (blocking) file operation, which confines it; "" when there is none."""
+    try:
+        path = Path(os.path.normpath(workspace.primary / memory_file))
+        if not path.is_relative_to(workspace.primary):
+            return ""
+        text = sandbox.read_bytes(path).decode("utf-8", errors="replace")
+    except (OSError, DevagentError):
         return ""
     if len(text) > MEMORY_MAX_CHARS:
         text = text[:MEMORY_MAX_CHARS] + "\n[… the memory file was cut here …]\n"
@@ -109,12 +130,31 @@ class SaveMemory(Tool):
             raise fs_failure(e, ctx.workspace.display(path)) from e
         return path, old, add_memory(old, fact)
 
+    async def _plan_remote(
+        self, args: dict[str, Any], ctx: ToolContext, files: SandboxFiles
+    ) -> tuple[Path, str | None, str]:
+        """`_plan` through the session's sandbox (its workspace is not on this host)."""
+        fact = _fact(args)
+        path = files.resolve(files.workspace.primary / ctx.memory_file)
+        await files.checked_real(path, files.workspace.display(path))
+        status = await files.stat(path)
+        old = await files.read_text(path) if status and stat.S_ISREG(status.st_mode) else None
+        return path, old, add_memory(old, fact)
+
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
-        path, old, new = await in_thread(self._plan, args, ctx)
+        if (remote := remote_files(ctx)) is not None:
+            path, old, new = await self._plan_remote(args, ctx, remote)
+        else:
+            path, old, new = await in_thread(self._plan, args, ctx)
         return file_diff(ctx.workspace, path, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await in_thread(self._run, args, ctx)
+        if (remote := remote_files(ctx)) is None:
+            return await in_thread(self._run, args, ctx)
+        path, old, new = await self._plan_remote(args, ctx, remote)
+        content = ctx.new_content if ctx.new_content is not None else new
+        await remote.write_text(path, content)
+        return self._saved(args, ctx, path, old, new, content)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, old, new = self._plan(args, ctx)
@@ -123,6 +163,12 @@ class SaveMemory(Tool):
             atomic_write(path, content, ctx.workspace)
         except OSError as e:
             raise fs_failure(e, ctx.workspace.display(path)) from e
+        return self._saved(args, ctx, path, old, new, content)
+
+    @staticmethod
+    def _saved(
+        args: dict[str, Any], ctx: ToolContext, path: Path, old: str | None, new: str, content: str
+    ) -> ToolResult:
         display = ctx.workspace.display(path)
         text = f"Saved to {display}: {_fact(args)}"
         if ctx.new_content is not None and ctx.new_content != new:

@@ -32,6 +32,7 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.patch_format import FileOp, apply_update, parse
+from devagent.agent.tools.remote_files import remote_files
 from devagent.agent.tools.write import _client_current, _current, vet_proposal, write_checked
 
 
@@ -89,11 +90,13 @@ class ApplyPatch(Tool):
 
     def touched_paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
         """The files the patch writes or removes (for the checkpoint taken before it runs)."""
+        remote = remote_files(ctx)
+        resolve = remote.resolve if remote is not None else ctx.workspace.resolve
         paths: list[Path] = []
         for op in parse(str_arg(args, "input")):
-            paths.append(ctx.workspace.resolve(op.path))
+            paths.append(resolve(op.path))
             if op.move_to:
-                paths.append(ctx.workspace.resolve(op.move_to))
+                paths.append(resolve(op.move_to))
         return paths
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
@@ -236,14 +239,14 @@ async def _apply(ctx: ToolContext, changes: list[_Change]) -> list[ToolResult | 
     try:
         for c in changes:
             if c.new is None:
-                await in_thread(remove_file, c.real, ctx.workspace)
+                await _remove(ctx, c.real)
                 done.append((c.real, c.old))
                 results.append(None)
             elif c.dest is not None:
                 verb = f"Moved {ctx.workspace.display(c.real)} to"
                 results.append(await write_checked(ctx, c.dest, None, c.new, verb))
                 done.append((c.dest, None))
-                await in_thread(remove_file, c.real, ctx.workspace)
+                await _remove(ctx, c.real)
                 done.append((c.real, c.old))
             else:
                 results.append(
@@ -261,7 +264,7 @@ async def _undo(ctx: ToolContext, done: list[tuple[Path, str | None]]) -> None:
     for real, old in reversed(done):
         with contextlib.suppress(Exception):  # best effort: the first failure is what is reported
             if old is None:
-                await in_thread(remove_file, real, ctx.workspace)
+                await _remove(ctx, real)
                 freshness.forget(ctx.state, real)
                 continue
             if ctx.backends.files is not None:
@@ -269,6 +272,14 @@ async def _undo(ctx: ToolContext, done: list[tuple[Path, str | None]]) -> None:
             else:
                 await in_thread(atomic_write, real, old, ctx.workspace)
             freshness.remember(ctx.state, real, freshness.mark_of(old))
+
+
+async def _remove(ctx: ToolContext, real: Path) -> None:
+    """Deletes a file: through the session's sandbox when its workspace is there, else on disk."""
+    if (remote := remote_files(ctx)) is not None:
+        await remote.delete(real)
+    else:
+        await in_thread(remove_file, real, ctx.workspace)
 
 
 def _result(ctx: ToolContext, changes: list[_Change], results: list[ToolResult | None]) -> ToolResult:

@@ -4,9 +4,12 @@ in a thread, off the event loop."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -35,6 +38,15 @@ from devagent.agent.tools._util import (
     walk_files,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.remote_files import (
+    FETCH_MAX_BYTES,
+    Entry,
+    SandboxFiles,
+    is_regular,
+    pruned,
+    remote_files,
+    within_batch,
+)
 
 if TYPE_CHECKING:
     from devagent.agent.state import SessionState
@@ -119,26 +131,41 @@ def _read_disk(ctx: ToolContext, path: str, offset: int, limit: int, paging: boo
     """read_file on the disk: a text's lines, or an image or PDF (`_read_media`)."""
     real, f = _open(ctx.workspace, path)
     with f:
-        kind = media.media_type(f.read(media.HEAD_BYTES))
-        f.seek(0)
-        if kind is not None:
-            return _read_media(ctx, f, kind, path, (offset, limit, paging))
-        if sniff_binary(f):
-            size = os.fstat(f.fileno()).st_size
-            raise ToolFailure(
-                f"{path!r} is a binary file ({human_size(size)}); only text files, images and PDFs can be "
-                "read",
-                ToolErrorType.BINARY_FILE,
-            )
-        return _Read(_read_lines(f, offset, limit, MAX_BYTES, numbers=True), real)
+        return _read_open(ctx, f, os.fstat(f.fileno()).st_size, real, path, (offset, limit, paging))
+
+
+def _read_open(
+    ctx: ToolContext, f: BinaryIO, size: int, real: Path, path: str, part: tuple[int, int, bool]
+) -> _Read | ToolResult:
+    """read_file of the open file `f` (`size` bytes) that `path` names."""
+    offset, limit, _paging = part
+    kind = media.media_type(f.read(media.HEAD_BYTES))
+    f.seek(0)
+    if kind is not None:
+        return _read_media(ctx, f, size, kind, path, part)
+    if sniff_binary(f):
+        raise ToolFailure(
+            f"{path!r} is a binary file ({human_size(size)}); only text files, images and PDFs can be read",
+            ToolErrorType.BINARY_FILE,
+        )
+    return _Read(_read_lines(f, offset, limit, MAX_BYTES, numbers=True), real)
+
+
+async def _read_remote(
+    ctx: ToolContext, files: SandboxFiles, path: str, part: tuple[int, int, bool]
+) -> _Read | ToolResult:
+    """read_file through the session's sandbox (its workspace is not on this host)."""
+    real = files.resolve(path)
+    data = await files.read_bytes(real, path)
+    return await in_thread(_read_open, ctx, io.BytesIO(data), len(data), real, path, part)
 
 
 def _read_media(
-    ctx: ToolContext, f: BinaryIO, kind: str, path: str, part: tuple[int, int, bool]
+    ctx: ToolContext, f: BinaryIO, size: int, kind: str, path: str, part: tuple[int, int, bool]
 ) -> _Read | ToolResult:
     """An image or PDF: attached for the model, or a PDF's text (its lines `part` asks for)."""
     offset, limit, paging = part
-    too_large = media.too_large(kind, os.fstat(f.fileno()).st_size, path)
+    too_large = media.too_large(kind, size, path)
     if too_large is not None:
         raise too_large
     data = f.read()
@@ -211,7 +238,11 @@ class ReadFile(Tool):
         offset = int_arg(args, "offset", 1, minimum=1)
         limit = min(int_arg(args, "limit", MAX_LINES, minimum=1), MAX_LINES)
         paging = args.get("offset") is not None or args.get("limit") is not None
-        if ctx.backends.files is None or ctx.workspace.in_read_only_root(path):  # not the client's
+        if ctx.workspace.in_read_only_root(path):  # the server's own folders, never the client's
+            got = await in_thread(_read_disk, ctx, path, offset, limit, paging)
+        elif (remote := remote_files(ctx)) is not None:
+            got = await _read_remote(ctx, remote, path, (offset, limit, paging))
+        elif ctx.backends.files is None:
             got = await in_thread(_read_disk, ctx, path, offset, limit, paging)
         else:
             got = await _read_client(ctx, path, offset, limit, paging)
@@ -328,6 +359,13 @@ def _read_many(
             if real not in seen:
                 seen.add(real)
                 files.append((real, display))
+    return _shown_many(state, files, lambda real: open_file(real, workspace), skipped)
+
+
+def _shown_many(
+    state: SessionState, files: list[tuple[Path, str]], opener: Callable[[Path], BinaryIO], skipped: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """read_many_files' result for the files listed, each opened by `opener`."""
     parts: list[str] = []
     total = 0
     shown: list[str] = []
@@ -338,7 +376,7 @@ def _read_many(
             break
         budget = min(MAX_BYTES, MANY_MAX_TOTAL_BYTES - total)
         try:
-            with open_file(real, workspace) as f:
+            with opener(real) as f:
                 if sniff_binary(f):
                     skipped.append(f"{display} (binary)")
                     continue
@@ -360,6 +398,79 @@ def _read_many(
     if skipped:
         out += "\n\n[Skipped: " + "; ".join(skipped) + "]"
     return out, {"files": shown, "skipped": skipped}
+
+
+async def _read_many_remote(
+    files: SandboxFiles, state: SessionState, paths: list[str], exclude: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """read_many_files through the session's sandbox: the files listed by walks in it, read in
+    one batch (a link one by one, which the sandbox resolves and confines)."""
+    skipped: list[str] = []
+    listed: list[tuple[Path, str]] = []
+    sizes: dict[Path, int] = {}
+    for entry in paths:
+        for real, display, size in await _expand_remote(files, entry, exclude, skipped):
+            if real not in sizes:
+                sizes[real] = size
+                listed.append((real, display))
+    named = [Entry("f", "f", sizes[real], 0.0, real.relative_to(files.root).as_posix()) for real, _ in listed]
+    wanted = within_batch(named[:MANY_MAX_FILES])
+    if len(wanted) < len(named):  # not brought over: said to be left out
+        rest = len(named) - len(wanted)
+        skipped.append(
+            f"{rest} more file(s) (over {FETCH_MAX_BYTES >> 20} MiB together; read them separately)"
+        )
+        listed = listed[: len(wanted)]
+    got, _ = await files.fetch(files.root, wanted)
+    for rel in wanted:
+        if rel not in got:  # a link (or changed meanwhile): read alone, through the sandbox
+            with contextlib.suppress(ToolFailure):
+                got[rel] = await files.read_bytes(files.root / rel)
+
+    def opener(real: Path) -> BinaryIO:
+        data = got.get(real.relative_to(files.root).as_posix())
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "no longer there or leads outside the workspace")
+        return io.BytesIO(data)
+
+    return await in_thread(_shown_many, state, listed, opener, skipped)
+
+
+async def _expand_remote(
+    files: SandboxFiles, entry: str, exclude: list[str], skipped: list[str]
+) -> list[tuple[Path, str, int]]:
+    """As `_expand`, by walks in the sandbox; each file with its size."""
+    workspace = files.workspace
+    match: str | None = None
+    try:
+        if GLOB_MAGIC.search(entry):
+            base, match = split_glob(workspace, entry, resolve=files.resolve)
+            skip = explicit_skip_dirs(entry)
+        else:
+            base, skip = files.resolve(entry), SKIP_DIRS
+            status = await files.stat(base)
+            if status is None:
+                skipped.append(f"{entry} (does not exist)")
+                return []
+            if not stat.S_ISDIR(status.st_mode):
+                return [(base, workspace.display(base), status.st_size)]
+        entries = await files.walk(base, pruned(skip), entry)
+    except ToolFailure as failed:
+        if failed.type != ToolErrorType.NOT_FOUND:
+            raise
+        skipped.append(f"{entry} (does not exist)")
+        return []
+    found = []
+    for e in sorted(entries, key=lambda e: e.rel.split("/")):
+        if not is_regular(e) or (match is not None and not glob_match(match, e.rel)):
+            continue
+        real = base / e.rel
+        display = workspace.display(real)
+        if not any(glob_match(x, display, basename=True) for x in exclude):
+            found.append((real, display, e.size))
+    if not found:
+        skipped.append(f"{entry} (no files match)")
+    return found
 
 
 class ReadManyFiles(Tool):
@@ -397,5 +508,8 @@ class ReadManyFiles(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         paths = str_list_arg(args, "paths", required=True)
         exclude = str_list_arg(args, "exclude", required=False)
-        text, data = await in_thread(_read_many, ctx.workspace, ctx.state, paths, exclude)
+        if (remote := remote_files(ctx)) is not None:
+            text, data = await _read_many_remote(remote, ctx.state, paths, exclude)
+        else:
+            text, data = await in_thread(_read_many, ctx.workspace, ctx.state, paths, exclude)
         return ToolResult(text=text, data=data)

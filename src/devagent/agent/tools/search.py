@@ -43,6 +43,15 @@ from devagent.agent.tools._util import (
     walk_files,
 )
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.remote_files import (
+    FETCH_MAX_BYTES,
+    SandboxFiles,
+    is_dir_mode,
+    is_regular,
+    pruned,
+    remote_files,
+    within_batch,
+)
 from devagent.common.errors import DevagentError
 
 # Defaults of the listing and search caps.
@@ -82,6 +91,8 @@ class ListDirectory(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = opt_str_arg(args, "path", ".") or "."
         ignore = str_list_arg(args, "ignore", required=False)
+        if (remote := remote_files(ctx)) is not None:
+            return await _list_remote(remote, path, ignore)
         return await in_thread(self._list, ctx.workspace, path, ignore)
 
     def _list(self, workspace: Workspace, path: str, ignore: list[str]) -> ToolResult:
@@ -142,17 +153,58 @@ class ListDirectory(Tool):
                     entries.append({"name": entry.name, "type": "file", "size": size})
             except OSError:
                 continue
-        lines = dirs + files
-        shown = lines[:LIST_MAX_ENTRIES]
-        display = workspace.display(real)
-        header = f"{display}: {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}, {len(files)} file(s)"
-        if len(lines) > LIST_MAX_ENTRIES:
-            header += (
-                f" (showing the first {LIST_MAX_ENTRIES}; list a subdirectory or leave names out with ignore)"
-            )
-        if not lines:
-            return ToolResult(text=f"{display} is empty.", data={"path": display, "entries": []})
-        return ToolResult(text=header + "\n" + "\n".join(shown), data={"path": display, "entries": entries})
+        return _listing(workspace.display(real), dirs, files, entries)
+
+
+def _listing(display: str, dirs: list[str], files: list[str], entries: list[dict[str, Any]]) -> ToolResult:
+    """list_directory's result: its folders, then its files."""
+    lines = dirs + files
+    shown = lines[:LIST_MAX_ENTRIES]
+    header = f"{display}: {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}, {len(files)} file(s)"
+    if len(lines) > LIST_MAX_ENTRIES:
+        header += (
+            f" (showing the first {LIST_MAX_ENTRIES}; list a subdirectory or leave names out with ignore)"
+        )
+    if not lines:
+        return ToolResult(text=f"{display} is empty.", data={"path": display, "entries": []})
+    return ToolResult(text=header + "\n" + "\n".join(shown), data={"path": display, "entries": entries})
+
+
+async def _list_remote(files: SandboxFiles, path: str, ignore: list[str]) -> ToolResult:
+    """list_directory through the session's sandbox: one listing, one batch of link targets."""
+    workspace = files.workspace
+    real = files.resolve(path)
+    display = workspace.display(real)
+    try:
+        found = await files.walk(real, pruned(frozenset({".git"}), depth=1), path)
+    except ToolFailure as failed:
+        if failed.type == ToolErrorType.NOT_A_DIRECTORY:
+            raise ToolFailure(
+                f"{path!r} is a file, not a directory; use read_file to read it",
+                ToolErrorType.NOT_A_DIRECTORY,
+            ) from None
+        raise
+    found = sorted((e for e in found if not any(glob_match(p, e.rel) for p in ignore)), key=lambda e: e.rel)
+    links = [e for e in found if e.kind == "l"]
+    resolved = await files.real([real / e.rel for e in links]) if links else []
+    targets = dict(zip([e.rel for e in links], resolved, strict=True))
+    dirs: list[str] = []
+    names: list[str] = []
+    entries: list[dict[str, Any]] = []
+    for e in found:
+        if e.kind == "l":
+            target = targets[e.rel]
+            where = workspace.display(target) if target else "outside the workspace"
+            is_dir = target is not None and e.target == "d"
+            (dirs if is_dir else names).append(f"{e.rel}{'/' if is_dir else ''} -> {where}")
+            entries.append({"name": e.rel, "type": "symlink", "target": where})
+        elif e.kind == "d":
+            dirs.append(f"{e.rel}/")
+            entries.append({"name": e.rel, "type": "directory"})
+        else:
+            names.append(f"{e.rel}  ({human_size(e.size)})")
+            entries.append({"name": e.rel, "type": "file", "size": e.size})
+    return _listing(display, dirs, names, entries)
 
 
 class Glob(Tool):
@@ -182,6 +234,8 @@ class Glob(Tool):
         sort = opt_str_arg(args, "sort", "mtime")
         if sort not in ("mtime", "name"):
             raise ToolFailure("sort must be 'mtime' or 'name'", ToolErrorType.INVALID_ARGUMENTS)
+        if (remote := remote_files(ctx)) is not None:
+            return await _glob_remote(remote, pattern, path, sort == "mtime")
         return await in_thread(self._glob, ctx.workspace, pattern, path, sort == "mtime")
 
     def _glob(self, workspace: Workspace, pattern: str, path: str, by_mtime: bool) -> ToolResult:
@@ -214,23 +268,56 @@ class Glob(Tool):
                         found.append((status.st_mtime, e.path))
             finally:
                 os.close(fd)
-        if by_mtime:
-            found.sort(key=lambda m: (-m[0], str(m[1])))
-        else:
-            found.sort(key=lambda m: str(m[1]))
-        matches = [p for _t, p in found]
-        shown = [workspace.display(p) for p in matches[:GLOB_MAX_RESULTS]]
-        where = workspace.display(start)
-        if not matches:
-            return ToolResult(text=f"No files match {pattern!r} in {where}.", data={"files": []})
-        header = f"{len(matches)} file(s) match {pattern!r} in {where}"
-        header += " (newest first)" if by_mtime else " (by name)"
-        if len(matches) > GLOB_MAX_RESULTS:
-            header += f"; showing the first {GLOB_MAX_RESULTS}, narrow the pattern or path to see the rest"
-        return ToolResult(
-            text=header + ":\n" + "\n".join(shown),
-            data={"files": shown, "total": len(matches), "truncated": len(matches) > GLOB_MAX_RESULTS},
-        )
+        return _globbed(workspace, found, pattern, workspace.display(start), by_mtime)
+
+
+async def _glob_remote(files: SandboxFiles, pattern: str, path: str, by_mtime: bool) -> ToolResult:
+    """glob through the session's sandbox: one walk; a link is listed when it resolves inside, to
+    a file (one batch of link targets)."""
+    workspace = files.workspace
+    start = files.resolve(path)
+    base, rest = split_glob(workspace, pattern, str(start), resolve=files.resolve)
+    found: list[tuple[float, Path]] = []
+    try:  # the walk tells a missing start, or one that is no folder: no stat first
+        entries = await files.walk(base, pruned(explicit_skip_dirs(pattern)), pattern)
+    except ToolFailure as e:
+        if e.type not in (ToolErrorType.NOT_A_DIRECTORY, ToolErrorType.NOT_FOUND):
+            raise
+        if base == start or not is_dir_mode(await files.stat(start)):
+            what = "does not exist" if e.type == ToolErrorType.NOT_FOUND else "is not a directory"
+            raise ToolFailure(f"{path!r} {what}", ToolErrorType.NOT_A_DIRECTORY) from None
+        single = await files.stat(base)  # a pattern without wildcards naming one file, or nothing
+        if single is not None and stat.S_ISREG(single.st_mode):
+            found.append((single.st_mtime, base))
+        entries = []
+    matching = [e for e in entries if is_regular(e) and glob_match(rest, e.rel)]
+    links = [e for e in matching if e.kind == "l"]
+    inside = await files.real([base / e.rel for e in links]) if links else []
+    outside = {e.rel for e, real in zip(links, inside, strict=True) if real is None}
+    found += [(e.mtime, base / e.rel) for e in matching if e.rel not in outside]
+    return _globbed(workspace, found, pattern, workspace.display(start), by_mtime)
+
+
+def _globbed(
+    workspace: Workspace, found: list[tuple[float, Path]], pattern: str, where: str, by_mtime: bool
+) -> ToolResult:
+    """glob's result for the files found, as (mtime, path)."""
+    if by_mtime:
+        found.sort(key=lambda m: (-m[0], str(m[1])))
+    else:
+        found.sort(key=lambda m: str(m[1]))
+    matches = [p for _t, p in found]
+    shown = [workspace.display(p) for p in matches[:GLOB_MAX_RESULTS]]
+    if not matches:
+        return ToolResult(text=f"No files match {pattern!r} in {where}.", data={"files": []})
+    header = f"{len(matches)} file(s) match {pattern!r} in {where}"
+    header += " (newest first)" if by_mtime else " (by name)"
+    if len(matches) > GLOB_MAX_RESULTS:
+        header += f"; showing the first {GLOB_MAX_RESULTS}, narrow the pattern or path to see the rest"
+    return ToolResult(
+        text=header + ":\n" + "\n".join(shown),
+        data={"files": shown, "total": len(matches), "truncated": len(matches) > GLOB_MAX_RESULTS},
+    )
 
 
 # --- grep ----------------------------------------------------------------------------------------
@@ -365,6 +452,7 @@ class _Found:
         self.matches = 0
         self.files = 0
         self.capped = False
+        self.note = ""  # what else the model must know of the search (files it could not read)
 
     def add(self, display: str, lines: list[str], hits: list[int]) -> bool:
         """Adds one file's matching lines; True once the results are full (stop searching)."""
@@ -654,21 +742,69 @@ class Grep(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         query = grep_query(args)
         path = opt_str_arg(args, "path", ".") or "."
-        base = await in_thread(ctx.workspace.resolve, path, must_exist=True)
-        rg = ripgrep()
-        engine = "python"
-        if rg:
-            try:
-                found = await _grep_rg(rg, ctx.workspace, query, base)
-                engine = "ripgrep"
-            except _RgUnsupported:
-                found = await in_thread(_grep_python, ctx.workspace, query, base)
+        remote = remote_files(ctx)
+        if remote is not None:
+            base = remote.resolve(path)
+            found, engine = await _grep_remote(remote, query, base, path), "python (in the sandbox's files)"
         else:
-            found = await in_thread(_grep_python, ctx.workspace, query, base)
+            base = await in_thread(ctx.workspace.resolve, path, must_exist=True)
+            found, engine = await _grep_here(ctx.workspace, query, base)
         scope = f" in {ctx.workspace.display(base)}"
         if query.include:
             scope += f" (files matching {query.include})"
         return _grep_result(query, found, scope, engine)
+
+
+async def _grep_here(workspace: Workspace, query: GrepQuery, base: Path) -> tuple[_Found, str]:
+    """grep on this host: ripgrep where it is installed (and takes the pattern), else Python."""
+    rg = ripgrep()
+    engine = "python"
+    if rg:
+        try:
+            found = await _grep_rg(rg, workspace, query, base)
+            engine = "ripgrep"
+        except _RgUnsupported:
+            found = await in_thread(_grep_python, workspace, query, base)
+    else:
+        found = await in_thread(_grep_python, workspace, query, base)
+    return found, engine
+
+
+async def _grep_remote(files: SandboxFiles, query: GrepQuery, base: Path, path: str) -> _Found:
+    """grep through the session's sandbox: one walk lists its files (links not followed, as here),
+    one batch brings them over, and the Python search reads them as it reads files here."""
+    workspace = files.workspace
+    found = _Found(query)
+    try:  # the walk tells a missing path, or a file: no stat first
+        entries = await files.walk(base, pruned(SKIP_DIRS), path)
+    except ToolFailure as e:
+        if e.type != ToolErrorType.NOT_A_DIRECTORY:
+            raise
+        data = await files.read_bytes(base, path)  # one file
+        if len(data) <= GREP_MAX_FILESIZE:
+            _search_file(found, workspace.display(base), data)
+        return found
+    searched = sorted(
+        (
+            e
+            for e in entries
+            if e.kind == "f"
+            and e.size <= GREP_MAX_FILESIZE
+            and not (query.include and not glob_match(query.include, e.rel, basename=True))
+        ),
+        key=lambda e: e.rel.split("/"),
+    )
+    wanted = within_batch(searched)
+    if len(wanted) < len(searched):  # the rest is not brought over
+        found.note = (
+            f"only the first {len(wanted)} of {len(searched)} files were searched (together over "
+            f"{FETCH_MAX_BYTES >> 20} MiB). {_NARROW}"
+        )
+    got, _ = await files.fetch(base, wanted)
+    for rel in wanted:
+        if rel in got and _search_file(found, workspace.display(base / rel), got[rel]):
+            break
+    return found
 
 
 _NARROW = "Narrow the search with path, include or a more specific pattern"
@@ -687,8 +823,9 @@ def _grep_result(query: GrepQuery, found: _Found, scope: str, engine: str) -> To
         "output": query.output,
     }
     what = f"{query.shown()}{scope}"
+    note = f"\n[Note: {found.note}]" if found.note else ""
     if not found.out:
-        return ToolResult(text=f"No matches for {what}.", data=data)
+        return ToolResult(text=f"No matches for {what}.{note}", data=data)
     if query.output == "count":
         header = f"{_plural(found.matches, 'matching line')} in {_plural(found.files, 'file')} for {what}"
         if found.capped:
@@ -704,4 +841,4 @@ def _grep_result(query: GrepQuery, found: _Found, scope: str, engine: str) -> To
         header = f"{_plural(found.matches, 'match', 'matches')} for {what}"
     else:
         header = f"{_plural(found.files, 'file')} {'matches' if found.files == 1 else 'match'} {what}"
-    return ToolResult(text=header + ":\n" + "\n".join(found.out), data=data)
+    return ToolResult(text=header + ":\n" + "\n".join(found.out) + note, data=data)

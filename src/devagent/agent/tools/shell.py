@@ -35,6 +35,7 @@ from devagent.agent.tools._util import (
 )
 from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolFailure, ToolResult
 from devagent.agent.tools.output import HeadTail, head_and_tail
+from devagent.agent.tools.remote_files import remote_files
 from devagent.agent.tools.tty_screen import COLS as TTY_COLS
 from devagent.agent.tools.tty_screen import ROWS as TTY_ROWS
 from devagent.agent.tools.tty_screen import TERM, TtySize
@@ -259,6 +260,8 @@ class RunShellCommand(Tool):
 
     def _cwd(self, args: dict[str, Any], ctx: ToolContext) -> str:
         directory = opt_str_arg(args, "directory", ".") or "."
+        if (remote := remote_files(ctx)) is not None:  # a folder in the sandbox: it tells if missing
+            return str(remote.resolve(directory))
         real = ctx.workspace.resolve(directory, must_exist=True)
         if not real.is_dir():
             raise ToolFailure(f"{directory!r} is not a directory", ToolErrorType.NOT_A_DIRECTORY)

@@ -108,7 +108,10 @@ def _named(words: list[str]) -> list[str] | None:
 
 def note_shown(ctx: ToolContext, command: str, cwd: str) -> None:
     """After `command` ran in `cwd` and succeeded: each regular file inside the workspace that it
-    only showed is seen as it is now."""
+    only showed is seen as it is now. Not where the workspace is in the sandbox rather than here
+    (the model reads such a file with read_file before it changes it)."""
+    if not ctx.sandbox.files_here:
+        return
     for name in files_shown(command):
         try:
             real = ctx.workspace.resolve(str(Path(cwd, name)), must_exist=True)

@@ -28,6 +28,7 @@ from devagent.agent.tools._util import (
 from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
 from devagent.agent.tools.matching import Replaced, replace_in
 from devagent.agent.tools.region import edited_region
+from devagent.agent.tools.remote_files import SandboxFiles, remote_files
 
 
 class WriteFile(Tool):
@@ -82,12 +83,29 @@ async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | 
     if files is None:
         return None
     path = str_arg(args, "path")
+    if (remote := remote_files(ctx)) is not None:
+        return await _remote_current(remote, path)
     real = await in_thread(ctx.workspace.resolve, path)
     ctx.workspace.check_writable(real, path)
     status = await in_thread(file_status, real, ctx.workspace)
     if status is not None and stat.S_ISDIR(status.st_mode):
         raise ToolFailure(f"{path!r} is a directory; give a file path", ToolErrorType.IS_DIRECTORY)
     return real, await files.read_text(real)
+
+
+async def _remote_current(files: SandboxFiles, path: str) -> _Current:
+    """`_client_current` through the session's sandbox: the path checked by its words and by its
+    real path there (a link cannot carry a write into what no tool may change)."""
+    real = files.resolve(path)
+    await files.checked_real(real, path)
+    try:  # a folder is told by the read itself: one command in the sandbox fewer
+        return real, await files.read_text(real)
+    except ToolFailure as e:
+        if e.type == ToolErrorType.IS_DIRECTORY:
+            raise ToolFailure(
+                f"{path!r} is a directory; give a file path", ToolErrorType.IS_DIRECTORY
+            ) from None
+        raise
 
 
 async def _client_write(
