@@ -206,6 +206,31 @@ async def test_issue40_item2_idle_container_stops_and_restarts_keeping_the_works
     assert not await provider.engine.volume_exists(sandbox.volume)
 
 
+async def test_issue40_item2_kept_while_a_command_runs_is_stopped_by_the_reaper_once_it_ends(
+    make_provider: Make,
+) -> None:
+    """Released with keep while a command still runs (a background process): the container runs
+    on for it, the provider still knows the sandbox, and the idle reaper stops it once the command
+    ends (forgotten, it ran until the sweep's keep period)."""
+    provider = make_provider(idle_seconds=0.0)
+    sandbox = await provider.open("kept-busy", [])
+    lasting = await sandbox.start("echo up; exec sleep 9999", stdin=True)
+    reader = await _reader(lasting)
+    await _until(reader, b"up")
+    await sandbox.release(keep=True)
+    assert await provider.engine.running(sandbox.name) is True
+    assert provider.for_session("kept-busy") is sandbox
+    assert await provider.stop_idle() == []  # busy: left running
+    await kill_group(lasting.proc)
+    os.close(lasting.input_fd)
+    await lasting.proc.wait()
+    async with asyncio.timeout(GUARD):
+        while sandbox.running_commands:  # the relay's reaping task, scheduled after its exit
+            await asyncio.sleep(0.05)
+    assert await provider.stop_idle() == [sandbox.name]
+    assert await provider.engine.running(sandbox.name) is False
+
+
 async def test_issue40_item2_container_killed_mid_command_reports_interrupted_not_rerun(
     make_provider: Make,
 ) -> None:

@@ -308,30 +308,25 @@ class ContainerSandbox:
             return True
 
     async def release(self, keep: bool) -> None:
-        """keep: the volume (and the stopped container) stay for a later turn; else both go."""
-        self.provider.forget(self)
-        if self.bound:  # the workspace is the host's folder, which outlives the container
-            if keep:
-                async with self._lock:
-                    if self.running_commands == 0:
-                        await self.engine.stop(self.name)
-                        self._up = False
-            else:
-                await self.engine.remove(self.name)
-                self._up = None
-            return
-        if not self.volume:  # never opened here: what an earlier server left, if anything
-            self.volume = await self.engine.volume_of(self.name) or f"devagent-ws-{_safe(self.session_id)}"
+        """keep: the volume (and the stopped container) stay for a later turn; else both go.
+        Kept while a command still runs (a background process, or a relay not yet reaped), the
+        sandbox stays known to the provider so the idle reaper stops it once that ends: forgotten
+        now, its container would run until the sweep's keep period."""
         if keep:
             async with self._lock:
                 if self.running_commands == 0:
+                    self.provider.forget(self)
                     await self.engine.stop(self.name)
                     self._up = False
             return
+        self.provider.forget(self)
         await self.engine.remove(self.name)
-        if self.volume:
-            await self.engine.remove_volume(self.volume)
         self._up = None
+        if self.bound:  # the workspace is the host's folder, which outlives the container
+            return
+        if not self.volume:  # never opened here: what an earlier server left, if anything
+            self.volume = await self.engine.volume_of(self.name) or f"devagent-ws-{_safe(self.session_id)}"
+        await self.engine.remove_volume(self.volume)
 
     # --- commands --------------------------------------------------------------------------------
 
