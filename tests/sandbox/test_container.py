@@ -225,7 +225,7 @@ async def test_issue40_item2_kept_while_a_command_runs_is_stopped_by_the_reaper_
     os.close(lasting.input_fd)
     await lasting.proc.wait()
     async with asyncio.timeout(GUARD):
-        while sandbox.running_commands:  # the relay's reaping task, scheduled after its exit
+        while sandbox.running_commands:  # noqa: ASYNC110 (the relay's reaping task, scheduled after its exit)
             await asyncio.sleep(0.05)
     assert await provider.stop_idle() == [sandbox.name]
     assert await provider.engine.running(sandbox.name) is False
