@@ -22,7 +22,6 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
-    Text,
     bindparam,
     delete,
     insert,
