@@ -342,6 +342,14 @@ def test_private_names_devagent_calls() -> None:
     assert params(DatabaseTaskStore._ensure_initialized) == ["self"]
     assert params(DatabaseTaskStore._to_orm) == ["self", "task", "owner"]
     assert params(DatabaseTaskStore._from_orm) == ["self", "task_model"]
+    # patches/openai.py: a loose usage built by the SDK's constructor of that one field
+    from openai import _models
+
+    assert params(_models._construct_field) == ["value", "field", "key"]
+    # store/direct.py: the pooled aiosqlite connection's thread and sqlite3 connection
+    import aiosqlite
+
+    assert inspect.iscoroutinefunction(aiosqlite.Connection._execute)
     # cli.py: Typer's copy of Click's exceptions, its usage errors caught
     assert issubclass(exceptions.NoArgsIsHelpError, exceptions.UsageError)
     assert issubclass(exceptions.UsageError, exceptions.ClickException)

@@ -126,13 +126,36 @@ def validate_stream_chunks() -> None:
         return
     validate = ChatCompletionChunk.model_validate
     invalid = pydantic.ValidationError
+    construct_field: Any = None  # the SDK's constructor of one field, for a usage that is loose
+    try:
+        from openai import _models
+
+        construct_field = _models._construct_field
+        usage_field: Any = ChatCompletionChunk.model_fields["usage"]
+    except (AttributeError, KeyError):
+        construct_field = None
+
+    def loose_usage(data: dict[str, Any]) -> Any:
+        """A chunk whose only loose part is its usage (a server that leaves out `total_tokens`,
+        as many OpenAI-compatible ones do, on the last chunk of every request): the rest
+        validated, the usage built by the SDK's constructor of that field, as the SDK's
+        constructor of the whole chunk builds it. None when the rest does not validate either."""
+        try:
+            chunk = validate({**data, "usage": None}, strict=True)
+        except invalid:
+            return None
+        chunk.usage = construct_field(data["usage"], usage_field, "usage")
+        return chunk
 
     def process(self: Any, *, data: object, cast_to: Any, response: Any) -> Any:
         if cast_to is ChatCompletionChunk and type(data) is dict and not self._strict_response_validation:
             try:
                 return validate(data, strict=True)
             except invalid:
-                pass
+                if type(data.get("usage")) is dict and construct_field is not None:
+                    chunk = loose_usage(data)
+                    if chunk is not None:
+                        return chunk
         return original(self, data=data, cast_to=cast_to, response=response)
 
     process.__wrapped__ = original  # type: ignore[attr-defined]
