@@ -30,14 +30,17 @@ Durability is SQLite's own and unchanged: the same commits in WAL mode with `syn
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000  # the `timeout` the store opens SQLite connections with
 CHECKPOINT_EVERY = 200  # direct commits between two checkpoints (~2.6 MB of WAL at a tool turn's ~13 KB)
@@ -186,7 +189,7 @@ class DirectConnection:
                 _busy_timeout(self._raw, 0)
 
         try:
-            result: tuple[int, list[Any]] = await self._aio._execute(run)
+            result: tuple[int, list[Any]] = await _on_thread(self._aio, run)
         except sqlite3.Error as e:
             raise _wrapped(e, sql, values) from e
         return result
@@ -197,7 +200,7 @@ class DirectConnection:
         except sqlite3.OperationalError as e:
             if (getattr(e, "sqlite_errorcode", 0) & 0xFF) != _SQLITE_BUSY:
                 raise _wrapped(e, "COMMIT", ()) from e
-            await self._aio._execute(self._commit_waiting)
+            await _on_thread(self._aio, self._commit_waiting)
 
     def _commit_waiting(self) -> None:
         _busy_timeout(self._raw, BUSY_TIMEOUT_MS)
@@ -205,6 +208,19 @@ class DirectConnection:
             self._raw.commit()
         finally:
             _busy_timeout(self._raw, 0)
+
+
+async def _on_thread(aio: Any, fn: Callable[[], T]) -> T:
+    """`fn` on aiosqlite's thread. A cancelled caller still waits for it to finish: the
+    transaction is then rolled back on the loop's thread, and the sqlite3 connection must not be
+    used from two threads at once."""
+    call = asyncio.ensure_future(aio._execute(fn))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await call
+        raise
 
 
 def _busy_timeout(raw: sqlite3.Connection, ms: int) -> None:
@@ -259,7 +275,7 @@ class DirectSQLite:
                 await conn._commit()
                 self._commits += 1
                 if self._commits % CHECKPOINT_EVERY == 0:
-                    await aio._execute(_checkpoint, raw)
+                    await _on_thread(aio, lambda: _checkpoint(raw))
             finally:
                 _busy_timeout(raw, BUSY_TIMEOUT_MS)
         finally:
