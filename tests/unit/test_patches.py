@@ -154,6 +154,66 @@ def test_openai_chunk_validation_wraps_process_response_data() -> None:
     assert patched.__module__ == "devagent.patches.openai" and patched.__wrapped__ is original
 
 
+def test_issue39_item7_encoded_prefix_wraps_openapi_dumps_and_gives_the_same_bytes() -> None:
+    import datetime
+
+    from openai import _base_client
+    from openai.types.chat import ChatCompletionChunk
+
+    original = library_function(_base_client.openapi_dumps)
+    assert original.__module__ == "openai._utils._json" and params(original) == ["obj"]
+    openai_patch.remember_encoded_prefix()
+    patched = _base_client.openapi_dumps
+    openai_patch.remember_encoded_prefix()
+    assert _base_client.openapi_dumps is patched
+    assert patched.__module__ == "devagent.patches.openai" and patched.__wrapped__ is original
+
+    instructions = 'You are a coding agent. \u00e9"quoted"\n\t<|im_start|> ' * 200
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "a path " * 100}, "n": {"minimum": 0.5}},
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    tools = [
+        {"type": "function", "function": {"name": f"t{i}", "description": "d" * 600, "parameters": schema}}
+        for i in range(3)
+    ]
+    chunk = ChatCompletionChunk.model_validate(
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}
+    )
+
+    def body(extra: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "messages": [{"role": "system", "content": instructions}, *extra],
+            "model": "m",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.25,
+            "tools": tools,
+            "tool_choice": "auto",
+            "metadata": {
+                "when": datetime.datetime(2026, 11, 28, 18, 0),
+                "chunk": chunk,
+                "t": (1, None, True),
+            },
+        }
+
+    turns: list[dict[str, Any]] = [{"role": "user", "content": "write the file " + "x" * 700}]
+    for i in range(3):
+        assert patched(body(turns)) == original(body(turns))
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "t0", "arguments": "{}"}}
+        turns += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "content": "ok"},
+        ]
+    schema["properties"]["path"]["type"] = "integer"  # changed in place: encoded again
+    assert patched(body(turns)) == original(body(turns))
+    assert b'"type":"integer"' in patched(body(turns))
+    assert patched({"messages": [], 1: "x"}) == original({"messages": [], 1: "x"})  # not plain: the SDK's
+    assert patched([1, 2]) == original([1, 2])
+
+
 # --- a2a-sdk --------------------------------------------------------------------------------------
 
 
@@ -282,6 +342,14 @@ def test_private_names_devagent_calls() -> None:
     assert params(DatabaseTaskStore._ensure_initialized) == ["self"]
     assert params(DatabaseTaskStore._to_orm) == ["self", "task", "owner"]
     assert params(DatabaseTaskStore._from_orm) == ["self", "task_model"]
+    # patches/openai.py: a loose usage built by the SDK's constructor of that one field
+    from openai import _models
+
+    assert params(_models._construct_field) == ["value", "field", "key"]
+    # store/direct.py: the pooled aiosqlite connection's thread and sqlite3 connection
+    import aiosqlite
+
+    assert inspect.iscoroutinefunction(aiosqlite.Connection._execute)
     # cli.py: Typer's copy of Click's exceptions, its usage errors caught
     assert issubclass(exceptions.NoArgsIsHelpError, exceptions.UsageError)
     assert issubclass(exceptions.UsageError, exceptions.ClickException)

@@ -121,7 +121,7 @@ def build_parts(core: AgentCore, settings: A2ASettings) -> ServerParts:
     card_version = getattr(devagent, "__version__", "0.1.0")
     card = build_card(settings, card_version)
     engine = core.store.engine
-    task_store = BufferedTaskStore(DatabaseTaskStore(engine))
+    task_store = BufferedTaskStore(DatabaseTaskStore(engine), begin=core.store.begin)
     core.sweeper.add(task_store.drop_idle)
     push_store = VersionedPushConfigStore(engine)
     sender = _push_sender(core, settings, push_store, task_store)

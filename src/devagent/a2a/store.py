@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 
 from devagent.common.faults import crash_point
 from devagent.common.lru import LRU
+from devagent.store.direct import WriteConnection
 from devagent.store.tasks import Signature, TaskRows
 
 if TYPE_CHECKING:
@@ -179,9 +180,17 @@ class BufferedTaskStore(TaskStore):
     # 5 s rather than less: under load a turn lasts many seconds and every flush writes the whole
     # growing history; readers in this process see the live snapshot anyway, and a task left
     # `working` by a crash is settled as failed whatever its stored history.
-    def __init__(self, inner: DatabaseTaskStore, delay: float = 5.0) -> None:
+    def __init__(
+        self,
+        inner: DatabaseTaskStore,
+        delay: float = 5.0,
+        begin: Callable[[], contextlib.AbstractAsyncContextManager[WriteConnection]] | None = None,
+    ) -> None:
+        """`begin`: the write transaction of the core's store (`Store.begin`: direct on SQLite,
+        store/direct.py) on the same engine, for the task saves; else the engine's."""
         self.inner = inner
         self._delay = delay
+        self._begin = begin or inner.engine.begin
         self._pending: dict[str, tuple[Task, ServerCallContext]] = {}
         self._timers: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -335,7 +344,7 @@ class BufferedTaskStore(TaskStore):
             row.artifacts = artifacts  # type: ignore[assignment]
         else:
             row = inner._to_orm(task, owner)
-        async with inner.engine.begin() as conn:
+        async with self._begin() as conn:
             signature = await self._rows.upsert(conn, row)
         if signature is None:  # cannot happen: the row was just written
             self._forget(task.id)

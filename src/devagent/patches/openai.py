@@ -126,14 +126,154 @@ def validate_stream_chunks() -> None:
         return
     validate = ChatCompletionChunk.model_validate
     invalid = pydantic.ValidationError
+    construct_field: Any = None  # the SDK's constructor of one field, for a usage that is loose
+    try:
+        from openai import _models
+
+        construct_field = _models._construct_field
+        usage_field: Any = ChatCompletionChunk.model_fields["usage"]
+    except (AttributeError, KeyError):
+        construct_field = None
+
+    def loose_usage(data: dict[str, Any]) -> Any:
+        """A chunk whose only loose part is its usage (a server that leaves out `total_tokens`,
+        as many OpenAI-compatible ones do, on the last chunk of every request): the rest
+        validated, the usage built by the SDK's constructor of that field, as the SDK's
+        constructor of the whole chunk builds it. None when the rest does not validate either."""
+        try:
+            chunk = validate({**data, "usage": None}, strict=True)
+        except invalid:
+            return None
+        chunk.usage = construct_field(data["usage"], usage_field, "usage")
+        return chunk
 
     def process(self: Any, *, data: object, cast_to: Any, response: Any) -> Any:
         if cast_to is ChatCompletionChunk and type(data) is dict and not self._strict_response_validation:
             try:
                 return validate(data, strict=True)
             except invalid:
-                pass
+                if type(data.get("usage")) is dict and construct_field is not None:
+                    chunk = loose_usage(data)
+                    if chunk is not None:
+                        return chunk
         return original(self, data=data, cast_to=cast_to, response=response)
 
     process.__wrapped__ = original  # type: ignore[attr-defined]
     BaseClient._process_response_data = process  # type: ignore[method-assign]
+
+
+# Strings at least this long are remembered encoded (the instructions, tool descriptions, long
+# messages); shorter ones cost less to encode than to look up.
+LONG_STRING = 512
+ENCODED_REMEMBERED = 1024  # entries of each memo before it starts again
+
+
+@functools.cache  # applied once: a later call does nothing
+def remember_encoded_prefix() -> None:
+    """Encode the unchanged part of a request body once per session, not on every request.
+
+    Each chat-completions request is sent as JSON with the instructions (tens of KB), the tool
+    definitions and the whole transcript: the SDK's `openapi_dumps` encodes all of it every time
+    (~0.3-0.6 ms a request, a fifth of the SDK's work on a request). The same objects come back
+    request after request: the instructions are one string a session keeps, each tool's schema
+    one dict (patches/pydantic_ai.py keeps the transformed ones), the transcript's messages the
+    dicts pydantic-ai mapped once. The wrapper builds the same bytes as the SDK, key by key in
+    the same order with the same separators, but takes the JSON of a long string or of a tool's
+    schema from a memo: a string by identity (strings do not change), a schema by identity and
+    only while it is still equal to the data its JSON was made from. Anything that is not plain
+    JSON data of that shape (a non-string key, an object the SDK's encoder converts) is encoded
+    by the SDK as before. So the bytes, and a session's prompt prefix, are what the SDK sends;
+    tests/unit/test_patches.py compares them. Applied once."""
+    import json
+
+    try:  # an SDK without the function is left alone
+        from openai import _base_client
+
+        original: Any = _base_client.openapi_dumps  # type: ignore[attr-defined]
+        encoder_cls: Any = original.__globals__["_CustomEncoder"]
+    except (ImportError, AttributeError, KeyError):
+        return
+    from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+    encoder = encoder_cls(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    plain: Callable[[object], str] = encoder.encode  # what json.dumps(value, cls=..., ...) returns
+    constants = {None: "null", True: "true", False: "false"}
+
+    strings: dict[int, tuple[str, str]] = {}
+    schemas: dict[int, tuple[object, object, str]] = {}
+
+    def string(s: str) -> str:
+        if len(s) < LONG_STRING:
+            return encode_basestring(s)  # type: ignore[no-any-return]
+        hit = strings.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        if len(strings) >= ENCODED_REMEMBERED:
+            strings.clear()
+        out: str = encode_basestring(s)
+        strings[id(s)] = (s, out)
+        return out
+
+    def schema(d: object) -> str:
+        hit = schemas.get(id(d))
+        if hit is not None and hit[0] is d and hit[1] == d:
+            return hit[2]
+        out = plain(d)
+        if len(schemas) >= ENCODED_REMEMBERED:
+            schemas.clear()
+        schemas[id(d)] = (d, json.loads(out), out)
+        return out
+
+    def value(v: object) -> str:
+        kind = type(v)
+        if kind is str:
+            return string(v)  # type: ignore[arg-type]
+        if kind is bool or v is None:
+            return constants[v]  # type: ignore[index]
+        return plain(v)
+
+    def members(d: object, special: Callable[[str, object], str | None]) -> str:
+        """A dict's JSON, each value through `special` first (None: the plain encoding)."""
+        if type(d) is not dict:
+            return plain(d)
+        parts = []
+        for k, v in d.items():
+            if type(k) is not str:
+                raise _NotPlain
+            parts.append(encode_basestring(k) + ":" + (special(k, v) or value(v)))
+        return "{" + ",".join(parts) + "}"
+
+    def each(items: object, special: Callable[[str, object], str | None]) -> str:
+        if type(items) is not list:
+            return plain(items)
+        return "[" + ",".join([members(x, special) for x in items]) + "]"
+
+    def in_message(k: str, v: object) -> str | None:
+        return string(v) if k == "content" and type(v) is str else None  # type: ignore[arg-type]
+
+    def in_function(k: str, v: object) -> str | None:
+        return schema(v) if k == "parameters" else None
+
+    def in_tool(k: str, v: object) -> str | None:
+        return members(v, in_function) if k == "function" else None
+
+    def in_body(k: str, v: object) -> str | None:
+        if k == "messages":
+            return each(v, in_message)
+        return each(v, in_tool) if k == "tools" else None
+
+    def dumps(data: object) -> bytes:
+        if type(data) is dict and "messages" in data:
+            try:
+                return members(data, in_body).encode()
+            except _NotPlain:
+                pass
+        result: bytes = original(data)
+        return result
+
+    dumps.__wrapped__ = original  # type: ignore[attr-defined]
+    _base_client.openapi_dumps = dumps  # type: ignore[attr-defined,assignment]
+
+
+class _NotPlain(Exception):
+    """A body the memoized encoding does not take (the SDK's encoder takes it instead)."""

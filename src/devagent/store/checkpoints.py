@@ -29,9 +29,10 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devagent.store.db import Store
+from devagent.store.direct import WriteConnection
 
 checkpoints_table = Table(
     "devagent_checkpoints",
@@ -92,18 +93,18 @@ async def ensure_table(store: Store) -> None:
     await _engine(store)
 
 
-async def add_in(conn: AsyncConnection, session_id: str, created_at: float, data: str) -> int:
+async def add_in(conn: WriteConnection, session_id: str, created_at: float, data: str) -> int:
     """`add` in the caller's transaction (a session save's): the checkpoint's seq."""
     seq = (await conn.execute(_ADD, {"b_sid": session_id, "b_at": created_at, "b_data": data})).scalar_one()
     return int(seq)
 
 
-async def replace_data_in(conn: AsyncConnection, session_id: str, seq: int, data: str) -> None:
+async def replace_data_in(conn: WriteConnection, session_id: str, seq: int, data: str) -> None:
     """`replace_data` in the caller's transaction."""
     await conn.execute(_REPLACE, {"b_sid": session_id, "b_seq": seq, "b_data": data})
 
 
-async def delete_one_in(conn: AsyncConnection, session_id: str, seq: int) -> None:
+async def delete_one_in(conn: WriteConnection, session_id: str, seq: int) -> None:
     """Deletes one checkpoint of the session, in the caller's transaction."""
     await conn.execute(_DELETE_ONE, {"b_sid": session_id, "b_seq": seq})
 

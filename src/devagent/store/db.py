@@ -41,9 +41,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from devagent.patches.aiosqlite import one_hop_cursors
+from devagent.store.direct import DirectSQLite, WriteConnection, prepare_connection
 from devagent.store.leases import (
     Holder,
     Lease,
@@ -110,6 +111,8 @@ class Store:
             else "extract(epoch from clock_timestamp())"
         )
         self._stmts = _Statements(self._now)
+        # SQLite: the writes of a turn skip SQLAlchemy's execution layer (store/direct.py)
+        self._direct = DirectSQLite(engine) if self.is_sqlite else None
         self._usage_upsert: Any = None
         self._slots: TurnSlots | None = None
 
@@ -144,6 +147,7 @@ class Store:
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.close()
+                prepare_connection(dbapi_conn._connection._conn)
 
         async with engine.begin() as conn:
             if engine.dialect.name == "postgresql":
@@ -171,6 +175,13 @@ class Store:
                 await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _SCHEMA_LOCK})
                 await conn.commit()
 
+    def begin(self) -> contextlib.AbstractAsyncContextManager[WriteConnection]:
+        """A write transaction of this store's tables: committed when the block ends, rolled back
+        when it raises. On SQLite it runs directly on the pooled connection (store/direct.py)."""
+        if self._direct is not None:
+            return self._direct.begin()
+        return self.engine.begin()
+
     async def close(self) -> None:
         retire(self.owner)
         if self._listener is not None:
@@ -194,7 +205,7 @@ class Store:
             stmt = self._stmts.create_leased
             params.update(b_owner=self.owner, b_ttl=lease_ttl)
         try:
-            async with self.engine.begin() as conn:
+            async with self.begin() as conn:
                 await conn.execute(stmt, params)
         except IntegrityError:
             raise SessionExists(session_id) from None
@@ -244,46 +255,38 @@ class Store:
         """Take (or renew) the session's lease for `owner` unless another live process holds it.
         Returns the `Lease` (with the stored state when `known_revision` is not the stored one), or
         the `Holder` that has it. A lease whose owner died on this host is taken at once."""
-        t = sessions_table
+        stmts, sid = self._stmts, {"b_id": session_id}
         for _ in range(2):
-            async with self.engine.begin() as conn:
-                res = await conn.execute(
-                    self._stmts.claim, {"b_id": session_id, "b_owner": owner, "b_ttl": ttl}
-                )
+            async with self.begin() as conn:
+                res = await conn.execute(stmts.claim, {"b_id": session_id, "b_owner": owner, "b_ttl": ttl})
                 got = res.first()
                 if got is not None:
                     revision = int(got[0])
                     state = None
                     if revision != known_revision:
-                        raw = (await conn.execute(select(t.c.state).where(t.c.id == session_id))).scalar_one()
+                        raw = (await conn.execute(stmts.state, sid)).scalar_one()
                         state = dict(json.loads(raw))
                     return Lease(revision, state)
-                held = (
-                    await conn.execute(select(t.c.lease_owner, t.c.lease_until).where(t.c.id == session_id))
-                ).first()
+                held = (await conn.execute(stmts.holder, sid)).first()
                 if held is None:
                     raise KeyError(session_id)
                 holder = Holder(str(held[0]), float(held[1] or 0.0))
                 if not owner_is_dead(holder.owner):
                     return holder
                 # Its process is gone: free the lease (only if it is still that one's) and retry.
-                await conn.execute(
-                    update(t)
-                    .where(and_(t.c.id == session_id, t.c.lease_owner == holder.owner))
-                    .values(lease_owner=None, lease_until=None)
-                )
+                await conn.execute(stmts.free_dead, {"b_id": session_id, "b_owner": holder.owner})
         return holder
 
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool | None:
         """Extend `owner`'s lease. None: the lease is not `owner`'s any more; else whether a
         cancel was requested for the running turn."""
-        async with self.engine.begin() as conn:
+        async with self.begin() as conn:
             res = await conn.execute(self._stmts.renew, {"b_id": session_id, "b_owner": owner, "b_ttl": ttl})
             row = res.first()
         return None if row is None else bool(row[0])
 
     async def release(self, session_id: str, owner: str) -> None:
-        async with self.engine.begin() as conn:
+        async with self.begin() as conn:
             await conn.execute(self._stmts.release, {"b_id": session_id, "b_owner": owner})
 
     async def request_cancel(self, session_id: str) -> str | None:
@@ -363,7 +366,7 @@ class Store:
         release: bool = False,
         append: list[tuple[int, str]] | None = None,
         replace: list[str] | None = None,
-        also: Sequence[Callable[[AsyncConnection], Awaitable[object]]] = (),
+        also: Sequence[Callable[[WriteConnection], Awaitable[object]]] = (),
     ) -> int:
         """Write the state and, in the same transaction, append messages `(seq, json)` or replace
         the whole transcript; returns the new revision. A compare-and-set: the stored revision
@@ -379,12 +382,12 @@ class Store:
             "b_now": time.time(),
             "b_owner": owner,
         }
-        async with self.engine.begin() as conn:
+        async with self.begin() as conn:
             res = await conn.execute(self._stmts.save[owner is not None, release], params)
             if res.rowcount != 1:
                 raise StaleSession(session_id)
             if replace is not None:
-                await conn.execute(delete(messages_table).where(messages_table.c.session_id == session_id))
+                await conn.execute(self._stmts.delete_messages, {"b_id": session_id})
                 append = list(enumerate(replace))
             if append:
                 await conn.execute(
@@ -397,23 +400,19 @@ class Store:
 
     def message_write(
         self, session_id: str, seq: int, data: str
-    ) -> Callable[[AsyncConnection], Awaitable[object]]:
+    ) -> Callable[[WriteConnection], Awaitable[object]]:
         """A write (for `save(also=...)`) replacing the stored message `seq` of a session (one the
         session changed after it was stored)."""
-        stmt = (
-            update(messages_table)
-            .where(messages_table.c.session_id == session_id, messages_table.c.seq == seq)
-            .values(data=data)
-        )
+        stmt, params = self._stmts.rewrite_message, {"b_id": session_id, "b_seq": seq, "b_data": data}
 
-        async def write(conn: AsyncConnection) -> object:
-            return await conn.execute(stmt)
+        async def write(conn: WriteConnection) -> object:
+            return await conn.execute(stmt, params)
 
         return write
 
     def usage_write(
         self, identity: str, day: str, amounts: dict[str, int]
-    ) -> Callable[[AsyncConnection], Awaitable[object]]:
+    ) -> Callable[[WriteConnection], Awaitable[object]]:
         """A write (for `save(also=...)`) adding `amounts` (USAGE_KINDS) to a caller's day."""
         if self._usage_upsert is None:
             ins: Any
@@ -432,7 +431,7 @@ class Store:
         stmt = self._usage_upsert
         row = {"identity": identity, "day": day, **{k: int(amounts.get(k, 0)) for k in USAGE_KINDS}}
 
-        async def write(conn: AsyncConnection) -> None:
+        async def write(conn: WriteConnection) -> None:
             await conn.execute(stmt, row)
 
         return write
@@ -505,6 +504,21 @@ class _Statements:
             update(t).where(mine).values(lease_until=now + bindparam("b_ttl")).returning(t.c.cancel_requested)
         )
         self.release = update(t).where(mine).values(lease_owner=None, lease_until=None, cancel_requested=0)
+        # a claim's reads, and the freeing of a dead process's lease
+        self.state = select(t.c.state).where(t.c.id == sid)
+        self.holder = select(t.c.lease_owner, t.c.lease_until).where(t.c.id == sid)
+        self.free_dead = (
+            update(t)
+            .where(and_(t.c.id == sid, t.c.lease_owner == owner))
+            .values(lease_owner=None, lease_until=None)
+        )
+        m = messages_table
+        self.delete_messages = delete(m).where(m.c.session_id == sid)
+        self.rewrite_message = (
+            update(m)
+            .where(m.c.session_id == sid, m.c.seq == bindparam("b_seq"))
+            .values(data=bindparam("b_data"))
+        )
         # save: [checks the lease's owner, releases the lease]
         self.save: dict[tuple[bool, bool], Any] = {}
         for checked in (False, True):

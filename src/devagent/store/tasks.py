@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Select, Text, and_, bindparam, cast, func, inspect, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devagent.store.direct import WriteConnection
 
 Signature = tuple[Any, ...]
 
@@ -68,7 +69,7 @@ class TaskRows:
         """The parameters of `signature` and `row`."""
         return {"b_id": task_id, "b_owner": owner}
 
-    async def upsert(self, conn: AsyncConnection, row: Any) -> Signature | None:
+    async def upsert(self, conn: WriteConnection, row: Any) -> Signature | None:
         """Write the task row (an instance of the model, not attached to any session) in one
         statement; the signature of the row written."""
         params = {key: getattr(row, attr) for attr, key in self._keys}

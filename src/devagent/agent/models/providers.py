@@ -266,6 +266,7 @@ def create_model(
         if provider not in ("anthropic", "google"):  # every other builder makes an OpenAI-SDK model
             openai_patches.skip_message_transform()
             openai_patches.validate_stream_chunks()
+            openai_patches.remember_encoded_prefix()
             pydantic_ai_patches.memoize_history_mapping()
         if provider == "anthropic":
             return _anthropic(name, key, url, info, prompt_cache=prompt_cache)

@@ -601,6 +601,10 @@ def test_streamed_chunks_are_built_as_the_sdk_builds_them() -> None:
         {**head, "choices": [choice({}, "eos")]},  # not a declared finish reason: the SDK's constructor
         {**head, "choices": None},  # malformed (pydantic-ai issue 5165): the SDK's constructor
         {**head, "created": "1700000000", "choices": []},  # a string: kept as the SDK keeps it
+        # issue 39: a usage without total_tokens (loose servers): the rest validated, the usage loose
+        {**head, "choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9}},
+        {**head, "choices": [choice({}, "stop")], "usage": {"prompt_tokens": "4", "extra_tokens": 1}},
+        {**head, "created": "x", "choices": [], "usage": {"prompt_tokens": 40}},  # neither part strict
     ]
     for data in chunks:
         built = client._process_response_data(data=data, cast_to=ChatCompletionChunk, response=response)
