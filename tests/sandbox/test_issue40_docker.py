@@ -68,7 +68,11 @@ async def test_issue40_item2_serve_runs_a_turns_tools_in_a_docker_container(
 ) -> None:
     site = docker_site
     ws = site.root / "alice"
-    probe = "echo uid=$(id -u) user=$(id -un) pwd=$(pwd); cat secret.txt by-tool.txt; echo END"
+    probe = (
+        "echo uid=$(id -u) user=$(id -un) pwd=$(pwd); cat secret.txt by-tool.txt; "
+        "echo host=${DOCKER_HOST:-none}; ls /var/run/docker.sock /run/docker.sock 2>&1 | grep -c such; "
+        f"test -e {docker_daemon.folder} || echo no-daemon-folder; echo END"
+    )
     steps = [
         [call("write_file", {"path": "by-tool.txt", "content": "written by the tool\n"})],
         [shell_call(probe)],
@@ -83,6 +87,8 @@ async def test_issue40_item2_serve_runs_a_turns_tools_in_a_docker_container(
     output = tool_outputs(json.dumps(frames))
     assert f"uid={UID} user=agent pwd=/workspace" in output, output
     assert "alice's own file" in output and "written by the tool" in output and "END" in output, output
+    # no way to its daemon: no DOCKER_HOST, neither socket path (2 "No such file"), not its folder
+    assert "host=none\\n2\\nno-daemon-folder" in output, output  # the frames' JSON text
     assert "containers (docker), one per session" in log, log
     assert list(containers.values()) == [str(ws)], containers
     assert (ws / "by-tool.txt").stat().st_uid == UID
