@@ -57,7 +57,13 @@ def _text(path: Path) -> str:
 
 
 def exists(engine: str = "podman") -> bool:
-    return subprocess.run([engine, "image", "exists", tag()], capture_output=True).returncode == 0
+    return subprocess.run([engine, "image", "inspect", tag()], capture_output=True).returncode == 0
+
+
+def changes() -> list[str]:
+    """The image's settings as `import --change` takes them, in the Dockerfile form both engines
+    accept (Docker refuses Podman's USER=agent)."""
+    return ["--change", f"USER {USER}", "--change", "WORKDIR /workspace"]
 
 
 def ensure(engine: str = "podman") -> str:
@@ -72,8 +78,9 @@ def ensure(engine: str = "podman") -> str:
     return tag()
 
 
-def build(engine: str = "podman") -> float:
-    """Builds the image; returns how long it took, in seconds."""
+def build(engine: str | list[str] = "podman", env: dict[str, str] | None = None) -> float:
+    """Builds the image (`engine`: its program, or its command line); returns how long it took,
+    in seconds. `env`: the engine client's environment (Docker's DOCKER_HOST)."""
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
     if os.geteuid() != 0:
@@ -92,11 +99,13 @@ def build(engine: str = "podman") -> float:
             for item in (root / cache).glob("*.deb"):
                 item.unlink()
         tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        client = [engine] if isinstance(engine, str) else engine
         subprocess.run(
-            [engine, "import", "--change", f"USER={USER}", "--change", "WORKDIR=/workspace", "-", tag()],
+            [*client, "import", *changes(), "-", tag()],
             stdin=tar.stdout,
             check=True,
             stdout=subprocess.DEVNULL,
+            env=env,
         )
         if tar.stdout is not None:
             tar.stdout.close()

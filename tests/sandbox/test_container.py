@@ -1,4 +1,5 @@
-"""The `container` sandbox backend on real Podman (issue 40 item 2): a session's commands and
+"""The `container` sandbox backend on real Podman and real Docker (issue 40 item 2; each test runs
+on both engines, `sandbox_engine`): a session's commands and
 files live in a container of its own, under the template's limits, apart from every other
 session's, and its workspace volume outlives the container."""
 
@@ -21,6 +22,7 @@ from devagent.agent.sandbox.container import ContainerProvider, ContainerSandbox
 from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.sandbox.relay import INTERRUPTED
 from devagent.agent.tools.tty_screen import TtySize
+from tests.sandbox.conftest import EngineUnderTest
 
 Make = Callable[..., ContainerProvider]
 GUARD = 120.0  # a hang guard only: every wait below ends on an outcome long before it
@@ -294,7 +296,7 @@ from devagent.agent.sandbox.podman import Engine, Template
 
 async def main():
     templates = {"default": Template("default", sys.argv[1])}
-    provider = ContainerProvider(engine=Engine("podman"), templates=templates)
+    provider = ContainerProvider(engine=Engine(sys.argv[2]), templates=templates)
     sandbox = await provider.open("orphan", [])
     started = await sandbox.start("echo started; exec sleep 5551", stdin=True)
     said = b""
@@ -308,11 +310,17 @@ asyncio.run(main())
 
 
 async def test_issue40_item2_a_command_never_outlives_the_server_that_started_it(
-    make_provider: Make, sandbox_image: str
+    make_provider: Make, sandbox_engine: EngineUnderTest
 ) -> None:
     sandbox = await make_provider().open("orphan", [])
     server = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _DYING_SERVER, sandbox_image, stdout=asyncio.subprocess.PIPE
+        sys.executable,
+        "-c",
+        _DYING_SERVER,
+        sandbox_engine.image,
+        sandbox_engine.engine.program,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **sandbox_engine.env},
     )
     out, _ = await asyncio.wait_for(server.communicate(), GUARD)
     assert out.startswith(b"started")
@@ -410,8 +418,9 @@ async def test_issue40_item1_a_container_stopped_between_commands_is_started_and
     make_provider: Make,
 ) -> None:
     """A container stopped from outside while the server believes it runs (an operator's `podman
-    stop`): the next command finds it stopped before it began, so the container is started and
-    the command runs, once, on the same workspace; nothing is reported interrupted."""
+    stop` or `docker stop`): the next command finds it stopped before it began, so the container
+    is started and the command runs, once, on the same workspace; nothing is reported
+    interrupted."""
     provider = make_provider()
     sandbox = await provider.open("stopped-outside", [])
     assert await _out(sandbox, "echo one >> count; cat count") == "one\n"
@@ -440,3 +449,17 @@ async def test_issue40_item2_what_a_command_leaves_running_ends_with_it(make_pro
     assert "sleep 7773" in await _out(sandbox, "ps -eo args")  # another command's end left it be
     await kill_group(lasting.proc)
     os.close(lasting.input_fd)
+
+
+async def test_issue40_item2_a_file_operation_starts_a_container_stopped_from_outside(
+    make_provider: Make,
+) -> None:
+    """The blocking file operations (the core's tools call them from a thread) find the container
+    stopped from outside, start it and run once more: Podman refuses the exec with 255, Docker's
+    client with 1 (`Engine.refused`)."""
+    provider = make_provider()
+    sandbox = await provider.open("files-stopped", [])
+    await sandbox.write_atomic_async("kept.txt", b"kept")
+    await provider.engine.stop(sandbox.name, grace=0)
+    assert await asyncio.to_thread(sandbox.read_bytes, "kept.txt") == b"kept"
+    assert await provider.engine.running(sandbox.name) is True

@@ -411,15 +411,13 @@ class ContainerSandbox:
         )
         killer = ["/bin/sh", "-c", KILLER, "sh", pidfile]
         kill = self.engine.exec_argv(self.name, killer, cwd="/", env={}, user=user, stdin=False, tty=False)
-        state = self.engine.argv("container", "inspect", "--format", "{{.State.Running}}", self.name)
         return {
             "server": os.getpid(),
             "exec": run,
             "pidfile": pidfile,
             "kill": kill,
-            "state": state,
             "tty": tty is not None,
-            "start": self.engine.argv("start", self.name) if marked else [],
+            **self.engine.relay_checks(self.name),
         }
 
     async def _spawn(self, spec: Mapping[str, Any], **stdio: Any) -> asyncio.subprocess.Process:
@@ -545,7 +543,7 @@ class ContainerSandbox:
                 capture_output=True,
                 env=self.engine.client_env(),
             )
-            if done.returncode in (125, 126) and attempt == 1:  # the engine's own failure
+            if self.engine.refused(done.returncode) and attempt == 1:  # the engine's own failure
                 subprocess.run(
                     self.engine.argv("start", self.name), capture_output=True, env=self.engine.client_env()
                 )

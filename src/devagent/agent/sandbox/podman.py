@@ -4,7 +4,9 @@ sweep finds whatever a crashed server left behind.
 
 Why the command line and not a socket API: both engines document the CLI as their stable
 interface, a rootful or rootless Podman needs no service running for it, and the same arguments
-work for Docker where the two agree (flags only Podman has are left out for Docker)."""
+work for Docker where the two agree (flags only Podman has are left out for Docker: the global
+`--runtime`, given to Docker's `create` instead, `--read-only-tmpfs` and `exec --preserve-fds`).
+Docker's client reaches its daemon through DOCKER_HOST, which the client's environment keeps."""
 
 from __future__ import annotations
 
@@ -25,6 +27,13 @@ POOL_LABEL = "devagent.pool"  # "1" while a pooled container waits for a session
 WORKSPACE = "/workspace"
 CONTROL = "/tmp/.devagent"  # inside the container: the running commands' process-group files
 ENGINES = ("podman", "docker")
+# Docker's client sizes an exec's terminal only once the exec has started (its daemon's API before
+# 1.42 takes no size with it), so a command would first see 0 rows and 0 columns: a terminal's
+# command waits, up to two seconds, for the size, then becomes the command (same process).
+SIZED = (
+    'n=0; while [ $n -lt 40 ] && [ "$(stty size 2>/dev/null)" = "0 0" ]; do sleep 0.05; n=$((n + 1)); '
+    'done; exec "$@"'
+)
 ENGINE_TIMEOUT = 120.0  # seconds any one engine call may take before it is given up
 # The child environment of the engine's own client: never the server's (which holds model keys,
 # tokens and the database URL); the client needs only to find its programs and its state.
@@ -262,6 +271,27 @@ class Engine:
                 out.append(name)
         return out
 
+    def refused(self, code: int) -> bool:
+        """Whether an `exec` that ended with `code` may have been refused by the engine itself (a
+        stopped container) rather than failed in the container: Podman says 125, 126 or (a stopped
+        container) 255; Docker's client exits 1 on any of its daemon's errors."""
+        return code in (125, 126, 255) or (not self.is_podman and code == 1)
+
+    def relay_checks(self, name: str) -> dict[str, object]:
+        """How the relay (relay.py) tells, for a command's `exec` in container `name` that failed
+        with the container stopped, whether the command had begun: Podman passes it a descriptor
+        the command's wrapper writes on as it begins ("marker"); Docker passes none, so the relay
+        asks when the container last stopped ("stopped_at"): before the exec was asked for, the
+        daemon refused the exec and the command never ran. Also how it asks whether the container
+        runs ("state") and starts it ("start")."""
+        inspect = ["container", "inspect", "--format"]
+        return {
+            "state": self.argv(*inspect, "{{.State.Running}}", name),
+            "start": self.argv("start", name),
+            "marker": self.is_podman,
+            "stopped_at": [] if self.is_podman else self.argv(*inspect, "{{.State.FinishedAt}}", name),
+        }
+
     def exec_argv(
         self,
         name: str,
@@ -286,6 +316,8 @@ class Engine:
             args.append("--tty")
         for key, value in env.items():
             args += ["--env", f"{key}={value}"]
+        if tty and not self.is_podman:
+            argv = ["/bin/sh", "-c", SIZED, "sh", *argv]
         return self.argv(*args, name, *argv)
 
 

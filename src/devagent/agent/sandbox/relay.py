@@ -9,16 +9,21 @@ killing the client alone leaves the command running). SIGUSR1 means "kill it all
 When the server that started it dies, the command is killed too. When the engine's client ends
 because the container itself stopped (killed, out of memory, stopped by an operator), the relay says
 so in the command's output and exits with INTERRUPTED: the command was interrupted, and nothing
-runs it again. Where the engine passes a descriptor in (Podman), the command's wrapper first writes
-a byte on it: a container found stopped before that byte came (stopped from outside between
-commands) is started and the command run, once.
+runs it again. A container found stopped before the command began (stopped from outside between
+commands) is started and the command run, once. Whether it began: where the engine passes a
+descriptor in (Podman), the command's wrapper first writes a byte on it; where it cannot
+(Docker), the container's last stop as the engine recorded it came before the relay asked for the
+exec (the engine runs on this machine, whose clock both read; a stop recorded late errs towards
+"interrupted", never towards running a command twice).
 
 SPEC_JSON: {"server": pid, "exec": argv, "pidfile": the command's file inside (its wrapper's
 argument), "kill": argv (the signal name is appended),
 "state": argv (prints "true" while the container runs), "tty": bool, "timeout": seconds (optional:
-then SIGTERM, and SIGKILL after KILL_AFTER), "start": argv starting the container (optional: with
-it the client is given descriptor 3 for the wrapper's byte)}. Only the standard library:
-it runs isolated (-I -S), outside the virtual environment's packages."""
+then SIGTERM, and SIGKILL after KILL_AFTER), "start": argv starting the container, "marker": bool
+(the client is given descriptor 3 for the wrapper's byte), "stopped_at": argv printing when the
+container last stopped (RFC 3339; optional, used without a marker)}. Without either, a command
+whose container stopped is always taken to have begun. Only the standard library: it runs
+isolated (-I -S), outside the virtual environment's packages."""
 
 from __future__ import annotations
 
@@ -46,12 +51,16 @@ def main(spec: dict[str, object]) -> int:
     ends_at = time.monotonic() + float(timeout) if isinstance(timeout, int | float) else None
     retried = False
     while True:
+        asked_at = time.time()
         child, marker = _exec(spec)
         code, signalled = _supervise(spec, child, pending, ends_at)
-        began = marker < 0 or _began(marker)
+        began = _began(marker) if marker >= 0 else None
         if code != 0 and not _running(spec):
-            # Found stopped before the command began (the marker never came): the container is
-            # started and the command run, once. One that had begun is never run again.
+            # Found stopped before the command began (the marker never came, or the container
+            # stopped before the exec was asked for): the container is started and the command
+            # run, once. One that had begun, or may have, is never run again.
+            if began is None:
+                began = not _stopped_before(spec, asked_at)
             if not (began or signalled or retried) and _start(spec):
                 retried = True
                 continue
@@ -61,10 +70,10 @@ def main(spec: dict[str, object]) -> int:
 
 
 def _exec(spec: dict[str, object]) -> tuple[subprocess.Popen[bytes], int]:
-    """The engine's client running the command; with a "start" in the spec, the read end of the
+    """The engine's client running the command; with "marker" in the spec, the read end of the
     pipe on whose descriptor 3 the command's wrapper writes a byte as it begins (else -1)."""
     tty = bool(spec.get("tty"))
-    if not spec.get("start"):
+    if not spec.get("marker") or not spec.get("start"):
         child = subprocess.Popen(
             list(spec["exec"]),  # type: ignore[call-overload]
             start_new_session=True,
@@ -142,6 +151,26 @@ def _began(marker: int) -> bool:
         return False
     finally:
         os.close(marker)
+
+
+def _stopped_before(spec: dict[str, object], moment: float) -> bool:
+    """Whether the container last stopped, by the engine's record, before `moment` (this
+    machine's clock); False when that cannot be told."""
+    if not spec.get("stopped_at"):
+        return False
+    from datetime import datetime
+
+    try:
+        done = subprocess.run(
+            list(spec["stopped_at"]),  # type: ignore[call-overload]
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
+        stopped = datetime.fromisoformat(done.stdout.decode().strip()).timestamp()
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return False
+    return done.returncode == 0 and 0 < stopped < moment  # never stopped: year 1, negative
 
 
 def _start(spec: dict[str, object]) -> bool:
