@@ -40,6 +40,7 @@ from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
 from devagent.a2a.rest_binding import RestContentType, rest_binding_routes
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import StreamLimit, StreamSlots
+from devagent.a2a.worker_routes import WorkerDoor, parse_worker_tokens
 from devagent.common import scrub
 from devagent.console import console_routes
 from devagent.console.signin import SignIn
@@ -276,6 +277,16 @@ def _signin(parts: ServerParts) -> SignIn | None:
     return SignIn(oidc, parts.settings.base_url, callers.oidc)
 
 
+def _worker_door(parts: ServerParts) -> WorkerDoor:
+    """The workers' routes (/workers/v1/), behind the workers' own tokens."""
+    config = parts.core.config
+    return WorkerDoor(
+        lambda: parts.core.store.workers,
+        parse_worker_tokens(config.worker_tokens),
+        config.worker_lease_seconds,
+    )
+
+
 def _routes(parts: ServerParts) -> list[BaseRoute]:
     settings = parts.settings
     return [
@@ -287,6 +298,7 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         # the card per protocol version, with caching headers
         *(Route(path, CardApp(settings, parts.card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
+        *_worker_door(parts).routes(),
         Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
         *(
             console_routes(
@@ -322,7 +334,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
     a2a_sdk.mend_v03_conversions(plain_numbers)
     settings.resolve_grpc_port()
-    scrub.remember([*settings.tokens, settings.metrics_token])  # never quoted in error text
+    worker_tokens = parse_worker_tokens(core.config.worker_tokens)
+    scrub.remember([*settings.tokens, settings.metrics_token, *worker_tokens])  # never quoted in error text
     parts = build_parts(core, settings)
     app = Starlette(routes=_routes(parts), lifespan=_lifespan(parts), middleware=_middleware(parts))
     app.state.handler = parts.handler
