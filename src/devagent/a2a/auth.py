@@ -195,6 +195,12 @@ async def _refuse(
     await send_json(send, 401, payload, (b"www-authenticate", _challenge(scope, header, metadata_url)))
 
 
+def _unguarded(path: str) -> bool:
+    """The public paths, and the workers' door, which checks the workers' own tokens
+    (worker_routes.py) and accepts no caller's."""
+    return path in PUBLIC_PATHS or is_public_path(path) or path.startswith(WORKERS_PREFIX)
+
+
 class BearerAuth:
     """Every route but the public ones needs `Authorization: Bearer <token>`. The token's
     identity becomes the A2A user, which owns the tasks it creates; an operator of the IdP's
@@ -210,11 +216,7 @@ class BearerAuth:
         self._metadata_url = metadata_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope["path"]
-        # The workers' door checks the workers' own tokens (worker_routes.py), which no other
-        # route accepts; callers' tokens are not accepted there.
-        public = path in PUBLIC_PATHS or is_public_path(path) or path.startswith(WORKERS_PREFIX)
-        if scope["type"] != "http" or public:
+        if scope["type"] != "http" or _unguarded(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = _authorization(scope)
