@@ -74,3 +74,93 @@ async def test_issue41_item1_a_turn_runs_its_shell_commands_on_a_worker(site: Wo
     for secret in ("sk-leak-model-key", CALLER, WORKER_TOKEN, "sqlite+aiosqlite", "DEVAGENT_"):
         assert secret not in output, secret
     assert list((site.root / "alice").iterdir()) == []  # the workspace is the worker's
+
+
+class FifoCounter:
+    """A FIFO in a folder the workers' sandboxes see (read-only: a FIFO still opens for
+    writing there): every line a command writes into it is counted here, by a reader that
+    holds it open from the start (so a writer never waits)."""
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path, 0o666)
+        os.chmod(path, 0o666)
+        self.path = path
+        self.lines: list[str] = []
+        self._fd = os.open(path, os.O_RDWR)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buffer = b""
+        while True:
+            try:
+                chunk = os.read(self._fd, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                self.lines.append(line.decode())
+
+    async def first_line(self) -> str:
+        for _ in range(int(WITHIN / 0.05)):  # a hang guard only: the line comes when it comes
+            if self.lines:
+                return self.lines[0]
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"nothing was written into {self.path}")
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def release_blocked(fifo: Path) -> None:
+    """Lets a command still blocked reading `fifo` go (a cleanup; a kill leaves none)."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # no reader left
+    os.close(fd)
+
+
+async def test_issue41_item2_worker_killed_mid_command_interrupts_the_call_and_the_next_runs_on_the_other(
+    site: WorkerSite,
+) -> None:
+    """issue 41 item 2: two workers; the command of the session's second call blocks on a FIFO
+    the test controls, after changing the workspace. The worker holding the session is SIGKILLed
+    from outside while it runs. That call is reported interrupted and never runs again (the
+    side-effect counter, a FIFO the command writes its start into, holds one line); the session's
+    next call runs on the other worker, in the workspace as of the last finished call (the first
+    call's file is there, the interrupted call's change is not)."""
+    started = FifoCounter(site.shared / "started")
+    go = site.shared / "go"
+    os.mkfifo(go, 0o666)
+    os.chmod(go, 0o666)
+    steps = [
+        [shell_call("echo first > a.txt; echo ONE")],
+        [shell_call(f"echo partial > c.txt; pwd > {started.path}; cat {go}; echo NEVER")],
+        [shell_call("pwd; cat a.txt; test -e c.txt && echo HAS-C || echo NO-C; echo AFTER")],
+        [{"text": "done"}],
+    ]
+    model = script(site.tmp / "s.json", steps)
+    try:
+        with site.server(model) as s, site.worker(s, "w1") as w1, site.worker(s, "w2") as w2:
+            w1.wait_connected()
+            w2.wait_connected()
+            running = asyncio.ensure_future(turn(s.url, "go", site.root / "alice"))
+            holder_folder = await started.first_line()
+            holder, other = (w1, w2) if holder_folder.startswith(str(w1.state_dir)) else (w2, w1)
+            assert holder_folder.startswith(str(holder.state_dir)), holder_folder
+            holder.kill()
+            frames = await asyncio.wait_for(running, WITHIN * 2)
+    finally:
+        release_blocked(go)
+        started.close()
+    output = tool_outputs(json.dumps(frames))
+    assert "ONE" in output
+    assert "interrupted and is not run again" in output, output
+    assert "NEVER" not in output
+    after = next(line for line in output.splitlines() if "AFTER" in line)  # the third call's result
+    assert str(other.state_dir) in after and "first" in after and "NO-C" in after, output
+    assert started.lines == [holder_folder]  # the interrupted command ran once, never again
