@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +23,7 @@ import pytest
 
 from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.test_hostile import script, tool_outputs
-from tests.core_helpers import call, shell_call
+from tests.core_helpers import shell_call
 from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
 from tests.workers.netns import exists, isolated
 
@@ -164,3 +164,143 @@ async def test_issue41_item2_worker_killed_mid_command_interrupts_the_call_and_t
     after = next(line for line in output.splitlines() if "AFTER" in line)  # the third call's result
     assert str(other.state_dir) in after and "first" in after and "NO-C" in after, output
     assert started.lines == [holder_folder]  # the interrupted command ran once, never again
+
+
+def devagent_cli(site: WorkerSite, *args: str) -> str:
+    done = subprocess.run(
+        [*DEVAGENT, *args, "--db", site.db_url], capture_output=True, text=True, env=site.env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def bearer(token: str, worker: str = "") -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", **({"X-Devagent-Worker": worker} if worker else {})}
+
+
+async def test_issue41_item3_tokens_kept_apart_results_fenced_and_revoked_without_restart(
+    site: WorkerSite,
+) -> None:
+    """issue 41 item 3: a worker's token is refused on the callers' endpoints (A2A, /metrics) and
+    a caller's on the workers' door; a registered worker's result or output for a call another
+    worker holds is refused (the call's result stays the real worker's); a token added to the
+    store (`devagent workers token add`) opens the door at once, and once revoked (`... revoke`)
+    it is refused on the next request and its running worker stops, the server never restarted."""
+    model = script(site.tmp / "s.json", [[shell_call("echo REAL")], [{"text": "done"}]])
+    with site.server(model) as s, site.worker(s, "w1", netns=False) as w1:
+        w1.wait_connected()
+        frames = await turn(s.url, "go", site.root / "alice")
+        assert "REAL" in tool_outputs(json.dumps(frames))
+        async with httpx.AsyncClient(base_url=s.url, timeout=60) as c:
+            msg = {"message": v03_message("hi", settings={"workspace_path": str(site.root / "alice")})}
+            assert (
+                await c.post("/", json=rpc("message/send", msg), headers=bearer(WORKER_TOKEN))
+            ).status_code == 401
+            assert (await c.get("/metrics", headers=bearer(WORKER_TOKEN))).status_code == 401
+            hello = {"worker": "intruder-1", "pool": "default", "templates": ["default"], "capacity": 1}
+            r = await c.post("/workers/v1/hello", json=hello, headers=bearer(CALLER))
+            assert r.status_code == 401
+            r = await c.post("/workers/v1/poll", json={"wait": 0}, headers=bearer(CALLER, "intruder-1"))
+            assert r.status_code == 401
+            stored = devagent_cli(site, "workers", "token", "add", "intruder")
+            assert (await c.post("/workers/v1/hello", json=hello, headers=bearer(stored))).status_code == 200
+            as_intruder = bearer(stored, "intruder-1")
+            done = {"code": 0, "result": None, "error": None, "snapshot": None}
+            assert (
+                await c.post("/workers/v1/calls/1/done", json=done, headers=as_intruder)
+            ).status_code == 409
+            r = await c.post(
+                "/workers/v1/calls/1/output", params={"seq": 99}, content=b"forged", headers=as_intruder
+            )
+            assert r.status_code == 409
+            # the worker's own token, another worker's name: not registered under it
+            r = await c.post(
+                "/workers/v1/calls/1/done", json=done, headers=bearer(WORKER_TOKEN, "intruder-1")
+            )
+            assert r.status_code == 409
+            with site.worker(s, "w-stored", netns=False, token=stored) as w2:
+                w2.wait_connected()
+                assert "revoked intruder" in devagent_cli(site, "workers", "token", "revoke", "intruder")
+                r = await c.post("/workers/v1/poll", json={"wait": 0}, headers=as_intruder)
+                assert r.status_code == 401
+                assert w2.proc.wait(WITHIN) == 1  # refused on its next poll: it stops
+            assert "refused this worker" in w2.log_text()
+            assert "intruder\tpool=*\trevoked" in devagent_cli(site, "workers", "token", "list")
+    assert w1.proc.returncode == 0  # stopped at the end, never refused
+
+
+def test_issue41_item1_a_workers_namespace_reaches_the_server_and_not_the_database(
+    site: WorkerSite,
+) -> None:
+    """issue 41 (how to test): from inside a worker's namespace the server's port answers, and
+    PostgreSQL's 127.0.0.1:5432 (and the host's 5432 through the veth) does not; the namespace
+    is gone afterwards."""
+    probe = (
+        "import socket, sys\n"
+        "for host, port in [(h, int(p)) for h, p in (a.split(':') for a in sys.argv[1:])]:\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=3).close(); print(host, port, 'open')\n"
+        "    except OSError as e:\n"
+        "        print(host, port, 'closed', type(e).__name__)\n"
+    )
+    model = script(site.tmp / "s.json", [[{"text": "done"}]])
+    with site.server(model) as s:
+        port = int(s.url.rstrip("/").rsplit(":", 1)[1])
+        with isolated(port) as ns:
+            targets = [f"{ns.host}:{port}", "127.0.0.1:5432", f"{ns.host}:5432", "127.0.0.1:" + str(port)]
+            done = subprocess.run(
+                ns.argv([sys.executable, "-c", probe, *targets]), capture_output=True, text=True, timeout=60
+            )
+            name = ns.name
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{ns.host} {port} open", done
+    assert all(" closed " in line for line in lines[1:]) and len(lines) == 4, done
+    assert not exists(name)
+
+
+async def test_issue41_item1_file_operations_reach_the_workers_workspace(site: WorkerSite) -> None:
+    """issue 41 item 1: the worker backend's awaitable file operations (what the file tools use
+    where `files_here` is False) run on the worker, confined to the session's workspace: write,
+    read, list, stat, delete; a missing file is FileNotFoundError, a path outside a SandboxError;
+    a command run in the same sandbox sees what they wrote."""
+    from types import SimpleNamespace
+
+    from devagent.agent.sandbox.base import Limits, SandboxError
+    from devagent.agent.sandbox.worker import WorkerProvider
+
+    config = SimpleNamespace(db_url=site.db_url, worker_lease_seconds=3, worker_wait_seconds=60)
+    model = script(site.tmp / "s.json", [[{"text": "done"}]])
+    ws = site.root / "alice"
+    with site.server(model) as s, site.worker(s, "w1") as w1:
+        w1.wait_connected()
+        provider = WorkerProvider(config)
+        try:
+            sb = provider.for_session("files-session", [ws])
+            assert sb.files_here is False
+            await sb.write_atomic_async(ws / "d" / "x.txt", b"hello worker\n")
+            assert await sb.read_bytes_async("d/x.txt") == b"hello worker\n"
+            assert await sb.list_dir_async("d") == ["x.txt"]
+            st = await sb.stat_async(ws / "d" / "x.txt")
+            assert st is not None and st.st_size == 13
+            assert await sb.stat_async("d/none") is None
+            with pytest.raises(FileNotFoundError):
+                await sb.read_bytes_async("d/none")
+            with pytest.raises(SandboxError):
+                await sb.read_bytes_async("/etc/passwd")
+            started = await sb.start("cat d/x.txt; pwd", cwd=str(ws), env={}, limits=Limits())
+            output = await asyncio.to_thread(read_to_end, started.output_fd)
+            assert await started.proc.wait() == 0
+            assert b"hello worker" in output and str(w1.state_dir).encode() in output
+            await sb.delete_async("d/x.txt")
+            assert await sb.list_dir_async("d") == []
+        finally:
+            await provider.close()
+    assert list(ws.iterdir()) == []
+
+
+def read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
