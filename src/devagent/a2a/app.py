@@ -240,11 +240,13 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def _metrics_endpoint(metrics: Metrics) -> Callable[[Request], Any]:
+def _metrics_endpoint(metrics: Metrics, core: AgentCore) -> Callable[[Request], Any]:
     async def metrics_endpoint(request: Request) -> Response:
         """Prometheus exposition (behind the bearer auth, like every route but the card): each
-        caller's spend only for the operator's metrics token, the totals for callers' tokens."""
+        caller's spend only for the operator's metrics token, the totals for callers' tokens;
+        the workers as the store has them."""
         reader = "metrics" in getattr(request.scope.get("auth"), "scopes", ())
+        metrics.count_workers(await core.store.workers.overview(core.config.worker_lease_seconds))
         data, content_type = metrics.exposition(per_identity=reader)
         return Response(data, media_type=content_type)
 
@@ -299,7 +301,7 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         *(Route(path, CardApp(settings, parts.card_version)) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         *_worker_door(parts).routes(),
-        Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
+        Route("/metrics", _metrics_endpoint(parts.metrics, parts.core), methods=["GET"]),
         *(
             console_routes(
                 parts.core,
