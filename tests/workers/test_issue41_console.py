@@ -23,6 +23,15 @@ from tests.workers.conftest import WITHIN
 WORKER_TOKEN = "console-worker-token"
 
 
+def spawn_worker(url: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
+    env.update({"DEVAGENT_WORKER_TOKEN": WORKER_TOKEN, "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    argv = [sys.executable, "-m", "devagent", "worker", "--server", url, "--capacity", "3"]
+    argv += ["--state-dir", str(tmp_path / "w1")]
+    with (tmp_path / "w1.log").open("wb") as log:
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 async def workers(c: httpx.AsyncClient, url: str, token: str) -> tuple[int, Any]:
     r = await c.get(url + "ui/api/workers", headers={"Authorization": f"Bearer {token}"})
     return r.status_code, r.json()
@@ -41,14 +50,7 @@ async def test_issue41_item5_console_and_metrics_show_the_workers_to_the_operato
             "core_kw": {"worker_tokens": (f"w1={WORKER_TOKEN}",), "worker_lease_seconds": 3},
         }
         async with running_server(script([[{"text": "hi"}]]), sqlite_url, workspace, **kw) as srv:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
-            env.update(
-                {"DEVAGENT_WORKER_TOKEN": WORKER_TOKEN, "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-            )
-            argv = [sys.executable, "-m", "devagent", "worker", "--server", srv.url, "--capacity", "3"]
-            argv += ["--state-dir", str(tmp_path / "w1")]
-            log = (tmp_path / "w1.log").open("wb")
-            proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = spawn_worker(srv.url, tmp_path)
             provider = WorkerProvider(
                 SimpleNamespace(db_url=sqlite_url, worker_lease_seconds=3, worker_wait_seconds=WITHIN)
             )
@@ -84,4 +86,3 @@ async def test_issue41_item5_console_and_metrics_show_the_workers_to_the_operato
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait(30)
-                log.close()
