@@ -306,6 +306,20 @@ def console_routes(
 
     patch = _patch_handler(core, session_id_for)
 
+    workers = _workers_handler(core)
+
+    return [
+        *_page_routes(),
+        *signin_routes(signin),
+        Route(_API + "/me", me, methods=["GET"]),
+        Route(_API + "/sessions", sessions, methods=["GET"]),
+        Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
+        Route(_API + "/sessions/{context_id}/patch", patch, methods=["GET"]),
+        Route(_API + "/workers", workers, methods=["GET"]),
+    ]
+
+
+def _workers_handler(core: AgentCore) -> Callable[[Request], Awaitable[Response]]:
     async def workers(request: Request) -> Response:
         """The workers (sandbox_backend = worker) for the operator: alive, sessions held, load."""
         if not _operator(request):
@@ -329,15 +343,7 @@ def console_routes(
         ]
         return _json({"workers": shown})
 
-    return [
-        *_page_routes(),
-        *signin_routes(signin),
-        Route(_API + "/me", me, methods=["GET"]),
-        Route(_API + "/sessions", sessions, methods=["GET"]),
-        Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
-        Route(_API + "/sessions/{context_id}/patch", patch, methods=["GET"]),
-        Route(_API + "/workers", workers, methods=["GET"]),
-    ]
+    return workers
 
 
 def _patch_handler(
