@@ -156,7 +156,8 @@ class WorkerDoor:
         return JSONResponse({"lease_seconds": self.ttl, "longest_poll": LONGEST_POLL})
 
     async def poll(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:
-        """Renews the worker's leases and waits (up to `wait` seconds) for calls to take."""
+        """Renews the worker's leases and waits (up to `wait` seconds) for calls to take; says
+        which of its running commands no replica follows any more (to be killed)."""
         worker = request.headers["x-devagent-worker"]
         body = await request.json()
         wait = min(float(body.get("wait", LONGEST_POLL)), LONGEST_POLL)
@@ -164,8 +165,10 @@ class WorkerDoor:
         while True:
             held = await q.heartbeat(worker, self.ttl)
             calls = await q.take(worker)
-            if calls or time.monotonic() >= deadline or await request.is_disconnected():
-                return JSONResponse({"held": held, "calls": [_call_json(c) for c in calls]})
+            orphans = await q.orphans(worker)
+            if calls or orphans or time.monotonic() >= deadline or await request.is_disconnected():
+                body = {"held": held, "calls": [_call_json(c) for c in calls], "orphans": orphans}
+                return JSONResponse(body)
             await q.wait(f"w:{worker}", min(1.0, max(0.0, deadline - time.monotonic())))
 
     async def leave(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:

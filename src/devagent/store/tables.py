@@ -162,6 +162,9 @@ worker_calls_table = Table(
     Column("error", Text, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # Until when a replica follows the command (its relay renews this while it runs): a command
+    # nobody follows any more (its replica died) is killed by its worker.
+    Column("watched_until", Float, nullable=True),
     Index("devagent_worker_calls_worker", "worker", "state"),
 )
 

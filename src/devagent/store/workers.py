@@ -465,9 +465,16 @@ class WorkerQueue:
         return row is not None
 
     async def submit(
-        self, session_id: str, grant: Grant, kind: str, spec: dict[str, Any], data: bytes | None = None
+        self,
+        session_id: str,
+        grant: Grant,
+        kind: str,
+        spec: dict[str, Any],
+        data: bytes | None = None,
+        watch: float | None = None,
     ) -> int:
-        """Queues a call for the grant's worker; its id."""
+        """Queues a call for the grant's worker; its id. `watch`: seconds the caller follows it
+        before it must say so again (`watch`), else its worker kills it."""
         c = worker_calls_table
         async with self._engine.begin() as conn:
             now = await self._clock(conn)
@@ -482,6 +489,7 @@ class WorkerQueue:
                     state="queued",
                     created_at=now,
                     updated_at=now,
+                    watched_until=now + watch if watch is not None else None,
                 )
             )
             key = done.inserted_primary_key
@@ -489,6 +497,28 @@ class WorkerQueue:
             call_id = int(key[0])
             await self._notify(conn, f"w:{grant.worker}")
         return call_id
+
+    async def watch(self, call_id: int, seconds: float) -> None:
+        """The caller still follows the call (its relay runs)."""
+        c = worker_calls_table
+        async with self._engine.begin() as conn:
+            await conn.execute(update(c).where(c.c.id == call_id).values(watched_until=self._now + seconds))
+
+    async def orphans(self, worker: str) -> list[int]:
+        """The worker's running commands that no replica follows any more."""
+        c = worker_calls_table
+        async with self._engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(c.c.id).where(
+                        c.c.worker == worker,
+                        c.c.state == "taken",
+                        c.c.watched_until.is_not(None),
+                        c.c.watched_until < self._now,
+                    )
+                )
+            ).all()
+        return [int(r[0]) for r in rows]
 
     async def call(self, call_id: int) -> CallRow | None:
         c = worker_calls_table

@@ -39,12 +39,19 @@ class ServerClient:
         """The request, sent again after each transport failure until the server answers;
         Refused for an answer other than 2xx."""
         pause = 0.2
+        why = ""
         while True:
             try:
                 r = await self._http.request(method, PREFIX + path, **kwargs)
+                unavailable = r.status_code in (502, 503, 504)  # a balancer without a live replica
             except httpx.TransportError as e:
+                unavailable, r = True, None
+                why = type(e).__name__
+            if unavailable or r is None:
                 if self.connected:
-                    log.warning("the server cannot be reached (%s): trying again", type(e).__name__)
+                    log.warning(
+                        "the server cannot be reached (%s): trying again", why if r is None else r.status_code
+                    )
                 self.connected = False
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 3.0)

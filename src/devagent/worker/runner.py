@@ -59,6 +59,8 @@ class Runner:
                 await self.hello()  # not registered (a new database, or stopped): again
                 continue
             await self._reconcile(got.get("held") or {})
+            for call_id in got.get("orphans") or []:
+                self.hosted.kill_call(int(call_id))  # its replica died: nobody follows it
             for call in got.get("calls") or []:
                 task = asyncio.get_running_loop().create_task(self._handle(call))
                 self._tasks.add(task)

@@ -166,6 +166,13 @@ class Hosted:
                 os.close(started.input_fd)
         return await started.proc.wait()
 
+    def kill_call(self, call_id: int) -> None:
+        """A running command nobody follows any more (its replica died) is killed."""
+        for held in self.sessions.values():
+            started = held.running.get(call_id)
+            if started is not None:
+                signal_group(started.proc.pid, signal.SIGKILL)
+
     def signal(self, held: HostedSession, spec: dict[str, Any]) -> None:
         started = held.running.get(int(spec["call"]))
         if started is not None:

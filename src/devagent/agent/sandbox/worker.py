@@ -286,7 +286,7 @@ class WorkerSandbox:
             "processes": limits.processes,
         }
         q, grant = await self.grant()
-        call_id = await q.submit(self.session_id, grant, "exec", spec)
+        call_id = await q.submit(self.session_id, grant, "exec", spec, watch=self.provider.ttl)
         ours, theirs = socket.socketpair()
         try:
             proc, read_fd, input_fd = await self._spawn_relay(theirs, piped, tty, streams)
@@ -295,7 +295,7 @@ class WorkerSandbox:
             raise
         finally:
             theirs.close()
-        pump = _Pump(q, grant, self.session_id, call_id, ours)
+        pump = _Pump(q, grant, self.session_id, call_id, ours, self.provider.ttl)
         asyncio.get_running_loop().create_task(pump.run())
         supervised = piped or lasting
         return Started(proc, read_fd, input_fd, sandboxed=True, supervised=supervised, tty=tty)
@@ -335,10 +335,12 @@ class _Pump:
     call ends (its exit code to the relay) or the relay does (the command killed on the worker)."""
 
     def __init__(
-        self, q: WorkerQueue, grant: Grant, session_id: str, call_id: int, sock: socket.socket
+        self, q: WorkerQueue, grant: Grant, session_id: str, call_id: int, sock: socket.socket, ttl: float
     ) -> None:
         self.q, self.grant, self.session_id, self.call_id = q, grant, session_id, call_id
         self.sock = sock
+        self.ttl = ttl
+        self.watched = time.monotonic()
         self.seq = 0
         self.relay_gone = False
 
@@ -376,6 +378,9 @@ class _Pump:
                         await loop.sock_sendall(self.sock, b"O" + struct.pack(">I", len(note)) + note)
                 return INTERRUPTED
             await self.q.end_if_lost(self.session_id, self.grant)
+            if not self.relay_gone and time.monotonic() - self.watched > self.ttl / 3:
+                self.watched = time.monotonic()
+                await self.q.watch(self.call_id, self.ttl)  # followed: its worker lets it run
             await self.q.wait(f"c:{self.call_id}", 1.0)
 
     async def _from_relay(self) -> None:
