@@ -151,7 +151,8 @@ StartCluster = Callable[..., Awaitable[Cluster]]
 
 @pytest.fixture
 async def start_cluster(pg_database: str, workspace: Path, tmp_path: Path) -> AsyncIterator[StartCluster]:
-    """`await start_cluster(model, n=3, approval=None, together=False, env=None)`: n replicas on
+    """`await start_cluster(model, n=3, approval=None, together=False, env=None, sandbox=False)`:
+    n replicas (`sandbox`: with their sandbox on, as a worker backend needs) on
     the test's database (workspace root: the parent of `workspace`) and the balancer in front.
     By default the first replica starts alone (it creates the schema), then the others at once;
     `together=True` starts all of them at the same moment."""
@@ -165,6 +166,7 @@ async def start_cluster(pg_database: str, workspace: Path, tmp_path: Path) -> As
         approval: str | None = None,
         together: bool = False,
         env: dict[str, str] | None = None,
+        sandbox: bool = False,
     ) -> Cluster:
         args = ["--db", pg_database, "--workspace-root", str(workspace.parent), "--token", TOKEN]
         args += ["--model", model]
@@ -174,7 +176,7 @@ async def start_cluster(pg_database: str, workspace: Path, tmp_path: Path) -> As
             args += ["--lease-seconds", str(LEASE_SECONDS)]
         # The tests look at the commands' processes by the pids the commands print, which a
         # sandbox's own pid namespace would renumber (the sandbox is tested in test_sandbox.py).
-        args += ["--no-sandbox"]
+        args += ["--sandbox" if sandbox else "--no-sandbox"]
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_")}
         full_env.update({"PYTHONUNBUFFERED": "1", "DEVAGENT_LEASE_SECONDS": str(LEASE_SECONDS)})
         full_env.update(env or {})

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tests.a2a.procs import TOKEN as OPS
 from tests.a2a.procs import Serve, start_serve
+from tests.replicas.conftest import pg_database, start_cluster  # noqa: F401 (the replicas' fixtures, for test_issue41_replicas)
 from tests.workers.netns import Netns, isolated
 
 DEVAGENT = [sys.executable, "-m", "devagent"]

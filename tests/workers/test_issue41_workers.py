@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import shell_call
 from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
+from tests.workers.fifos import FifoCounter, release_blocked
 from tests.workers.netns import exists, isolated
 
 
@@ -74,54 +74,6 @@ async def test_issue41_item1_a_turn_runs_its_shell_commands_on_a_worker(site: Wo
     for secret in ("sk-leak-model-key", CALLER, WORKER_TOKEN, "sqlite+aiosqlite", "DEVAGENT_"):
         assert secret not in output, secret
     assert list((site.root / "alice").iterdir()) == []  # the workspace is the worker's
-
-
-class FifoCounter:
-    """A FIFO in a folder the workers' sandboxes see (read-only: a FIFO still opens for
-    writing there): every line a command writes into it is counted here, by a reader that
-    holds it open from the start (so a writer never waits)."""
-
-    def __init__(self, path: Path) -> None:
-        os.mkfifo(path, 0o666)
-        os.chmod(path, 0o666)
-        self.path = path
-        self.lines: list[str] = []
-        self._fd = os.open(path, os.O_RDWR)
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        buffer = b""
-        while True:
-            try:
-                chunk = os.read(self._fd, 4096)
-            except OSError:
-                return
-            if not chunk:
-                return
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                self.lines.append(line.decode())
-
-    async def first_line(self) -> str:
-        for _ in range(int(WITHIN / 0.05)):  # a hang guard only: the line comes when it comes
-            if self.lines:
-                return self.lines[0]
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"nothing was written into {self.path}")
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-def release_blocked(fifo: Path) -> None:
-    """Lets a command still blocked reading `fifo` go (a cleanup; a kill leaves none)."""
-    try:
-        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError:
-        return  # no reader left
-    os.close(fd)
 
 
 async def test_issue41_item2_worker_killed_mid_command_interrupts_the_call_and_the_next_runs_on_the_other(
