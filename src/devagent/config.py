@@ -79,6 +79,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "worker_template": ("DEVAGENT_WORKER_TEMPLATE", "worker_template"),
     "worker_lease_seconds": ("DEVAGENT_WORKER_LEASE_SECONDS", "worker_lease_seconds"),
     "worker_wait_seconds": ("DEVAGENT_WORKER_WAIT_SECONDS", "worker_wait_seconds"),
+    "worker_poll_seconds": ("DEVAGENT_WORKER_POLL_SECONDS", "worker_poll_seconds"),
     "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),

@@ -75,6 +75,7 @@ async def test_issue41_item2_replica_killed_mid_command_the_other_replica_goes_o
         "DEVAGENT_SANDBOX_BACKEND": "worker",
         "DEVAGENT_WORKER_TOKENS": f"w={WORKER_TOKEN}",
         "DEVAGENT_WORKER_LEASE_SECONDS": "3",
+        "DEVAGENT_WORKER_POLL_SECONDS": "1",  # the balancer does not close a poll its client left
     }
     cl = await start_cluster(script(steps), n=2, approval="yolo", env=env, sandbox=True)
     worker = spawn_worker(cl.url, tmp_path)

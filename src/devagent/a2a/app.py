@@ -286,6 +286,7 @@ def _worker_door(parts: ServerParts) -> WorkerDoor:
         lambda: parts.core.store.workers,
         parse_worker_tokens(config.worker_tokens),
         config.worker_lease_seconds,
+        config.worker_poll_seconds,
     )
 
 

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from devagent.store.workers import CallRow, WorkerQueue
 
 PREFIX = "/workers/v1"
-LONGEST_POLL = 25.0  # seconds a poll is held open at most (below proxies' idle limits)
 MAX_SNAPSHOT = 512 * 2**20
 
 
@@ -105,11 +104,16 @@ class WorkerDoor:
     """The routes, over the core's store and its settings (`lease_seconds`: worker_lease_seconds)."""
 
     def __init__(
-        self, queue: Callable[[], WorkerQueue], static_tokens: dict[str, str], lease_seconds: float
+        self,
+        queue: Callable[[], WorkerQueue],
+        static_tokens: dict[str, str],
+        lease_seconds: float,
+        poll_seconds: float = 25.0,
     ) -> None:
         self.queue = queue
         self.tokens = WorkerTokens(static_tokens, queue)
         self.ttl = lease_seconds
+        self.longest_poll = poll_seconds  # below proxies' idle limits
 
     def routes(self) -> list[Route]:
         return [
@@ -153,14 +157,14 @@ class WorkerDoor:
         if known is not None and known[0] != caller.token_name:
             return _refused(409, "this worker name is another token's")
         await q.hello(worker, caller.token_name, pool, templates, capacity, str(body.get("backend", "local")))
-        return JSONResponse({"lease_seconds": self.ttl, "longest_poll": LONGEST_POLL})
+        return JSONResponse({"lease_seconds": self.ttl, "longest_poll": self.longest_poll})
 
     async def poll(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:
         """Renews the worker's leases and waits (up to `wait` seconds) for calls to take; says
         which of its running commands no replica follows any more (to be killed)."""
         worker = request.headers["x-devagent-worker"]
         body = await request.json()
-        wait = min(float(body.get("wait", LONGEST_POLL)), LONGEST_POLL)
+        wait = min(float(body.get("wait", self.longest_poll)), self.longest_poll)
         deadline = time.monotonic() + wait
         while True:
             held = await q.heartbeat(worker, self.ttl)

@@ -134,6 +134,9 @@ class CoreConfig:
     worker_template: str = ""
     worker_lease_seconds: float = 15.0
     worker_wait_seconds: float = 120.0
+    # How long a worker's poll is held open when no call is queued (below the idle limit of any
+    # proxy or balancer between the workers and the servers).
+    worker_poll_seconds: float = 25.0
     # What every program the agent starts gets from the server's environment beyond the
     # allow-list (devagent/agent/sandbox/childenv.py): names, or prefixes ending in `*`.
     env_pass: tuple[str, ...] = ()
