@@ -166,14 +166,21 @@ class WorkerDoor:
         body = await request.json()
         wait = min(float(body.get("wait", self.longest_poll)), self.longest_poll)
         deadline = time.monotonic() + wait
-        while True:
-            held = await q.heartbeat(worker, self.ttl)
-            calls = await q.take(worker)
-            orphans = await q.orphans(worker)
-            if calls or orphans or time.monotonic() >= deadline or await request.is_disconnected():
-                body = {"held": held, "calls": [_call_json(c) for c in calls], "orphans": orphans}
-                return JSONResponse(body)
-            await q.wait(f"w:{worker}", min(1.0, max(0.0, deadline - time.monotonic())))
+        with q.listening(f"w:{worker}") as bell:
+            held, orphans, renewed = (
+                await q.heartbeat(worker, self.ttl),
+                await q.orphans(worker),
+                time.monotonic(),
+            )
+            while True:
+                calls = await q.take(worker)
+                if calls or orphans or time.monotonic() >= deadline or await request.is_disconnected():
+                    body = {"held": held, "calls": [_call_json(c) for c in calls], "orphans": orphans}
+                    return JSONResponse(body)
+                await q.doze(bell, max(0.0, deadline - time.monotonic()))
+                if time.monotonic() - renewed >= 1.0:  # the leases renewed every second, not every wake
+                    held, orphans = await q.heartbeat(worker, self.ttl), await q.orphans(worker)
+                    renewed = time.monotonic()
 
     async def leave(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:
         await q.leave(request.headers["x-devagent-worker"])

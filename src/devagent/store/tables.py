@@ -185,5 +185,3 @@ worker_snapshots_table = Table(
     Column("data", LargeBinary, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
-
-WORKERS_CHANNEL = "devagent_workers"  # NOTIFY payload: "w:<worker id>" or "c:<call id>"

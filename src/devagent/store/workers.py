@@ -5,16 +5,19 @@ through whichever replica it is connected to; its output and result come back as
 result is checked against the lease it was taken under (fencing): a worker whose lease expired or
 moved to another worker writes nothing.
 
-Waiting is a short poll of these tables, woken early within one process (a replica that queued a
-call wakes the long poll of a worker connected to it) and, on PostgreSQL, by NOTIFY.
+Waiting is a short poll of these tables (every POLL seconds), woken at once within one process (a
+replica that queued a call wakes the long poll of a worker connected to it): a call queued on
+one replica for a worker polling another waits up to POLL more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +27,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from devagent.store.tables import (
-    WORKERS_CHANNEL,
     worker_calls_table,
     worker_leases_table,
     worker_output_table,
@@ -66,7 +68,8 @@ class CallRow:
 
 
 class _Bells:
-    """In-process wake-ups by key ("w:<worker>", "c:<call>")."""
+    """In-process wake-ups by key ("w:<worker>", "c:<call>"). A waiter listens before it reads
+    the rows, so a ring between its read and its wait is not lost."""
 
     def __init__(self) -> None:
         self._events: dict[str, set[asyncio.Event]] = {}
@@ -75,13 +78,12 @@ class _Bells:
         for ev in self._events.get(key, ()):
             ev.set()
 
-    async def wait(self, key: str, seconds: float) -> None:
+    @contextlib.contextmanager
+    def listening(self, key: str) -> Iterator[asyncio.Event]:
         ev = asyncio.Event()
         self._events.setdefault(key, set()).add(ev)
         try:
-            await asyncio.wait_for(ev.wait(), seconds)
-        except TimeoutError:
-            pass
+            yield ev
         finally:
             waiters = self._events.get(key)
             if waiters is not None:
@@ -115,25 +117,43 @@ class WorkerQueue:
     def __init__(self, engine: AsyncEngine, now: Any) -> None:
         self._engine = engine
         self._now = now  # the database's clock (seconds since the epoch)
-        self._pg = engine.dialect.name == "postgresql"
 
     async def _clock(self, conn: AsyncConnection) -> float:
         return float((await conn.execute(select(self._now))).scalar_one())
 
-    async def _notify(self, conn: AsyncConnection, key: str) -> None:
-        BELLS.ring(key)
-        if self._pg:
-            await conn.execute(select(func.pg_notify(WORKERS_CHANNEL, key)))
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction whose bells (`_notify`) ring once it is committed: a waiter woken
+        before would read the rows as they were."""
+        bells: list[str] = []
+        async with self._engine.begin() as conn:
+            conn.info["worker_bells"] = bells
+            yield conn
+            conn.info.pop("worker_bells", None)
+        for key in bells:
+            BELLS.ring(key)  # this process's waiters; another replica's look again within POLL
 
-    async def wait(self, key: str, seconds: float) -> None:
-        """Waits for `key` to ring here, or a short poll's time (`seconds` at most)."""
-        await BELLS.wait(key, min(seconds, POLL))
+    async def _notify(self, conn: AsyncConnection, key: str) -> None:
+        conn.info.setdefault("worker_bells", []).append(key)
+
+    def listening(self, key: str) -> contextlib.AbstractContextManager[asyncio.Event]:
+        """A bell for `key`, listened to from now on (before the rows are read)."""
+        return BELLS.listening(key)
+
+    @staticmethod
+    async def doze(bell: asyncio.Event, seconds: float) -> None:
+        """Until the bell rang (since it was last cleared) or a short poll's time passed."""
+        try:
+            await asyncio.wait_for(bell.wait(), min(seconds, POLL))
+        except TimeoutError:
+            pass
+        bell.clear()
 
     # --- tokens kept hashed in the store (`devagent workers token ...`) ---------------------------
 
     async def add_token(self, name: str, token: str, pool: str = "") -> None:
         t = worker_tokens_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             await conn.execute(delete(t).where(t.c.name == name))
             await conn.execute(
                 insert(t).values(
@@ -143,7 +163,7 @@ class WorkerQueue:
 
     async def revoke_token(self, name: str) -> bool:
         t = worker_tokens_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             done = await conn.execute(
                 update(t).where(t.c.name == name, t.c.revoked_at.is_(None)).values(revoked_at=time.time())
             )
@@ -187,7 +207,7 @@ class WorkerQueue:
             "capacity": capacity,
             "backend": backend,
         }
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             now = await self._clock(conn)
             done = await conn.execute(
                 update(w)
@@ -212,7 +232,7 @@ class WorkerQueue:
         """The worker is alive: its live leases renewed; the sessions it holds now, by epoch
         (a session missing there is no longer its own)."""
         le = worker_leases_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             await conn.execute(
                 update(workers_table).where(workers_table.c.id == worker).values(last_seen=self._now)
             )
@@ -230,7 +250,7 @@ class WorkerQueue:
             le.c.session_id == c.c.session_id,
             le.c.until >= self._now,
         )
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             rows = (
                 await conn.execute(
                     select(c)
@@ -268,7 +288,7 @@ class WorkerQueue:
 
     async def output(self, worker: str, call_id: int, seq: int, data: bytes) -> bool:
         """A chunk of a taken call's output; False when the call is not the worker's to write."""
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             if await self._held_call(conn, worker, call_id) is None:
                 return False
             try:
@@ -293,7 +313,7 @@ class WorkerQueue:
         """A taken call's end, with the workspace as it left it when it changed (one transaction:
         the snapshot is as of the last finished call); False when not the worker's to write."""
         c = worker_calls_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             held = await self._held_call(conn, worker, call_id)
             if held is None:
                 return False
@@ -336,7 +356,7 @@ class WorkerQueue:
     async def give_back(self, worker: str, session_id: str) -> None:
         """The worker lets the session go: its open calls are interrupted, the lease ends."""
         le = worker_leases_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             row = (
                 await conn.execute(
                     select(le.c.epoch).where(le.c.session_id == session_id, le.c.worker == worker)
@@ -350,7 +370,7 @@ class WorkerQueue:
     async def leave(self, worker: str) -> None:
         """The worker stops: every lease it holds ends, its row says gone."""
         le = worker_leases_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             rows = (
                 await conn.execute(select(le.c.session_id, le.c.epoch).where(le.c.worker == worker))
             ).all()
@@ -381,7 +401,7 @@ class WorkerQueue:
         that has `template` and room (its epoch one past the last, the last grant's open calls
         ended); None when no worker can take it now."""
         le = worker_leases_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             row = (
                 await conn.execute(
                     select(le.c.worker, le.c.epoch, le.c.until >= self._now).where(
@@ -476,7 +496,7 @@ class WorkerQueue:
         """Queues a call for the grant's worker; its id. `watch`: seconds the caller follows it
         before it must say so again (`watch`), else its worker kills it."""
         c = worker_calls_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             now = await self._clock(conn)
             done = await conn.execute(
                 insert(c).values(
@@ -501,7 +521,7 @@ class WorkerQueue:
     async def watch(self, call_id: int, seconds: float) -> None:
         """The caller still follows the call (its relay runs)."""
         c = worker_calls_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             await conn.execute(update(c).where(c.c.id == call_id).values(watched_until=self._now + seconds))
 
     async def orphans(self, worker: str) -> list[int]:
@@ -541,14 +561,14 @@ class WorkerQueue:
         ended (interrupted or cancelled); whether it had expired."""
         if await self.held(session_id, grant):
             return False
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             await self._end_open(conn, session_id, grant.epoch)
         return True
 
     async def forget(self, session_id: str) -> None:
         """The session is gone for good: its lease, calls, output and snapshot too."""
         c = worker_calls_table
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             ids = select(c.c.id).where(c.c.session_id == session_id)
             await conn.execute(delete(worker_output_table).where(worker_output_table.c.call_id.in_(ids)))
             await conn.execute(delete(c).where(c.c.session_id == session_id))
@@ -561,7 +581,7 @@ class WorkerQueue:
 
     async def prune(self, call_id: int) -> None:
         """A finished call's output rows, read by its relay: no longer needed."""
-        async with self._engine.begin() as conn:
+        async with self._tx() as conn:
             await conn.execute(delete(worker_output_table).where(worker_output_table.c.call_id == call_id))
 
     async def overview(self, ttl: float) -> list[dict[str, Any]]:

@@ -177,15 +177,15 @@ class WorkerSandbox:
         """A file operation (or a release) on the worker, to its end."""
         q, grant = await self.grant()
         call_id = await q.submit(self.session_id, grant, kind, spec, data)
-        while True:
-            row = await q.call(call_id)
-            if row is None or row.state in ENDED:
-                break
-            await q.end_if_lost(self.session_id, grant)
-            await q.wait(f"c:{call_id}", 1.0)
+        with q.listening(f"c:{call_id}") as bell:
+            while True:
+                row = await q.call(call_id)
+                if row is None or row.state in ENDED:
+                    break
+                await q.end_if_lost(self.session_id, grant)
+                await q.doze(bell, 1.0)
         if row is None or row.state != "done":
             raise SandboxError(f"the worker holding this session was lost during a {kind}: try again")
-        await q.prune(call_id)
         return row
 
     async def _file(self, op: str, path: str | Path, data: bytes | None = None) -> bytes:
@@ -361,27 +361,37 @@ class _Pump:
             self.sock.close()
 
     async def _to_relay(self) -> int | None:
+        with self.q.listening(f"c:{self.call_id}") as bell:
+            while True:
+                row = await self.q.call(self.call_id)
+                await self._output()
+                if row is None or row.state in ENDED:
+                    return await self._ended(row)
+                await self.q.end_if_lost(self.session_id, self.grant)
+                if not self.relay_gone and time.monotonic() - self.watched > self.ttl / 3:
+                    self.watched = time.monotonic()
+                    await self.q.watch(self.call_id, self.ttl)  # followed: its worker lets it run
+                await self.q.doze(bell, 1.0)
+
+    async def _output(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            row = await self.q.call(self.call_id)
-            for seq, data in await self.q.output_after(self.call_id, self.seq):
-                self.seq = seq
-                if not self.relay_gone:
-                    with contextlib.suppress(OSError):
-                        await loop.sock_sendall(self.sock, b"O" + struct.pack(">I", len(data)) + data)
-            if row is None or row.state in ENDED:
-                if row is not None and row.state == "done" and row.code is not None:
-                    return 128 - row.code if row.code < 0 else row.code
-                if not self.relay_gone:
-                    note = NOTE.encode()
-                    with contextlib.suppress(OSError):
-                        await loop.sock_sendall(self.sock, b"O" + struct.pack(">I", len(note)) + note)
-                return INTERRUPTED
-            await self.q.end_if_lost(self.session_id, self.grant)
-            if not self.relay_gone and time.monotonic() - self.watched > self.ttl / 3:
-                self.watched = time.monotonic()
-                await self.q.watch(self.call_id, self.ttl)  # followed: its worker lets it run
-            await self.q.wait(f"c:{self.call_id}", 1.0)
+        for seq, data in await self.q.output_after(self.call_id, self.seq):
+            self.seq = seq
+            if not self.relay_gone:
+                with contextlib.suppress(OSError):
+                    await loop.sock_sendall(self.sock, b"O" + struct.pack(">I", len(data)) + data)
+
+    async def _ended(self, row: CallRow | None) -> int:
+        """The command's exit code for the relay: its own, or INTERRUPTED (said in its output)."""
+        if row is not None and row.state == "done" and row.code is not None:
+            return 128 - row.code if row.code < 0 else row.code
+        if not self.relay_gone:
+            note = NOTE.encode()
+            with contextlib.suppress(OSError):
+                await asyncio.get_running_loop().sock_sendall(
+                    self.sock, b"O" + struct.pack(">I", len(note)) + note
+                )
+        return INTERRUPTED
 
     async def _from_relay(self) -> None:
         """The relay's frames become calls for the worker: a signal or input for this command."""
