@@ -102,8 +102,11 @@ class WorkerSite:
         shutil.rmtree(self.shared, ignore_errors=True)
 
     @contextmanager
-    def server(self, model: str) -> Iterator[Serve]:
+    def server(self, model: str, port: int = 0) -> Iterator[Serve]:
+        """`devagent serve` on every interface (the namespaces reach it through their veth), on
+        `port` (0: a free one)."""
         args = ["--host", "0.0.0.0", "--workspace-root", str(self.root), "--token", f"alice={CALLER}"]
+        args += ["--port", str(port)] if port else []
         args += ["--token", f"ops={OPS}"]  # the readiness probe's (tests/a2a/procs.py)
         args += ["--model", model, "--sandbox"]
         s = start_serve(args, self.tmp / "serve.log", env={**self.env, "DEVAGENT_TOKEN": ""})
@@ -123,7 +126,7 @@ class WorkerSite:
             url = ns.url() if ns is not None else f"http://127.0.0.1:{port}"
             state = self.tmp / f"state-{name}"
             argv = [*DEVAGENT, "worker", "--server", url, "--state-dir", str(state), "--capacity", "2"]
-            env = {**self.env, "DEVAGENT_WORKER_TOKEN": token}
+            env = {**self.env, "DEVAGENT_WORKER_TOKEN": token, "PYTHONFAULTHANDLER": "1"}
             for secret in ("DEVAGENT_WORKER_TOKENS", "DEVAGENT_DB", "OPENAI_API_KEY"):
                 env.pop(secret, None)  # a worker's machine has none of the server's
             log = self.tmp / f"{name}.log"
@@ -140,5 +143,9 @@ class WorkerSite:
                     try:
                         proc.wait(20)
                     except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait(20)
+                        proc.send_signal(signal.SIGABRT)  # its threads' stacks into its log
+                        try:
+                            proc.wait(10)
+                        except subprocess.TimeoutExpired:
+                            proc.kill()
+                            proc.wait(20)

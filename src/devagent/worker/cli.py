@@ -77,7 +77,7 @@ async def _serve(flags: WorkerFlags, token: str, name: str, hosted: object) -> i
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    client = ServerClient(flags.server, token, name)
+    client = ServerClient(flags.server, token, name, stop)
     templates = flags.templates or ["default"]
     runner = Runner(client, hosted, flags.pool, templates, flags.capacity, flags.backend)
     print(f"devagent worker {name}: connecting to {flags.server}", file=sys.stderr, flush=True)

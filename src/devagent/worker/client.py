@@ -23,9 +23,14 @@ class Refused(Exception):
         self.status = status
 
 
+class Stopping(Exception):
+    """The worker is stopping: a request that could not reach the server is not tried again."""
+
+
 class ServerClient:
-    def __init__(self, server: str, token: str, worker: str) -> None:
+    def __init__(self, server: str, token: str, worker: str, stopping: asyncio.Event | None = None) -> None:
         self.worker = worker
+        self.stopping = stopping or asyncio.Event()
         headers = {"Authorization": f"Bearer {token}", "X-Devagent-Worker": worker}
         self._http = httpx.AsyncClient(
             base_url=server.rstrip("/"), headers=headers, timeout=httpx.Timeout(30.0, read=60.0)
@@ -36,8 +41,8 @@ class ServerClient:
         await self._http.aclose()
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """The request, sent again after each transport failure until the server answers;
-        Refused for an answer other than 2xx."""
+        """The request, sent again after each transport failure until the server answers (or,
+        the worker stopping, Stopping); Refused for an answer other than 2xx."""
         pause = 0.2
         why = ""
         while True:
@@ -48,6 +53,8 @@ class ServerClient:
                 unavailable, r = True, None
                 why = type(e).__name__
             if unavailable or r is None:
+                if self.stopping.is_set():
+                    raise Stopping(why)
                 if self.connected:
                     log.warning(
                         "the server cannot be reached (%s): trying again", why if r is None else r.status_code

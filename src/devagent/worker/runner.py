@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
-from devagent.worker.client import Refused, ServerClient
+from devagent.worker.client import Refused, ServerClient, Stopping
 
 log = logging.getLogger("devagent.worker")
 FILE_OPS = ("read", "write", "list", "stat", "delete")
@@ -41,6 +41,13 @@ class Runner:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Polls until `stop`; then the sessions held are given back and the worker leaves."""
+        try:
+            await self._serve(stop)
+        except Stopping:
+            pass
+        await self.leave()
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         await self.hello()
         log.warning("worker %s serving the pool %r", self.client.worker, self.offer[0])
         while not stop.is_set():
@@ -65,16 +72,16 @@ class Runner:
                 task = asyncio.get_running_loop().create_task(self._handle(call))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-        await self.leave()
 
     async def leave(self) -> None:
         for session_id in list(self.hosted.sessions):
             await self.hosted.drop(session_id)
         for task in list(self._tasks):
             task.cancel()
+        self.client.stopping.set()  # the server is told once, if it can be reached
         try:
             await asyncio.wait_for(self.client.leave(), 10.0)
-        except (Refused, TimeoutError):
+        except (Refused, Stopping, TimeoutError):
             pass
 
     async def _reconcile(self, held: dict[str, int]) -> None:
@@ -95,6 +102,8 @@ class Runner:
             if call["kind"] == "release":
                 await self.hosted.drop(session_id)
                 await self.client.release(session_id)
+        except Stopping:
+            pass
         except Refused as e:
             log.warning("call %s is no longer this worker's (%s): dropped", call_id, e)
             if e.status == 409:
