@@ -40,7 +40,8 @@ from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
 from devagent.a2a.rest_binding import RestContentType, rest_binding_routes
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import StreamLimit, StreamSlots
-from devagent.a2a.worker_routes import WorkerDoor, parse_worker_tokens
+from devagent.a2a.worker_routes import PREFIX as WORKERS_PREFIX
+from devagent.a2a.worker_routes import WORKER_BODY_BYTES, WorkerDoor, parse_worker_tokens
 from devagent.common import scrub
 from devagent.console import console_routes
 from devagent.console.signin import SignIn
@@ -327,7 +328,7 @@ def _middleware(parts: ServerParts) -> list[Middleware]:
     return [
         Middleware(RouteLog, metrics=parts.metrics),  # a line per request of the other routes
         Middleware(ErrorHygiene),  # no internals in any error
-        Middleware(BodyLimit, limit=parts.settings.max_body_bytes),
+        Middleware(BodyLimit, limit=parts.settings.max_body_bytes, wider=(WORKERS_PREFIX, WORKER_BODY_BYTES)),
         Middleware(RestContentType),
         Middleware(StreamSlots, limit=parts.streams),  # open streams per token
     ]

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from devagent.store.workers import CallRow, WorkerQueue
 
 PREFIX = "/workers/v1"
-MAX_SNAPSHOT = 512 * 2**20
+MAX_SNAPSHOT = 256 * 2**20  # a workspace's compressed snapshot, at most
+WORKER_BODY_BYTES = MAX_SNAPSHOT * 4 // 3 + 2**20  # a result with its snapshot, in base64
 
 
 def parse_worker_tokens(values: Sequence[str]) -> dict[str, str]:

@@ -98,7 +98,7 @@ class Runner:
                 session_id, int(call["epoch"]), lambda: self.client.snapshot(session_id)
             )
             result = await self._run(held, call)
-            await self.client.done(call_id, result.code, result.result, result.error, result.snapshot)
+            await self._done(call_id, result)
             if call["kind"] == "release":
                 await self.hosted.drop(session_id)
                 await self.client.release(session_id)
@@ -110,6 +110,17 @@ class Runner:
                 await self.hosted.drop(session_id)
         except Exception:
             log.exception("call %s failed on this worker", call_id)
+
+    async def _done(self, call_id: int, result: Any) -> None:
+        """The call's end; a snapshot the server will not keep (too large) is left out (logged:
+        another worker would not see this call's changes)."""
+        try:
+            await self.client.done(call_id, result.code, result.result, result.error, result.snapshot)
+        except Refused as e:
+            if e.status != 413 or result.snapshot is None:
+                raise
+            log.warning("call %s: the workspace is too large for the server to keep (%s)", call_id, e)
+            await self.client.done(call_id, result.code, result.result, result.error, None)
 
     async def _run(self, held: Any, call: dict[str, Any]) -> Any:
         import base64
