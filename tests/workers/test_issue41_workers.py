@@ -137,7 +137,8 @@ async def test_issue41_item3_tokens_kept_apart_results_fenced_and_revoked_withou
     a caller's on the workers' door; a registered worker's result or output for a call another
     worker holds is refused (the call's result stays the real worker's); a token added to the
     store (`devagent workers token add`) opens the door at once, and once revoked (`... revoke`)
-    it is refused on the next request and its running worker stops, the server never restarted."""
+    it is refused on the next request and its running worker stops, the server never restarted; a
+    token bound to a pool registers its workers for that pool only."""
     model = script(site.tmp / "s.json", [[shell_call("echo REAL")], [{"text": "done"}]])
     with site.server(model) as s, site.worker(s, "w1", netns=False) as w1:
         w1.wait_connected()
@@ -154,6 +155,13 @@ async def test_issue41_item3_tokens_kept_apart_results_fenced_and_revoked_withou
             assert r.status_code == 401
             r = await c.post("/workers/v1/poll", json={"wait": 0}, headers=bearer(CALLER, "intruder-1"))
             assert r.status_code == 401
+            pool_b = devagent_cli(site, "workers", "token", "add", "pool-b", "--pool", "b")
+            r = await c.post("/workers/v1/hello", json={**hello, "worker": "b-1"}, headers=bearer(pool_b))
+            assert r.status_code == 403  # a pool's token registers for that pool only
+            b_hello = {**hello, "worker": "b-1", "pool": "b"}
+            assert (
+                await c.post("/workers/v1/hello", json=b_hello, headers=bearer(pool_b))
+            ).status_code == 200
             stored = devagent_cli(site, "workers", "token", "add", "intruder")
             assert (await c.post("/workers/v1/hello", json=hello, headers=bearer(stored))).status_code == 200
             as_intruder = bearer(stored, "intruder-1")
