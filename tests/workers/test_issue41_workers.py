@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -264,3 +265,69 @@ def read_to_end(fd: int) -> bytes:
         chunks.append(chunk)
     os.close(fd)
     return b"".join(chunks)
+
+
+async def test_issue41_item1_input_signals_and_a_terminal_reach_the_command_on_the_worker(
+    site: WorkerSite,
+) -> None:
+    """issue 41 item 1: what the shell tool, the background processes and the tty tool do to a
+    local command reaches one on a worker through its relay: input written to it is read there;
+    SIGTERM to the relay's process group ends the command there (exit 143, its side effect
+    never repeated); a pseudo-terminal of 30x100 is the command's terminal there."""
+    import signal as signals
+
+    from devagent.agent.sandbox.base import Limits
+    from devagent.agent.sandbox.worker import WorkerProvider
+    from devagent.agent.tools.tty_screen import TtySize
+
+    config = SimpleNamespace(db_url=site.db_url, worker_lease_seconds=5, worker_wait_seconds=60)
+    started = FifoCounter(site.shared / "started")
+    go = site.shared / "go"
+    os.mkfifo(go, 0o666)
+    os.chmod(go, 0o666)
+    model = script(site.tmp / "s.json", [[{"text": "done"}]])
+    ws = site.root / "alice"
+    provider = WorkerProvider(config)
+    try:
+        with site.server(model) as s, site.worker(s, "w1") as w1:
+            w1.wait_connected()
+            sb = provider.for_session("interactive", [ws])
+            piped = await sb.start("read x; echo got $x", cwd=str(ws), env={}, limits=Limits(), stdin="pipe")
+            os.write(piped.input_fd, b"hello\n")
+            os.close(piped.input_fd)
+            assert b"got hello" in await asyncio.to_thread(read_to_end, piped.output_fd)
+            assert await piped.proc.wait() == 0
+
+            blocked = await sb.start(
+                f"echo once > {started.path}; cat {go}", cwd=str(ws), env={}, limits=Limits()
+            )
+            await started.first_line()
+            os.killpg(blocked.proc.pid, signals.SIGTERM)
+            await asyncio.to_thread(read_to_end, blocked.output_fd)
+            assert await blocked.proc.wait() == 143
+
+            size = TtySize(30, 100)
+            tty = await sb.start(
+                "stty size; test -t 0 && echo TTY", cwd=str(ws), env={}, limits=Limits(), tty=size
+            )
+            screen = await asyncio.to_thread(read_pty, tty.output_fd)
+            assert await tty.proc.wait() == 0
+            assert "30 100" in screen and "TTY" in screen, screen
+    finally:
+        await provider.close()
+        release_blocked(go)
+        started.close()
+    assert started.lines == ["once"]
+
+
+def read_pty(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the terminal's other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")

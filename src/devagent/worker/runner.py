@@ -9,6 +9,7 @@ server answers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -16,6 +17,7 @@ from devagent.worker.client import Refused, ServerClient, Stopping
 
 log = logging.getLogger("devagent.worker")
 FILE_OPS = ("read", "write", "list", "stat", "delete")
+CONTROLS = ("signal", "input", "resize")
 
 
 class Stopped(Exception):
@@ -69,6 +71,9 @@ class Runner:
             for call_id in got.get("orphans") or []:
                 self.hosted.kill_call(int(call_id))  # its replica died: nobody follows it
             for call in got.get("calls") or []:
+                if call["kind"] in CONTROLS:
+                    self._control(call)  # here, in the order sent: its command's input in order
+                    continue
                 task = asyncio.get_running_loop().create_task(self._handle(call))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -111,6 +116,23 @@ class Runner:
         except Exception:
             log.exception("call %s failed on this worker", call_id)
 
+    def _control(self, call: dict[str, Any]) -> None:
+        """A signal, input or resize for a command of a session held here, given in order; its
+        end is then sent in a task of its own."""
+        import base64
+
+        spec = {**dict(call.get("spec") or {}), "kind": call["kind"]}
+        if call.get("data"):
+            spec["bytes"] = base64.b64decode(call["data"])
+        self.hosted.control_for(str(call["session"]), int(call["epoch"]), spec)
+        task = asyncio.get_running_loop().create_task(self._done_quietly(int(call["id"])))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _done_quietly(self, call_id: int) -> None:
+        with contextlib.suppress(Refused, Stopping):
+            await self.client.done(call_id, 0, None, None, None)
+
     async def _done(self, call_id: int, result: Any) -> None:
         """The call's end; a snapshot the server will not keep (too large) is left out (logged:
         another worker would not see this call's changes)."""
@@ -141,13 +163,7 @@ class Runner:
             return await hosted.exec(held, int(call["id"]), spec, emit)
         if kind in FILE_OPS:
             return await hosted.file(held, kind, spec, data)
-        if kind == "signal":
-            hosted.signal(held, spec)
-        elif kind == "input":
-            await hosted.input(held, spec, data)
-        elif kind == "resize":
-            hosted.resize(held, spec)
-        return _nothing()
+        return _nothing()  # a release: its end is all
 
 
 def _nothing() -> Any:

@@ -69,6 +69,10 @@ class HostedSession:
     files: HostFiles
     seen: snapshot.Manifest
     running: dict[int, Started] = field(default_factory=dict)
+    # What came for a command, in order, before or while it runs: its input (None: closed) and
+    # the signals and resizes sent before it started here (given to it once it has).
+    inputs: dict[int, asyncio.Queue[bytes | None]] = field(default_factory=dict)
+    early: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _folder_name(session_id: str) -> str:
@@ -86,6 +90,8 @@ class Hosted:
         os.chmod(self.root, 0o711)  # a session's command reaches its own folder, lists none
         self.sessions: dict[str, HostedSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # controls for a session not opened here yet (its first command's call is being taken)
+        self._waiting: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
     async def ensure(self, session_id: str, epoch: int, fetch: Fetch) -> HostedSession:
         """The session as of grant `epoch`: a new grant (this worker's first, or again after it
@@ -104,6 +110,8 @@ class Hosted:
             seen = await asyncio.to_thread(snapshot.manifest, folder)
             held = HostedSession(session_id, epoch, folder, sandbox, HostFiles([folder]), seen)
             self.sessions[session_id] = held
+            for spec in self._waiting.pop((session_id, epoch), []):
+                self.control(held, spec)
             return held
 
     async def drop(self, session_id: str) -> None:
@@ -148,10 +156,15 @@ class Hosted:
             await emit(f"{e}\n".encode())
             return Result(code=126, snapshot=await self.changed(held))
         held.running[call_id] = started
+        writing = asyncio.get_running_loop().create_task(self._feed(held, call_id, started))
+        for early in held.early.pop(call_id, []):
+            self.control(held, early)
         try:
             code = await self._follow(started, spec.get("timeout"), emit)
         finally:
             held.running.pop(call_id, None)
+            held.inputs.pop(call_id, None)
+            writing.cancel()
         return Result(code=code, snapshot=await self.changed(held))
 
     async def _follow(self, started: Started, seconds: float | None, emit: Emit) -> int:
@@ -173,31 +186,48 @@ class Hosted:
             if started is not None:
                 signal_group(started.proc.pid, signal.SIGKILL)
 
-    def signal(self, held: HostedSession, spec: dict[str, Any]) -> None:
-        started = held.running.get(int(spec["call"]))
-        if started is not None:
-            signal_group(started.proc.pid, getattr(signal, f"SIG{spec['signal']}", signal.SIGKILL))
+    def control_for(self, session_id: str, epoch: int, spec: dict[str, Any]) -> None:
+        """`control` on the session under grant `epoch`, kept until it opens here if it has not."""
+        held = self.sessions.get(session_id)
+        if held is not None and held.epoch == epoch:
+            self.control(held, spec)
+        elif held is None or held.epoch < epoch:
+            self._waiting.setdefault((session_id, epoch), []).append(spec)
 
-    async def input(self, held: HostedSession, spec: dict[str, Any], data: bytes | None) -> None:
-        started = held.running.get(int(spec["call"]))
-        if started is None or started.input_fd < 0:
+    def control(self, held: HostedSession, spec: dict[str, Any]) -> None:
+        """A signal, input or resize for a command, in the order they were sent: given now when
+        the command runs here, else kept for when it starts (its call may be taken later)."""
+        call_id = int(spec["call"])
+        if spec["kind"] == "input":
+            queue = held.inputs.setdefault(call_id, asyncio.Queue())
+            queue.put_nowait(None if spec.get("close") else spec.get("bytes", b""))
             return
-        with contextlib.suppress(OSError):
-            if spec.get("close"):
-                if started.input_fd != started.output_fd:
-                    os.close(started.input_fd)
-            elif data:
-                await asyncio.to_thread(_write_all, started.input_fd, data)
+        started = held.running.get(call_id)
+        if started is None:
+            held.early.setdefault(call_id, []).append(spec)
+        elif spec["kind"] == "signal":
+            signal_group(started.proc.pid, getattr(signal, f"SIG{spec['signal']}", signal.SIGKILL))
+        elif spec["kind"] == "resize" and started.tty is not None:
+            import fcntl
+            import termios
 
-    def resize(self, held: HostedSession, spec: dict[str, Any]) -> None:
-        import fcntl
-        import termios
-
-        started = held.running.get(int(spec["call"]))
-        if started is not None and started.tty is not None:
             with contextlib.suppress(OSError):
                 size = Size(int(spec["rows"]), int(spec["cols"])).winsize()
                 fcntl.ioctl(started.output_fd, termios.TIOCSWINSZ, size)
+
+    async def _feed(self, held: HostedSession, call_id: int, started: Started) -> None:
+        """The command's input, written in order as it comes; None closes it."""
+        if started.input_fd < 0:
+            return
+        queue = held.inputs.setdefault(call_id, asyncio.Queue())
+        while True:
+            data = await queue.get()
+            with contextlib.suppress(OSError):
+                if data is None:
+                    if started.input_fd != started.output_fd:
+                        os.close(started.input_fd)
+                    return
+                await asyncio.to_thread(_write_all, started.input_fd, data)
 
     # --- files ------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import contextlib
 import errno
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -33,12 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.sandbox.base import Limits, SandboxError, Started, Stdin, Streams, Winsize
 from devagent.agent.sandbox.container import _Stdio, container_env
+from devagent.agent.sandbox.workrelay import FORWARDED
 
 if TYPE_CHECKING:
     from devagent.store.db import Store
     from devagent.store.workers import CallRow, Grant, WorkerQueue
 
 RELAY = str(Path(__file__).with_name("workrelay.py"))
+BLOCKED = (*FORWARDED, signal.SIGUSR1, signal.SIGWINCH)
 INTERRUPTED = 254
 ENDED = ("done", "interrupted", "cancelled")
 NOTE = (
@@ -305,7 +308,12 @@ class WorkerSandbox:
     ) -> tuple[asyncio.subprocess.Process, int, int]:
         relay_spec = {"fd": theirs.fileno(), "server": os.getpid(), "input": piped, "tty": tty is not None}
         argv = [os.path.realpath(sys.executable), "-I", "-S", RELAY, json.dumps(relay_spec)]
-        common: dict[str, Any] = {"start_new_session": True, "pass_fds": (theirs.fileno(),), "env": {}}
+        common: dict[str, Any] = {
+            "start_new_session": True,
+            "pass_fds": (theirs.fileno(),),
+            "env": {},
+            "preexec_fn": _block_forwarded,
+        }
         if streams is not None:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -426,6 +434,12 @@ class _Pump:
         with contextlib.suppress(Exception):  # a lost worker: the call ends as interrupted anyway
             if await self.q.held(self.session_id, self.grant):
                 await self.q.submit(self.session_id, self.grant, kind, spec, data)
+
+
+def _block_forwarded() -> None:
+    """In the relay before its exec (nothing imported here, after the fork): the signals it
+    forwards blocked until it handles them."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)
 
 
 def _frame(buffer: bytes) -> tuple[bytes, bytes, bytes] | None:

@@ -42,6 +42,9 @@ def main(spec: dict[str, object]) -> int:
     watched = (*FORWARDED, signal.SIGUSR1, *((signal.SIGWINCH,) if tty else ()))
     for sig in watched:
         signal.signal(sig, lambda signum, _frame: pending.append(signum))
+    # Started with these blocked (the command may start on the worker before this process is
+    # ready): one sent meanwhile is taken now, by the handlers.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*FORWARDED, signal.SIGUSR1, signal.SIGWINCH))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
