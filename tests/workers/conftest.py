@@ -118,7 +118,13 @@ class WorkerSite:
 
     @contextmanager
     def worker(
-        self, server: Serve, name: str, *, netns: bool = True, token: str = WORKER_TOKEN
+        self,
+        server: Serve,
+        name: str,
+        *,
+        netns: bool = True,
+        token: str = WORKER_TOKEN,
+        backend: str = "local",
     ) -> Iterator[Worker]:
         port = int(server.url.rstrip("/").rsplit(":", 1)[1])
         with ExitStack() as stack:
@@ -126,6 +132,7 @@ class WorkerSite:
             url = ns.url() if ns is not None else f"http://127.0.0.1:{port}"
             state = self.tmp / f"state-{name}"
             argv = [*DEVAGENT, "worker", "--server", url, "--state-dir", str(state), "--capacity", "2"]
+            argv += ["--backend", backend]
             env = {**self.env, "DEVAGENT_WORKER_TOKEN": token, "PYTHONFAULTHANDLER": "1"}
             for secret in ("DEVAGENT_WORKER_TOKENS", "DEVAGENT_DB", "OPENAI_API_KEY"):
                 env.pop(secret, None)  # a worker's machine has none of the server's
