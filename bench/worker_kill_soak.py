@@ -103,6 +103,8 @@ async def main(rounds: int, commands: int, seed: int) -> int:
             totals["kills"] += 1
             totals["interrupted"] += interrupted
             totals["problems"] += len(problems)
+            if problems and os.environ.get("SOAK_DUMP"):
+                Path(os.environ["SOAK_DUMP"]).write_text(output)
             print(f"round {r}: {interrupted} interrupted{'; ' + '; '.join(problems) if problems else ''}")
     counter.close()
     site.cleanup()
