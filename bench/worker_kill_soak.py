@@ -61,10 +61,13 @@ def check(output: str, lines: list[str], commands: int) -> tuple[list[str], int]
     """The problems of one round's turn (empty: none) and how many calls it saw interrupted (the
     final listing may be one of them: then the workspace is not checked this round)."""
     problems: list[str] = []
-    # the markers are computed by the commands (a command's own text, shown with an interrupted
-    # call, never holds them)
-    finished = {i for i in range(commands) if f"DONE-{1000 + i}" in output}
-    interrupted = output.count("interrupted and is not run again")
+    # per call (one line of the tool output each): finished when its marker (computed by the
+    # command: its own text, shown with a failed call, never holds it) came and it was not then
+    # reported interrupted (its output may have come before its worker was lost)
+    calls = output.splitlines()
+    note = "interrupted and is not run again"
+    finished = {i for i in range(commands) if any(f"DONE-{1000 + i}" in c and note not in c for c in calls)}
+    interrupted = output.count(note)
     listed = re.search(r"LIST-2 ?(.*?) END", output)
     if len(finished) + interrupted != commands + (0 if listed else 1):
         problems.append(f"{commands} commands: {len(finished)} finished, {interrupted} interrupted")

@@ -721,12 +721,17 @@ def worker(
     state_dir: Annotated[
         Path | None, typer.Option("--state-dir", help="Where the sessions' workspaces are kept")
     ] = None,
+    idle_seconds: Annotated[
+        float,
+        typer.Option("--idle-seconds", help="Give back a session idle this long (its room is another's)"),
+    ] = 300.0,
 ) -> None:
     """Run sessions' tool calls for a devagent server (sandbox_backend = worker): connects out
     to --server (no inbound port, no database); its token is read from DEVAGENT_WORKER_TOKEN."""
     from devagent.worker.cli import WorkerFlags, worker_command  # late: each command loads its own
 
     flags = WorkerFlags(server, pool, capacity, backend, list(template or []), state_dir)
+    flags.idle_seconds = idle_seconds
     with lend(_flags(ctx)):
         code = worker_command(flags)
     raise typer.Exit(code)

@@ -75,7 +75,8 @@ async def test_issue41_item5_console_and_metrics_show_the_workers_to_the_operato
                     proc.wait(30)
                     for _ in range(int(WITHIN / 0.1)):  # a hang guard: lost once its lease expires
                         status, body = await workers(c, srv.url, ops)
-                        if not body["workers"][0]["alive"]:
+                        w = body["workers"][0]
+                        if not w["alive"] and w["sessions"] == 0:  # its lease expires with it
                             break
                         await asyncio.sleep(0.1)
                     assert body["workers"][0]["alive"] is False and body["workers"][0]["sessions"] == 0

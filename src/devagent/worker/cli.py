@@ -26,6 +26,7 @@ class WorkerFlags:
     templates: list[str] = field(default_factory=list)
     state_dir: Path | None = None
     name: str = ""
+    idle_seconds: float = 300.0
 
 
 def default_state_dir() -> Path:
@@ -80,6 +81,7 @@ async def _serve(flags: WorkerFlags, token: str, name: str, hosted: object) -> i
     client = ServerClient(flags.server, token, name, stop)
     templates = flags.templates or ["default"]
     runner = Runner(client, hosted, flags.pool, templates, flags.capacity, flags.backend)
+    runner.idle_seconds = flags.idle_seconds
     print(f"devagent worker {name}: connecting to {flags.server}", file=sys.stderr, flush=True)
     try:
         await runner.run(stop)

@@ -32,6 +32,7 @@ class Runner:
         self.hosted = hosted
         self.offer = (pool, templates, capacity, backend)
         self.wait = 20.0
+        self.idle_seconds = 300.0  # a session idle this long is given back: its room is another's
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def hello(self) -> None:
@@ -68,6 +69,7 @@ class Runner:
                 await self.hello()  # not registered (a new database, or stopped): again
                 continue
             await self._reconcile(got.get("held") or {})
+            await self._give_back_idle()
             for call_id in got.get("orphans") or []:
                 self.hosted.kill_call(int(call_id))  # its replica died: nobody follows it
             for call in got.get("calls") or []:
@@ -88,6 +90,14 @@ class Runner:
             await asyncio.wait_for(self.client.leave(), 10.0)
         except (Refused, Stopping, TimeoutError):
             pass
+
+    async def _give_back_idle(self) -> None:
+        """Sessions idle for `idle_seconds` are given back (their workspace is in the server's
+        last snapshot; their next call is granted again, here or elsewhere)."""
+        for session_id in self.hosted.idle(self.idle_seconds):
+            await self.hosted.drop(session_id)
+            with contextlib.suppress(Refused):
+                await self.client.release(session_id)
 
     async def _reconcile(self, held: dict[str, int]) -> None:
         """Sessions this worker no longer holds (or holds under a newer grant) are dropped."""

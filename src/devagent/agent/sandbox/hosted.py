@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,7 @@ class HostedSession:
     files: HostFiles
     seen: snapshot.Manifest
     running: dict[int, Started] = field(default_factory=dict)
+    used: float = field(default_factory=time.monotonic)  # when a call last came for it
     # What came for a command, in order, before or while it runs: its input (None: closed) and
     # the signals and resizes sent before it started here (given to it once it has).
     inputs: dict[int, asyncio.Queue[bytes | None]] = field(default_factory=dict)
@@ -99,6 +101,7 @@ class Hosted:
         async with self._locks.setdefault(session_id, asyncio.Lock()):
             held = self.sessions.get(session_id)
             if held is not None and held.epoch == epoch:
+                held.used = time.monotonic()
                 return held
             if held is not None:
                 await self.drop(session_id)
@@ -113,6 +116,11 @@ class Hosted:
             for spec in self._waiting.pop((session_id, epoch), []):
                 self.control(held, spec)
             return held
+
+    def idle(self, seconds: float) -> list[str]:
+        """The sessions held here that ran nothing for `seconds` (none of their commands runs)."""
+        now = time.monotonic()
+        return [sid for sid, h in self.sessions.items() if not h.running and now - h.used >= seconds]
 
     async def drop(self, session_id: str) -> None:
         """The session is no longer this worker's: its commands killed, its folder removed."""
