@@ -90,7 +90,9 @@ async def main(rounds: int, commands: int, seed: int) -> int:
         workers: list[Worker] = []
         for r in range(rounds):
             while len(workers) < 2:
-                w = stack.enter_context(site.worker(s, f"w{r}-{len(workers)}", netns=False))
+                # an earlier round's session is given back soon: each round's has room
+                more = ("--idle-seconds", "5")
+                w = stack.enter_context(site.worker(s, f"w{r}-{len(workers)}", netns=False, more=more))
                 w.wait_connected()
                 workers.append(w)
             before = len(counter.lines)

@@ -125,6 +125,7 @@ class WorkerSite:
         netns: bool = True,
         token: str = WORKER_TOKEN,
         backend: str = "local",
+        more: tuple[str, ...] = (),
     ) -> Iterator[Worker]:
         port = int(server.url.rstrip("/").rsplit(":", 1)[1])
         with ExitStack() as stack:
@@ -132,7 +133,7 @@ class WorkerSite:
             url = ns.url() if ns is not None else f"http://127.0.0.1:{port}"
             state = self.tmp / f"state-{name}"
             argv = [*DEVAGENT, "worker", "--server", url, "--state-dir", str(state), "--capacity", "2"]
-            argv += ["--backend", backend]
+            argv += ["--backend", backend, *more]
             env = {**self.env, "DEVAGENT_WORKER_TOKEN": token, "PYTHONFAULTHANDLER": "1"}
             for secret in ("DEVAGENT_WORKER_TOKENS", "DEVAGENT_DB", "OPENAI_API_KEY"):
                 env.pop(secret, None)  # a worker's machine has none of the server's
