@@ -620,6 +620,16 @@ OidcClientIdOpt = Annotated[
 ]
 
 
+WorkerTokenOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--worker-token",
+        help="A worker's token, NAME=TOKEN, repeatable (also DEVAGENT_WORKER_TOKENS, worker_tokens): "
+        "opens /workers/v1/ only (sandbox_backend = worker)",
+    ),
+]
+
+
 @app.command()
 def serve(
     ctx: typer.Context,
@@ -644,6 +654,7 @@ def serve(
     mcp: McpOpt = False,
     console: ConsoleOpt = True,
     metrics_token: MetricsTokenOpt = None,
+    worker_token: WorkerTokenOpt = None,
     oidc_issuer: OidcIssuerOpt = None,
     oidc_audience: OidcAudienceOpt = None,
     oidc_identity_claim: OidcIdentityClaimOpt = None,
@@ -679,6 +690,7 @@ def serve(
         mcp=mcp,
         console=console,
         metrics_token=metrics_token,
+        worker_tokens=worker_token,
         oidc={
             "issuer": oidc_issuer,
             "audiences": oidc_audience,
@@ -692,6 +704,84 @@ def serve(
     )
     with lend(_flags(ctx)):  # serve_command loads its settings and reports its errors itself
         code = serve_command(flags)
+    raise typer.Exit(code)
+
+
+@app.command()
+def worker(
+    ctx: typer.Context,
+    server: Annotated[str, typer.Option("--server", help="The devagent server's URL (http or https)")],
+    pool: Annotated[str, typer.Option("--pool", help="The pool this worker serves")] = "default",
+    capacity: Annotated[int, typer.Option("--capacity", help="Sessions this worker holds at once")] = 4,
+    backend: Annotated[
+        str, typer.Option("--backend", help="Its own sandbox backend: local (bubblewrap) or container")
+    ] = "local",
+    template: Annotated[
+        list[str] | None,
+        typer.Option("--template", help="A template it offers (repeatable; default: default)"),
+    ] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option("--state-dir", help="Where the sessions' workspaces are kept")
+    ] = None,
+    idle_seconds: Annotated[
+        float,
+        typer.Option("--idle-seconds", help="Give back a session idle this long (its room is another's)"),
+    ] = 300.0,
+) -> None:
+    """Run sessions' tool calls for a devagent server (sandbox_backend = worker): connects out
+    to --server (no inbound port, no database); its token is read from DEVAGENT_WORKER_TOKEN."""
+    from devagent.worker.cli import WorkerFlags, worker_command  # late: each command loads its own
+
+    flags = WorkerFlags(server, pool, capacity, backend, list(template or []), state_dir)
+    flags.idle_seconds = idle_seconds
+    with lend(_flags(ctx)):
+        code = worker_command(flags)
+    raise typer.Exit(code)
+
+
+workers_app = typer.Typer(help="The workers' tokens kept in the server's database.", no_args_is_help=True)
+token_app = typer.Typer(help="Add, revoke or list workers' tokens (no restart needed).", no_args_is_help=True)
+workers_app.add_typer(token_app, name="token")
+app.add_typer(workers_app, name="workers")
+WorkersDbOpt = Annotated[
+    str | None, typer.Option("--db", help="The server's database URL (default: the settings')")
+]
+
+
+@token_app.command("add")
+def token_add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The token's name (the workers it opens are known by it)")],
+    pool: Annotated[
+        str, typer.Option("--pool", help="The only pool its workers may serve (default: any)")
+    ] = "",
+    db: WorkersDbOpt = None,
+) -> None:
+    """A new worker's token, printed once (the database keeps only its hash)."""
+    from devagent.worker.cli import token_command
+
+    with lend(_flags(ctx)):
+        code = token_command("add", name, pool, db)
+    raise typer.Exit(code)
+
+
+@token_app.command("revoke")
+def token_revoke(ctx: typer.Context, name: Annotated[str, typer.Argument()], db: WorkersDbOpt = None) -> None:
+    """Revoke a stored worker's token: refused from the next request on, its workers' leases end."""
+    from devagent.worker.cli import token_command
+
+    with lend(_flags(ctx)):
+        code = token_command("revoke", name, "", db)
+    raise typer.Exit(code)
+
+
+@token_app.command("list")
+def token_list(ctx: typer.Context, db: WorkersDbOpt = None) -> None:
+    """The stored workers' tokens: names, pools, live or revoked (never the tokens)."""
+    from devagent.worker.cli import token_command
+
+    with lend(_flags(ctx)):
+        code = token_command("list", "", "", db)
     raise typer.Exit(code)
 
 

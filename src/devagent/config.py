@@ -65,7 +65,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "shell_background_per_caller": ("DEVAGENT_SHELL_BACKGROUND_PER_CALLER", "shell_background_per_caller"),
     "shell_outputs_mb": ("DEVAGENT_SHELL_OUTPUTS_MB", "shell_outputs_mb"),
     "sandbox": ("DEVAGENT_SANDBOX", "sandbox"),  # auto | on | off (shell commands in bubblewrap)
-    "sandbox_backend": ("DEVAGENT_SANDBOX_BACKEND", "sandbox_backend"),  # local | container
+    "sandbox_backend": ("DEVAGENT_SANDBOX_BACKEND", "sandbox_backend"),  # local | container | worker
     "sandbox_network": ("DEVAGENT_SANDBOX_NETWORK", "sandbox_network"),
     "sandbox_read": ("DEVAGENT_SANDBOX_READ", "sandbox_read"),
     "sandbox_hide": ("DEVAGENT_SANDBOX_HIDE", "sandbox_hide"),
@@ -77,6 +77,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "sandbox_warm": ("DEVAGENT_SANDBOX_WARM", "sandbox_warm"),
     "sandbox_idle_seconds": ("DEVAGENT_SANDBOX_IDLE_SECONDS", "sandbox_idle_seconds"),
     "sandbox_workspace": ("DEVAGENT_SANDBOX_WORKSPACE", "sandbox_workspace"),  # host | volume
+    "worker_tokens": ("DEVAGENT_WORKER_TOKENS", "worker_tokens"),  # NAME=TOKEN, comma-separated
+    "worker_pool": ("DEVAGENT_WORKER_POOL", "worker_pool"),
+    "worker_template": ("DEVAGENT_WORKER_TEMPLATE", "worker_template"),
+    "worker_lease_seconds": ("DEVAGENT_WORKER_LEASE_SECONDS", "worker_lease_seconds"),
+    "worker_wait_seconds": ("DEVAGENT_WORKER_WAIT_SECONDS", "worker_wait_seconds"),
+    "worker_poll_seconds": ("DEVAGENT_WORKER_POLL_SECONDS", "worker_poll_seconds"),
     "env_pass": ("DEVAGENT_ENV_PASS", "env_pass"),
     "command_memory_mb": ("DEVAGENT_COMMAND_MEMORY_MB", "command_memory_mb"),
     "command_processes": ("DEVAGENT_COMMAND_PROCESSES", "command_processes"),

@@ -42,6 +42,8 @@ from devagent.a2a.push import QueuedPushSender, VersionedPushConfigStore
 from devagent.a2a.rest_binding import RestContentType, rest_binding_routes
 from devagent.a2a.store import BufferedTaskStore
 from devagent.a2a.streams import StreamLimit, StreamSlots
+from devagent.a2a.worker_routes import PREFIX as WORKERS_PREFIX
+from devagent.a2a.worker_routes import WORKER_BODY_BYTES, WorkerDoor, parse_worker_tokens
 from devagent.common import scrub
 from devagent.console import console_routes
 from devagent.console.signin import SignIn
@@ -270,11 +272,13 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def _metrics_endpoint(metrics: Metrics) -> Callable[[Request], Any]:
+def _metrics_endpoint(metrics: Metrics, core: AgentCore) -> Callable[[Request], Any]:
     async def metrics_endpoint(request: Request) -> Response:
         """Prometheus exposition (behind the bearer auth, like every route but the card): each
-        caller's spend only for the operator's metrics token, the totals for callers' tokens."""
+        caller's spend only for the operator's metrics token, the totals for callers' tokens;
+        the workers as the store has them."""
         reader = "metrics" in getattr(request.scope.get("auth"), "scopes", ())
+        metrics.count_workers(await core.store.workers.overview(core.config.worker_lease_seconds))
         data, content_type = metrics.exposition(per_identity=reader)
         return Response(data, media_type=content_type)
 
@@ -307,6 +311,17 @@ def _signin(parts: ServerParts) -> SignIn | None:
     return SignIn(oidc, parts.settings.base_url, callers.oidc)
 
 
+def _worker_door(parts: ServerParts) -> WorkerDoor:
+    """The workers' routes (/workers/v1/), behind the workers' own tokens."""
+    config = parts.core.config
+    return WorkerDoor(
+        lambda: parts.core.store.workers,
+        parse_worker_tokens(config.worker_tokens),
+        config.worker_lease_seconds,
+        config.worker_poll_seconds,
+    )
+
+
 def _routes(parts: ServerParts) -> list[BaseRoute]:
     settings = parts.settings
     card_app = CardApp(settings, parts.card_version, discovered=_discovered(parts))
@@ -319,7 +334,8 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         # the card per protocol version, with caching headers
         *(Route(path, card_app) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/metrics", _metrics_endpoint(parts.metrics), methods=["GET"]),
+        *_worker_door(parts).routes(),
+        Route("/metrics", _metrics_endpoint(parts.metrics, parts.core), methods=["GET"]),
         *(
             console_routes(
                 parts.core,
@@ -344,7 +360,7 @@ def _middleware(parts: ServerParts) -> list[Middleware]:
     return [
         Middleware(RouteLog, metrics=parts.metrics),  # a line per request of the other routes
         Middleware(ErrorHygiene),  # no internals in any error
-        Middleware(BodyLimit, limit=parts.settings.max_body_bytes),
+        Middleware(BodyLimit, limit=parts.settings.max_body_bytes, wider=(WORKERS_PREFIX, WORKER_BODY_BYTES)),
         Middleware(RestContentType),
         Middleware(StreamSlots, limit=parts.streams),  # open streams per token
     ]
@@ -354,7 +370,8 @@ def create_app(core: AgentCore, settings: A2ASettings) -> Any:
     """The ASGI app serving A2A for `core` (a Starlette app wrapped in the auth middleware)."""
     a2a_sdk.mend_v03_conversions(plain_numbers)
     settings.resolve_grpc_port()
-    scrub.remember([*settings.tokens, settings.metrics_token])  # never quoted in error text
+    worker_tokens = parse_worker_tokens(core.config.worker_tokens)
+    scrub.remember([*settings.tokens, settings.metrics_token, *worker_tokens])  # never quoted in error text
     parts = build_parts(core, settings)
     app = Starlette(routes=_routes(parts), lifespan=_lifespan(parts), middleware=_middleware(parts))
     app.state.handler = parts.handler

@@ -37,6 +37,7 @@ PUBLIC_PATHS = frozenset((*CARD_PATHS, *RESOURCE_METADATA_PATHS))
 CONSOLE_HEADER = _CONSOLE_HEADER.encode()
 SESSION_COOKIE = _SESSION_COOKIE.encode()
 CONSOLE_API = "/ui/api/"
+WORKERS_PREFIX = "/workers/v1/"
 
 # The user of the metrics token (`--metrics-token`); no caller can have this name (identity names
 # have no spaces), and it is given the auth scope "metrics" rather than "authenticated".
@@ -204,6 +205,12 @@ async def _refuse(
     await send_json(send, 401, payload, (b"www-authenticate", _challenge(scope, header, metadata_url)))
 
 
+def _unguarded(path: str) -> bool:
+    """The public paths, and the workers' door, which checks the workers' own tokens
+    (worker_routes.py) and accepts no caller's."""
+    return path in PUBLIC_PATHS or is_public_path(path) or path.startswith(WORKERS_PREFIX)
+
+
 class BearerAuth:
     """Every route but the public ones needs `Authorization: Bearer <token>`. The token's
     identity becomes the A2A user, which owns the tasks it creates; an operator of the IdP's
@@ -219,7 +226,7 @@ class BearerAuth:
         self._metadata_url = metadata_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or is_public_path(scope["path"]):
+        if scope["type"] != "http" or _unguarded(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = _authorization(scope)

@@ -162,6 +162,7 @@ class ServeFlags:
     mcp: bool = False
     console: bool = True
     metrics_token: str | None = None
+    worker_tokens: list[str] | None = None  # --worker-token NAME=TOKEN
     # the identity provider's flags, by OidcSettings field (devagent.common.identity.settings)
     oidc: dict[str, str | None] = field(default_factory=dict)
 
@@ -209,6 +210,7 @@ def serve_command(flags: ServeFlags) -> int:
         "approval_mode": flags.approval,
         "lease_seconds": flags.lease_seconds,
         "sandbox_backend": flags.sandbox_backend,
+        "worker_tokens": tuple(flags.worker_tokens) if flags.worker_tokens else None,
     }
     try:
         config = load_config(overrides)
@@ -223,12 +225,25 @@ def serve_command(flags: ServeFlags) -> int:
         return report("devagent", e)
     try:
         settings = serve_settings(os.environ, flags, config.config_path)
+        _check_worker_tokens(config, settings)
     except ValueError as e:
         print(f"devagent: {e}", file=sys.stderr)
         return 2
     return _serve(
         config, settings, sandbox=flags.sandbox, log_format=flags.log_format, log_level=flags.log_level
     )
+
+
+def _check_worker_tokens(config: CoreConfig, settings: A2ASettings) -> None:
+    """ValueError when a worker's token is malformed or is also a caller's or the metrics token:
+    a worker's token opens the workers' door only."""
+    from devagent.a2a.worker_routes import parse_worker_tokens
+
+    workers = parse_worker_tokens(config.worker_tokens)
+    if set(workers) & {*settings.tokens, settings.metrics_token}:
+        raise ValueError(
+            "a worker's token (--worker-token) must differ from every caller's and the metrics token"
+        )
 
 
 def _serve(

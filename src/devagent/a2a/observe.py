@@ -89,6 +89,7 @@ class Metrics:
         self.open_streams = Gauge(
             "devagent_open_streams", "Open response streams (SSE and gRPC), all tokens", registry=r
         )
+        self._worker_gauges(r)
         # Spend (tokens and requests), in two registries of their own: per caller, labelled by the
         # token's name (never the token), for the operator's metrics token alone; the totals of
         # all callers for every other token.
@@ -152,6 +153,39 @@ class Metrics:
         """The open-streams gauge reads the per-token stream count (a2a/streams.py), the one
         place every binding's streams are counted."""
         self.open_streams.set_function(total)
+
+    def _worker_gauges(self, r: Any) -> None:
+        """The workers (sandbox_backend = worker), read from the store at each scrape: every
+        replica counts them all."""
+        from prometheus_client import Gauge
+
+        self.workers = Gauge(
+            "devagent_workers", "Workers connected, by pool and state", ["pool", "state"], registry=r
+        )
+        self.worker_sessions = Gauge(
+            "devagent_worker_sessions",
+            "Sessions' sandboxes held by live workers, by pool",
+            ["pool"],
+            registry=r,
+        )
+        self.worker_capacity = Gauge(
+            "devagent_worker_capacity", "Sessions live workers can hold, by pool", ["pool"], registry=r
+        )
+        self.worker_calls = Gauge(
+            "devagent_worker_calls_running", "Calls running on workers, by pool", ["pool"], registry=r
+        )
+
+    def count_workers(self, rows: list[dict[str, Any]]) -> None:
+        """The workers as the store has them now (`WorkerQueue.overview`)."""
+        for gauge in (self.workers, self.worker_sessions, self.worker_capacity, self.worker_calls):
+            gauge.clear()
+        for row in rows:
+            pool = str(row["pool"])
+            self.workers.labels(pool, "alive" if row["alive"] else "lost").inc()
+            if row["alive"]:
+                self.worker_sessions.labels(pool).inc(int(row["sessions"]))
+                self.worker_capacity.labels(pool).inc(int(row["capacity"]))
+                self.worker_calls.labels(pool).inc(int(row["running"]))
 
     def exposition(self, *, per_identity: bool) -> tuple[bytes, str]:
         """The metrics; spend per caller with `per_identity`, else the totals of all callers."""

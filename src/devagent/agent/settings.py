@@ -102,8 +102,8 @@ class CoreConfig:
     # command's default (auto for `serve`, off for `run` and `wire`). The network inside it is
     # off unless `sandbox_network`.
     sandbox: str = ""
-    # Where sandboxed commands run: local (bubblewrap on this host) or container (reserved: a
-    # build without the container backend refuses it).
+    # Where sandboxed commands run: local (bubblewrap on this host), container (a container per
+    # session) or worker (a `devagent worker` elsewhere holds each session's sandbox).
     sandbox_backend: str = "local"
     sandbox_network: bool = False
     # Directories a sandboxed command may read although they are in the server's home (which it
@@ -133,6 +133,19 @@ class CoreConfig:
     # nothing of it on this host, the file tools work through the container, and replicas on one
     # engine need no shared filesystem).
     sandbox_workspace: str = "host"
+    # The worker backend (`sandbox_backend = "worker"`, agent/sandbox/worker.py): the workers'
+    # bearer tokens the server accepts ("NAME=TOKEN"; more are kept hashed in the store by
+    # `devagent workers token add`), the pool this server's sessions go to, the template a worker
+    # must offer ("": any), how long a worker's lease lasts unrenewed (a worker killed is replaced
+    # after this long), and how long a call waits for a worker to connect or have room.
+    worker_tokens: tuple[str, ...] = ()
+    worker_pool: str = "default"
+    worker_template: str = ""
+    worker_lease_seconds: float = 15.0
+    worker_wait_seconds: float = 120.0
+    # How long a worker's poll is held open when no call is queued (below the idle limit of any
+    # proxy or balancer between the workers and the servers).
+    worker_poll_seconds: float = 25.0
     # What every program the agent starts gets from the server's environment beyond the
     # allow-list (devagent/agent/sandbox/childenv.py): names, or prefixes ending in `*`.
     env_pass: tuple[str, ...] = ()

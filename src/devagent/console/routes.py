@@ -322,6 +322,8 @@ def console_routes(
 
     patch = _patch_handler(core, session_id_for)
 
+    workers = _workers_handler(core)
+
     return [
         *_page_routes(),
         *signin_routes(signin),
@@ -329,7 +331,35 @@ def console_routes(
         Route(_API + "/sessions", sessions, methods=["GET"]),
         Route(_API + "/sessions/{context_id}", session, methods=["GET"]),
         Route(_API + "/sessions/{context_id}/patch", patch, methods=["GET"]),
+        Route(_API + "/workers", workers, methods=["GET"]),
     ]
+
+
+def _workers_handler(core: AgentCore) -> Callable[[Request], Awaitable[Response]]:
+    async def workers(request: Request) -> Response:
+        """The workers (sandbox_backend = worker) for the operator: alive, sessions held, load."""
+        if not _operator(request):
+            return _error(403, "the workers are shown to the operator only")
+        rows = await core.store.workers.overview(core.config.worker_lease_seconds)
+        shown = [
+            {
+                "name": r["id"],
+                "token": r["token_name"],
+                "pool": r["pool"],
+                "backend": r["backend"],
+                "templates": r["templates"],
+                "alive": r["alive"],
+                "sessions": int(r["sessions"]),
+                "capacity": int(r["capacity"]),
+                "running": int(r["running"]),
+                "load": round(int(r["sessions"]) / max(1, int(r["capacity"])), 3),
+                "last_seen": _iso(float(r["last_seen"])),
+            }
+            for r in rows
+        ]
+        return _json({"workers": shown})
+
+    return workers
 
 
 def _patch_handler(

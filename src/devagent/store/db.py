@@ -68,6 +68,7 @@ from devagent.store.tables import (
     task_events_table,
     usage_table,
 )
+from devagent.store.workers import WorkerQueue
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
 
@@ -115,6 +116,7 @@ class Store:
         self._direct = DirectSQLite(engine) if self.is_sqlite else None
         self._usage_upsert: Any = None
         self._slots: TurnSlots | None = None
+        self._workers: WorkerQueue | None = None
 
     @classmethod
     async def open(cls, url: str) -> Store:
@@ -446,6 +448,13 @@ class Store:
         async with self.engine.connect() as conn:
             rows = await conn.execute(q.order_by(usage_table.c.day.desc(), usage_table.c.identity))
             return [dict(r._mapping) for r in rows]
+
+    @property
+    def workers(self) -> WorkerQueue:
+        """The workers' leases, calls and snapshots (`devagent worker`), shared by every replica."""
+        if self._workers is None:
+            self._workers = WorkerQueue(self.engine, self._now)
+        return self._workers
 
     @property
     def slots(self) -> TurnSlots:

@@ -103,3 +103,85 @@ ADDED_COLUMNS = {
         ("unpriced_requests", "BIGINT NOT NULL DEFAULT 0"),
     ),
 }
+
+# Workers (`devagent worker`): processes on other machines that run sessions' tool calls. A worker
+# row is one connected process (its id is random per process, its token's name beside it); a lease
+# gives one session's sandbox to one worker until `until` (the database's clock), its `epoch`
+# counting the grants, so a result of an earlier grant is refused (fencing); a call is one exec or
+# file operation queued for the lease holder, its output rows beside it; a snapshot is the session's
+# workspace as of its last finished call that changed it (a tar.gz), for the next worker.
+workers_table = Table(
+    "devagent_workers",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("token_name", String(200), nullable=False),
+    Column("pool", String(100), nullable=False),
+    Column("templates", Text, nullable=False),  # JSON list of names
+    Column("capacity", Integer, nullable=False),
+    Column("backend", String(20), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+    Column("gone", Integer, nullable=False, default=0),
+)
+
+worker_tokens_table = Table(
+    "devagent_worker_tokens",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("digest", String(64), nullable=False),  # sha256 of the token, hex; never the token
+    Column("pool", String(100), nullable=False, default=""),  # "": any pool
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
+)
+
+worker_leases_table = Table(
+    "devagent_worker_leases",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("worker", String(64), nullable=False),
+    Column("pool", String(100), nullable=False),
+    Column("template", String(100), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("until", Float, nullable=False),
+    Index("devagent_worker_leases_worker", "worker"),
+)
+
+worker_calls_table = Table(
+    "devagent_worker_calls",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("session_id", String(64), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("worker", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("spec", Text, nullable=False),
+    Column("data", LargeBinary, nullable=True),
+    Column("state", String(16), nullable=False),  # queued | taken | done | interrupted | cancelled
+    Column("code", Integer, nullable=True),
+    Column("result", LargeBinary, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    # Until when a replica follows the command (its relay renews this while it runs): a command
+    # nobody follows any more (its replica died) is killed by its worker.
+    Column("watched_until", Float, nullable=True),
+    Index("devagent_worker_calls_worker", "worker", "state"),
+)
+
+worker_output_table = Table(
+    "devagent_worker_output",
+    metadata,
+    Column("call_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+worker_snapshots_table = Table(
+    "devagent_worker_snapshots",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("call_id", BigInteger, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)

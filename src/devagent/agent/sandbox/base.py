@@ -17,7 +17,7 @@ from devagent.common.errors import DevagentError
 
 # The backends an operator may name (`sandbox_backend`); "none" is the kind of a sandbox that
 # runs commands directly (`sandbox = off`).
-BACKENDS = ("local", "container")
+BACKENDS = ("local", "container", "worker")
 
 # What a pseudo-terminal's process is told its terminal is (the tty tool's screen, pyte, follows
 # xterm's sequences).
@@ -84,7 +84,8 @@ class Sandbox(Protocol):
 
     @property
     def kind(self) -> str:
-        """ "local" (bubblewrap here), "none" (directly), "container" (another helper's)."""
+        """ "local" (bubblewrap here), "none" (directly), "container" (a container per session),
+        "worker" (on a `devagent worker` elsewhere)."""
         ...
 
     @property

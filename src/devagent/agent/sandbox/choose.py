@@ -5,7 +5,6 @@ result is the core's `SandboxProvider`; a caller never chooses any of it."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -28,7 +27,6 @@ SANDBOX_SETTINGS = ("auto", "on", "off")  # "" (unset): auto for serve, off for 
 # Never readable by a sandboxed command, whoever the server runs as.
 SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 SECRET_DIRS = ("/root",)
-CONTAINER_MODULE = "devagent.agent.sandbox.container"
 
 
 def sandbox_setting(value: str) -> str:
@@ -41,7 +39,7 @@ def sandbox_setting(value: str) -> str:
 
 
 def sandbox_backend_setting(value: str) -> str:
-    """The `sandbox_backend` setting normalized: local (the default) or container."""
+    """The `sandbox_backend` setting normalized: local (the default), container or worker."""
     v = value.strip().lower() or "local"
     if v not in BACKENDS:
         raise ValueError(f"sandbox_backend must be one of {', '.join(BACKENDS)}, not {value!r}")
@@ -161,16 +159,16 @@ def provider_of(choice: Bubblewrap | SandboxMissing | None) -> SandboxProvider:
     return DirectProvider(choice)
 
 
-def _container(config: CoreConfig) -> SandboxProvider:
-    """The container backend, where this build has one; else SandboxError."""
-    if importlib.util.find_spec(CONTAINER_MODULE) is None:
-        raise SandboxError(
-            "sandbox_backend = container: the container backend is not built into this version of "
-            "devagent (only local is); use sandbox_backend = local"
-        )
-    module = importlib.import_module(CONTAINER_MODULE)
-    provider: SandboxProvider = module.ContainerProvider(config)
-    return provider
+def _elsewhere(backend: str, config: CoreConfig) -> SandboxProvider:
+    """The backend whose sandboxes are not this host's bubblewrap: a container per session, or
+    a worker's (loaded late: neither is on the path of a local server)."""
+    if backend == "container":
+        from devagent.agent.sandbox.container import ContainerProvider
+
+        return ContainerProvider(config)
+    from devagent.agent.sandbox.worker import WorkerProvider
+
+    return WorkerProvider(config)
 
 
 def choose_provider(
@@ -182,9 +180,10 @@ def choose_provider(
 ) -> tuple[SandboxProvider, str]:
     """The core's sandboxes for `devagent COMMAND` (see `choose_sandbox`) and the line saying
     which; SandboxError where they were asked for and cannot be had."""
-    if sandbox_backend_setting(config.sandbox_backend) == "container":
+    backend = sandbox_backend_setting(config.sandbox_backend)
+    if backend != "local":
         mode, source = sandbox_mode(flag, config, command)
-        provider = _container(config)  # refused here, even off, where this build has none
+        provider = _elsewhere(backend, config)
         if mode != "off":
             return provider, f"Shell sandbox: on ({provider.describe()}; {source})"
     choice, line = choose_sandbox(flag, config, command, hide, owned_by)

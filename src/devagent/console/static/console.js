@@ -192,7 +192,33 @@ async function loadList() {
     failed(e, $("page-info"));
     if (e instanceof Unauthorized) return;
   }
+  loadWorkers();
   S.list.timer = setTimeout(loadList, LIST_POLL_MS);
+}
+
+// The workers (sandbox_backend = worker), for an operator: drawn with the list, refreshed with it.
+async function loadWorkers() {
+  if (!S.me || !S.me.operator) return;
+  try {
+    const data = await api("/ui/api/workers");
+    const rows = data.workers.map((w) =>
+      el(
+        "tr",
+        {},
+        el("td", { text: w.name, title: `token ${w.token}, ${w.backend}` }),
+        el("td", { text: w.pool }),
+        el("td", { text: w.alive ? "alive" : "lost", class: w.alive ? "" : "error" }),
+        el("td", { text: `${w.sessions} of ${w.capacity}` }),
+        el("td", { text: String(w.running) }),
+        el("td", { text: ago(w.last_seen), title: w.last_seen }),
+      ),
+    );
+    $("workers-rows").replaceChildren(...rows);
+    $("workers-empty").hidden = rows.length > 0;
+    $("workers").hidden = false;
+  } catch {
+    $("workers").hidden = true;
+  }
 }
 
 // Another identity's session: listed for an operator only, shown read-only (acting on it is its
