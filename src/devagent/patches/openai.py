@@ -21,6 +21,8 @@ import functools
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from devagent.common.errors import DevagentError
+
 WRITTEN_FOR = "3.57.0"
 
 # How many shapes of the request's other parameters `skip_message_transform` remembers.
@@ -275,5 +277,5 @@ def remember_encoded_prefix() -> None:
     _base_client.openapi_dumps = dumps  # type: ignore[attr-defined,assignment]
 
 
-class _NotPlain(Exception):
+class _NotPlain(DevagentError):
     """A body the memoized encoding does not take (the SDK's encoder takes it instead)."""
