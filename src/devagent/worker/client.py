@@ -11,11 +11,13 @@ from typing import Any
 
 import httpx
 
+from devagent.common.errors import DevagentError
+
 log = logging.getLogger("devagent.worker")
 PREFIX = "/workers/v1"
 
 
-class Refused(Exception):
+class Refused(DevagentError):
     """The server refused the request (the status and its reason): not to be tried again."""
 
     def __init__(self, status: int, reason: str) -> None:
@@ -23,7 +25,7 @@ class Refused(Exception):
         self.status = status
 
 
-class Stopping(Exception):
+class Stopping(DevagentError):
     """The worker is stopping: a request that could not reach the server is not tried again."""
 
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from typing import Any
 
+from devagent.common.errors import DevagentError
 from devagent.worker.client import Refused, ServerClient, Stopping
 
 log = logging.getLogger("devagent.worker")
@@ -20,7 +21,7 @@ FILE_OPS = ("read", "write", "list", "stat", "delete")
 CONTROLS = ("signal", "input", "resize")
 
 
-class Stopped(Exception):
+class Stopped(DevagentError):
     """The server refused this worker's token: it stops."""
 
 
