@@ -10,6 +10,7 @@ ends with what to do when the user asks for a commit."""
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,19 +48,25 @@ def execution_of(sandbox: Sandbox | None, sandbox_network: bool) -> Execution:
 def _git_dir(root: Path) -> Path | None:
     """The git directory of the repository `root` is in (a `.git` folder, or the folder a `.git`
     file names), looking upwards."""
-    for folder in (root, *root.parents):
-        dot_git = folder / ".git"
+    # Plain strings, not `Path.parents`: this runs for every new conversation, and building
+    # each parent as a Path cost more than the stat calls.
+    folder = str(root)
+    while True:
+        dot_git = os.path.join(folder, ".git")
         try:
-            if dot_git.is_dir():
-                return dot_git
-            if dot_git.is_file():
-                text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            if os.path.isdir(dot_git):
+                return Path(dot_git)
+            if os.path.isfile(dot_git):
+                text = Path(dot_git).read_text(encoding="utf-8", errors="replace").strip()
                 if text.startswith("gitdir:"):
                     target = Path(text[len("gitdir:") :].strip())
-                    return target if target.is_absolute() else (folder / target)
+                    return target if target.is_absolute() else (Path(folder) / target)
         except OSError:
             return None
-    return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def git_state(root: Path) -> str:

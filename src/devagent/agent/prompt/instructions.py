@@ -76,8 +76,8 @@ def _definitions_key(
     )
 
 
-# The characters of each tool definition's JSON schema, by the definition object (held with its
-# size, so its id is not reused meanwhile): a session hands the same definitions to every request.
+# The characters of each tool's JSON schema, by the schema object (held with its size, so its id
+# is not reused meanwhile): every request of every session hands a tool's one schema dict.
 _SCHEMA_CHARS: LRU[int, tuple[Any, int]] = LRU(4096)
 
 
@@ -86,10 +86,13 @@ def prefix_chars(params: Any) -> int:
     definitions (names, descriptions, JSON schemas)."""
     total = sum(len(p.content) for p in params.instruction_parts)
     for t in params.function_tools:
-        hit = _SCHEMA_CHARS.get(id(t))
-        if hit is None or hit[0] is not t:
-            hit = (t, len(json.dumps(t.parameters_json_schema)))
-            _SCHEMA_CHARS[id(t)] = hit
+        # By the schema dict, not the definition: a tool's schema is one object that every
+        # session's definitions share, so a new conversation does not encode them all again.
+        schema = t.parameters_json_schema
+        hit = _SCHEMA_CHARS.get(id(schema))
+        if hit is None or hit[0] is not schema:
+            hit = (schema, len(json.dumps(schema)))
+            _SCHEMA_CHARS[id(schema)] = hit
         total += len(t.name) + len(t.description or "") + hit[1]
     return total
 
