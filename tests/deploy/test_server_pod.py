@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devagent.agent.sandbox.base import BACKENDS
 from tests.deploy import manifests as m
 
 OBJECTS = [o for _p, o in m.all_objects()]
@@ -119,8 +118,6 @@ def server_pod(tmp_path: Path, prefix: list[str]) -> Iterator[tuple[str, dict[st
     sources.append(m.find(OBJECTS, "Secret", "devagent-server")["stringData"])
     env = pod_environment(c, sources, tmp_path)
     env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
-    if "worker" not in BACKENDS:  # before `devagent worker` exists, the rest is still checked
-        env["DEVAGENT_SANDBOX_BACKEND"] = "local"
     port = free_port()
     args = moved_args(c, env, tmp_path, host="127.0.0.1", port=str(port))
     log = tmp_path / "serve.log"
@@ -150,8 +147,6 @@ def test_issue41_item4_the_server_pod_starts_devagent_and_its_probes_need_no_tok
 
 
 def test_issue41_item4_the_worker_pod_joins_the_server_pod(tmp_path: Path) -> None:
-    if "worker" not in BACKENDS:
-        pytest.skip("this devagent has no worker backend yet")
     prefix = read_only_root([tmp_path, Path("/tmp")]) if can_make_root_read_only() else []
     with server_pod(tmp_path, prefix) as (url, env):
         c = container_of("devagent-worker")
