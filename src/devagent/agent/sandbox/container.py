@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import re
@@ -147,6 +148,10 @@ class ContainerSandbox:
         self.roots = tuple(Path(r) for r in roots)
         self.engine = provider.engine
         self.running_commands = 0
+        # Each running command's bookkeeping (its count, a stopped container noticed), by pid:
+        # held so the task is not collected, and awaited by `run` so the count is right when it
+        # returns.
+        self._reaping: dict[int, asyncio.Task[None]] = {}
         self.last_used = time.monotonic()
         self._up: bool | None = None  # None: not known; checked before the next command
         self._lock = asyncio.Lock()
@@ -432,8 +437,13 @@ class ContainerSandbox:
             **stdio,
         )
         self.running_commands += 1
-        asyncio.get_running_loop().create_task(self._after(proc))
+        task = asyncio.get_running_loop().create_task(self._after(proc))
+        self._reaping[proc.pid] = task
+        task.add_done_callback(functools.partial(self._reaped, proc.pid))
         return proc
+
+    def _reaped(self, pid: int, _task: asyncio.Task[None]) -> None:
+        self._reaping.pop(pid, None)
 
     async def _after(self, proc: asyncio.subprocess.Process) -> None:
         from devagent.agent.sandbox.relay import INTERRUPTED
@@ -477,6 +487,8 @@ class ContainerSandbox:
         finally:
             transport.close()
         code = await started.proc.wait()
+        if (reaping := self._reaping.get(started.proc.pid)) is not None:
+            await reaping  # its count is down when the caller next asks
         return Finished(code, output, outcome)
 
     # --- files, inside the workspace (container_files.py) -------------------------------------------
@@ -836,8 +848,6 @@ class ContainerProvider:
     async def gone(self, session_id: str, lost: str = "") -> str | None:
         """Why the session's workspace volume is no more (the sweep removed it), or None; with
         `lost` (the volume's name, found missing) a reason in any case."""
-        from devagent.agent.sandbox.sweep import lost_workspace
-
         why = await self.removed_workspace(session_id) if self.removed_workspace is not None else None
         return why or (lost_workspace(lost) if lost else None)
 
@@ -916,3 +926,10 @@ def _templates(config: Any) -> dict[str, Template]:
 
 
 __all__ = ["POOL_LABEL", "ContainerProvider", "ContainerSandbox", "Finished", "OutsideWorkspace"]
+
+
+def lost_workspace(volume: str) -> str:
+    return (
+        f"this session's workspace volume {volume} is gone (removed outside this server): its "
+        "files are lost. Start a new session to work on files again"
+    )

@@ -303,13 +303,6 @@ def removed_workspace(removed: Removed) -> str:
     )
 
 
-def lost_workspace(volume: str) -> str:
-    return (
-        f"this session's workspace volume {volume} is gone (removed outside this server): its "
-        "files are lost. Start a new session to work on files again"
-    )
-
-
 def _duration(seconds: float) -> str:
     for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
         if seconds >= 2 * size:
