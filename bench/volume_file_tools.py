@@ -49,7 +49,8 @@ def _calls(i: int) -> list[tuple[str, dict[str, Any]]]:
 async def _measure(sandbox: Any, root: Path, runs: int) -> dict[str, float]:
     from devagent.agent.state import SessionState
     from devagent.agent.tools import builtin_tools
-    from devagent.agent.tools.base import ToolContext, Workspace
+    from devagent.agent.tools.base import ToolContext
+    from devagent.agent.tools.workspace import Workspace
 
     state = SessionState(workspace_roots=[str(root)])
     tools = builtin_tools(None, None, sandbox)

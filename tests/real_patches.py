@@ -251,7 +251,8 @@ def _context(record: Record, root: Path) -> Any:
     edits what it read."""
     from devagent.agent.state import SessionState
     from devagent.agent.tools import freshness
-    from devagent.agent.tools.base import ToolContext, Workspace
+    from devagent.agent.tools.base import ToolContext
+    from devagent.agent.tools.workspace import Workspace
 
     ctx = ToolContext(
         workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="r"
@@ -272,7 +273,7 @@ def place(record: Record, root: Path) -> Path:
 async def replay_edit(record: Record, kind: str, root: Path) -> tuple[str, str]:
     """The record's hunks as `edit` calls, one per hunk, in order: the outcome, and the refusal's
     message when one was refused."""
-    from devagent.agent.tools.base import ToolFailure
+    from devagent.agent.tools.failure import ToolFailure
     from devagent.agent.tools.write import Edit
 
     path, ctx, tool = place(record, root), _context(record, root), Edit()
@@ -293,7 +294,7 @@ async def replay_edit(record: Record, kind: str, root: Path) -> tuple[str, str]:
 
 async def replay_patch(record: Record, kind: str, root: Path) -> tuple[str, str]:
     """The record's hunks as one `apply_patch` call: the outcome, and the refusal's message."""
-    from devagent.agent.tools.base import ToolFailure
+    from devagent.agent.tools.failure import ToolFailure
     from devagent.agent.tools.patch import ApplyPatch
 
     path, ctx = place(record, root), _context(record, root)

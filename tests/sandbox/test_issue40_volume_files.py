@@ -17,8 +17,10 @@ from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.container import ContainerProvider, ContainerSandbox
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.remote_files import SandboxFiles
+from devagent.agent.tools.workspace import Workspace
 
 Make = Callable[..., ContainerProvider]
 GUARD = 120.0

@@ -17,7 +17,7 @@ from devagent.agent.models.aliases import parse_aliases, resolve
 from devagent.agent.naming.claude import read_rules
 from devagent.agent.subagents.types import load_catalog, narrow, parse_type
 from devagent.agent.tools import skill_catalog as skills
-from devagent.agent.tools.base import Workspace
+from devagent.agent.tools.workspace import Workspace
 from tests.claude_formats import DATA, copy_into, needs_data
 from tests.core_helpers import (
     call,

@@ -110,10 +110,10 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.tools.backends import CallContext as CallContext
     from devagent.agent.tools.backends import CommandResult as CommandResult
     from devagent.agent.tools.backends import ToolBackends as ToolBackends
-    from devagent.agent.tools.base import ToolFailure as ToolFailure
-    from devagent.agent.tools.base import Workspace as Workspace
     from devagent.agent.tools.client import validate_client_tools as validate_client_tools
+    from devagent.agent.tools.failure import ToolFailure as ToolFailure
     from devagent.agent.tools.web import web_search_setting as web_search_setting
+    from devagent.agent.tools.workspace import Workspace as Workspace
     from devagent.agent.turn_view import ModelAnswer as ModelAnswer
     from devagent.agent.turn_view import TurnInput as TurnInput
     from devagent.agent.turn_view import TurnView as TurnView
@@ -176,7 +176,8 @@ _WHERE: dict[str, tuple[str, str]] = {
     # Tools a door lists, validates or backs (an editor's files and terminal)
     **_names("devagent.agent.tools", "builtin_tools"),
     **_names("devagent.agent.tools.backends", "CallContext", "CommandResult", "ToolBackends"),
-    **_names("devagent.agent.tools.base", "ToolFailure", "Workspace"),
+    **_names("devagent.agent.tools.failure", "ToolFailure"),
+    **_names("devagent.agent.tools.workspace", "Workspace"),
     **_names("devagent.agent.tools.client", "validate_client_tools"),
     # The sandbox: its set-up for the core a door opens (from the settings and the door's flags),
     # the line `info` prints, the settings' checks, and whether a session's commands run in it

@@ -21,7 +21,7 @@ from devagent.agent.events import Notice, RunCommand
 
 if TYPE_CHECKING:
     from devagent.agent.commands.catalog import CommandSession
-    from devagent.agent.tools.base import Workspace
+    from devagent.agent.tools.workspace import Workspace
 
 __all__ = [
     "ArgumentInfo",

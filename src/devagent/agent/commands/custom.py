@@ -39,7 +39,8 @@ from devagent.agent.commands.catalog import ArgumentInfo, CommandInfo, Prompt
 from devagent.agent.commands.output import Emit
 from devagent.agent.naming.claude import split_list
 from devagent.agent.tools import front_matter
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from devagent.agent.tools.memory import add_memory, memory_path
 
 if TYPE_CHECKING:
     from devagent.agent.settings import CoreConfig
-    from devagent.agent.tools.base import Workspace
+    from devagent.agent.tools.workspace import Workspace
 
 
 class MemorySession(Protocol):

@@ -26,11 +26,11 @@ from devagent.agent.loop.checkpoints import (
     state_now,
 )
 from devagent.agent.tools._util import atomic_write, remove_file
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 
 if TYPE_CHECKING:
-    from devagent.agent.tools.base import Workspace
     from devagent.agent.tools.remote_files import SandboxFiles
+    from devagent.agent.tools.workspace import Workspace
 
 
 class RestoringSession(CheckpointSession, Protocol):

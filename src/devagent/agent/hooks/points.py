@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from devagent.agent.hooks import Hooks
     from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.state import PendingCall, SessionState
-    from devagent.agent.tools.base import Workspace
+    from devagent.agent.tools.workspace import Workspace
 
 log = logging.getLogger("devagent.hooks")
 

@@ -34,8 +34,9 @@ from devagent.agent.loop import checkpoints, traces
 from devagent.agent.policy import approval
 from devagent.agent.state import CallResult, PendingCall
 from devagent.agent.tools import shell_patch
-from devagent.agent.tools.base import Tool, ToolFailure, ToolWaits
+from devagent.agent.tools.base import Tool, ToolWaits
 from devagent.agent.tools.client import validate_arguments
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.views.timeline import call_view
 from devagent.common.faults import crash_point
 from devagent.common.rpcerrors import internal_error

@@ -40,9 +40,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import ToolKind
 from devagent.agent.tools._util import file_status, read_bytes
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import Tool, ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.memory import memory_path
 from devagent.agent.tools.remote_files import SandboxFiles, remote_files
+from devagent.agent.tools.workspace import Workspace
 from devagent.common.dataclass_json import fields_json
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from devagent.agent.events import ToolKind
 from devagent.agent.loop.context import CoreSession
 from devagent.agent.prompt.family import family_of, hidden_tools, output_caps
 from devagent.agent.sandbox.shown import not_holding
-from devagent.agent.tools.base import Delegation, MediaInput, Tool, ToolContext, Workspace
+from devagent.agent.tools.base import Delegation, MediaInput, Tool, ToolContext
+from devagent.agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from devagent.agent.loop.context import CoreServices

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from devagent.agent.events import ConfirmationDetails, Event, McpDetails, Notice, ToolErrorType, ToolKind
 from devagent.agent.naming.mcp import SEPARATOR, server_of
 from devagent.agent.sandbox.childenv import child_env
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.common.lru import LRU
 from devagent.common.netpolicy import resolve_outbound_url
 from devagent.common.tables import named_tables

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devagent.agent.tools._util import SKIP_DIRS, open_walk, read_text, walk_files
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 NESTED_MAX_CHARS = 32 * 1024  # all nested guides together
 NESTED_MAX_FILES = 20

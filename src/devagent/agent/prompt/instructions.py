@@ -21,7 +21,8 @@ from devagent.common.lru import LRU
 if TYPE_CHECKING:
     from devagent.agent.sandbox.base import Sandbox
     from devagent.agent.state import ClientTool, SessionState
-    from devagent.agent.tools.base import Tool, Workspace
+    from devagent.agent.tools.base import Tool
+    from devagent.agent.tools.workspace import Workspace
 
 
 def _parameters(instructions: str, tool_defs: Sequence[Any], native: Sequence[Any]) -> Any:

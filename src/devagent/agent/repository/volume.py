@@ -18,8 +18,9 @@ from pathlib import Path
 
 from devagent.agent.repository.git import GitFailed
 from devagent.agent.sandbox.base import Sandbox
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.remote_files import SandboxFiles
+from devagent.agent.tools.workspace import Workspace
 
 # Into the workspace `$1`: the tar stream on the input, as the sandbox's own user.
 UNPACK = 'cd -- "$1" && exec tar -xf - --no-same-owner'

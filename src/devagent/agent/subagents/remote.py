@@ -37,7 +37,8 @@ from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolErrorType,
 from devagent.agent.history.serial import confirmation_to_json
 from devagent.agent.state import PendingCall
 from devagent.agent.subagents.remote_status import StatusReader
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, ToolWaits
+from devagent.agent.tools.base import ToolContext, ToolResult, ToolWaits
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.output import OUTPUT_MAX_CHARS, head_and_tail
 from devagent.common.errors import DevagentError
 from devagent.common.netpolicy import IPNetwork, check_outbound_url

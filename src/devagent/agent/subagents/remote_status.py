@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from devagent.agent.events import Notice, ToolErrorType
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 
 if TYPE_CHECKING:
     from devagent.agent.tools.base import ToolContext

@@ -57,8 +57,10 @@ from devagent.agent.settings import user_config_dir
 from devagent.agent.state import PendingCall, SessionState, SubagentOf
 from devagent.agent.subagents import remote as remote_agents
 from devagent.agent.subagents.types import GENERAL, Catalog, load_catalog, narrow
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, ToolWaits, Workspace
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult, ToolWaits
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.task import task_tool
+from devagent.agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from pydantic_ai import messages as pm

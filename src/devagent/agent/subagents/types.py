@@ -33,7 +33,8 @@ from pathlib import Path
 from devagent.agent.events import ToolKind
 from devagent.agent.naming.claude import rules_of, split_list
 from devagent.agent.tools import front_matter
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from typing import Any, BinaryIO, TypeVar
 
 from devagent.agent.events import FileDiff, ToolErrorType
 from devagent.agent.sandbox.confine import DIR_READ_FLAGS, TEMP_PREFIX, Located, locate, replace_in
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 T = TypeVar("T")
 

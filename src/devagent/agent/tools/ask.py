@@ -12,7 +12,8 @@ from typing import Any
 
 from devagent.agent.events import ANSWER_OPTION, QuestionDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import parameter, parameters_schema, str_arg
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 
 MAX_CHOICES = 10
 MAX_CHOICE_CHARS = 200

@@ -11,14 +11,8 @@ from typing import Any
 
 from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import bool_arg, num_arg, opt_str_arg, parameter, parameters_schema, str_arg
-from devagent.agent.tools.base import (
-    BackgroundProcesses,
-    RunningProcess,
-    Tool,
-    ToolContext,
-    ToolFailure,
-    ToolResult,
-)
+from devagent.agent.tools.base import BackgroundProcesses, RunningProcess, Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.processes import BUFFER_CHARS
 
 ACTIONS = ("output", "input", "list", "stop")

@@ -23,7 +23,8 @@ from pathlib import Path
 from devagent.agent.events import ToolErrorType
 from devagent.agent.tools import freshness
 from devagent.agent.tools._util import atomic_write, in_thread, remove_file
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.findings import Diagnostic, Findings
 from devagent.agent.tools.remote_files import remote_files
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from devagent.agent.events import ToolErrorType
 from devagent.agent.tools._util import BINARY_SNIFF_BYTES
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from devagent.agent.state import SessionState

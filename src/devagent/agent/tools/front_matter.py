@@ -16,7 +16,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from devagent.agent.tools.base import Workspace
+from devagent.agent.tools.workspace import Workspace
 
 
 class Unreadable:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.childenv import child_env
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.html_text import EXIT_MEMORY
 
 CONVERTER = str(Path(__file__).with_name("html_text.py"))

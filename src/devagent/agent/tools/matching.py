@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from devagent.agent.events import ToolErrorType
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.common.errors import DevagentError
 
 # Typographic punctuation a model writes for ASCII, one character for one (so positions stay).

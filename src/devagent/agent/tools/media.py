@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from devagent.agent.events import ToolErrorType
 from devagent.agent.tools._util import human_size
-from devagent.agent.tools.base import Attachment, MediaInput, ToolFailure, ToolResult
+from devagent.agent.tools.base import Attachment, MediaInput, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 
 if TYPE_CHECKING:
     from pypdf import PdfReader

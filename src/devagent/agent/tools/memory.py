@@ -20,8 +20,10 @@ from devagent.agent.tools._util import (
     read_text,
     str_arg,
 )
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.remote_files import SandboxFiles, remote_files
+from devagent.agent.tools.workspace import Workspace
 from devagent.common.errors import DevagentError
 
 if TYPE_CHECKING:

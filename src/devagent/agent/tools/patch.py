@@ -30,7 +30,8 @@ from devagent.agent.tools._util import (
     remove_file,
     str_arg,
 )
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.patch_format import FileOp, apply_update, parse
 from devagent.agent.tools.remote_files import remote_files
 from devagent.agent.tools.write import _client_current, _current, vet_proposal, write_checked

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from devagent.agent.events import ToolErrorType
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.matching import (
     Ambiguous,
     Match,

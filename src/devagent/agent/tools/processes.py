@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.base import Started
 from devagent.agent.sandbox.groups import KILL_GRACE, kill_group, signal_group, wait_exit
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.output import head_and_tail
 from devagent.agent.tools.shell import READ_CHUNK, start_command
 from devagent.agent.tools.tty_keys import keys

@@ -37,7 +37,8 @@ from devagent.agent.tools._util import (
     str_list_arg,
     walk_files,
 )
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.remote_files import (
     FETCH_MAX_BYTES,
     Entry,
@@ -47,6 +48,7 @@ from devagent.agent.tools.remote_files import (
     remote_files,
     within_batch,
 )
+from devagent.agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from devagent.agent.state import SessionState

@@ -21,16 +21,17 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.base import Limits, SandboxError, Streams
 from devagent.agent.sandbox.confine import TEMP_PREFIX
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.backends import ToolBackends
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from devagent.agent.sandbox.base import Sandbox
-    from devagent.agent.tools.base import ToolContext
 
 COMMAND_SECONDS = 60.0  # a walk or a batch read that takes longer is stopped (a hang guard)
 OUTPUT_LIMIT = 2**20
@@ -62,7 +63,14 @@ class Entry:
     rel: str
 
 
-def remote_files(ctx: ToolContext) -> SandboxFiles | None:
+class _WithBackends(Protocol):
+    """What `remote_files` reads of a tool's context (`ToolContext`)."""
+
+    @property
+    def backends(self) -> ToolBackends: ...
+
+
+def remote_files(ctx: _WithBackends) -> SandboxFiles | None:
     """The session's files through its sandbox, when they are not on this host; else None (the
     tools work on the folder here, as always)."""
     files = ctx.backends.files

@@ -42,7 +42,8 @@ from devagent.agent.tools._util import (
     str_list_arg,
     walk_files,
 )
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.remote_files import (
     FETCH_MAX_BYTES,
     SandboxFiles,
@@ -52,6 +53,7 @@ from devagent.agent.tools.remote_files import (
     remote_files,
     within_batch,
 )
+from devagent.agent.tools.workspace import Workspace
 from devagent.common.errors import DevagentError
 
 # Defaults of the listing and search caps.

@@ -33,7 +33,8 @@ from devagent.agent.tools._util import (
     parameters_schema,
     str_arg,
 )
-from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import OutputFileLike, Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.output import HeadTail, head_and_tail
 from devagent.agent.tools.remote_files import remote_files
 from devagent.agent.tools.tty_screen import COLS as TTY_COLS

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from devagent.agent.tools import freshness
 from devagent.agent.tools._util import file_status, read_text
-from devagent.agent.tools.base import ToolContext, ToolFailure
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 
 # The programs that only show files, with their options that take a value (the next word).
 _VALUED: dict[str, frozenset[str]] = {

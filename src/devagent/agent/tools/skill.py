@@ -12,8 +12,10 @@ from typing import Any
 
 from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools._util import SKIP_DIRS, in_thread, parameter, parameters_schema, str_arg, walk_files
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.skill_catalog import Skill, Skills
+from devagent.agent.tools.workspace import Workspace
 
 MAX_FILES = 200
 

@@ -37,7 +37,8 @@ from pathlib import Path
 from devagent.agent.events import ToolErrorType
 from devagent.agent.sandbox.shown import SKILL_FILE, USER_SKILLS
 from devagent.agent.tools import front_matter
-from devagent.agent.tools.base import ToolFailure, Workspace
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

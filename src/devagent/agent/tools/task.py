@@ -9,7 +9,8 @@ from typing import Any
 
 from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools._util import parameter, parameters_schema, str_arg
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 
 DESCRIPTION = (
     "Hand self-contained work to a subagent: a fresh agent in this workspace with its own context, "

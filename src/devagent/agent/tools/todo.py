@@ -7,7 +7,8 @@ from typing import Any
 
 from devagent.agent.events import ToolErrorType, ToolKind
 from devagent.agent.tools._util import parameter, parameters_schema
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 
 STATUSES = ("pending", "in_progress", "completed", "cancelled")
 _MARKS = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}

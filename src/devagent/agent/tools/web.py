@@ -18,7 +18,8 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from devagent.agent.events import ConfirmationDetails, GenericDetails, ToolErrorType, ToolKind
 from devagent.agent.tools._util import human_size, in_thread, int_arg, parameter, parameters_schema, str_arg
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.html_process import convert_html
 from devagent.common.netpolicy import IPNetwork, pinned_request, resolve_outbound_url
 

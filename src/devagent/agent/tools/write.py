@@ -25,10 +25,12 @@ from devagent.agent.tools._util import (
     read_text,
     str_arg,
 )
-from devagent.agent.tools.base import Tool, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import Tool, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.matching import Replaced, replace_in
 from devagent.agent.tools.region import edited_region
 from devagent.agent.tools.remote_files import SandboxFiles, remote_files
+from devagent.agent.tools.workspace import Workspace
 
 
 class WriteFile(Tool):

@@ -13,7 +13,7 @@ import pytest
 from devagent.agent.commands import custom, registry, with_custom
 from devagent.agent.commands.custom import expand, parse
 from devagent.agent.events import TurnEnd, UserPrompt
-from devagent.agent.tools.base import Workspace
+from devagent.agent.tools.workspace import Workspace
 from tests.core_helpers import collect, text_of, write_script
 
 

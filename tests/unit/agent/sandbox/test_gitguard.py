@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from devagent.agent.state import SessionState
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.shell import RunShellCommand
+from devagent.agent.tools.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

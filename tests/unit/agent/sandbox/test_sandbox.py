@@ -28,8 +28,10 @@ from devagent.agent.sandbox.local import Bubblewrap
 from devagent.agent.sandbox.none import SandboxMissing, root_note
 from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.shell import RunShellCommand
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.sandboxes import sandbox_of
 
@@ -265,7 +267,8 @@ from pathlib import Path
 from devagent.agent.sandbox.local import LocalProvider
 from devagent.agent.sandbox.probe import probe_bwrap
 from devagent.agent.state import SessionState
-from devagent.agent.tools.base import ToolContext, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.workspace import Workspace
 from devagent.agent.tools.shell import RunShellCommand
 
 root = Path(sys.argv[1])
@@ -526,7 +529,8 @@ from pathlib import Path
 from devagent.agent.sandbox.choose import setup_sandbox
 from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
-from devagent.agent.tools.base import ToolContext, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.workspace import Workspace
 from devagent.agent.tools.shell import RunShellCommand
 
 root = Path(sys.argv[1])

@@ -13,8 +13,10 @@ from devagent.agent.events import ToolCallStatus, ToolCallUpdate, UserPrompt
 from devagent.agent.sandbox.childenv import check_env_pass, child_env
 from devagent.agent.settings import CoreConfig, sqlite_file
 from devagent.agent.state import SessionState
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.shell import RunShellCommand
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, collect
 from tests.mcp_servers import SERVER

@@ -10,7 +10,7 @@ import pytest
 from devagent.agent.settings import CoreConfig
 from devagent.agent.subagents import remote as remote_agents
 from devagent.agent.subagents.types import load_catalog
-from devagent.agent.tools.base import Workspace
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.a2a.test_remote_agents import _fake
 

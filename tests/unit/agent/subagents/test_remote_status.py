@@ -14,7 +14,9 @@ from google.protobuf.struct_pb2 import Struct, Value
 from devagent.agent.events import Notice
 from devagent.agent.state import SessionState
 from devagent.agent.subagents.remote_status import StatusReader
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 
 def _update(state: int, text: str = "", meta: dict[str, Any] | None = None, data: Any = None) -> Any:

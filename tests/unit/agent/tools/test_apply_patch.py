@@ -22,7 +22,8 @@ from devagent.agent.events import (
 )
 from devagent.agent.history import serial
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.patch_format import parse
 from devagent.agent.wording import request_text
 from tests.core_helpers import call, collect, text_of, updates

@@ -24,7 +24,8 @@ from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools import search as search_mod
 from devagent.agent.tools._util import TEMP_PREFIX, atomic_write
-from devagent.agent.tools.base import ToolContext, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.workspace import Workspace
 
 TOOLS = builtin_tools()
 CRASH_POINT = "atomic_write.before_rename"
@@ -39,7 +40,8 @@ import asyncio, json, sys
 from pathlib import Path
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolContext, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.workspace import Workspace
 
 root = Path(sys.argv[1])
 ctx = ToolContext(workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="c1")

@@ -25,8 +25,10 @@ from devagent.agent.events import ToolCallStatus, TurnEnd, UserPrompt
 from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, processes
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.processes import MAX_RUNNING, ProcessRegistry
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running

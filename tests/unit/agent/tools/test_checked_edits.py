@@ -12,7 +12,9 @@ import pytest
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, region, syntax
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, collect, text_of
 

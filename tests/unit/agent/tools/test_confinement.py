@@ -20,7 +20,9 @@ from devagent.agent.sandbox import confine as _confine
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools import search as search_mod
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 
 TOOLS = builtin_tools()
 

@@ -17,10 +17,12 @@ import pytest
 from devagent.agent.events import ToolCallStatus, ToolCallUpdate, TurnEnd, UserPrompt
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, freshness, language_servers
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.diagnostics import introduced
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.findings import Diagnostic
 from devagent.agent.tools.language_servers import SERVERS, SessionServers
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.conftest import process_ended
 from tests.core_helpers import call, collect, text_of

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.matching import replace_in
 from tests import real_patches as rp
 from tests.unit.agent.tools.test_tools import make_ctx

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from devagent.agent.tools import html_process, html_text
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.html_text import LIST_MAX_DEPTH, TEXT_MAX_CHARS, html_to_text
 from tests.process_scan import running
 from tests.unit.agent.tools import html_text_before

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolFailure
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.matching import Ambiguous, closest, replace_in, seek
 from tests.unit.agent.tools.test_tools import make_ctx
 

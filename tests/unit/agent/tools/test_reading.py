@@ -27,7 +27,9 @@ from devagent.agent.history import transcript
 from devagent.agent.loop import toolset
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, freshness, media
-from devagent.agent.tools.base import MediaInput, ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import MediaInput, ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 from tests.core_helpers import call, collect, text_of
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 

@@ -36,8 +36,10 @@ from devagent.agent.policy import approval
 from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools, processes
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.processes import NewestText, ProcessRegistry
+from devagent.agent.tools.workspace import Workspace
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
 from tests.sandboxes import bwrap_or_skip, provider

@@ -16,9 +16,11 @@ from devagent.agent.events import ToolCallStatus, UserPrompt
 from devagent.agent.sandbox.local import Bubblewrap
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.output import HeadTail, head_and_tail
 from devagent.agent.tools.saved_outputs import SavedOutputs
+from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, result_text
 from tests.sandboxes import bwrap_or_skip, sandbox_of

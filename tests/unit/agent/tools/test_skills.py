@@ -21,9 +21,11 @@ from devagent.agent.sandbox.local import Bubblewrap as Sandbox
 from devagent.agent.settings import CoreConfig
 from devagent.agent.state import SessionState
 from devagent.agent.tools import skill_catalog as skills
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.read import ReadFile
 from devagent.agent.tools.skill import MAX_FILES, skill_files
+from devagent.agent.tools.workspace import Workspace
 from tests.core_helpers import call, collect, task_call, text_of, write_script
 from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
 from tests.unit.agent.models.test_model_surface import devagent

@@ -18,9 +18,11 @@ from devagent.agent.tools import builtin_tools, freshness
 from devagent.agent.tools import read as read_mod
 from devagent.agent.tools import search as search_mod
 from devagent.agent.tools._util import read_text
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.memory import read_memory
 from devagent.agent.tools.shell import root_command
+from devagent.agent.tools.workspace import Workspace
 
 TOOLS = builtin_tools()
 

@@ -22,10 +22,12 @@ from devagent.agent.events import ToolCallStatus, TurnEnd, UserPrompt
 from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
-from devagent.agent.tools.base import ToolContext, ToolFailure, Workspace
+from devagent.agent.tools.base import ToolContext
+from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.tty_keys import keys
 from devagent.agent.tools.tty_screen import printed
+from devagent.agent.tools.workspace import Workspace
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
 from tests.sandboxes import bwrap_or_skip, provider

@@ -24,7 +24,9 @@ from devagent.agent.state import PendingCall, SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools import web as web_mod
 from devagent.agent.tools.backends import ToolBackends
-from devagent.agent.tools.base import ToolContext, ToolFailure, ToolResult, Workspace
+from devagent.agent.tools.base import ToolContext, ToolResult
+from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 from devagent.common import netpolicy
 from devagent.common.netpolicy import parse_networks
 from devagent.config import ConfigError, load_config
