@@ -23,7 +23,7 @@ import pytest
 
 from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.test_hostile import script, tool_outputs
-from tests.core_helpers import shell_call
+from tests.core_helpers import call, shell_call
 from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
 from tests.workers.fifos import FifoCounter, release_blocked
 from tests.workers.netns import exists, isolated
@@ -257,6 +257,32 @@ async def test_issue41_item1_file_operations_reach_the_workers_workspace(site: W
         finally:
             await provider.close()
     assert list(ws.iterdir()) == []
+
+
+async def test_issue41_item1_the_file_tools_of_a_turn_work_on_the_workers_workspace(site: WorkerSite) -> None:
+    """issue 41 item 1 with issue 40's file tools: a turn's write_file, read_file, edit, glob and
+    grep (the tools that go through the sandbox where its workspace is not on this host) act on
+    the worker's copy of the workspace; the shell sees what they wrote, a path outside is refused,
+    and the server's folder stays empty."""
+    steps = [
+        [call("write_file", {"path": "notes/a.txt", "content": "alpha\nbeta\n"}, "w")],
+        [call("read_file", {"path": "notes/a.txt"}, "r")],
+        [call("edit", {"path": "notes/a.txt", "old_string": "beta", "new_string": "gamma"}, "e")],
+        [call("glob", {"pattern": "**/*.txt"}, "g")],
+        [call("grep", {"pattern": "gam+a"}, "s")],
+        [call("read_file", {"path": "/etc/hostname"}, "x")],
+        [shell_call("cat notes/a.txt; echo END")],
+        [{"text": "done"}],
+    ]
+    model = script(site.tmp / "s.json", steps)
+    with site.server(model) as s, site.worker(s, "w1") as w1:
+        w1.wait_connected()
+        frames = await turn(s.url, "files", site.root / "alice")
+    output = tool_outputs(json.dumps(frames))
+    assert "alpha" in output and "notes/a.txt" in output, output  # read, glob
+    assert "alpha\\ngamma\\nEND" in output, output  # the edit, as the shell on the worker sees it
+    assert "outside the workspace" in output, output  # /etc/hostname refused
+    assert list((site.root / "alice").iterdir()) == []  # nothing of it on the server's host
 
 
 def read_to_end(fd: int) -> bytes:
