@@ -87,6 +87,11 @@ class WorkerProvider:
             sandbox = self._sessions[session_id] = WorkerSandbox(self, session_id, roots)
         return sandbox
 
+    def forget(self, sandbox: WorkerSandbox) -> None:
+        """The session let its sandbox go: a later `for_session` makes a new one."""
+        if self._sessions.get(sandbox.session_id) is sandbox:
+            del self._sessions[sandbox.session_id]
+
     async def queue(self) -> WorkerQueue:
         """The store's workers' tables, opened on first need (in the server's event loop)."""
         if self._store is None:
@@ -257,7 +262,7 @@ class WorkerSandbox:
                 await asyncio.wait_for(self.call("release", {"keep": keep}), self.provider.ttl)
         if not keep:
             await q.forget(self.session_id)
-        self.provider._sessions.pop(self.session_id, None)
+        self.provider.forget(self)
 
     # --- commands ---------------------------------------------------------------------------------
 
