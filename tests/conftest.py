@@ -59,6 +59,20 @@ def _hermetic_home() -> Path:
 
 TEST_HOME = _hermetic_home()
 
+# The suite runs in parallel processes (pytest-xdist, `--dist loadgroup`: scripts/test). The tests
+# that drive container engines, network namespaces or workers share the engines' state (images, a
+# private dockerd per process, the machine's namespaces) and are the heaviest: they run one after
+# another in one process, beside the rest.
+SERIAL_FOLDERS = ("tests/sandbox/", "tests/workers/")
+SERIAL_FILES = ("tests/replicas/test_issue40_container_replicas.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith(SERIAL_FOLDERS) or path in SERIAL_FILES:
+            item.add_marker(pytest.mark.xdist_group("engines"))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def hermetic_home() -> Iterator[Path]:
@@ -168,12 +182,16 @@ def script(script_file: ScriptFile) -> Script:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A database of the test's own: a SQLite file, or a fresh PostgreSQL database (dropped
+    afterwards), so tests running in parallel processes never share one."""
     if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
+        yield f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
+        return
     if not pg_available():
         pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    return PG_URL
+    async with fresh_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
