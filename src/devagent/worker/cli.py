@@ -163,7 +163,7 @@ async def _tokens(action: str, name: str, pool: str, db_url: str) -> int:
             return 0
         for row in await q.tokens():
             state = "revoked" if row["revoked_at"] else "live"
-            print(f"{row['name']}\tpool={row['pool'] or '*'}\t{row['role']}\t{state}")
+            print(f"{row['name']}\tpool={row['pool'] or '*'}\t{state}\t{row['role']}")
         return 0
     finally:
         await store.close()
