@@ -18,11 +18,11 @@ import httpx
 import pytest
 import yaml
 
+from tests.a2a.helpers import auth, rpc, v03_message
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import shell_call
 from tests.dispatcher.kube_standin import StandIn
-from tests.workers.conftest import DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
-from tests.workers.test_issue41_workers import turn
+from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
 
 KUBE_TOKEN = "standin-kube-token-h-dispatch"
 NAMESPACE = "devagent-workers"
@@ -113,6 +113,23 @@ def dispatcher(site: WorkerSite, server_url: str, api: StandIn, token: str) -> I
             proc.wait(20)
 
 
+async def turn(url: str, text: str, workspace: Path, context: str | None = None) -> list[dict]:
+    """One `message/stream` turn as Alice (in the conversation `context`, if given); its frames."""
+    msg = v03_message(text, context_id=context, settings={"workspace_path": str(workspace)})
+    frames: list[dict] = []
+    async with (
+        httpx.AsyncClient(timeout=300) as client,
+        client.stream("POST", url, json=rpc("message/stream", {"message": msg}), headers=auth(CALLER)) as r,
+    ):
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
+    assert states and states[-1] == "completed", frames
+    return frames
+
+
 def hello(url: str, token: str) -> int:
     body = {"worker": "probe-h-dispatch", "pool": POOL, "capacity": 1}
     headers = {"Authorization": f"Bearer {token}"}
@@ -139,8 +156,15 @@ async def test_issue41_item4_dispatcher_claims_a_pod_per_waiting_session_and_del
     warm pod's worker reads the token, connects back, and runs the turn's command (its output names
     that pod's workspace). When the session lets its sandbox go (the pod's worker gives it back
     after 3 idle seconds), the dispatcher deletes the claim, the pod is stopped, and the session's
-    token opens nothing any more; the dispatcher's own token never opens the workers' door."""
-    steps = [[shell_call("pwd; echo ran-in-the-claimed-pod")], [{"text": "done"}]]
+    token opens nothing any more; the dispatcher's own token never opens the workers' door. The
+    session's next turn waits again and gets a new claim and pod, whose workspace is the one the
+    first pod left (the server's snapshot)."""
+    steps = [
+        [shell_call("pwd; echo kept > made.txt; echo ran-in-the-claimed-pod")],
+        [{"text": "done"}],
+        [shell_call("pwd; cat made.txt; echo ran-in-the-second-pod")],
+        [{"text": "done again"}],
+    ]
     model = script(site.tmp / "s.json", steps)
     with site.server(model) as s:
         token = add_dispatcher_token(site)
@@ -166,6 +190,17 @@ async def test_issue41_item4_dispatcher_claims_a_pod_per_waiting_session_and_del
             )
             assert hello(s.url, session_token) == 401  # the session's token died with its sandbox
             assert hello(s.url, token) == 403  # a dispatcher's token claims no work
+
+            # The session's next turn waits again: a new claim (same name), a new pod, and the
+            # workspace as the first pod left it (the server's snapshot).
+            context = next(f["result"]["contextId"] for f in frames if "contextId" in f.get("result", {}))
+            frames = await turn(s.url, "again", site.root / "alice", context)
+            output = tool_outputs(json.dumps(frames))
+            assert [st for m_, _, st in api.requests if m_ == "POST"] == [201, 201], api.requests
+            second = next(p for p in api.pods if p.claim and p is not pod)
+            assert second.claim == pod.claim  # the session's claim name, made again
+            assert str(second.state_dir) in output and "kept" in output, output
+            assert "ran-in-the-second-pod" in output, output
     assert "Traceback" not in dlog.read_text(), dlog.read_text()
     assert token not in pod_log
 

@@ -43,11 +43,12 @@ class DispatchQueue:
         return [{"session": r[0], "template": r[1]} for r in rows]
 
     async def ended(self, pool: str, sessions: list[str]) -> list[str]:
-        """Those of `sessions` (the ones the dispatcher started pods for) that neither wait for
-        a sandbox of `pool` nor hold one: their pods are to go."""
+        """Those of `sessions` (the ones the dispatcher started pods for) whose pods are to go:
+        the session neither waits for a sandbox of `pool` nor holds one, or its pod's token is
+        gone (its worker gave the session back: that pod serves nobody any more)."""
         if not sessions:
             return []
-        wa, le = worker_wants_table, worker_leases_table
+        wa, le, t = worker_wants_table, worker_leases_table, worker_tokens_table
         async with self._engine.connect() as conn:
             wanted = select(wa.c.session_id).where(
                 wa.c.session_id.in_(sessions), wa.c.pool == pool, wa.c.until >= self._now
@@ -56,7 +57,14 @@ class DispatchQueue:
                 le.c.session_id.in_(sessions), le.c.pool == pool, le.c.until >= self._now
             )
             live = {r[0] for r in (await conn.execute(wanted.union(held))).all()}
-        return [s for s in sessions if s not in live]
+            tokens = select(t.c.session_id).where(
+                t.c.session_id.in_(sessions),
+                t.c.role == "session",
+                t.c.pool == pool,
+                t.c.revoked_at.is_(None),
+            )
+            minted = {r[0] for r in (await conn.execute(tokens)).all()}
+        return [s for s in sessions if s not in live or s not in minted]
 
     async def mint(self, pool: str, session_id: str) -> str | None:
         """A new token for a one-session worker of `session_id` (replacing any earlier one), if the

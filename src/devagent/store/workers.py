@@ -376,9 +376,12 @@ class WorkerQueue:
         return True, (row[0] if row is not None else None)
 
     async def give_back(self, worker: str, session_id: str) -> None:
-        """The worker lets the session go: its open calls are interrupted, the lease ends."""
+        """The worker lets the session go: its open calls are interrupted, the lease ends. A
+        one-session worker (a dispatcher's pod) is done for good: it is stopped and its token
+        deleted, so the session's next call waits for a new pod."""
         le = worker_leases_table
         async with self._tx() as conn:
+            await self._retire_one_session_worker(conn, worker)
             row = (
                 await conn.execute(
                     select(le.c.epoch).where(le.c.session_id == session_id, le.c.worker == worker)
@@ -388,6 +391,14 @@ class WorkerQueue:
                 return
             await conn.execute(update(le).where(le.c.session_id == session_id).values(until=0.0))
             await self._end_open(conn, session_id, int(row[0]))
+
+    async def _retire_one_session_worker(self, conn: AsyncConnection, worker: str) -> None:
+        w, t = workers_table, worker_tokens_table
+        row = (await conn.execute(select(w.c.token_name, w.c.session_id).where(w.c.id == worker))).first()
+        if row is None or not row[1]:
+            return
+        await conn.execute(update(w).where(w.c.id == worker).values(gone=1))
+        await conn.execute(delete(t).where(t.c.name == row[0], t.c.role == "session"))
 
     async def leave(self, worker: str) -> None:
         """The worker stops: every lease it holds ends, its row says gone."""
