@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import subprocess
 import threading
 import uuid
@@ -47,7 +48,8 @@ class Pod:
 
 @dataclass
 class StandIn:
-    """`start_pod(name, token_file, state_dir, log)` starts one warm pod's worker process."""
+    """`start_pod(name, token_file, state_dir, log)` starts one warm pod's worker process; an
+    empty `token` lets any client in (with `tls` requiring a client certificate, a verified one)."""
 
     token: str
     namespace: str
@@ -60,11 +62,13 @@ class StandIn:
     requests: list[tuple[str, str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
+    tls: ssl.SSLContext | None = None  # HTTPS with this context (a client certificate may be required)
 
     @property
     def url(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
 
     def start(self) -> None:
         standin = self
@@ -83,6 +87,8 @@ class StandIn:
                 standin.answer(self, "DELETE")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         with self.lock:
             self._fill()
@@ -100,7 +106,7 @@ class StandIn:
         url = urlparse(h.path)
         m = PATH.match(url.path)
         body = h.rfile.read(int(h.headers.get("content-length") or 0))
-        if h.headers.get("authorization") != f"Bearer {self.token}":
+        if self.token and h.headers.get("authorization") != f"Bearer {self.token}":
             status, out = 401, _status(401, "Unauthorized")
         elif m is None or m.group(1) != self.namespace:
             status, out = 404, _status(404, "the server could not find the requested resource")

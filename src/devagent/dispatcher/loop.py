@@ -100,7 +100,7 @@ class Dispatcher:
         while not stop.is_set():
             try:
                 await self.look()
-            except (httpx.HTTPError, KubeError) as e:
+            except (httpx.HTTPError, KubeError, OSError, ValueError) as e:  # OSError: a TLS alert on read
                 log.warning("this look failed (%s): trying again", e)
             try:
                 await asyncio.wait_for(stop.wait(), interval)
