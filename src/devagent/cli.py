@@ -727,6 +727,14 @@ def worker(
         float,
         typer.Option("--idle-seconds", help="Give back a session idle this long (its room is another's)"),
     ] = 300.0,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="Read the token from this file, waiting until it is not empty (a pod started for one "
+            "session by `devagent dispatcher`: its downward-API file); instead of DEVAGENT_WORKER_TOKEN",
+        ),
+    ] = None,
 ) -> None:
     """Run sessions' tool calls for a devagent server (sandbox_backend = worker): connects out
     to --server (no inbound port, no database); its token is read from DEVAGENT_WORKER_TOKEN."""
@@ -734,8 +742,36 @@ def worker(
 
     flags = WorkerFlags(server, pool, capacity, backend, list(template or []), state_dir)
     flags.idle_seconds = idle_seconds
+    flags.token_file = token_file
     with lend(_flags(ctx)):
         code = worker_command(flags)
+    raise typer.Exit(code)
+
+
+@app.command()
+def dispatcher(
+    ctx: typer.Context,
+    server: Annotated[str, typer.Option("--server", help="The devagent server's URL (http or https)")],
+    namespace: Annotated[
+        str, typer.Option("--namespace", help="The namespace of the SandboxClaims (default: the pod's own)")
+    ] = "",
+    warm_pool: Annotated[
+        str, typer.Option("--warm-pool", help="The SandboxWarmPool each claim takes its pod from")
+    ] = "devagent-worker",
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="A kubeconfig file (default: the pod's service account)"),
+    ] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between looks")] = 1.0,
+) -> None:
+    """Give each session of a worker pool that waits for a sandbox a pod of its own through
+    kubernetes-sigs/agent-sandbox (one SandboxClaim per session, deleted when the session lets
+    its sandbox go). Its token (a dispatcher's) is read from DEVAGENT_DISPATCHER_TOKEN."""
+    from devagent.dispatcher.cli import DispatcherFlags, dispatcher_command
+
+    flags = DispatcherFlags(server, namespace, warm_pool, kubeconfig, interval)
+    with lend(_flags(ctx)):
+        code = dispatcher_command(flags)
     raise typer.Exit(code)
 
 
@@ -755,13 +791,21 @@ def token_add(
     pool: Annotated[
         str, typer.Option("--pool", help="The only pool its workers may serve (default: any)")
     ] = "",
+    dispatcher: Annotated[
+        bool,
+        typer.Option(
+            "--dispatcher",
+            help="A dispatcher's token (devagent dispatcher; --pool required): it starts one pod per "
+            "waiting session of the pool and runs no calls itself",
+        ),
+    ] = False,
     db: WorkersDbOpt = None,
 ) -> None:
     """A new worker's token, printed once (the database keeps only its hash)."""
     from devagent.worker.cli import token_command
 
     with lend(_flags(ctx)):
-        code = token_command("add", name, pool, db)
+        code = token_command("add-dispatcher" if dispatcher else "add", name, pool, db)
     raise typer.Exit(code)
 
 

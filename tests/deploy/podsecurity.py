@@ -1,7 +1,7 @@
 """The rules of the "restricted" Pod Security Standard that the namespaces enforce
 (kubernetes.io/docs/concepts/security/pod-security-standards), checked before a cluster would
 refuse the pods, plus devagent's own: a read-only root filesystem, resource limits, and no
-Kubernetes API token in the pod."""
+Kubernetes API token in the pod (but the dispatcher's, whose work is API calls: `api_client`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ _VOLUME_TYPES = frozenset(
 )
 
 
-def restricted_problems(spec: Obj) -> list[str]:
+def restricted_problems(spec: Obj, api_client: bool = False) -> list[str]:
     problems = [f"{k} is set" for k in ("hostNetwork", "hostPID", "hostIPC") if spec.get(k)]
     for v in spec.get("volumes", []):
         kinds = set(v) - {"name"}
@@ -33,8 +33,8 @@ def restricted_problems(spec: Obj) -> list[str]:
     pod_sc = spec.get("securityContext", {})
     for c in spec.get("containers", []) + spec.get("initContainers", []):
         problems += [f"{c['name']}: {p}" for p in _container_problems(c, pod_sc)]
-    if spec.get("automountServiceAccountToken") is not False:
-        problems.append("automountServiceAccountToken is not false")
+    if spec.get("automountServiceAccountToken") is not api_client:
+        problems.append(f"automountServiceAccountToken is not {str(api_client).lower()}")
     return problems
 
 

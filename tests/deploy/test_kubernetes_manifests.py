@@ -7,7 +7,6 @@ hold no secret but their token). Nothing here reaches a cluster."""
 from __future__ import annotations
 
 import copy
-import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -34,10 +33,10 @@ def test_issue41_item4_the_manifests_hold_every_piece() -> None:
     kinds = sorted({o["kind"] for o in OBJECTS})
     assert kinds == [
         "ConfigMap", "Deployment", "Ingress", "Namespace", "NetworkPolicy", "PodDisruptionBudget",
-        "RuntimeClass", "SandboxClaim", "SandboxTemplate", "SandboxWarmPool", "Secret", "Service",
-        "ServiceAccount",
+        "Role", "RoleBinding", "RuntimeClass", "SandboxClaim", "SandboxTemplate", "SandboxWarmPool",
+        "Secret", "Service", "ServiceAccount",
     ]  # fmt: skip
-    assert len(OBJECTS) == 20
+    assert len(OBJECTS) == 26
 
 
 @pytest.mark.parametrize("version", [m.OLDEST, m.NEWEST])
@@ -143,10 +142,31 @@ def test_issue41_item4_worker_pods_reach_the_server_through_its_service_and_hold
         url = urlsplit(c["args"][c["args"].index("--server") + 1])
         assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
         assert url.port == service["spec"]["ports"][0]["port"]
-        assert m.secret_problems(spec, frozenset({"DEVAGENT_WORKER_TOKEN"})) == [], what
-        (token,) = [e for e in c["env"] if e["name"] == "DEVAGENT_WORKER_TOKEN"]
-        assert token["valueFrom"]["secretKeyRef"]["name"] == "devagent-worker"
         assert spec["runtimeClassName"] == "gvisor"
+        if what.startswith("Deployment/"):
+            assert m.secret_problems(spec, frozenset({"DEVAGENT_WORKER_TOKEN"})) == [], what
+            (token,) = [e for e in c["env"] if e["name"] == "DEVAGENT_WORKER_TOKEN"]
+            assert token["valueFrom"]["secretKeyRef"]["name"] == "devagent-worker"
+            continue
+        # A sandbox pod holds no token of its own: its session's comes with its claim.
+        assert m.secret_problems(spec, frozenset()) == [], what
+        assert not any(e["name"] == "DEVAGENT_WORKER_TOKEN" for e in c.get("env", [])), what
+        assert session_token_file(spec) == c["args"][c["args"].index("--token-file") + 1], what
+
+
+def session_token_file(spec: dict) -> str:
+    """Where a sandbox pod finds its session's token: the downward-API file of the annotation the
+    dispatcher puts on its claims (devagent.dispatcher.loop.TOKEN)."""
+    from devagent.dispatcher.loop import TOKEN
+
+    (c,) = spec["containers"]
+    for v in spec["volumes"]:
+        for item in v.get("downwardAPI", {}).get("items", []):
+            if item["fieldRef"]["fieldPath"] == f"metadata.annotations['{TOKEN}']":
+                (mount,) = [vm for vm in c["volumeMounts"] if vm["name"] == v["name"]]
+                assert mount.get("readOnly") is True
+                return f"{mount['mountPath']}/{item['path']}"
+    raise AssertionError("no downward-API file of the session's token")
 
 
 def test_issue41_item4_the_worker_check_sees_a_secret_handed_to_a_worker() -> None:
@@ -164,7 +184,7 @@ def test_issue41_item4_every_pod_meets_the_restricted_pod_security_standard() ->
         n["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted" for n in namespaces
     )
     for what, _ns, _labels, spec in m.pods(OBJECTS):
-        assert restricted_problems(spec) == [], what
+        assert restricted_problems(spec, api_client=what == "Deployment/devagent-dispatcher") == [], what
     spec = worker_deployment()["spec"]["template"]["spec"]
     spec["containers"][0]["securityContext"].update(
         allowPrivilegeEscalation=True, readOnlyRootFilesystem=False
@@ -288,13 +308,76 @@ def test_issue41_item4_agent_sandbox_resources_have_the_fields_of_its_v1beta1_ap
         pool["spec"]["sandboxTemplateRef"]["name"]
         == m.find(OBJECTS, "SandboxTemplate", "devagent-worker")["metadata"]["name"]
     )
-    claim = m.find(OBJECTS, "SandboxClaim", "devagent-session-example")
+    (claim,) = [o for o in SANDBOX if o["kind"] == "SandboxClaim"]
     assert claim["spec"]["warmPoolRef"]["name"] == pool["metadata"]["name"]
-    datetime.datetime.fromisoformat(claim["spec"]["lifecycle"]["shutdownTime"])
     template = m.find(OBJECTS, "SandboxTemplate", "devagent-worker")["spec"]
     assert template["envVarsInjectionPolicy"] == "Disallowed"
     args = template["podTemplate"]["spec"]["containers"][0]["args"]
     assert args[args.index("--capacity") + 1] == "1"  # one session per pod
+
+
+def test_issue41_item4_the_dispatchers_claims_have_the_fields_of_its_v1beta1_api() -> None:
+    """The claim `devagent dispatcher` makes (its own code, not a copy) has SandboxClaim's v1beta1
+    fields, takes a pod of the warm pool of the manifests, passes the session and its token as
+    annotations only (the controller takes a claim's labels only from an allowed domain, and a
+    claim with env is never served from the warm pool), under a name the API accepts; the example
+    claim is one of them."""
+    import re
+
+    from devagent.dispatcher.loop import SESSION, TOKEN, claim_for
+
+    pool = m.find(OBJECTS, "SandboxWarmPool", "devagent-worker")["metadata"]["name"]
+    dispatcher = m.find(OBJECTS, "Deployment", "devagent-dispatcher")["spec"]["template"]["spec"]
+    args = dispatcher["containers"][0]["args"]
+    assert args[args.index("--warm-pool") + 1] == pool
+    claim = claim_for("5f0c2a9e-0000-4000-8000-000000000000", "t0ken", "pods", pool)
+    claim["metadata"]["namespace"] = WORKER_NS
+    jsonschema.validate(claim, SCHEMAS["SandboxClaim"])
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", claim["metadata"]["name"])
+    assert len(claim["metadata"]["name"]) <= 63
+    extra = claim["spec"]["additionalPodMetadata"]
+    assert set(extra) == {"annotations"} and set(extra["annotations"]) == {SESSION, TOKEN}
+    assert "env" not in claim["spec"]
+    (example,) = [o for o in SANDBOX if o["kind"] == "SandboxClaim"]
+    assert set(example["spec"]) == set(claim["spec"])
+    assert example["metadata"]["labels"] == claim["metadata"]["labels"]
+    assert set(example["spec"]["additionalPodMetadata"]["annotations"]) == {SESSION, TOKEN}
+
+
+def test_issue41_item4_the_dispatcher_may_touch_only_claims_and_reach_only_server_dns_and_api() -> None:
+    deployment = m.find(OBJECTS, "Deployment", "devagent-dispatcher")
+    spec = deployment["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    options = cli_options("dispatcher")
+    assert options is not None and c["args"][0] == "dispatcher" and flags(c["args"]) <= options
+    assert c["args"][c["args"].index("--namespace") + 1] == WORKER_NS
+    service = m.find(OBJECTS, "Service", "devagent-server")
+    url = urlsplit(c["args"][c["args"].index("--server") + 1])
+    assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    assert {e["name"] for e in c["env"]} == {"DEVAGENT_DISPATCHER_TOKEN", "HOME"} and "envFrom" not in c
+    (token,) = [e for e in c["env"] if e["name"] == "DEVAGENT_DISPATCHER_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"]["name"] == "devagent-dispatcher"
+    account = m.find(OBJECTS, "ServiceAccount", spec["serviceAccountName"])
+    binding = m.find(OBJECTS, "RoleBinding", "devagent-dispatcher")
+    assert binding["metadata"]["namespace"] == WORKER_NS
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": SERVER_NS}
+    ]
+    role = m.find(OBJECTS, "Role", binding["roleRef"]["name"])
+    assert role["metadata"]["namespace"] == WORKER_NS and binding["roleRef"]["kind"] == "Role"
+    assert role["rules"] == [
+        {
+            "apiGroups": ["extensions.agents.x-k8s.io"],
+            "resources": ["sandboxclaims"],
+            "verbs": ["get", "list", "create", "delete"],
+        }
+    ]
+    policy = m.find(OBJECTS, "NetworkPolicy", "devagent-dispatcher")
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == SERVER_NS
+    assert m.selects(policy["spec"]["podSelector"], deployment["spec"]["template"]["metadata"]["labels"])
+    assert policy["spec"]["ingress"] == [] and policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    ports = sorted(p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"])
+    assert ports == [53, 53, 443, 6443, 41242]
 
 
 @pytest.mark.parametrize(
@@ -326,22 +409,30 @@ def test_issue41_item4_the_kustomization_lists_the_default_set_and_nothing_optio
     files = {str(p.relative_to(m.K8S)) for p in m.manifest_files()}
     assert set(listed) == files - optional - {f for f in files if f.startswith("agent-sandbox/")}
     assert listed[0] == "namespaces.yaml"  # the namespaces before what goes in them
+    sandbox = yaml.safe_load((m.K8S / "agent-sandbox" / "kustomization.yaml").read_text())["resources"]
+    examples = {f for f in files if f.endswith(".example.yaml")}
+    assert {f"agent-sandbox/{f}" for f in sandbox} == {
+        f for f in files if f.startswith("agent-sandbox/")
+    } - examples
 
 
-def test_issue41_item4_kubectl_kustomize_renders_the_listed_files_unchanged() -> None:
+@pytest.mark.parametrize("folder", [".", "agent-sandbox"])
+def test_issue41_item4_kubectl_kustomize_renders_each_kustomization_unchanged(folder: str) -> None:
     """Where kubectl is installed (it is not one of the project's dependencies), its built-in
-    kustomize renders the default set, offline, to exactly the listed files' objects."""
+    kustomize renders each kustomization (the default set, and the agent-sandbox path's), offline,
+    to exactly its listed files' objects."""
     import shutil
     import subprocess
 
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed")
+    root = m.K8S / folder
     out = subprocess.run(
-        ["kubectl", "kustomize", str(m.K8S)], capture_output=True, text=True, timeout=120, check=True
+        ["kubectl", "kustomize", str(root)], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     rendered = [o for o in yaml.safe_load_all(out) if o]
-    listed = yaml.safe_load((m.K8S / "kustomization.yaml").read_text())["resources"]
-    objects = [o for name in listed for o in m.load(m.K8S / name)]
+    listed = yaml.safe_load((root / "kustomization.yaml").read_text())["resources"]
+    objects = [o for name in listed for o in m.load(root / name)]
     key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])  # noqa: E731
     assert sorted(rendered, key=key) == sorted(objects, key=key)
 

@@ -31,6 +31,7 @@ from devagent.a2a.auth import RESOURCE_METADATA_PATHS, BearerAuth, Callers
 from devagent.a2a.body_limit import BodyLimit
 from devagent.a2a.card import CARD_PATHS, CardApp, build_card
 from devagent.a2a.client_tools import plain_numbers
+from devagent.a2a.dispatch_routes import DispatchDoor
 from devagent.a2a.executor import DevagentExecutor, session_id_for
 from devagent.a2a.extension_methods import ExtensionMethods
 from devagent.a2a.handler import DevagentRequestHandler
@@ -335,6 +336,11 @@ def _routes(parts: ServerParts) -> list[BaseRoute]:
         *(Route(path, card_app) for path in CARD_PATHS),
         Route("/healthz", healthz, methods=["GET"]),
         *_worker_door(parts).routes(),
+        *DispatchDoor(
+            lambda: parts.core.store.workers,
+            lambda: parts.core.store.dispatch,
+            parse_worker_tokens(parts.core.config.worker_tokens),
+        ).routes(),
         Route("/metrics", _metrics_endpoint(parts.metrics, parts.core), methods=["GET"]),
         *(
             console_routes(

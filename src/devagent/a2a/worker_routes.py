@@ -50,6 +50,8 @@ def parse_worker_tokens(values: Sequence[str]) -> dict[str, str]:
 class WorkerCaller:
     token_name: str
     pool: str  # "" for a token that may serve any pool
+    role: str = "worker"  # worker | dispatcher | session (a one-session worker's)
+    session: str = ""  # the session of a one-session worker's token
 
 
 class WorkerTokens:
@@ -135,6 +137,8 @@ class WorkerDoor:
             caller = await self.tokens.identify(request)
             if caller is None:
                 return _refused(401, "a worker's token is required here")
+            if caller.role == "dispatcher":
+                return _refused(403, "a dispatcher's token opens only /workers/v1/dispatch/")
             q = self.queue()
             if registered:
                 worker = request.headers.get("x-devagent-worker", "")
@@ -157,7 +161,10 @@ class WorkerDoor:
         known = await q.worker_of(worker)
         if known is not None and known[0] != caller.token_name:
             return _refused(409, "this worker name is another token's")
-        await q.hello(worker, caller.token_name, pool, templates, capacity, str(body.get("backend", "local")))
+        backend = str(body.get("backend", "local"))
+        if caller.role == "session":  # a pod started for one session: that session, and only it
+            capacity = 1
+        await q.hello(worker, caller.token_name, pool, templates, capacity, backend, caller.session)
         return JSONResponse({"lease_seconds": self.ttl, "longest_poll": self.longest_poll})
 
     async def poll(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:

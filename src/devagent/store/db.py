@@ -68,6 +68,7 @@ from devagent.store.tables import (
     task_events_table,
     usage_table,
 )
+from devagent.store.worker_dispatch import DispatchQueue
 from devagent.store.workers import WorkerQueue
 
 __all__ = ["Holder", "Lease", "SessionRow", "StaleSession", "Store"]
@@ -455,6 +456,11 @@ class Store:
         if self._workers is None:
             self._workers = WorkerQueue(self.engine, self._now)
         return self._workers
+
+    @property
+    def dispatch(self) -> DispatchQueue:
+        """What a dispatcher asks of the workers' tables (`devagent dispatcher`)."""
+        return DispatchQueue(self.engine, self._now)
 
     @property
     def slots(self) -> TurnSlots:

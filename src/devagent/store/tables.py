@@ -102,6 +102,11 @@ ADDED_COLUMNS = {
         ("cost_nanousd", "BIGINT NOT NULL DEFAULT 0"),
         ("unpriced_requests", "BIGINT NOT NULL DEFAULT 0"),
     ),
+    "devagent_workers": (("session_id", "VARCHAR(64) NOT NULL DEFAULT ''"),),
+    "devagent_worker_tokens": (
+        ("role", "VARCHAR(16) NOT NULL DEFAULT 'worker'"),
+        ("session_id", "VARCHAR(64) NOT NULL DEFAULT ''"),
+    ),
 }
 
 # Workers (`devagent worker`): processes on other machines that run sessions' tool calls. A worker
@@ -122,6 +127,9 @@ workers_table = Table(
     Column("started_at", Float, nullable=False),
     Column("last_seen", Float, nullable=False),
     Column("gone", Integer, nullable=False, default=0),
+    # A one-session worker (its token a session's, minted for a dispatcher): it is granted that
+    # session and no other; "" for a worker of the whole pool.
+    Column("session_id", String(64), nullable=False, default="", server_default=""),
 )
 
 worker_tokens_table = Table(
@@ -132,6 +140,22 @@ worker_tokens_table = Table(
     Column("pool", String(100), nullable=False, default=""),  # "": any pool
     Column("created_at", Float, nullable=False),
     Column("revoked_at", Float, nullable=True),
+    # worker | dispatcher (asks which sessions wait for a sandbox, mints session tokens) | session
+    # (a one-session worker's, valid while its session waits for or holds a sandbox)
+    Column("role", String(16), nullable=False, default="worker", server_default="worker"),
+    Column("session_id", String(64), nullable=False, default="", server_default=""),
+)
+
+# Sessions whose replica waits for a worker to grant their sandbox to (renewed while it waits):
+# what a dispatcher reads to start a one-session worker for each.
+worker_wants_table = Table(
+    "devagent_worker_wants",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("pool", String(100), nullable=False),
+    Column("template", String(100), nullable=False),
+    Column("until", Float, nullable=False),
+    Index("devagent_worker_wants_pool", "pool"),
 )
 
 worker_leases_table = Table(

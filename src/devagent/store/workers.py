@@ -32,6 +32,7 @@ from devagent.store.tables import (
     worker_output_table,
     worker_snapshots_table,
     worker_tokens_table,
+    worker_wants_table,
     workers_table,
 )
 
@@ -39,6 +40,7 @@ __all__ = ["CallRow", "Grant", "WorkerQueue", "token_digest"]
 
 OPEN = ("queued", "taken")
 POLL = 0.2  # seconds between looks at the tables where nothing wakes a waiter sooner
+WANT_SECONDS = 5.0  # a session's want of a sandbox, renewed while its replica waits for a grant
 
 
 def token_digest(token: str) -> str:
@@ -151,15 +153,15 @@ class WorkerQueue:
 
     # --- tokens kept hashed in the store (`devagent workers token ...`) ---------------------------
 
-    async def add_token(self, name: str, token: str, pool: str = "") -> None:
+    async def add_token(
+        self, name: str, token: str, pool: str = "", role: str = "worker", session_id: str = ""
+    ) -> None:
+        """A token kept hashed; `role` worker, dispatcher, or session (`session_id`'s only)."""
         t = worker_tokens_table
+        values = {"digest": token_digest(token), "pool": pool, "role": role, "session_id": session_id}
         async with self._tx() as conn:
             await conn.execute(delete(t).where(t.c.name == name))
-            await conn.execute(
-                insert(t).values(
-                    name=name, digest=token_digest(token), pool=pool, created_at=time.time(), revoked_at=None
-                )
-            )
+            await conn.execute(insert(t).values(name=name, **values, created_at=time.time(), revoked_at=None))
 
     async def revoke_token(self, name: str) -> bool:
         t = worker_tokens_table
@@ -175,29 +177,48 @@ class WorkerQueue:
                 )
         return bool(done.rowcount)
 
-    async def token_named(self, token: str) -> tuple[str, str] | None:
-        """(name, pool or "") of a live stored token, else None."""
+    async def token_named(self, token: str) -> tuple[str, str, str, str] | None:
+        """(name, pool or "", role, session or "") of a live stored token, else None. A session's
+        token lives only while its session waits for a sandbox or holds one."""
         t = worker_tokens_table
         async with self._engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(t.c.name, t.c.pool).where(
+                    select(t.c.name, t.c.pool, t.c.role, t.c.session_id).where(
                         t.c.digest == token_digest(token), t.c.revoked_at.is_(None)
                     )
                 )
             ).first()
-        return (row[0], row[1]) if row is not None else None
+            if row is None or (row[2] == "session" and not await self._in_play(conn, row[3])):
+                return None
+        return (row[0], row[1], row[2], row[3])
+
+    async def _in_play(self, conn: AsyncConnection, session_id: str) -> bool:
+        """Whether the session waits for a sandbox (a live want) or holds one (a live lease)."""
+        wa, le = worker_wants_table, worker_leases_table
+        wanted = select(wa.c.session_id).where(wa.c.session_id == session_id, wa.c.until >= self._now)
+        held = select(le.c.session_id).where(le.c.session_id == session_id, le.c.until >= self._now)
+        return (await conn.execute(wanted.union_all(held).limit(1))).first() is not None
 
     async def tokens(self) -> list[dict[str, Any]]:
         t = worker_tokens_table
         async with self._engine.connect() as conn:
-            rows = (await conn.execute(select(t.c.name, t.c.pool, t.c.created_at, t.c.revoked_at))).all()
+            rows = (
+                await conn.execute(select(t.c.name, t.c.pool, t.c.role, t.c.created_at, t.c.revoked_at))
+            ).all()
         return [dict(r._mapping) for r in rows]
 
     # --- the worker's side ------------------------------------------------------------------------
 
     async def hello(
-        self, worker: str, token_name: str, pool: str, templates: list[str], capacity: int, backend: str
+        self,
+        worker: str,
+        token_name: str,
+        pool: str,
+        templates: list[str],
+        capacity: int,
+        backend: str,
+        session_id: str = "",
     ) -> None:
         w = workers_table
         values = {
@@ -206,6 +227,7 @@ class WorkerQueue:
             "templates": json.dumps(templates),
             "capacity": capacity,
             "backend": backend,
+            "session_id": session_id,
         }
         async with self._tx() as conn:
             now = await self._clock(conn)
@@ -354,9 +376,12 @@ class WorkerQueue:
         return True, (row[0] if row is not None else None)
 
     async def give_back(self, worker: str, session_id: str) -> None:
-        """The worker lets the session go: its open calls are interrupted, the lease ends."""
+        """The worker lets the session go: its open calls are interrupted, the lease ends. A
+        one-session worker (a dispatcher's pod) is done for good: it is stopped and its token
+        deleted, so the session's next call waits for a new pod."""
         le = worker_leases_table
         async with self._tx() as conn:
+            await self._retire_one_session_worker(conn, worker)
             row = (
                 await conn.execute(
                     select(le.c.epoch).where(le.c.session_id == session_id, le.c.worker == worker)
@@ -366,6 +391,14 @@ class WorkerQueue:
                 return
             await conn.execute(update(le).where(le.c.session_id == session_id).values(until=0.0))
             await self._end_open(conn, session_id, int(row[0]))
+
+    async def _retire_one_session_worker(self, conn: AsyncConnection, worker: str) -> None:
+        w, t = workers_table, worker_tokens_table
+        row = (await conn.execute(select(w.c.token_name, w.c.session_id).where(w.c.id == worker))).first()
+        if row is None or not row[1]:
+            return
+        await conn.execute(update(w).where(w.c.id == worker).values(gone=1))
+        await conn.execute(delete(t).where(t.c.name == row[0], t.c.role == "session"))
 
     async def leave(self, worker: str) -> None:
         """The worker stops: every lease it holds ends, its row says gone."""
@@ -411,9 +444,13 @@ class WorkerQueue:
             ).first()
             if row is not None and row[2]:
                 return Grant(row[0], int(row[1]))
-            worker = await self._pick(conn, pool, template, ttl)
+            worker = await self._pick(conn, session_id, pool, template, ttl)
             if worker is None:
+                await self._want(conn, session_id, pool, template)
                 return None
+            await conn.execute(
+                delete(worker_wants_table).where(worker_wants_table.c.session_id == session_id)
+            )
             epoch = int(row[1]) + 1 if row is not None else 1
             values = {
                 "worker": worker,
@@ -438,22 +475,41 @@ class WorkerQueue:
             await self._notify(conn, f"w:{worker}")
         return Grant(worker, epoch)
 
-    async def _pick(self, conn: AsyncConnection, pool: str, template: str, ttl: float) -> str | None:
+    async def _pick(
+        self, conn: AsyncConnection, session_id: str, pool: str, template: str, ttl: float
+    ) -> str | None:
+        """The least loaded live worker of the pool with room and the template; a worker started
+        for this session (by a dispatcher) first, one started for another session never."""
         w, le = workers_table, worker_leases_table
         load = select(func.count()).where(le.c.worker == w.c.id, le.c.until >= self._now).scalar_subquery()
         rows = (
             await conn.execute(
-                select(w.c.id, w.c.templates, w.c.capacity, load).where(
-                    w.c.pool == pool, w.c.gone == 0, w.c.last_seen >= self._now - ttl
+                select(w.c.id, w.c.templates, w.c.capacity, load, w.c.session_id).where(
+                    w.c.pool == pool,
+                    w.c.gone == 0,
+                    w.c.last_seen >= self._now - ttl,
+                    w.c.session_id.in_(("", session_id)),
                 )
             )
         ).all()
         free = [
-            (held / max(capacity, 1), held, wid)
-            for wid, templates, capacity, held in rows
+            (not bound, held / max(capacity, 1), held, wid)
+            for wid, templates, capacity, held, bound in rows
             if held < capacity and (not template or template in json.loads(templates))
         ]
-        return min(free)[2] if free else None
+        return min(free)[3] if free else None
+
+    async def _want(self, conn: AsyncConnection, session_id: str, pool: str, template: str) -> None:
+        """The session waits for a worker: said (or said again) for a dispatcher to see."""
+        wa = worker_wants_table
+        values = {"pool": pool, "template": template, "until": self._now + WANT_SECONDS}
+        done = await conn.execute(update(wa).where(wa.c.session_id == session_id).values(**values))
+        if not done.rowcount:
+            try:
+                async with conn.begin_nested():
+                    await conn.execute(insert(wa).values(session_id=session_id, **values))
+            except IntegrityError:
+                pass  # another replica said it just now
 
     async def lease_of(self, session_id: str) -> Grant | None:
         """The session's live lease, without granting one."""
@@ -577,6 +633,9 @@ class WorkerQueue:
             )
             await conn.execute(
                 delete(worker_leases_table).where(worker_leases_table.c.session_id == session_id)
+            )
+            await conn.execute(
+                delete(worker_wants_table).where(worker_wants_table.c.session_id == session_id)
             )
 
     async def prune(self, call_id: int) -> None:

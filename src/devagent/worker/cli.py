@@ -27,6 +27,7 @@ class WorkerFlags:
     state_dir: Path | None = None
     name: str = ""
     idle_seconds: float = 300.0
+    token_file: Path | None = None  # a one-session pod's token, there once the pod is claimed
 
 
 def default_state_dir() -> Path:
@@ -37,6 +38,10 @@ def default_state_dir() -> Path:
 def worker_command(flags: WorkerFlags) -> int:
     """The worker until it is stopped (SIGTERM, SIGINT) or its token is refused; the exit code."""
     token = os.environ.pop(TOKEN_ENV, "").strip()  # never in a command's environment
+    if flags.token_file is not None:
+        token = _await_token(flags.token_file)
+        if not token:
+            return 0  # a warm pod stopped before any session claimed it
     if not token:
         print(f"devagent worker: the worker's token is read from {TOKEN_ENV}", file=sys.stderr)
         return 2
@@ -60,6 +65,28 @@ def worker_command(flags: WorkerFlags) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     name = flags.name or f"{socket.gethostname()[:40]}-{uuid.uuid4().hex[:10]}"
     return asyncio.run(_serve(flags, token, name, hosted))
+
+
+def _await_token(path: Path) -> str:
+    """The token in `path` once it is there (a warm pod waits for its claim: the kubelet writes
+    the claim's annotation into the file); "" when stopped first."""
+    import time
+
+    stop: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    print(f"devagent worker: waiting for a session's token in {path}", file=sys.stderr, flush=True)
+    try:
+        while not stop:
+            try:
+                token = path.read_text().strip()
+            except OSError:
+                token = ""
+            if token:
+                return token
+            time.sleep(0.5)
+        return ""
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _hosted(config: object, backend: str, state_dir: Path) -> object:
@@ -86,8 +113,12 @@ async def _serve(flags: WorkerFlags, token: str, name: str, hosted: object) -> i
     try:
         await runner.run(stop)
     except Stopped as e:
-        print(f"devagent worker: the server refused this worker: {e}", file=sys.stderr)
         await runner.leave()
+        if flags.token_file is not None:  # a one-session pod: its session let its sandbox go
+            print(f"devagent worker: this pod's session is over ({e}): idle until stopped", file=sys.stderr)
+            await stop.wait()  # its claim is deleted next, and the pod with it (no restart loop)
+            return 0
+        print(f"devagent worker: the server refused this worker: {e}", file=sys.stderr)
         return 1
     finally:
         await client.close()
@@ -115,9 +146,13 @@ async def _tokens(action: str, name: str, pool: str, db_url: str) -> int:
     store = await Store.open(db_url)
     try:
         q = store.workers
-        if action == "add":
+        if action in ("add", "add-dispatcher"):
+            role = "dispatcher" if action == "add-dispatcher" else "worker"
+            if role == "dispatcher" and not pool:
+                print("devagent: a dispatcher's token names its pool (--pool)", file=sys.stderr)
+                return 2
             token = secrets.token_urlsafe(32)
-            await q.add_token(name, token, pool)
+            await q.add_token(name, token, pool, role)
             print(token)
             return 0
         if action == "revoke":
@@ -128,7 +163,7 @@ async def _tokens(action: str, name: str, pool: str, db_url: str) -> int:
             return 0
         for row in await q.tokens():
             state = "revoked" if row["revoked_at"] else "live"
-            print(f"{row['name']}\tpool={row['pool'] or '*'}\t{state}")
+            print(f"{row['name']}\tpool={row['pool'] or '*'}\t{state}\t{row['role']}")
         return 0
     finally:
         await store.close()
