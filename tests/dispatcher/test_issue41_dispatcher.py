@@ -221,3 +221,8 @@ def test_issue41_item4_the_dispatch_routes_open_only_to_a_dispatchers_token(site
             r = c.post(f"{base}/poll", json={"sessions": ["nope"]}, headers=mine)
             assert r.json() == {"pool": POOL, "waiting": [], "ended": ["nope"]}, r.text
             assert c.post(f"{base}/sessions/nope/token", headers=mine).status_code == 409
+            for bad in (b"not json", b"[1, 2]", b'{"sessions": 7}'):  # a clear 400, never a 500
+                assert c.post(f"{base}/poll", content=bad, headers=mine).status_code == 400, bad
+            hello_url = f"{s.url.rstrip('/')}/workers/v1/hello"
+            for bad in (b"not json", b"[]", b'{"worker": "w", "capacity": "many"}'):
+                assert c.post(hello_url, content=bad, headers=worker).status_code == 400, bad

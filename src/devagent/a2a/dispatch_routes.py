@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from devagent.a2a.worker_routes import PREFIX, WorkerTokens
+from devagent.a2a.worker_routes import MALFORMED, PREFIX, WorkerTokens
 
 if TYPE_CHECKING:
     from devagent.store.worker_dispatch import DispatchQueue
@@ -55,7 +55,10 @@ class DispatchDoor:
                     status_code=status,
                     headers=headers,
                 )
-            return await handler(request, caller.pool)
+            try:
+                return await handler(request, caller.pool)
+            except MALFORMED as e:
+                return JSONResponse({"error": f"a malformed request: {type(e).__name__}"}, status_code=400)
 
         return endpoint
 

@@ -103,6 +103,11 @@ def _call_json(row: CallRow) -> dict[str, Any]:
     }
 
 
+# What parsing a malformed body raises in a handler (not JSON, not an object, a field of the wrong
+# type): the caller gets 400 with it, not a server error.
+MALFORMED = (ValueError, TypeError, KeyError, AttributeError)
+
+
 class WorkerDoor:
     """The routes, over the core's store and its settings (`lease_seconds`: worker_lease_seconds)."""
 
@@ -145,7 +150,10 @@ class WorkerDoor:
                 known = await q.worker_of(worker) if worker else None
                 if known is None or known[0] != caller.token_name or known[2]:
                     return _refused(409, "this worker is not registered (or was stopped): say hello again")
-            return await handler(request, caller, q)
+            try:
+                return await handler(request, caller, q)
+            except MALFORMED as e:
+                return _refused(400, f"a malformed request: {type(e).__name__}: {str(e)[:200]}")
 
         return endpoint
 
