@@ -32,7 +32,7 @@ from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
-from tests.sandboxes import bwrap_or_skip, provider, sandbox_of
+from tests.sandboxes import sandbox_of
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 60.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -89,18 +89,6 @@ def marker(workspace: Path) -> Iterator[str]:
     yield name
     for pid in running(name):
         os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(params=["unsandboxed", "sandboxed"])
-def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
-    if request.param == "sandboxed":
-        return provider(bwrap_or_skip())
-    return None
-
-
-@pytest.fixture
-def sandboxing(sandboxes: SandboxProvider | None) -> bool:
-    return sandboxes is not None
 
 
 def parallel_steps(marker: str, last: list[dict[str, Any]]) -> list[dict[str, Any]]:

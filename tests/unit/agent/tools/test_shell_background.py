@@ -103,23 +103,6 @@ def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
     return None
 
 
-@pytest.fixture
-def sandboxing(sandboxes: SandboxProvider | None) -> bool:
-    return sandboxes is not None
-
-
-@pytest.fixture
-def yolo_core(core_factory: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    sandboxes = request.getfixturevalue("sandboxes") if "sandboxes" in request.fixturenames else None
-
-    async def make(spec: str, **kw: Any) -> Any:
-        return await core_factory(
-            spec, approval_mode="yolo", data_dir=tmp_path / "data", sandboxes=sandboxes, **kw
-        )
-
-    return make
-
-
 async def test_issue30_item4_background_server_queried_from_another_command(
     sandboxing: bool, yolo_core: Any, script: Any, workspace: Path
 ) -> None:

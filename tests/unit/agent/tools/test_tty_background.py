@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from devagent.agent.events import ToolCallStatus, TurnEnd, UserPrompt
-from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.base import ToolContext
@@ -30,7 +29,6 @@ from devagent.agent.tools.tty_screen import printed
 from devagent.agent.tools.workspace import Workspace
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
 from tests.process_scan import running
-from tests.sandboxes import bwrap_or_skip, provider
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 30.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -91,30 +89,6 @@ def marker() -> Iterator[str]:
     yield name
     for pid in running(name):
         os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(params=["unsandboxed", "sandboxed"])
-def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
-    if request.param == "sandboxed":
-        return provider(bwrap_or_skip())
-    return None
-
-
-@pytest.fixture
-def sandboxing(sandboxes: SandboxProvider | None) -> bool:
-    return sandboxes is not None
-
-
-@pytest.fixture
-def yolo_core(core_factory: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    sandboxes = request.getfixturevalue("sandboxes") if "sandboxes" in request.fixturenames else None
-
-    async def make(spec: str, **kw: Any) -> Any:
-        return await core_factory(
-            spec, approval_mode="yolo", data_dir=tmp_path / "data", sandboxes=sandboxes, **kw
-        )
-
-    return make
 
 
 async def test_issue43_item2_python_repl_typed_into(
