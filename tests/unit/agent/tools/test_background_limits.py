@@ -13,7 +13,6 @@ import asyncio
 import os
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from devagent.agent.tools.processes import MAX_RUNNING, ProcessRegistry
 from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
+from tests.core_helpers import until as wait_until
 from tests.process_scan import running
 from tests.sandboxes import sandbox_of
 
@@ -47,11 +47,8 @@ time.sleep(3600)  # a long-running process, until something stops it
 
 
 async def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WITHIN:g} s")
-        await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
+    """The shared poll, bounded by this file's longer WITHIN (twenty starts at once)."""
+    await wait_until(condition, what, WITHIN)
 
 
 def bg(command: str, cid: str) -> dict[str, Any]:

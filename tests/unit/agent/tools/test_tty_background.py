@@ -10,9 +10,8 @@ import asyncio
 import os
 import signal
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.tty_keys import keys
 from devagent.agent.tools.tty_screen import printed
 from devagent.agent.tools.workspace import Workspace
-from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
+from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text, until
 from tests.process_scan import running
 
 PY = os.path.realpath(sys.executable)
@@ -52,14 +51,6 @@ print("got", repr(line), flush=True)
 """
 ISATTY = "import sys; sys.stdin.isatty(), sys.stdout.isatty()"
 SLEEP = "import time; time.sleep(3600)"
-
-
-async def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WITHIN:g} s")
-        await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
 
 
 def tty(command: str, cid: str, **size: int) -> dict[str, Any]:
