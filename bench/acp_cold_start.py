@@ -12,14 +12,13 @@ before the SDK is loaded (src/devagent/acp/server.py). Aim: 0.2 s.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.cold_start import import_time, interleaved, print_medians, spawn_to_answer, work_dir  # noqa: E402
+from bench.cold_start import compare_two, spawn_to_answer, work_dir  # noqa: E402
 
 ACP_INIT = {
     "jsonrpc": "2.0",
@@ -49,15 +48,8 @@ def one_run(kind: str, tmp: Path) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=20)
-    args = ap.parse_args()
-    times = interleaved(("acp", "wire"), args.runs, one_run)
-    imports = import_time("acp")
-    med = print_medians(times, args.runs)
-    print(f"  acp / wire: {med['acp'] / med['wire']:.2f}   (aim: acp <= 200 ms)")
-    print(f"  importing the ACP SDK alone (not on the initialize path): {imports * 1000:.0f} ms")
-    return 0
+    sdk = ("acp", "importing the ACP SDK alone (not on the initialize path)")
+    return compare_two(__doc__, ("acp", "wire"), one_run, sdk, "acp <= 200 ms")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ alone; the medians printed."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -84,3 +85,25 @@ def print_medians(times: dict[str, list[float]], runs: int) -> dict[str, float]:
         lo, hi = min(taken) * 1000, max(taken) * 1000
         print(f"  {kind:4}  median {med[kind] * 1000:4.0f} ms  min {lo:4.0f} ms  max {hi:4.0f} ms")
     return med
+
+
+def compare_two(
+    doc: str | None,
+    kinds: tuple[str, str],
+    one_run: Callable[[str, Path], float],
+    sdk: tuple[str, str],
+    aim: str,
+) -> int:
+    """A bench's main: `--runs` (default 20) interleaved runs of two doors (`kinds`), their medians,
+    the first's ratio to the second's with its `aim`, and the import of the SDK (`sdk`: its module
+    and how to name it) timed alone."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    times = interleaved(kinds, args.runs, one_run)
+    imports = import_time(sdk[0])
+    med = print_medians(times, args.runs)
+    first, second = kinds
+    print(f"  {first} / {second}: {med[first] / med[second]:.2f}   (aim: {aim})")
+    print(f"  {sdk[1]}: {imports * 1000:.0f} ms")
+    return 0

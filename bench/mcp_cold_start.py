@@ -12,13 +12,12 @@ wire and acp (0.3 s).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.cold_start import import_time, interleaved, print_medians, spawn_to_answer, work_dir  # noqa: E402
+from bench.cold_start import compare_two, spawn_to_answer, work_dir  # noqa: E402
 
 MCP_INIT = {
     "jsonrpc": "2.0",
@@ -48,15 +47,8 @@ def one_run(kind: str, tmp: Path) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=20)
-    args = ap.parse_args()
-    times = interleaved(("mcp", "acp"), args.runs, one_run)
-    imports = import_time("mcp.server.mcpserver")
-    med = print_medians(times, args.runs)
-    print(f"  mcp / acp: {med['mcp'] / med['acp']:.2f}   (aim: mcp <= 300 ms)")
-    print(f"  importing the MCP SDK's server alone: {imports * 1000:.0f} ms")
-    return 0
+    sdk = ("mcp.server.mcpserver", "importing the MCP SDK's server alone")
+    return compare_two(__doc__, ("mcp", "acp"), one_run, sdk, "mcp <= 300 ms")
 
 
 if __name__ == "__main__":
