@@ -12,16 +12,12 @@ wire and acp (0.3 s).
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-import uuid
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.cold_start import compare_two, spawn_to_answer, work_dir  # noqa: E402
 
 MCP_INIT = {
     "jsonrpc": "2.0",
@@ -46,56 +42,13 @@ ACP_INIT = {
 
 
 def one_run(kind: str, tmp: Path) -> float:
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    env = dict(os.environ)
-    env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp / f'{uuid.uuid4().hex}.db'}"
-    env["DEVAGENT_DATA_DIR"] = str(tmp / "data")
-    argv = [sys.executable, "-m", "devagent", kind, "--work-dir", str(work)]
-    init = MCP_INIT if kind == "mcp" else ACP_INIT
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write((json.dumps(init) + "\n").encode())
-    proc.stdin.flush()
-    line = proc.stdout.readline()
-    elapsed = time.perf_counter() - t0
-    proc.stdin.close()
-    proc.wait(60)
-    reply = json.loads(line)
-    if reply.get("id") != 0 or "result" not in reply:
-        raise SystemExit(f"{kind}: unexpected answer: {line!r}")
-    return elapsed
-
-
-def sdk_import() -> float:
-    code = "import time; t = time.perf_counter(); import mcp.server.mcpserver; print(time.perf_counter() - t)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(out.stdout)
+    argv = [sys.executable, "-m", "devagent", kind, "--work-dir", str(work_dir(tmp))]
+    return spawn_to_answer(kind, argv, MCP_INIT if kind == "mcp" else ACP_INIT, tmp)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=20)
-    args = ap.parse_args()
-    times: dict[str, list[float]] = {"mcp": [], "acp": []}
-    with tempfile.TemporaryDirectory() as d:
-        one_run("mcp", Path(d))  # warm the OS file cache; not counted
-        one_run("acp", Path(d))
-        for _ in range(args.runs):
-            for kind in ("mcp", "acp"):
-                times[kind].append(one_run(kind, Path(d)))
-    imports = statistics.median(sdk_import() for _ in range(3))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"cold start (spawn -> initialize answered), {args.runs} runs each, interleaved:")
-    for kind in ("mcp", "acp"):
-        lo, hi = min(times[kind]) * 1000, max(times[kind]) * 1000
-        print(f"  {kind:4}  median {med[kind] * 1000:4.0f} ms  min {lo:4.0f} ms  max {hi:4.0f} ms")
-    print(f"  mcp / acp: {med['mcp'] / med['acp']:.2f}   (aim: mcp <= 300 ms)")
-    print(f"  importing the MCP SDK's server alone: {imports * 1000:.0f} ms")
-    return 0
+    sdk = ("mcp.server.mcpserver", "importing the MCP SDK's server alone")
+    return compare_two(__doc__, ("mcp", "acp"), one_run, sdk, "mcp <= 300 ms")
 
 
 if __name__ == "__main__":

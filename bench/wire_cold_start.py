@@ -11,16 +11,15 @@ client does) and measures until the answer line is read. The reference (kimi-cli
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 import uuid
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.cold_start import interleaved, spawn_to_answer, work_dir  # noqa: E402
 
 INIT = {
     "jsonrpc": "2.0",
@@ -45,27 +44,8 @@ INIT = {
 
 
 def one_run(cmd: list[str], tmp: Path) -> float:
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    env = dict(os.environ)
-    env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp / f'{uuid.uuid4().hex}.db'}"
-    env["DEVAGENT_DATA_DIR"] = str(tmp / "data")
-    argv = [*cmd, "--session", str(uuid.uuid4()), "--work-dir", str(work)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write((json.dumps(INIT) + "\n").encode())
-    proc.stdin.flush()
-    line = proc.stdout.readline()
-    elapsed = time.perf_counter() - t0
-    proc.stdin.close()
-    proc.wait(30)
-    reply = json.loads(line)
-    if reply.get("id") != "init-1" or "result" not in reply:
-        raise SystemExit(f"unexpected answer: {line!r}")
-    return elapsed
+    argv = [*cmd, "--session", str(uuid.uuid4()), "--work-dir", str(work_dir(tmp))]
+    return spawn_to_answer("wire", argv, INIT, tmp, wait=30)
 
 
 def main() -> int:
@@ -76,11 +56,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     cmd = shlex.split(args.cmd)
-    times: list[float] = []
-    with tempfile.TemporaryDirectory() as d:
-        one_run(cmd, Path(d))  # warm the OS file cache; not counted
-        for _ in range(args.runs):
-            times.append(one_run(cmd, Path(d)))
+    [times] = interleaved(("wire",), args.runs, lambda _, tmp: one_run(cmd, tmp)).values()
     med = statistics.median(times)
     print(
         f"wire cold start (spawn -> initialize answered), {args.runs} runs: "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,16 @@ from devagent.agent.events import (
 
 async def collect(gen: Any) -> list[Any]:
     return [e async for e in gen]
+
+
+async def until(condition: Callable[[], object], what: str, within: float = 30.0) -> None:
+    """Polls `condition` until it holds; else fails with "`what` within `within` s" (a bound for a
+    loaded machine, never a pace)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {within:g} s")
+        await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
 
 
 def read_in_background(turn: Any, events: list[Any]) -> asyncio.Task[None]:

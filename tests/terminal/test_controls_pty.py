@@ -8,16 +8,13 @@ and none of those bytes is in what the program wrote to the terminal."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.a2a.procs import TOKEN, serve_argv, serving
+from tests.conftest import Script
 from tests.core_helpers import ask_call, shell_call
-from tests.terminal.screen import PtyScreen, devagent
+from tests.terminal.screen import PtyScreen
 
 # The model's answer: the clipboard (OSC 52), the window title (OSC 0), a C1 CSI, a bell,
 # backspaces and a carriage return that would write over the line.
@@ -57,29 +54,6 @@ STEPS = [
 ]
 
 
-@pytest.fixture
-def screens(tmp_path: Path) -> Iterator[Callable[..., PtyScreen]]:
-    made: list[PtyScreen] = []
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PYTHONUNBUFFERED": "1"}
-
-    def start(cwd: Path, *args: str) -> PtyScreen:
-        s = PtyScreen(devagent(*args), cwd, env)
-        made.append(s)
-        return s
-
-    yield start
-    for s in made:
-        s.close()
-
-
-def _script(tmp_path: Path, steps: list[Any]) -> str:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps({"steps": steps}))
-    return f"scripted:{path}"
-
-
 def _through_the_turn(s: PtyScreen, workspace: Path, allow: str, answer: str) -> None:
     """STEPS' turn as the terminal shows it: the permission prompt with the whole command, allowed
     with `allow`; the question and its choices, answered with `answer`; the answer it got."""
@@ -102,6 +76,17 @@ def _prompt_after_the_turn(text: str) -> bool:
     return text.partition(GOT_SHOWN)[2].lstrip().startswith("›")
 
 
+def _chat_through_the_turn(s: PtyScreen, workspace: Path) -> None:
+    """`devagent chat` (local or `--url`): "go" said at its prompt, STEPS' turn through, its prompt
+    again, then Ctrl-D: it ends with status 0."""
+    s.wait_for_line("›")
+    s.send("go\r")
+    _through_the_turn(s, workspace, "y", "2\r")
+    s.wait_for(_prompt_after_the_turn)
+    s.send("\x04")
+    assert s.exit_status() == 0
+
+
 def _nothing_raw_reached_the_terminal(s: PtyScreen) -> None:
     raw = s.raw
     assert b"\x1b]" not in raw  # no OSC: no clipboard write, no window title
@@ -121,40 +106,30 @@ def _nothing_raw_reached_the_terminal(s: PtyScreen) -> None:
 
 
 def test_issue37_item1_chat_shows_every_control_escaped(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+    screens: Callable[..., PtyScreen], script: Script, tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
-    s = screens(workspace, "chat", "--model", _script(tmp_path, STEPS), "--db", db, "--no-sandbox")
-    s.wait_for_line("›")
-    s.send("go\r")
-    _through_the_turn(s, workspace, "y", "2\r")
-    s.wait_for(_prompt_after_the_turn)
-    s.send("\x04")
-    assert s.exit_status() == 0
+    s = screens(workspace, "chat", "--model", script(STEPS), "--db", db, "--no-sandbox")
+    _chat_through_the_turn(s, workspace)
     _nothing_raw_reached_the_terminal(s)
 
 
 def test_issue37_item1_chat_url_shows_every_control_escaped(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+    screens: Callable[..., PtyScreen], script: Script, tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
-    args = serve_argv(db, workspace, _script(tmp_path, STEPS), "--no-sandbox")
+    args = serve_argv(db, workspace, script(STEPS), "--no-sandbox")
     with serving(args, tmp_path / "serve.log") as srv:
         s = screens(workspace, "chat", "--url", srv.url, "--token", TOKEN)
-        s.wait_for_line("›")
-        s.send("go\r")
-        _through_the_turn(s, workspace, "y", "2\r")
-        s.wait_for(_prompt_after_the_turn)
-        s.send("\x04")
-        assert s.exit_status() == 0
+        _chat_through_the_turn(s, workspace)
     _nothing_raw_reached_the_terminal(s)
 
 
 def test_issue37_item1_run_shows_every_control_escaped(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+    screens: Callable[..., PtyScreen], script: Script, tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    s = screens(workspace, "run", "--model", _script(tmp_path, STEPS), "--db", db, "--no-sandbox", "go")
+    s = screens(workspace, "run", "--model", script(STEPS), "--db", db, "--no-sandbox", "go")
     _through_the_turn(s, workspace, "y\r", "2\r")
     assert s.exit_status() == 0
     _nothing_raw_reached_the_terminal(s)

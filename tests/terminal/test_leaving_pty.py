@@ -4,40 +4,14 @@ conversation; a call the user refused is shown refused when the conversation is 
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.a2a.procs import TOKEN, serve_argv, serving
+from tests.conftest import Script
 from tests.core_helpers import shell_call
-from tests.terminal.screen import PtyScreen, devagent
-
-
-@pytest.fixture
-def screens(tmp_path: Path) -> Iterator[Callable[..., PtyScreen]]:
-    made: list[PtyScreen] = []
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PYTHONUNBUFFERED": "1"}
-
-    def start(cwd: Path, *args: str) -> PtyScreen:
-        s = PtyScreen(devagent(*args), cwd, env)
-        made.append(s)
-        return s
-
-    yield start
-    for s in made:
-        s.close()
-
-
-def _script(tmp_path: Path, steps: list[Any]) -> str:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps({"steps": steps}))
-    return f"scripted:{path}"
+from tests.terminal.screen import PtyScreen
 
 
 def _prompt_after(said: str) -> Callable[[str], bool]:
@@ -50,10 +24,10 @@ def _prompt_after(said: str) -> Callable[[str], bool]:
 
 
 def test_issue37_item10_help_lists_the_terminals_own_commands(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+    screens: Callable[..., PtyScreen], script: Script, tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'h.db'}"
-    s = screens(workspace, "chat", "--model", _script(tmp_path, []), "--db", db)
+    s = screens(workspace, "chat", "--model", script([]), "--db", db)
     s.wait_for_line("›")
     s.send("/help\r")
     s.wait_for(_prompt_after("This terminal's own commands:"))
@@ -97,20 +71,20 @@ def _shown_again(s: PtyScreen) -> None:
 
 
 def test_issue37_item10_ctrl_d_says_how_to_go_on_and_a_refused_call_replays_refused(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+    screens: Callable[..., PtyScreen], script: Script, tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    hint = _refuse_then_leave(screens(workspace, "chat", "--model", _script(tmp_path, STEPS), "--db", db))
+    hint = _refuse_then_leave(screens(workspace, "chat", "--model", script(STEPS), "--db", db))
     found = re.search(r"devagent chat --resume (\S+)", hint)
     assert found is not None and "devagent chat --continue" in hint, hint
     _shown_again(screens(workspace, "chat", "--resume", found.group(1), "--db", db))
 
 
 def test_issue37_item10_chat_url_says_how_to_go_on_and_a_refused_call_replays_refused(
-    screens: Callable[..., PtyScreen], tmp_path: Path, workspace: Path
+    screens: Callable[..., PtyScreen], script: Script, tmp_path: Path, workspace: Path
 ) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path / 'srv.db'}"
-    args = serve_argv(db, workspace, _script(tmp_path, STEPS), "--no-sandbox")
+    args = serve_argv(db, workspace, script(STEPS), "--no-sandbox")
     with serving(args, tmp_path / "serve.log") as srv:
         hint = _refuse_then_leave(screens(workspace, "chat", "--url", srv.url, "--token", TOKEN))
         found = re.search(rf"devagent chat --url {re.escape(srv.url)} --resume (\S+)", hint)

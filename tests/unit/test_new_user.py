@@ -4,39 +4,15 @@ given again, its key never stored; the built-in demo model's own demo works when
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.unit.devagent_process import devagent
 
 SECRET = "sk-test-NEVER-STORED-7f3a"
-HANG = 120.0  # only bounds a hang
-
-
-async def devagent(args: list[str], tmp_path: Path, **env: str) -> tuple[int, str, str]:
-    """`devagent ARGS` with no keys and no DEVAGENT_* but the data folder and `env`; exit code,
-    stdout, stderr."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_") and "_API_KEY" not in k}
-    base.update({"DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1"})
-    base.update(env)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "devagent",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=base,
-        cwd=tmp_path,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), HANG)
-    return int(proc.returncode or 0), out.decode(), err.decode()
 
 
 def result_of(out: str) -> dict[str, Any]:

@@ -9,21 +9,20 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from devagent.agent.sandbox.probe import probe_bwrap
 from tests.core_helpers import call
 from tests.process_scan import running
 from tests.sandbox_user import for_sandbox_user
-from tests.wire.conftest import WireProc, events
+from tests.sandboxes import bwrap_or_skip
+from tests.wire.conftest import WireProc
+from tests.wire.server_stop import finished_turn, stop_leaves_none, until
 
 PY = os.path.realpath(sys.executable)
-WITHIN = 30.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
 
 # A server-like process that starts a child of its own (the marker is an argument of both).
 PARENT = """\
@@ -35,23 +34,13 @@ time.sleep(3600)  # runs until something stops it
 """
 
 
-def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WITHIN:g} s")
-        time.sleep(0.05)  # polling the condition; the deadline only guards failure
-
-
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["unsandboxed", "sandboxed"])
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_issue30_item4_server_stop_leaves_no_background_process(
     start_wire: Callable[..., WireProc], work_dir: Path, sandboxed: bool, stop: signal.Signals
 ) -> None:
     if sandboxed:
-        probed = probe_bwrap()
-        if isinstance(probed, str):
-            pytest.skip(f"bubblewrap cannot run here: {probed}")
+        bwrap_or_skip()
     marker = f"bgproc-{uuid.uuid4().hex[:10]}"
     (work_dir / "server.py").write_text(PARENT)
     for_sandbox_user(work_dir)  # where the tests run as root, sandboxed commands run as nobody
@@ -64,22 +53,11 @@ def test_issue30_item4_server_stop_leaves_no_background_process(
         {"items": [call("background_process", {"action": "output", "id": "bg1", "wait_for": "ready"}, "r")]},
         {"items": [{"text": "it runs"}]},
     ]
-    w = start_wire(steps, "--yolo", "--sandbox" if sandboxed else "--no-sandbox")
-    w.initialize()
-    w.prompt("start the server")
-    msgs, response = w.until(lambda m: m.get("id") == "p1" and "method" not in m, timeout=60)
-    assert response.get("result") == {"status": "finished"}, response
-    results = {r["tool_call_id"]: r["return_value"] for r in events(msgs, "ToolResult")}
+    w, results = finished_turn(start_wire, steps, sandboxed, "start the server")
     assert not results["r"]["is_error"] and "ready" in results["r"]["output"], results
     # The child is started before "ready" is printed, but its command line shows in /proc only once
     # its exec has gone far enough: wait for it.
     until(
         lambda: running(marker, argument=True) and running(f"{marker}-child", argument=True), "they never ran"
     )
-    try:
-        w.proc.send_signal(stop)
-        w.proc.wait(WITHIN)
-        until(lambda: not running(marker), f"a process of the background command outlived {stop.name}")
-    finally:
-        for pid in running(marker):  # what a failure left behind, for the tests after this one
-            os.kill(pid, signal.SIGKILL)
+    stop_leaves_none(w, stop, marker, "a process of the background command")

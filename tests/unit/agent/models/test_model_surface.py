@@ -5,38 +5,20 @@ configuration without the key; `devagent info --check` tries the model once."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 
 from tests.fakes.html_page import HtmlNotFound
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.unit.devagent_process import devagent as run_devagent
 
 SECRET = "sk-test-DO-NOT-SHOW-4242"
-HANG = 120.0  # only bounds a hang
 
 
 async def devagent(args: list[str], tmp_path: Path, **env: str) -> tuple[int, str, str]:
-    """`devagent ARGS` in a clean environment (no keys, no DEVAGENT_* but `env`); exit code,
-    stdout, stderr."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DEVAGENT_") and "_API_KEY" not in k}
-    base.update({"DEVAGENT_DATA_DIR": str(tmp_path / "data"), "NO_COLOR": "1", "HOME": str(tmp_path)})
-    base.update(env)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "devagent",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=base,
-        cwd=tmp_path,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), HANG)
-    return int(proc.returncode or 0), out.decode(), err.decode()
+    """`devagent ARGS` in a clean environment (no keys, no DEVAGENT_* but `env`) with `tmp_path`
+    as its home; exit code, stdout, stderr."""
+    return await run_devagent(args, tmp_path, **{"HOME": str(tmp_path), **env})
 
 
 def _lines(text: str) -> list[str]:

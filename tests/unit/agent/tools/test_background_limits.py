@@ -13,7 +13,6 @@ import asyncio
 import os
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,8 +30,9 @@ from devagent.agent.tools.processes import MAX_RUNNING, ProcessRegistry
 from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
+from tests.core_helpers import until as wait_until
 from tests.process_scan import running
-from tests.sandboxes import bwrap_or_skip, provider, sandbox_of
+from tests.sandboxes import sandbox_of
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 60.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -47,11 +47,8 @@ time.sleep(3600)  # a long-running process, until something stops it
 
 
 async def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WITHIN:g} s")
-        await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
+    """The shared poll, bounded by this file's longer WITHIN (twenty starts at once)."""
+    await wait_until(condition, what, WITHIN)
 
 
 def bg(command: str, cid: str) -> dict[str, Any]:
@@ -89,18 +86,6 @@ def marker(workspace: Path) -> Iterator[str]:
     yield name
     for pid in running(name):
         os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(params=["unsandboxed", "sandboxed"])
-def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
-    if request.param == "sandboxed":
-        return provider(bwrap_or_skip())
-    return None
-
-
-@pytest.fixture
-def sandboxing(sandboxes: SandboxProvider | None) -> bool:
-    return sandboxes is not None
 
 
 def parallel_steps(marker: str, last: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,9 +13,8 @@ import os
 import signal
 import socket
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.processes import NewestText, ProcessRegistry
 from devagent.agent.tools.workspace import Workspace
-from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
+from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text, until
 from tests.process_scan import running
 from tests.sandboxes import bwrap_or_skip, provider
 
@@ -60,14 +59,6 @@ import sys, time
 print("ready", flush=True)
 time.sleep(3600)  # a long-running process, until something stops it
 """
-
-
-async def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WITHIN:g} s")
-        await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
 
 
 def free_port() -> int:
@@ -101,23 +92,6 @@ def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
     if request.param == "sandboxed":
         return provider(bwrap_or_skip(network=True))
     return None
-
-
-@pytest.fixture
-def sandboxing(sandboxes: SandboxProvider | None) -> bool:
-    return sandboxes is not None
-
-
-@pytest.fixture
-def yolo_core(core_factory: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    sandboxes = request.getfixturevalue("sandboxes") if "sandboxes" in request.fixturenames else None
-
-    async def make(spec: str, **kw: Any) -> Any:
-        return await core_factory(
-            spec, approval_mode="yolo", data_dir=tmp_path / "data", sandboxes=sandboxes, **kw
-        )
-
-    return make
 
 
 async def test_issue30_item4_background_server_queried_from_another_command(

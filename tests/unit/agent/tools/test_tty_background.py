@@ -10,16 +10,14 @@ import asyncio
 import os
 import signal
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devagent.agent.events import ToolCallStatus, TurnEnd, UserPrompt
-from devagent.agent.sandbox.base import SandboxProvider
 from devagent.agent.state import SessionState
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools.base import ToolContext
@@ -28,9 +26,8 @@ from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.tty_keys import keys
 from devagent.agent.tools.tty_screen import printed
 from devagent.agent.tools.workspace import Workspace
-from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text
+from tests.core_helpers import call, calls_by_id, collect, read_in_background, result_text, until
 from tests.process_scan import running
-from tests.sandboxes import bwrap_or_skip, provider
 
 PY = os.path.realpath(sys.executable)
 WITHIN = 30.0  # seconds a condition may take on a loaded machine (a failure guard, never a pace)
@@ -54,14 +51,6 @@ print("got", repr(line), flush=True)
 """
 ISATTY = "import sys; sys.stdin.isatty(), sys.stdout.isatty()"
 SLEEP = "import time; time.sleep(3600)"
-
-
-async def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WITHIN
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WITHIN:g} s")
-        await asyncio.sleep(0.05)  # polling the condition; the deadline only guards failure
 
 
 def tty(command: str, cid: str, **size: int) -> dict[str, Any]:
@@ -91,30 +80,6 @@ def marker() -> Iterator[str]:
     yield name
     for pid in running(name):
         os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(params=["unsandboxed", "sandboxed"])
-def sandboxes(request: pytest.FixtureRequest) -> SandboxProvider | None:
-    if request.param == "sandboxed":
-        return provider(bwrap_or_skip())
-    return None
-
-
-@pytest.fixture
-def sandboxing(sandboxes: SandboxProvider | None) -> bool:
-    return sandboxes is not None
-
-
-@pytest.fixture
-def yolo_core(core_factory: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    sandboxes = request.getfixturevalue("sandboxes") if "sandboxes" in request.fixturenames else None
-
-    async def make(spec: str, **kw: Any) -> Any:
-        return await core_factory(
-            spec, approval_mode="yolo", data_dir=tmp_path / "data", sandboxes=sandboxes, **kw
-        )
-
-    return make
 
 
 async def test_issue43_item2_python_repl_typed_into(
