@@ -59,19 +59,20 @@ def _hermetic_home() -> Path:
 
 TEST_HOME = _hermetic_home()
 
-# The suite runs in parallel processes (pytest-xdist, `--dist loadgroup`: scripts/test). The tests
-# that drive container engines, network namespaces or workers share the engines' state (images, a
-# private dockerd per process, the machine's namespaces) and are the heaviest: they run one after
-# another in one process, beside the rest.
-SERIAL_FOLDERS = ("tests/sandbox/", "tests/workers/")
-SERIAL_FILES = ("tests/replicas/test_issue40_container_replicas.py",)
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        if path.startswith(SERIAL_FOLDERS) or path in SERIAL_FILES:
-            item.add_marker(pytest.mark.xdist_group("engines"))
+    from tests import parallel
+
+    parallel.engines_first(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """scripts/test's `--dist loadfile`, with the engines' tests together (tests/parallel.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests import parallel
+
+    return parallel.make_scheduler(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
