@@ -122,6 +122,10 @@ async def open_workspace(
         base, kind = await resolve(gitdir, url, ref)
         await git(["update-ref", BASE_REF, base], git_dir=gitdir)
         await _make_workspace(folder, gitdir, url, branch)
+        if setup:
+            from devagent.agent.repository.setup import run_setup, setup_command  # late: the shell's
+
+            command = setup_command(folder, setup)
         sandbox = sandboxes.for_session(session_id, [folder])
         if not sandbox.files_here:  # the workspace is the sandbox's own: the clone goes in there
             from devagent.agent.repository.volume import copy_in  # late: only such sessions
@@ -138,9 +142,7 @@ async def open_workspace(
             "workspace": str(folder),
         }
         if setup:
-            from devagent.agent.repository.setup import run_setup  # late: the shell tool's modules
-
-            record["setup"] = await run_setup(config, sandbox, folder, setup)
+            record["setup"] = await run_setup(config, sandbox, folder, setup, command)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(gitdir, ignore_errors=True)
