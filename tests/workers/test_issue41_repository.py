@@ -9,6 +9,7 @@ later turn of the same conversation, with no worker connected, still returns eve
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,39 @@ async def test_issue41_item1_a_repository_session_on_a_worker_starts_from_the_cl
         assert git("show", f"{branch}:README.md", cwd=remote.path) == "# Project\nHallo."
     assert result_info(first)[1]["commit"] == result_info(again)[1]["commit"]  # nothing new to push
     assert remote.branches()["main"] == remote.second
+
+
+async def test_issue41_item1_a_repository_session_whose_setup_fails_on_the_worker_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """The operator's setup script fails on the worker: the task fails with the script's exit
+    code and output, and nothing of the session is left: no stored snapshot, no
+    lease, no folder on the worker, no clone on the server."""
+    site = WorkerSite(tmp_path)
+    remote = make_remote(tmp_path / "served")
+    failing = tmp_path / "failing-setup.sh"
+    failing.write_text("cat README.md; echo setup-broke; exit 3\n")
+    site.env["DEVAGENT_REPOSITORY_REMOTES"] = f"{tmp_path / 'served'}/"
+    site.env["DEVAGENT_REPOSITORY_SETUP"] = f"broken={failing}"
+    model = script(tmp_path / "s.json", [[{"text": "never"}]])
+    repository = {"url": str(remote.path), "ref": "main", "setup": "broken"}
+    try:
+        with site.server(model) as s, site.worker(s, "w1") as w1:
+            w1.wait_connected()
+            message = v03_message("change it", settings={"repository": repository})
+            async with httpx.AsyncClient(timeout=300) as client:
+                r = await client.post(
+                    s.url, json=rpc("message/send", {"message": message}), headers=auth(CALLER)
+                )
+            workspaces = list((w1.state_dir / "workspaces").iterdir())
+    finally:
+        site.cleanup()
+    task = r.json()["result"]
+    said = task["status"]["message"]["parts"][0]["text"]
+    assert task["status"]["state"] == "failed" and "the setup script failed (exit code 3)" in said, task
+    assert "Hello.\nsetup-broke" in said  # the script ran on the clone, on the worker
+    with sqlite3.connect(site.db_file) as db:
+        assert db.execute("select count(*) from devagent_worker_snapshots").fetchone() == (0,)
+        assert db.execute("select count(*) from devagent_worker_leases").fetchone() == (0,)
+    assert workspaces == []
+    assert list((site.root / "alice").iterdir()) == []
