@@ -101,6 +101,13 @@ class WorkerSite:
 
         shutil.rmtree(self.shared, ignore_errors=True)
 
+    def _owned(self, name: str, user: int) -> Path:
+        """A folder of `user`'s own, in the folder every user reaches."""
+        folder = self.shared / name
+        folder.mkdir(mode=0o700)
+        os.chown(folder, user, user)
+        return folder
+
     @contextmanager
     def server(self, model: str, port: int = 0) -> Iterator[Serve]:
         """`devagent serve` on every interface (the namespaces reach it through their veth), on
@@ -126,15 +133,25 @@ class WorkerSite:
         token: str = WORKER_TOKEN,
         backend: str = "local",
         more: tuple[str, ...] = (),
+        user: int | None = None,
     ) -> Iterator[Worker]:
+        """A worker (as root, or as the uid `user`, its state and home folders its own)."""
         port = int(server.url.rstrip("/").rsplit(":", 1)[1])
         with ExitStack() as stack:
             ns = stack.enter_context(isolated(port)) if netns else None
             url = ns.url() if ns is not None else f"http://127.0.0.1:{port}"
-            state = self.tmp / f"state-{name}"
+            state = self.tmp / f"state-{name}" if user is None else self._owned(f"state-{name}", user)
             argv = [*DEVAGENT, "worker", "--server", url, "--state-dir", str(state), "--capacity", "2"]
             argv += ["--backend", backend, *more]
             env = {**self.env, "DEVAGENT_WORKER_TOKEN": token, "PYTHONFAULTHANDLER": "1"}
+            if user is not None:
+                argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+                home = self._owned(f"home-{name}", user)
+                env["HOME"] = str(home)
+                env["DEVAGENT_DATA_DIR"] = str(home / "data")
+                env["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"  # none of root's own
+                for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+                    env[var] = str(home / var.lower())
             for secret in ("DEVAGENT_WORKER_TOKENS", "DEVAGENT_DB", "OPENAI_API_KEY"):
                 env.pop(secret, None)  # a worker's machine has none of the server's
             log = self.tmp / f"{name}.log"

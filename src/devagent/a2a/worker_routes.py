@@ -22,11 +22,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from devagent.agent.api import LARGEST_SNAPSHOT
+
 if TYPE_CHECKING:
     from devagent.store.workers import CallRow, WorkerQueue
 
 PREFIX = "/workers/v1"
-MAX_SNAPSHOT = 256 * 2**20  # a workspace's compressed snapshot, at most
+MAX_SNAPSHOT = LARGEST_SNAPSHOT  # a workspace's compressed snapshot, at most
 WORKER_BODY_BYTES = MAX_SNAPSHOT * 4 // 3 + 2**20  # a result with its snapshot, in base64
 
 

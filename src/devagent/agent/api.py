@@ -93,6 +93,7 @@ if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run 
     from devagent.agent.sandbox.choose import setup_sandbox as setup_sandbox
     from devagent.agent.sandbox.hosted import Hosted as Hosted
     from devagent.agent.sandbox.hosted import hosted_provider as hosted_provider
+    from devagent.agent.sandbox.snapshot import LARGEST_SNAPSHOT as LARGEST_SNAPSHOT
     from devagent.agent.session import Session as Session
     from devagent.agent.settings import SANDBOX_ENGINES as SANDBOX_ENGINES
     from devagent.agent.settings import CoreConfig as CoreConfig
@@ -187,6 +188,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     **_names("devagent.agent.sandbox.choose", "sandbox_workspace_setting"),
     # A worker's end of the worker backend (`devagent worker`): its sessions and its own backend
     **_names("devagent.agent.sandbox.hosted", "Hosted", "hosted_provider"),
+    **_names("devagent.agent.sandbox.snapshot", "LARGEST_SNAPSHOT"),
     # Sessions from a repository: what a caller asks for (parsed from a door's value), and the
     # session's result (its patch, its pushed branch)
     **_names("devagent.agent.repository.remotes", "RepositoryRequest"),

@@ -375,6 +375,25 @@ class WorkerQueue:
             row = (await conn.execute(select(s.c.data).where(s.c.session_id == session_id))).first()
         return True, (row[0] if row is not None else None)
 
+    async def seed_snapshot(self, session_id: str, data: bytes) -> bool:
+        """The workspace a session starts from (its clone), kept as its snapshot before any
+        worker is granted it, so the first worker restores it; False once a grant was made (a
+        worker may already hold the workspace: it is not replaced under it)."""
+        le = worker_leases_table
+        async with self._tx() as conn:
+            granted = (await conn.execute(select(le.c.epoch).where(le.c.session_id == session_id))).first()
+            if granted is not None:
+                return False
+            await self._keep_snapshot(conn, session_id, 0, data)
+        return True
+
+    async def stored_snapshot(self, session_id: str) -> bytes | None:
+        """The session's last snapshot (the workspace as of its last finished call), or None."""
+        s = worker_snapshots_table
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(s.c.data).where(s.c.session_id == session_id))).first()
+        return bytes(row[0]) if row is not None else None
+
     async def give_back(self, worker: str, session_id: str) -> None:
         """The worker lets the session go: its open calls are interrupted, the lease ends. A
         one-session worker (a dispatcher's pod) is done for good: it is stopped and its token

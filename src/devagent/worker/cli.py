@@ -37,7 +37,12 @@ def default_state_dir() -> Path:
 
 def worker_command(flags: WorkerFlags) -> int:
     """The worker until it is stopped (SIGTERM, SIGINT) or its token is refused; the exit code."""
-    token = os.environ.pop(TOKEN_ENV, "").strip()  # never in a command's environment
+    from devagent.worker.secrecy import make_undumpable, take_secret
+
+    token = take_secret(TOKEN_ENV)  # never in a command's environment, nor in /proc/PID/environ
+    undumpable = make_undumpable()  # other processes of this user cannot read or trace ours
+    if undumpable is not None:
+        print(f"devagent worker: {undumpable}", file=sys.stderr)
     if flags.token_file is not None:
         token = _await_token(flags.token_file)
         if not token:

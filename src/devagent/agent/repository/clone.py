@@ -12,6 +12,7 @@ workspace's `.git` again (results.py works from its own directory).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ from devagent.agent.repository.remotes import (
     git_auth,
     result_branch,
 )
-from devagent.agent.sandbox.base import SandboxProvider
+from devagent.agent.sandbox.base import Sandbox, SandboxProvider
 from devagent.agent.settings import CoreConfig
 
 BASE_REF = "refs/devagent/base"  # the commit the session started from, in both repositories
@@ -117,11 +118,16 @@ async def open_workspace(
     branch = result_branch(config.result_branch_pattern, session_id, identity, ref)
     gitdir = server_git_dir(config, session_id)
     folder = _new_folder(root, url)
+    sandbox: Sandbox | None = None
     try:
         await fetch_remote(config, gitdir, url, ref)
         base, kind = await resolve(gitdir, url, ref)
         await git(["update-ref", BASE_REF, base], git_dir=gitdir)
         await _make_workspace(folder, gitdir, url, branch)
+        if setup:
+            from devagent.agent.repository.setup import run_setup, setup_command  # late: the shell's
+
+            command = setup_command(folder, setup)
         sandbox = sandboxes.for_session(session_id, [folder])
         if not sandbox.files_here:  # the workspace is the sandbox's own: the clone goes in there
             from devagent.agent.repository.volume import copy_in  # late: only such sessions
@@ -138,10 +144,11 @@ async def open_workspace(
             "workspace": str(folder),
         }
         if setup:
-            from devagent.agent.repository.setup import run_setup  # late: the shell tool's modules
-
-            record["setup"] = await run_setup(config, sandbox, folder, setup)
+            record["setup"] = await run_setup(config, sandbox, folder, setup, command)
     except BaseException:
+        if sandbox is not None:  # its workspace (a volume, a worker's snapshot) goes too
+            with contextlib.suppress(Exception):
+                await sandbox.release(keep=False)
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(gitdir, ignore_errors=True)
         raise

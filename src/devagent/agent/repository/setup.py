@@ -21,7 +21,9 @@ from devagent.agent.settings import CoreConfig
 OUTPUT_TAIL = 4000  # characters of the script's output the session's record keeps
 
 
-def _command(folder: Path, script: str) -> str:
+def setup_command(folder: Path, script: str) -> str:
+    """The script's command, read while the clone is in `folder` (before it is handed to a
+    sandbox whose workspace is not on this host); InputError for a file the repository lacks."""
     if not script.startswith("repo:"):
         return Path(script).read_text()
     rel = script.removeprefix("repo:")
@@ -31,10 +33,12 @@ def _command(folder: Path, script: str) -> str:
     return "bash -- " + shlex.quote(rel)
 
 
-async def run_setup(config: CoreConfig, sandbox: Sandbox, folder: Path, script: str) -> dict[str, Any]:
-    """Runs the setup in the session's sandbox; its exit code and the tail of its output.
-    InputError when it fails, so the session is not started on a half-set-up workspace."""
-    command = _command(folder, script)
+async def run_setup(
+    config: CoreConfig, sandbox: Sandbox, folder: Path, script: str, command: str
+) -> dict[str, Any]:
+    """Runs the setup's `command` (`setup_command`) in the session's sandbox; its exit code and
+    the tail of its output. InputError when it fails, so the session is not started on a
+    half-set-up workspace."""
     env = child_env(config.env_pass, extra={"PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "DEVAGENT": "1"})
     if (why := sandbox.unavailable() or sandbox.refuses(str(folder))) is not None:
         raise InputError(why, "repository_failed")

@@ -5,7 +5,12 @@ sandbox's workspace as one tar stream and the host folder emptied (it stays, as 
 for its workspace). For the result, the work tree is copied out the same way, without its `.git`
 (which the model may have rewritten and is never read), into a private folder of the server, and
 the patch and the commit are made from there with the server's own git directory, as for a
-workspace on this host."""
+workspace on this host.
+
+A worker's sandbox (`KeptWorkspace`) needs no command for either: the clone becomes the session's
+first snapshot, which the first worker granted the session restores (its setup script then runs
+there, and its changes come back with that call's snapshot); the result is unpacked from the last
+snapshot the server keeps, the workspace as of the last finished call, so it needs no worker."""
 
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ import tarfile
 from pathlib import Path
 
 from devagent.agent.repository.git import GitFailed
-from devagent.agent.sandbox.base import Sandbox
+from devagent.agent.sandbox import snapshot
+from devagent.agent.sandbox.base import KeptWorkspace, Sandbox, SandboxError
 from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.remote_files import SandboxFiles
 from devagent.agent.tools.workspace import Workspace
@@ -31,6 +37,13 @@ PACK = 'cd -- "$1" && exec tar -cf - --exclude=./.git .'
 async def copy_in(sandbox: Sandbox, folder: Path) -> None:
     """The clone in `folder` (its `.git` too: the model works with git there) into the sandbox's
     workspace, then `folder` emptied."""
+    if isinstance(sandbox, KeptWorkspace):
+        try:
+            await sandbox.seed(folder)
+        except SandboxError as e:
+            raise GitFailed(f"the clone could not be given to the session's sandbox: {e}") from e
+        await asyncio.to_thread(_empty, folder)
+        return
     files = SandboxFiles(sandbox, Workspace([folder]))
     data = await asyncio.to_thread(_pack, folder)
     try:
@@ -46,6 +59,12 @@ async def copy_in(sandbox: Sandbox, folder: Path) -> None:
 async def copy_out(sandbox: Sandbox, workspace: Path, into: Path) -> None:
     """The sandbox's work tree (without `.git`) into the private folder `into`: regular files,
     folders and links inside it only (tarfile's `data` filter refuses anything else)."""
+    if isinstance(sandbox, KeptWorkspace):
+        kept = await sandbox.last_snapshot()
+        if kept is None:
+            raise GitFailed("the server keeps no snapshot of the session's workspace")
+        await asyncio.to_thread(snapshot.unpack, kept, into, skip=(".git",))
+        return
     files = SandboxFiles(sandbox, Workspace([workspace]))
     try:
         code, out, err = await files.run(PACK, [str(files.inside_root)])

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from devagent.common.errors import DevagentError
 
@@ -178,6 +178,20 @@ class Sandbox(Protocol):
     async def release(self, keep: bool) -> None:
         """The session is done with it for now (`keep`: its workspace stays for a later turn)
         or for good."""
+        ...
+
+
+@runtime_checkable
+class KeptWorkspace(Protocol):
+    """A sandbox whose workspace the server keeps as snapshots (a worker's): the session starts
+    from the first (`seed`), and `last_snapshot` is the workspace as of its last finished call."""
+
+    async def seed(self, folder: Path) -> None:
+        """`folder`'s contents become the workspace the session starts from."""
+        ...
+
+    async def last_snapshot(self) -> bytes | None:
+        """The last snapshot kept (a gzipped tar of the workspace), or None."""
         ...
 
 

@@ -6,7 +6,11 @@ entry's type and mode, size and modification time), walked after every call.
 What it costs: a walk of the workspace per call (stat of every entry); per call that changed
 something, the whole workspace compressed and stored in one database row (replaced each time),
 so a large workspace costs its compressed size per changing call in traffic and write load. A git
-bundle of only the new commits, or an operator's object store, would cost less and is not built."""
+bundle of only the new commits, or an operator's object store, would cost less and is not built.
+
+A session cloned from a repository starts from a snapshot too: the server packs its clone and
+keeps it as the session's first (worker.py `seed`), and the session's result is made from the
+last one kept (repository/volume.py), never from a worker's folder."""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ import io
 import os
 import shutil
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 Manifest = dict[str, tuple[int, int, int]]
+LARGEST_SNAPSHOT = 256 * 2**20  # a snapshot's compressed size the server keeps, at most
 
 
 def manifest(folder: Path) -> Manifest:
@@ -51,6 +56,18 @@ def _safe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
         return None
 
 
+def unpack(data: bytes, into: Path, *, skip: tuple[str, ...] = ()) -> None:
+    """The snapshot's contents into the existing folder `into` (the "data" filter's refusals
+    skipped), leaving out the top-level entries named in `skip` and everything under them."""
+
+    def kept(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        parts = [p for p in PurePosixPath(member.name).parts if p != "/"]
+        return None if parts and parts[0] in skip else _safe(member, dest)
+
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(into, filter=kept)
+
+
 def restore(folder: Path, data: bytes | None) -> None:
     """`folder` emptied, then holding the snapshot's contents (empty for None)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,5 +78,4 @@ def restore(folder: Path, data: bytes | None) -> None:
         else:
             path.unlink()
     if data:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            tar.extractall(folder, filter=_safe)
+        unpack(data, folder)

@@ -252,6 +252,30 @@ class WorkerSandbox:
     def delete(self, path: str | Path) -> None:
         self._blocking(self.delete_async(path))
 
+    # --- the workspace the server keeps -------------------------------------------------------
+
+    async def seed(self, folder: Path) -> None:
+        """`folder` (a clone the server made) becomes the session's first snapshot, which the
+        first worker granted the session restores; SandboxError when a worker was already granted
+        it or the snapshot is larger than the server keeps."""
+        from devagent.agent.sandbox import snapshot  # late: tarfile, only such sessions
+
+        data = await asyncio.to_thread(snapshot.pack, folder)
+        if len(data) > snapshot.LARGEST_SNAPSHOT:
+            raise SandboxError(
+                f"the workspace is {len(data) // 2**20} MiB compressed: more than the "
+                f"{snapshot.LARGEST_SNAPSHOT // 2**20} MiB a worker's session may have"
+            )
+        q = await self.provider.queue()
+        if not await q.seed_snapshot(self.session_id, data):
+            raise SandboxError("the session already has a worker: its workspace cannot be replaced")
+
+    async def last_snapshot(self) -> bytes | None:
+        """The workspace as of the session's last finished call on a worker (or as seeded), as
+        the server keeps it: no worker is asked."""
+        q = await self.provider.queue()
+        return await q.stored_snapshot(self.session_id)
+
     async def release(self, keep: bool) -> None:
         """The worker lets the session go (its workspace is in the last snapshot); for good, the
         store forgets it too."""
