@@ -125,8 +125,8 @@ class Run:
     turns: list[Turn]
     wall: float
     calls: int
-    cpu_devagent: float = 0.0  # seconds: the replicas and workers, with their commands and relays
-    cpu_pg: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # seconds, by group: replicas, workers (with
+    # their children: relays, bubblewrap, commands), PostgreSQL
 
     def complete(self) -> list[Turn]:
         return [t for t in self.turns if t.final == "completed" and t.ok == self.calls]
@@ -144,16 +144,22 @@ class Run:
             "turn_p50": pct(turns, 0.5),
             "turn_p99": pct(turns, 0.99),
             "wall": self.wall,
-            "cpu": self.cpu_devagent / n * 1000,
-            "pg": self.cpu_pg / n * 1000,
+            "cpu": sum(v for k, v in self.cpu.items() if k != "pg") / n * 1000,
+            "pg": self.cpu.get("pg", 0.0) / n * 1000,
         }
 
 
 class Sessions:
     """Turns through `url`, each in a workspace folder of its own, its CPU counted over `pids`."""
 
-    def __init__(self, url: str, site: WorkerSite, backend: str, calls: int, pids: list[int]) -> None:
+    def __init__(
+        self, url: str, site: WorkerSite, backend: str, calls: int, pids: dict[str, list[int]]
+    ) -> None:
         self.url, self.site, self.backend, self.calls, self.pids = url, site, backend, calls, pids
+
+    def cpu(self) -> dict[str, float]:
+        out = {k: sum(cpu_seconds(p, reaped=True) for p in pids) for k, pids in self.pids.items()}
+        return {**out, "pg": postgres_cpu()}
 
     def folder(self, tag: str) -> Path:
         ws = self.site.root / "alice" / f"{self.backend}-{tag}"
@@ -174,15 +180,14 @@ class Sessions:
         folders = [self.folder(str(i)) for i in range(n)]
         limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
         async with httpx.AsyncClient(timeout=900, limits=limits) as c:
-            cpu0, pg0 = sum(cpu_seconds(p, reaped=True) for p in self.pids), postgres_cpu()
+            cpu0 = self.cpu()
             t0 = time.perf_counter()
             turns = await asyncio.gather(
                 *(one_turn(c, self.url, folders[i], f"{self.backend} {i}", self.calls) for i in range(n))
             )
             wall = time.perf_counter() - t0
-            cpu = sum(cpu_seconds(p, reaped=True) for p in self.pids) - cpu0
-            pg = postgres_cpu() - pg0
-        run = Run(self.backend, list(turns), wall, self.calls, cpu, pg)
+            cpu = {k: v - cpu0[k] for k, v in self.cpu().items()}
+        run = Run(self.backend, list(turns), wall, self.calls, cpu)
         problems = Counter((t.final, t.ok, t.problem[:80]) for t in run.turns if t not in run.complete())
         if problems:
             print(f"{self.backend}: not complete (final, calls ok, error): {dict(problems)}", file=sys.stderr)
@@ -199,7 +204,7 @@ async def local_phase(site: WorkerSite, model: str, args: argparse.Namespace) ->
     with ExitStack() as stack:
         servers = replicas(site, stack, model, "local")
         url = stack.enter_context(balancer([s.url for s in servers], site.tmp / "balancer-local.log"))
-        run = Sessions(url, site, "local", args.calls, [s.proc.pid for s in servers])
+        run = Sessions(url, site, "local", args.calls, {"replicas": [s.proc.pid for s in servers]})
         await run.warm(args.warmup)
         return await run.at_once(args.sessions)
 
@@ -226,7 +231,7 @@ async def worker_phase(
             w.wait_connected()
         names = {worker_id(w): w.name for w in workers}
         url = stack.enter_context(balancer([s.url for s in servers], site.tmp / "balancer-worker.log"))
-        pids = [p.proc.pid for p in [*servers, *workers]]
+        pids = {"replicas": [s.proc.pid for s in servers], "workers": [w.proc.pid for w in workers]}
         sessions = Sessions(url, site, "worker", args.calls, pids)
         async with WorkersTable(db) as table:
             await sessions.warm(args.warmup)
@@ -293,6 +298,9 @@ def report(args: argparse.Namespace, local: Run, worker: Run, figures: WorkerFig
         f"the workers' commands in the store, queued to done: p50 {pct(in_store, 0.5) * 1000:.0f} ms, "
         f"p99 {pct(in_store, 0.99) * 1000:.0f} ms"
     )
+    n = max(1, len(worker.turns))
+    split = ", ".join(f"{k} {v / n * 1000:.0f}" for k, v in worker.cpu.items())
+    print(f"the worker run's CPU per session, ms: {split}")
     spread = ", ".join(f"{name} {s}/{c}" for name, s, c in figures.spread)
     print(f"spread over the {WORKERS} workers (sessions/commands): {spread}")
     print(f"the workers' calls (warm-up included) by kind and state: {dict(sorted(figures.states.items()))}")
