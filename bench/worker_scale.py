@@ -253,7 +253,7 @@ async def main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="devagent-bench-scale-"))
     try:
         async with fresh_pg_database("devagent_bench_scale") as db:
-            site = pg_site(tmp, db)
+            site = pg_site(tmp, db, lease_seconds=args.lease_seconds)
             try:
                 model = script(tmp / "s.json", steps(args.calls))
                 local = await local_phase(site, model, args)
@@ -261,7 +261,10 @@ async def main(args: argparse.Namespace) -> None:
             finally:
                 site.cleanup()
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"the processes' logs: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     report(args, local, worker, figures)
 
 
@@ -315,6 +318,10 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--calls", type=int, default=3, help="shell commands per session's turn")
     parser.add_argument("--warmup", type=int, default=2, help="turns before the measured ones, per backend")
+    parser.add_argument(
+        "--lease-seconds", type=float, default=15.0, help="worker_lease_seconds (15: the default)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the processes' logs (the path is printed)")
     parser.add_argument("--quick", action="store_true", help="10 sessions of 2 commands, 1 warm-up turn")
     parsed = parser.parse_args()
     if parsed.quick:
