@@ -124,8 +124,6 @@ async def main(args: argparse.Namespace) -> None:
                         print(
                             f"restart {r + 1}: server away {down:.2f} s, worker back after {reconnect:.3f} s"
                         )
-                    if os.environ.get("BENCH_DUMP"):
-                        print(w.log_text(), file=sys.stderr)
                     if w.proc.poll() is not None:
                         print(f"the worker exited ({w.proc.returncode}):\n{w.log_text()}", file=sys.stderr)
             finally:
