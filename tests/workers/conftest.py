@@ -109,14 +109,14 @@ class WorkerSite:
         return folder
 
     @contextmanager
-    def server(self, model: str, port: int = 0) -> Iterator[Serve]:
+    def server(self, model: str, port: int = 0, log: str = "serve") -> Iterator[Serve]:
         """`devagent serve` on every interface (the namespaces reach it through their veth), on
-        `port` (0: a free one)."""
+        `port` (0: a free one); its output in `<log>.log` (a name per replica when several run)."""
         args = ["--host", "0.0.0.0", "--workspace-root", str(self.root), "--token", f"alice={CALLER}"]
         args += ["--port", str(port)] if port else []
         args += ["--token", f"ops={OPS}"]  # the readiness probe's (tests/a2a/procs.py)
         args += ["--model", model, "--sandbox"]
-        s = start_serve(args, self.tmp / "serve.log", env={**self.env, "DEVAGENT_TOKEN": ""})
+        s = start_serve(args, self.tmp / f"{log}.log", env={**self.env, "DEVAGENT_TOKEN": ""})
         try:
             s.url = re.sub(r"//0\.0\.0\.0:", "//127.0.0.1:", s.url)
             yield s

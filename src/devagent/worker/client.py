@@ -1,12 +1,15 @@
 """The worker's HTTP client of the server's workers' door (/workers/v1/): every request carries
-the worker's token and its name; a request that cannot reach the server is tried again, with
-a growing pause, until it is answered (the worker reconnects by itself)."""
+the worker's token and its name; a request that cannot reach the server is tried again, after
+a pause that grows (jittered, at most a few seconds: `Backoff`), until it is answered (the worker
+reconnects by itself)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import logging
+import random
+import time
 from typing import Any
 
 import httpx
@@ -29,6 +32,31 @@ class Stopping(DevagentError):
     """The worker is stopping: a request that could not reach the server is not tried again."""
 
 
+class Backoff:
+    """The pauses between the tries of one request the server did not answer. The ceiling starts
+    at FIRST and doubles after each failure up to CAP; each pause is drawn from the ceiling's
+    upper half, so workers cut off together do not come back in step. A try the server held for
+    HELD seconds or more (a long poll cut by the server's restart) shows the server was there a
+    moment ago: the ceiling starts over, so a restart costs the worker about one short pause
+    however many outages its request went through before."""
+
+    FIRST = 0.2
+    CAP = 2.0
+    HELD = 1.0
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+        self._ceiling = self.FIRST
+
+    def failed(self, held: float) -> float:
+        """The pause (seconds) after a try that failed having been open `held` seconds."""
+        if held >= self.HELD:
+            self._ceiling = self.FIRST
+        pause = self._rng.uniform(self._ceiling / 2, self._ceiling)
+        self._ceiling = min(self._ceiling * 2, self.CAP)
+        return pause
+
+
 class ServerClient:
     def __init__(self, server: str, token: str, worker: str, stopping: asyncio.Event | None = None) -> None:
         self.worker = worker
@@ -45,9 +73,10 @@ class ServerClient:
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The request, sent again after each transport failure until the server answers (or,
         the worker stopping, Stopping); Refused for an answer other than 2xx."""
-        pause = 0.2
+        backoff = Backoff()
         why = ""
         while True:
+            sent = time.monotonic()
             try:
                 r = await self._http.request(method, PREFIX + path, **kwargs)
                 unavailable = r.status_code in (502, 503, 504)  # a balancer without a live replica
@@ -62,8 +91,7 @@ class ServerClient:
                         "the server cannot be reached (%s): trying again", why if r is None else r.status_code
                     )
                 self.connected = False
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 3.0)
+                await asyncio.sleep(backoff.failed(time.monotonic() - sent))
                 continue
             if not self.connected:
                 log.warning("connected to the server")
