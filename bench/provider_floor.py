@@ -458,8 +458,9 @@ def floor_row(label: str, floor: float, dev: float, fmt: str = "10.1f") -> str:
 
 
 def serve_profiled(prof_file: str, argv: list[str]) -> None:
-    """`devagent serve ARGV` under yappi (CPU clock: it follows coroutines), started and saved by
-    SIGUSR1 (see `toggle_profile`)."""
+    """`devagent serve ARGV` under yappi, started and saved by SIGUSR1 (see `toggle_profile`).
+    CPU clock: it follows coroutines; its own cost per call (several times the call's) weighs
+    call-heavy Python code more than C work, so read its shares as an order, not as times."""
     import runpy
 
     import yappi  # type: ignore[import-not-found]  # a tool: `pip install yappi` in the venv
