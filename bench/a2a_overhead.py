@@ -279,18 +279,19 @@ async def stream_turns(args: argparse.Namespace) -> None:
 async def rounds_of_turns(
     pair: dict[str, pf.Server], args: argparse.Namespace, prof: Path | None
 ) -> dict[str, list[dict[str, Any]]]:
-    """`args.rounds` rounds: chat then tool turns on devagent, then on the floor."""
+    """`args.rounds` rounds: chat then tool turns on devagent, then on the floor; then, with
+    `prof`, more tool turns on devagent under the profiler."""
     import httpx
 
     out: dict[str, list[dict[str, Any]]] = {"dev": [], "floor": []}
     async with httpx.AsyncClient(timeout=600) as c:
-        for r in range(args.rounds):
+        for _ in range(args.rounds):
             for name, srv in pair.items():
                 chat = await pf.sequential(c, srv, "chat", args.seq)
-                tool = await pf.sequential(
-                    c, srv, "tool", args.seq, prof if r == 0 and name == "dev" else None
-                )
+                tool = await pf.sequential(c, srv, "tool", args.seq)
                 out[name].append({"chat": chat, "tool": tool})
+        if prof is not None:  # after the rounds: the profiler's own cost is in no figure
+            await pf.sequential(c, pair["dev"], "tool", args.seq, prof)
     return out
 
 
