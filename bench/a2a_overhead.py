@@ -7,7 +7,18 @@ to back, and on an idle server), events per second, and the overhead ratio (deva
 then 200 concurrent streaming tasks against each: p50/p99 latency per task and the server's peak
 memory (VmHWM).
 
+Then the server CPU of a chat turn and of a tool turn: `devagent serve` on its real provider path
+(the fake OpenAI-compatible model of bench/provider_floor.py, a tool turn two model requests with a
+`write_file` between them, approval yolo, SQLite) against the floor, a bare a2a-sdk agent with no
+model emitting as many events. Both servers run side by side; `--rounds` rounds each measure
+`--seq` sequential chat turns then tool turns on devagent, then on the floor (server CPU per turn
+from /proc, p50 time to the final event): the ratios are per round, given as the median and the
+range. Then `--tool-concurrent` tool turns at once on each (p50, p99, completed). `--profile FILE`
+writes a CPU profile (pstats, yappi) of `--seq` more sequential tool turns on devagent,
+after the rounds.
+
     .venv/bin/python bench/a2a_overhead.py [--turns 30] [--concurrent 200] [--chunks 40]
+        [--part stream,provider] [--seq 30] [--rounds 3] [--tool-concurrent 100] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -25,6 +36,10 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import provider_floor as pf
 
 TOKEN = "bench-token"
 
@@ -210,7 +225,8 @@ async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
     }
 
 
-async def main(args: argparse.Namespace) -> None:
+async def stream_turns(args: argparse.Namespace) -> None:
+    """The scripted turn of `--chunks` text chunks, devagent and the bare agent (the first part)."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         # devagent first, to learn how many events its turn emits
@@ -257,6 +273,105 @@ async def main(args: argparse.Namespace) -> None:
     )
 
 
+# --- server CPU of chat and tool turns on the provider path ----------------------------------------
+
+
+async def rounds_of_turns(
+    pair: dict[str, pf.Server], args: argparse.Namespace, prof: Path | None
+) -> dict[str, list[dict[str, Any]]]:
+    """`args.rounds` rounds: chat then tool turns on devagent, then on the floor; then, with
+    `prof`, more tool turns on devagent under the profiler."""
+    import httpx
+
+    out: dict[str, list[dict[str, Any]]] = {"dev": [], "floor": []}
+    async with httpx.AsyncClient(timeout=600) as c:
+        for _ in range(args.rounds):
+            for name, srv in pair.items():
+                chat = await pf.sequential(c, srv, "chat", args.seq)
+                tool = await pf.sequential(c, srv, "tool", args.seq)
+                out[name].append({"chat": chat, "tool": tool})
+        if prof is not None:  # after the rounds: the profiler's own cost is in no figure
+            await pf.sequential(c, pair["dev"], "tool", args.seq, prof)
+    return out
+
+
+async def at_once(srv: pf.Server, n: int) -> dict[str, float]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as c:
+        await asyncio.gather(*(pf.one_turn(c, srv.url, f"tool warm {i}") for i in range(20)))
+        return await pf.concurrent(c, srv, n)
+
+
+async def provider_turns(args: argparse.Namespace) -> None:
+    """Server CPU and time to the final event of chat and tool turns, devagent against the floor."""
+    load = os.getloadavg()
+    prof = Path(args.profile).resolve() if args.profile else None
+    async with pf.bench_run("") as run:
+        dev = pf.Server(pf.devagent_command(run, prof), run.env, run.tmp / "devagent.log")
+        run.procs.append(dev)
+        await dev.ready()
+        first = await pf.measure_turns(dev, 2, [])  # the events of each kind, for the floor
+        floor = pf.bare_server(run.tmp, first["chat"]["events"], first["tool"]["events"])
+        run.procs.append(floor)
+        await floor.ready()
+        res = await rounds_of_turns({"dev": dev, "floor": floor}, args, prof)
+        conc: dict[str, dict[str, float]] = {}
+        if args.tool_concurrent:
+            conc = {
+                name: await at_once(srv, args.tool_concurrent)
+                for name, srv in (("dev", dev), ("floor", floor))
+            }
+    report_provider(first, res, conc, args, load[0])
+
+
+def report_provider(
+    first: dict[str, Any],
+    res: dict[str, list[dict[str, Any]]],
+    conc: dict[str, dict[str, float]],
+    args: argparse.Namespace,
+    load: float,
+) -> None:
+    print(
+        f"provider path: events per turn chat {first['chat']['events']}, tool {first['tool']['events']}; "
+        f"{args.rounds} rounds of {args.seq} sequential turns each; load {load:.1f} on {os.cpu_count()} cores"
+    )
+    print(f"{'figure (median of rounds)':44}{'floor':>10}{'devagent':>10}{'ratio':>8}  ratio range")
+    for kind, key, label in (
+        ("chat", "cpu", "server CPU per chat turn (ms)"),
+        ("tool", "cpu", "server CPU per tool turn (ms)"),
+        ("chat", "p50", "chat turn, time to final event p50 (ms)"),
+        ("tool", "p50", "tool turn, time to final event p50 (ms)"),
+    ):
+        d = [r[kind][key] for r in res["dev"]]
+        f = [r[kind][key] for r in res["floor"]]
+        ratios = [a / b for a, b in zip(d, f, strict=True) if b]
+        spread = f"  {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
+        line = pf.floor_row(label, statistics.median(f), statistics.median(d))
+        print(f"{line[:64]}{statistics.median(ratios) if ratios else float('nan'):8.2f}{spread}")
+    if conc:
+        n = args.tool_concurrent
+        print(
+            pf.floor_row(f"{n} tool turns at once p50 (s)", conc["floor"]["p50"], conc["dev"]["p50"], "10.2f")
+        )
+        print(
+            pf.floor_row(f"{n} tool turns at once p99 (s)", conc["floor"]["p99"], conc["dev"]["p99"], "10.2f")
+        )
+        done = f"{conc['floor']['completed']:10d}{conc['dev']['completed']:10d}"
+        print(f"{f'{n} tool turns at once completed':44}{done}")
+    if args.profile:
+        print(f"profile of devagent's sequential tool turns (after the rounds): {args.profile}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    parts = set(args.part.split(","))
+    if "stream" in parts:
+        await stream_turns(args)
+    if "provider" in parts:
+        await provider_turns(args)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", choices=["devagent", "bare"])
@@ -272,6 +387,13 @@ if __name__ == "__main__":
         default="sqlite",
         help="the bare agent's task store: SQLite like devagent's (default) or in memory",
     )
+    ap.add_argument("--part", default="stream,provider", help="stream (scripted turns), provider (CPU)")
+    ap.add_argument(
+        "--seq", type=int, default=30, help="provider part: sequential turns of each kind a round"
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="provider part: rounds, devagent then floor")
+    ap.add_argument("--tool-concurrent", type=int, default=100, help="provider part: tool turns at once")
+    ap.add_argument("--profile", default="", help="provider part: FILE for devagent's CPU profile")
     a = ap.parse_args()
     if a.serve == "devagent":
         serve_devagent(a.port, a.tmp, a.n)

@@ -88,7 +88,7 @@ async def main(args: argparse.Namespace) -> None:
         results["SQLite (WAL, synchronous=NORMAL)"] = await measure(f"sqlite:///{d}/bench.db", args.n)
     if args.pg:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from provider_path import create_pg, drop_pg
+        from provider_floor import create_pg, drop_pg
 
         name, url = await create_pg(args.pg)
         try:

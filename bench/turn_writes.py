@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import provider_path as pp
+import provider_floor as pp
 
 
 def serve_counted(counts_file: str, argv: list[str]) -> None:
