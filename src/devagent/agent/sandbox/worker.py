@@ -67,6 +67,7 @@ class WorkerProvider:
         self._store: Store | None = None
         self._opening: asyncio.Lock | None = None
         self._sessions: dict[str, WorkerSandbox] = {}
+        self._pumps: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> str:
@@ -105,7 +106,19 @@ class WorkerProvider:
                     self._store = await Store.open(self.db_url)
         return self._store.workers
 
+    def pumping(self, pump: _Pump) -> None:
+        """Runs a command's pump until it ends, or until the provider closes."""
+        task = asyncio.get_running_loop().create_task(pump.run())
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+
     async def close(self) -> None:
+        """Ends the pumps still running, then closes the store they use (closed under a pump
+        that is still reading, a SQLite connection's close would wait for its thread forever)."""
+        pumps = list(self._pumps)
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
         store, self._store = self._store, None
         if store is not None:
             await store.close()
@@ -328,7 +341,7 @@ class WorkerSandbox:
         finally:
             theirs.close()
         pump = _Pump(q, grant, self.session_id, call_id, ours, self.provider.ttl)
-        asyncio.get_running_loop().create_task(pump.run())
+        self.provider.pumping(pump)
         supervised = piped or lasting
         return Started(proc, read_fd, input_fd, sandboxed=True, supervised=supervised, tty=tty)
 
