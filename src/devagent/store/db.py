@@ -454,7 +454,7 @@ class Store:
     def workers(self) -> WorkerQueue:
         """The workers' leases, calls and snapshots (`devagent worker`), shared by every replica."""
         if self._workers is None:
-            self._workers = WorkerQueue(self.engine, self._now)
+            self._workers = WorkerQueue(self.engine, self._now, None if self.is_sqlite else self.listener())
         return self._workers
 
     @property

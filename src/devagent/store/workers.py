@@ -5,9 +5,12 @@ through whichever replica it is connected to; its output and result come back as
 result is checked against the lease it was taken under (fencing): a worker whose lease expired or
 moved to another worker writes nothing.
 
-Waiting is a short poll of these tables (every POLL seconds), woken at once within one process (a
-replica that queued a call wakes the long poll of a worker connected to it): a call queued on
-one replica for a worker polling another waits up to POLL more.
+A waiter listens for a bell ("w:<worker>": a call was queued or a session granted to that worker;
+"c:<call>": that call's output or end arrived), rung once the transaction that stored the fact is
+committed: within one process at once, and on PostgreSQL in every replica through a NOTIFY sent
+inside that transaction (store/notify.py). A notification can be lost (the listening connection
+dropped), so a waiter looks at the tables again after FALLBACK seconds anyway, or every POLL
+seconds where no notification can reach it (SQLite, one process; or not listening yet).
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, text, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from devagent.store.notify import Listener
 from devagent.store.tables import (
+    WORKERS_CHANNEL,
     worker_calls_table,
     worker_leases_table,
     worker_output_table,
@@ -40,6 +45,9 @@ __all__ = ["CallRow", "Grant", "WorkerQueue", "token_digest"]
 
 OPEN = ("queued", "taken")
 POLL = 0.2  # seconds between looks at the tables where nothing wakes a waiter sooner
+FALLBACK = 2.0  # ... and where notifications do (one may be lost)
+NOTIFY_BYTES = 7000  # a NOTIFY's payload is at most 8000 bytes: more bells go in several
+_NOTIFY = text("SELECT pg_notify(:c, :p)")
 WANT_SECONDS = 5.0  # a session's want of a sandbox, renewed while its replica waits for a grant
 
 
@@ -97,6 +105,24 @@ class _Bells:
 BELLS = _Bells()
 
 
+def _ring_notified(payload: str) -> None:
+    """Another process's bells, notified on WORKERS_CHANNEL: rung here too."""
+    for key in payload.split("\n"):
+        if key:
+            BELLS.ring(key)
+
+
+def _payloads(keys: list[str]) -> list[str]:
+    """The bells (each once, in order) as NOTIFY payloads of at most NOTIFY_BYTES each."""
+    out: list[str] = []
+    for key in dict.fromkeys(keys):
+        if out and len(out[-1]) + 1 + len(key) <= NOTIFY_BYTES:
+            out[-1] += "\n" + key
+        else:
+            out.append(key)
+    return out
+
+
 def _call(row: Row[Any]) -> CallRow:
     m = row._mapping
     return CallRow(
@@ -116,9 +142,11 @@ def _call(row: Row[Any]) -> CallRow:
 class WorkerQueue:
     """The workers' tables through one engine (`Store.workers()`)."""
 
-    def __init__(self, engine: AsyncEngine, now: Any) -> None:
+    def __init__(self, engine: AsyncEngine, now: Any, listener: Listener | None = None) -> None:
         self._engine = engine
         self._now = now  # the database's clock (seconds since the epoch)
+        self._listener = listener  # PostgreSQL: other replicas' bells reach this process
+        self._hearing = False
 
     async def _clock(self, conn: AsyncConnection) -> float:
         return float((await conn.execute(select(self._now))).scalar_one())
@@ -132,6 +160,9 @@ class WorkerQueue:
             conn.info["worker_bells"] = bells
             yield conn
             conn.info.pop("worker_bells", None)
+            if self._listener is not None:  # other replicas': sent on commit, with the rows
+                for payload in _payloads(bells):
+                    await conn.execute(_NOTIFY, {"c": WORKERS_CHANNEL, "p": payload})
         for key in bells:
             BELLS.ring(key)  # this process's waiters; another replica's look again within POLL
 
@@ -142,14 +173,25 @@ class WorkerQueue:
         """A bell for `key`, listened to from now on (before the rows are read)."""
         return BELLS.listening(key)
 
-    @staticmethod
-    async def doze(bell: asyncio.Event, seconds: float) -> None:
-        """Until the bell rang (since it was last cleared) or a short poll's time passed."""
+    async def doze(self, bell: asyncio.Event, seconds: float) -> None:
+        """Until the bell rang (since it was last cleared), `seconds` passed, or it is time to
+        look anyway (FALLBACK where notifications arrive, else POLL)."""
+        longest = FALLBACK if await self._hears() else POLL
         try:
-            await asyncio.wait_for(bell.wait(), min(seconds, POLL))
+            await asyncio.wait_for(bell.wait(), min(seconds, longest))
         except TimeoutError:
             pass
         bell.clear()
+
+    async def _hears(self) -> bool:
+        """Whether other processes' bells reach this one now (the listener started on first need)."""
+        if self._listener is None:
+            return False
+        if not self._hearing:
+            self._hearing = True
+            self._listener.on(WORKERS_CHANNEL, _ring_notified)
+            await self._listener.start()
+        return self._listener.connected
 
     # --- tokens kept hashed in the store (`devagent workers token ...`) ---------------------------
 
@@ -621,15 +663,18 @@ class WorkerQueue:
             row = (await conn.execute(select(c).where(c.c.id == call_id))).first()
         return _call(row) if row is not None else None
 
-    async def output_after(self, call_id: int, seq: int) -> list[tuple[int, bytes]]:
-        o = worker_output_table
+    async def progress(self, call_id: int, seq: int) -> tuple[CallRow | None, list[tuple[int, bytes]]]:
+        """The call and its output after `seq`, through one connection (the output read after
+        the call: output stored before its end is in the list when the call is seen ended)."""
+        c, o = worker_calls_table, worker_output_table
         async with self._engine.connect() as conn:
+            row = (await conn.execute(select(c).where(c.c.id == call_id))).first()
             rows = (
                 await conn.execute(
                     select(o.c.seq, o.c.data).where(o.c.call_id == call_id, o.c.seq > seq).order_by(o.c.seq)
                 )
             ).all()
-        return [(int(r[0]), bytes(r[1])) for r in rows]
+        return (_call(row) if row is not None else None), [(int(r[0]), bytes(r[1])) for r in rows]
 
     async def end_if_lost(self, session_id: str, grant: Grant) -> bool:
         """Where the grant's lease expired (its worker is gone or lost the server): its open calls
