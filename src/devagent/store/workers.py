@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -292,14 +293,21 @@ class WorkerQueue:
             ).first()
         return (row[0], row[1], int(row[2])) if row is not None else None
 
-    async def heartbeat(self, worker: str, ttl: float) -> dict[str, int]:
+    async def heartbeat(
+        self, worker: str, ttl: float, token_name: str | None = None
+    ) -> dict[str, int] | None:
         """The worker is alive: its live leases renewed; the sessions it holds now, by epoch
-        (a session missing there is no longer its own)."""
-        le = worker_leases_table
+        (a session missing there is no longer its own). With `token_name`: None, nothing
+        renewed, unless the worker is registered under that token and not stopped (the check
+        and the renewal in one transaction, the first thing a poll does)."""
+        le, w = worker_leases_table, workers_table
         async with self._tx() as conn:
-            await conn.execute(
-                update(workers_table).where(workers_table.c.id == worker).values(last_seen=self._now)
-            )
+            mine = [w.c.id == worker]
+            if token_name is not None:
+                mine += [w.c.token_name == token_name, w.c.gone == 0]
+            seen = await conn.execute(update(w).where(*mine).values(last_seen=self._now))
+            if token_name is not None and not seen.rowcount:
+                return None
             live = and_(le.c.worker == worker, le.c.until >= self._now)
             await conn.execute(update(le).where(live).values(until=self._now + ttl))
             rows = (await conn.execute(select(le.c.session_id, le.c.epoch).where(live))).all()
@@ -350,11 +358,16 @@ class WorkerQueue:
         )
         return (await conn.execute(query)).first()
 
-    async def output(self, worker: str, call_id: int, seq: int, data: bytes) -> bool:
-        """A chunk of a taken call's output; False when the call is not the worker's to write."""
+    async def output(
+        self, worker: str, call_id: int, seq: int, data: bytes, ttl: float | None = None
+    ) -> bool:
+        """A chunk of a taken call's output; False when the call is not the worker's to write.
+        With `ttl`, the session's lease is renewed too (its worker is evidently alive)."""
         async with self._tx() as conn:
-            if await self._held_call(conn, worker, call_id) is None:
+            held = await self._held_call(conn, worker, call_id)
+            if held is None:
                 return False
+            await self._renew_one(conn, worker, held.session_id, ttl)
             try:
                 async with conn.begin_nested():
                     await conn.execute(
@@ -373,14 +386,17 @@ class WorkerQueue:
         result: bytes | None,
         error: str | None,
         snapshot: bytes | None,
+        ttl: float | None = None,
     ) -> bool:
         """A taken call's end, with the workspace as it left it when it changed (one transaction:
-        the snapshot is as of the last finished call); False when not the worker's to write."""
+        the snapshot is as of the last finished call); False when not the worker's to write.
+        With `ttl`, the session's lease is renewed too."""
         c = worker_calls_table
         async with self._tx() as conn:
             held = await self._held_call(conn, worker, call_id)
             if held is None:
                 return False
+            await self._renew_one(conn, worker, held.session_id, ttl)
             values = {
                 "state": "done",
                 "code": code,
@@ -393,6 +409,20 @@ class WorkerQueue:
                 await self._keep_snapshot(conn, held.session_id, call_id, snapshot)
             await self._notify(conn, f"c:{call_id}")
         return True
+
+    async def _renew_one(
+        self, conn: AsyncConnection, worker: str, session_id: str, ttl: float | None
+    ) -> None:
+        """The worker's live lease of the session (just checked in this transaction) runs `ttl`
+        seconds from now."""
+        if ttl is None:
+            return
+        le = worker_leases_table
+        await conn.execute(
+            update(le)
+            .where(le.c.session_id == session_id, le.c.worker == worker, le.c.until >= self._now)
+            .values(until=self._now + ttl)
+        )
 
     async def _keep_snapshot(self, conn: AsyncConnection, session_id: str, call_id: int, data: bytes) -> None:
         s = worker_snapshots_table
@@ -539,8 +569,9 @@ class WorkerQueue:
     async def _pick(
         self, conn: AsyncConnection, session_id: str, pool: str, template: str, ttl: float
     ) -> str | None:
-        """The least loaded live worker of the pool with room and the template; a worker started
-        for this session (by a dispatcher) first, one started for another session never."""
+        """The least loaded live worker of the pool with room and the template, a random one of
+        those equally loaded (grants made at the same moment spread); a worker started for this
+        session (by a dispatcher) first, one started for another session never."""
         w, le = workers_table, worker_leases_table
         load = select(func.count()).where(le.c.worker == w.c.id, le.c.until >= self._now).scalar_subquery()
         rows = (
@@ -554,11 +585,11 @@ class WorkerQueue:
             )
         ).all()
         free = [
-            (not bound, held / max(capacity, 1), held, wid)
+            (not bound, held / max(capacity, 1), held, random.random(), wid)
             for wid, templates, capacity, held, bound in rows
             if held < capacity and (not template or template in json.loads(templates))
         ]
-        return min(free)[3] if free else None
+        return min(free)[4] if free else None
 
     async def _want(self, conn: AsyncConnection, session_id: str, pool: str, template: str) -> None:
         """The session waits for a worker: said (or said again) for a dispatcher to see."""
