@@ -645,7 +645,6 @@ class WorkerQueue:
         before it must say so again (`watch`), else its worker kills it."""
         c = worker_calls_table
         async with self._tx() as conn:
-            now = await self._clock(conn)
             done = await conn.execute(
                 insert(c).values(
                     session_id=session_id,
@@ -655,9 +654,9 @@ class WorkerQueue:
                     spec=json.dumps(spec),
                     data=data,
                     state="queued",
-                    created_at=now,
-                    updated_at=now,
-                    watched_until=now + watch if watch is not None else None,
+                    created_at=self._now,
+                    updated_at=self._now,
+                    watched_until=self._now + watch if watch is not None else None,
                 )
             )
             key = done.inserted_primary_key
