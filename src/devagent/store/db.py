@@ -189,6 +189,8 @@ class Store:
         retire(self.owner)
         if self._listener is not None:
             await self._listener.close()
+        if self._workers is not None:
+            await self._workers.close()
         await self.engine.dispose()
 
     async def create_session(

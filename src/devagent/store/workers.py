@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, select, text, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from devagent.store.notify import Listener
 from devagent.store.tables import (
@@ -148,16 +148,31 @@ class WorkerQueue:
         self._now = now  # the database's clock (seconds since the epoch)
         self._listener = listener  # PostgreSQL: other replicas' bells reach this process
         self._hearing = False
+        self._renewals: AsyncEngine | None = None
+
+    def _renewing(self) -> AsyncEngine:
+        """The engine lease renewals use: on PostgreSQL connections of their own, so a renewal
+        never waits behind the sessions' work for one of the shared pool's."""
+        if self._engine.dialect.name != "postgresql":
+            return self._engine
+        if self._renewals is None:
+            self._renewals = create_async_engine(self._engine.url, pool_size=2, max_overflow=0)
+        return self._renewals
+
+    async def close(self) -> None:
+        renewals, self._renewals = self._renewals, None
+        if renewals is not None:
+            await renewals.dispose()
 
     async def _clock(self, conn: AsyncConnection) -> float:
         return float((await conn.execute(select(self._now))).scalar_one())
 
     @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+    async def _tx(self, engine: AsyncEngine | None = None) -> AsyncIterator[AsyncConnection]:
         """A transaction whose bells (`_notify`) ring once it is committed: a waiter woken
         before would read the rows as they were."""
         bells: list[str] = []
-        async with self._engine.begin() as conn:
+        async with (engine or self._engine).begin() as conn:
             conn.info["worker_bells"] = bells
             yield conn
             conn.info.pop("worker_bells", None)
@@ -301,7 +316,7 @@ class WorkerQueue:
         renewed, unless the worker is registered under that token and not stopped (the check
         and the renewal in one transaction, the first thing a poll does)."""
         le, w = worker_leases_table, workers_table
-        async with self._tx() as conn:
+        async with self._tx(self._renewing()) as conn:
             mine = [w.c.id == worker]
             if token_name is not None:
                 mine += [w.c.token_name == token_name, w.c.gone == 0]
