@@ -128,7 +128,7 @@ class WorkerDoor:
     def routes(self) -> list[Route]:
         return [
             Route(f"{PREFIX}/hello", self._guard(self.hello, registered=False), methods=["POST"]),
-            Route(f"{PREFIX}/poll", self._guard(self.poll), methods=["POST"]),
+            Route(f"{PREFIX}/poll", self._guard(self.poll, registered=False), methods=["POST"]),
             Route(f"{PREFIX}/leave", self._guard(self.leave), methods=["POST"]),
             Route(f"{PREFIX}/calls/{{call:int}}/output", self._guard(self.output), methods=["POST"]),
             Route(f"{PREFIX}/calls/{{call:int}}/done", self._guard(self.done), methods=["POST"]),
@@ -178,18 +178,19 @@ class WorkerDoor:
         return JSONResponse({"lease_seconds": self.ttl, "longest_poll": self.longest_poll})
 
     async def poll(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:
-        """Renews the worker's leases and waits (up to `wait` seconds) for calls to take; says
-        which of its running commands no replica follows any more (to be killed)."""
-        worker = request.headers["x-devagent-worker"]
+        """Renews the worker's leases (first: in the same transaction as the check that the
+        worker is registered under this token) and waits (up to `wait` seconds) for calls to
+        take, renewing them every second meanwhile; says which of its running commands no
+        replica follows any more (to be killed)."""
+        worker = request.headers.get("x-devagent-worker", "")
+        held = await q.heartbeat(worker, self.ttl, caller.token_name) if worker else None
+        if held is None:
+            return _refused(409, "this worker is not registered (or was stopped): say hello again")
         body = await request.json()
         wait = min(float(body.get("wait", self.longest_poll)), self.longest_poll)
         deadline = time.monotonic() + wait
         with q.listening(f"w:{worker}") as bell:
-            held, orphans, renewed = (
-                await q.heartbeat(worker, self.ttl),
-                await q.orphans(worker),
-                time.monotonic(),
-            )
+            orphans, renewed = await q.orphans(worker), time.monotonic()
             while True:
                 calls = await q.take(worker)
                 if calls or orphans or time.monotonic() >= deadline or await request.is_disconnected():
@@ -197,8 +198,8 @@ class WorkerDoor:
                     return JSONResponse(body)
                 await q.doze(bell, max(0.0, deadline - time.monotonic()))
                 if time.monotonic() - renewed >= 1.0:  # the leases renewed every second, not every wake
-                    held, orphans = await q.heartbeat(worker, self.ttl), await q.orphans(worker)
-                    renewed = time.monotonic()
+                    held = await q.heartbeat(worker, self.ttl, caller.token_name) or {}
+                    orphans, renewed = await q.orphans(worker), time.monotonic()
 
     async def leave(self, request: Request, caller: WorkerCaller, q: WorkerQueue) -> Response:
         await q.leave(request.headers["x-devagent-worker"])
@@ -208,7 +209,7 @@ class WorkerDoor:
         worker = request.headers["x-devagent-worker"]
         seq = int(request.query_params.get("seq", "0"))
         data = await request.body()
-        if not await q.output(worker, int(request.path_params["call"]), seq, data):
+        if not await q.output(worker, int(request.path_params["call"]), seq, data, self.ttl):
             return _refused(409, "this call is not one this worker holds")
         return JSONResponse({})
 
@@ -226,6 +227,7 @@ class WorkerDoor:
             _unb64(body.get("result")),
             str(error) if error else None,
             snapshot,
+            self.ttl,
         )
         if not finished:
             return _refused(409, "this call is not one this worker holds")

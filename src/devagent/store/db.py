@@ -189,6 +189,8 @@ class Store:
         retire(self.owner)
         if self._listener is not None:
             await self._listener.close()
+        if self._workers is not None:
+            await self._workers.close()
         await self.engine.dispose()
 
     async def create_session(
@@ -454,7 +456,7 @@ class Store:
     def workers(self) -> WorkerQueue:
         """The workers' leases, calls and snapshots (`devagent worker`), shared by every replica."""
         if self._workers is None:
-            self._workers = WorkerQueue(self.engine, self._now)
+            self._workers = WorkerQueue(self.engine, self._now, None if self.is_sqlite else self.listener())
         return self._workers
 
     @property

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from devagent.store.tables import CANCEL_CHANNEL, EVENTS_CHANNEL
+from devagent.store.tables import CANCEL_CHANNEL, EVENTS_CHANNEL, WORKERS_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,12 @@ class Listener:
             log.warning("cannot listen for notifications; falling back to polling", exc_info=True)
 
     def _channels(self) -> list[str]:
-        return [EVENTS_CHANNEL, CANCEL_CHANNEL]
+        return [EVENTS_CHANNEL, CANCEL_CHANNEL, WORKERS_CHANNEL]
+
+    @property
+    def connected(self) -> bool:
+        """Whether notifications reach this process now (else its waiters poll)."""
+        return self._conn is not None
 
     def _on_lost(self, _conn: Any) -> None:
         self._conn = None

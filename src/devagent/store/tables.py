@@ -88,6 +88,7 @@ task_events_table = Table(
 
 EVENTS_CHANNEL = "devagent_events"  # NOTIFY payload: a task id with new rows
 CANCEL_CHANNEL = "devagent_cancel"  # NOTIFY payload: a session id whose turn is to stop
+WORKERS_CHANNEL = "devagent_workers"  # NOTIFY payload: the workers' bells rung, one a line
 
 # Columns added after the first release: added to an existing table when the store opens.
 ADDED_COLUMNS = {

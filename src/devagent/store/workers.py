@@ -5,9 +5,12 @@ through whichever replica it is connected to; its output and result come back as
 result is checked against the lease it was taken under (fencing): a worker whose lease expired or
 moved to another worker writes nothing.
 
-Waiting is a short poll of these tables (every POLL seconds), woken at once within one process (a
-replica that queued a call wakes the long poll of a worker connected to it): a call queued on
-one replica for a worker polling another waits up to POLL more.
+A waiter listens for a bell ("w:<worker>": a call was queued or a session granted to that worker;
+"c:<call>": that call's output or end arrived), rung once the transaction that stored the fact is
+committed: within one process at once, and on PostgreSQL in every replica through a NOTIFY sent
+inside that transaction (store/notify.py). A notification can be lost (the listening connection
+dropped), so a waiter looks at the tables again after FALLBACK seconds anyway, or every POLL
+seconds where no notification can reach it (SQLite, one process; or not listening yet).
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, text, update
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from devagent.store.notify import Listener
 from devagent.store.tables import (
+    WORKERS_CHANNEL,
     worker_calls_table,
     worker_leases_table,
     worker_output_table,
@@ -40,6 +46,9 @@ __all__ = ["CallRow", "Grant", "WorkerQueue", "token_digest"]
 
 OPEN = ("queued", "taken")
 POLL = 0.2  # seconds between looks at the tables where nothing wakes a waiter sooner
+FALLBACK = 2.0  # ... and where notifications do (one may be lost)
+NOTIFY_BYTES = 7000  # a NOTIFY's payload is at most 8000 bytes: more bells go in several
+_NOTIFY = text("SELECT pg_notify(:c, :p)")
 WANT_SECONDS = 5.0  # a session's want of a sandbox, renewed while its replica waits for a grant
 
 
@@ -97,6 +106,24 @@ class _Bells:
 BELLS = _Bells()
 
 
+def _ring_notified(payload: str) -> None:
+    """Another process's bells, notified on WORKERS_CHANNEL: rung here too."""
+    for key in payload.split("\n"):
+        if key:
+            BELLS.ring(key)
+
+
+def _payloads(keys: list[str]) -> list[str]:
+    """The bells (each once, in order) as NOTIFY payloads of at most NOTIFY_BYTES each."""
+    out: list[str] = []
+    for key in dict.fromkeys(keys):
+        if out and len(out[-1]) + 1 + len(key) <= NOTIFY_BYTES:
+            out[-1] += "\n" + key
+        else:
+            out.append(key)
+    return out
+
+
 def _call(row: Row[Any]) -> CallRow:
     m = row._mapping
     return CallRow(
@@ -116,22 +143,42 @@ def _call(row: Row[Any]) -> CallRow:
 class WorkerQueue:
     """The workers' tables through one engine (`Store.workers()`)."""
 
-    def __init__(self, engine: AsyncEngine, now: Any) -> None:
+    def __init__(self, engine: AsyncEngine, now: Any, listener: Listener | None = None) -> None:
         self._engine = engine
         self._now = now  # the database's clock (seconds since the epoch)
+        self._listener = listener  # PostgreSQL: other replicas' bells reach this process
+        self._hearing = False
+        self._renewals: AsyncEngine | None = None
+
+    def _renewing(self) -> AsyncEngine:
+        """The engine lease renewals use: on PostgreSQL connections of their own, so a renewal
+        never waits behind the sessions' work for one of the shared pool's."""
+        if self._engine.dialect.name != "postgresql":
+            return self._engine
+        if self._renewals is None:
+            self._renewals = create_async_engine(self._engine.url, pool_size=2, max_overflow=0)
+        return self._renewals
+
+    async def close(self) -> None:
+        renewals, self._renewals = self._renewals, None
+        if renewals is not None:
+            await renewals.dispose()
 
     async def _clock(self, conn: AsyncConnection) -> float:
         return float((await conn.execute(select(self._now))).scalar_one())
 
     @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+    async def _tx(self, engine: AsyncEngine | None = None) -> AsyncIterator[AsyncConnection]:
         """A transaction whose bells (`_notify`) ring once it is committed: a waiter woken
         before would read the rows as they were."""
         bells: list[str] = []
-        async with self._engine.begin() as conn:
+        async with (engine or self._engine).begin() as conn:
             conn.info["worker_bells"] = bells
             yield conn
             conn.info.pop("worker_bells", None)
+            if self._listener is not None:  # other replicas': sent on commit, with the rows
+                for payload in _payloads(bells):
+                    await conn.execute(_NOTIFY, {"c": WORKERS_CHANNEL, "p": payload})
         for key in bells:
             BELLS.ring(key)  # this process's waiters; another replica's look again within POLL
 
@@ -142,14 +189,25 @@ class WorkerQueue:
         """A bell for `key`, listened to from now on (before the rows are read)."""
         return BELLS.listening(key)
 
-    @staticmethod
-    async def doze(bell: asyncio.Event, seconds: float) -> None:
-        """Until the bell rang (since it was last cleared) or a short poll's time passed."""
+    async def doze(self, bell: asyncio.Event, seconds: float) -> None:
+        """Until the bell rang (since it was last cleared), `seconds` passed, or it is time to
+        look anyway (FALLBACK where notifications arrive, else POLL)."""
+        longest = FALLBACK if await self._hears() else POLL
         try:
-            await asyncio.wait_for(bell.wait(), min(seconds, POLL))
+            await asyncio.wait_for(bell.wait(), min(seconds, longest))
         except TimeoutError:
             pass
         bell.clear()
+
+    async def _hears(self) -> bool:
+        """Whether other processes' bells reach this one now (the listener started on first need)."""
+        if self._listener is None:
+            return False
+        if not self._hearing:
+            self._hearing = True
+            self._listener.on(WORKERS_CHANNEL, _ring_notified)
+            await self._listener.start()
+        return self._listener.connected
 
     # --- tokens kept hashed in the store (`devagent workers token ...`) ---------------------------
 
@@ -250,14 +308,21 @@ class WorkerQueue:
             ).first()
         return (row[0], row[1], int(row[2])) if row is not None else None
 
-    async def heartbeat(self, worker: str, ttl: float) -> dict[str, int]:
+    async def heartbeat(
+        self, worker: str, ttl: float, token_name: str | None = None
+    ) -> dict[str, int] | None:
         """The worker is alive: its live leases renewed; the sessions it holds now, by epoch
-        (a session missing there is no longer its own)."""
-        le = worker_leases_table
-        async with self._tx() as conn:
-            await conn.execute(
-                update(workers_table).where(workers_table.c.id == worker).values(last_seen=self._now)
-            )
+        (a session missing there is no longer its own). With `token_name`: None, nothing
+        renewed, unless the worker is registered under that token and not stopped (the check
+        and the renewal in one transaction, the first thing a poll does)."""
+        le, w = worker_leases_table, workers_table
+        async with self._tx(self._renewing()) as conn:
+            mine = [w.c.id == worker]
+            if token_name is not None:
+                mine += [w.c.token_name == token_name, w.c.gone == 0]
+            seen = await conn.execute(update(w).where(*mine).values(last_seen=self._now))
+            if token_name is not None and not seen.rowcount:
+                return None
             live = and_(le.c.worker == worker, le.c.until >= self._now)
             await conn.execute(update(le).where(live).values(until=self._now + ttl))
             rows = (await conn.execute(select(le.c.session_id, le.c.epoch).where(live))).all()
@@ -308,11 +373,16 @@ class WorkerQueue:
         )
         return (await conn.execute(query)).first()
 
-    async def output(self, worker: str, call_id: int, seq: int, data: bytes) -> bool:
-        """A chunk of a taken call's output; False when the call is not the worker's to write."""
+    async def output(
+        self, worker: str, call_id: int, seq: int, data: bytes, ttl: float | None = None
+    ) -> bool:
+        """A chunk of a taken call's output; False when the call is not the worker's to write.
+        With `ttl`, the session's lease is renewed too (its worker is evidently alive)."""
         async with self._tx() as conn:
-            if await self._held_call(conn, worker, call_id) is None:
+            held = await self._held_call(conn, worker, call_id)
+            if held is None:
                 return False
+            await self._renew_one(conn, worker, held.session_id, ttl)
             try:
                 async with conn.begin_nested():
                     await conn.execute(
@@ -331,14 +401,17 @@ class WorkerQueue:
         result: bytes | None,
         error: str | None,
         snapshot: bytes | None,
+        ttl: float | None = None,
     ) -> bool:
         """A taken call's end, with the workspace as it left it when it changed (one transaction:
-        the snapshot is as of the last finished call); False when not the worker's to write."""
+        the snapshot is as of the last finished call); False when not the worker's to write.
+        With `ttl`, the session's lease is renewed too."""
         c = worker_calls_table
         async with self._tx() as conn:
             held = await self._held_call(conn, worker, call_id)
             if held is None:
                 return False
+            await self._renew_one(conn, worker, held.session_id, ttl)
             values = {
                 "state": "done",
                 "code": code,
@@ -351,6 +424,20 @@ class WorkerQueue:
                 await self._keep_snapshot(conn, held.session_id, call_id, snapshot)
             await self._notify(conn, f"c:{call_id}")
         return True
+
+    async def _renew_one(
+        self, conn: AsyncConnection, worker: str, session_id: str, ttl: float | None
+    ) -> None:
+        """The worker's live lease of the session (just checked in this transaction) runs `ttl`
+        seconds from now."""
+        if ttl is None:
+            return
+        le = worker_leases_table
+        await conn.execute(
+            update(le)
+            .where(le.c.session_id == session_id, le.c.worker == worker, le.c.until >= self._now)
+            .values(until=self._now + ttl)
+        )
 
     async def _keep_snapshot(self, conn: AsyncConnection, session_id: str, call_id: int, data: bytes) -> None:
         s = worker_snapshots_table
@@ -497,8 +584,9 @@ class WorkerQueue:
     async def _pick(
         self, conn: AsyncConnection, session_id: str, pool: str, template: str, ttl: float
     ) -> str | None:
-        """The least loaded live worker of the pool with room and the template; a worker started
-        for this session (by a dispatcher) first, one started for another session never."""
+        """The least loaded live worker of the pool with room and the template, a random one of
+        those equally loaded (grants made at the same moment spread); a worker started for this
+        session (by a dispatcher) first, one started for another session never."""
         w, le = workers_table, worker_leases_table
         load = select(func.count()).where(le.c.worker == w.c.id, le.c.until >= self._now).scalar_subquery()
         rows = (
@@ -512,11 +600,11 @@ class WorkerQueue:
             )
         ).all()
         free = [
-            (not bound, held / max(capacity, 1), held, wid)
+            (not bound, held / max(capacity, 1), held, random.random(), wid)
             for wid, templates, capacity, held, bound in rows
             if held < capacity and (not template or template in json.loads(templates))
         ]
-        return min(free)[3] if free else None
+        return min(free)[4] if free else None
 
     async def _want(self, conn: AsyncConnection, session_id: str, pool: str, template: str) -> None:
         """The session waits for a worker: said (or said again) for a dispatcher to see."""
@@ -572,7 +660,6 @@ class WorkerQueue:
         before it must say so again (`watch`), else its worker kills it."""
         c = worker_calls_table
         async with self._tx() as conn:
-            now = await self._clock(conn)
             done = await conn.execute(
                 insert(c).values(
                     session_id=session_id,
@@ -582,9 +669,9 @@ class WorkerQueue:
                     spec=json.dumps(spec),
                     data=data,
                     state="queued",
-                    created_at=now,
-                    updated_at=now,
-                    watched_until=now + watch if watch is not None else None,
+                    created_at=self._now,
+                    updated_at=self._now,
+                    watched_until=self._now + watch if watch is not None else None,
                 )
             )
             key = done.inserted_primary_key
@@ -621,15 +708,18 @@ class WorkerQueue:
             row = (await conn.execute(select(c).where(c.c.id == call_id))).first()
         return _call(row) if row is not None else None
 
-    async def output_after(self, call_id: int, seq: int) -> list[tuple[int, bytes]]:
-        o = worker_output_table
+    async def progress(self, call_id: int, seq: int) -> tuple[CallRow | None, list[tuple[int, bytes]]]:
+        """The call and its output after `seq`, through one connection (the output read after
+        the call: output stored before its end is in the list when the call is seen ended)."""
+        c, o = worker_calls_table, worker_output_table
         async with self._engine.connect() as conn:
+            row = (await conn.execute(select(c).where(c.c.id == call_id))).first()
             rows = (
                 await conn.execute(
                     select(o.c.seq, o.c.data).where(o.c.call_id == call_id, o.c.seq > seq).order_by(o.c.seq)
                 )
             ).all()
-        return [(int(r[0]), bytes(r[1])) for r in rows]
+        return (_call(row) if row is not None else None), [(int(r[0]), bytes(r[1])) for r in rows]
 
     async def end_if_lost(self, session_id: str, grant: Grant) -> bool:
         """Where the grant's lease expired (its worker is gone or lost the server): its open calls

@@ -41,7 +41,10 @@ class Runner:
             answer = await self.client.hello(*self.offer)
         except Refused as e:
             raise Stopped(str(e)) from None
-        self.wait = float(answer.get("longest_poll", 20.0))
+        # A poll answered at least every third of the lease: the worker's leases are renewed on
+        # each poll's arrival, so a held poll the server answers late costs no lease.
+        lease = float(answer.get("lease_seconds", 60.0))
+        self.wait = max(1.0, min(float(answer.get("longest_poll", 20.0)), lease / 3))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Polls until `stop`; then the sessions held are given back and the worker leaves."""

@@ -285,15 +285,20 @@ class Hosted:
 
 
 async def _read_all(fd: int, emit: Emit) -> None:
-    """Everything the command writes, until its end (a pipe's EOF, a pty's EIO)."""
+    """Everything the command writes, until its end (a pipe's EOF, a pty's EIO). The descriptor
+    is watched only while this waits for it: watched while `emit` sends a chunk on, a pipe at
+    its end (readable for good) would wake the event loop at every turn, spinning it."""
     loop = asyncio.get_running_loop()
     os.set_blocking(fd, False)
     ready = asyncio.Event()
-    loop.add_reader(fd, ready.set)
     try:
         while True:
-            await ready.wait()
             ready.clear()
+            loop.add_reader(fd, ready.set)
+            try:
+                await ready.wait()
+            finally:
+                loop.remove_reader(fd)
             try:
                 data = os.read(fd, 65536)
             except BlockingIOError:
@@ -304,7 +309,6 @@ async def _read_all(fd: int, emit: Emit) -> None:
                 break
             await emit(data)
     finally:
-        loop.remove_reader(fd)
         with contextlib.suppress(OSError):
             os.close(fd)
 

@@ -28,7 +28,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 RELAY = str(Path(__file__).with_name("workrelay.py"))
 BLOCKED = (*FORWARDED, signal.SIGUSR1, signal.SIGWINCH)
 INTERRUPTED = 254
+LEASE_CHECK = 1.0  # seconds between a running command's looks at its worker's lease
 ENDED = ("done", "interrupted", "cancelled")
 NOTE = (
     "\n[devagent] the worker running this command was lost (killed, or cut off from the servers): "
@@ -354,23 +355,24 @@ class WorkerSandbox:
             "start_new_session": True,
             "pass_fds": (theirs.fileno(),),
             "env": {},
-            "preexec_fn": _block_forwarded,
         }
         if streams is not None:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE if piped else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE if streams.errors else asyncio.subprocess.DEVNULL,
-                limit=streams.limit,
-                **common,
-            )
+            with _forwarded_blocked():
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.PIPE if piped else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE if streams.errors else asyncio.subprocess.DEVNULL,
+                    limit=streams.limit,
+                    **common,
+                )
             return proc, -1, -1
         stdio = _Stdio.make(piped, tty)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=stdio.stdin, stdout=stdio.stdout, stderr=stdio.stdout, **common
-            )
+            with _forwarded_blocked():
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdin=stdio.stdin, stdout=stdio.stdout, stderr=stdio.stdout, **common
+                )
         except BaseException:
             stdio.close_ours()
             raise
@@ -391,8 +393,10 @@ class _Pump:
         self.sock = sock
         self.ttl = ttl
         self.watched = time.monotonic()
+        self.checked = time.monotonic()
         self.seq = 0
         self.relay_gone = False
+        self.ended = False  # the exit code is on its way: the relay's end is no kill
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -400,6 +404,7 @@ class _Pump:
         listening = loop.create_task(self._from_relay())
         try:
             code = await self._to_relay()
+            self.ended = True
             if code is not None and not self.relay_gone:
                 with contextlib.suppress(OSError):
                     await loop.sock_sendall(self.sock, b"X" + struct.pack(">i", code))
@@ -411,21 +416,25 @@ class _Pump:
             self.sock.close()
 
     async def _to_relay(self) -> int | None:
+        """Woken by the call's bell (its output or end stored), else looks every few seconds;
+        whether its worker's lease expired is asked at most once a second."""
         with self.q.listening(f"c:{self.call_id}") as bell:
             while True:
-                row = await self.q.call(self.call_id)
-                await self._output()
+                row, chunks = await self.q.progress(self.call_id, self.seq)
+                await self._output(chunks)
                 if row is None or row.state in ENDED:
                     return await self._ended(row)
-                await self.q.end_if_lost(self.session_id, self.grant)
+                if time.monotonic() - self.checked >= LEASE_CHECK:
+                    self.checked = time.monotonic()
+                    await self.q.end_if_lost(self.session_id, self.grant)
                 if not self.relay_gone and time.monotonic() - self.watched > self.ttl / 3:
                     self.watched = time.monotonic()
                     await self.q.watch(self.call_id, self.ttl)  # followed: its worker lets it run
-                await self.q.doze(bell, 1.0)
+                await self.q.doze(bell, 2 * LEASE_CHECK)
 
-    async def _output(self) -> None:
+    async def _output(self, chunks: list[tuple[int, bytes]]) -> None:
         loop = asyncio.get_running_loop()
-        for seq, data in await self.q.output_after(self.call_id, self.seq):
+        for seq, data in chunks:
             self.seq = seq
             if not self.relay_gone:
                 with contextlib.suppress(OSError):
@@ -454,6 +463,8 @@ class _Pump:
                 chunk = b""
             if not chunk:  # the relay was killed: so is the command
                 self.relay_gone = True
+                if self.ended:  # no: it exited with the command's code
+                    return
                 await self._send("signal", {"call": self.call_id, "signal": "KILL"})
                 return
             buffer += chunk
@@ -478,10 +489,18 @@ class _Pump:
                 await self.q.submit(self.session_id, self.grant, kind, spec, data)
 
 
-def _block_forwarded() -> None:
-    """In the relay before its exec (nothing imported here, after the fork): the signals it
-    forwards blocked until it handles them."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)
+@contextlib.contextmanager
+def _forwarded_blocked() -> Iterator[None]:
+    """The signals a relay forwards blocked in this thread while it is started: it inherits the
+    mask and unblocks them once it handles them. (Not a preexec_fn: without one the child is
+    started by vfork, not by a fork copying the server's memory map, some 4 ms of the server's
+    CPU and 8 ms of its event loop a command.) A signal sent to the server meanwhile waits
+    those few milliseconds."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _frame(buffer: bytes) -> tuple[bytes, bytes, bytes] | None:
