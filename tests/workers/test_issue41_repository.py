@@ -8,6 +8,7 @@ later turn of the same conversation, with no worker connected, still returns eve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -20,7 +21,7 @@ from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import call, shell_call
 from tests.git_remotes import git, make_remote
 from tests.repository.test_a2a_repository import artifacts
-from tests.workers.conftest import CALLER, WorkerSite
+from tests.workers.conftest import CALLER, WITHIN, WorkerSite
 
 
 async def stream_turn(url: str, message: dict[str, Any]) -> list[Any]:
@@ -95,6 +96,15 @@ async def test_issue41_item1_a_repository_session_on_a_worker_starts_from_the_cl
     assert remote.branches()["main"] == remote.second
 
 
+async def folders_left(folder: Path) -> list[Path]:
+    """What `folder` still holds once it is empty, or after WITHIN seconds (a hang guard)."""
+    for _ in range(int(WITHIN / 0.1)):
+        if not any(folder.iterdir()):
+            break
+        await asyncio.sleep(0.1)
+    return list(folder.iterdir())
+
+
 async def test_issue41_item1_a_repository_session_whose_setup_fails_on_the_worker_leaves_nothing(
     tmp_path: Path,
 ) -> None:
@@ -117,7 +127,8 @@ async def test_issue41_item1_a_repository_session_whose_setup_fails_on_the_worke
                 r = await client.post(
                     s.url, json=rpc("message/send", {"message": message}), headers=auth(CALLER)
                 )
-            workspaces = list((w1.state_dir / "workspaces").iterdir())
+            # the release reaches the worker with its next poll: its folder goes then
+            workspaces = await folders_left(w1.state_dir / "workspaces")
     finally:
         site.cleanup()
     task = r.json()["result"]
