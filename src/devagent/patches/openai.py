@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ClassVar
 
 from devagent.common.errors import DevagentError
 
@@ -186,8 +186,6 @@ def remember_encoded_prefix() -> None:
     JSON data of that shape (a non-string key, an object the SDK's encoder converts) is encoded
     by the SDK as before. So the bytes, and a session's prompt prefix, are what the SDK sends;
     tests/unit/test_patches.py compares them. Applied once."""
-    import json
-
     try:  # an SDK without the function is left alone
         from openai import _base_client
 
@@ -195,79 +193,13 @@ def remember_encoded_prefix() -> None:
         encoder_cls: Any = original.__globals__["_CustomEncoder"]
     except (ImportError, AttributeError, KeyError):
         return
-    from json.encoder import encode_basestring  # type: ignore[attr-defined]
-
     encoder = encoder_cls(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    plain: Callable[[object], str] = encoder.encode  # what json.dumps(value, cls=..., ...) returns
-    constants = {None: "null", True: "true", False: "false"}
-
-    strings: dict[int, tuple[str, str]] = {}
-    schemas: dict[int, tuple[object, object, str]] = {}
-
-    def string(s: str) -> str:
-        if len(s) < LONG_STRING:
-            return encode_basestring(s)  # type: ignore[no-any-return]
-        hit = strings.get(id(s))
-        if hit is not None and hit[0] is s:
-            return hit[1]
-        if len(strings) >= ENCODED_REMEMBERED:
-            strings.clear()
-        out: str = encode_basestring(s)
-        strings[id(s)] = (s, out)
-        return out
-
-    def schema(d: object) -> str:
-        hit = schemas.get(id(d))
-        if hit is not None and hit[0] is d and hit[1] == d:
-            return hit[2]
-        out = plain(d)
-        if len(schemas) >= ENCODED_REMEMBERED:
-            schemas.clear()
-        schemas[id(d)] = (d, json.loads(out), out)
-        return out
-
-    def value(v: object) -> str:
-        kind = type(v)
-        if kind is str:
-            return string(v)  # type: ignore[arg-type]
-        if kind is bool or v is None:
-            return constants[v]  # type: ignore[index]
-        return plain(v)
-
-    def members(d: object, special: Callable[[str, object], str | None]) -> str:
-        """A dict's JSON, each value through `special` first (None: the plain encoding)."""
-        if type(d) is not dict:
-            return plain(d)
-        parts = []
-        for k, v in d.items():
-            if type(k) is not str:
-                raise _NotPlain
-            parts.append(encode_basestring(k) + ":" + (special(k, v) or value(v)))
-        return "{" + ",".join(parts) + "}"
-
-    def each(items: object, special: Callable[[str, object], str | None]) -> str:
-        if type(items) is not list:
-            return plain(items)
-        return "[" + ",".join([members(x, special) for x in items]) + "]"
-
-    def in_message(k: str, v: object) -> str | None:
-        return string(v) if k == "content" and type(v) is str else None  # type: ignore[arg-type]
-
-    def in_function(k: str, v: object) -> str | None:
-        return schema(v) if k == "parameters" else None
-
-    def in_tool(k: str, v: object) -> str | None:
-        return members(v, in_function) if k == "function" else None
-
-    def in_body(k: str, v: object) -> str | None:
-        if k == "messages":
-            return each(v, in_message)
-        return each(v, in_tool) if k == "tools" else None
+    body = _PrefixEncoder(encoder.encode)  # what json.dumps(value, cls=..., ...) returns
 
     def dumps(data: object) -> bytes:
         if type(data) is dict and "messages" in data:
             try:
-                return members(data, in_body).encode()
+                return body.members(data, body.in_body).encode()
             except _NotPlain:
                 pass
         result: bytes = original(data)
@@ -275,6 +207,83 @@ def remember_encoded_prefix() -> None:
 
     dumps.__wrapped__ = original  # type: ignore[attr-defined]
     _base_client.openapi_dumps = dumps  # type: ignore[attr-defined,assignment]
+
+
+class _PrefixEncoder:
+    """A request body's JSON as the SDK's encoder makes it (`plain`), key by key, with long
+    strings and tool schemas taken from memos (see `remember_encoded_prefix`)."""
+
+    CONSTANTS: ClassVar[dict[object, str]] = {None: "null", True: "true", False: "false"}
+
+    def __init__(self, plain: Callable[[object], str]) -> None:
+        from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+        self.plain = plain
+        self.quoted: Callable[[str], str] = encode_basestring
+        self.strings: dict[int, tuple[str, str]] = {}
+        self.schemas: dict[int, tuple[object, object, str]] = {}
+
+    def string(self, s: str) -> str:
+        if len(s) < LONG_STRING:
+            return self.quoted(s)
+        hit = self.strings.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        if len(self.strings) >= ENCODED_REMEMBERED:
+            self.strings.clear()
+        out = self.quoted(s)
+        self.strings[id(s)] = (s, out)
+        return out
+
+    def schema(self, d: object) -> str:
+        import json
+
+        hit = self.schemas.get(id(d))
+        if hit is not None and hit[0] is d and hit[1] == d:
+            return hit[2]
+        out = self.plain(d)
+        if len(self.schemas) >= ENCODED_REMEMBERED:
+            self.schemas.clear()
+        self.schemas[id(d)] = (d, json.loads(out), out)
+        return out
+
+    def value(self, v: object) -> str:
+        kind = type(v)
+        if kind is str:
+            return self.string(v)  # type: ignore[arg-type]
+        if kind is bool or v is None:
+            return self.CONSTANTS[v]
+        return self.plain(v)
+
+    def members(self, d: object, special: Callable[[str, object], str | None]) -> str:
+        """A dict's JSON, each value through `special` first (None: the plain encoding)."""
+        if type(d) is not dict:
+            return self.plain(d)
+        parts = []
+        for k, v in d.items():
+            if type(k) is not str:
+                raise _NotPlain
+            parts.append(self.quoted(k) + ":" + (special(k, v) or self.value(v)))
+        return "{" + ",".join(parts) + "}"
+
+    def each(self, items: object, special: Callable[[str, object], str | None]) -> str:
+        if type(items) is not list:
+            return self.plain(items)
+        return "[" + ",".join([self.members(x, special) for x in items]) + "]"
+
+    def in_message(self, k: str, v: object) -> str | None:
+        return self.string(v) if k == "content" and type(v) is str else None  # type: ignore[arg-type]
+
+    def in_function(self, k: str, v: object) -> str | None:
+        return self.schema(v) if k == "parameters" else None
+
+    def in_tool(self, k: str, v: object) -> str | None:
+        return self.members(v, self.in_function) if k == "function" else None
+
+    def in_body(self, k: str, v: object) -> str | None:
+        if k == "messages":
+            return self.each(v, self.in_message)
+        return self.each(v, self.in_tool) if k == "tools" else None
 
 
 class _NotPlain(DevagentError):
