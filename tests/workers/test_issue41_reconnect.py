@@ -83,3 +83,22 @@ async def test_issue41_item2_a_worker_that_lost_the_server_reconnects_and_finish
         release_blocked(go)
         started.close()
         site.cleanup()
+
+
+def test_issue41_item2_a_stopping_server_answers_the_workers_held_poll_at_once(tmp_path: Path) -> None:
+    """SIGTERM to a server a worker holds a long poll on: the poll is answered as the server
+    stops, so the graceful shutdown does not wait it out (uvicorn says when it had to cancel
+    requests that outlived it); the worker, cut off, stays up to come back."""
+    site = WorkerSite(tmp_path)
+    site.env["DEVAGENT_WORKER_LEASE_SECONDS"] = "120"  # polls held up to 25 s, the default
+    model = script(tmp_path / "s.json", [[{"text": "done"}]])
+    try:
+        with site.server(model) as s, site.worker(s, "w1", netns=False) as w1:
+            w1.wait_connected()  # said after its hello: its first poll follows at once
+            s.proc.send_signal(signal.SIGTERM)
+            s.proc.wait(WITHIN)  # uvicorn ends by raising the signal it caught again: -15
+            log = s.log.read_text(errors="replace")
+            assert "graceful shutdown exceeded" not in log, log
+            assert w1.proc.poll() is None  # the worker waits for a server to answer again
+    finally:
+        site.cleanup()

@@ -320,6 +320,7 @@ def _worker_door(parts: ServerParts) -> WorkerDoor:
         parse_worker_tokens(config.worker_tokens),
         config.worker_lease_seconds,
         config.worker_poll_seconds,
+        parts.settings.stopping,
     )
 
 

@@ -205,6 +205,10 @@ class BootApp:
             self._ready.set()
             self.loaded.set()
 
+    def wake_polls(self) -> None:
+        if self._core is not None and self._core.store is not None:
+            self._core.store.workers.wake_polls()
+
     async def _unload(self) -> None:
         if self._loader is not None:
             await asyncio.gather(self._loader, return_exceptions=True)
@@ -237,7 +241,8 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
     # at start-up when one is installed (start-up time and memory)
     config = uvicorn.Config(boot, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5, ws="none")
     share_port(config, settings)  # gRPC on this port too: every interface on the card's origin
-    server = uvicorn.Server(config)
+    server = _stopping_server(uvicorn, config, boot)
+    settings.stopping = lambda: server is not None and server.should_exit
 
     async def announce() -> None:
         while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
@@ -262,6 +267,21 @@ async def serve(core_config: CoreConfig, settings: A2ASettings, *, log_level: st
         announcer.cancel()
     if boot.failure is not None:
         raise boot.failure
+
+
+def _stopping_server(uvicorn: Any, config: Any, boot: BootApp) -> Any:
+    """uvicorn's server, which on SIGTERM or SIGINT also wakes the workers' held long polls: they
+    answer at once (the door sees `should_exit`), instead of holding the graceful shutdown for
+    their full wait."""
+
+    loop = asyncio.get_running_loop()
+
+    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            loop.call_soon_threadsafe(boot.wake_polls)  # from a signal handler: through the loop
+
+    return Server(config)
 
 
 def run_server(core_config: CoreConfig, settings: A2ASettings, *, log_level: str = "warning") -> None:

@@ -86,6 +86,9 @@ class A2ASettings:
     # Not a setting: what the server does with a caller's folder it just made (the core's
     # sandboxes give it to the user their commands run as, set when the core opens).
     give_folder: Callable[[Path], None] = field(default=lambda _folder: None, compare=False, repr=False)
+    # Not a setting: whether the process is stopping (set by `serve`), so a held long poll answers
+    # at once instead of holding the graceful shutdown up.
+    stopping: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
 
     # The operator's identity provider (DEVAGENT_OIDC_*): its access tokens are accepted beside
     # the static tokens, each naming the identity `oidc:<claim>`. None: static tokens only.

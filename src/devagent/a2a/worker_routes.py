@@ -119,8 +119,10 @@ class WorkerDoor:
         static_tokens: dict[str, str],
         lease_seconds: float,
         poll_seconds: float = 25.0,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.queue = queue
+        self.stopping = stopping  # the server stops: a held poll answers at once
         self.tokens = WorkerTokens(static_tokens, queue)
         self.ttl = lease_seconds
         self.longest_poll = poll_seconds  # below proxies' idle limits
@@ -193,7 +195,8 @@ class WorkerDoor:
             orphans, renewed = await q.orphans(worker), time.monotonic()
             while True:
                 calls = await q.take(worker)
-                if calls or orphans or time.monotonic() >= deadline or await request.is_disconnected():
+                done = calls or orphans or time.monotonic() >= deadline or self.stopping()
+                if done or await request.is_disconnected():
                     body = {"held": held, "calls": [_call_json(c) for c in calls], "orphans": orphans}
                     return JSONResponse(body)
                 await q.doze(bell, max(0.0, deadline - time.monotonic()))

@@ -89,6 +89,12 @@ class _Bells:
         for ev in self._events.get(key, ()):
             ev.set()
 
+    def ring_all(self, prefix: str) -> None:
+        for key, waiters in self._events.items():
+            if key.startswith(prefix):
+                for ev in waiters:
+                    ev.set()
+
     @contextlib.contextmanager
     def listening(self, key: str) -> Iterator[asyncio.Event]:
         ev = asyncio.Event()
@@ -188,6 +194,10 @@ class WorkerQueue:
     def listening(self, key: str) -> contextlib.AbstractContextManager[asyncio.Event]:
         """A bell for `key`, listened to from now on (before the rows are read)."""
         return BELLS.listening(key)
+
+    def wake_polls(self) -> None:
+        """Every worker's long poll held in this process looks again now (the server stops)."""
+        BELLS.ring_all("w:")
 
     async def doze(self, bell: asyncio.Event, seconds: float) -> None:
         """Until the bell rang (since it was last cleared), `seconds` passed, or it is time to
