@@ -55,7 +55,7 @@ def main(spec: dict[str, object]) -> int:
         child, marker = _exec(spec)
         code, signalled = _supervise(spec, child, pending, ends_at)
         began = _began(marker) if marker >= 0 else None
-        if code != 0 and not _running(spec):
+        if code != 0 and not _still_running(spec, code):
             # Found stopped before the command began (the marker never came, or the container
             # stopped before the exec was asked for): the container is started and the command
             # run, once. One that had begun, or may have, is never run again.
@@ -238,6 +238,26 @@ def _host_group(pidfile: str) -> int | None:
         except OSError:
             continue
     return None
+
+
+# A client that ended as if killed (128 + SIGKILL or SIGTERM) while the container still reads
+# "running": Docker's daemon records a killed container's end a moment after its exec's client
+# has ended, so the state is asked again, this many times a fifth of a second apart.
+KILLED_CODES = (137, 143)
+SETTLE_LOOKS = 25
+
+
+def _still_running(spec: dict[str, object], code: int) -> bool:
+    """Whether the container runs, once the engine has caught up with a kill that ended `code`."""
+    if not _running(spec):
+        return False
+    if code not in KILLED_CODES:
+        return True
+    for _ in range(SETTLE_LOOKS):
+        time.sleep(0.2)
+        if not _running(spec):
+            return False
+    return True
 
 
 def _running(spec: dict[str, object]) -> bool:
