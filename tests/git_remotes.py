@@ -76,40 +76,75 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    """Until the port accepts a connection (the daemon is up), or the daemon ended."""
+def _listening_inodes(port: int) -> set[str]:
+    """The inodes of the sockets listening on loopback `port` (/proc/net/tcp)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":
+            inodes.add(fields[9])
+    return inodes
+
+
+def _held_by_group(inodes: set[str], group: int) -> bool:
+    """Whether a process of process group `group` holds one of the sockets `inodes`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.getpgid(int(entry)) != group:
+                continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                if os.readlink(f"/proc/{entry}/fd/{fd}").removeprefix("socket:[").rstrip("]") in inodes:
+                    return True
+    return False
+
+
+def _listens(port: int, proc: subprocess.Popen[bytes]) -> bool:
+    """Until the daemon listens on `port` (True) or ends (False: another process had the port;
+    tests in parallel processes may pick the same free port). The deadline guards a hang."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        assert proc.poll() is None, "git daemon ended at its start"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
+        if proc.poll() is not None:
+            return False
+        inodes = _listening_inodes(port)
+        if inodes and _held_by_group(inodes, proc.pid):
+            return True
+        time.sleep(0.05)
     raise AssertionError(f"git daemon never listened on {port}")
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 @contextmanager
 def git_daemon(base: Path) -> Iterator[str]:
     """`git daemon` serving `base` (fetch and push) on a free loopback port; its URL prefix.
-    Stopped (and waited for) at the end."""
-    port = free_port()
-    argv = [
-        "git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", "--informative-errors",
-        "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}", str(base),
-    ]  # fmt: skip
-    # `git daemon` runs `git-daemon` as a child of its own: the whole group is stopped, else the
-    # child would outlive the test
-    proc = subprocess.Popen(
-        argv, env=GIT_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    Stopped (and waited for) at the end. A port another process took first is given up for
+    another: the URL is always this daemon's, never another test's."""
+    for _ in range(10):
+        port = free_port()
+        argv = [
+            "git", "daemon", "--export-all", "--enable=receive-pack", "--informative-errors",
+            "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}", str(base),
+        ]  # fmt: skip
+        # `git daemon` runs `git-daemon` as a child of its own: the whole group is stopped, else
+        # the child would outlive the test
+        proc = subprocess.Popen(
+            argv, env=GIT_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        if _listens(port, proc):
+            break
+        _stop_group(proc)
+    else:
+        raise AssertionError("git daemon found no free port in 10 tries")
     try:
-        _wait_listening(port, proc)
         yield f"git://127.0.0.1:{port}/"
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        _stop_group(proc)
 
 
 @dataclass

@@ -21,6 +21,7 @@ class FifoCounter:
         os.chmod(path, 0o666)
         self.path = path
         self.lines: list[str] = []
+        self._closing = False
         self._fd = os.open(path, os.O_RDWR)
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -32,7 +33,7 @@ class FifoCounter:
                 chunk = os.read(self._fd, 4096)
             except OSError:
                 return
-            if not chunk:
+            if not chunk or self._closing:
                 return
             buffer += chunk
             while b"\n" in buffer:
@@ -47,6 +48,11 @@ class FifoCounter:
         raise AssertionError(f"nothing was written into {self.path}")
 
     def close(self) -> None:
+        """Ends the reader, then closes the FIFO: closed under a reader still blocked in `read`,
+        its descriptor's number could be another file's by the time the read runs."""
+        self._closing = True
+        os.write(self._fd, b"\n")  # wakes the reader (this descriptor writes too)
+        self._thread.join(WITHIN)
         os.close(self._fd)
 
 
