@@ -19,7 +19,7 @@ pytest.importorskip("acp", reason="agent-client-protocol is installed by scripts
 from acp import RequestError, text_block
 
 from tests.acp.conftest import acp_argv
-from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, start
+from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, start
 from tests.conftest import ScriptFile
 from tests.core_helpers import write_call
 
@@ -117,7 +117,7 @@ async def test_issue21_editor_goes_away_during_a_permission_request(
     path = script(steps)
     log = tmp_path / "err.log"
     first = EditorClient()
-    first.request_permission = _hang(first)  # type: ignore[method-assign]
+    first.hanging = True
     async with agent(first, acp_argv(path), acp_env, work_dir, log) as (conn, proc):
         await start(conn)
         sid = (await conn.new_session(cwd=str(work_dir), mcp_servers=[])).session_id

@@ -19,7 +19,7 @@ from acp import RequestError, text_block
 from acp.schema import McpServerStdio
 
 from tests.acp.conftest import acp_argv
-from tests.acp.test_python_sdk import TIMEOUT, EditorClient, _hang, agent, new_session_id, start
+from tests.acp.test_python_sdk import TIMEOUT, EditorClient, agent, new_session_id, start
 from tests.conftest import ScriptFile
 from tests.core_helpers import shell_call, write_call
 from tests.mcp_servers import SERVER
@@ -145,7 +145,7 @@ async def test_issue28_item14_acp_close_withdraws_a_pending_permission(
     ]
     path = script(steps)
     first = EditorClient()
-    first.request_permission = _hang(first)  # type: ignore[method-assign]
+    first.hanging = True
     async with agent(first, acp_argv(path), acp_env, work_dir, tmp_path / "err.log") as (conn, _):
         await start(conn)
         sid = await new_session_id(conn, work_dir)
