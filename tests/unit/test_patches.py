@@ -19,6 +19,7 @@ from devagent.patches import a2a_sdk as a2a_patch
 from devagent.patches import aiosqlite as aiosqlite_patch
 from devagent.patches import httpx as httpx_patch
 from devagent.patches import openai as openai_patch
+from devagent.patches import openai_stream as openai_stream_patch
 from devagent.patches import pydantic_ai as pydantic_ai_patch
 
 
@@ -42,6 +43,7 @@ def run(code: str) -> list[str]:
         (a2a_patch, "a2a-sdk"),
         (pydantic_ai_patch, "pydantic-ai-slim"),
         (openai_patch, "openai"),
+        (openai_stream_patch, "openai"),
         (aiosqlite_patch, "aiosqlite"),
         (httpx_patch, "httpx"),
     ],
@@ -152,6 +154,32 @@ def test_openai_chunk_validation_wraps_process_response_data() -> None:
     openai_patch.validate_stream_chunks()
     assert BaseClient._process_response_data is patched
     assert patched.__module__ == "devagent.patches.openai" and patched.__wrapped__ is original
+
+
+def test_issue39_item7_direct_stream_wraps_the_async_client_request() -> None:
+    import httpcore2
+    import httpx2
+    from openai._base_client import AsyncAPIClient, BaseClient
+
+    original = library_function(AsyncAPIClient.request)
+    assert params(original) == ["self", "cast_to", "options", "stream", "stream_cls"]
+    # the SDK's own steps the direct path reuses, with the signatures it calls them by
+    assert params(BaseClient._build_request) == ["self", "options", "retries_taken"]
+    assert params(BaseClient._make_status_error_from_response) == ["self", "response"]
+    assert params(BaseClient._should_retry) == ["self", "response"]
+    assert params(BaseClient._calculate_retry_timeout) == [
+        "self",
+        "remaining_retries",
+        "options",
+        "response_headers",
+    ]
+    assert params(httpcore2.AsyncConnectionPool.handle_async_request) == ["self", "request"]
+    assert isinstance(httpx2.AsyncClient()._event_hooks, dict)
+    openai_stream_patch.stream_chat_directly()
+    patched = AsyncAPIClient.request
+    openai_stream_patch.stream_chat_directly()
+    assert AsyncAPIClient.request is patched
+    assert patched.__module__ == "devagent.patches.openai_stream" and patched.__wrapped__ is original
 
 
 def test_issue39_item7_encoded_prefix_wraps_openapi_dumps_and_gives_the_same_bytes() -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from devagent.agent.models.errors import ModelConfigError
 from devagent.patches import openai as openai_patches
+from devagent.patches import openai_stream
 from devagent.patches import pydantic_ai as pydantic_ai_patches
 
 if TYPE_CHECKING:
@@ -267,6 +268,7 @@ def create_model(
             openai_patches.skip_message_transform()
             openai_patches.validate_stream_chunks()
             openai_patches.remember_encoded_prefix()
+            openai_stream.stream_chat_directly()
             pydantic_ai_patches.memoize_history_mapping()
         if provider == "anthropic":
             return _anthropic(name, key, url, info, prompt_cache=prompt_cache)
