@@ -315,3 +315,27 @@ async def test_templates_are_bounded_and_a_dropped_client_takes_its_route_along(
         del c, route
         gc.collect()
         assert len(lib.routes) == count - 1
+
+
+async def test_a_cookie_set_by_a_response_is_sent_again_as_the_sdk_sends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A load balancer's sticky-session cookie: kept in the HTTP client's jar and sent with the
+    next request, as the SDK's own path does; that client's requests take the SDK's path since."""
+    ok = b"data: " + chunk() + b"\n\ndata: [DONE]\n\n"
+    answers = [(200, {**SSE, "set-cookie": "sticky=abc; Path=/"}, [ok]), (200, SSE, [ok]), (200, SSE, [ok])]
+    sent: dict[bool, list[bytes]] = {}
+    for direct in (False, True):
+        async with RawServer(answers) as server:
+            c = await primed(server.url)
+            kinds = []
+            for _ in range(3):
+                if direct:
+                    kinds.append((await chunks_of(c))[0])
+                else:
+                    async with sdk_only(monkeypatch):
+                        kinds.append((await chunks_of(c))[0])
+            sent[direct] = [b"cookie: sticky=abc" in head.lower() for head, _ in server.requests]  # type: ignore[misc]
+            if direct:
+                assert kinds == ["_DirectStream", "AsyncStream", "AsyncStream"]
+    assert sent[True] == sent[False] == [False, True, True]

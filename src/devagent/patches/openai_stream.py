@@ -32,9 +32,10 @@ The SDK's own path runs instead whenever anything of its machinery applies: a re
 a streamed POST to /chat/completions with a JSON body and no query, files, idempotency key or
 redirect setting; a client other than a plain `AsyncOpenAI` (Azure), or one with a provider
 runtime, an API-key provider, custom auth or an idempotency header; an HTTP client with event
-hooks, auth, a proxy or mounted transport, or a transport or pool of another type; before the
-client's first request (which works out the platform headers); a status outside 2xx and 4xx-5xx.
-tests/unit/test_openai_stream.py sends the same requests both ways and compares."""
+hooks, auth, cookies (from the start, or set by a response: from then on), a proxy or mounted
+transport, or a transport or pool of another type; before the client's first request (which works
+out the platform headers); a status outside 2xx and 4xx-5xx.
+tests/unit/test_issue39_openai_stream.py sends the same requests both ways and compares."""
 
 from __future__ import annotations
 
@@ -153,6 +154,7 @@ class _Library:
             and not http._event_hooks["response"]
             and all(isinstance(hook, self.known_hooks) for hook in http._event_hooks["request"])
             and http._auth is None
+            and not http.cookies
             and not any(http._mounts.values())
             and type(transport) is self.httpx.AsyncHTTPTransport
             and type(transport._pool) is self.httpcore.AsyncConnectionPool
@@ -236,6 +238,7 @@ class _Route:
         except lib.failures() as e:
             error = lib.APIConnectionError(request=template.request)
             return await _retry(client, original, cast_to, options, stream_cls, None, error, e)
+        self.keep_cookies(client, response, template)
         if 200 <= response.status < 300:
             return _DirectStream(lib, client, response, lib.chunk_type(stream_cls), template.request)
         await response.aread()
@@ -249,6 +252,17 @@ class _Route:
         if not client._should_retry(failed):
             raise error from None
         return await _retry(client, original, cast_to, options, stream_cls, failed, error, None)
+
+    def keep_cookies(self, client: Any, response: Any, template: _Template) -> None:
+        """A response that sets cookies: kept in the HTTP client's jar, as httpx keeps them, and
+        the client's later requests take the SDK's own path, which sends them (a load balancer's
+        sticky session, say)."""
+        if any(name.lower() == b"set-cookie" for name, _ in response.headers):
+            answer = self.lib.httpx.Response(
+                response.status, headers=response.headers, request=template.request
+            )
+            client._client.cookies.extract_cookies(answer)
+            self.lib.routes[client] = None
 
 
 async def _retry(
