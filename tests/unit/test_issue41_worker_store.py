@@ -88,6 +88,7 @@ def _gated(
     return gated_pick
 
 
+@pytest.mark.postgres
 async def test_issue41_grants_at_once_on_two_replicas_never_fill_a_worker_over_its_capacity(
     pg_replicas: tuple[Store, Store],
 ) -> None:
@@ -114,6 +115,7 @@ async def test_issue41_grants_at_once_on_two_replicas_never_fill_a_worker_over_i
     assert sorted(g is None for g in grants) == [False, True]
 
 
+@pytest.mark.postgres
 async def test_issue41_many_grants_at_once_on_two_replicas_fill_each_worker_to_its_capacity(
     pg_replicas: tuple[Store, Store],
 ) -> None:
