@@ -1,7 +1,7 @@
 """Issue 41: the workers' tables (devagent/store/workers.py) as replicas share them. Two replicas
 granting sessions at the same moment never give a worker more sessions than its capacity (on
-PostgreSQL, where they count a worker's leases at once); a want of a sandbox whose replica died
-does not stay forever; a store's bells wake the waiters of stores on its own database only."""
+PostgreSQL, where they count a worker's leases at once); a store's bells wake the waiters of
+stores on its own database only."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, select, text
 
 from devagent.store.db import Store
-from devagent.store.tables import worker_leases_table, worker_wants_table
+from devagent.store.tables import worker_leases_table
 from tests.conftest import fresh_pg_database, pg_available
 
 TTL = 60.0
@@ -33,25 +33,6 @@ async def pg_replicas() -> AsyncIterator[tuple[Store, Store]]:
         finally:
             await a.close()
             await b.close()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        s = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'w.db'}")
-        try:
-            yield s
-        finally:
-            await s.close()
-        return
-    if not pg_available():
-        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
-    async with fresh_pg_database("devagent_h_wants") as url:
-        s = await Store.open(url)
-        try:
-            yield s
-        finally:
-            await s.close()
 
 
 async def _live_leases(store: Store) -> dict[str, int]:
@@ -128,21 +109,6 @@ async def test_issue41_many_grants_at_once_on_two_replicas_fill_each_worker_to_i
     )
     assert await _live_leases(a) == dict.fromkeys(workers, 1)
     assert sum(g is not None for g in grants) == len(workers)
-
-
-async def test_issue41_wants_whose_replica_died_are_swept_when_a_session_starts_waiting(store: Store) -> None:
-    wa = worker_wants_table
-    async with store.engine.begin() as conn:  # wants of replicas that died an hour ago
-        for session_id, pool in (("dead", "pods"), ("other-pool", "x")):
-            await conn.execute(
-                insert(wa).values(session_id=session_id, pool=pool, template="", until=time.time() - 3600)
-            )
-    assert await store.workers.grant("waits", "pods", "", TTL) is None  # no worker: it waits
-    assert await store.workers.grant("waits", "pods", "", TTL) is None  # ... and says so again
-    assert [w["session"] for w in await store.dispatch.waiting("pods")] == ["waits"]
-    async with store.engine.connect() as conn:
-        left = {r[0] for r in (await conn.execute(select(wa.c.session_id))).all()}
-    assert left == {"waits"}
 
 
 async def test_issue41_bells_ring_for_the_stores_of_one_database_only(tmp_path: Path) -> None:
