@@ -3,16 +3,19 @@ runs): a session that finds no worker is listed as waiting; a token minted for i
 worker for that session only (another session is never granted to it); once the session lets its
 sandbox go it is listed as ended and its token is refused; a pod that gave its session back is
 spent (never granted again), so the session, waiting again, is listed as ended until the
-dispatcher's next claim for it."""
+dispatcher's next claim for it. The want of a session whose replica died does not stay forever."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import insert, select
 
 from devagent.store.db import Store
+from devagent.store.tables import worker_wants_table
 from tests.conftest import fresh_pg_database, pg_available
 
 
@@ -64,3 +67,18 @@ async def test_issue41_item4_waiting_sessions_session_tokens_and_their_end(store
     await d.retire("pods", "s1")
     assert all(r["name"] != "session:s1" for r in await q.tokens())
     assert await q.token_named(token2) is None
+
+
+async def test_issue41_wants_whose_replica_died_are_swept_when_a_session_starts_waiting(store: Store) -> None:
+    wa = worker_wants_table
+    async with store.engine.begin() as conn:  # wants of replicas that died an hour ago
+        for session_id, pool in (("dead", "pods"), ("other-pool", "x")):
+            await conn.execute(
+                insert(wa).values(session_id=session_id, pool=pool, template="", until=time.time() - 3600)
+            )
+    assert await store.workers.grant("waits", "pods", "", 30.0) is None  # no worker: it waits
+    assert await store.workers.grant("waits", "pods", "", 30.0) is None  # ... and says so again
+    assert [w["session"] for w in await store.dispatch.waiting("pods")] == ["waits"]
+    async with store.engine.connect() as conn:
+        left = {r[0] for r in (await conn.execute(select(wa.c.session_id))).all()}
+    assert left == {"waits"}

@@ -7,10 +7,11 @@ moved to another worker writes nothing.
 
 A waiter listens for a bell ("w:<worker>": a call was queued or a session granted to that worker;
 "c:<call>": that call's output or end arrived), rung once the transaction that stored the fact is
-committed: within one process at once, and on PostgreSQL in every replica through a NOTIFY sent
-inside that transaction (store/notify.py). A notification can be lost (the listening connection
-dropped), so a waiter looks at the tables again after FALLBACK seconds anyway, or every POLL
-seconds where no notification can reach it (SQLite, one process; or not listening yet).
+committed: at once for this process's queues on the same database, and on PostgreSQL in every
+replica through a NOTIFY sent inside that transaction (store/notify.py). A notification can be
+lost (the listening connection dropped), so a waiter looks at the tables again after FALLBACK
+seconds anyway, or every POLL seconds where no notification can reach it (SQLite, one process; or
+not listening yet).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import json
 import random
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,10 +52,17 @@ FALLBACK = 2.0  # ... and where notifications do (one may be lost)
 NOTIFY_BYTES = 7000  # a NOTIFY's payload is at most 8000 bytes: more bells go in several
 _NOTIFY = text("SELECT pg_notify(:c, :p)")
 WANT_SECONDS = 5.0  # a session's want of a sandbox, renewed while its replica waits for a grant
+WANT_KEPT = 60.0  # seconds an expired want stays (its replica died, or stopped waiting) till swept
+_GRANTS_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _grants_key(pool: str) -> int:
+    """The advisory lock of a pool's grants: a signed 64-bit number of its name."""
+    return int.from_bytes(hashlib.sha256(f"devagent worker grants {pool}".encode()).digest()[:8], signed=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +118,18 @@ class _Bells:
                     del self._events[key]
 
 
-BELLS = _Bells()
+# The bells of each database this process has queues on, by its URL: the server's sandboxes
+# open a store of their own on the server's database, and a call they queue wakes the worker's poll
+# that the server's store holds; a store of another database wakes nobody there.
+_DATABASES_BELLS: weakref.WeakValueDictionary[str, _Bells] = weakref.WeakValueDictionary()
 
 
-def _ring_notified(payload: str) -> None:
-    """Another process's bells, notified on WORKERS_CHANNEL: rung here too."""
-    for key in payload.split("\n"):
-        if key:
-            BELLS.ring(key)
+def _bells_of(engine: AsyncEngine) -> _Bells:
+    key = engine.url.render_as_string(hide_password=True)
+    bells = _DATABASES_BELLS.get(key)
+    if bells is None:
+        bells = _DATABASES_BELLS[key] = _Bells()
+    return bells
 
 
 def _payloads(keys: list[str]) -> list[str]:
@@ -155,6 +168,7 @@ class WorkerQueue:
         self._listener = listener  # PostgreSQL: other replicas' bells reach this process
         self._hearing = False
         self._renewals: AsyncEngine | None = None
+        self._bells = _bells_of(engine)  # this process's waiters on the rows of this database
 
     def _renewing(self) -> AsyncEngine:
         """The engine lease renewals use: on PostgreSQL connections of their own, so a renewal
@@ -186,18 +200,18 @@ class WorkerQueue:
                 for payload in _payloads(bells):
                     await conn.execute(_NOTIFY, {"c": WORKERS_CHANNEL, "p": payload})
         for key in bells:
-            BELLS.ring(key)  # this process's waiters; another replica's look again within POLL
+            self._bells.ring(key)  # this process's waiters; another replica's look again within POLL
 
     async def _notify(self, conn: AsyncConnection, key: str) -> None:
         conn.info.setdefault("worker_bells", []).append(key)
 
     def listening(self, key: str) -> contextlib.AbstractContextManager[asyncio.Event]:
         """A bell for `key`, listened to from now on (before the rows are read)."""
-        return BELLS.listening(key)
+        return self._bells.listening(key)
 
     def wake_polls(self) -> None:
         """Every worker's long poll held in this process looks again now (the server stops)."""
-        BELLS.ring_all("w:")
+        self._bells.ring_all("w:")
 
     async def doze(self, bell: asyncio.Event, seconds: float) -> None:
         """Until the bell rang (since it was last cleared), `seconds` passed, or it is time to
@@ -215,9 +229,15 @@ class WorkerQueue:
             return False
         if not self._hearing:
             self._hearing = True
-            self._listener.on(WORKERS_CHANNEL, _ring_notified)
+            self._listener.on(WORKERS_CHANNEL, self._ring_notified)
             await self._listener.start()
         return self._listener.connected
+
+    def _ring_notified(self, payload: str) -> None:
+        """Another process's bells, notified on WORKERS_CHANNEL: rung here too."""
+        for key in payload.split("\n"):
+            if key:
+                self._bells.ring(key)
 
     # --- tokens kept hashed in the store (`devagent workers token ...`) ---------------------------
 
@@ -560,6 +580,7 @@ class WorkerQueue:
             ).first()
             if row is not None and row[2]:
                 return Grant(row[0], int(row[1]))
+            await self._one_grant_at_a_time(conn, pool)
             worker = await self._pick(conn, session_id, pool, template, ttl)
             if worker is None:
                 await self._want(conn, session_id, pool, template)
@@ -590,6 +611,14 @@ class WorkerQueue:
                 await self._end_open(conn, session_id, int(row[1]))
             await self._notify(conn, f"w:{worker}")
         return Grant(worker, epoch)
+
+    async def _one_grant_at_a_time(self, conn: AsyncConnection, pool: str) -> None:
+        """PostgreSQL: the pool's grants made one after another, each holding the pool's lock until
+        it commits. Two replicas counting a worker's leases at once (READ COMMITTED) would both
+        see its last free slot and both take it; the second now counts after the first's commit.
+        SQLite: one process, whose one connection makes its transactions one after another."""
+        if conn.dialect.name == "postgresql":
+            await conn.execute(_GRANTS_LOCK, {"k": _grants_key(pool)})
 
     async def _pick(
         self, conn: AsyncConnection, session_id: str, pool: str, template: str, ttl: float
@@ -622,11 +651,20 @@ class WorkerQueue:
         values = {"pool": pool, "template": template, "until": self._now + WANT_SECONDS}
         done = await conn.execute(update(wa).where(wa.c.session_id == session_id).values(**values))
         if not done.rowcount:
+            await self._sweep_wants(conn)
             try:
                 async with conn.begin_nested():
                     await conn.execute(insert(wa).values(session_id=session_id, **values))
             except IntegrityError:
                 pass  # another replica said it just now
+
+    async def _sweep_wants(self, conn: AsyncConnection) -> None:
+        """The wants that expired WANT_KEPT seconds ago deleted (a dead replica's stay otherwise),
+        as a session starts to wait. A want another transaction holds is left (PostgreSQL): it is
+        being renewed or deleted, and two sweeps never wait for each other."""
+        wa = worker_wants_table
+        stale = select(wa.c.session_id).where(wa.c.until < self._now - WANT_KEPT)
+        await conn.execute(delete(wa).where(wa.c.session_id.in_(stale.with_for_update(skip_locked=True))))
 
     async def lease_of(self, session_id: str) -> Grant | None:
         """The session's live lease, without granting one."""
