@@ -22,6 +22,7 @@ from tests.a2a.helpers import context_of, turn
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import shell_call
 from tests.dispatcher.kube_standin import StandIn
+from tests.process_stop import stop_process
 from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
 
 KUBE_TOKEN = "standin-kube-token-h-dispatch"
@@ -105,12 +106,7 @@ def dispatcher(site: WorkerSite, server_url: str, api: StandIn, token: str) -> I
     try:
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(20)
+        stop_process(proc, 20)
 
 
 def hello(url: str, token: str) -> int:
