@@ -180,31 +180,28 @@ async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
     }
 
 
+async def measured(role: str, port: int, tmp: Path, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """`measure` of the server `start(role, port, tmp, n)` starts, with its peak RSS; stopped after."""
+    p = start(role, port, tmp, n, args.bare_store)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        await wait_ready(url)
+        res = await measure(url, args.turns, args.concurrent)
+        res["peak_rss_mb"] = peak_rss_mb(p.pid)
+    finally:
+        p.terminate()
+        p.wait()
+    return res
+
+
 async def stream_turns(args: argparse.Namespace) -> None:
     """The scripted turn of `--chunks` text chunks, devagent and the bare agent (the first part)."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         # devagent first, to learn how many events its turn emits
-        p = start("devagent", args.port, tmp, args.chunks)
-        try:
-            url = f"http://127.0.0.1:{args.port}/"
-            await wait_ready(url)
-            dev = await measure(url, args.turns, args.concurrent)
-            dev["peak_rss_mb"] = peak_rss_mb(p.pid)
-        finally:
-            p.terminate()
-            p.wait()
+        dev = await measured("devagent", args.port, tmp, args.chunks, args)
         # Task + working + n updates + completed: the bare agent emits the same count
-        bare_updates = dev["events"] - 3
-        p = start("bare", args.port + 1, tmp, bare_updates, args.bare_store)
-        try:
-            url = f"http://127.0.0.1:{args.port + 1}/"
-            await wait_ready(url)
-            bare = await measure(url, args.turns, args.concurrent)
-            bare["peak_rss_mb"] = peak_rss_mb(p.pid)
-        finally:
-            p.terminate()
-            p.wait()
+        bare = await measured("bare", args.port + 1, tmp, dev["events"] - 3, args)
     store = args.bare_store
     print(f"events per turn: devagent {dev['events']}, bare a2a-sdk {bare['events']} ({store} task store)")
     print(f"{'':24}{'devagent':>12}{'bare sdk':>12}")
