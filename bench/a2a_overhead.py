@@ -69,66 +69,21 @@ def serve_devagent(port: int, tmp: Path, chunks: int) -> None:
 
 
 def serve_bare(port: int, tmp: Path, events: int) -> None:
-    """A minimal a2a-sdk agent: Task, `events` working updates with a TextPart, completed."""
-    import contextlib
-
+    """provider_floor's bare a2a-sdk agent: Task, `events` working updates with a TextPart,
+    completed; on SQLite, or in memory with BENCH_BARE_STORE=memory."""
     import uvicorn
-    from a2a.server.agent_execution import AgentExecutor, RequestContext
-    from a2a.server.events import EventQueue
-    from a2a.server.request_handlers import DefaultRequestHandler
-    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-    from a2a.server.tasks import DatabaseTaskStore, TaskUpdater
-    from a2a.types import Part, TaskState
-    from sqlalchemy.ext.asyncio import create_async_engine
-    from starlette.applications import Starlette
 
-    from a2a.helpers import new_task_from_user_message
-
-    class Bare(AgentExecutor):
-        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            if context.current_task is None:
-                await event_queue.enqueue_event(new_task_from_user_message(context.message))
-            up = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
-            await up.start_work()
-            for i in range(events):
-                await up.update_status(
-                    TaskState.TASK_STATE_WORKING,
-                    up.new_agent_message([Part(text=f"chunk {i} of the answer. ")]),
-                    metadata={"ext": {"kind": "TEXT_CONTENT", "model": "bare"}},
-                )
-            await up.complete()
-
-        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            pass
-
-    url = f"http://127.0.0.1:{port}/"
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.fakes.bare_a2a_agent import plain_card
-
-    card = plain_card(url)
     store: Any
     if os.environ.get("BENCH_BARE_STORE") == "memory":
         from a2a.server.tasks import InMemoryTaskStore
 
         store = InMemoryTaskStore()
     else:
+        from a2a.server.tasks import DatabaseTaskStore
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         store = DatabaseTaskStore(create_async_engine(f"sqlite+aiosqlite:///{tmp / 'bare.db'}"))
-    handler = DefaultRequestHandler(agent_executor=Bare(), task_store=store, agent_card=card)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
-        if hasattr(store, "initialize"):
-            await store.initialize()
-        yield
-        await handler.aclose()
-
-    app = Starlette(
-        routes=[
-            *create_agent_card_routes(card),
-            *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True),
-        ],
-        lifespan=lifespan,
-    )
+    app = pf.bare_app(f"http://127.0.0.1:{port}/", store, lambda _context: events)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -225,31 +180,28 @@ async def measure(url: str, turns: int, concurrent: int) -> dict[str, Any]:
     }
 
 
+async def measured(role: str, port: int, tmp: Path, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """`measure` of the server `start(role, port, tmp, n)` starts, with its peak RSS; stopped after."""
+    p = start(role, port, tmp, n, args.bare_store)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        await wait_ready(url)
+        res = await measure(url, args.turns, args.concurrent)
+        res["peak_rss_mb"] = peak_rss_mb(p.pid)
+    finally:
+        p.terminate()
+        p.wait()
+    return res
+
+
 async def stream_turns(args: argparse.Namespace) -> None:
     """The scripted turn of `--chunks` text chunks, devagent and the bare agent (the first part)."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         # devagent first, to learn how many events its turn emits
-        p = start("devagent", args.port, tmp, args.chunks)
-        try:
-            url = f"http://127.0.0.1:{args.port}/"
-            await wait_ready(url)
-            dev = await measure(url, args.turns, args.concurrent)
-            dev["peak_rss_mb"] = peak_rss_mb(p.pid)
-        finally:
-            p.terminate()
-            p.wait()
+        dev = await measured("devagent", args.port, tmp, args.chunks, args)
         # Task + working + n updates + completed: the bare agent emits the same count
-        bare_updates = dev["events"] - 3
-        p = start("bare", args.port + 1, tmp, bare_updates, args.bare_store)
-        try:
-            url = f"http://127.0.0.1:{args.port + 1}/"
-            await wait_ready(url)
-            bare = await measure(url, args.turns, args.concurrent)
-            bare["peak_rss_mb"] = peak_rss_mb(p.pid)
-        finally:
-            p.terminate()
-            p.wait()
+        bare = await measured("bare", args.port + 1, tmp, dev["events"] - 3, args)
     store = args.bare_store
     print(f"events per turn: devagent {dev['events']}, bare a2a-sdk {bare['events']} ({store} task store)")
     print(f"{'':24}{'devagent':>12}{'bare sdk':>12}")

@@ -35,8 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def _timed(step: Callable[[], Awaitable[object]], runs: int) -> float:
-    """The median seconds of `runs` runs of `step`."""
+async def median_seconds(step: Callable[[], Awaitable[object]], runs: int) -> float:
+    """The median seconds of `runs` runs of `step` (bench/worker_overhead.py's too)."""
     times = []
     for _ in range(runs):
         started = time.perf_counter()
@@ -106,13 +106,13 @@ async def per_call(provider: object, calls: int) -> None:
         bound_box = await bound_provider.open("bench-calls-bound", [root])
         for box in (volume_box, bound_box):
             await _through(box, "true", WORKSPACE)  # started, the image in the page cache
-        plain = await _timed(lambda: _local(["bash", "-c", "true"]), calls)
+        plain = await median_seconds(lambda: _local(["bash", "-c", "true"]), calls)
         local = None
         if local_provider is not None:
             local_box = local_provider.for_session("bench-local", [root])
-            local = await _timed(lambda: _through(local_box, "true", str(root)), calls)
-        bound = await _timed(lambda: _through(bound_box, "true", WORKSPACE), calls)
-        volume = await _timed(lambda: _through(volume_box, "true", WORKSPACE), calls)
+            local = await median_seconds(lambda: _through(local_box, "true", str(root)), calls)
+        bound = await median_seconds(lambda: _through(bound_box, "true", WORKSPACE), calls)
+        volume = await median_seconds(lambda: _through(volume_box, "true", WORKSPACE), calls)
         print(f"per tool call, `true` through Sandbox.start (median of {calls}):")
         print(f"  plain subprocess (no sandbox)     {plain * 1000:7.1f} ms")
         if local is None:
@@ -126,8 +126,8 @@ async def per_call(provider: object, calls: int) -> None:
             print(f"  container overhead per call over the local backend: {(bound - local) * 1000:.0f} ms")
         await volume_box.write_atomic_async("bench.txt", b"x" * 4096)
         (root / "bench.txt").write_bytes(b"x" * 4096)
-        local_read = await _timed(lambda: asyncio.to_thread((root / "bench.txt").read_bytes), calls)
-        container_read = await _timed(lambda: volume_box.read_bytes_async("bench.txt"), calls)
+        local_read = await median_seconds(lambda: asyncio.to_thread((root / "bench.txt").read_bytes), calls)
+        container_read = await median_seconds(lambda: volume_box.read_bytes_async("bench.txt"), calls)
         print(
             f"file read of 4 KiB: host folder {local_read * 1000:.2f} ms, through the container "
             f"{container_read * 1000:.1f} ms ({container_read / local_read:.0f}x)"

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,17 +75,14 @@ def serve_openai() -> None:
 # --- the floor: a bare a2a-sdk agent ----------------------------------------------------------------
 
 
-def serve_bare(port: int, chat_events: int, tool_events: int) -> None:
-    """Task, working, n-3 working updates with a TextPart, completed: as many events per turn as
-    devagent's (chat or tool, by the prompt's first word), from an in-memory task store."""
-    import contextlib
-
-    import uvicorn
+def bare_app(url: str, store: Any, events: Callable[[Any], int]) -> Any:
+    """The floor's ASGI app at `url`: a bare a2a-sdk agent on the task store `store` whose turn is
+    Task, working, `events(context)` working updates with a TextPart, completed."""
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.server.tasks import TaskUpdater
     from a2a.types import Part, TaskState
     from starlette.applications import Starlette
 
@@ -93,8 +90,7 @@ def serve_bare(port: int, chat_events: int, tool_events: int) -> None:
 
     class Bare(AgentExecutor):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            text = context.get_user_input()
-            n = (chat_events if text.startswith("chat") else tool_events) - 3
+            n = events(context)
             if context.current_task is None:
                 await event_queue.enqueue_event(new_task_from_user_message(context.message))
             up = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
@@ -110,25 +106,40 @@ def serve_bare(port: int, chat_events: int, tool_events: int) -> None:
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             pass
 
-    url = f"http://127.0.0.1:{port}/"
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(ROOT))
     from tests.fakes.bare_a2a_agent import plain_card
 
     card = plain_card(url)
-    handler = DefaultRequestHandler(agent_executor=Bare(), task_store=InMemoryTaskStore(), agent_card=card)
+    handler = DefaultRequestHandler(agent_executor=Bare(), task_store=store, agent_card=card)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
+        if hasattr(store, "initialize"):  # a database store makes its table first
+            await store.initialize()
         yield
         await handler.aclose()
 
-    app = Starlette(
+    return Starlette(
         routes=[
             *create_agent_card_routes(card),
             *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True),
         ],
         lifespan=lifespan,
     )
+
+
+def serve_bare(port: int, chat_events: int, tool_events: int) -> None:
+    """The floor with as many events per turn as devagent's (chat or tool, by the prompt's first
+    word), from an in-memory task store."""
+    import uvicorn
+    from a2a.server.tasks import InMemoryTaskStore
+
+    def events(context: Any) -> int:
+        text = context.get_user_input()
+        return (chat_events if text.startswith("chat") else tool_events) - 3  # Task, working, completed
+
+    url = f"http://127.0.0.1:{port}/"
+    app = bare_app(url, InMemoryTaskStore(), events)
     print(f"listening on {url}", file=sys.stderr, flush=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
@@ -306,10 +317,12 @@ async def concurrent(c: Any, srv: Server, n: int) -> dict[str, float]:
 
 
 async def _pg_connect(u: Any) -> Any:
+    """A connection to the server of `u`, to its maintenance database: the one that is there
+    whatever the user is called, and not the database being created or dropped."""
     import asyncpg  # type: ignore[import-untyped]
 
     return await asyncpg.connect(
-        host=u.host or "127.0.0.1", port=u.port or 5432, user=u.username or "postgres"
+        host=u.host or "127.0.0.1", port=u.port or 5432, user=u.username or "postgres", database="postgres"
     )
 
 
@@ -346,6 +359,17 @@ async def pg_size(url: str) -> int:
         return int(await conn.fetchval("SELECT pg_database_size($1)", u.database))
     finally:
         await conn.close()
+
+
+def windows(turns: int) -> list[tuple[int, int]]:
+    """1-based inclusive windows of turns, scaled from the 200-turn ones."""
+    out = [(1, min(10, turns))]
+    for mid in (50, 100):
+        m = mid * turns // 200
+        if m > 10:
+            out.append((max(1, m - 5), min(turns, m + 5)))
+    out.append((max(1, turns - 10), turns))
+    return out
 
 
 async def spawn_median(make: Any, runs: int) -> float:

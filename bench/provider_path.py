@@ -47,17 +47,8 @@ from provider_floor import (
     one_turn,
     pg_size,
     spawn_median,
+    windows,
 )
-
-
-def windows(turns: int) -> list[tuple[int, int]]:
-    out = [(1, min(10, turns))]
-    for mid in (50, 100):
-        m = mid * turns // 200
-        if m > 10:
-            out.append((max(1, m - 5), min(turns, m + 5)))
-    out.append((max(1, turns - 10), turns))
-    return out
 
 
 async def grow(c: Any, srv: Server, turns: int) -> tuple[list[float], list[float]]:

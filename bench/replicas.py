@@ -43,6 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import provider_floor as pf
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token"
 PG_URL = os.environ.get("DEVAGENT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
@@ -225,42 +229,6 @@ async def measure(
     }
 
 
-async def create_db() -> tuple[str, str]:
-    import asyncpg  # type: ignore[import-untyped]
-    from sqlalchemy.engine import make_url
-
-    url = make_url(PG_URL)
-    name = f"devagent_bench_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 5432,
-        user=url.username or "postgres",
-        database="postgres",
-    )
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return name, url.set(database=name).render_as_string(hide_password=False)
-
-
-async def drop_db(name: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    url = make_url(PG_URL)
-    conn = await asyncpg.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 5432,
-        user=url.username or "postgres",
-        database="postgres",
-    )
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -276,7 +244,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 async def main(args: argparse.Namespace) -> None:
     counts = sorted({int(x) for x in args.replicas.split(",")})
     most = max(counts)
-    db_name, db_url = await create_db()
+    db_name, db_url = await pf.create_pg(PG_URL)
     procs: list[subprocess.Popen[bytes]] = []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as d:
@@ -349,7 +317,7 @@ async def main(args: argparse.Namespace) -> None:
             rows.append(await measure(direct_url, label, args.concurrent, args.warmup, direct_pids, None))
         finally:
             stop(list(reversed(procs)))
-            await drop_db(db_name)
+            await pf.drop_pg(PG_URL, db_name)
     report(rows, args.concurrent)
 
 

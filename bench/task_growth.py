@@ -22,20 +22,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
+from provider_floor import windows
 from tests.a2a.helpers import auth, results, rpc, running_server, stream, v03_message
-
-
-def windows(turns: int) -> list[tuple[int, int]]:
-    """1-based inclusive windows of turns, scaled from the 200-turn ones."""
-    out = [(1, min(10, turns))]
-    for mid in (50, 100):
-        m = mid * turns // 200
-        if m > 10:
-            out.append((max(1, m - 5), min(turns, m + 5)))
-    out.append((max(1, turns - 10), turns))
-    return out
 
 
 async def one_way(turns: int, same_task: bool, root: Path) -> tuple[list[float], int]:

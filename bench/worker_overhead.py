@@ -22,26 +22,18 @@ import asyncio
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from container_overhead import median_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-worker-token"
-
-
-async def _median(step: Callable[[], Awaitable[object]], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        await step()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 async def _run(sandbox: Any, folder: Path) -> None:
@@ -115,10 +107,10 @@ async def main(calls: int) -> None:
         await remote.write_atomic_async("f.txt", b"x" * 1000)  # the worker takes the session
         await _run(remote, folder)
         print(f"local backend: {line}")
-        local_run = await _median(lambda: _run(local, folder), calls)
-        worker_run = await _median(lambda: _run(remote, folder), calls)
-        local_read = await _median(lambda: local.read_bytes_async("f.txt"), calls)
-        worker_read = await _median(lambda: remote.read_bytes_async("f.txt"), calls)
+        local_run = await median_seconds(lambda: _run(local, folder), calls)
+        worker_run = await median_seconds(lambda: _run(remote, folder), calls)
+        local_read = await median_seconds(lambda: local.read_bytes_async("f.txt"), calls)
+        worker_read = await median_seconds(lambda: remote.read_bytes_async("f.txt"), calls)
         _report(f"command `true`, median of {calls}", local_run, worker_run)
         _report(f"file read (1 kB), median of {calls}", local_read, worker_read)
     finally:

@@ -167,6 +167,39 @@ async def stream_message(
     )
 
 
+async def completed_turn(url: str, token: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """One `message/stream` turn of `message` as `token`, in an HTTP client of its own, to its end;
+    its SSE frames, parsed. Fails unless the answer is an event stream whose last state is
+    `completed`."""
+    frames: list[dict[str, Any]] = []
+    body = rpc("message/stream", {"message": message})
+    async with (
+        httpx.AsyncClient(timeout=300) as client,  # a hang guard, not a timing assertion
+        client.stream("POST", url, json=body, headers=auth(token)) as r,
+    ):
+        assert r.status_code == 200, await r.aread()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        async for line in r.aiter_lines():
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
+    assert states and states[-1] == "completed", frames
+    return frames
+
+
+async def turn(
+    url: str, token: str, text: str, workspace: Path, context: str | None = None
+) -> list[dict[str, Any]]:
+    """`completed_turn` of `text` in `workspace` (and in the conversation `context`, if given)."""
+    msg = v03_message(text, context_id=context, settings={"workspace_path": str(workspace)})
+    return await completed_turn(url, token, msg)
+
+
+def context_of(frames: list[dict[str, Any]]) -> str:
+    """The conversation (context id) the first frame that names one names."""
+    return str(next(f["result"]["contextId"] for f in frames if f.get("result", {}).get("contextId")))
+
+
 def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for f in frames:
         assert "error" not in f, f

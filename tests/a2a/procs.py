@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from tests.a2a.helpers import auth, call, rpc, v03_message
+from tests.process_stop import stop_process
 from tests.sandbox_user import for_sandbox_user
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
@@ -47,13 +48,7 @@ class Serve:
             ) from None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 15)
 
 
 def start_serve(

@@ -21,7 +21,7 @@ import pytest
 
 from devagent.a2a.extension import EXTENSION_URI as EXT
 from devagent.agent.sandbox.probe import probe_bwrap
-from tests.a2a.helpers import auth, rpc, v03_message
+from tests.a2a.helpers import auth, rpc, turn, v03_message
 from tests.a2a.procs import TOKEN, serving
 from tests.core_helpers import shell_call, write_call
 from tests.sandbox_user import for_sandbox_user
@@ -83,23 +83,6 @@ class Site:
         return ["--workspace-root", str(self.root), "--model", model, *extra]
 
 
-async def turn(url: str, token: str, text: str, workspace: Path) -> str:
-    """One `message/stream` turn as `token` in `workspace`; every frame, as one JSON text."""
-    msg = v03_message(text, settings={"workspace_path": str(workspace)})
-    frames: list[dict[str, Any]] = []
-    async with (
-        httpx.AsyncClient(timeout=120) as client,
-        client.stream("POST", url, json=rpc("message/stream", {"message": msg}), headers=auth(token)) as r,
-    ):
-        assert r.status_code == 200, await r.aread()
-        async for line in r.aiter_lines():
-            if line.startswith("data:"):
-                frames.append(json.loads(line[5:]))
-    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
-    assert states and states[-1] == "completed", frames
-    return json.dumps(frames)
-
-
 def tool_outputs(blob: str) -> str:
     """What the tool calls of a turn returned (their output and errors), as one text."""
     out: list[str] = []
@@ -139,7 +122,7 @@ async def test_issue20_a_command_sees_no_secret_and_in_the_sandbox_nothing_of_th
     model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
     flag = "--sandbox" if sandbox == "on" else "--no-sandbox"
     with serving(site.args(model, flag), tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, ALICE, "show me your environment", site.root / "alice")
+        blob = json.dumps(await turn(s.url, ALICE, "show me your environment", site.root / "alice"))
     output = tool_outputs(blob)
     assert "END" in output and "alice's own file" in output
     for secret in (*SECRETS.values(), ALICE, BOB):
@@ -191,7 +174,7 @@ async def test_issue20_no_tool_changes_devagents_own_files_in_yolo(tmp_path: Pat
     model = script(tmp_path / "s.json", [writes, shell_step(command), [{"text": "done"}]])
     size = len(config.read_text())
     with serving(site.args(model, "--config", str(config)), tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, ALICE, "reconfigure yourself", ws)
+        blob = json.dumps(await turn(s.url, ALICE, "reconfigure yourself", ws))
     output = tool_outputs(blob)
     assert output.count("configures devagent or holds its data; no tool may change it") >= 4, output
     assert "inside a .git directory" in output
@@ -222,7 +205,7 @@ async def test_issue20_serve_fails_closed_where_bubblewrap_cannot_run(tmp_path: 
         log = s.stderr()
         assert "Shell sandbox: UNAVAILABLE (bwrap cannot create its sandbox here" in log
         assert "Shell commands will fail until" in log
-        blob = await turn(s.url, ALICE, "touch a file", site.root / "alice")
+        blob = json.dumps(await turn(s.url, ALICE, "touch a file", site.root / "alice"))
     assert not marker.exists()
     assert "its sandbox is on but bwrap cannot create its sandbox here" in tool_outputs(blob)
 

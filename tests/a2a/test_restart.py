@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from tests.a2a.helpers import auth, call, results, rpc, stream, v03_message
+from tests.process_stop import stop_process
 
 DEVAGENT = [sys.executable, "-m", "devagent"]
 
@@ -44,12 +45,7 @@ def serve_process(args: list[str]) -> Iterator[str]:
         PROCS[url] = p
         yield url
     finally:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_process(p, 10)
 
 
 WRITE = [

@@ -11,6 +11,7 @@ same.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -21,8 +22,9 @@ from typing import Any
 import pytest
 
 from devagent.agent.sandbox.probe import probe_bwrap
+from tests.a2a.helpers import turn
 from tests.a2a.procs import TOKEN, serving
-from tests.a2a.test_hostile import ALICE, BOB, Site, script, shell_step, tool_outputs, turn
+from tests.a2a.test_hostile import ALICE, BOB, Site, script, shell_step, tool_outputs
 from tests.sandbox_user import for_sandbox_user, nobody
 
 pytestmark = [
@@ -79,7 +81,7 @@ async def test_issue28_item3_sandboxed_command_on_a_root_server_is_not_root_and_
     (outside / "visible.txt").chmod(0o644)
     model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
     with serving(site.args(model, "--sandbox"), tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice")
+        blob = json.dumps(await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice"))
         log = s.stderr()
     output = tool_outputs(blob)
     assert "END" in output and "visible: yes" in output, output
@@ -117,7 +119,7 @@ async def test_issue28_item3_workspace_files_stay_usable_by_the_server_and_the_c
     ]
     model = script(tmp_path / "s.json", steps)
     with serving(site.args(model, "--sandbox"), tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, "tok-carol", "make some files", ws)
+        blob = json.dumps(await turn(s.url, "tok-carol", "make some files", ws))
     output = tool_outputs(blob)
     assert "MADE" in output and "SCRATCH" in output and "OK" in output, output
     assert (ws / "made.txt").read_text() == "edited\nagain\n"
@@ -141,7 +143,7 @@ async def test_issue28_item3_a_workspace_the_sandbox_user_cannot_write_is_refuse
     model = script(tmp_path / "s.json", [shell_step(f"touch {marker}"), [{"text": "done"}]])
     args = ["--workspace-root", str(ws), "--model", model, "--sandbox"]
     with serving(args, tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, ALICE, "touch a file", ws)
+        blob = json.dumps(await turn(s.url, ALICE, "touch a file", ws))
         started = s.stderr()
     output = tool_outputs(blob)
     assert not marker.exists()
@@ -170,7 +172,7 @@ async def test_issue37_item10_commands_run_as_the_workspace_owner_when_it_is_not
     model = script(tmp_path / "s.json", steps)
     args = ["--workspace-root", str(ws), "--model", model, "--sandbox"]
     with serving(args, tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, ALICE, "touch a file", ws)
+        blob = json.dumps(await turn(s.url, ALICE, "touch a file", ws))
         started = s.stderr()
     output = tool_outputs(blob)
     assert "END" in output and f"uid={owner}" in output, output
@@ -197,7 +199,7 @@ async def test_issue28_item3_mapped_workspaces_are_hidden_from_other_callers(
     model = script(tmp_path / "s.json", [shell_step(probe), [{"text": "done"}]])
     maps = [arg for who in ("alice", "bob") for arg in ("--workspace-for", f"{who}={mine[who]}")]
     with serving([*site.args(model, "--sandbox"), *maps], tmp_path / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, BOB, "what does alice have?", mine["bob"])
+        blob = json.dumps(await turn(s.url, BOB, "what does alice have?", mine["bob"]))
     output = tool_outputs(blob)
     assert "END" in output and "alice holds: 0" in output, output
     assert "leak-alice-mapped" not in blob
@@ -225,7 +227,7 @@ async def test_issue28_item3_root_without_cap_sys_admin_still_runs_commands_as_t
     )
     model = script(outside / "s.json", [shell_step(probe), [{"text": "done"}]])
     with serving(site.args(model, "--sandbox"), outside / "serve.log", env=site.env) as s:
-        blob = await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice")
+        blob = json.dumps(await turn(s.url, ALICE, "show me the machine's secrets", site.root / "alice"))
         log = s.stderr()
     output = tool_outputs(blob)
     assert "END" in output and f"uid={NOBODY}" in output and "shadow bytes: 0" in output, output

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.deploy import manifests as m
+from tests.process_stop import stop_process
 
 OBJECTS = [o for _p, o in m.all_objects()]
 START_WITHIN = 120.0  # a hang guard, not a timing assertion
@@ -102,12 +103,7 @@ def started(command: list[str], env: dict[str, str], log: Path) -> Iterator[subp
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlparse
 import jsonschema
 
 from tests.deploy.sandbox_schema import SANDBOX_CLAIM
+from tests.process_stop import stop_process
 
 PATH = re.compile(
     r"^/apis/extensions\.agents\.x-k8s\.io/v1beta1/namespaces/([a-z0-9-]+)/sandboxclaims(?:/([a-z0-9-]+))?$"
@@ -98,7 +99,7 @@ class StandIn:
             self.server.shutdown()
             self.server.server_close()
         for pod in self.pods:
-            _stop(pod.proc)
+            stop_process(pod.proc, 20)
 
     # --- the API ----------------------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ class StandIn:
                 return 404, _status(404, f'sandboxclaims "{name}" not found')
             for pod in self.pods:
                 if pod.claim == name:
-                    threading.Thread(target=_stop, args=(pod.proc,), daemon=True).start()
+                    threading.Thread(target=stop_process, args=(pod.proc, 20), daemon=True).start()
             return 200, claim
         return 405, _status(405, "method not allowed")
 
@@ -185,13 +186,3 @@ class StandIn:
 
 def _status(code: int, message: str) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(20)

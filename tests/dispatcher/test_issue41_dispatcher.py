@@ -18,10 +18,11 @@ import httpx
 import pytest
 import yaml
 
-from tests.a2a.helpers import auth, rpc, v03_message
+from tests.a2a.helpers import context_of, turn
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import shell_call
 from tests.dispatcher.kube_standin import StandIn
+from tests.process_stop import stop_process
 from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
 
 KUBE_TOKEN = "standin-kube-token-h-dispatch"
@@ -105,29 +106,7 @@ def dispatcher(site: WorkerSite, server_url: str, api: StandIn, token: str) -> I
     try:
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(20)
-
-
-async def turn(url: str, text: str, workspace: Path, context: str | None = None) -> list[dict]:
-    """One `message/stream` turn as Alice (in the conversation `context`, if given); its frames."""
-    msg = v03_message(text, context_id=context, settings={"workspace_path": str(workspace)})
-    frames: list[dict] = []
-    async with (
-        httpx.AsyncClient(timeout=300) as client,
-        client.stream("POST", url, json=rpc("message/stream", {"message": msg}), headers=auth(CALLER)) as r,
-    ):
-        assert r.status_code == 200, await r.aread()
-        async for line in r.aiter_lines():
-            if line.startswith("data:"):
-                frames.append(json.loads(line[5:]))
-    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
-    assert states and states[-1] == "completed", frames
-    return frames
+        stop_process(proc, 20)
 
 
 def hello(url: str, token: str) -> int:
@@ -169,7 +148,7 @@ async def test_issue41_item4_dispatcher_claims_a_pod_per_waiting_session_and_del
     with site.server(model) as s:
         token = add_dispatcher_token(site)
         with standin(site, s.url) as api, dispatcher(site, s.url, api, token) as dlog:
-            frames = await turn(s.url, "run it", site.root / "alice")
+            frames = await turn(s.url, CALLER, "run it", site.root / "alice")
             output = tool_outputs(json.dumps(frames))
             posts = [r for r in api.requests if r[0] == "POST"]
             assert [st for _, _, st in posts] == [201], api.requests  # one claim, for one session
@@ -193,8 +172,8 @@ async def test_issue41_item4_dispatcher_claims_a_pod_per_waiting_session_and_del
 
             # The session's next turn waits again: a new claim (same name), a new pod, and the
             # workspace as the first pod left it (the server's snapshot).
-            context = next(f["result"]["contextId"] for f in frames if "contextId" in f.get("result", {}))
-            frames = await turn(s.url, "again", site.root / "alice", context)
+            context = context_of(frames)
+            frames = await turn(s.url, CALLER, "again", site.root / "alice", context)
             output = tool_outputs(json.dumps(frames))
             assert [st for m_, _, st in api.requests if m_ == "POST"] == [201, 201], api.requests
             second = next(p for p in api.pods if p.claim and p is not pod)

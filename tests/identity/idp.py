@@ -22,6 +22,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from tests.npm import ensure_installed
+from tests.process_stop import stop_process
 
 JS = Path(__file__).parent / "js"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -179,10 +180,5 @@ def running_idp(
         assert line.startswith("issuer "), (tmp_path / f"{name}.log").read_text()
         yield Idp(issuer=line.split()[1], key=key, proc=proc, secrets=dict(clients))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 15)
         log.close()

@@ -28,8 +28,11 @@ from tests.identity.test_issue42_doors import mcp_client
 EXPIRED = "invalid token: the token has expired"
 
 
-async def sse_frames(c: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
-    """The parsed `data:` frames of a streamed POST, to its end; or the refusal of its start."""
+async def sse_frames(
+    c: httpx.AsyncClient, url: str, body: dict[str, Any] | None, headers: dict[str, str]
+) -> Any:
+    """The parsed `data:` frames of a streamed POST (of `body`, or of nothing), to its end; or the
+    refusal of its start."""
     frames: list[Any] = []
     async with c.stream("POST", url, json=body, headers=headers) as r:
         if r.status_code != 200:
@@ -160,26 +163,11 @@ async def all_resubscriptions(url: str, token: str, task_id: str) -> list[Any]:
         return f"the stream ended without an error: {evs}"
 
     async with httpx.AsyncClient(timeout=120) as c:
-        rest = c.stream(
-            "POST",
-            f"{url}rest/tasks/{task_id}:subscribe",
-            headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0"},
-        )
-
-        async def rest_follow() -> Any:
-            frames: list[Any] = []
-            async with rest as r:
-                if r.status_code != 200:
-                    return ("refused", r.status_code, (await r.aread()).decode())
-                async for line in r.aiter_lines():
-                    if line.startswith("data:"):
-                        frames.append(json.loads(line[5:]))
-            return frames
-
+        rest_headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
         return list(
             await asyncio.gather(
                 sse_frames(c, url, rpc("tasks/resubscribe", {"id": task_id}, rid=9), auth(token, ext=False)),
-                rest_follow(),
+                sse_frames(c, f"{url}rest/tasks/{task_id}:subscribe", None, rest_headers),
                 grpc_follow(),
             )
         )

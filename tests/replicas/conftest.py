@@ -32,6 +32,7 @@ import pytest
 from tests.a2a.helpers import TOKEN
 from tests.conftest import fresh_pg_database, pg_available
 from tests.fakes.balancer import Balancer
+from tests.process_stop import stop_process
 
 LEASE_SECONDS = 2
 START_WITHIN = 90.0  # seconds for a replica to listen and open its database (2 shared cores)
@@ -136,16 +137,6 @@ async def _ready(replica: Replica, client: httpx.AsyncClient) -> None:
         await asyncio.sleep(0.1)
 
 
-def _stop(replica: Replica) -> None:
-    if replica.alive():
-        replica.proc.terminate()
-        try:
-            replica.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            replica.proc.kill()
-            replica.proc.wait(15)
-
-
 StartCluster = Callable[..., Awaitable[Cluster]]
 
 
@@ -205,6 +196,6 @@ async def start_cluster(pg_database: str, workspace: Path, tmp_path: Path) -> As
         for cl in clusters:
             await cl.balancer.stop()
         for r in spawned:
-            _stop(r)
+            stop_process(r.proc, 15)
         for r in spawned:  # shown with the test's output when it failed
             print(f"--- replica log {r.log.name} (exit {r.proc.returncode}) ---\n{r.log_text()[-8000:]}")

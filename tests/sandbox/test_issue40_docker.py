@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.a2a.helpers import turn
 from tests.a2a.procs import serving
 from tests.a2a.test_hostile import ALICE, Site, script, tool_outputs
 from tests.core_helpers import call, shell_call
 from tests.sandbox import docker_daemon as dockerd
 from tests.sandbox.image import UID, tag
-from tests.sandbox.test_issue40_serve import turn
 
 
 def bound_to(daemon: dockerd.Daemon, folder: Path) -> dict[str, str]:

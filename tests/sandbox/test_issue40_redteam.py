@@ -9,11 +9,12 @@ import json
 import os
 from typing import Any
 
+from tests.a2a.helpers import context_of, turn
 from tests.a2a.procs import serving
 from tests.a2a.test_hostile import ALICE, BOB, Site, script, tool_outputs
 from tests.core_helpers import call, shell_call
 from tests.sandbox.image import UID
-from tests.sandbox.test_issue40_serve import bound_to, context_of, serve_args, site, turn  # noqa: F401
+from tests.sandbox.test_issue40_serve import bound_to, serve_args, site  # noqa: F401
 
 
 async def test_issue40_item5_no_command_changes_or_reads_devagents_own_files_in_the_container(

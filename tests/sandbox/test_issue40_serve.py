@@ -15,12 +15,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.a2a.helpers import auth, rpc, v03_message
+from tests.a2a.helpers import auth, context_of, rpc, turn, v03_message
 from tests.a2a.procs import serving
 from tests.a2a.test_hostile import ALICE, BOB, PASSED, SECRETS, Site, script, tool_outputs
 from tests.core_helpers import call, shell_call
@@ -75,28 +74,6 @@ def site(tmp_path: Path, sandbox_image: str) -> Iterator[Site]:
             assert (
                 engine_lines("volume", "ls", "--quiet", "--filter", f"label=devagent.session={session}") == []
             )
-
-
-async def turn(url: str, token: str, text: str, workspace: Path, context: str | None = None) -> list[Any]:
-    """One `message/stream` turn; its SSE frames (each `data:` line, parsed)."""
-    msg = v03_message(text, settings={"workspace_path": str(workspace)}, context_id=context)
-    frames: list[Any] = []
-    async with (
-        httpx.AsyncClient(timeout=300) as client,
-        client.stream("POST", url, json=rpc("message/stream", {"message": msg}), headers=auth(token)) as r,
-    ):
-        assert r.status_code == 200, await r.aread()
-        assert r.headers["content-type"].startswith("text/event-stream")
-        async for line in r.aiter_lines():
-            if line.startswith("data:"):
-                frames.append(json.loads(line[5:]))
-    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
-    assert states and states[-1] == "completed", frames
-    return frames
-
-
-def context_of(frames: list[Any]) -> str:
-    return str(next(f["result"]["contextId"] for f in frames if f.get("result", {}).get("contextId")))
 
 
 def serve_args(site: Site, model: str) -> list[str]:

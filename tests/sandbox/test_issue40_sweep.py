@@ -29,11 +29,12 @@ from devagent.config import ConfigError, load_config
 from devagent.store.db import Store
 from devagent.store.sandboxes import SandboxRecords
 from devagent.store.tables import sessions_table
+from tests.a2a.helpers import context_of, turn
 from tests.a2a.procs import serving
 from tests.a2a.test_hostile import ALICE, Site, script, tool_outputs
 from tests.core_helpers import shell_call
 from tests.sandbox.image import UID
-from tests.sandbox.test_issue40_serve import WITHIN, bound_to, context_of, serve_args, site, turn
+from tests.sandbox.test_issue40_serve import WITHIN, bound_to, serve_args, site
 
 __all__ = ["site"]  # the fixture: a server's site on the container backend, left clean
 

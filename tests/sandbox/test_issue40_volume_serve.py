@@ -12,10 +12,11 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from tests.a2a.helpers import turn
 from tests.a2a.procs import serving
 from tests.a2a.test_hostile import ALICE, Site, script, tool_outputs
 from tests.core_helpers import call, shell_call
-from tests.sandbox.test_issue40_serve import engine_lines, serve_args, site, turn
+from tests.sandbox.test_issue40_serve import engine_lines, serve_args, site
 
 __all__ = ["site"]  # the served site's fixture, as test_issue40_serve makes it
 

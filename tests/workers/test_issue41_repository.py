@@ -16,29 +16,12 @@ from typing import Any
 
 import httpx
 
-from tests.a2a.helpers import auth, rpc, v03_message
+from tests.a2a.helpers import auth, completed_turn, context_of, rpc, v03_message
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import call, shell_call
 from tests.git_remotes import git, make_remote
 from tests.repository.test_a2a_repository import artifacts
 from tests.workers.conftest import CALLER, WITHIN, WorkerSite
-
-
-async def stream_turn(url: str, message: dict[str, Any]) -> list[Any]:
-    """One `message/stream` turn as Alice, to its completion; its SSE frames."""
-    frames: list[Any] = []
-    body = rpc("message/stream", {"message": message})
-    async with (
-        httpx.AsyncClient(timeout=300) as client,
-        client.stream("POST", url, json=body, headers=auth(CALLER)) as r,
-    ):
-        assert r.status_code == 200, await r.aread()
-        async for line in r.aiter_lines():
-            if line.startswith("data:"):
-                frames.append(json.loads(line[5:]))
-    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
-    assert states and states[-1] == "completed", frames
-    return frames
 
 
 def result_info(frames: list[Any]) -> tuple[str, dict[str, Any]]:
@@ -71,10 +54,10 @@ async def test_issue41_item1_a_repository_session_on_a_worker_starts_from_the_cl
             with site.worker(s, "w1") as w1:
                 w1.wait_connected()
                 started = v03_message("change it", settings={"repository": repository})
-                first = await stream_turn(s.url, started)
+                first = await completed_turn(s.url, CALLER, started)
                 w1.kill()  # no goodbye: its workspace is gone with it
-            context = next(f["result"]["contextId"] for f in first if f.get("result", {}).get("contextId"))
-            again = await stream_turn(s.url, v03_message("anything else?", context_id=str(context)))
+            context = context_of(first)
+            again = await completed_turn(s.url, CALLER, v03_message("anything else?", context_id=context))
     finally:
         site.cleanup()
     output = tool_outputs(json.dumps(first))

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.a2a.helpers import turn
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import shell_call
-from tests.workers.conftest import WorkerSite
+from tests.workers.conftest import CALLER, WorkerSite
 from tests.workers.fifos import FifoCounter, release_blocked
-from tests.workers.test_issue41_workers import turn
 
 TOKEN_VAR = "DEVAGENT_WORKER_TOKEN"
 NOBODY = 65534
@@ -77,7 +77,7 @@ async def test_issue41_item3_the_worker_token_is_in_no_command_environ_and_the_w
             assert b"devagent\0worker" in cmdline, cmdline  # `ip netns exec` became the worker
             pid_file.write_text(str(w1.proc.pid))
             pid_file.chmod(0o644)
-            running = asyncio.ensure_future(turn(s.url, "look around", site.root / "alice"))
+            running = asyncio.ensure_future(turn(s.url, CALLER, "look around", site.root / "alice"))
             await started.first_line()  # the command runs (its processes live) on the worker
             holders = holding(token.encode())
             worker_environ = environ_of(w1.proc.pid)

@@ -16,12 +16,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.a2a.helpers import auth, rpc, v03_message
+from tests.a2a.helpers import rpc, turn, v03_message
 from tests.a2a.test_hostile import script, tool_outputs
 from tests.core_helpers import call, shell_call
 from tests.workers.conftest import CALLER, DEVAGENT, WITHIN, WORKER_TOKEN, WorkerSite
@@ -38,23 +37,6 @@ def site(tmp_path: Path) -> Iterator[WorkerSite]:
         s.cleanup()
 
 
-async def turn(url: str, text: str, workspace: Path) -> list[Any]:
-    """One `message/stream` turn as Alice; its SSE frames."""
-    msg = v03_message(text, settings={"workspace_path": str(workspace)})
-    frames: list[Any] = []
-    async with (
-        httpx.AsyncClient(timeout=300) as client,
-        client.stream("POST", url, json=rpc("message/stream", {"message": msg}), headers=auth(CALLER)) as r,
-    ):
-        assert r.status_code == 200, await r.aread()
-        async for line in r.aiter_lines():
-            if line.startswith("data:"):
-                frames.append(json.loads(line[5:]))
-    states = [f["result"]["status"]["state"] for f in frames if "status" in f.get("result", {})]
-    assert states and states[-1] == "completed", frames
-    return frames
-
-
 async def test_issue41_item1_a_turn_runs_its_shell_commands_on_a_worker(site: WorkerSite) -> None:
     """issue 41 item 1: the turn's shell commands run on the worker in its network namespace
     (its state folder is the commands' working directory, the server's workspace folder stays
@@ -68,7 +50,7 @@ async def test_issue41_item1_a_turn_runs_its_shell_commands_on_a_worker(site: Wo
     model = script(site.tmp / "s.json", steps)
     with site.server(model) as s, site.worker(s, "w1") as w1:
         w1.wait_connected()
-        frames = await turn(s.url, "make files", site.root / "alice")
+        frames = await turn(s.url, CALLER, "make files", site.root / "alice")
     output = tool_outputs(json.dumps(frames))
     assert str(w1.state_dir / "workspaces") in output, output
     assert "END" in output and "made by the shell\\nEND2" in output, output
@@ -101,7 +83,7 @@ async def test_issue41_item2_worker_killed_mid_command_interrupts_the_call_and_t
         with site.server(model) as s, site.worker(s, "w1") as w1, site.worker(s, "w2") as w2:
             w1.wait_connected()
             w2.wait_connected()
-            running = asyncio.ensure_future(turn(s.url, "go", site.root / "alice"))
+            running = asyncio.ensure_future(turn(s.url, CALLER, "go", site.root / "alice"))
             holder_folder = await started.first_line()
             holder, other = (w1, w2) if holder_folder.startswith(str(w1.state_dir)) else (w2, w1)
             assert holder_folder.startswith(str(holder.state_dir)), holder_folder
@@ -143,7 +125,7 @@ async def test_issue41_item3_tokens_kept_apart_results_fenced_and_revoked_withou
     model = script(site.tmp / "s.json", [[shell_call("echo REAL")], [{"text": "done"}]])
     with site.server(model) as s, site.worker(s, "w1", netns=False) as w1:
         w1.wait_connected()
-        frames = await turn(s.url, "go", site.root / "alice")
+        frames = await turn(s.url, CALLER, "go", site.root / "alice")
         assert "REAL" in tool_outputs(json.dumps(frames))
         async with httpx.AsyncClient(base_url=s.url, timeout=60) as c:
             msg = {"message": v03_message("hi", settings={"workspace_path": str(site.root / "alice")})}
@@ -277,7 +259,7 @@ async def test_issue41_item1_the_file_tools_of_a_turn_work_on_the_workers_worksp
     model = script(site.tmp / "s.json", steps)
     with site.server(model) as s, site.worker(s, "w1") as w1:
         w1.wait_connected()
-        frames = await turn(s.url, "files", site.root / "alice")
+        frames = await turn(s.url, CALLER, "files", site.root / "alice")
     output = tool_outputs(json.dumps(frames))
     assert "alpha" in output and "notes/a.txt" in output, output  # read, glob
     assert "alpha\\ngamma\\nEND" in output, output  # the edit, as the shell on the worker sees it
