@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -149,7 +150,7 @@ async def test_events_are_cut_as_the_sdk_decoder_cuts_them(body: bytes) -> None:
         stream = object.__new__(openai_stream._DirectStream)
         stream.raw = type("Raw", (), {"stream": feed()})()
         stream.lib = openai_stream._Library()
-        ours = [e async for e in stream.events()]
+        ours = [e async for e in stream.events(stream.parts())]
         assert ours == sdk, parts
 
 
@@ -311,10 +312,11 @@ async def test_templates_are_bounded_and_a_dropped_client_takes_its_route_along(
         assert route is not None and 0 < len(route.templates) <= openai_stream.TEMPLATES_REMEMBERED
         assert fake.request_headers[-1]["x-turn"] == str(openai_stream.TEMPLATES_REMEMBERED + 2)
         count = len(lib.routes)
+        dropped = weakref.ref(c)
         await c.close()
         del c, route
-        gc.collect()
-        assert len(lib.routes) == count - 1
+        gc.collect()  # other tests' dropped clients may go with it: the map only shrinks
+        assert dropped() is None and len(lib.routes) <= count - 1
 
 
 async def test_a_cookie_set_by_a_response_is_sent_again_as_the_sdk_sends_it(

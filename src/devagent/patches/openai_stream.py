@@ -315,13 +315,17 @@ class _DirectStream:
         await self.raw.aclose()
 
     async def chunks(self) -> AsyncIterator[Any]:
-        """`AsyncStream.__stream__` over the events."""
+        """`AsyncStream.__stream__` over the events. The body's iterator and the events' are
+        closed here, whatever ends the stream: an async generator left suspended would wait for
+        the garbage collector (and hold the stream and its client till then)."""
         process = self.client._process_response_data
+        parts = self.parts()
+        events = self.events(parts)
         try:
-            async for event, data in self.events():
+            async for event, data in events:
                 if data.startswith("[DONE]"):
                     if self.raw.extensions.get("http_version", b"HTTP/1.1") == b"HTTP/1.1":
-                        async for _ in self.parts():  # the rest read, so the connection is reused
+                        async for _ in parts:  # the rest read, so the connection is reused
                             pass
                     break
                 decoded = json.loads(data)
@@ -331,6 +335,8 @@ class _DirectStream:
                 item = {"data": decoded, "event": event} if thread else decoded
                 yield process(data=item, cast_to=self.cast_to, response=self.response)
         finally:
+            await events.aclose()
+            await parts.aclose()
             await self.raw.aclose()
 
     def stream_error(self, error: Any) -> Exception:
@@ -351,15 +357,16 @@ class _DirectStream:
         except lib.failures() as e:
             raise lib.APIConnectionError(request=self.response.request) from e
 
-    async def events(self) -> AsyncIterator[tuple[str | None, str]]:
-        """(event, data) of each server-sent event, cut as the SDK's `SSEDecoder` cuts them."""
+    async def events(self, parts: AsyncIterator[bytes]) -> AsyncIterator[tuple[str | None, str]]:
+        """(event, data) of each server-sent event in the body's `parts`, cut as the SDK's
+        `SSEDecoder` cuts them."""
         pending = b""
         event: str | None = None
         data: list[str] = []
         last_id: str | None = None  # kept across events, as the SDK (and the SSE standard) keep it
         retry: int | None = None
         skip_lf = False  # the last part ended in CR: an LF starting the next one ends no line
-        async for part in self.parts():
+        async for part in parts:
             if skip_lf and part.startswith(b"\n"):
                 part = part[1:]
             pending += part
