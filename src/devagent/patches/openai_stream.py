@@ -43,7 +43,7 @@ import asyncio
 import functools
 import json
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 WRITTEN_FOR = "3.57.0"
@@ -345,7 +345,7 @@ class _DirectStream:
             message = "An error occurred during streaming"
         return self.lib.APIError(message=message, request=self.response.request, body=error)
 
-    async def parts(self) -> AsyncIterator[bytes]:
+    async def parts(self) -> AsyncGenerator[bytes, None]:
         """The body's bytes, read failures as the SDK raises them."""
         lib = self.lib
         try:
@@ -357,7 +357,7 @@ class _DirectStream:
         except lib.failures() as e:
             raise lib.APIConnectionError(request=self.response.request) from e
 
-    async def events(self, parts: AsyncIterator[bytes]) -> AsyncIterator[tuple[str | None, str]]:
+    async def events(self, parts: AsyncIterator[bytes]) -> AsyncGenerator[tuple[str | None, str], None]:
         """(event, data) of each server-sent event in the body's `parts`, cut as the SDK's
         `SSEDecoder` cuts them."""
         pending = b""
