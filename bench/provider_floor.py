@@ -45,7 +45,7 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
 
 def serve_openai() -> None:
     sys.path.insert(0, str(ROOT))
-    from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
+    from tests.fakes.openai_server import FakeToolCall, Reply
 
     def script(body: dict[str, Any]) -> Reply:
         messages = body.get("messages") or []
@@ -62,6 +62,15 @@ def serve_openai() -> None:
             args={"path": f"out/{name}.txt", "content": f"{prompt}\n"},
         )
         return Reply(text=["Writing it."], tool_calls=[call], usage=usage)
+
+    serve_fake_openai(script)
+
+
+def serve_fake_openai(script: Any) -> None:
+    """The fake OpenAI-compatible server answering by `script`, until this process is stopped;
+    its URL announced on stdout ("fake openai on URL")."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fakes.openai_server import FakeOpenAI
 
     async def run() -> None:
         fake = FakeOpenAI(script)

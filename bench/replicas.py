@@ -58,7 +58,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def serve_openai() -> None:
     sys.path.insert(0, str(ROOT))
-    from tests.fakes.openai_server import FakeOpenAI, FakeToolCall, Reply
+    from tests.fakes.openai_server import FakeToolCall, Reply
 
     def script(body: dict[str, Any]) -> Reply:
         messages = body.get("messages") or []
@@ -77,13 +77,7 @@ def serve_openai() -> None:
             text=["Writing it."], tool_calls=[call], usage={"prompt_tokens": 40, "completion_tokens": 9}
         )
 
-    async def run() -> None:
-        fake = FakeOpenAI(script)
-        async with fake as base_url:
-            print(f"fake openai on {base_url}", flush=True)
-            await asyncio.Event().wait()
-
-    asyncio.run(run())
+    pf.serve_fake_openai(script)
 
 
 # --- processes -----------------------------------------------------------------------------------
