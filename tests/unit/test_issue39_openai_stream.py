@@ -89,6 +89,16 @@ class RawServer:
 SSE = {"content-type": "text/event-stream"}
 
 
+OPEN: list[AsyncOpenAI] = []  # the clients a test made itself, closed when it ends
+
+
+@pytest.fixture(autouse=True)
+async def close_clients() -> AsyncIterator[None]:
+    yield
+    while OPEN:
+        await OPEN.pop().close()
+
+
 async def primed(url: str, **kw: Any) -> AsyncOpenAI:
     """A client that made its first request (the SDK works out its platform headers on it)."""
     from openai._base_client import get_platform
@@ -96,6 +106,7 @@ async def primed(url: str, **kw: Any) -> AsyncOpenAI:
 
     c = AsyncOpenAI(api_key="sk-test", base_url=url, **kw)
     c._platform = await asyncify(get_platform)()
+    OPEN.append(c)
     return c
 
 
@@ -136,7 +147,7 @@ STREAMS = [
 
 
 @pytest.mark.parametrize("body", STREAMS)
-async def test_events_are_cut_as_the_sdk_decoder_cuts_them(body: bytes) -> None:
+async def test_g1_events_are_cut_as_the_sdk_decoder_cuts_them(body: bytes) -> None:
     rng = random.Random(len(body))
     for _ in range(25):  # the same bytes arriving in random pieces, one-byte pieces included
         cuts = sorted(rng.sample(range(1, len(body)), k=min(len(body) - 1, rng.randint(0, 12))))
@@ -166,7 +177,7 @@ def tool_reply(body: dict[str, Any]) -> Reply:
     )
 
 
-async def test_direct_path_gives_the_sdk_chunks_and_sends_the_sdk_request(
+async def test_g1_direct_path_gives_the_sdk_chunks_and_sends_the_sdk_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = FakeOpenAI(tool_reply)
@@ -190,12 +201,13 @@ async def test_direct_path_gives_the_sdk_chunks_and_sends_the_sdk_request(
     assert direct_headers == sdk_headers  # authorization, user agent, x-stainless-*, x-extra
 
 
-async def test_the_first_request_of_a_client_and_other_clients_keep_the_sdk_path() -> None:
+async def test_g1_the_first_request_of_a_client_and_other_clients_keep_the_sdk_path() -> None:
     import httpx2
 
     fake = FakeOpenAI(tool_reply)
     async with fake as url:
         fresh = AsyncOpenAI(api_key="sk-test", base_url=url)
+        OPEN.append(fresh)
         assert (await chunks_of(fresh))[0] == "AsyncStream"  # works out the platform headers
         assert (await chunks_of(fresh))[0] == "_DirectStream"
 
@@ -209,7 +221,7 @@ async def test_the_first_request_of_a_client_and_other_clients_keep_the_sdk_path
     assert fake.request_headers[-2]["x-signed"] == "per request"
 
 
-async def test_a_model_built_by_devagent_takes_the_direct_path() -> None:
+async def test_g1_a_model_built_by_devagent_takes_the_direct_path() -> None:
     from pydantic_ai.messages import ModelRequest, UserPromptPart
     from pydantic_ai.models import ModelRequestParameters
 
@@ -242,7 +254,7 @@ ERROR = b'{"error": {"message": "the fake refuses", "type": "invalid_request_err
     ("status", "headers"),
     [(400, {}), (401, {}), (404, {}), (429, {"x-should-retry": "false"}), (500, {"x-should-retry": "false"})],
 )
-async def test_an_error_status_is_the_sdk_error(
+async def test_g1_an_error_status_is_the_sdk_error(
     monkeypatch: pytest.MonkeyPatch, status: int, headers: dict[str, str]
 ) -> None:
     async with RawServer([(status, {"content-type": "application/json", **headers}, [ERROR])]) as server:
@@ -254,7 +266,7 @@ async def test_an_error_status_is_the_sdk_error(
     assert len(server.requests) == 2  # one each: no retry
 
 
-async def test_a_retried_status_is_retried_as_the_sdk_retries_it(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_g1_a_retried_status_is_retried_as_the_sdk_retries_it(monkeypatch: pytest.MonkeyPatch) -> None:
     ok = (200, SSE, [b"data: " + chunk() + b"\n\ndata: [DONE]\n\n"])
     busy = (429, {"content-type": "application/json", "retry-after-ms": "1"}, [ERROR])
     for retries, answers, expected in [
@@ -275,7 +287,7 @@ async def test_a_retried_status_is_retried_as_the_sdk_retries_it(monkeypatch: py
         assert results == [expected, expected], retries
 
 
-async def test_a_refused_connection_is_the_sdk_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_g1_a_refused_connection_is_the_sdk_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
     async with RawServer([]) as server:
         url = server.url
     c = await primed(url, max_retries=0)  # the server is gone: the port refuses
@@ -285,7 +297,7 @@ async def test_a_refused_connection_is_the_sdk_connection_error(monkeypatch: pyt
     assert ours == sdk and sdk[0] == "APIConnectionError"
 
 
-async def test_an_error_in_the_stream_is_the_sdk_api_error(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_g1_an_error_in_the_stream_is_the_sdk_api_error(monkeypatch: pytest.MonkeyPatch) -> None:
     body = b"data: " + chunk() + b'\n\ndata: {"error": {"message": "overloaded mid-stream"}}\n\n'
     async with RawServer([(200, SSE, [body])]) as server:
         c = await primed(server.url)
@@ -295,7 +307,7 @@ async def test_an_error_in_the_stream_is_the_sdk_api_error(monkeypatch: pytest.M
     assert ours == sdk and sdk[:2] == ("APIError", "overloaded mid-stream")
 
 
-async def test_templates_are_bounded_and_a_dropped_client_takes_its_route_along() -> None:
+async def test_g1_templates_are_bounded_and_a_dropped_client_takes_its_route_along() -> None:
     import gc
 
     fake = FakeOpenAI(tool_reply)
@@ -313,13 +325,14 @@ async def test_templates_are_bounded_and_a_dropped_client_takes_its_route_along(
         assert fake.request_headers[-1]["x-turn"] == str(openai_stream.TEMPLATES_REMEMBERED + 2)
         count = len(lib.routes)
         dropped = weakref.ref(c)
+        OPEN.remove(c)
         await c.close()
         del c, route
         gc.collect()  # other tests' dropped clients may go with it: the map only shrinks
         assert dropped() is None and len(lib.routes) <= count - 1
 
 
-async def test_a_cookie_set_by_a_response_is_sent_again_as_the_sdk_sends_it(
+async def test_g1_a_cookie_set_by_a_response_is_sent_again_as_the_sdk_sends_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A load balancer's sticky-session cookie: kept in the HTTP client's jar and sent with the
