@@ -26,7 +26,6 @@ back to their old content. Files are put back with `atomic_write`, like the edit
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devagent.agent.events import ToolKind
-from devagent.agent.tools._util import file_status, read_bytes
+from devagent.agent.tools._util import file_status, off_loop_unless_small, read_bytes
 from devagent.agent.tools.base import Tool, ToolContext
 from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.memory import memory_path
@@ -175,7 +174,7 @@ async def states_before(
 ) -> list[FileState | None]:
     """`_before` of each path: through the confined walk here, or the sandbox's file operations."""
     if files is None:
-        return await asyncio.to_thread(lambda: [_before(path, workspace) for path in paths])
+        return await off_loop_unless_small(paths, lambda: [_before(path, workspace) for path in paths])
     states: list[FileState | None] = []
     for path in paths:
         display = workspace.display(path)
@@ -198,7 +197,7 @@ async def states_before(
 async def state_now(files: SandboxFiles | None, path: Path, workspace: Workspace) -> str:
     """`current_state` here, or through the sandbox's file operations."""
     if files is None:
-        return await asyncio.to_thread(current_state, path, workspace)
+        return await off_loop_unless_small([path], current_state, path, workspace)
     try:
         status = await files.stat(path)
         if status is None:
@@ -313,7 +312,7 @@ async def _record_after(session: CheckpointSession, ckpt: Checkpoint) -> None:
             for f in ckpt.files:
                 f.after = current_state(Path(f.path), session.workspace)
 
-        await asyncio.to_thread(after)
+        await off_loop_unless_small([Path(f.path) for f in ckpt.files], after)
     else:
         for f in ckpt.files:
             f.after = await state_now(files, Path(f.path), session.workspace)

@@ -9,7 +9,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -196,6 +196,46 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     swapped for a symlink under the walk, a file removed meanwhile) becomes a ToolFailure."""
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
+    except OSError as e:
+        raise fs_failure(e, e.filename if isinstance(e.filename, str) else "the path") from e
+
+
+# Reading a small file of this host (from the page cache: microseconds; else one read of the
+# disk) costs less than a trip to a worker thread and back, which on two loaded cores cost a tool
+# turn about 0.5 ms of CPU each (the executor's queue, two thread wake-ups, the event loop's
+# self-pipe, the GIL handed over twice: bench/ab_turns.py). Work that only stats and reads such
+# files runs on the event loop's thread; what may wait longer (an fsync, a walk of a tree, a larger
+# file, a FIFO or device, a command) still goes to a worker thread.
+LOOP_READ_MAX = 64 * 1024
+
+
+def small_on_disk(paths: Iterable[Path]) -> bool:
+    """Whether each path is missing or names (through its links) a regular file of at most
+    `LOOP_READ_MAX` bytes. A stat only: the work that reads them still goes through the
+    confined walk, and reports what this stat could not see."""
+    for path in paths:
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):
+            continue  # missing or unreadable: the work finds so at once, on either thread
+        if not stat.S_ISREG(status.st_mode) or status.st_size > LOOP_READ_MAX:
+            return False
+    return True
+
+
+async def off_loop_unless_small(reads: Iterable[Path], fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, whose only file IO is stats and reads of `reads`: on the event loop's thread
+    when those are small (`small_on_disk`), else in a worker thread."""
+    if small_on_disk(reads):
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
+
+
+async def file_io(reads: Iterable[Path], fn: Callable[..., T], *args: Any) -> T:
+    """`in_thread` for work that only stats and reads the files `reads`: on the event loop's
+    thread when they are small (`off_loop_unless_small`), its OSError a ToolFailure either way."""
+    try:
+        return await off_loop_unless_small(reads, fn, *args)
     except OSError as e:
         raise fs_failure(e, e.filename if isinstance(e.filename, str) else "the path") from e
 

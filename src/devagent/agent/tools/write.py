@@ -17,6 +17,7 @@ from devagent.agent.tools._util import (
     bool_arg,
     count_lines,
     file_diff,
+    file_io,
     file_status,
     fs_failure,
     in_thread,
@@ -65,17 +66,28 @@ class WriteFile(Tool):
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
-        real, old, new = await in_thread(self._plan, args, ctx, current)
+        real, old, new = await file_io(_reads(ctx, args, current), self._plan, args, ctx, current)
         await in_thread(vet_proposal, ctx, real, old, new)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
-        real, old, proposed = await in_thread(self._plan, args, ctx, current)
+        real, old, proposed = await file_io(_reads(ctx, args, current), self._plan, args, ctx, current)
         return await write_checked(ctx, real, old, proposed, "Created" if old is None else "Wrote")
 
 
 _Current = tuple[Path, str | None]
+
+
+def _reads(ctx: ToolContext, args: dict[str, Any], current: _Current | None) -> list[Path]:
+    """The file a call's plan reads from disk (none when the client's file backend gave its
+    text), which `file_io` sizes up; the plan itself resolves and checks the path."""
+    if current is not None:
+        return []
+    try:
+        return [ctx.workspace.absolute(args.get("path", ""))]
+    except ToolFailure:
+        return []
 
 
 async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | None:
@@ -313,13 +325,13 @@ class Edit(Tool):
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
-        plan = await in_thread(self._plan, args, ctx, current)
+        plan = await file_io(_reads(ctx, args, current), self._plan, args, ctx, current)
         await in_thread(vet_proposal, ctx, plan.real, plan.old, plan.new)
         return file_diff(ctx.workspace, plan.real, plan.old, plan.new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
-        plan, proposed, verb = await in_thread(self._change, args, ctx, current)
+        plan, proposed, verb = await file_io(_reads(ctx, args, current), self._change, args, ctx, current)
         result = await write_checked(ctx, plan.real, plan.old, proposed, verb)
         return self._say(result, plan, proposed)
 
