@@ -198,28 +198,30 @@ async def compact(
     emit(TextDelta(f"Compacted {before} messages into a summary ({len(summary)} characters).\n"))
 
 
-async def fit_context(session: CompactingSession, emit: Callable[[Event], None]) -> None:
-    """Before a model request: compact first when the request would fill too much of the
-    model's window (its instructions and tool definitions counted too)."""
-    await compact_if_needed(session, emit, prompt.prefix_chars(await session.request_parameters()))
+async def fit_context(session: CompactingSession, emit: Callable[[Event], None], params: Any) -> bool:
+    """Before a model request with the request parameters `params`: compact first when the
+    request would fill too much of the model's window (its instructions and tool definitions
+    counted too). True when it compacted."""
+    return await compact_if_needed(session, emit, prompt.prefix_chars(params))
 
 
 async def compact_if_needed(
     session: CompactingSession, emit: Callable[[Event], None], prefix_chars: int
-) -> None:
+) -> bool:
     """Before a model request: when the request would pass `compact_at` of the window, the older
     messages become a summary and the latest stay verbatim (never a call without its result).
-    Only between steps, so no call is waiting; stored at once, like `/compact`."""
+    Only between steps, so no call is waiting; stored at once, like `/compact`. True when it
+    compacted."""
     limit = session.context_tokens()
     messages = await session.messages()
     used = estimate_tokens(messages, prefix_chars)
     if session.state.pending or used < limit * session.config.compact_at:
-        return
+        return False
     start = _tail_start(messages, int(limit * TAIL_SHARE))
     if start < 2:  # nothing older than the tail worth a summary
-        return
+        return False
     if not await hook_points.before_compact(session, "auto", "", emit):
-        return
+        return False
     summary, usage = await _summarise(
         session, messages[:start], "", int(limit * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
     )
@@ -227,7 +229,7 @@ async def compact_if_needed(
     emit(StatusUpdate(usage, usage.input_tokens, limit))
     if not summary:
         emit(Notice("The model returned an empty summary; the conversation was not compacted.", "warning"))
-        return
+        return False
     new = _rebuilt(summary, messages[start:])
     await session.replace_messages(new)
     session.restarted("compact")
@@ -239,6 +241,7 @@ async def compact_if_needed(
             "info",
         )
     )
+    return True
 
 
 def _tail_start(messages: Sequence[pm.ModelMessage], budget: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import messages as pm
 
@@ -236,8 +236,10 @@ class TurnSteps:
     async def _model_step(self, emit: Emit) -> pm.ModelResponse | None:
         """The next model response, or None when the request failed (the turn ended, said why)."""
         try:
-            await compact.fit_context(self.session, emit)
-            response = await traces.model_request(self.session, self._request(emit))
+            params = await self.session.request_parameters()
+            if await compact.fit_context(self.session, emit, params):
+                params = await self.session.request_parameters()  # as a request after it sees them
+            response = await traces.model_request(self.session, self._request(emit, params))
         except (asyncio.CancelledError, Cancelled):
             raise
         except Exception as e:
@@ -251,8 +253,7 @@ class TurnSteps:
             return None
         return response
 
-    async def _request(self, emit: Emit) -> pm.ModelResponse:
-        params = await self.session.request_parameters()
+    async def _request(self, emit: Emit, params: Any) -> pm.ModelResponse:
         response = await stream_response(self.session.model(), await self.session.messages(), params, emit)
         step_usage = Usage.of_response(response.usage)
         self.session.spent(step_usage)

@@ -51,16 +51,33 @@ def tool_definitions(
     # A tool's definition, not its class description: the shell tool's says how this process
     # runs commands (in the sandbox, with or without network; or that it cannot run them).
     return [
-        ToolDefinition(
-            name=t.name,
-            description=described(family, t.name, t.description, t.definition()["description"]),
-            parameters_json_schema=t.parameters,
+        _definition(
+            t.name, described(family, t.name, t.description, t.definition()["description"]), t.parameters
         )
         for t in ordered
-    ] + [
+    ] + [  # a client's tools come with each request: not kept
         ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
         for t in sorted(client_tools, key=lambda t: t.name)
     ]
+
+
+# Each definition of the core's tools (built-in, MCP servers') by its name, description and schema
+# object (kept with it, so that its id is not reused meanwhile): one object for every session that
+# offers the same tool, so a new conversation builds none again (a definition is never changed in
+# place: pydantic-ai copies one to transform it).
+_DEFINITIONS: LRU[tuple[str, str, int], tuple[Any, Any]] = LRU(512)
+
+
+def _definition(name: str, description: str, parameters: dict[str, Any]) -> Any:
+    from pydantic_ai.tools import ToolDefinition
+
+    key = (name, description, id(parameters))
+    hit = _DEFINITIONS.get(key)
+    if hit is not None and hit[0] is parameters:
+        return hit[1]
+    made = ToolDefinition(name=name, description=description, parameters_json_schema=parameters)
+    _DEFINITIONS[key] = (parameters, made)
+    return made
 
 
 def _definitions_key(
