@@ -69,6 +69,11 @@ def _git_dir(root: Path) -> Path | None:
         folder = parent
 
 
+def in_repository(root: Path) -> bool:
+    """Whether `root` is in a git repository (the environment section then runs git)."""
+    return _git_dir(root) is not None
+
+
 def git_state(root: Path) -> str:
     """One line on the repository the primary root is in: its branch (or detached commit)."""
     git_dir = _git_dir(root)

@@ -31,7 +31,17 @@ class Guide:
 
 def nested_guides(workspace: Workspace, name: str) -> list[Guide]:
     """The guides named `name` in folders below the primary root, in path order (through the
-    confined walk; never following symlinked folders)."""
+    confined walk; never following symlinked folders); a walk of at most `WALK_MAX_FILES` files."""
+    found = nested_guides_within(workspace, name, WALK_MAX_FILES, whole=False)
+    assert found is not None  # a walk cut short keeps what it found
+    return found
+
+
+def nested_guides_within(
+    workspace: Workspace, name: str, max_files: int, *, whole: bool = True
+) -> list[Guide] | None:
+    """`nested_guides` from a walk of at most `max_files` files: with `whole`, None when the
+    tree holds more (the caller walks it elsewhere); else the guides found so far."""
     root = workspace.primary
     try:
         fd = open_walk(workspace, root)
@@ -42,7 +52,9 @@ def nested_guides(workspace: Workspace, name: str) -> list[Guide]:
     found: list[Path] = []
     try:
         for seen, entry in enumerate(walk_files(fd, root, skip_dirs=SKIP_DIRS)):
-            if seen >= WALK_MAX_FILES:
+            if seen >= max_files:
+                if whole:
+                    return None
                 break
             if entry.name == name and entry.folder != root:
                 found.append(entry.path)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import messages as pm
@@ -115,6 +116,12 @@ def prefix_chars(params: Any) -> int:
     return total
 
 
+# The files a walk for the nested guides reads on the event loop's thread before it leaves the
+# rest to a worker thread: a small tree takes less than the thread's trip (see
+# `tools._util.LOOP_READ_MAX`), a large one is walked off the loop.
+LOOP_WALK_MAX_FILES = 1000
+
+
 class Instructions:
     """A session's instructions and tool definitions. The memory file and the nested guides are
     read once per loaded session: what the save_memory tool adds reaches the prompt after
@@ -186,11 +193,31 @@ class Instructions:
         nested = self._nested is None
         if not nested and state.environment:
             return
-        walked, described = await asyncio.to_thread(self._read_off_loop, state, nested)
+        read = self._read_on_loop(state, nested)
+        if read is None:
+            read = await asyncio.to_thread(self._read_off_loop, state, nested)
+        walked, described = read
         if walked is not None and self._nested is None:
             self._nested = walked
         if described is not None:
             state.environment = state.environment or described
+
+    def _read_on_loop(self, state: SessionState, nested: bool) -> tuple[str | None, str | None] | None:
+        """What `_read_off_loop` reads, read on the event loop's thread when that is quick (a
+        worker thread's trip costs more): a workspace of this host outside any git repository
+        (the snapshot runs git) whose tree holds at most `LOOP_WALK_MAX_FILES` files. None: it
+        is not, and a worker thread reads it all."""
+        roots = state.workspace_roots
+        if not self.files_here or (roots and environment.in_repository(Path(roots[0]))):
+            return None
+        walked = None
+        if nested:
+            found = guides.nested_guides_within(self.workspace, self.memory_file, LOOP_WALK_MAX_FILES)
+            if found is None:
+                return None
+            walked = guides.render_nested(found)
+        described = None if state.environment else self.describe_environment(state)
+        return walked, described
 
     def _read_off_loop(self, state: SessionState, nested: bool) -> tuple[str | None, str | None]:
         """What `take_environment` reads in its worker thread: the nested guides (if `nested`)

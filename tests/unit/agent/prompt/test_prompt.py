@@ -3,6 +3,7 @@ offered, the environment it states, the nested AGENTS.md files, and its stabilit
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from devagent.agent.events import TurnEnd, UserPrompt
+from devagent.agent.prompt import guides
 from devagent.agent.prompt.environment import git_state
 from devagent.agent.prompt.family import (
     SMALL_HIDDEN,
@@ -19,6 +21,7 @@ from devagent.agent.prompt.family import (
     family_of,
     model_family,
 )
+from devagent.agent.prompt.instructions import LOOP_WALK_MAX_FILES
 from devagent.agent.tools.output import HEAD_CHARS, TAIL_CHARS
 from devagent.config import ConfigError, load_config
 from tests.core_helpers import call_then_text, calls_by_id, collect, result_text, shell_call, write_script
@@ -141,12 +144,21 @@ async def test_issue30_item8_nested_guides_apply_to_their_folders(core_factory: 
     assert text.index("Root rule") < text.index("Web rule")
 
 
+@pytest.mark.parametrize("tree", ["repository", "big"])
 async def test_the_nested_guide_walk_runs_off_the_event_loop_once(
-    core_factory: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    core_factory: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch, tree: str
 ) -> None:
     """The walk for nested guides (up to 20,000 files in a big repository) runs in a worker
     thread, not on the event loop, once per loaded session: the next request's prompt is the same
-    bytes without walking again."""
+    bytes without walking again. (A small tree outside a repository is read on the loop: see the
+    next test.)"""
+    if tree == "repository":
+        (workspace / ".git").mkdir()  # its snapshot runs git, off the loop
+        (workspace / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    else:
+        (workspace / "many").mkdir()
+        for i in range(LOOP_WALK_MAX_FILES + 1):
+            (workspace / "many" / f"f{i}.txt").write_text("")
     (workspace / "web").mkdir()
     (workspace / "web" / "AGENTS.md").write_text("Web rule: use pnpm.\n")
     core = await core_factory("demo")
@@ -166,6 +178,33 @@ async def test_the_nested_guide_walk_runs_off_the_event_loop_once(
     again = await session.request_parameters()
     assert again.instruction_parts[0].content == prompt
     assert len(walked_in) == 1
+
+
+async def test_a_small_tree_outside_a_repository_is_walked_on_the_loop_once(
+    core_factory: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 item 7: the environment and the nested guides of a small tree that is not a git
+    repository are read on the event loop's thread (cheaper than a worker thread's trip), once
+    per loaded session, and give the same prompt."""
+    (workspace / "web").mkdir()
+    (workspace / "web" / "AGENTS.md").write_text("Web rule: use pnpm.\n")
+    core = await core_factory("demo")
+    session = await core.create_session([workspace])
+    walks: list[threading.Thread] = []
+    walk = guides.nested_guides_within
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        walks.append(threading.current_thread())
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(guides, "nested_guides_within", recorded)
+    monkeypatch.setattr(asyncio, "to_thread", None)  # no worker thread may be asked
+    first = await session.request_parameters()
+    assert walks == [threading.current_thread()]
+    prompt = first.instruction_parts[0].content
+    assert "Web rule: use pnpm." in prompt and "not a git repository" in prompt
+    again = await session.request_parameters()
+    assert again.instruction_parts[0].content == prompt and len(walks) == 1
 
 
 def test_issue30_item8_git_state_is_read_from_files_and_runs_nothing(tmp_path: Path) -> None:
