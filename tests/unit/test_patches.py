@@ -89,6 +89,15 @@ def test_pydantic_ai_tool_schema_cache_wraps_customize_tool_def() -> None:
     tool = ToolDefinition(name="t", parameters_json_schema=schema)
     assert patched(OpenAIJsonSchemaTransformer, tool) == original(OpenAIJsonSchemaTransformer, tool)
     assert patched(OpenAIJsonSchemaTransformer, tool) == original(OpenAIJsonSchemaTransformer, tool)
+    # the same definition again: the same customized one; changed in place: customized anew
+    first = patched(OpenAIJsonSchemaTransformer, tool)
+    assert patched(OpenAIJsonSchemaTransformer, tool) is first
+    schema["properties"]["s"] = {"type": "string"}
+    again = patched(OpenAIJsonSchemaTransformer, tool)
+    assert again is not first and again == original(OpenAIJsonSchemaTransformer, tool)
+    assert "s" in again.parameters_json_schema["properties"]
+    tool.description = "now described"
+    assert patched(OpenAIJsonSchemaTransformer, tool).description == "now described"
 
 
 def test_pydantic_ai_history_memo_wraps_the_message_preparation() -> None:

@@ -63,8 +63,13 @@ def cache_tool_schemas() -> None:
         return
     # (transformer, id(schema), strict) -> (the schema, a copy of it, the transformed definition)
     cache: dict[tuple[Any, int, Any], tuple[Any, Any, Any]] = {}
+    # (transformer, id(definition)) -> (the definition, a copy of it, its customized definition):
+    # devagent hands the same definition objects request after request (prompt/instructions.py),
+    # so the customized one is handed back as it is, not copied field by field each time
+    # (`dataclasses.replace` of every tool was ~5% of a request's CPU).
+    customized: dict[tuple[Any, int], tuple[Any, Any, Any]] = {}
 
-    def customize(transformer: Any, tool_def: Any) -> Any:
+    def transformed(transformer: Any, tool_def: Any) -> Any:
         schema = tool_def.parameters_json_schema
         key = (transformer, id(schema), tool_def.strict)
         hit = cache.get(key)
@@ -77,6 +82,17 @@ def cache_tool_schemas() -> None:
         if len(cache) >= SCHEMA_CACHE_SIZE:
             cache.clear()
         cache[key] = (schema, copy.deepcopy(schema), done)
+        return done
+
+    def customize(transformer: Any, tool_def: Any) -> Any:
+        key = (transformer, id(tool_def))
+        hit = customized.get(key)
+        if hit is not None and hit[0] is tool_def and hit[1] == tool_def:
+            return hit[2]
+        done = transformed(transformer, tool_def)
+        if len(customized) >= SCHEMA_CACHE_SIZE:
+            customized.clear()
+        customized[key] = (tool_def, copy.deepcopy(tool_def), done)
         return done
 
     customize.__wrapped__ = original  # type: ignore[attr-defined]
