@@ -312,7 +312,7 @@ async def _record_after(session: CheckpointSession, ckpt: Checkpoint) -> None:
             for f in ckpt.files:
                 f.after = current_state(Path(f.path), session.workspace)
 
-        await off_loop_unless_small([Path(f.path) for f in ckpt.files], after)
+        await off_loop_unless_small([f.path for f in ckpt.files], after)
     else:
         for f in ckpt.files:
             f.after = await state_now(files, Path(f.path), session.workspace)

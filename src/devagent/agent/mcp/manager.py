@@ -668,6 +668,9 @@ class McpManager:
         new servers cannot keep ever more of them running); one with a call under way is left
         alone. The operator's servers are shared by every session and stay. A session that comes
         back starts its servers again on its next turn."""
+        if not any(e.origin == "session" and e.conn is not None for e in view.entries):
+            return  # nothing of the client's to stop: no walk over every other view (once full,
+            # the map evicts one view for each new session)
         in_use = {id(e.conn) for v in self.views.values() for e in v.entries if e.conn is not None}
         for e in view.entries:
             conn = e.conn

@@ -209,7 +209,7 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 LOOP_READ_MAX = 64 * 1024
 
 
-def small_on_disk(paths: Iterable[Path]) -> bool:
+def small_on_disk(paths: Iterable[str | Path]) -> bool:
     """Whether each path is missing or names (through its links) a regular file of at most
     `LOOP_READ_MAX` bytes. A stat only: the work that reads them still goes through the
     confined walk, and reports what this stat could not see."""
@@ -223,7 +223,7 @@ def small_on_disk(paths: Iterable[Path]) -> bool:
     return True
 
 
-async def off_loop_unless_small(reads: Iterable[Path], fn: Callable[..., T], *args: Any) -> T:
+async def off_loop_unless_small(reads: Iterable[str | Path], fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)`, whose only file IO is stats and reads of `reads`: on the event loop's thread
     when those are small (`small_on_disk`), else in a worker thread."""
     if small_on_disk(reads):
@@ -231,7 +231,7 @@ async def off_loop_unless_small(reads: Iterable[Path], fn: Callable[..., T], *ar
     return await asyncio.to_thread(fn, *args)
 
 
-async def file_io(reads: Iterable[Path], fn: Callable[..., T], *args: Any) -> T:
+async def file_io(reads: Iterable[str | Path], fn: Callable[..., T], *args: Any) -> T:
     """`in_thread` for work that only stats and reads the files `reads`: on the event loop's
     thread when they are small (`off_loop_unless_small`), its OSError a ToolFailure either way."""
     try:
