@@ -9,7 +9,9 @@ without the private function it wraps (tests/unit/test_patches.py fails then).
 provider profile's `JsonSchemaTransformer` (`pydantic_ai.models._customize_tool_def`, called by
 `Model.customize_request_parameters`), a recursive walk in Python over the same schemas every
 time. bench/library_patches.py (the shared 2-core test machine under a load of ~5): with
-devagent's ten tools, 710 µs a request without the patch, 76 µs with it.
+devagent's ten tools, 710 µs a request without the patch, 76 µs with it. A definition object
+handed again (the core keeps one per tool for every session) gets its customized definition back
+as it is, with no copy of it made per request.
 
 `memoize_history_mapping`: a chat-completions request carries the whole conversation, and before
 each one pydantic-ai walks all of it twice in Python: it breaks chat-template special tokens in
