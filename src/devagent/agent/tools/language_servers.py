@@ -84,6 +84,10 @@ class SessionServers:
     def pids(self) -> list[int]:
         return [s.proc.pid for s in self._servers.values()]
 
+    def running(self) -> bool:
+        """Whether any of its servers is started (or starting: `_start` holds `_starting`)."""
+        return bool(self._servers) or self._starting.locked()
+
     async def findings(self, ctx: ToolContext, real: Path, old: str | None, new: str) -> Findings | None:
         """What the file's language server says of its old and new text; None when no server
         checks it; a note when the server could not say."""
@@ -157,6 +161,8 @@ class LanguageServerRegistry:
             or next(iter(self._sessions.values())).used < now - IDLE_SECONDS
         ):
             _, oldest = self._sessions.popitem(last=False)
+            if not oldest.running():  # most sessions never start one: no task to stop nothing
+                continue
             task = asyncio.get_running_loop().create_task(oldest.stop())
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
