@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from devagent.common.lru import LRU
 from devagent.common.netpolicy import IPNetwork, parse_networks
 
 # How much each approval mode lets run without asking.
@@ -288,17 +287,7 @@ class CoreConfig:
 
 
 def _real(*paths: Path) -> tuple[Path, ...]:
-    """The real paths of these, told apart once per process: they name devagent's own settings
-    and state, which the operator placed (every new session asks; a walk of each path's links,
-    a stat per part, is most of what setting up a session's workspace costs)."""
-    found = _REAL_PATHS.get(paths)
-    if found is None:
-        found = tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
-        _REAL_PATHS[paths] = found
-    return found
-
-
-_REAL_PATHS: LRU[tuple[Path, ...], tuple[Path, ...]] = LRU(64)
+    return tuple(dict.fromkeys(Path(os.path.realpath(p.expanduser())) for p in paths))
 
 
 SANDBOX_ENGINES = ("podman", "docker")

@@ -174,7 +174,7 @@ async def states_before(
 ) -> list[FileState | None]:
     """`_before` of each path: through the confined walk here, or the sandbox's file operations."""
     if files is None:
-        return await off_loop_unless_small(paths, lambda: [_before(path, workspace) for path in paths])
+        return await off_loop_unless_small(paths, workspace, lambda: [_before(p, workspace) for p in paths])
     states: list[FileState | None] = []
     for path in paths:
         display = workspace.display(path)
@@ -197,7 +197,7 @@ async def states_before(
 async def state_now(files: SandboxFiles | None, path: Path, workspace: Workspace) -> str:
     """`current_state` here, or through the sandbox's file operations."""
     if files is None:
-        return await off_loop_unless_small([path], current_state, path, workspace)
+        return await off_loop_unless_small([path], workspace, current_state, path, workspace)
     try:
         status = await files.stat(path)
         if status is None:
@@ -312,7 +312,7 @@ async def _record_after(session: CheckpointSession, ckpt: Checkpoint) -> None:
             for f in ckpt.files:
                 f.after = current_state(Path(f.path), session.workspace)
 
-        await off_loop_unless_small([f.path for f in ckpt.files], after)
+        await off_loop_unless_small([f.path for f in ckpt.files], session.workspace, after)
     else:
         for f in ckpt.files:
             f.after = await state_now(files, Path(f.path), session.workspace)

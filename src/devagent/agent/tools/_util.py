@@ -197,7 +197,11 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
     except OSError as e:
-        raise fs_failure(e, e.filename if isinstance(e.filename, str) else "the path") from e
+        raise _escaped(e) from e
+
+
+def _escaped(e: OSError) -> ToolFailure:
+    return fs_failure(e, e.filename if isinstance(e.filename, str) else "the path")
 
 
 # Reading a small file of this host (from the page cache: microseconds; else one read of the
@@ -209,35 +213,38 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 LOOP_READ_MAX = 64 * 1024
 
 
-def small_on_disk(paths: Iterable[str | Path]) -> bool:
-    """Whether each path is missing or names (through its links) a regular file of at most
-    `LOOP_READ_MAX` bytes. A stat only: the work that reads them still goes through the
-    confined walk, and reports what this stat could not see."""
+def small_on_disk(paths: Iterable[str | Path], workspace: Workspace) -> bool:
+    """Whether each path is missing or a regular file of at most `LOOP_READ_MAX` bytes, as the
+    confined walk finds it (`file_status`: through no link out of the workspace, a final symlink
+    not followed). Anything else (a link, a folder, a FIFO or device, a path the walk refuses)
+    is not: its work goes to a worker thread, as all of it did before."""
     for path in paths:
         try:
-            status = os.stat(path)
-        except (OSError, ValueError):
-            continue  # missing or unreadable: the work finds so at once, on either thread
-        if not stat.S_ISREG(status.st_mode) or status.st_size > LOOP_READ_MAX:
+            status = file_status(Path(path), workspace)
+        except (OSError, ToolFailure, ValueError):
+            return False
+        if status is not None and (not stat.S_ISREG(status.st_mode) or status.st_size > LOOP_READ_MAX):
             return False
     return True
 
 
-async def off_loop_unless_small(reads: Iterable[str | Path], fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)`, whose only file IO is stats and reads of `reads`: on the event loop's thread
-    when those are small (`small_on_disk`), else in a worker thread."""
-    if small_on_disk(reads):
+async def off_loop_unless_small(
+    reads: Iterable[str | Path], workspace: Workspace, fn: Callable[..., T], *args: Any
+) -> T:
+    """`fn(*args)`, whose only file IO is stats and reads of `reads` (in `workspace`): on the event
+    loop's thread when those are small (`small_on_disk`), else in a worker thread."""
+    if small_on_disk(reads, workspace):
         return fn(*args)
     return await asyncio.to_thread(fn, *args)
 
 
-async def file_io(reads: Iterable[str | Path], fn: Callable[..., T], *args: Any) -> T:
+async def file_io(reads: Iterable[str | Path], workspace: Workspace, fn: Callable[..., T], *args: Any) -> T:
     """`in_thread` for work that only stats and reads the files `reads`: on the event loop's
     thread when they are small (`off_loop_unless_small`), its OSError a ToolFailure either way."""
     try:
-        return await off_loop_unless_small(reads, fn, *args)
+        return await off_loop_unless_small(reads, workspace, fn, *args)
     except OSError as e:
-        raise fs_failure(e, e.filename if isinstance(e.filename, str) else "the path") from e
+        raise _escaped(e) from e
 
 
 def open_file(path: Path, workspace: Workspace | None = None, *, readable: bool = False) -> BinaryIO:

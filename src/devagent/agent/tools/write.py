@@ -5,9 +5,10 @@ a truncated file and a hard link to a file outside the workspace is never writte
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from devagent.agent.events import ConfirmationDetails, FileDiff, ToolErrorType, ToolKind
 from devagent.agent.tools import diagnostics, freshness, syntax
@@ -32,6 +33,8 @@ from devagent.agent.tools.matching import Replaced, replace_in
 from devagent.agent.tools.region import edited_region
 from devagent.agent.tools.remote_files import SandboxFiles, remote_files
 from devagent.agent.tools.workspace import Workspace
+
+T = TypeVar("T")
 
 
 class WriteFile(Tool):
@@ -66,28 +69,34 @@ class WriteFile(Tool):
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
-        real, old, new = await file_io(_reads(ctx, args, current), self._plan, args, ctx, current)
+        real, old, new = await _planned(self._plan, args, ctx, current)
         await in_thread(vet_proposal, ctx, real, old, new)
         return file_diff(ctx.workspace, real, old, new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
-        real, old, proposed = await file_io(_reads(ctx, args, current), self._plan, args, ctx, current)
+        real, old, proposed = await _planned(self._plan, args, ctx, current)
         return await write_checked(ctx, real, old, proposed, "Created" if old is None else "Wrote")
 
 
 _Current = tuple[Path, str | None]
 
 
-def _reads(ctx: ToolContext, args: dict[str, Any], current: _Current | None) -> list[Path]:
-    """The file a call's plan reads from disk (none when the client's file backend gave its
-    text), which `file_io` sizes up; the plan itself resolves and checks the path."""
-    if current is not None:
-        return []
-    try:
-        return [ctx.workspace.absolute(args.get("path", ""))]
-    except ToolFailure:
-        return []
+async def _planned(
+    plan: Callable[[dict[str, Any], ToolContext, _Current | None], T],
+    args: dict[str, Any],
+    ctx: ToolContext,
+    current: _Current | None,
+) -> T:
+    """`plan(args, ctx, current)` through `file_io`: it reads the file the call names from disk
+    (nothing when the client's file backend gave its text); the plan resolves and checks it."""
+    reads: list[Path] = []
+    if current is None:
+        try:
+            reads = [ctx.workspace.absolute(args.get("path", ""))]
+        except ToolFailure:
+            pass  # the plan says what is wrong with the path
+    return await file_io(reads, ctx.workspace, plan, args, ctx, current)
 
 
 async def _client_current(ctx: ToolContext, args: dict[str, Any]) -> _Current | None:
@@ -325,13 +334,13 @@ class Edit(Tool):
 
     async def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> ConfirmationDetails:
         current = await _client_current(ctx, args)
-        plan = await file_io(_reads(ctx, args, current), self._plan, args, ctx, current)
+        plan = await _planned(self._plan, args, ctx, current)
         await in_thread(vet_proposal, ctx, plan.real, plan.old, plan.new)
         return file_diff(ctx.workspace, plan.real, plan.old, plan.new)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         current = await _client_current(ctx, args)
-        plan, proposed, verb = await file_io(_reads(ctx, args, current), self._change, args, ctx, current)
+        plan, proposed, verb = await _planned(self._change, args, ctx, current)
         result = await write_checked(ctx, plan.real, plan.old, proposed, verb)
         return self._say(result, plan, proposed)
 

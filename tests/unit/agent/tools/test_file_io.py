@@ -17,6 +17,7 @@ from devagent.agent.loop import checkpoints
 from devagent.agent.tools import builtin_tools
 from devagent.agent.tools._util import LOOP_READ_MAX, off_loop_unless_small, small_on_disk
 from devagent.agent.tools.failure import ToolFailure
+from devagent.agent.tools.workspace import Workspace
 from tests.unit.agent.tools.test_tools import make_ctx, seen_files
 
 TOOLS = builtin_tools()
@@ -36,21 +37,29 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return sent
 
 
-def test_g2_small_on_disk_by_kind_and_size(tmp_path: Path) -> None:
-    small = tmp_path / "small.txt"
+def test_g2_g4_small_on_disk_by_kind_and_size_through_the_confined_walk(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    small = ws / "small.txt"
     small.write_text("x" * LOOP_READ_MAX)
-    big = tmp_path / "big.txt"
+    big = ws / "big.txt"
     big.write_text("x" * (LOOP_READ_MAX + 1))
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    (tmp_path / "to-big").symlink_to(big)
-    (tmp_path / "to-small").symlink_to(small)
-    assert small_on_disk([small, tmp_path / "to-small", tmp_path / "missing"])
-    assert small_on_disk([])
-    assert not small_on_disk([small, big])
-    assert not small_on_disk([tmp_path / "to-big"])  # what the link names is what is read
-    assert not small_on_disk([fifo])  # a read of it would wait for a writer
-    assert not small_on_disk([tmp_path])  # a folder: the work walks it
+    os.mkfifo(ws / "fifo")
+    (ws / "to-small").symlink_to(small)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.mkfifo(outside / "fifo")
+    (ws / "out").symlink_to(outside)
+    workspace = Workspace([ws])
+    assert small_on_disk([small, ws / "missing", str(small)], workspace)
+    assert small_on_disk([], workspace)
+    assert not small_on_disk([small, big], workspace)
+    assert not small_on_disk([ws / "fifo"], workspace)  # a read of it would wait for a writer
+    assert not small_on_disk([ws], workspace)  # a folder: the work walks it
+    assert small_on_disk([ws / "to-small"], workspace)  # a link that stays inside: as the walk reads it
+    # a path through a link out of the workspace, or outside it: refused by the walk, not stat'ed
+    assert not small_on_disk([ws / "out" / "fifo"], workspace)
+    assert not small_on_disk([outside / "fifo"], workspace)
 
 
 async def test_g2_small_reads_run_on_the_loop_larger_ones_in_a_thread(tmp_path: Path) -> None:
@@ -58,14 +67,15 @@ async def test_g2_small_reads_run_on_the_loop_larger_ones_in_a_thread(tmp_path: 
     small.write_text("small\n")
     big = tmp_path / "big.txt"
     big.write_bytes(b"x" * (LOOP_READ_MAX + 1))
+    workspace = Workspace([tmp_path])
     loop_thread = threading.get_ident()
 
     def read(path: Path) -> tuple[int, bytes]:
         return threading.get_ident(), path.read_bytes()
 
-    here, data = await off_loop_unless_small([small], read, small)
+    here, data = await off_loop_unless_small([small], workspace, read, small)
     assert (here, data) == (loop_thread, b"small\n")
-    there, data = await off_loop_unless_small([big], read, big)
+    there, data = await off_loop_unless_small([big], workspace, read, big)
     assert there != loop_thread and len(data) == LOOP_READ_MAX + 1
 
 
@@ -93,9 +103,9 @@ async def test_g2_g5_a_small_write_goes_to_a_thread_once_and_writes_the_same(
             assert trips == ["<lambda>", "_plan", "_write"]  # the state after: small again
 
 
-async def test_g4_confinement_holds_on_the_loop(tmp_path: Path, trips: list[str]) -> None:
-    """A small file reached through a symlink out of the workspace is refused on the loop's thread
-    as it was in a worker thread: the plan resolves the path through the confined walk."""
+async def test_g4_confinement_holds_and_a_link_out_goes_to_a_thread(tmp_path: Path, trips: list[str]) -> None:
+    """A file reached through a symlink out of the workspace is not even stat'ed on the loop's
+    thread: the plan goes to a worker thread, as before, and refuses it there."""
     ws = tmp_path / "ws"
     ws.mkdir()
     outside = tmp_path / "secret.txt"
@@ -108,4 +118,4 @@ async def test_g4_confinement_holds_on_the_loop(tmp_path: Path, trips: list[str]
     with pytest.raises(ToolFailure) as info:
         await TOOLS["edit"].run({"path": "link.txt", "old_string": "secret", "new_string": "x"}, ctx)
     assert info.value.type == "path_outside_workspace", info.value.message
-    assert outside.read_text() == "secret\n" and trips == []
+    assert outside.read_text() == "secret\n" and trips == ["_plan", "_change"]
