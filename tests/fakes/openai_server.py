@@ -73,6 +73,9 @@ class FakeOpenAI(ScriptedServer[Script]):
         super().__init__(script)
         self.model = model
         self.request_headers: list[dict[str, str]] = []
+        # one time for every chunk it sends: two answers to the same request are the same bytes
+        # (a test comparing two streams must not depend on a second passing between them)
+        self.created = int(time.time())
 
     # --- the wire format ---
 
@@ -80,7 +83,7 @@ class FakeOpenAI(ScriptedServer[Script]):
         body: dict[str, Any] = {
             "id": "chatcmpl-fake",
             "object": "chat.completion.chunk",
-            "created": int(time.time()),
+            "created": self.created,
             "model": self.model,
             "choices": choices,
         }
