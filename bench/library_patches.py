@@ -5,7 +5,8 @@
 In this process, per call (median of `--rounds` rounds), on the inputs of a conversation of
 `--turns` tool turns (four messages each) with devagent's built-in tools:
 - pydantic-ai: the tools' JSON schemas transformed for the model (`customize_request_parameters`);
-  the transcript's special tokens broken and its messages mapped to chat completions;
+  the transcript's special tokens broken and its messages mapped to chat completions; an item of
+  a model's stream read through its `PeekableAsyncStream` (CPU, and the event loop's turns);
 - openai: the request body's transform (`async_maybe_transform`), one streamed chunk built.
 - aiosqlite: a SELECT through SQLAlchemy's engine on a SQLite file, the connection taken from
   the pool and returned (patches/aiosqlite.py).
@@ -104,6 +105,52 @@ def pydantic_ai_patches(turns: int, rounds: int) -> None:
     show(f"pydantic-ai: {len(tools)} tool schemas", before[0], after[0])
     show(f"pydantic-ai: transcript of {len(msgs)} messages", before[1], after[1])
     loop.close()
+
+
+def stream_pulls(rounds: int) -> None:
+    """A stream of 20 items read through pydantic-ai's `PeekableAsyncStream` (as every model's
+    answer is), per item: CPU time and the event loop's turns, without and with
+    `uncontended_stream_pulls`."""
+    from pydantic_ai._utils import PeekableAsyncStream
+
+    from devagent.patches import pydantic_ai as patches
+
+    async def source() -> Any:
+        for i in range(20):
+            yield i
+
+    def measure() -> tuple[float, float]:
+        loop = asyncio.new_event_loop()
+        turns = [0]
+        run_once = loop._run_once  # type: ignore[attr-defined]
+
+        def counted() -> None:
+            turns[0] += 1
+            run_once()
+
+        loop._run_once = counted  # type: ignore[attr-defined]
+
+        async def read() -> None:
+            async for _ in PeekableAsyncStream(source()):
+                pass
+
+        loop.run_until_complete(read())
+        turns[0] = 0
+        cpu = []
+        for _ in range(rounds):
+            t = time.process_time()
+            for _ in range(50):
+                loop.run_until_complete(read())
+            cpu.append((time.process_time() - t) / (50 * 20) * 1e6)
+        loop.close()
+        return statistics.median(cpu), turns[0] / (rounds * 50 * 20)
+
+    before = measure()
+    patches.uncontended_stream_pulls()
+    after = measure()
+    show("pydantic-ai: one streamed item (CPU)", before[0], after[0])
+    label = "pydantic-ai: event loop turns per streamed item"
+    print(f"{label:<48} without {before[1]:10.1f}      with {after[1]:8.1f}")
 
 
 def openai_patches(turns: int, rounds: int) -> None:
@@ -266,6 +313,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     pydantic_ai_patches(args.turns, args.rounds)
+    stream_pulls(args.rounds)
     openai_patches(args.turns, args.rounds)
     aiosqlite_patch(args.rounds)
     a2a_tracing_wrapper(args.rounds)

@@ -131,6 +131,72 @@ def test_pydantic_ai_history_memo_wraps_the_message_preparation() -> None:
         assert fn.__module__ == "devagent.patches.pydantic_ai" and fn.__wrapped__ is original
 
 
+def test_pydantic_ai_stream_pulls_take_a_free_lock_without_a_loop_turn() -> None:
+    """Issue 39 item 7: each streamed item read through `PeekableAsyncStream` no longer costs a
+    turn of the event loop; the lock still lets one pull run at a time, and a pull cancelled
+    mid-way lets go before the stream is closed."""
+    import asyncio
+
+    import anyio
+    from pydantic_ai._utils import PeekableAsyncStream
+
+    original = library_function(PeekableAsyncStream.__init__)
+    assert params(original) == ["self", "source"]
+    assert "self._source_lock = anyio.Lock()" in inspect.getsource(original)
+    pydantic_ai_patch.uncontended_stream_pulls()
+    patched = PeekableAsyncStream.__init__
+    pydantic_ai_patch.uncontended_stream_pulls()
+    assert PeekableAsyncStream.__init__ is patched and patched.__wrapped__ is original
+    assert patched.__module__ == "devagent.patches.pydantic_ai"
+
+    async def items(n: int, gate: asyncio.Event | None = None) -> Any:
+        for i in range(n):
+            if gate is not None:
+                await gate.wait()
+            yield i
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        turns = [0]
+        run_once = loop._run_once  # type: ignore[attr-defined]
+
+        def counted() -> None:
+            turns[0] += 1
+            run_once()
+
+        loop._run_once = counted  # type: ignore[attr-defined]
+        try:
+            stream = PeekableAsyncStream(items(20))
+            assert isinstance(stream._source_lock, anyio.Lock)
+            assert [x async for x in stream] == list(range(20))
+            assert turns[0] == 0  # read without giving the loop a turn (it was 20 or more)
+        finally:
+            loop._run_once = run_once  # type: ignore[attr-defined]
+
+        # two pulls at once: the second waits for the first, each gets its own item
+        gate = asyncio.Event()
+        stream = PeekableAsyncStream(items(2, gate))
+        first = asyncio.ensure_future(stream.__anext__())
+        second = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0)
+        assert stream._source_lock.locked() and not first.done() and not second.done()
+        gate.set()
+        assert sorted(await asyncio.gather(first, second)) == [0, 1]
+
+        # a pull cancelled while it waits lets go of the lock; the stream then closes cleanly
+        stream = PeekableAsyncStream(items(1, asyncio.Event()))
+        pull = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0)
+        assert stream._source_lock.locked()
+        pull.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pull
+        assert not stream._source_lock.locked()
+        await stream.aclose()
+
+    asyncio.run(main())
+
+
 # --- openai ---------------------------------------------------------------------------------------
 
 

@@ -264,6 +264,7 @@ def create_model(
     info = PROVIDERS[provider]
     try:
         pydantic_ai_patches.cache_tool_schemas()
+        pydantic_ai_patches.uncontended_stream_pulls()
         if provider not in ("anthropic", "google"):  # every other builder makes an OpenAI-SDK model
             openai_patches.skip_message_transform()
             openai_patches.validate_stream_chunks()
