@@ -25,7 +25,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.loop_turns
 
 
 def per_call(fn: Callable[[], Any], rounds: int, calls: int) -> float:
@@ -112,6 +115,7 @@ def stream_pulls(rounds: int) -> None:
     answer is), per item: CPU time and the event loop's turns, without and with
     `uncontended_stream_pulls`."""
     from pydantic_ai._utils import PeekableAsyncStream
+    from tests.loop_turns import counted_turns
 
     from devagent.patches import pydantic_ai as patches
 
@@ -119,29 +123,20 @@ def stream_pulls(rounds: int) -> None:
         for i in range(20):
             yield i
 
+    async def read() -> None:
+        async for _ in PeekableAsyncStream(source()):
+            pass
+
     def measure() -> tuple[float, float]:
         loop = asyncio.new_event_loop()
-        turns = [0]
-        run_once = loop._run_once  # type: ignore[attr-defined]
-
-        def counted() -> None:
-            turns[0] += 1
-            run_once()
-
-        loop._run_once = counted  # type: ignore[attr-defined]
-
-        async def read() -> None:
-            async for _ in PeekableAsyncStream(source()):
-                pass
-
         loop.run_until_complete(read())
-        turns[0] = 0
         cpu = []
-        for _ in range(rounds):
-            t = time.process_time()
-            for _ in range(50):
-                loop.run_until_complete(read())
-            cpu.append((time.process_time() - t) / (50 * 20) * 1e6)
+        with counted_turns(loop) as turns:
+            for _ in range(rounds):
+                t = time.process_time()
+                for _ in range(50):
+                    loop.run_until_complete(read())
+                cpu.append((time.process_time() - t) / (50 * 20) * 1e6)
         loop.close()
         return statistics.median(cpu), turns[0] / (rounds * 50 * 20)
 

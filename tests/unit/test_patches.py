@@ -21,6 +21,7 @@ from devagent.patches import httpx as httpx_patch
 from devagent.patches import openai as openai_patch
 from devagent.patches import openai_stream as openai_stream_patch
 from devagent.patches import pydantic_ai as pydantic_ai_patch
+from tests.loop_turns import counted_turns
 
 
 def params(fn: Any) -> list[str]:
@@ -156,22 +157,11 @@ def test_pydantic_ai_stream_pulls_take_a_free_lock_without_a_loop_turn() -> None
             yield i
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        turns = [0]
-        run_once = loop._run_once  # type: ignore[attr-defined]
-
-        def counted() -> None:
-            turns[0] += 1
-            run_once()
-
-        loop._run_once = counted  # type: ignore[attr-defined]
-        try:
+        with counted_turns(asyncio.get_running_loop()) as turns:
             stream = PeekableAsyncStream(items(20))
             assert isinstance(stream._source_lock, anyio.Lock)
             assert [x async for x in stream] == list(range(20))
-            assert turns[0] == 0  # read without giving the loop a turn (it was 20 or more)
-        finally:
-            loop._run_once = run_once  # type: ignore[attr-defined]
+        assert turns[0] == 0  # read without giving the loop a turn (it was 20 or more)
 
         # two pulls at once: the second waits for the first, each gets its own item
         gate = asyncio.Event()
