@@ -1,7 +1,8 @@
 """The few Kubernetes API calls the dispatcher makes (list, create and delete SandboxClaims in one
 namespace), over httpx: the credentials of the pod's service account (its token file, re-read for
 each request as the kubelet rotates it, and the cluster's CA), or a kubeconfig file's current
-context (a bearer token or a client certificate; exec plugins and auth providers are not read)."""
+context (a bearer token, a client certificate, or a token from an exec credential plugin:
+kube_exec.py; the older auth providers are not read)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import httpx
 import yaml
 
 from devagent.common.errors import DevagentError
+from devagent.dispatcher.kube_exec import ExecPlugin, exec_plugin
 
 GROUP, VERSION, PLURAL = "extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -35,10 +37,13 @@ class KubeAccess:
     token: str = ""
     token_file: Path | None = None
     namespace: str = "default"
+    plugin: ExecPlugin | None = None
 
-    def headers(self) -> dict[str, str]:
-        token = self.token_file.read_text().strip() if self.token_file is not None else self.token
-        return {"Authorization": f"Bearer {token}"} if token else {}
+    async def bearer(self) -> str:
+        """The token a request carries now ("" for none)."""
+        if self.plugin is not None:
+            return await self.plugin.token()
+        return self.token_file.read_text().strip() if self.token_file is not None else self.token
 
 
 def in_cluster(account: Path = SERVICE_ACCOUNT) -> KubeAccess:
@@ -65,12 +70,16 @@ def from_kubeconfig(path: Path) -> KubeAccess:
     if server.startswith("https://"):
         verify = _tls(path.parent, cluster, user)
     token_file = user.get("tokenFile")
+    plugin = None
+    if user.get("exec"):
+        plugin = exec_plugin(dict(user["exec"]), path.parent, cluster)
     return KubeAccess(
         server,
         verify,
         token=str(user.get("token", "")),
         token_file=_relative(path.parent, token_file) if token_file else None,
         namespace=str(context.get("namespace", "default")),
+        plugin=plugin,
     )
 
 
@@ -117,6 +126,10 @@ def _pem(base: Path, user: dict[str, Any], field: str) -> bytes:
     return b""
 
 
+def _authorization(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 class Claims:
     """SandboxClaims of one namespace."""
 
@@ -129,7 +142,12 @@ class Claims:
         await self._http.aclose()
 
     async def _ask(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        r = await self._http.request(method, path, headers=self.access.headers(), **kwargs)
+        token = await self.access.bearer()
+        r = await self._http.request(method, path, headers=_authorization(token), **kwargs)
+        if r.status_code == 401 and self.access.plugin is not None:  # expired early, or revoked
+            self.access.plugin.refused(token)
+            token = await self.access.bearer()
+            r = await self._http.request(method, path, headers=_authorization(token), **kwargs)
         if r.status_code >= 400:
             try:
                 reason = str(r.json().get("message", r.text))

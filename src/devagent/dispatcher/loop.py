@@ -17,6 +17,7 @@ import httpx
 
 from devagent.common.errors import DevagentError
 from devagent.dispatcher.kube import Claims, KubeError
+from devagent.dispatcher.kube_exec import ExecPluginError
 
 log = logging.getLogger("devagent.dispatcher")
 DISPATCH = "/workers/v1/dispatch"
@@ -95,12 +96,14 @@ class Dispatcher:
         self.pool = ""
 
     async def run(self, stop: asyncio.Event, interval: float) -> None:
-        """Looks until `stop`; a look that fails (the server or the API out of reach) is logged
-        and the next one tries again. Refused ends it."""
+        """Looks until `stop`; a look that fails (the server or the API out of reach, the
+        kubeconfig's credential plugin failing) is logged and the next one tries again. Refused
+        ends it."""
         while not stop.is_set():
             try:
                 await self.look()
-            except (httpx.HTTPError, KubeError, OSError, ValueError) as e:  # OSError: a TLS alert on read
+            # OSError: a TLS alert on read
+            except (httpx.HTTPError, KubeError, ExecPluginError, OSError, ValueError) as e:
                 log.warning("this look failed (%s): trying again", e)
             try:
                 await asyncio.wait_for(stop.wait(), interval)
