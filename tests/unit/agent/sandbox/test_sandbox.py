@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -207,6 +207,33 @@ async def _until(condition: Any, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+async def _children_started(a: str, b: str, ended: Callable[[], str | None]) -> None:
+    """Until both children of `_tree_command(a, b)` run. The command (or the process running it)
+    ending before that fails at once, saying how it ended, rather than after the whole wait."""
+    deadline = time.monotonic() + WITHIN
+    while not (_pids_running(a) and _pids_running(b)):
+        how = ended()
+        assert how is None, f"the command ended before its children were seen: {how}"
+        assert time.monotonic() < deadline, "the command's children never started"
+        await asyncio.sleep(0.05)
+
+
+def _task_end(task: asyncio.Task[Any]) -> Callable[[], str | None]:
+    def how() -> str | None:
+        if not task.done():
+            return None
+        if task.cancelled():
+            return "cancelled"
+        error = task.exception()
+        return repr(error) if error is not None else repr(task.result())
+
+    return how
+
+
+def _process_end(proc: asyncio.subprocess.Process) -> Callable[[], str | None]:
+    return lambda: None if proc.returncode is None else f"its process exited {proc.returncode}"
+
+
 def _tokens() -> tuple[str, str]:
     n = uuid.uuid4().int % 10**6
     return f"{7000 + n / 10**6:.6f}", f"{8000 + n / 10**6:.6f}"  # sleep lengths no one else uses
@@ -223,7 +250,7 @@ async def test_cancelled_sandboxed_command_leaves_no_process(bwrap: Bubblewrap, 
     a, b = _tokens()
     ctx = make_ctx(ws, bwrap)
     task = asyncio.create_task(sh(_tree_command(a, b), ctx))
-    await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+    await _children_started(a, b, _task_end(task))
     ctx.cancelled.set()
     with pytest.raises(ToolFailure) as info:
         await asyncio.wait_for(task, WITHIN)
@@ -236,7 +263,7 @@ async def test_turn_cancel_timeout_and_exit_end_the_sandboxed_tree(bwrap: Bubble
     exit end its whole tree too (background jobs do not outlive a sandboxed command)."""
     a, b = _tokens()
     task = asyncio.create_task(sh(_tree_command(a, b), make_ctx(ws, bwrap)))
-    await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+    await _children_started(a, b, _task_end(task))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, WITHIN)
@@ -253,7 +280,7 @@ async def test_turn_cancel_timeout_and_exit_end_the_sandboxed_tree(bwrap: Bubble
     command = f"{_tree_command(a, b).removesuffix('; wait')}; until [ -f go ]; do sleep 0.05; done; exit 7"
     ctx = make_ctx(ws, bwrap, shell_timeout=WITHIN)
     task = asyncio.create_task(sh(command, ctx))
-    await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+    await _children_started(a, b, _task_end(task))
     (ws / "go").touch()
     res = await asyncio.wait_for(task, WITHIN)
     assert exit_code(res) == 7
@@ -301,7 +328,7 @@ async def test_sandboxed_tree_dies_with_the_server(bwrap: Bubblewrap, ws: Path) 
     a, b = _tokens()
     server = await asyncio.create_subprocess_exec(sys.executable, "-c", _SERVER, str(ws), _tree_command(a, b))
     try:
-        await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+        await _children_started(a, b, _process_end(server))
         await _killed_leaves_no_child(server, a, b)
     finally:
         await _reaped(server)
@@ -558,7 +585,7 @@ async def test_issue28_item3_sandbox_user_tree_ends_with_the_server(bwrap: Bubbl
     try:
         assert server.stdout is not None
         assert "commands run as nobody" in (await server.stdout.readline()).decode()
-        await _until(lambda: _pids_running(a) and _pids_running(b), "the command's children never started")
+        await _children_started(a, b, _process_end(server))
         for pid in (*_pids_running(a), *_pids_running(b)):
             assert os.stat(f"/proc/{pid}").st_uid == nobody()[0]
         await _killed_leaves_no_child(server, a, b)
