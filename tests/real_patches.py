@@ -254,8 +254,13 @@ def _context(record: Record, root: Path) -> Any:
     from devagent.agent.tools.base import ToolContext
     from devagent.agent.tools.workspace import Workspace
 
+    # diagnostics off: what a replay checks is the file the tool writes; the checker each write
+    # would start (a process per edit, thousands a run) is tested in test_diagnostics.py
     ctx = ToolContext(
-        workspace=Workspace([root]), state=SessionState(workspace_roots=[str(root)]), call_id="r"
+        workspace=Workspace([root]),
+        state=SessionState(workspace_roots=[str(root)]),
+        call_id="r",
+        diagnostics="off",
     )
     real = ctx.workspace.resolve(record["path"])
     freshness.remember(ctx.state, real, freshness.mark_of(record["before"]))
