@@ -69,7 +69,8 @@ async def agent(
             *argv[1:],
             env=env,
             cwd=cwd,
-            transport_kwargs={"stderr": err},
+            # as test_python_sdk.agent: a loaded machine's agent may take over 2 s to exit
+            transport_kwargs={"stderr": err, "shutdown_timeout": float(TIMEOUT)},
             use_unstable_protocol=True,
         ) as (conn, _proc):
             yield conn

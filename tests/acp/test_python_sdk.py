@@ -118,9 +118,13 @@ class EditorClient:
 async def agent(
     client: EditorClient, argv: list[str], env: dict[str, str], cwd: Path, log: Path
 ) -> AsyncIterator[tuple[Any, Any]]:
+    # shutdown_timeout: the SDK waits that long for the agent to exit once its stdin is closed
+    # (2 s by default) before it terminates it, and raises ProcessLookupError when the agent
+    # exits just then; on a loaded machine closing the agent's core can take longer
     with log.open("ab") as err:
+        transport = {"stderr": err, "shutdown_timeout": float(TIMEOUT)}
         async with spawn_agent_process(
-            client, argv[0], *argv[1:], env=env, cwd=cwd, transport_kwargs={"stderr": err}
+            client, argv[0], *argv[1:], env=env, cwd=cwd, transport_kwargs=transport
         ) as (conn, proc):
             yield conn, proc
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -69,6 +70,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HANDOFF_YIELDS = 12
+# Seconds a task whose end this process queued reads as this process writes it, at most, should
+# the task store never write that end (a bound, for a consumer that failed)
+SETTLE_WITHIN = 30.0
 # How long a turn waits for the task's row to hold its message (`_row_stored`) before it begins
 # anyway: a bound for an SDK consumer that stopped without writing it, never reached otherwise.
 _ROW_WAIT_SECONDS = 60.0
@@ -190,6 +194,9 @@ class DevagentExecutor(AgentExecutor):
         self.core = core
         self.settings = settings
         self._running: dict[str, _Running] = {}  # tasks whose execute() runs in this process
+        # tasks whose end or pause this process queued, until the task store writes it (or a
+        # bound passes): (the store's event, the deadline)
+        self._settling: dict[str, tuple[asyncio.Event, float]] = {}
         self.metrics: Metrics | None = None  # set by the app (observe.py)
         # the IdP identities' shared groups, where the operator lets groups share (set by the app)
         self.identity_groups: IdentityGroups | None = None
@@ -205,8 +212,23 @@ class DevagentExecutor(AgentExecutor):
             self.fanout = Fanout(core.store)
 
     def executing(self, task_id: str) -> bool:
-        """Whether this process is running a request of the task (from its very start)."""
-        return task_id in self._running
+        """Whether this process is running a request of the task (from its very start), or has
+        queued its end or pause for the SDK and the task store has not written it yet: in both,
+        the task is as this process writes it (its conversation may have ended already)."""
+        if task_id in self._running:
+            return True
+        entry = self._settling.get(task_id)
+        if entry is None:
+            return False
+        if entry[0].is_set() or time.monotonic() > entry[1]:
+            del self._settling[task_id]
+            return False
+        return True
+
+    def _ending_queued(self, task_id: str) -> None:
+        """The end or pause of the task is about to be queued (`executing`)."""
+        if self.task_store is not None:
+            self._settling[task_id] = (self.task_store.settling(task_id), time.monotonic() + SETTLE_WITHIN)
 
     def emitter(self, queue: EventQueue | None, task: Task, model: str, *, plain: bool = False) -> Emitter:
         """The emitter of a task's dialect: the legacy one the task was made in, else the RFC's,
@@ -508,6 +530,7 @@ class DevagentExecutor(AgentExecutor):
                     if item.state == COMPLETED and session.state.repository:
                         await self._repository_artifact(session, em)
                     parts = await em.reply(item.reply) if item.reply else item.parts
+                    self._ending_queued(em.task_id)
                     await em.emit(
                         item.state, ext.STATE_CHANGE, parts, error=item.error, extra=task_extra(session)
                     )
@@ -517,6 +540,7 @@ class DevagentExecutor(AgentExecutor):
                 waiting = [c for c in session.waiting_calls() if c.awaiting_client]
                 if item.state == INPUT_REQUIRED and waiting:  # the calls still wait: say so again
                     parts.append(tool_calls_part(waiting))
+                self._ending_queued(em.task_id)
                 await em.emit(item.state, ext.STATE_CHANGE, parts, error=item.text)
             else:  # done
                 return ended

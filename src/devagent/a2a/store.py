@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 # The state a task is in while a turn runs: written behind. The task's creation (submitted) and
 # every state a turn stops in (input-required, completed, failed, canceled, ...) are written at once.
 _BUFFERED = frozenset((TaskState.TASK_STATE_WORKING,))
+_UNSETTLED = frozenset((TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING))
 # Ids of tasks created in this process and not saved yet, remembered at most
 FRESH_IDS_IN_MEMORY = 10_000
 
@@ -205,6 +206,11 @@ class BufferedTaskStore(TaskStore):
         self._rows = TaskRows(inner.task_model, inner.engine.dialect.name)
         # Per task: the message whose turn waits until a row holding it is written (`awaiting_row`).
         self._awaited: dict[str, tuple[str, asyncio.Future[bool]]] = {}
+        # tasks whose end (or pause) a process of this store queued and this store has not yet
+        # written: set once it is written, or failed to be (`settling`)
+        self._settling: dict[str, asyncio.Event] = {}
+        # tasks a save is writing at this moment (a read gets them, not the row they replace)
+        self._writing: dict[str, tuple[Task, ServerCallContext]] = {}
 
     @contextlib.contextmanager
     def awaiting_row(self, task_id: str, message_id: str) -> Iterator[asyncio.Future[bool]]:
@@ -230,6 +236,21 @@ class BufferedTaskStore(TaskStore):
             return None
         message_id, waiting = entry
         return waiting if any(m.message_id == message_id for m in task.history) else None
+
+    def settling(self, task_id: str) -> asyncio.Event:
+        """An event set once this store has written (or failed to write) the task's next state
+        other than submitted or working: the end or pause its process has queued. Until then the
+        task as stored lags what the turn's conversation says (handler.py reads it as stored)."""
+        event = self._settling.get(task_id)
+        if event is None:
+            event = self._settling[task_id] = asyncio.Event()
+        return event
+
+    def _settled(self, task: Task) -> None:
+        if task.status.state not in _UNSETTLED:
+            event = self._settling.pop(task.id, None)
+            if event is not None:
+                event.set()
 
     def new_task(self, task_id: str) -> None:
         """`task_id` was generated for a new task in this process: not in the database yet."""
@@ -262,6 +283,7 @@ class BufferedTaskStore(TaskStore):
         self._pending.pop(task.id, None)
         drop_superseded(task)
         async with self._lock(task.id):
+            self._writing[task.id] = (task, context)
             try:
                 await self._save_stored(task, context)
             except BaseException:
@@ -269,6 +291,9 @@ class BufferedTaskStore(TaskStore):
                 if awaited is not None and not awaited.done():
                     awaited.set_result(False)
                 raise
+            finally:
+                self._writing.pop(task.id, None)
+                self._settled(task)
         self._locks.pop(task.id, None)
         if awaited is not None and not awaited.done():
             awaited.set_result(True)
@@ -298,7 +323,8 @@ class BufferedTaskStore(TaskStore):
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         if task_id in self._fresh:
             return None
-        entry = self._pending.get(task_id)
+        # what is being written now, else what waits to be written, else the row
+        entry = self._writing.get(task_id) or self._pending.get(task_id)
         if entry is not None and self.inner.owner_resolver(entry[1]) == self.inner.owner_resolver(context):
             copy = Task()
             copy.CopyFrom(entry[0])
