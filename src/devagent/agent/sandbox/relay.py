@@ -37,6 +37,7 @@ import time
 INTERRUPTED = 254  # the exit code when the container stopped under the command
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2)
 KILL_AFTER = 1.5  # seconds after a forwarded SIGTERM before SIGKILL follows inside
+CLIENT_AFTER_KILL = 10.0  # seconds the engine's client may outlive that SIGKILL (then killed)
 NOTE = (
     "\n[devagent] the sandbox container stopped while this command ran: the command was "
     "interrupted and is not run again\n"
@@ -106,6 +107,7 @@ def _supervise(
     when the server dies; its exit code, and whether any signal was forwarded."""
     server = int(spec["server"])  # type: ignore[call-overload]
     kill_at: float | None = None
+    client_dead_by: float | None = None
     signalled = False
     while True:
         try:
@@ -126,6 +128,12 @@ def _supervise(
         if kill_at is not None and time.monotonic() >= kill_at:
             _forward(spec, "KILL")
             kill_at = float("inf")
+            client_dead_by = time.monotonic() + CLIENT_AFTER_KILL
+        if client_dead_by is not None and time.monotonic() >= client_dead_by:
+            # the command was killed inside, yet the engine's client still runs (an exec
+            # session the engine never ended): the client goes too, or this relay waits forever
+            child.kill()
+            client_dead_by = None
         if os.getppid() != server:  # the server died: nothing may outlive it here
             _forward(spec, "KILL")
             server = os.getppid()
