@@ -302,9 +302,7 @@ async def test_issue41_item4_kubeconfig_exec_plugin_failures_are_said(
     """A plugin that fails, or answers what is not a token, is an error that says so (with its
     stderr, credentials and control characters taken out); nothing is sent to the API."""
     path = exec_kubeconfig(tmp_path, api.url)
-    plugin_answer(tmp_path / "plugin", "t")
-    doc = json.loads((tmp_path / "plugin" / "answer.json").read_text())
-    (tmp_path / "plugin" / "answer.json").write_text(json.dumps({**doc, **answer}))
+    plugin_answer(tmp_path / "plugin", "t", **answer)
     claims = Claims(from_kubeconfig(path), NAMESPACE)
     with pytest.raises(ExecPluginError, match=message):
         await claims.list("")
