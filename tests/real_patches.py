@@ -254,13 +254,16 @@ def _context(record: Record, root: Path) -> Any:
     from devagent.agent.tools.base import ToolContext
     from devagent.agent.tools.workspace import Workspace
 
-    # diagnostics off: what a replay checks is the file the tool writes; the checker each write
-    # would start (a process per edit, thousands a run) is tested in test_diagnostics.py
+    # diagnostics and the syntax check off: what a replay checks is the file the tool writes. The
+    # checker each write would start (a process per edit, thousands a run) is tested in
+    # test_diagnostics.py; the syntax check (two compiles of the file per write, a quarter of a
+    # replay's CPU) in test_checked_edits.py; both stay on in the replays through the real loop.
     ctx = ToolContext(
         workspace=Workspace([root]),
         state=SessionState(workspace_roots=[str(root)]),
         call_id="r",
         diagnostics="off",
+        syntax_check="off",
     )
     real = ctx.workspace.resolve(record["path"])
     freshness.remember(ctx.state, real, freshness.mark_of(record["before"]))

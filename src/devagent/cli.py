@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devagent import __version__
+from devagent.common import startup_gc
 from devagent.global_flags import GlobalFlags, lend, take
 from devagent.patches import httpx as httpx_patch
 from devagent.preflight import StartError, check_model, open_core, report
@@ -880,6 +881,7 @@ def main() -> None:
 
     Every error a user can cause ends as one line on stderr and exit code 2 (usage) or 1 (runtime);
     `--debug` anywhere on the line (or DEVAGENT_DEBUG=1) also prints the traceback."""
+    startup_gc.quiet()  # no cyclic collection while the command imports (common/startup_gc.py)
     httpx_patch.skip_command_line_client()  # a client this process never runs, not imported
     argv = sys.argv[1:]
     wire_mode = "--wire" in argv or argv[:1] == ["wire"]

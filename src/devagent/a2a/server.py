@@ -28,6 +28,7 @@ from devagent import telemetry
 from devagent.a2a.card import CARD_PATHS, CardApp
 from devagent.a2a.settings import A2ASettings
 from devagent.a2a.shared_port import share_port
+from devagent.common import startup_gc
 from devagent.preflight import StartError, debug_enabled, open_core
 
 if TYPE_CHECKING:
@@ -65,8 +66,10 @@ def _warm_core() -> None:
 
     # The ~220,000 objects loaded by now (modules, classes, schemas) live as long as the process.
     # Frozen, Python's full collections no longer walk them: one took ~100 ms and came more often
-    # as a long conversation's objects piled up (time per turn over 200 turns).
+    # as a long conversation's objects piled up (time per turn over 200 turns). The collector,
+    # off since the entry point while all of it was imported (common/startup_gc.py), is on again.
     gc.freeze()
+    startup_gc.settled()
     # A turn allocates tens of thousands of short-lived objects that reference counting frees.
     # With the default threshold (700 allocations net) the collector ran about once a turn, each
     # pass walking what happened to be alive then and promoting it, so older generations and the

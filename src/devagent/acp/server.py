@@ -30,6 +30,7 @@ from devagent import __version__
 from devagent.acp import translate as t
 from devagent.acp.listing import PAGE_SIZE
 from devagent.acp.options import AcpOptions
+from devagent.common import startup_gc
 from devagent.common.jsonlimits import depth_message, positive_int_from_env, too_deep
 from devagent.common.waiting import done_or_set
 from devagent.preflight import stdio_door_config
@@ -119,6 +120,7 @@ def _load_sdk() -> None:
     from devagent.agent.api import load_core
 
     load_core()
+    startup_gc.settled()  # loaded: the collector, off since the entry point, on again
 
 
 async def serve(opts: AcpOptions, lines: asyncio.Queue[bytes | None], out: Any) -> int:

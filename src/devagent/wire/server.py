@@ -56,6 +56,7 @@ from devagent.agent.api import (
     validate_client_tools,
     with_custom,
 )
+from devagent.common import startup_gc
 from devagent.common.jsonlimits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE_BYTES,
@@ -864,6 +865,7 @@ def _import_heavy() -> None:
     from devagent.agent.api import load_core
 
     load_core()
+    startup_gc.settled()  # loaded: the collector, off since the entry point, on again
 
 
 def run_wire(
