@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from devagent.agent.tools.base import ToolContext
 from devagent.agent.tools.diagnostics import introduced
 from devagent.agent.tools.failure import ToolFailure
 from devagent.agent.tools.findings import Diagnostic
-from devagent.agent.tools.language_servers import SERVERS, SessionServers
 from devagent.agent.tools.workspace import Workspace
 from devagent.config import ConfigError, load_config
 from tests.conftest import process_ended
@@ -301,74 +299,6 @@ def _tree(leaders: list[int]) -> list[int]:
         found.append(pid)
         todo.extend(children.get(pid, []))
     return found
-
-
-def _rss_kib(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total
-
-
-async def _timed_edits(ctx: ToolContext, path: str, swaps: tuple[str, str], rounds: int) -> float:
-    """The mean seconds of an edit of `path` that swaps the two texts back and forth."""
-    first, second = swaps
-    started = time.perf_counter()
-    for i in range(rounds):
-        old, new = (first, second) if i % 2 == 0 else (second, first)
-        result = await TOOLS["edit"].run({"path": path, "old_string": old, "new_string": new}, ctx)
-        assert result.text.startswith("Edited"), result.text
-    return (time.perf_counter() - started) / rounds
-
-
-async def test_issue43_item1_timings_printed(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A benchmark, not a timed test: the time an edit takes alone, with the ruff fallback and
-    with a warm language server (basedpyright; typescript-language-server when installed), and
-    each server's memory, printed (`pytest -s`)."""
-    folders = [bin_with(ws.parent, "ruff", "basedpyright-langserver")]
-    if (JS_BIN / "typescript-language-server").exists():
-        folders.append(str(JS_BIN))
-    monkeypatch.setenv("PATH", path_with(*folders))
-    (ws / "app.py").write_text(OLD_PY)
-    (ws / "app.ts").write_text(OLD_TS)
-    state = SessionState(workspace_roots=[str(ws)])
-    for name in ("app.py", "app.ts"):
-        freshness.remember(state, (ws / name).resolve(), freshness.mark_of((ws / name).read_text()))
-    servers = SessionServers()
-
-    def ctx(mode: str, lsp: SessionServers | None = None) -> ToolContext:
-        return ToolContext(workspace=Workspace([ws]), state=state, diagnostics=mode, language_servers=lsp)
-
-    py, ts, rounds = ("[1, 2]", "[1, 3]"), ("twice(2)", "twice(3)"), 6
-    alone = await _timed_edits(ctx("off"), "app.py", py, rounds)
-    ruff = await _timed_edits(ctx("warn"), "app.py", py, rounds)
-    lines = [f"edit alone: {alone * 1000:.1f} ms", f"with ruff: {ruff * 1000:.1f} ms ({ruff / alone:.1f}x)"]
-    before = 0  # KiB of the servers measured already
-    try:
-        for path, swap, name in (
-            ("app.py", py, "basedpyright"),
-            ("app.ts", ts, "typescript-language-server"),
-        ):
-            if name not in {s.name for s in SERVERS if shutil.which(s.argv[0])}:
-                continue
-            cold = await _timed_edits(ctx("warn", servers), path, swap, 1)  # leaves the second text
-            warm = await _timed_edits(ctx("warn", servers), path, swap[::-1], rounds)
-            memory = (_rss_kib(_tree(servers.pids())) - before) // 1024
-            before += memory * 1024
-            lines.append(
-                f"with {name}: first {cold * 1000:.0f} ms, warm {warm * 1000:.1f} ms "
-                f"({warm / alone:.1f}x the edit alone); its processes {memory} MiB RSS in all"
-            )
-        result = await TOOLS["edit"].run(
-            {"path": "app.py", "old_string": "[1, 3]", "new_string": "[x]"}, ctx("warn", servers)
-        )
-        assert result.data["diagnostics_source"] == "basedpyright"
-    finally:
-        await servers.stop()
-    print("\n" + "\n".join(lines))
 
 
 async def test_issue43_item1_checkers_run_in_the_sandbox(
