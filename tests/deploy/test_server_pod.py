@@ -8,10 +8,10 @@ database (SQLite here: the Secret's PostgreSQL URL is a placeholder)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,10 +29,20 @@ OBJECTS = [o for _p, o in m.all_objects()]
 START_WITHIN = 120.0  # a hang guard, not a timing assertion
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def listening_port(pid: int) -> int | None:
+    """The TCP port the process `pid` listens on (read from /proc), once it listens."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target.removeprefix("socket:[").rstrip("]"))
+        for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                return int(fields[1].rsplit(":", 1)[1], 16)
+    return None
 
 
 def container_of(name: str) -> dict:
@@ -114,11 +124,14 @@ def server_pod(tmp_path: Path, prefix: list[str]) -> Iterator[tuple[str, dict[st
     sources.append(m.find(OBJECTS, "Secret", "devagent-server")["stringData"])
     env = pod_environment(c, sources, tmp_path)
     env["DEVAGENT_DB"] = f"sqlite+aiosqlite:///{tmp_path / 'devagent.db'}"
-    port = free_port()
-    args = moved_args(c, env, tmp_path, host="127.0.0.1", port=str(port))
+    # port 0: the server binds a free port itself (a port picked here and handed over could be
+    # taken meanwhile by another test's server, which would then answer in its place); the one it
+    # took is read from /proc (what it prints is the pod's public URL)
+    args = moved_args(c, env, tmp_path, host="127.0.0.1", port="0")
     log = tmp_path / "serve.log"
     with started([*prefix, sys.executable, "-m", "devagent", *args], env, log) as proc:
-        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: listening_port(proc.pid) is not None, proc, log)
+        url = f"http://127.0.0.1:{listening_port(proc.pid)}"
         wait_until(
             lambda: httpx.get(url + c["readinessProbe"]["httpGet"]["path"]).status_code == 200, proc, log
         )
