@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -51,17 +51,12 @@ class ScriptedGemini(FakeGemini):
         return JSONResponse({"candidates": [cand], "modelVersion": "gemini-fake"})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @asynccontextmanager
 async def gemini_a2a_server(tmp_path: Path, chunks: list[str]) -> AsyncIterator[tuple[str, ScriptedGemini]]:
     """The server on a free port, its model the fake; yields (its card URL, the fake). Skips the
-    test without node or the npm package (installed by scripts/test, or here)."""
+    test without node or the npm package (installed by scripts/test, or here). Without
+    CODER_AGENT_PORT the server binds a free port itself and logs it (a port picked here and handed
+    over could be taken meanwhile by another test's server, which would then answer in its place)."""
     ensure_installed(JS, SERVER, "@google/gemini-cli-a2a-server")
     home, ws = tmp_path / "gemini-home", tmp_path / "gemini-ws"
     (home / ".gemini").mkdir(parents=True)
@@ -69,7 +64,6 @@ async def gemini_a2a_server(tmp_path: Path, chunks: list[str]) -> AsyncIterator[
     settings = {"folderTrust": False, "telemetry": {"enabled": False}}
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     fake = ScriptedGemini(chunks)
-    port = _free_port()
     log = tmp_path / "gemini-a2a.log"
     async with fake as base_url:
         env = {
@@ -78,7 +72,6 @@ async def gemini_a2a_server(tmp_path: Path, chunks: list[str]) -> AsyncIterator[
             "XDG_CONFIG_HOME": str(home / ".config"),
             "GEMINI_API_KEY": "fake-key",
             "GOOGLE_GEMINI_BASE_URL": base_url,
-            "CODER_AGENT_PORT": str(port),
             "CODER_AGENT_WORKSPACE_PATH": str(ws),
             "NO_COLOR": "1",
         }
@@ -87,13 +80,25 @@ async def gemini_a2a_server(tmp_path: Path, chunks: list[str]) -> AsyncIterator[
                 "node", "--import", OFFLINE.as_uri(), str(SERVER), cwd=ws, env=env, stdout=out, stderr=out
             )
         try:
-            card = f"http://localhost:{port}/.well-known/agent-card.json"
+            card = f"http://localhost:{await _announced_port(proc, log)}/.well-known/agent-card.json"
             await _wait_for_card(card, proc, log)
             yield card, fake
         finally:
             if proc.returncode is None:
                 proc.terminate()
             await proc.wait()
+
+
+async def _announced_port(proc: Any, log: Path) -> int:
+    """The port the server says it took ("Agent Server started on http://localhost:PORT")."""
+    for _ in range(1200):  # a hang guard: it starts in a few seconds
+        found = re.search(r"Agent Server started on http://localhost:(\d+)", log.read_text(errors="replace"))
+        if found:
+            return int(found.group(1))
+        if proc.returncode is not None:
+            raise AssertionError(f"gemini-cli-a2a-server exited ({proc.returncode}): {_tail(log)}")
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"gemini-cli-a2a-server never said its port: {_tail(log)}")
 
 
 async def _wait_for_card(card: str, proc: Any, log: Path) -> None:
