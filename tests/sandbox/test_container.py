@@ -22,6 +22,7 @@ from devagent.agent.sandbox.container import ContainerProvider, ContainerSandbox
 from devagent.agent.sandbox.groups import kill_group
 from devagent.agent.sandbox.relay import INTERRUPTED
 from devagent.agent.tools.tty_screen import TtySize
+from tests.process_scan import running
 from tests.sandbox.conftest import EngineUnderTest
 
 Make = Callable[..., ContainerProvider]
@@ -361,6 +362,10 @@ async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(m
     started = await sandbox.start("echo up; exec sleep 6661", stdin=True, tty=TtySize(rows=24, cols=80))
     reader = await _reader(started)
     await _until(reader, b"up")
+    # The command inside, seen from outside: the container's processes are this machine's, in
+    # /proc (asking the engine with another exec is slower, and a podman exec right after a
+    # client was signalled can hang for minutes on a loaded machine: not what is tested here).
+    assert running("6661", argument=True)
     # tools/processes.py: SIGTERM to the terminal's foreground group (the engine's client), then
     # to the process's own group (the relay).
     foreground = os.tcgetpgrp(started.input_fd)
@@ -369,7 +374,7 @@ async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(m
     os.killpg(started.proc.pid, signal.SIGTERM)
     await asyncio.wait_for(started.proc.wait(), GUARD)
     async with asyncio.timeout(GUARD):
-        while "sleep 6661" in await _out(sandbox, "ps -eo args"):  # noqa: ASYNC110
+        while running("6661", argument=True):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     os.close(started.input_fd)
 
