@@ -107,6 +107,7 @@ def _supervise(
     when the server dies; its exit code, and whether any signal was forwarded."""
     server = int(spec["server"])  # type: ignore[call-overload]
     kill_at: float | None = None
+    termed: int | None = None  # the host's process group a forwarded TERM was sent to
     client_dead_by: float | None = None
     signalled = False
     while True:
@@ -122,9 +123,10 @@ def _supervise(
             signalled = True
             sig = pending.pop(0)
             name = "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:]
-            _forward(spec, name)
+            group = _forward(spec, name)
             if sig == signal.SIGTERM and kill_at is None:
                 kill_at = time.monotonic() + KILL_AFTER
+                termed = group
         if kill_at is not None and time.monotonic() >= kill_at:
             _forward(spec, "KILL")
             kill_at = float("inf")
@@ -142,11 +144,28 @@ def _supervise(
     # the client's: a stop signals both); a client killed from outside takes the command with it.
     for sig in pending:
         signalled = True
-        _forward(spec, "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:])
+        group = _forward(spec, "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:])
+        if sig == signal.SIGTERM and kill_at is None:
+            kill_at = time.monotonic() + KILL_AFTER
+            termed = group
     pending.clear()
     if code < 0:
         _forward(spec, "KILL")
+    elif termed is not None and kill_at is not None and kill_at != float("inf"):
+        _kill_left_after_term(termed, kill_at)
     return code, signalled
+
+
+def _kill_left_after_term(group: int, kill_at: float) -> None:
+    """A TERM was forwarded (from here, to the host's process group `group`) and the client ended
+    before its KILL followed: what is left of the group (a process that ignores TERM; the wrapper
+    that would have ended it died of the TERM) is killed all the same at `kill_at`, from here: no
+    engine call, which a loaded engine could hold for many seconds."""
+    time.sleep(max(0.0, kill_at - time.monotonic()))
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:  # gone already
+        pass
 
 
 def _began(marker: int) -> bool:
@@ -205,16 +224,16 @@ def _take_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def _forward(spec: dict[str, object], name: str) -> None:
+def _forward(spec: dict[str, object], name: str) -> int | None:
     """The signal `name` to the command's group: from here when its processes are this machine's
     and ours to signal (found by the wrapper's argument, the command's own random file name), else
     by an `exec` of `kill` inside. Here first: a container whose pids limit is exhausted (a fork
-    bomb) cannot start the `kill`."""
+    bomb) cannot start the `kill`. The group signalled from here, if it was."""
     group = _host_group(str(spec.get("pidfile", "")))
     if group is not None:
         try:
             os.killpg(group, getattr(signal, f"SIG{name}"))
-            return
+            return group
         except OSError:
             pass
     try:
@@ -227,6 +246,7 @@ def _forward(spec: dict[str, object], name: str) -> None:
         )
     except (OSError, subprocess.TimeoutExpired):
         pass
+    return None
 
 
 def _host_group(pidfile: str) -> int | None:
