@@ -119,14 +119,9 @@ def _supervise(
         if ends_at is not None and time.monotonic() >= ends_at:  # the command's own time limit
             pending.append(signal.SIGTERM)
             ends_at = None
-        while pending:
+        if pending:
             signalled = True
-            sig = pending.pop(0)
-            name = "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:]
-            group = _forward(spec, name)
-            if sig == signal.SIGTERM and kill_at is None:
-                kill_at = time.monotonic() + KILL_AFTER
-                termed = group
+            kill_at, termed = _forward_pending(spec, pending, kill_at, termed)
         if kill_at is not None and time.monotonic() >= kill_at:
             _forward(spec, "KILL")
             kill_at = float("inf")
@@ -142,18 +137,27 @@ def _supervise(
             signalled = True
     # Signals that came as the client ended still reach the command (a pty's foreground group is
     # the client's: a stop signals both); a client killed from outside takes the command with it.
-    for sig in pending:
+    if pending:
         signalled = True
-        group = _forward(spec, "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:])
-        if sig == signal.SIGTERM and kill_at is None:
-            kill_at = time.monotonic() + KILL_AFTER
-            termed = group
-    pending.clear()
+        kill_at, termed = _forward_pending(spec, pending, kill_at, termed)
     if code < 0:
         _forward(spec, "KILL")
     elif termed is not None and kill_at is not None and kill_at != float("inf"):
         _kill_left_after_term(termed, kill_at)
     return code, signalled
+
+
+def _forward_pending(
+    spec: dict[str, object], pending: list[int], kill_at: float | None, termed: int | None
+) -> tuple[float | None, int | None]:
+    """Each signal in `pending` forwarded (and taken out), SIGUSR1 as KILL; the first TERM sets
+    when its KILL follows and names the host group it went to: (that moment, that group)."""
+    while pending:
+        sig = pending.pop(0)
+        group = _forward(spec, "KILL" if sig == signal.SIGUSR1 else signal.Signals(sig).name[3:])
+        if sig == signal.SIGTERM and kill_at is None:
+            kill_at, termed = time.monotonic() + KILL_AFTER, group
+    return kill_at, termed
 
 
 def _kill_left_after_term(group: int, kill_at: float) -> None:
