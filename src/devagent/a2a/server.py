@@ -79,6 +79,22 @@ def _warm_core() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
+def _import_server_modules() -> None:
+    """uvicorn and what it loads as it starts (the protocol, lifespan and event-loop modules):
+    imported in the thread that runs the server, before the preload thread starts.
+
+    The preload imports sse-starlette through the a2a SDK, and sse-starlette imports `uvicorn.main`,
+    whose own first lines import `uvicorn`, whose `__init__` imports `uvicorn.main`: a cycle. Python's
+    import locks are per module, so two threads entering that cycle from its two ends wait on each
+    other, and the import system breaks the wait by handing one of them the half-run module (a
+    replica in CI: "cannot import name 'Server' from partially initialized module
+    'uvicorn.main'"). Loaded here first, the preload finds uvicorn complete, and the server's thread
+    imports nothing more while the preload runs (tests/a2a/test_startup_imports.py)."""
+    import uvicorn
+    import uvicorn.lifespan.on
+    import uvicorn.protocols.http.auto  # noqa: F401
+
+
 def _preload() -> None:
     import prometheus_client  # noqa: F401  (the metrics: devagent.a2a.observe imports it when used)
 
@@ -96,6 +112,7 @@ def start_preload() -> concurrent.futures.Future[None]:
     can, so the imports overlap the rest of its start-up (the sandbox probe, uvicorn's start)."""
     global _preloading
     if _preloading is None:
+        _import_server_modules()
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def run() -> None:

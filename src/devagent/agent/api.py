@@ -15,8 +15,9 @@ replace each (listed in docs/core-api.md).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from devagent.common.late_import import late_import
 
 if TYPE_CHECKING:  # the type checker's view of the names `_WHERE` loads at run time
     from devagent.agent.commands import CommandInfo as CommandInfo
@@ -219,9 +220,10 @@ _WHERE: dict[str, tuple[str, str]] = {
 
 def load_core() -> None:
     """Load the core's heavy modules now (pydantic-ai, the model layer, the session): a door that
-    answers its first message before the core is ready calls this in a thread."""
-    importlib.import_module("devagent.agent.core")
-    importlib.import_module("devagent.agent.session")
+    answers its first message before the core is ready calls this in a thread. The core's own late
+    import of the session waits for this one rather than racing it (common/late_import.py)."""
+    late_import("devagent.agent.core")
+    late_import("devagent.agent.session")
 
 
 if not TYPE_CHECKING:  # hidden from the type checker, which so still refuses an unknown name
@@ -231,7 +233,7 @@ if not TYPE_CHECKING:  # hidden from the type checker, which so still refuses an
         if where is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         module, attr = where
-        return getattr(importlib.import_module(module), attr)
+        return getattr(late_import(module), attr)
 
 
 def __dir__() -> list[str]:

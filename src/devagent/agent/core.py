@@ -43,6 +43,7 @@ from devagent.agent.tools.language_servers import LanguageServerRegistry
 from devagent.agent.tools.processes import ProcessRegistry
 from devagent.agent.tools.saved_outputs import SavedOutputs
 from devagent.common import scrub
+from devagent.common.late_import import late_import
 from devagent.common.lru import LRU
 from devagent.common.memory import IdleSweeper
 from devagent.store.db import Store
@@ -52,6 +53,15 @@ from devagent.store.tables import CANCEL_CHANNEL
 if TYPE_CHECKING:
     from devagent.agent.repository.remotes import RepositoryRequest
     from devagent.agent.session import Session
+
+
+def _session_class() -> type[Session]:
+    """The session class, imported late: pydantic-ai and the model layer. `devagent serve` opens
+    its core before they load, and may be loading them in a thread right now: `late_import` waits
+    for that import instead of racing it."""
+    session_class: type[Session] = late_import("devagent.agent.session").Session
+    return session_class
+
 
 MODELS_IN_MEMORY = 32  # model objects kept per process, by spec
 
@@ -329,9 +339,6 @@ class AgentCore:
         return await self._create(session_id, state, leased=False)
 
     async def _create(self, session_id: str | None, state: SessionState, *, leased: bool) -> Session:
-        # late: pydantic-ai; `devagent serve` opens its core before a thread has loaded it
-        from devagent.agent.session import Session
-
         sid = session_id or str(uuid.uuid4())
         # Under the id's lock, which get_session loads under: otherwise two first messages of one
         # conversation (get_session found nothing for either) made two live objects for one id,
@@ -346,7 +353,7 @@ class AgentCore:
                     if session_id is None:
                         raise
                 else:
-                    session = Session(self, sid, state)
+                    session = _session_class()(self, sid, state)
                     session.start_empty()  # a new session has no transcript to load
                     if leased:
                         session.leased_now()
@@ -377,12 +384,10 @@ class AgentCore:
             row = await self.store.load_session(session_id)
             if row is None:
                 return None
-            from devagent.agent.session import Session  # late: pydantic-ai, as in _create
-
             # A turn found running may run in another process right now: it is settled (if its
             # process died) when this process takes the session's lease, never on a mere load.
             assert row[1] is not None
-            session = Session(self, session_id, SessionState.from_json(row[1]), row[0])
+            session = _session_class()(self, session_id, SessionState.from_json(row[1]), row[0])
             self._remember(session)
             return session
 
