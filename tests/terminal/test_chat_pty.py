@@ -68,9 +68,14 @@ class Term:
         cursor position requests on the way, as a terminal does (its status line is drawn only
         once it knows where the cursor is)."""
         before = ""
-        while self.p.expect([pattern, CPR]) == 1:
-            before += self.p.before or ""
-            self.p.send("\x1b[1;1R")
+        try:
+            while self.p.expect([pattern, CPR]) == 1:
+                before += self.p.before or ""
+                self.p.send("\x1b[1;1R")
+        except pexpect.TIMEOUT:
+            # the whole screen since the last match, readable: pexpect's own message keeps 100 chars
+            seen = ANSI.sub("", before + (self.p.before or ""))
+            raise AssertionError(f"{pattern!r} not seen in {HANG} s; the terminal showed:\n{seen}") from None
         before += self.p.before or ""
         return ANSI.sub("", before)
 
@@ -181,8 +186,12 @@ def test_chat_turn_permission_slash_command_and_continue(
 
     # --continue: the latest session of this workspace, on its own model (no --model given)
     t = term("chat", "--continue", "--db", db)
-    header = t.expect("›")
+    # the conversation so far comes first, its prompts drawn with "›" too: what is typed before the
+    # prompt itself is up reaches a terminal not yet read raw, where Enter is a new line in the
+    # input (this test once waited 300 s for an answer to a line never sent)
+    header = t.expect("the conversation goes on from here")
     assert sid.group(1) in header and model in header
+    t.prompt()
     t.line("again")
     t.expect("still here, you said again")
     assert t.leave() == 0
