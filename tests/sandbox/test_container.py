@@ -366,11 +366,12 @@ async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(m
     # /proc (asking the engine with another exec is slower, and a podman exec right after a
     # client was signalled can hang for minutes on a loaded machine: not what is tested here).
     assert running("6661", argument=True)
-    # tools/processes.py: SIGTERM to the terminal's foreground group (the engine's client), then
-    # to the process's own group (the relay).
+    # tools/processes.py: SIGTERM to the process's own group (the relay) alone, which forwards it
+    # inside; the terminal's foreground group is the engine's client, left to end by itself
+    # (tests/unit/agent/tools/test_relayed_stop.py).
+    assert started.relayed
     foreground = os.tcgetpgrp(started.input_fd)
     assert foreground not in (started.proc.pid, os.getpgrp())
-    os.killpg(foreground, signal.SIGTERM)
     os.killpg(started.proc.pid, signal.SIGTERM)
     await asyncio.wait_for(started.proc.wait(), GUARD)
     async with asyncio.timeout(GUARD):

@@ -65,8 +65,11 @@ class Streams:
 class Started:
     """A command started in its own process group: the read end of its output (-1 with
     `Streams`), the write end of its input where it has one (else -1), whether it runs sandboxed,
-    whether a supervisor leads it (an unsandboxed lasting command), and for a pty process its
-    terminal's size (both ends are then the pty's master)."""
+    whether a supervisor leads it (an unsandboxed lasting command), for a pty process its
+    terminal's size (both ends are then the pty's master), and whether its process here is a relay
+    that forwards the signals its group gets to the command elsewhere (a container's, a worker's):
+    a stop then signals that group alone, never the terminal's foreground group, which is the
+    engine's client, not the command."""
 
     proc: asyncio.subprocess.Process
     output_fd: int = -1
@@ -74,6 +77,7 @@ class Started:
     sandboxed: bool = False
     supervised: bool = False
     tty: Winsize | None = None
+    relayed: bool = False
 
 
 Stdin = Literal["closed", "pipe"]

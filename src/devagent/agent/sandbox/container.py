@@ -381,7 +381,7 @@ class ContainerSandbox:
                 stderr=asyncio.subprocess.PIPE if streams.errors else asyncio.subprocess.DEVNULL,
                 limit=streams.limit,
             )
-            return Started(proc, -1, -1, sandboxed=True, supervised=piped or lasting)
+            return Started(proc, -1, -1, sandboxed=True, supervised=piped or lasting, relayed=True)
         stdio = _Stdio.make(piped, tty)
         try:
             proc = await self._spawn(spec, stdin=stdio.stdin, stdout=stdio.stdout, stderr=stdio.stdout)
@@ -392,7 +392,13 @@ class ContainerSandbox:
             stdio.close_theirs()
         read_fd, input_fd = stdio.ours
         return Started(
-            proc, read_fd, input_fd, sandboxed=True, supervised=piped or lasting, tty=cast(Any, tty)
+            proc,
+            read_fd,
+            input_fd,
+            sandboxed=True,
+            supervised=piped or lasting,
+            tty=cast(Any, tty),
+            relayed=True,
         )
 
     def _relay_spec(

@@ -344,7 +344,7 @@ class WorkerSandbox:
         pump = _Pump(q, grant, self.session_id, call_id, ours, self.provider.ttl)
         self.provider.pumping(pump)
         supervised = piped or lasting
-        return Started(proc, read_fd, input_fd, sandboxed=True, supervised=supervised, tty=tty)
+        return Started(proc, read_fd, input_fd, sandboxed=True, supervised=supervised, tty=tty, relayed=True)
 
     async def _spawn_relay(
         self, theirs: socket.socket, piped: bool, tty: Winsize | None, streams: Streams | None

@@ -130,6 +130,7 @@ class BackgroundProcess:
         if self._input_fd >= 0:
             os.set_blocking(self._input_fd, False)
         self.tty = started.tty
+        self.relayed = started.relayed
         self.screen = TtyScreen(started.tty, self._reply) if started.tty is not None else None
         self._output_fd = started.output_fd
         self._changed = asyncio.Event()
@@ -307,9 +308,12 @@ class BackgroundProcess:
 
     def _terminal_groups(self) -> set[int]:
         """The group in a pty process's terminal's foreground: it left the process's group to own
-        the terminal (without job control, the command's own session is that group)."""
+        the terminal (without job control, the command's own session is that group). None for a
+        relayed command: there the foreground is the engine's client, which the relay's own
+        signal ends with the command; signalled itself, the client left the engine's exec session
+        behind, and Podman's next exec of that container could wait on it."""
         fd = self._input_fd
-        if self.tty is None or fd < 0:
+        if self.tty is None or fd < 0 or self.relayed:
             return set()
         try:
             group = os.tcgetpgrp(fd)
