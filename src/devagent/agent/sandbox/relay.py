@@ -135,8 +135,8 @@ def _supervise(
             _forward(spec, "KILL")
             server = os.getppid()
             signalled = True
-    # Signals that came as the client ended still reach the command (a pty's foreground group is
-    # the client's: a stop signals both); a client killed from outside takes the command with it.
+    # Signals that came as the client ended still reach the command; a client killed from
+    # outside takes the command with it.
     if pending:
         signalled = True
         kill_at, termed = _forward_pending(spec, pending, kill_at, termed)
