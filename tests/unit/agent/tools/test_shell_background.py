@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -61,10 +60,16 @@ time.sleep(3600)  # a long-running process, until something stops it
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# A web server on a port it picks itself (a port picked here and handed to it could be taken
+# meanwhile, by another test's server even): it writes the port down before it says it serves.
+SERVE = """\
+import functools, http.server, pathlib
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=".")
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+pathlib.Path("port.txt").write_text(str(server.server_port))
+print(f"Serving HTTP on 127.0.0.1 port {server.server_port}", flush=True)
+server.serve_forever()
+"""
 
 
 def bg(command: str, cid: str) -> dict[str, Any]:
@@ -101,8 +106,9 @@ async def test_issue30_item4_background_server_queried_from_another_command(
     listens, queried with curl from another command, its request log read, listed, stopped; no
     process of it is left."""
     (workspace / "hello.txt").write_text("hello from the workspace\n")
-    port = free_port()
-    server = f"{PY} -u -m http.server {port} --bind 127.0.0.1"
+    serve = f"serve-{uuid.uuid4().hex[:8]}.py"  # its name finds it in the process table
+    (workspace / serve).write_text(SERVE)
+    server = f"{PY} -u {serve}"
     spec = script(
         [
             {"items": [bg(server, "start")]},
@@ -110,7 +116,9 @@ async def test_issue30_item4_background_server_queried_from_another_command(
             {
                 "items": [
                     call(
-                        "run_shell_command", {"command": f"curl -s http://127.0.0.1:{port}/hello.txt"}, "curl"
+                        "run_shell_command",
+                        {"command": "curl -s http://127.0.0.1:$(cat port.txt)/hello.txt"},
+                        "curl",
                     )
                 ]
             },
@@ -130,6 +138,7 @@ async def test_issue30_item4_background_server_queried_from_another_command(
     ]
     assert result_text(calls["start"]).startswith("Started in the background as bg1.")
     assert calls["start"].output is not None and calls["start"].output.data["sandboxed"] is sandboxing
+    port = (workspace / "port.txt").read_text()
     assert f"Serving HTTP on 127.0.0.1 port {port}" in result_text(calls["ready"])
     assert result_text(calls["ready"]).endswith("[bg1: running]")
     assert result_text(calls["curl"]) == "hello from the workspace\nexit code 0"
@@ -138,7 +147,7 @@ async def test_issue30_item4_background_server_queried_from_another_command(
         calls["list"]
     )
     assert result_text(calls["stop"]).endswith("[bg1: stopped (stopped on request)]")
-    await until(lambda: not running(f"http.server {port}"), "the server was still running")
+    await until(lambda: not running(serve), "the server was still running")
 
 
 async def test_issue30_item4_background_input_echoed(
