@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,12 +20,6 @@ from tests.a2a.test_hostile import script
 from tests.workers.conftest import WITHIN, Worker, WorkerSite
 from tests.workers.fifos import FifoCounter, release_blocked
 from tests.workers.test_issue41_workers import read_to_end
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def logged(worker: Worker, text: str) -> None:
@@ -50,11 +43,13 @@ async def test_issue41_item2_a_worker_that_lost_the_server_reconnects_and_finish
     started, go = FifoCounter(site.shared / "started"), site.shared / "go"
     os.mkfifo(go, 0o666)
     os.chmod(go, 0o666)
-    model, port, ws = script(tmp_path / "s.json", [[{"text": "done"}]]), free_port(), site.root / "alice"
+    model, ws = script(tmp_path / "s.json", [[{"text": "done"}]]), site.root / "alice"
     config = SimpleNamespace(db_url=site.db_url, worker_lease_seconds=ttl, worker_wait_seconds=WITHIN)
     provider = WorkerProvider(config)
     try:
-        with site.server(model, port) as s, site.worker(s, "w1", netns=False) as w1:
+        # the first server picks a free port itself; the second comes back on it, as the worker's URL says
+        with site.server(model) as s, site.worker(s, "w1", netns=False) as w1:
+            port = int(s.url.rstrip("/").rsplit(":", 1)[1])
             w1.wait_connected()
             sandbox = provider.for_session("reconnecting", [ws])
             command = f"pwd > {started.path}; cat {go}; echo FINISHED"
