@@ -56,3 +56,47 @@ def test_issue40_item2_a_forwarded_term_is_followed_by_kill_when_the_client_ends
         if relay.poll() is None:
             relay.kill()
             relay.wait()
+
+
+def test_issue40_item2_a_term_forwarded_through_the_engine_is_followed_by_kill_through_it_too(
+    tmp_path: Path,
+) -> None:
+    """As above, where the command's processes are not found on this machine (the stand-in client
+    lacks the wrapper's argument, as with an engine on another host): the TERM went through the
+    engine's `kill`, and so does the KILL that follows when the client ended first (it used to
+    follow only for a group found here)."""
+    marker = str(8000 + int(uuid.uuid4().int % 1000))
+    started, group, asked = tmp_path / "started", tmp_path / "group", tmp_path / "asked"
+    script = (
+        f"echo $$ > {group}; trap 'exit 0' TERM; (trap '' TERM; exec sleep {marker}) & "
+        f"echo started > {started}; while :; do sleep 0.05; done"
+    )
+    # the engine's `kill` stand-in: writes down the signal it was asked for (appended by the
+    # relay), then sends it to the client's group, as the real one does inside
+    kill = ["/bin/sh", "-c", f'echo "$1" >> {asked}; kill -"$1" -"$(cat {group})"', "kill"]
+    spec = {
+        "server": os.getpid(),
+        "exec": ["/bin/sh", "-c", script],  # no pidfile argument: not found from here
+        "pidfile": str(tmp_path / "pidfile"),
+        "kill": kill,
+        "state": ["echo", "true"],
+    }
+    relay = subprocess.Popen([sys.executable, "-I", "-S", RELAY, json.dumps(spec)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + GUARD
+        while not (started.exists() and running(marker, argument=True)):
+            assert time.monotonic() < deadline and relay.poll() is None, "the command never started"
+            time.sleep(0.05)
+        os.killpg(relay.pid, signal.SIGTERM)
+        assert relay.wait(GUARD) == 0
+        deadline = time.monotonic() + GUARD
+        while running(marker, argument=True):
+            assert time.monotonic() < deadline, "the TERM-proof process outlived the relay's stop"
+            time.sleep(0.05)
+        assert asked.read_text().split() == ["TERM", "KILL"]
+    finally:
+        for pid in running(marker, argument=True):
+            os.kill(pid, signal.SIGKILL)
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()

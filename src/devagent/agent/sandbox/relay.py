@@ -142,8 +142,8 @@ def _supervise(
         kill_at, termed = _forward_pending(spec, pending, kill_at, termed)
     if code < 0:
         _forward(spec, "KILL")
-    elif termed is not None and kill_at is not None and kill_at != float("inf"):
-        _kill_left_after_term(termed, kill_at)
+    elif kill_at is not None and kill_at != float("inf"):
+        _kill_left_after_term(spec, termed, kill_at)
     return code, signalled
 
 
@@ -160,12 +160,17 @@ def _forward_pending(
     return kill_at, termed
 
 
-def _kill_left_after_term(group: int, kill_at: float) -> None:
-    """A TERM was forwarded (from here, to the host's process group `group`) and the client ended
-    before its KILL followed: what is left of the group (a process that ignores TERM; the wrapper
-    that would have ended it died of the TERM) is killed all the same at `kill_at`, from here: no
-    engine call, which a loaded engine could hold for many seconds."""
+def _kill_left_after_term(spec: dict[str, object], group: int | None, kill_at: float) -> None:
+    """A TERM was forwarded and the client ended before its KILL followed: what is left of the
+    command's group (a process that ignores TERM; the wrapper that would have ended it died of the
+    TERM) is killed all the same at `kill_at`. Where the TERM went from here (to the host's process
+    group `group`), so does the KILL, without an engine call (a loaded engine can hold one for
+    many seconds, and the wrapper the group was found by is gone); where it went through the
+    engine (the command's processes not this machine's to see), so does the KILL."""
     time.sleep(max(0.0, kill_at - time.monotonic()))
+    if group is None:
+        _forward(spec, "KILL")
+        return
     try:
         os.killpg(group, signal.SIGKILL)
     except OSError:  # gone already
