@@ -365,7 +365,10 @@ async def test_issue40_item2_a_pty_command_stops_as_the_process_table_stops_it(m
     # The command inside, seen from outside: the container's processes are this machine's, in
     # /proc (asking the engine with another exec is slower, and a podman exec right after a
     # client was signalled can hang for minutes on a loaded machine: not what is tested here).
-    assert running("6661", argument=True)
+    # "up" comes just before the shell execs the sleep: it is looked for until it runs.
+    async with asyncio.timeout(GUARD):
+        while not running("6661", argument=True):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
     # tools/processes.py: SIGTERM to the process's own group (the relay) alone, which forwards it
     # inside; the terminal's foreground group is the engine's client, left to end by itself
     # (tests/unit/agent/tools/test_relayed_stop.py).
