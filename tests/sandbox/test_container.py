@@ -11,6 +11,7 @@ import shlex
 import signal
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -141,10 +142,15 @@ async def test_issue40_item2_fork_bomb_and_memory_hog_leave_the_other_session_re
     os.close(bomb.input_fd)
     assert "python3" not in await _out(bomb_box, "ps -eo args")
     # A memory hog: the container's memory limit ends it, never the other session.
+    since = time.time() - 1
     hog = await bomb_box.run(
         "echo hog-start; python3 -c 'b = bytearray(512 * 1024 * 1024); print(len(b))'", time_limit=GUARD
     )
     assert b"hog-start" in hog.output and hog.code != 0 and b"536870912" not in hog.output
+    # Podman's conmon writes its marker of the kill (`oom`, `oomKilled`) where the engine's client
+    # runs: a folder of its own, never the server's working directory (here, the checkout).
+    left = [p.name for p in Path.cwd().glob("oom*") if p.stat().st_mtime >= since]
+    assert left == [], f"the engine wrote {left} into the working directory"
     assert await _out(other, "python3 -c 'print(len(bytearray(32 * 1024 * 1024)))'") == "33554432\n"
     assert await _out(bomb_box, "echo recovered") == "recovered\n"
 

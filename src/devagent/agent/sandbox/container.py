@@ -440,6 +440,7 @@ class ContainerSandbox:
             json.dumps(spec),
             start_new_session=True,
             env=self.engine.client_env(),
+            cwd=self.engine.client_cwd(),
             **stdio,
         )
         self.running_commands += 1
@@ -560,10 +561,14 @@ class ContainerSandbox:
                 input=data,
                 capture_output=True,
                 env=self.engine.client_env(),
+                cwd=self.engine.client_cwd(),
             )
             if self.engine.refused(done.returncode) and attempt == 1:  # the engine's own failure
                 subprocess.run(
-                    self.engine.argv("start", self.name), capture_output=True, env=self.engine.client_env()
+                    self.engine.argv("start", self.name),
+                    capture_output=True,
+                    env=self.engine.client_env(),
+                    cwd=self.engine.client_cwd(),
                 )
                 continue
             break
@@ -590,6 +595,7 @@ async def _raw(engine: Engine, argv: Sequence[str], data: bytes | None) -> tuple
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=engine.client_env(),
+        cwd=engine.client_cwd(),
     )
     out, err = await proc.communicate(data)
     return proc.returncode or 0, out, err
@@ -790,7 +796,9 @@ class ContainerProvider:
         at = flags.index("--mount")
         del flags[at : at + 2]
         argv = self.engine.argv("run", "--rm", *flags, template.image, "/bin/sh", "-c", "id -u; id -g")
-        done = subprocess.run(argv, capture_output=True, text=True, env=self.engine.client_env())
+        done = subprocess.run(
+            argv, capture_output=True, text=True, env=self.engine.client_env(), cwd=self.engine.client_cwd()
+        )
         numbers = done.stdout.split()
         if done.returncode != 0 or len(numbers) != 2 or not all(n.isdigit() for n in numbers):
             return None

@@ -73,6 +73,30 @@ class Result:
     err: str
 
 
+_WORKDIR: list[str] = []  # the folder of this process's engine clients, found when first needed
+
+
+def engine_workdir() -> str:
+    """A folder of this user's for the engine's clients to run in: `devagent-engine-UID` in the
+    temporary folder, made 0700 once and kept (every process of the user shares it, so none is
+    left behind per process); one that is not this user's own private folder (another user made
+    it first, or a link) is not used: a private folder of this process's is made instead."""
+    if not _WORKDIR:
+        import stat
+        import tempfile
+
+        folder = os.path.join(tempfile.gettempdir(), f"devagent-engine-{os.getuid()}")
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        found = os.lstat(folder)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+            folder = tempfile.mkdtemp(prefix="devagent-engine-")
+        _WORKDIR.append(folder)
+    return _WORKDIR[0]
+
+
 @dataclass(slots=True)
 class Engine:
     """One engine's command line: `program` is "podman" or "docker". Podman runs with runc
@@ -93,6 +117,13 @@ class Engine:
             head += ["--runtime", self.runtime]
         return [*head, *args]
 
+    def client_cwd(self) -> str:
+        """The folder the engine's client runs in: a private one of this process's. The monitor
+        the engine starts beside a container or an exec (Podman's conmon) writes its marker of an
+        out-of-memory kill (`oom`, `oomKilled`) into its working directory, which would otherwise
+        be the server's (an operator's folder, a checkout)."""
+        return engine_workdir()
+
     def client_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in CLIENT_ENV_KEEP}
         env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -107,6 +138,7 @@ class Engine:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=self.client_env(),
+            cwd=self.client_cwd(),
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), ENGINE_TIMEOUT)
