@@ -19,6 +19,30 @@ from tests.process_scan import running
 GUARD = 60.0  # a hang guard only: every wait below ends on an outcome long before it
 
 
+def _stopped_leaves_nothing(spec: dict[str, object], started: Path, marker: str) -> None:
+    """Runs the relay on `spec` until its command has started (`started` written, the TERM-proof
+    `sleep MARKER` running), stops it as the process table does (TERM to the relay's group), and
+    checks that the client ended by itself and the TERM-proof process does not outlive the stop."""
+    relay = subprocess.Popen([sys.executable, "-I", "-S", RELAY, json.dumps(spec)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + GUARD
+        while not (started.exists() and running(marker, argument=True)):
+            assert time.monotonic() < deadline and relay.poll() is None, "the command never started"
+            time.sleep(0.05)
+        os.killpg(relay.pid, signal.SIGTERM)  # the process table's stop of the relay's group
+        assert relay.wait(GUARD) == 0  # the client ended by itself on the TERM
+        deadline = time.monotonic() + GUARD
+        while running(marker, argument=True):
+            assert time.monotonic() < deadline, "the TERM-proof process outlived the relay's stop"
+            time.sleep(0.05)
+    finally:
+        for pid in running(marker, argument=True):
+            os.kill(pid, signal.SIGKILL)
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+
+
 def test_issue40_item2_a_forwarded_term_is_followed_by_kill_when_the_client_ends_first(
     tmp_path: Path,
 ) -> None:
@@ -38,24 +62,7 @@ def test_issue40_item2_a_forwarded_term_is_followed_by_kill_when_the_client_ends
         "kill": ["true"],  # never needed: the group is found here
         "state": ["echo", "true"],
     }
-    relay = subprocess.Popen([sys.executable, "-I", "-S", RELAY, json.dumps(spec)], start_new_session=True)
-    try:
-        deadline = time.monotonic() + GUARD
-        while not (started.exists() and running(marker, argument=True)):
-            assert time.monotonic() < deadline and relay.poll() is None, "the command never started"
-            time.sleep(0.05)
-        os.killpg(relay.pid, signal.SIGTERM)  # the process table's stop of the relay's group
-        assert relay.wait(GUARD) == 0  # the client ended by itself on the TERM
-        deadline = time.monotonic() + GUARD
-        while running(marker, argument=True):
-            assert time.monotonic() < deadline, "the TERM-proof process outlived the relay's stop"
-            time.sleep(0.05)
-    finally:
-        for pid in running(marker, argument=True):
-            os.kill(pid, signal.SIGKILL)
-        if relay.poll() is None:
-            relay.kill()
-            relay.wait()
+    _stopped_leaves_nothing(spec, started, marker)
 
 
 def test_issue40_item2_a_term_forwarded_through_the_engine_is_followed_by_kill_through_it_too(
@@ -81,22 +88,5 @@ def test_issue40_item2_a_term_forwarded_through_the_engine_is_followed_by_kill_t
         "kill": kill,
         "state": ["echo", "true"],
     }
-    relay = subprocess.Popen([sys.executable, "-I", "-S", RELAY, json.dumps(spec)], start_new_session=True)
-    try:
-        deadline = time.monotonic() + GUARD
-        while not (started.exists() and running(marker, argument=True)):
-            assert time.monotonic() < deadline and relay.poll() is None, "the command never started"
-            time.sleep(0.05)
-        os.killpg(relay.pid, signal.SIGTERM)
-        assert relay.wait(GUARD) == 0
-        deadline = time.monotonic() + GUARD
-        while running(marker, argument=True):
-            assert time.monotonic() < deadline, "the TERM-proof process outlived the relay's stop"
-            time.sleep(0.05)
-        assert asked.read_text().split() == ["TERM", "KILL"]
-    finally:
-        for pid in running(marker, argument=True):
-            os.kill(pid, signal.SIGKILL)
-        if relay.poll() is None:
-            relay.kill()
-            relay.wait()
+    _stopped_leaves_nothing(spec, started, marker)
+    assert asked.read_text().split() == ["TERM", "KILL"]
