@@ -80,7 +80,7 @@ def _warm_core() -> None:
 
 
 def _import_server_modules() -> None:
-    """uvicorn and what it loads as it starts (the protocol, lifespan and event-loop modules):
+    """uvicorn and what it loads as it starts (its HTTP protocol and lifespan modules):
     imported in the thread that runs the server, before the preload thread starts.
 
     The preload imports sse-starlette through the a2a SDK, and sse-starlette imports `uvicorn.main`,

@@ -118,7 +118,7 @@ class Engine:
         return [*head, *args]
 
     def client_cwd(self) -> str:
-        """The folder the engine's client runs in: a private one of this process's. The monitor
+        """The folder the engine's client runs in: the user's private one (`engine_workdir`). The monitor
         the engine starts beside a container or an exec (Podman's conmon) writes its marker of an
         out-of-memory kill (`oom`, `oomKilled`) into its working directory, which would otherwise
         be the server's (an operator's folder, a checkout)."""
