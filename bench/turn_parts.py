@@ -25,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,7 +38,14 @@ SCRIPT = {
         {
             "items": [
                 {"text": "Writing it."},
-                {"tool_call": {"name": "write_file", "args": {"path": "out/scripted.txt", "content": "x\n"}}},
+                # a new file each turn, as the fake model writes (the prompts differ): the same
+                # path again would be refused, the new conversation not having read it
+                {
+                    "tool_call": {
+                        "name": "write_file",
+                        "args": {"path": "out/{last_user}.txt", "content": "x\n"},
+                    }
+                },
                 {"usage": {"input_tokens": 40, "output_tokens": 9}},
             ]
         },
@@ -63,7 +71,8 @@ async def core_turns(run: pf.Run, model: str, turns: int) -> float:
 
         async def turn(i: int) -> None:
             session = await core.create_session([run.ws], approval_mode="yolo")
-            events = [e async for e in session.advance(UserPrompt(f"tool core {i}"))]
+            prompt = f"tool core {i} {uuid.uuid4().hex[:6]}"  # a new file each turn (SCRIPT)
+            events = [e async for e in session.advance(UserPrompt(prompt))]
             end = events[-1]
             if not (isinstance(end, TurnEnd) and end.reason == "finished"):
                 raise RuntimeError(f"the core's turn ended with {end!r}")

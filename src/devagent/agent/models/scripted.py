@@ -543,10 +543,11 @@ class ScriptedStreamedResponse(_Named, StreamedResponse):
             elif isinstance(item, ToolCallItem):
                 call_id = item.id or f"call_{self._step}_{calls}"
                 calls += 1
-                for event in self._tool_call_events(("tool", index), item, call_id):
+                args = self._filled(item.args)
+                for event in self._tool_call_events(("tool", index), item.name, args, call_id):
                     output_chars += len(item.name)
                     yield event
-                output_chars += len(json.dumps(item.args))
+                output_chars += len(json.dumps(args))
                 await asyncio.sleep(0)
             elif isinstance(item, UsageItem):
                 reported = item
@@ -579,6 +580,16 @@ class ScriptedStreamedResponse(_Named, StreamedResponse):
     def _text(self, text: str) -> str:
         return _fill(text, self._messages) if self._fill_placeholders else text
 
+    def _filled(self, value: Any) -> Any:
+        """A tool call's arguments with the placeholders filled in each string they hold."""
+        if isinstance(value, str):
+            return self._text(value)
+        if isinstance(value, dict):
+            return {k: self._filled(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._filled(v) for v in value]
+        return value
+
     async def _deltas(
         self, text: str, index: int, *, thinking: bool
     ) -> AsyncIterator[ModelResponseStreamEvent]:
@@ -595,13 +606,13 @@ class ScriptedStreamedResponse(_Named, StreamedResponse):
             await asyncio.sleep(0)
 
     def _tool_call_events(
-        self, part_id: tuple[str, int], item: ToolCallItem, call_id: str
+        self, part_id: tuple[str, int], name: str, arguments: dict[str, Any], call_id: str
     ) -> Iterator[ModelResponseStreamEvent]:
-        args = json.dumps(item.args, ensure_ascii=False)
+        args = json.dumps(arguments, ensure_ascii=False)
         middle = max(1, len(args) // 2)
         first, rest = args[:middle], args[middle:]
         yield from self._parts_manager.handle_tool_call_delta_events(
-            vendor_part_id=part_id, tool_name=item.name, args=first, tool_call_id=call_id
+            vendor_part_id=part_id, tool_name=name, args=first, tool_call_id=call_id
         )
         if rest:
             yield from self._parts_manager.handle_tool_call_delta_events(vendor_part_id=part_id, args=rest)

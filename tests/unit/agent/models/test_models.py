@@ -261,6 +261,22 @@ SCRIPT = {
 
 
 class TestScriptedModel:
+    async def test_placeholders_are_filled_in_tool_call_arguments(self, tmp_path: Path) -> None:
+        """A script can name a file after the prompt (bench/turn_parts.py writes a new one each
+        turn): every string of the arguments, at any depth, has its placeholders filled."""
+        args = {"path": "out/{last_user}.txt", "lines": ["{last_user}", "{x}"], "n": 1, "flag": True}
+        script = {"steps": [{"items": [{"tool_call": {"name": "write_file", "args": args}}]}]}
+        model = create_model(f"scripted:{write_script(tmp_path, script)}", environ={})
+        _, response = await stream(model, [ModelRequest.user_text_prompt("turn 7")])
+        (call,) = response.parts
+        assert isinstance(call, ToolCallPart)
+        assert call.args_as_dict() == {
+            "path": "out/turn 7.txt",
+            "lines": ["turn 7", "{x}"],
+            "n": 1,
+            "flag": True,
+        }
+
     async def test_text_thinking_parallel_calls_and_exact_usage(self, tmp_path: Path) -> None:
         model = create_model(f"scripted:{write_script(tmp_path, SCRIPT)}", environ={})
         history: list[ModelMessage] = [ModelRequest.user_text_prompt("find the TODOs")]
