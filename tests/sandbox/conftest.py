@@ -24,6 +24,11 @@ from tests.sandbox import docker_daemon as dockerd
 from tests.sandbox import image
 
 TEST_LABEL = "devagent.test"
+# The test process that made a container or volume: what a run killed midway (a CI timeout, a
+# SIGKILL) leaves behind is found by it and removed by the next run, before its sessions of the
+# same names (`open("files")`) would meet a volume holding the dead run's files.
+OWNER_LABEL = "devagent.test.owner"
+_swept: set[str] = set()  # the engines this process has swept
 
 
 def _podman_problem() -> str | None:
@@ -119,6 +124,40 @@ def template(tag: str, **limits: object) -> Template:
     return Template("default", tag, **fields)  # type: ignore[arg-type]
 
 
+def _alive(pid: str) -> bool:
+    """Whether a process of this id runs on this machine (an id that is not one: as if it did,
+    so nothing of it is touched)."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, OverflowError):
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_dead_owners(engine: EngineUnderTest) -> list[str]:
+    """Removes the containers, then the volumes, that a test process no longer running made;
+    returns their names. Podman only: Docker runs in a daemon of the run's own, whose storage goes
+    with it."""
+    if engine.engine.program != "podman" or engine.engine.program in _swept:
+        return []
+    _swept.add(engine.engine.program)
+    label = f"label={OWNER_LABEL}"
+    owned = f'{{{{index .Labels "{OWNER_LABEL}"}}}}'
+    containers = engine.lines("ps", "-a", "--filter", label, "--format", "{{.Names}} " + owned)
+    dead = [c.split()[0] for c in containers if len(c.split()) == 2 and not _alive(c.split()[1])]
+    if dead:
+        engine.lines("rm", "--force", "--time", "0", *dead)
+    volumes = engine.lines("volume", "ls", "--filter", label, "--format", "{{.Name}} " + owned)
+    gone = [v.split()[0] for v in volumes if len(v.split()) == 2 and not _alive(v.split()[1])]
+    if gone:
+        engine.lines("volume", "rm", "--force", *gone)
+    return dead + gone
+
+
 def leftovers(engine: EngineUnderTest, test_id: str) -> list[str]:
     """What the engine still holds with the test's label: containers, then volumes."""
     label = f"label={TEST_LABEL}={test_id}"
@@ -132,6 +171,7 @@ async def make_provider(sandbox_engine: EngineUnderTest, tmp_path: Path) -> Asyn
     closed and swept afterwards, and the engine is asked that nothing of the test's is left."""
     test_id = uuid.uuid4().hex[:12]
     made: list[ContainerProvider] = []
+    await asyncio.to_thread(sweep_dead_owners, sandbox_engine)
 
     def make(
         warm: int = 0, idle_seconds: float = 300.0, labels: dict[str, str] | None = None, **limits: object
@@ -141,7 +181,7 @@ async def make_provider(sandbox_engine: EngineUnderTest, tmp_path: Path) -> Asyn
             templates={"default": template(sandbox_engine.image, **limits)},
             warm=warm,
             idle_seconds=idle_seconds,
-            labels={TEST_LABEL: test_id, **(labels or {})},
+            labels={TEST_LABEL: test_id, OWNER_LABEL: str(os.getpid()), **(labels or {})},
         )
         made.append(provider)
         return provider
