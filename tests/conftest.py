@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ def _hermetic_home() -> Path:
     from the real home keep theirs: npm's cache and settings, pyenv's Pythons."""
     real = Path.home()
     home = Path(tempfile.mkdtemp(prefix="devagent-tests-home-"))
+    atexit.register(shutil.rmtree, home, True)  # gone with the run (each xdist worker has its own)
     kept = {"npm_config_cache": ".npm", "npm_config_userconfig": ".npmrc", "PYENV_ROOT": ".pyenv"}
     for var, name in kept.items():
         path = real / name
