@@ -439,8 +439,7 @@ class ContainerSandbox:
             RELAY,
             json.dumps(spec),
             start_new_session=True,
-            env=self.engine.client_env(),
-            cwd=self.engine.client_cwd(),
+            **self.engine.client(),
             **stdio,
         )
         self.running_commands += 1
@@ -560,15 +559,13 @@ class ContainerSandbox:
                 self._file_argv(op, where, data),
                 input=data,
                 capture_output=True,
-                env=self.engine.client_env(),
-                cwd=self.engine.client_cwd(),
+                **self.engine.client(),
             )
             if self.engine.refused(done.returncode) and attempt == 1:  # the engine's own failure
                 subprocess.run(
                     self.engine.argv("start", self.name),
                     capture_output=True,
-                    env=self.engine.client_env(),
-                    cwd=self.engine.client_cwd(),
+                    **self.engine.client(),
                 )
                 continue
             break
@@ -594,8 +591,7 @@ async def _raw(engine: Engine, argv: Sequence[str], data: bytes | None) -> tuple
         stdin=asyncio.subprocess.PIPE if data is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=engine.client_env(),
-        cwd=engine.client_cwd(),
+        **engine.client(),
     )
     out, err = await proc.communicate(data)
     return proc.returncode or 0, out, err
@@ -796,9 +792,7 @@ class ContainerProvider:
         at = flags.index("--mount")
         del flags[at : at + 2]
         argv = self.engine.argv("run", "--rm", *flags, template.image, "/bin/sh", "-c", "id -u; id -g")
-        done = subprocess.run(
-            argv, capture_output=True, text=True, env=self.engine.client_env(), cwd=self.engine.client_cwd()
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, **self.engine.client())
         numbers = done.stdout.split()
         if done.returncode != 0 or len(numbers) != 2 or not all(n.isdigit() for n in numbers):
             return None

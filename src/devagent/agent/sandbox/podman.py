@@ -17,6 +17,7 @@ import resource
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from devagent.common.errors import DevagentError
 
@@ -97,6 +98,13 @@ def engine_workdir() -> str:
     return _WORKDIR[0]
 
 
+class EngineClient(TypedDict):
+    """The keyword arguments every run of the engine's command line takes (`Engine.client`)."""
+
+    env: dict[str, str]
+    cwd: str
+
+
 @dataclass(slots=True)
 class Engine:
     """One engine's command line: `program` is "podman" or "docker". Podman runs with runc
@@ -116,6 +124,11 @@ class Engine:
         if self.is_podman and self.runtime:
             head += ["--runtime", self.runtime]
         return [*head, *args]
+
+    def client(self) -> EngineClient:
+        """Where and with what the engine's client runs: `subprocess(..., **engine.client())` at
+        every call of the engine's command line."""
+        return {"env": self.client_env(), "cwd": self.client_cwd()}
 
     def client_cwd(self) -> str:
         """The folder the engine's client runs in: the user's private one (`engine_workdir`). The monitor
@@ -137,8 +150,7 @@ class Engine:
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=self.client_env(),
-            cwd=self.client_cwd(),
+            **self.client(),
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), ENGINE_TIMEOUT)

@@ -30,7 +30,7 @@ def test_issue40_the_engines_clients_run_in_the_users_private_folder(fresh: Path
     assert folder == str(fresh) and podman.engine_workdir() == folder
     found = os.lstat(folder)
     assert stat.S_ISDIR(found.st_mode) and stat.S_IMODE(found.st_mode) == 0o700
-    assert podman.Engine().client_cwd() == folder
+    assert podman.Engine().client()["cwd"] == folder  # every run of the engine's command line
 
 
 @pytest.mark.parametrize("planted", ["link", "open folder"])
