@@ -503,13 +503,17 @@ def walk_files(
     *,
     skip_dirs: frozenset[str] = SKIP_DIRS,
     follow_file_links: bool = False,
+    on_folder: Callable[[int, Path], None] | None = None,
 ) -> Generator[WalkEntry, None, None]:
     """Files under the open directory `dir_fd` (whose path is `base`) in path order (entries of a
     directory sorted by name, directories visited where they sort). Each subdirectory is opened
     O_NOFOLLOW relative to its parent's descriptor, so no swap can lead the walk out;
     symlinked directories are never entered; symlinks are yielded (as `is_link`) only with
     `follow_file_links`, for the caller to locate through the workspace. Temporary files a crashed
-    `atomic_write` left behind are not workspace files: skipped."""
+    `atomic_write` left behind are not workspace files: skipped. `on_folder(fd, path)` is told of
+    each directory as the walk enters it, before it is listed."""
+    if on_folder is not None:
+        on_folder(dir_fd, base)
     try:
         entries = sorted(os.scandir(dir_fd), key=lambda e: e.name)
     except OSError:
@@ -526,7 +530,11 @@ def walk_files(
                 sub = os.open(entry.name, DIR_READ_FLAGS, dir_fd=dir_fd)
                 try:
                     yield from walk_files(
-                        sub, base / entry.name, skip_dirs=skip_dirs, follow_file_links=follow_file_links
+                        sub,
+                        base / entry.name,
+                        skip_dirs=skip_dirs,
+                        follow_file_links=follow_file_links,
+                        on_folder=on_folder,
                     )
                 finally:
                     os.close(sub)
