@@ -64,18 +64,19 @@ def found(ws: Workspace, max_files: int = guides.WALK_MAX_FILES) -> list[str]:
     return [p.relative_to(ws.primary).as_posix() for p in paths]
 
 
-def walked_twice(ws: Workspace, walks: list[Path]) -> None:
-    """The root walked as a first conversation and a second one would: its walk kept from then."""
-    assert found(ws) == found(ws) and len(walks) == 2
-    walks.clear()
-
-
-def test_issue39_an_unchanged_tree_is_not_walked_again(
-    tmp_path: Path, walks: list[Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def kept(tmp_path: Path, walks: list[Path], monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """`tree`, walked as a first conversation and a second one would: its walk kept from then
+    (`walks` emptied)."""
     later(monkeypatch)
     ws = tree(tmp_path / "ws")
-    walked_twice(ws, walks)
+    assert found(ws) == found(ws) and len(walks) == 2
+    walks.clear()
+    return ws
+
+
+def test_issue39_an_unchanged_tree_is_not_walked_again(kept: Workspace, walks: list[Path]) -> None:
+    ws = kept
     assert found(ws) == ["a/AGENTS.md"] and found(ws) == ["a/AGENTS.md"] and walks == []
     text = guides.render_nested(guides.nested_guides(ws, NAME))  # the text read afresh
     (ws.primary / "a" / NAME).write_text("A new rule.\n")  # in place: no name changes
@@ -84,11 +85,9 @@ def test_issue39_an_unchanged_tree_is_not_walked_again(
 
 
 def test_issue39_a_guide_added_or_removed_in_a_listed_folder_is_seen(
-    tmp_path: Path, walks: list[Path], monkeypatch: pytest.MonkeyPatch
+    kept: Workspace, walks: list[Path]
 ) -> None:
-    later(monkeypatch)
-    ws = tree(tmp_path / "ws")
-    walked_twice(ws, walks)
+    ws = kept
     (ws.primary / "b" / "c" / NAME).write_text("Deep rule.\n")
     assert found(ws) == ["a/AGENTS.md", "b/c/AGENTS.md"] and len(walks) == 1
     aged(ws.primary)
@@ -99,14 +98,12 @@ def test_issue39_a_guide_added_or_removed_in_a_listed_folder_is_seen(
 
 
 def test_issue39_a_folder_swapped_for_a_link_is_walked_again_and_not_followed(
-    tmp_path: Path, walks: list[Path], monkeypatch: pytest.MonkeyPatch
+    kept: Workspace, walks: list[Path], tmp_path: Path
 ) -> None:
-    later(monkeypatch)
-    ws = tree(tmp_path / "ws")
+    ws = kept
     outside = tmp_path / "outside" / "deep"
     outside.mkdir(parents=True)
     (outside / NAME).write_text("Not the project's.\n")
-    walked_twice(ws, walks)
     os.rename(ws.primary / "a", tmp_path / "moved")
     os.symlink(tmp_path / "outside", ws.primary / "a")
     assert found(ws) == [] and len(walks) == 1
