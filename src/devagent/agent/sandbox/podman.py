@@ -126,22 +126,16 @@ class Engine:
         return [*head, *args]
 
     def client(self) -> EngineClient:
-        """Where and with what the engine's client runs: `subprocess(..., **engine.client())` at
-        every call of the engine's command line."""
-        return {"env": self.client_env(), "cwd": self.client_cwd()}
-
-    def client_cwd(self) -> str:
-        """The folder the engine's client runs in: the user's private one (`engine_workdir`). The monitor
-        the engine starts beside a container or an exec (Podman's conmon) writes its marker of an
-        out-of-memory kill (`oom`, `oomKilled`) into its working directory, which would otherwise
-        be the server's (an operator's folder, a checkout)."""
-        return engine_workdir()
-
-    def client_env(self) -> dict[str, str]:
+        """Where and with what the engine's client runs, at every call of its command line
+        (`subprocess(..., **engine.client())`): the environment variables it needs
+        (`CLIENT_ENV_KEEP`, the engine's own `extra_env`), and the user's private folder
+        (`engine_workdir`) as its working directory. The monitor the engine starts beside a
+        container or an exec (Podman's conmon) writes its marker of an out-of-memory kill (`oom`,
+        `oomKilled`) there, which would otherwise be the server's folder (an operator's, a checkout)."""
         env = {k: v for k, v in os.environ.items() if k in CLIENT_ENV_KEEP}
         env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         env.update(self.extra_env)
-        return env
+        return {"env": env, "cwd": engine_workdir()}
 
     async def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> Result:
         """Runs one engine command to its end; EngineError when it fails and `check`."""
